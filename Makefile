@@ -1,0 +1,34 @@
+# adaptyst-top: `make demo` and `make test` are the two commands; both set up first.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: setup demo test check lint typecheck bench screenshots clean
+
+# Every target sets up first: the script is idempotent (a second run only checks,
+# in well under a second) and re-mounts tracefs after a reboot.
+setup:
+	@./scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/adaptyst-top demo
+
+test: setup
+	$(PY) -m pytest --require-ebpf-if-root
+
+lint: setup
+	$(VENV)/bin/ruff check collectors placement tui tests bench
+	$(VENV)/bin/ruff format --check collectors placement tui tests bench
+
+typecheck: setup
+	$(VENV)/bin/mypy collectors placement
+
+check: lint typecheck test
+
+bench: setup
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+screenshots: setup
+	$(PY) scripts/screenshots.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Task API, performance models and the placement advisor (no Textual import)."""

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Brings a fresh Debian/Ubuntu machine to the point where adaptyst-top runs with
+# real eBPF: distribution bcc, kernel headers (or a stand-in), tracefs, and a
+# virtualenv that sees the distribution's `bcc` module alone. Idempotent: every
+# step checks first and says "ok" when there is nothing to do.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+KREL=$(uname -r)
+APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc libc6-dev)
+
+say() { printf 'setup: %s\n' "$*"; }
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+missing_packages() {
+    local p out=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || out+=("$p")
+    done
+    printf '%s\n' "${out[@]}"
+}
+
+apt_install() {
+    # apt-get update only when something is really missing, so that a second
+    # run touches nothing.
+    if [ -z "${APT_UPDATED:-}" ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+system_packages() {
+    local todo
+    mapfile -t todo < <(missing_packages "${APT_PACKAGES[@]}")
+    if [ "${#todo[@]}" -gt 0 ] && [ -n "${todo[0]}" ]; then
+        say "installing ${todo[*]}"
+        apt_install "${todo[@]}"
+    else
+        say "ok: system packages (${APT_PACKAGES[*]})"
+    fi
+}
+
+kernel_headers() {
+    local build="/lib/modules/$KREL/build"
+    if [ -e "$build/include/linux/kconfig.h" ] || [ -e "$build/Makefile" ]; then
+        if [ -L "$build" ] && [ "$(readlink -f "$build")" != "/usr/src/linux-headers-$KREL" ]; then
+            say "ok: kernel headers (stand-in: $(readlink -f "$build") for $KREL)"
+        else
+            say "ok: kernel headers for $KREL"
+        fi
+        return
+    fi
+    # The running kernel's own headers, when the distribution has them.
+    if apt-cache show "linux-headers-$KREL" >/dev/null 2>&1; then
+        say "installing linux-headers-$KREL"
+        apt_install "linux-headers-$KREL"
+        return
+    fi
+    # Otherwise the distribution's generic headers, linked in as a stand-in: uprobe
+    # and USDT programs only need a consistent set of kernel types, not this exact kernel.
+    local arch meta
+    arch=$(dpkg --print-architecture)
+    meta="linux-headers-$arch"
+    if [ -n "$(missing_packages "$meta")" ]; then
+        say "no headers packaged for $KREL; installing $meta as a stand-in"
+        apt_install "$meta"
+    fi
+    local hdr common
+    hdr=$(ls -d /usr/src/linux-headers-*-"$arch" 2>/dev/null | sort -V | tail -n 1)
+    if [ -z "$hdr" ]; then
+        say "WARNING: no kernel headers found under /usr/src; eBPF programs will not compile"
+        return
+    fi
+    common=${hdr%-"$arch"}-common
+    mkdir -p "/lib/modules/$KREL"
+    ln -sfn "$hdr" "/lib/modules/$KREL/build"
+    [ -d "$common" ] && ln -sfn "$common" "/lib/modules/$KREL/source"
+    say "STAND-IN kernel headers: /lib/modules/$KREL/build -> $hdr (not $KREL's own)"
+}
+
+tracefs() {
+    if [ -e /sys/kernel/tracing/uprobe_events ]; then
+        say "ok: tracefs mounted"
+    elif mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
+        say "mounted tracefs on /sys/kernel/tracing"
+    else
+        say "WARNING: could not mount tracefs on /sys/kernel/tracing"
+    fi
+}
+
+venv() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        say "creating $VENV with $($PYTHON --version 2>&1)"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    local stamp="$VENV/.installed"
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+        say "installing adaptyst-top and its dependencies into $VENV"
+        "$VENV/bin/python" -m pip install -q --upgrade pip
+        "$VENV/bin/python" -m pip install -q -e '.[test]'
+        touch "$stamp"
+    else
+        say "ok: $VENV is up to date"
+    fi
+}
+
+bcc_in_venv() {
+    # Debian's bcc is pure Python over libbcc; PyPI's "bcc" is an unrelated project.
+    # Expose that one package alone (not all of dist-packages) through a .pth file.
+    local dist=/usr/lib/python3/dist-packages/bcc
+    if [ ! -d "$dist" ]; then
+        say "bcc: $dist absent (install python3-bpfcc as root); eBPF probes unavailable"
+        return
+    fi
+    local shim="$PWD/$VENV/distro-bcc"
+    local purelib
+    purelib=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    if [ "$(readlink "$shim/bcc" 2>/dev/null)" = "$dist" ] && \
+       [ "$(cat "$purelib/distro-bcc.pth" 2>/dev/null)" = "$shim" ]; then
+        say "ok: distribution bcc visible in $VENV"
+        return
+    fi
+    mkdir -p "$shim"
+    ln -sfn "$dist" "$shim/bcc"
+    printf '%s\n' "$shim" > "$purelib/distro-bcc.pth"
+    say "linked distribution bcc into $VENV"
+}
+
+if is_root && command -v apt-get >/dev/null 2>&1; then
+    system_packages
+    kernel_headers
+    tracefs
+elif ! is_root; then
+    say "not root: skipping system packages, kernel headers and tracefs; eBPF probes need root (or CAP_BPF+CAP_PERFMON)"
+else
+    say "no apt-get: install bcc (python3 module), kernel headers and sys/sdt.h by hand"
+fi
+venv
+bcc_in_venv
+say "done: $VENV/bin/adaptyst-top"

@@ -1,0 +1,37 @@
+"""Shared fixtures, and the rule that as root an eBPF test may not skip."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+IS_ROOT = os.geteuid() == 0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--require-ebpf-if-root",
+        action="store_true",
+        help="as root, fail the run unless eBPF tests ran and passed (used by `make test`)",
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if IS_ROOT and item.get_closest_marker("ebpf") and report.skipped:
+        # As root the real thing is there; a skip would hide a broken setup.
+        report.outcome = "failed"
+        report.longrepr = f"eBPF test skipped while root: {report.longrepr}"
+    if item.get_closest_marker("ebpf") and report.when == "call" and report.passed:
+        item.config._ebpf_passed = getattr(item.config, "_ebpf_passed", 0) + 1  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    wanted = IS_ROOT and config.getoption("--require-ebpf-if-root")
+    if wanted and getattr(config, "_ebpf_passed", 0) == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print("\nFAILED: running as root but no eBPF test ran and passed")

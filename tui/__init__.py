@@ -1,0 +1,1 @@
+"""Terminal interface and command line of adaptyst-top."""
