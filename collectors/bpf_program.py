@@ -1,0 +1,199 @@
+"""The C source of one probe module: shared statistics maps and one tiny entry
+program per attach point.
+
+Every attach point gets a slot number baked into its own 3-line program, so the
+kernel knows which probe fired without a lookup; the heavy code is shared and
+inlined. All uretprobes share a single program: a per-thread stack of entry frames
+tells which probe a return belongs to, which also makes recursion and nested
+USDT pairs match last-in, first-out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from adaptyst_top.collectors.histogram import SUB, SUB_BITS
+
+KEYLEN = 32
+MAX_DEPTH = 32
+MAX_KEYS = 16384
+HIST_ENTRIES = 131072
+
+SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end"]
+
+PRELUDE = r"""
+#include <uapi/linux/ptrace.h>
+
+#define KEYLEN %(keylen)d
+#define MAX_DEPTH %(max_depth)d
+#define SUB %(sub)d
+#define SUB_BITS %(sub_bits)d
+
+enum { KEY_NONE = 0, KEY_INT = 1, KEY_STR = 2 };
+
+struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
+struct stat { u64 count; u64 sum; u64 min; u64 max; };
+struct hkey { struct skey k; u32 bucket; u32 pad; };
+struct tkey { u64 tid; u32 chain; u32 pad; };
+struct fkey { u64 tid; u32 chain; u32 depth; };
+struct frame { u64 ts; struct skey k; };
+
+BPF_HASH(stats, struct skey, struct stat, %(max_keys)d);
+BPF_HASH(hist, struct hkey, u64, %(hist_entries)d);
+BPF_HASH(depths, struct tkey, u32, 65536);
+BPF_HASH(frames, struct fkey, struct frame, 65536);
+BPF_ARRAY(errors, u64, 4);   /* 0: map full, 1: stack too deep, 2: return without entry */
+/* Per slot: 1 = switched off. Detaching a uprobe waits ~0.1 s in the kernel, so a
+ * switch takes effect here at once and the detach follows in the background. */
+BPF_ARRAY(gate, u8, %(nslots)d);
+
+static __always_inline int gated(u32 slot) {
+    u8 *g = gate.lookup(&slot);
+    return g && *g;
+}
+
+static __always_inline void count_error(u32 i) {
+    u64 *e = errors.lookup(&i);
+    if (e) __sync_fetch_and_add(e, 1);
+}
+
+static __always_inline u32 log2_u64(u64 v) {
+    u32 r = 0;
+    if (v >> 32) { v >>= 32; r += 32; }
+    if (v >> 16) { v >>= 16; r += 16; }
+    if (v >> 8)  { v >>= 8;  r += 8; }
+    if (v >> 4)  { v >>= 4;  r += 4; }
+    if (v >> 2)  { v >>= 2;  r += 2; }
+    if (v >> 1)  { r += 1; }
+    return r;
+}
+
+static __always_inline u32 bucket_of(u64 v) {
+    if (v < SUB) return (u32)v;
+    u32 e = log2_u64(v);
+    return SUB * (e - SUB_BITS + 1) + (u32)((v >> (e - SUB_BITS)) & (SUB - 1));
+}
+
+static __always_inline void record(struct skey *k, u64 delta, int latency) {
+    struct stat zero = {};
+    zero.min = ~0ULL;
+    struct stat *s = stats.lookup_or_try_init(k, &zero);
+    if (!s) { count_error(0); return; }
+    __sync_fetch_and_add(&s->count, 1);
+    if (!latency) return;
+    __sync_fetch_and_add(&s->sum, delta);
+    /* min/max races between CPUs only lose an extreme by one sample; counts stay exact */
+    if (delta < s->min) s->min = delta;
+    if (delta > s->max) s->max = delta;
+    struct hkey h = {};
+    h.k = *k;
+    h.bucket = bucket_of(delta);
+    u64 hz = 0;
+    u64 *c = hist.lookup_or_try_init(&h, &hz);
+    if (c) __sync_fetch_and_add(c, 1); else count_error(0);
+}
+
+static __always_inline int push_frame(u32 chain, struct skey *k) {
+    struct tkey t = {};
+    t.tid = bpf_get_current_pid_tgid();
+    t.chain = chain;
+    u32 zero = 0;
+    u32 *d = depths.lookup_or_try_init(&t, &zero);
+    if (!d) { count_error(0); return 0; }
+    u32 depth = *d;
+    if (depth >= MAX_DEPTH) { count_error(1); return 0; }
+    struct fkey f = {};
+    f.tid = t.tid; f.chain = chain; f.depth = depth;
+    struct frame fr = {};
+    fr.k = *k;
+    fr.ts = bpf_ktime_get_ns();   /* last: the probe's own work before this stays outside */
+    frames.update(&f, &fr);
+    *d = depth + 1;
+    return 0;
+}
+
+static __always_inline int pop_frame(u32 chain) {
+    u64 now = bpf_ktime_get_ns();  /* first: the rest of this handler stays outside */
+    struct tkey t = {};
+    t.tid = bpf_get_current_pid_tgid();
+    t.chain = chain;
+    u32 *d = depths.lookup(&t);
+    if (!d || *d == 0) { count_error(2); return 0; }
+    u32 depth = *d - 1;
+    *d = depth;
+    struct fkey f = {};
+    f.tid = t.tid; f.chain = chain; f.depth = depth;
+    struct frame *fr = frames.lookup(&f);
+    if (!fr) { count_error(2); return 0; }
+    struct skey k = fr->k;
+    u64 delta = now - fr->ts;
+    frames.delete(&f);
+    if (gated(k.slot)) return 0;   /* the frame is popped all the same: pairs stay matched */
+    record(&k, delta, 1);
+    return 0;
+}
+
+static __always_inline void key_from_value(struct skey *k, u64 v, int type) {
+    /* type 0 = auto: a value that reads as a user-space C string is a string */
+    if (type != 1 && v >= 0x10000) {
+        long n = bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v);
+        if (n > 1) { k->kind = KEY_STR; return; }
+        __builtin_memset(k->str, 0, sizeof(k->str));
+    }
+    k->kind = KEY_INT;
+    k->num = v;
+}
+
+int at_ret(struct pt_regs *ctx) { return pop_frame(0); }
+"""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One attach point's program: which role it plays and where its key comes from."""
+
+    index: int  # 0.. within its module
+    role: SlotRole
+    chain: int = 0  # USDT pairs: one stack per pair (uprobes share chain 0)
+    arg: int | None = None
+    arg_type: str = "auto"
+
+    @property
+    def fn_name(self) -> str:
+        return f"at_s{self.index}"
+
+
+_ARG_TYPE = {"auto": 0, "int": 1, "str": 2}
+
+
+def slot_program(slot: Slot) -> str:
+    key = f"struct skey k = {{}}; k.slot = {slot.index};"
+    if slot.arg is not None:
+        # bcc rewrites bpf_usdt_readarg only inside the function attached to the probe.
+        key += (
+            f" u64 v = 0; bpf_usdt_readarg({slot.arg}, ctx, &v);"
+            f" key_from_value(&k, v, {_ARG_TYPE[slot.arg_type]});"
+        )
+    body = {
+        "uprobe-entry": "return push_frame(0, &k);",
+        "usdt-begin": f"return push_frame({slot.chain}, &k);",
+        "usdt-count": f"if (gated({slot.index})) return 0; record(&k, 0, 0); return 0;",
+        "usdt-end": f"return pop_frame({slot.chain});",
+    }[slot.role]
+    if slot.role == "usdt-end":
+        key = ""  # the key travels in the frame pushed by BEGIN
+    return f"int {slot.fn_name}(struct pt_regs *ctx) {{ {key} {body} }}"
+
+
+def module_source(slots: list[Slot]) -> str:
+    prelude = PRELUDE % {
+        "keylen": KEYLEN,
+        "max_depth": MAX_DEPTH,
+        "sub": SUB,
+        "sub_bits": SUB_BITS,
+        "max_keys": MAX_KEYS,
+        "hist_entries": HIST_ENTRIES,
+        "nslots": max(1, len(slots)),
+    }
+    return prelude + "\n" + "\n".join(slot_program(s) for s in slots) + "\n"

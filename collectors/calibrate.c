@@ -1,0 +1,58 @@
+/* Calibration target for adaptyst-top: functions whose first instruction is known,
+ * so that the per-hit cost of each attach-point class can be measured on this machine.
+ * Reads "NAME COUNT" lines on stdin, calls NAME COUNT times, prints nanoseconds per call.
+ * x86-64 only (the entry instructions are written in assembly). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <sys/sdt.h>
+
+/* push %rbp: emulated by the kernel's uprobe code (no single-step). */
+__asm__(".text\n.globl cal_push\n.type cal_push,@function\n"
+        "cal_push:\n push %rbp\n pop %rbp\n ret\n.size cal_push,.-cal_push\n");
+/* lea: must be single-stepped out of line, like the first instruction of many -O2 leaves. */
+__asm__(".globl cal_lea\n.type cal_lea,@function\n"
+        "cal_lea:\n lea 1(%rdi),%rax\n ret\n.size cal_lea,.-cal_lea\n");
+/* endbr64: what -fcf-protection puts first. */
+__asm__(".globl cal_endbr\n.type cal_endbr,@function\n"
+        "cal_endbr:\n endbr64\n ret\n.size cal_endbr,.-cal_endbr\n");
+/* nop: what a USDT site is. */
+__asm__(".globl cal_nop\n.type cal_nop,@function\n"
+        "cal_nop:\n nop\n ret\n.size cal_nop,.-cal_nop\n");
+
+long cal_push(long);
+long cal_lea(long);
+long cal_endbr(long);
+long cal_nop(long);
+
+__attribute__((noinline)) long cal_usdt(long x) {
+    DTRACE_PROBE1(adaptyst_cal, hit, x);
+    __asm__ volatile("" ::: "memory");
+    return x;
+}
+
+typedef long (*fn_t)(long);
+
+int main(void) {
+    char name[32];
+    long count;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("ready\n");
+    while (scanf("%31s %ld", name, &count) == 2) {
+        fn_t volatile fn = !strcmp(name, "push")    ? cal_push
+                           : !strcmp(name, "lea")   ? cal_lea
+                           : !strcmp(name, "endbr") ? cal_endbr
+                           : !strcmp(name, "nop")   ? cal_nop
+                           : !strcmp(name, "usdt")  ? cal_usdt
+                                                    : NULL;
+        if (!fn) { printf("error unknown %s\n", name); continue; }
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (long i = 0; i < count; i++) fn(i);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double ns = (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+        printf("%.3f\n", ns / count);
+    }
+    return 0;
+}

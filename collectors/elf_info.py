@@ -1,0 +1,140 @@
+"""What a binary offers to probe: function symbols, USDT notes, entry instructions."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import NoteSection, SymbolTableSection
+
+
+class NotELFError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class FunctionSymbol:
+    name: str
+    address: int  # link-time virtual address (st_value)
+    size: int
+    file_offset: int | None  # where its first instruction lies in the file
+
+
+@dataclass(frozen=True)
+class UsdtProbe:
+    provider: str
+    name: str
+    address: int
+    semaphore: int  # 0 when the probe is not semaphore-gated
+    arguments: str  # the raw SDT argument spec, e.g. "-4@%eax 8@%rdx"
+
+    @property
+    def arg_specs(self) -> list[str]:
+        return self.arguments.split() if self.arguments else []
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    path: str
+    functions: tuple[FunctionSymbol, ...]
+    usdt: tuple[UsdtProbe, ...]
+    stripped: bool  # no .symtab: only exported (.dynsym) functions are visible
+    machine: str
+
+
+def _vaddr_to_offset(elf: ELFFile, vaddr: int) -> int | None:
+    for seg in elf.iter_segments():
+        if seg["p_type"] != "PT_LOAD":
+            continue
+        start = seg["p_vaddr"]
+        if start <= vaddr < start + seg["p_filesz"]:
+            return int(vaddr - start + seg["p_offset"])
+    return None
+
+
+def _parse_stapsdt(elf: ELFFile) -> list[UsdtProbe]:
+    probes: list[UsdtProbe] = []
+    base_sec = elf.get_section_by_name(".stapsdt.base")
+    for section in elf.iter_sections():
+        if not isinstance(section, NoteSection):
+            continue
+        for note in section.iter_notes():
+            # pyelftools names n_type as if it were a GNU note; the owner name is what counts.
+            if note["n_name"] != "stapsdt":
+                continue
+            desc = note["n_descdata"]
+            if isinstance(desc, str):
+                desc = desc.encode("latin-1")
+            pc, base, sem = struct.unpack_from("<QQQ", desc, 0)
+            provider, name, args = (desc[24:].split(b"\0") + [b"", b"", b""])[:3]
+            # Prelink adjustment as in the SystemTap SDT spec.
+            if base_sec is not None and base:
+                delta = base_sec["sh_addr"] - base
+                pc += delta
+                if sem:
+                    sem += delta
+            probes.append(
+                UsdtProbe(provider.decode(), name.decode(), pc, sem, args.decode(errors="replace"))
+            )
+    return probes
+
+
+@lru_cache(maxsize=64)
+def _read(path: str, mtime_ns: int) -> ElfInfo:
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            funcs: dict[tuple[str, int], FunctionSymbol] = {}
+            have_symtab = False
+            for section in elf.iter_sections():
+                if not isinstance(section, SymbolTableSection):
+                    continue
+                if section.name == ".symtab":
+                    have_symtab = True
+                for sym in section.iter_symbols():
+                    if sym["st_info"]["type"] not in ("STT_FUNC", "STT_GNU_IFUNC"):
+                        continue
+                    if sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
+                        continue
+                    name = sym.name.split("@")[0]
+                    addr = int(sym["st_value"])
+                    funcs.setdefault(
+                        (name, addr),
+                        FunctionSymbol(
+                            name, addr, int(sym["st_size"]), _vaddr_to_offset(elf, addr)
+                        ),
+                    )
+            return ElfInfo(
+                path=path,
+                functions=tuple(sorted(funcs.values(), key=lambda s: (s.name, s.address))),
+                usdt=tuple(_parse_stapsdt(elf)),
+                stripped=not have_symtab,
+                machine=str(elf["e_machine"]),
+            )
+    except ELFError as exc:
+        raise NotELFError(f"{path}: not an ELF file ({exc})") from exc
+
+
+def read_elf(path: str | Path) -> ElfInfo:
+    """Symbols and USDT notes of an ELF file (cached until the file changes)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    with open(p, "rb") as f:
+        if f.read(4) != b"\x7fELF":
+            raise NotELFError(f"{path}: not an ELF file")
+    return _read(str(p.resolve()), st.st_mtime_ns)
+
+
+def entry_bytes(path: str, sym: FunctionSymbol, n: int = 8) -> bytes:
+    if sym.file_offset is None:
+        return b""
+    with open(path, "rb") as f:
+        f.seek(sym.file_offset)
+        return f.read(n)

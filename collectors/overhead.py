@@ -1,0 +1,125 @@
+"""What probes cost: attach-point classes, their calibrated per-hit cost, BPF run time.
+
+On x86-64 the kernel emulates a few first instructions of a uprobed function (push,
+nop, jumps and calls) and must single-step every other one out of line, which costs
+about 14x more here. Each attach point is classified from its first bytes; each
+class is calibrated on this machine at start-up (see calibration.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+USDT = "usdt"
+EMULATED = "uprobe-emulated"
+SINGLESTEP = "uprobe-singlestep"
+UNKNOWN = "uprobe-unknown"
+
+
+def classify_entry(code: bytes, machine: str = "x86_64") -> str:
+    """The uprobe class of a function from its first instruction bytes."""
+    if machine not in ("x86_64", "EM_X86_64") or not code:
+        return UNKNOWN
+    b0 = code[0]
+    if 0x50 <= b0 <= 0x57:  # push %reg
+        return EMULATED
+    if b0 == 0x41 and len(code) > 1 and 0x50 <= code[1] <= 0x57:  # push %r8..%r15
+        return EMULATED
+    if b0 == 0x90 or (b0 == 0x0F and len(code) > 1 and code[1] == 0x1F):  # nop, nopl
+        return EMULATED
+    if b0 in (0xE8, 0xE9, 0xEB) or 0x70 <= b0 <= 0x7F:  # call, jmp, jcc rel8
+        return EMULATED
+    # endbr64 (f3 0f 1e fa), lea, mov, sub, ...: single-stepped (measured here too).
+    return SINGLESTEP
+
+
+@dataclass
+class ClassCost:
+    """Per-hit cost of one class with this tool's handlers, in ns."""
+
+    per_hit_ns: float  # added to the traced program per call (entry + return)
+    in_interval_ns: float  # of that, what falls inside a measured latency
+    source: str  # "calibrated" or "default"
+
+
+# DESIGN.md's figures for this kind of machine; used only until calibration answers
+# (or where it cannot run: no gcc, not x86-64), and labelled as such.
+DEFAULT_COSTS: dict[str, ClassCost] = {
+    USDT: ClassCost(850.0, 0.0, "default"),
+    "usdt-pair": ClassCost(1700.0, 850.0, "default"),
+    EMULATED: ClassCost(1500.0, 700.0, "default"),
+    SINGLESTEP: ClassCost(14700.0, 13000.0, "default"),
+    UNKNOWN: ClassCost(14700.0, 13000.0, "default"),
+}
+
+
+@dataclass
+class CostTable:
+    costs: dict[str, ClassCost] = field(default_factory=lambda: dict(DEFAULT_COSTS))
+
+    def get(self, cls: str) -> ClassCost:
+        return self.costs.get(cls) or DEFAULT_COSTS[cls]
+
+
+BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
+
+
+class BpfStats:
+    """Turns kernel.bpf_stats_enabled on while we run and restores it after."""
+
+    def __init__(self, path: Path = BPF_STATS) -> None:
+        self.path = path
+        self.previous: str | None = None
+
+    def enable(self) -> bool:
+        try:
+            self.previous = self.path.read_text().strip()
+            if self.previous != "1":
+                self.path.write_text("1\n")
+            return True
+        except OSError:
+            self.previous = None
+            return False
+
+    def restore(self) -> None:
+        if self.previous is not None and self.previous != "1":
+            with contextlib.suppress(OSError):
+                self.path.write_text(self.previous + "\n")
+        self.previous = None
+
+
+def prog_run_stats(fd: int) -> tuple[int, int]:
+    """(run_time_ns, run_cnt) of a loaded BPF program, from its fdinfo."""
+    run_ns = run_cnt = 0
+    try:
+        with open(f"/proc/self/fdinfo/{fd}") as f:
+            for line in f:
+                if line.startswith("run_time_ns:"):
+                    run_ns = int(line.split()[1])
+                elif line.startswith("run_cnt:"):
+                    run_cnt = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return run_ns, run_cnt
+
+
+def process_cpu_ns(pid: int) -> int | None:
+    """User+system CPU time of a process and its reaped children, in ns."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def system_busy_ns() -> int:
+    """All CPUs' non-idle time, in ns: the denominator for binary-wide probes."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")

@@ -1,0 +1,685 @@
+"""The probe engine: eBPF uprobes and USDT probes with statistics kept in the kernel.
+
+`add()` returns at once; resolving, compiling and attaching run on one background
+thread (bcc's clang takes about a second per module). Each `add()` builds one
+module whose programs serve all the attach points its spec matched. Toggling a row
+detaches or re-attaches its already-loaded programs: no recompilation, a few ms.
+`read()` walks the kernel maps once per interval; nothing streams per event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fnmatch
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.bpf_program import Slot, module_source
+from adaptyst_top.collectors.ebpf_env import check_bcc, check_kernel_headers, check_privileges
+from adaptyst_top.collectors.elf_info import (
+    ElfInfo,
+    FunctionSymbol,
+    NotELFError,
+    UsdtProbe,
+    entry_bytes,
+    read_elf,
+)
+from adaptyst_top.collectors.histogram import percentile
+from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
+from adaptyst_top.collectors.targets import TargetError, check_pid, pid_alive, resolve_target
+
+DEFAULT_MAX_ATTACH = 1000
+DEFAULT_BUDGET = 0.02
+
+
+class ProbeError(RuntimeError):
+    """Why a probe cannot be attached, in one line."""
+
+
+@dataclass
+class Attachment:
+    """One call to bcc's attach_uprobe/attach_uretprobe, kept to undo and redo it."""
+
+    fn_name: str
+    path: str
+    sym: str = ""
+    addr: int = 0
+    ret: bool = False
+
+
+@dataclass
+class Row:
+    """One attach point (a function, a USDT probe or pair) and its statistics."""
+
+    id: int
+    spec: ProbeSpec
+    name: str
+    path: str
+    cls: str  # overhead class
+    slot: int  # the slot whose program keys the statistics
+    attachments: list[Attachment] = field(default_factory=list)
+    fns: list[str] = field(default_factory=list)  # program names, for bpf run time
+    state: str = "pending"  # pending | attached | detached | ended | error
+    error: str = ""
+    module: ProbeModule | None = None
+    linked: bool = False  # programs really attached (lags `state` while a detach is queued)
+    unlinking: bool = False  # a background detach is running
+    # Cumulative per key (None for an unsplit probe), refreshed by read():
+    stats: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
+    hist: dict[Any, dict[int, int]] = field(default_factory=dict)
+    last_counts: dict[Any, int] = field(default_factory=dict)
+    rates: dict[Any, float] = field(default_factory=dict)
+    interval_hits: int = 0
+
+
+@dataclass
+class ProbeGroup:
+    """What one spec became: its rows, or the error that stopped it."""
+
+    spec_text: str
+    spec: ProbeSpec | None = None
+    state: str = "pending"  # pending | compiling | attached | error
+    error: str = ""
+    rows: list[Row] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class ProbeModule:
+    """One compiled BPF object and the attach points it serves."""
+
+    def __init__(self, bpf: Any, rows: list[Row]) -> None:
+        self.bpf = bpf
+        self.rows = rows
+        self.by_slot = {r.slot: r for r in rows}
+        self.closed = False
+        # Held while detaching or closing, so that the two never race over the same fds.
+        self.lock = threading.Lock()
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                with contextlib.suppress(Exception):
+                    self.bpf.cleanup()
+
+
+def _key_of(k: Any) -> Any:
+    if k.kind == 2:
+        return bytes(k.str).split(b"\0", 1)[0].decode(errors="replace")
+    if k.kind == 1:
+        return int(k.num)
+    return None
+
+
+class ProbeEngine:
+    def __init__(
+        self,
+        pid: int | None = None,
+        command_path: str | None = None,
+        max_attach: int = DEFAULT_MAX_ATTACH,
+        costs: ov.CostTable | None = None,
+        budget: float = DEFAULT_BUDGET,
+        enforce_budget: bool = False,
+        check_environment: bool = True,
+    ) -> None:
+        if check_environment:
+            self.require_ebpf()
+        if pid is not None:
+            try:
+                check_pid(pid)
+            except TargetError as exc:
+                raise ProbeError(str(exc)) from None
+        self.pid = pid
+        self.command_path = command_path
+        self.max_attach = max_attach
+        self.costs = costs or ov.CostTable()
+        self.budget = budget
+        self.enforce_budget = enforce_budget
+        self.groups: list[ProbeGroup] = []
+        self.rows: dict[int, Row] = {}
+        self.modules: list[ProbeModule] = []
+        self.warnings: list[str] = []
+        self.target_ended = False
+        self.overhead_share: float | None = None
+        self._lock = threading.RLock()
+        self._next_row = 0
+        # Work for the background thread: specs to build, detaches to finish, None to stop.
+        self._queue: queue.Queue[ProbeGroup | Callable[[], None] | None] = queue.Queue()
+        self._bpf_stats = ov.BpfStats()
+        self.bpf_stats_on = self._bpf_stats.enable()
+        self._last_read: float | None = None
+        self._last_cpu: int | None = None
+        self._closed = False
+        self._worker = threading.Thread(target=self._work, name="probe-compiler", daemon=True)
+        self._worker.start()
+
+    # ----- environment ---------------------------------------------------------
+
+    @staticmethod
+    def require_ebpf() -> None:
+        for check in (check_privileges(), check_bcc(), check_kernel_headers()):
+            if check.status in ("missing", "denied"):
+                fix = f" (fix: {check.fix})" if check.fix else ""
+                raise ProbeError(f"eBPF unavailable: {check.detail}{fix}")
+
+    # ----- adding probes ---------------------------------------------------------
+
+    def add(self, spec: str | ProbeSpec) -> ProbeGroup:
+        """Queue a spec; returns at once. Raises ProbeSpecError for a malformed spec."""
+        parsed = spec if isinstance(spec, ProbeSpec) else parse_spec(spec)
+        group = ProbeGroup(parsed.text, parsed)
+        with self._lock:
+            self.groups.append(group)
+        self._queue.put(group)
+        return group
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until every queued spec is attached or failed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for g in list(self.groups):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not g.done.wait(left):
+                return False
+        return True
+
+    def _work(self) -> None:
+        while True:
+            group = self._queue.get()
+            if group is None:
+                return
+            if not isinstance(group, ProbeGroup):
+                with contextlib.suppress(Exception):
+                    group()
+                continue
+            group.state = "compiling"
+            try:
+                self._build(group)
+                group.state = "attached"
+            except (ProbeError, TargetError, ProbeSpecError, NotELFError, FileNotFoundError) as exc:
+                group.state, group.error = "error", str(exc).splitlines()[0]
+            except Exception as exc:  # bcc raises plain Exception; keep the engine alive
+                group.state, group.error = "error", _one_line(exc)
+            finally:
+                group.done.set()
+
+    def _resolve(self, spec: ProbeSpec) -> tuple[str, ElfInfo]:
+        target = spec.target
+        if self.command_path and target in (
+            self.command_path,
+            self.command_path.rsplit("/", 1)[-1],
+        ):
+            target = self.command_path
+        path = resolve_target(target, self.pid if self.pid and pid_alive(self.pid) else None)
+        return path, read_elf(path)
+
+    def _build(self, group: ProbeGroup) -> None:
+        spec = group.spec
+        assert spec is not None
+        path, elf = self._resolve(spec)
+        if spec.kind == "uprobe":
+            rows, slots = self._plan_uprobes(spec, path, elf)
+            usdt_contexts: list[Any] = []
+        else:
+            rows, slots, usdt_contexts = self._plan_usdt(spec, path, elf)
+        from bcc import BPF  # type: ignore[import-not-found]
+
+        try:
+            bpf = BPF(text=module_source(slots), usdt_contexts=usdt_contexts)
+        except Exception as exc:
+            raise ProbeError(f"compiling probes for {spec.text} failed: {_one_line(exc)}") from None
+        module = ProbeModule(bpf, rows)
+        for row in rows:
+            row.module = module
+        # bcc attaches USDT contexts itself while loading; everything else here.
+        try:
+            for row in rows:
+                self._attach_row(row)
+        except Exception:
+            module.close()
+            raise
+        with self._lock:
+            self.modules.append(module)
+            for row in rows:
+                self.rows[row.id] = row
+            group.rows = rows
+
+    def _new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
+        with self._lock:
+            row = Row(self._next_row, spec, name, path, cls, slot)
+            self._next_row += 1
+        return row
+
+    def _plan_uprobes(
+        self, spec: ProbeSpec, path: str, elf: ElfInfo
+    ) -> tuple[list[Row], list[Slot]]:
+        glob = spec.func or "*"
+        by_addr: dict[int, FunctionSymbol] = {}
+        for sym in elf.functions:
+            if fnmatch.fnmatchcase(sym.name, glob):
+                # Aliases share an address: one probe each address, the plainest name.
+                best = by_addr.get(sym.address)
+                if best is None or (best.name.startswith("_"), len(best.name)) > (
+                    sym.name.startswith("_"),
+                    len(sym.name),
+                ):
+                    by_addr[sym.address] = sym
+        names = {}
+        for sym in by_addr.values():
+            names.setdefault(sym.name, sym)  # bcc attaches by name: one address per name
+        matched = sorted(names.values(), key=lambda s: s.name)
+        if not matched:
+            hint = (
+                " (binary is stripped: only exported functions are visible)" if elf.stripped else ""
+            )
+            raise ProbeError(f"{spec.text}: 0 functions matched {glob!r} in {path}{hint}")
+        if len(matched) + len(self.rows) > self.max_attach:
+            raise ProbeError(
+                f"{spec.text}: {len(matched)} functions match, more than the limit of "
+                f"{self.max_attach} attach points (narrow the glob or raise --max-probes)"
+            )
+        rows, slots = [], []
+        for i, sym in enumerate(matched):
+            slot = Slot(i, "uprobe-entry")
+            cls = ov.classify_entry(entry_bytes(path, sym), elf.machine)
+            row = self._new_row(spec, sym.name, path, cls, slot.index)
+            row.attachments = [
+                Attachment(slot.fn_name, path, sym=sym.name),
+                Attachment("at_ret", path, sym=sym.name, ret=True),
+            ]
+            row.fns = [slot.fn_name, "at_ret"]
+            rows.append(row)
+            slots.append(slot)
+        return rows, slots
+
+    def _find_usdt(self, elf: ElfInfo, path: str, provider: str, name: str) -> list[UsdtProbe]:
+        found = [p for p in elf.usdt if p.provider == provider and p.name == name]
+        if not found:
+            have = sorted({f"{p.provider}:{p.name}" for p in elf.usdt})
+            listing = ", ".join(have[:8]) + (" ..." if len(have) > 8 else "") if have else "none"
+            raise ProbeError(
+                f"USDT probe {provider}:{name} not found in {path} (it has: {listing})"
+            )
+        return found
+
+    def _plan_usdt(
+        self, spec: ProbeSpec, path: str, elf: ElfInfo
+    ) -> tuple[list[Row], list[Slot], list[Any]]:
+        from bcc import USDT
+
+        assert spec.provider is not None and spec.name is not None
+        names = [spec.name] + ([spec.end] if spec.end else [])
+        sites = {n: self._find_usdt(elf, path, spec.provider, n) for n in names}
+        gated = [n for n, ps in sites.items() if any(p.semaphore for p in ps)]
+        if gated and self.pid is None:
+            raise ProbeError(
+                f"{spec.text}: USDT probe(s) {', '.join(gated)} are semaphore-gated; "
+                "bcc can enable them only for a process: give --pid or -- CMD"
+            )
+        if len(self.rows) + 1 > self.max_attach:
+            raise ProbeError(f"{spec.text}: more than the limit of {self.max_attach} attach points")
+        # One spec, one module: slots start at 0 and the pair has its own chain 1.
+        first, chain = 0, 1
+        if spec.is_pair:
+            slots = [
+                Slot(first, "usdt-begin", chain, spec.arg, spec.arg_type),
+                Slot(first + 1, "usdt-end", chain),
+            ]
+            cls = "usdt-pair"
+        else:
+            slots = [Slot(first, "usdt-count", 0, spec.arg, spec.arg_type)]
+            cls = ov.USDT
+        pid = self.pid if self.pid and pid_alive(self.pid) else None
+        try:
+            ctx = USDT(pid=pid) if pid else USDT(path=path)
+            for n, slot in zip(names, slots):
+                # USDT(pid) names the probe by provider:name to avoid clashes across libraries.
+                ctx.enable_probe(probe=f"{spec.provider}:{n}", fn_name=slot.fn_name)
+        except Exception as exc:
+            raise ProbeError(f"{spec.text}: enabling USDT failed: {_one_line(exc)}") from None
+        row = self._new_row(spec, spec.label, path, cls, first)
+        # Filled after loading, from what bcc really attached (it resolves every location).
+        row.fns = [s.fn_name for s in slots]
+        row.attachments = []
+        row._usdt_ctx = ctx  # type: ignore[attr-defined]
+        return [row], slots, [ctx]
+
+    # ----- attach / detach / toggle ---------------------------------------------
+
+    def _attach_pid(self) -> int:
+        return self.pid if self.pid is not None else -1
+
+    def _attach_row(self, row: Row) -> None:
+        assert row.module is not None
+        bpf = row.module.bpf
+        ctx = getattr(row, "_usdt_ctx", None)
+        if ctx is not None and not row.attachments:
+            # bcc attached the USDT locations while loading; remember them to toggle.
+            for binpath, fn_name, addr, _pid in ctx.enumerate_active_probes():
+                fn = fn_name.decode() if isinstance(fn_name, bytes) else fn_name
+                if fn in row.fns:
+                    path = binpath.decode() if isinstance(binpath, bytes) else binpath
+                    row.attachments.append(Attachment(fn, path, addr=int(addr)))
+            row.state, row.linked = "attached", True
+            return
+        done: list[Attachment] = []
+        try:
+            for a in row.attachments:
+                kw: dict[str, Any] = {
+                    "name": a.path,
+                    "fn_name": a.fn_name,
+                    "pid": self._attach_pid(),
+                }
+                if a.sym:
+                    kw["sym"] = a.sym
+                else:
+                    kw["addr"] = a.addr
+                (bpf.attach_uretprobe if a.ret else bpf.attach_uprobe)(**kw)
+                done.append(a)
+        except Exception as exc:
+            for a in done:
+                self._detach_one(bpf, a)
+            if self.pid is not None and not pid_alive(self.pid):
+                raise ProbeError(f"PID {self.pid} exited during attach") from None
+            raise ProbeError(
+                f"attaching {row.name} in {row.path} failed: {_one_line(exc)}"
+            ) from None
+        row.state, row.linked = "attached", True
+
+    def _detach_one(self, bpf: Any, a: Attachment) -> None:
+        kw: dict[str, Any] = {"name": a.path, "pid": self._attach_pid()}
+        if a.sym:
+            kw["sym"] = a.sym
+        else:
+            kw["addr"] = a.addr
+        with contextlib.suppress(Exception):
+            (bpf.detach_uretprobe if a.ret else bpf.detach_uprobe)(**kw)
+
+    def _set_gate(self, row: Row, off: bool) -> None:
+        assert row.module is not None
+        gate = row.module.bpf["gate"]
+        gate[ctypes.c_int(row.slot)] = ctypes.c_ubyte(1 if off else 0)
+
+    def _unlink(self, row: Row) -> None:
+        """Detach for real (the kernel takes ~0.1 s per uprobe); runs off the caller's thread
+        and without the engine lock, so that reads and toggles go on meanwhile."""
+        with self._lock:
+            if not row.linked or row.state == "attached" or row.module is None:
+                return
+            if row.module.closed:
+                row.linked = False
+                return
+            row.unlinking = True
+        with row.module.lock:
+            if not row.module.closed:
+                for a in row.attachments:
+                    self._detach_one(row.module.bpf, a)
+        with self._lock:
+            row.linked = row.unlinking = False
+            if row.state == "attached" and not row.module.closed:
+                # Switched back on while the detach ran: attach again, then open the gate.
+                try:
+                    self._attach_row(row)
+                    self._set_gate(row, off=False)
+                except ProbeError as exc:
+                    row.state, row.error = "error", str(exc)
+
+    def _switch_off(self, row: Row, state: str) -> None:
+        if row.module is not None and not row.module.closed and row.state == "attached":
+            self._set_gate(row, off=True)  # effective at once
+            self._queue.put(lambda: self._unlink(row))
+        row.state = state
+
+    def set_enabled(self, row_id: int, enabled: bool) -> None:
+        """Switch a known row on or off: a map write now, never a recompilation."""
+        with self._lock:
+            row = self.rows[row_id]
+            if row.state in ("ended", "error") or row.module is None or row.module.closed:
+                raise ProbeError(f"{row.name}: cannot toggle a probe that is {row.state}")
+            if enabled and row.state == "detached":
+                if row.unlinking:
+                    row.state = "attached"  # the running detach re-attaches when it ends
+                    return
+                if row.linked:
+                    row.state = "attached"  # the queued detach will see this and stay away
+                else:
+                    self._attach_row(row)
+                self._set_gate(row, off=False)
+            elif not enabled and row.state == "attached":
+                self._switch_off(row, "detached")
+
+    def toggle(self, row_id: int) -> bool:
+        enabled = self.rows[row_id].state != "attached"
+        self.set_enabled(row_id, enabled)
+        return enabled
+
+    def remove(self, group: ProbeGroup) -> None:
+        with self._lock:
+            for row in group.rows:
+                self._switch_off(row, "detached")
+                self.rows.pop(row.id, None)
+            modules = {id(r.module): r.module for r in group.rows if r.module}
+            for m in modules.values():
+                if m is not None and all(r.id not in self.rows for r in m.rows):
+                    m.close()
+                    self.modules.remove(m)
+            if group in self.groups:
+                self.groups.remove(group)
+
+    # ----- reading -----------------------------------------------------------------
+
+    def read(self) -> None:
+        """Refresh every row's cumulative statistics from the kernel maps."""
+        now = time.monotonic()
+        dt = None if self._last_read is None else now - self._last_read
+        self._last_read = now
+        with self._lock:
+            if self.pid is not None and not self.target_ended and not pid_alive(self.pid):
+                self._end_target()
+            for module in list(self.modules):
+                if module.closed:
+                    continue
+                self._read_module(module)
+            for row in self.rows.values():
+                self._update_rates(row, dt)
+            self._update_overhead(dt)
+
+    def _read_module(self, module: ProbeModule) -> None:
+        stats: dict[int, dict[Any, tuple[int, int, int, int]]] = {}
+        for k, v in _items(module.bpf["stats"]):
+            stats.setdefault(int(k.slot), {})[_key_of(k)] = (
+                int(v.count),
+                int(v.sum),
+                int(v.min),
+                int(v.max),
+            )
+        hists: dict[int, dict[Any, dict[int, int]]] = {}
+        for k, v in _items(module.bpf["hist"]):
+            per_key = hists.setdefault(int(k.k.slot), {}).setdefault(_key_of(k.k), {})
+            per_key[int(k.bucket)] = int(getattr(v, "value", v))
+        for slot, row in module.by_slot.items():
+            if slot in stats:
+                row.stats = stats[slot]
+                row.hist = hists.get(slot, {})
+
+    def _update_rates(self, row: Row, dt: float | None) -> None:
+        hits = 0
+        for key, (count, *_rest) in row.stats.items():
+            prev = row.last_counts.get(key, 0)
+            hits += count - prev
+            row.rates[key] = (count - prev) / dt if dt else 0.0
+            row.last_counts[key] = count
+        row.interval_hits = hits
+
+    def _update_overhead(self, dt: float | None) -> None:
+        cpu = ov.process_cpu_ns(self.pid) if self.pid is not None else ov.system_busy_ns()
+        if cpu is None or self._last_cpu is None or dt is None:
+            self._last_cpu = cpu
+            return
+        cpu_delta = cpu - self._last_cpu
+        self._last_cpu = cpu
+        cost = {
+            r.id: r.interval_hits * self.costs.get(r.cls).per_hit_ns for r in self.rows.values()
+        }
+        total = sum(cost.values())
+        # Probe time is charged to the target's own CPU time, so it sits inside cpu_delta.
+        self.overhead_share = total / cpu_delta if cpu_delta > 0 else (None if total == 0 else 1.0)
+        if self.overhead_share is not None and self.overhead_share > self.budget:
+            worst = max(cost, key=lambda i: cost[i])
+            msg = (
+                f"probe overhead {self.overhead_share:.1%} of the target's CPU time exceeds "
+                f"the budget of {self.budget:.1%}; costliest: {self.rows[worst].name}"
+            )
+            if self.enforce_budget and self.rows[worst].state == "attached":
+                self._switch_off(self.rows[worst], "detached")
+                msg += " (disabled)"
+            self.warnings.append(msg)
+
+    def _end_target(self) -> None:
+        self.target_ended = True
+        for module in self.modules:
+            self._read_module(module)  # the final statistics stay in the rows
+        for row in self.rows.values():
+            if row.state in ("attached", "detached"):
+                row.state = "ended"
+        for module in self.modules:
+            module.close()
+        self.warnings.append(f"target PID {self.pid} exited; final statistics kept")
+
+    # ----- reporting -------------------------------------------------------------
+
+    def bpf_run_ns(self, row: Row) -> float | None:
+        """Mean kernel run time of this row's programs per hit (kernel.bpf_stats)."""
+        if not self.bpf_stats_on or row.module is None or row.module.closed:
+            return None
+        total = 0.0
+        for fn in row.fns:
+            f = row.module.bpf.funcs.get(fn.encode()) or row.module.bpf.funcs.get(fn)
+            if f is None:
+                continue
+            run_ns, run_cnt = ov.prog_run_stats(f.fd)
+            if run_cnt:
+                total += run_ns / run_cnt
+        return total or None
+
+    def snapshot_rows(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        with self._lock:
+            for group in self.groups:
+                if group.state == "error" or not group.rows:
+                    out.append(_group_entry(group))
+                    continue
+                for row in group.rows:
+                    out.extend(self._row_entries(row))
+        return out
+
+    def _row_entries(self, row: Row) -> list[dict[str, Any]]:
+        cost = self.costs.get(row.cls)
+        bpf_ns = self.bpf_run_ns(row)
+        keys: Iterable[Any] = row.stats.keys() or [None]
+        entries = []
+        for key in keys:
+            count, total, lo, hi = row.stats.get(key, (0, 0, 0, 0))
+            e: dict[str, Any] = {
+                "id": row.id,
+                "spec": row.spec.text,
+                "name": row.name,
+                "kind": row.spec.kind,
+                "key": key,
+                "state": row.state,
+                "target": row.path,
+                "class": row.cls,
+                "count": count,
+                "rate_hz": round(row.rates.get(key, 0.0), 3),
+                "overhead_ns_per_hit": round(cost.per_hit_ns, 1),
+                "overhead_source": cost.source,
+                "bpf_ns_per_hit": None if bpf_ns is None else round(bpf_ns, 1),
+            }
+            if row.spec.measures_latency:
+                e.update(_latency_fields(count, total, lo, hi, row.hist.get(key, {}), cost))
+            if row.error:
+                e["error"] = row.error
+            entries.append(e)
+        return entries
+
+    # ----- life cycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        with self._lock:
+            for module in self.modules:
+                module.close()
+            for row in self.rows.values():
+                if row.state == "attached":
+                    row.state = "detached"
+        self._bpf_stats.restore()
+
+    def __enter__(self) -> ProbeEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _latency_fields(
+    count: int, total: int, lo: int, hi: int, hist: dict[int, int], cost: ov.ClassCost
+) -> dict[str, Any]:
+    """Latencies net of the probes' own cost inside the interval; raw kept alongside."""
+    if count == 0:
+        none = dict.fromkeys(("mean_ns", "p50_ns", "p95_ns", "p99_ns", "min_ns", "max_ns"))
+        return {**none, "raw": dict(none)}
+    off = cost.in_interval_ns
+    raw = {
+        "mean_ns": total / count,
+        "p50_ns": percentile(hist, 0.50),
+        "p95_ns": percentile(hist, 0.95),
+        "p99_ns": percentile(hist, 0.99),
+        "min_ns": float(lo),
+        "max_ns": float(hi),
+    }
+    net = {k: None if v is None else round(max(0.0, v - off), 1) for k, v in raw.items()}
+    return {**net, "raw": {k: None if v is None else round(v, 1) for k, v in raw.items()}}
+
+
+def _group_entry(group: ProbeGroup) -> dict[str, Any]:
+    spec = group.spec
+    return {
+        "id": None,
+        "spec": group.spec_text,
+        "name": spec.label if spec else group.spec_text,
+        "kind": spec.kind if spec else None,
+        "key": None,
+        "state": "error" if group.state == "error" else "pending",
+        "count": 0,
+        "rate_hz": 0.0,
+        "error": group.error or None,
+    }
+
+
+def _items(table: Any) -> list[tuple[Any, Any]]:
+    """All entries of a bcc table, in one batch syscall where the kernel allows."""
+    batch: Callable[[], Iterable[tuple[Any, Any]]] | None = getattr(
+        table, "items_lookup_batch", None
+    )
+    if batch is not None:
+        try:
+            return list(batch())
+        except Exception:  # older kernels: fall back to one lookup per key
+            pass
+    return list(table.items())
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[-1] if text else type(exc).__name__
+
+
+__all__ = ["ProbeEngine", "ProbeError", "ProbeGroup", "Row"]

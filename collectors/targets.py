@@ -1,0 +1,106 @@
+"""Resolving a spec's TARGET (a path or a library short name) to a file, like bcc does."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+
+class TargetError(ValueError):
+    """A target that cannot be probed; the message is one line for the user."""
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def check_pid(pid: int) -> None:
+    if pid <= 0 or not pid_alive(pid):
+        raise TargetError(f"no such process: PID {pid}")
+
+
+def mapped_files(pid: int) -> list[str]:
+    """Files the process maps executable, in map order (the main binary first)."""
+    out: list[str] = []
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
+                    path = parts[5].strip()
+                    if path not in out:
+                        out.append(path)
+    except FileNotFoundError:
+        raise TargetError(f"no such process: PID {pid}") from None
+    except PermissionError:
+        raise TargetError(
+            f"cannot read /proc/{pid}/maps: permission denied (run as root)"
+        ) from None
+    return out
+
+
+def _lib_pattern(name: str, strict: bool) -> re.Pattern[str]:
+    if strict:  # `c` -> libc.so.6
+        return re.compile(rf"^lib{re.escape(name)}\.so(\.[0-9.]+)?$")
+    # `python3` -> libpython3.11.so.1.0, `crypto` -> libcrypto-3.so
+    return re.compile(rf"^(lib)?{re.escape(name)}([.-][0-9.]*)?\.so(\.[0-9.]+)?$")
+
+
+def _from_ldconfig(name: str, strict: bool) -> str | None:
+    pattern = _lib_pattern(name, strict)
+    machine = os.uname().machine
+    candidates = [p for p in _ldconfig_cache() if pattern.match(os.path.basename(p))]
+    # Prefer the machine's own ABI directory over multilib copies.
+    candidates.sort(key=lambda p: (machine not in p, len(p)))
+    return str(Path(candidates[0]).resolve()) if candidates else None
+
+
+@lru_cache(maxsize=1)
+def _ldconfig_cache() -> tuple[str, ...]:
+    try:
+        out = subprocess.run(
+            ["ldconfig", "-p"], capture_output=True, text=True, timeout=5, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(line.rsplit("=>", 1)[1].strip() for line in out.splitlines() if "=>" in line)
+
+
+def resolve_target(target: str, pid: int | None = None) -> str:
+    """An absolute path to an ELF file for TARGET; raises TargetError."""
+    if "/" in target:
+        p = Path(target)
+        if not p.exists():
+            raise TargetError(f"{target}: no such file")
+        if not p.is_file():
+            raise TargetError(f"{target}: not a regular file")
+        return str(p.resolve())
+    if pid is not None:
+        # What the process really maps wins over the system's library cache.
+        files = mapped_files(pid)
+        for strict in (True, False):
+            pattern = _lib_pattern(target, strict)
+            for path in files:
+                base = os.path.basename(path)
+                if base == target or pattern.match(base):
+                    return path
+    found = _from_ldconfig(target, strict=True)
+    if found:
+        return found
+    exe = shutil.which(target)
+    if exe:
+        return str(Path(exe).resolve())
+    found = _from_ldconfig(target, strict=False)
+    if found:
+        return found
+    where = f" mapped by PID {pid}" if pid is not None else ""
+    raise TargetError(f"{target}: no such library or executable{where}")

@@ -1,0 +1,70 @@
+/* Test target: functions with known durations and USDT probes, driven by stdin so
+ * that a test can attach first and then ask for an exact number of calls.
+ *   held N US      N calls of held_fn(US) (busy-waits US microseconds)
+ *   fast N         N calls of fast_fn (tiny, -O0 style: starts with push %rbp)
+ *   task NAME N US N pairs task_begin(NAME, US)/task_end(NAME) around held_fn(US)
+ *   nested N US    N times: outer begin, inner begin, held_fn(US), inner end, outer end
+ *   tick N         N hits of the count-only USDT probe adaptyst_test:tick
+ *   exit CODE
+ * Each command answers "ok" once done. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/sdt.h>
+
+static long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+__attribute__((noinline, optimize("O0"))) void held_fn(long us) {
+    long end = now_ns() + us * 1000;
+    while (now_ns() < end) {}
+}
+
+__attribute__((noinline, optimize("O0"))) long fast_fn(long x) { return x + 1; }
+
+__attribute__((noinline, optimize("O0"))) long other_fn(long x) { return x * 2; }
+
+int main(void) {
+    char cmd[32], name[64];
+    long n, us;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("ready\n");
+    while (scanf("%31s", cmd) == 1) {
+        if (!strcmp(cmd, "held") && scanf("%ld %ld", &n, &us) == 2) {
+            for (long i = 0; i < n; i++) held_fn(us);
+        } else if (!strcmp(cmd, "fast") && scanf("%ld", &n) == 1) {
+            for (long i = 0; i < n; i++) fast_fn(i);
+        } else if (!strcmp(cmd, "other") && scanf("%ld", &n) == 1) {
+            for (long i = 0; i < n; i++) other_fn(i);
+        } else if (!strcmp(cmd, "task") && scanf("%63s %ld %ld", name, &n, &us) == 3) {
+            for (long i = 0; i < n; i++) {
+                DTRACE_PROBE2(adaptyst_test, task_begin, name, us);
+                held_fn(us);
+                DTRACE_PROBE1(adaptyst_test, task_end, name);
+            }
+        } else if (!strcmp(cmd, "nested") && scanf("%ld %ld", &n, &us) == 2) {
+            for (long i = 0; i < n; i++) {
+                DTRACE_PROBE2(adaptyst_test, task_begin, "outer", us);
+                held_fn(us);
+                DTRACE_PROBE2(adaptyst_test, task_begin, "inner", us);
+                held_fn(us);
+                DTRACE_PROBE1(adaptyst_test, task_end, "inner");
+                DTRACE_PROBE1(adaptyst_test, task_end, "outer");
+            }
+        } else if (!strcmp(cmd, "tick") && scanf("%ld", &n) == 1) {
+            for (long i = 0; i < n; i++) DTRACE_PROBE1(adaptyst_test, tick, i);
+        } else if (!strcmp(cmd, "exit") && scanf("%ld", &n) == 1) {
+            return (int)n;
+        } else {
+            printf("error %s\n", cmd);
+            continue;
+        }
+        printf("ok\n");
+    }
+    return 0;
+}
