@@ -32,6 +32,13 @@ __attribute__((noinline)) long cal_usdt(long x) {
     return x;
 }
 
+__attribute__((noinline)) long cal_pair(long x) {
+    DTRACE_PROBE1(adaptyst_cal, begin, x);
+    __asm__ volatile("" ::: "memory");
+    DTRACE_PROBE1(adaptyst_cal, end, x);
+    return x;
+}
+
 typedef long (*fn_t)(long);
 
 int main(void) {
@@ -45,6 +52,7 @@ int main(void) {
                            : !strcmp(name, "endbr") ? cal_endbr
                            : !strcmp(name, "nop")   ? cal_nop
                            : !strcmp(name, "usdt")  ? cal_usdt
+                           : !strcmp(name, "pair")  ? cal_pair
                                                     : NULL;
         if (!fn) { printf("error unknown %s\n", name); continue; }
         struct timespec a, b;

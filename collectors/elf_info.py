@@ -70,7 +70,7 @@ def _parse_stapsdt(elf: ELFFile) -> list[UsdtProbe]:
             if isinstance(desc, str):
                 desc = desc.encode("latin-1")
             pc, base, sem = struct.unpack_from("<QQQ", desc, 0)
-            provider, name, args = (desc[24:].split(b"\0") + [b"", b"", b""])[:3]
+            provider, name, args = [*desc[24:].split(b"\0"), b"", b"", b""][:3]
             # Prelink adjustment as in the SystemTap SDT spec.
             if base_sec is not None and base:
                 delta = base_sec["sh_addr"] - base

@@ -59,6 +59,7 @@ DEFAULT_COSTS: dict[str, ClassCost] = {
 @dataclass
 class CostTable:
     costs: dict[str, ClassCost] = field(default_factory=lambda: dict(DEFAULT_COSTS))
+    error: str = ""  # why calibration could not run, when it could not
 
     def get(self, cls: str) -> ClassCost:
         return self.costs.get(cls) or DEFAULT_COSTS[cls]

@@ -32,10 +32,20 @@ from adaptyst_top.collectors.elf_info import (
 )
 from adaptyst_top.collectors.histogram import percentile
 from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
-from adaptyst_top.collectors.targets import TargetError, check_pid, pid_alive, resolve_target
+from adaptyst_top.collectors.targets import (
+    TargetError,
+    check_pid,
+    mapped_files,
+    pid_alive,
+    resolve_target,
+)
 
 DEFAULT_MAX_ATTACH = 1000
 DEFAULT_BUDGET = 0.02
+
+# bcc's clang/LLVM front end is not thread-safe: one compilation at a time per
+# process, whichever engine asks (the calibration runs an engine of its own).
+_COMPILE_LOCK = threading.Lock()
 
 
 class ProbeError(RuntimeError):
@@ -70,6 +80,7 @@ class Row:
     module: ProbeModule | None = None
     linked: bool = False  # programs really attached (lags `state` while a detach is queued)
     unlinking: bool = False  # a background detach is running
+    bpf_ns: float | None = None  # BPF run time per hit, last read
     # Cumulative per key (None for an unsplit probe), refreshed by read():
     stats: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
     hist: dict[Any, dict[int, int]] = field(default_factory=dict)
@@ -188,6 +199,12 @@ class ProbeEngine:
                 return False
         return True
 
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Until the background work queued so far (builds, detaches) is done."""
+        done = threading.Event()
+        self._queue.put(done.set)
+        return done.wait(timeout)
+
     def _work(self) -> None:
         while True:
             group = self._queue.get()
@@ -230,13 +247,19 @@ class ProbeEngine:
         from bcc import BPF  # type: ignore[import-not-found]
 
         try:
-            bpf = BPF(text=module_source(slots), usdt_contexts=usdt_contexts)
+            # The USDT argument readers are generated here rather than by passing
+            # usdt_contexts to BPF(), which would also attach every location itself,
+            # with its own idea of the PID; we attach them with ours, so they can be toggled.
+            with _COMPILE_LOCK:
+                text = _usdt_readers(usdt_contexts) + module_source(slots)
+                bpf = BPF(text=text)
+        except ProbeError:
+            raise
         except Exception as exc:
             raise ProbeError(f"compiling probes for {spec.text} failed: {_one_line(exc)}") from None
         module = ProbeModule(bpf, rows)
         for row in rows:
             row.module = module
-        # bcc attaches USDT contexts itself while loading; everything else here.
         try:
             for row in rows:
                 self._attach_row(row)
@@ -269,7 +292,7 @@ class ProbeEngine:
                     len(sym.name),
                 ):
                     by_addr[sym.address] = sym
-        names = {}
+        names: dict[str, FunctionSymbol] = {}
         for sym in by_addr.values():
             names.setdefault(sym.name, sym)  # bcc attaches by name: one address per name
         matched = sorted(names.values(), key=lambda s: s.name)
@@ -334,10 +357,17 @@ class ProbeEngine:
         else:
             slots = [Slot(first, "usdt-count", 0, spec.arg, spec.arg_type)]
             cls = ov.USDT
-        pid = self.pid if self.pid and pid_alive(self.pid) else None
+        # USDT(pid) needs the binary mapped (and enables semaphores); a command held
+        # before exec does not map it yet, so it gets a path context and our PID filter.
+        pid = self.pid if self.pid and pid_alive(self.pid) and self._maps(path) else None
+        if gated and pid is None:
+            raise ProbeError(
+                f"{spec.text}: semaphore-gated USDT probes need the process running with "
+                f"{path} mapped: attach with --pid once it runs"
+            )
         try:
             ctx = USDT(pid=pid) if pid else USDT(path=path)
-            for n, slot in zip(names, slots):
+            for n, slot in zip(names, slots, strict=True):
                 # USDT(pid) names the probe by provider:name to avoid clashes across libraries.
                 ctx.enable_probe(probe=f"{spec.provider}:{n}", fn_name=slot.fn_name)
         except Exception as exc:
@@ -349,6 +379,12 @@ class ProbeEngine:
         row._usdt_ctx = ctx  # type: ignore[attr-defined]
         return [row], slots, [ctx]
 
+    def _maps(self, path: str) -> bool:
+        try:
+            return path in mapped_files(self.pid) if self.pid else False
+        except TargetError:
+            return False
+
     # ----- attach / detach / toggle ---------------------------------------------
 
     def _attach_pid(self) -> int:
@@ -359,14 +395,12 @@ class ProbeEngine:
         bpf = row.module.bpf
         ctx = getattr(row, "_usdt_ctx", None)
         if ctx is not None and not row.attachments:
-            # bcc attached the USDT locations while loading; remember them to toggle.
+            # Every location of every probe of the spec, as bcc resolved them.
             for binpath, fn_name, addr, _pid in ctx.enumerate_active_probes():
                 fn = fn_name.decode() if isinstance(fn_name, bytes) else fn_name
                 if fn in row.fns:
                     path = binpath.decode() if isinstance(binpath, bytes) else binpath
                     row.attachments.append(Attachment(fn, path, addr=int(addr)))
-            row.state, row.linked = "attached", True
-            return
         done: list[Attachment] = []
         try:
             for a in row.attachments:
@@ -545,6 +579,8 @@ class ProbeEngine:
         for module in self.modules:
             self._read_module(module)  # the final statistics stay in the rows
         for row in self.rows.values():
+            self.bpf_run_ns(row)
+        for row in self.rows.values():
             if row.state in ("attached", "detached"):
                 row.state = "ended"
         for module in self.modules:
@@ -556,7 +592,7 @@ class ProbeEngine:
     def bpf_run_ns(self, row: Row) -> float | None:
         """Mean kernel run time of this row's programs per hit (kernel.bpf_stats)."""
         if not self.bpf_stats_on or row.module is None or row.module.closed:
-            return None
+            return row.bpf_ns  # the last figure read while the programs were loaded
         total = 0.0
         for fn in row.fns:
             f = row.module.bpf.funcs.get(fn.encode()) or row.module.bpf.funcs.get(fn)
@@ -565,7 +601,8 @@ class ProbeEngine:
             run_ns, run_cnt = ov.prog_run_stats(f.fd)
             if run_cnt:
                 total += run_ns / run_cnt
-        return total or None
+        row.bpf_ns = total or row.bpf_ns
+        return row.bpf_ns
 
     def snapshot_rows(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -637,11 +674,17 @@ def _latency_fields(
         none = dict.fromkeys(("mean_ns", "p50_ns", "p95_ns", "p99_ns", "min_ns", "max_ns"))
         return {**none, "raw": dict(none)}
     off = cost.in_interval_ns
+
+    def pct(q: float) -> float | None:
+        # Interpolation inside a bucket can overshoot the exact extremes; clamp to them.
+        v = percentile(hist, q)
+        return None if v is None else min(max(v, float(lo)), float(hi))
+
     raw = {
         "mean_ns": total / count,
-        "p50_ns": percentile(hist, 0.50),
-        "p95_ns": percentile(hist, 0.95),
-        "p99_ns": percentile(hist, 0.99),
+        "p50_ns": pct(0.50),
+        "p95_ns": pct(0.95),
+        "p99_ns": pct(0.99),
         "min_ns": float(lo),
         "max_ns": float(hi),
     }
@@ -675,6 +718,18 @@ def _items(table: Any) -> list[tuple[Any, Any]]:
         except Exception:  # older kernels: fall back to one lookup per key
             pass
     return list(table.items())
+
+
+def _usdt_readers(contexts: list[Any]) -> str:
+    if not contexts:
+        return ""
+    from bcc.libbcc import lib
+
+    arr = (ctypes.c_void_p * len(contexts))(*[c.get_context() for c in contexts])
+    text = lib.bcc_usdt_genargs(arr, len(contexts))
+    if text is None:
+        raise ProbeError("bcc could not generate the USDT argument readers")
+    return str(text.decode() if isinstance(text, bytes) else text)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,27 +1,73 @@
-"""The monitor: header, devices, probes, status line, footer."""
+"""The monitor: header, devices, probes, status line, footer.
+
+Sources are read on a thread worker (the hub touches kernel maps and /proc); the UI
+thread only updates the cells that changed.
+"""
 
 from __future__ import annotations
 
-import os
 import socket
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from adaptyst_top.collectors.cpu import CpuCollector
-from adaptyst_top.collectors.reading import DeviceReading
+from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_ns, fmt_rate
+from adaptyst_top.tui.session import Session
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Static
 
+PROBE_COLUMNS = (
+    ("state", "State"),
+    ("kind", "Kind"),
+    ("name", "Name"),
+    ("key", "Key"),
+    ("count", "Calls"),
+    ("rate", "Calls/s"),
+    ("mean", "Mean"),
+    ("p50", "p50"),
+    ("p99", "p99"),
+    ("max", "Max"),
+    ("cost", "Cost/hit"),
+)
+DEVICE_COLUMNS = (
+    ("name", "Device"),
+    ("util", "Util"),
+    ("mem", "Memory"),
+    ("power", "Power"),
+    ("energy", "Energy"),
+)
 
-def fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
+
+def probe_cells(p: dict[str, Any]) -> dict[str, str]:
+    return {
+        "state": str(p.get("state", "")),
+        "kind": str(p.get("kind") or ""),
+        "name": str(p.get("name", "")),
+        "key": "" if p.get("key") is None else str(p["key"]),
+        "count": fmt_count(p.get("count")),
+        "rate": fmt_rate(p.get("rate_hz")),
+        "mean": fmt_ns(p.get("mean_ns")),
+        "p50": fmt_ns(p.get("p50_ns")),
+        "p99": fmt_ns(p.get("p99_ns")),
+        "max": fmt_ns(p.get("max_ns")),
+        "cost": fmt_ns(p.get("overhead_ns_per_hit")) if p.get("error") is None else p["error"],
+    }
+
+
+def device_cells(d: dict[str, Any]) -> dict[str, str]:
+    util = "-" if d.get("util") is None else f"{d['util'] * 100:5.1f}%"
+    energy = (
+        f"{d['energy_j']:.1f} J ({d['energy_source']})"
+        if d.get("energy_j") is not None
+        else (d.get("note") or "-")
+    )
+    return {
+        "name": str(d.get("name", d.get("id"))),
+        "util": util,
+        "mem": f"{fmt_bytes(d.get('mem_used_bytes'))} / {fmt_bytes(d.get('mem_total_bytes'))}",
+        "power": "-" if d.get("power_w") is None else f"{d['power_w']:.1f} W",
+        "energy": energy,
+    }
 
 
 class MonitorApp(App[None]):
@@ -30,14 +76,15 @@ class MonitorApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("p", "pause", "Pause"),
+        Binding("space", "toggle_probe", "On/off"),
     ]
 
-    def __init__(self, interval: float = 1.0, pid: int | None = None) -> None:
+    def __init__(self, session: Session, interval: float = 1.0) -> None:
         super().__init__()
+        self.session = session
         self.interval = interval
-        self.pid = pid if pid is not None else os.getpid()
         self.paused = False
-        self.cpu = CpuCollector()
+        self.row_ids: dict[str, int | None] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -51,41 +98,71 @@ class MonitorApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"{socket.gethostname()}  pid {self.pid}  every {self.interval:g}s"
-        devices = self.query_one("#devices", DataTable)
-        for key, label in (
-            ("name", "Device"),
-            ("util", "Util"),
-            ("mem", "Memory"),
-            ("power", "Power"),
-            ("energy", "Energy"),
-        ):
-            devices.add_column(label, key=key)
-        probes = self.query_one("#probes", DataTable)
-        for label in ("State", "Kind", "Name", "Calls", "Calls/s", "p50", "p99", "Overhead"):
-            probes.add_column(label)
-        self.query_one("#status", Static).update("no probes attached (use --probe SPEC)")
-        self.refresh_devices()
-        self.set_interval(self.interval, self.refresh_devices)
+        target = f"pid {self.session.pid}" if self.session.pid else "no target"
+        self.sub_title = f"{socket.gethostname()}  {target}  every {self.interval:g}s"
+        for key, label in DEVICE_COLUMNS:
+            self.query_one("#devices", DataTable).add_column(label, key=key)
+        for key, label in PROBE_COLUMNS:
+            self.query_one("#probes", DataTable).add_column(label, key=key)
+        if self.session.engine is None:
+            self.set_status("no probes attached (use --probe SPEC)")
+        self.tick()
+        self.set_interval(self.interval, self.tick)
 
-    def refresh_devices(self) -> None:
+    def set_status(self, text: str) -> None:
+        self.query_one("#status", Static).update(text)
+
+    @work(thread=True, exclusive=True)
+    def tick(self) -> None:
         if self.paused:
             return
-        self.show_device(self.cpu.read())
+        snap = self.session.hub.snapshot()
+        self.call_from_thread(self.show, snap)
 
-    def show_device(self, r: DeviceReading) -> None:
-        table = self.query_one("#devices", DataTable)
-        util = "-" if r.util is None else f"{r.util * 100:5.1f}%"
-        mem = f"{fmt_bytes(r.mem_used_bytes)} / {fmt_bytes(r.mem_total_bytes)}"
-        power = "-" if r.power_w is None else f"{r.power_w:.1f} W"
-        energy = r.note or "-" if r.energy_j is None else f"{r.energy_j:.1f} J ({r.energy_source})"
-        cells = {"name": r.name, "util": util, "mem": mem, "power": power, "energy": energy}
-        if r.id in table.rows:
-            for col, value in cells.items():
-                table.update_cell(r.id, col, value)
-        else:
-            table.add_row(*cells.values(), key=r.id)
+    def show(self, snap: dict[str, Any]) -> None:
+        self._fill(self.query_one("#devices", DataTable), snap["devices"], device_cells, "id")
+        self._fill(self.query_one("#probes", DataTable), snap["probes"], probe_cells, None)
+        if snap.get("warnings"):
+            self.set_status(snap["warnings"][-1])
+
+    def _fill(
+        self,
+        table: DataTable[str],
+        items: list[dict[str, Any]],
+        cells_of: Any,
+        key_field: str | None,
+    ) -> None:
+        for item in items:
+            key = (
+                str(item[key_field])
+                if key_field
+                else f"{item.get('spec')}|{item.get('name')}|{item.get('key')}"
+            )
+            cells = cells_of(item)
+            if key in table.rows:
+                for col, value in cells.items():
+                    if table.get_cell(key, col) != value:  # touch only what changed
+                        table.update_cell(key, col, value)
+            else:
+                table.add_row(*cells.values(), key=key)
+                if key_field is None:
+                    self.row_ids[key] = item.get("id")
 
     def action_pause(self) -> None:
         self.paused = not self.paused
-        self.query_one("#status", Static).update("paused" if self.paused else "")
+        self.set_status("paused" if self.paused else "")
+
+    def action_toggle_probe(self) -> None:
+        engine = self.session.engine
+        table = self.query_one("#probes", DataTable)
+        if engine is None or table.row_count == 0:
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        row_id = self.row_ids.get(str(key))
+        if row_id is None:
+            return
+        try:
+            on = engine.toggle(row_id)
+            self.set_status(f"probe {'on' if on else 'off'}")
+        except Exception as exc:  # the engine's ProbeError: one line in the status bar
+            self.set_status(str(exc))

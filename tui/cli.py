@@ -7,7 +7,12 @@ import json
 import sys
 from collections.abc import Sequence
 
-from adaptyst_top.collectors.version import package_version
+from adaptyst_top.tui.cli_common import (
+    add_session_options,
+    add_version,
+    positive_float,
+    session_options,
+)
 
 SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay")
 
@@ -22,6 +27,11 @@ EPILOG = """subcommands:
   doctor    which capabilities this machine has (eBPF, NVML, RAPL, OpenCL, FPGA)
   replay    play a recording in the TUI
 
+examples:
+  adaptyst-top --probe 'uprobe:./app:solve*' -- ./app input.dat
+  adaptyst-top record --pid 4242 --probe 'usdt:./app:app:task_begin..task_end@arg1' --duration 10
+  adaptyst-top list --binary ./app
+
 `adaptyst-top SUBCOMMAND --help` tells more.
 """
 
@@ -35,34 +45,6 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _version(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
-    return value
-
-
-def add_target_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pid", type=int, help="process to probe and follow")
-    parser.add_argument(
-        "--probe",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="uprobe:TARGET:FUNC | usdt:TARGET:PROVIDER:NAME[..END][@argN] (repeatable)",
-    )
-    parser.add_argument(
-        "--interval", type=positive_float, default=1.0, metavar="S", help="refresh (1.0)"
-    )
-
-
 def monitor_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="adaptyst-top",
@@ -72,8 +54,8 @@ def monitor_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _version(p)
-    add_target_options(p)
+    add_version(p)
+    add_session_options(p)
     return p
 
 
@@ -83,7 +65,7 @@ def doctor_parser() -> argparse.ArgumentParser:
         description="Check each capability: ebpf, nvml, rapl, amd-gpu, opencl, fpga. "
         "Exit status 0 when the monitor can run at all.",
     )
-    _version(p)
+    add_version(p)
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     p.add_argument(
         "--no-smoke", action="store_true", help="skip the one-probe eBPF smoke test (~1 s)"
@@ -96,7 +78,7 @@ def demo_parser() -> argparse.ArgumentParser:
         prog="adaptyst-top demo",
         description="The demo workload with its probes and the placement advisor.",
     )
-    _version(p)
+    add_version(p)
     p.add_argument("--interval", type=positive_float, default=1.0, metavar="S")
     return p
 
@@ -116,32 +98,56 @@ def cmd_doctor(argv: Sequence[str]) -> int:
     return 0 if can_run(caps) else 1
 
 
-def cmd_monitor(argv: Sequence[str]) -> int:
-    opts, _command = split_command(argv)  # launching CMD comes with the probe engine
-    args = monitor_parser().parse_args(opts)
+def run_monitor(args: argparse.Namespace, command: Sequence[str]) -> int:
     from adaptyst_top.tui.app import MonitorApp
+    from adaptyst_top.tui.session import SessionError, open_session
 
-    MonitorApp(interval=args.interval, pid=args.pid).run()
+    try:
+        session = open_session(session_options(args, command))
+    except SessionError as exc:
+        print(f"adaptyst-top: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if session.child is not None:
+            session.child.release()
+        MonitorApp(session, interval=args.interval).run()
+    finally:
+        session.close()
+        if session.child is not None and session.child.poll() is None:
+            session.child.kill()
     return 0
 
 
-def cmd_demo(argv: Sequence[str]) -> int:
+def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
+    return run_monitor(monitor_parser().parse_args(argv), command)
+
+
+def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
     args = demo_parser().parse_args(argv)
-    from adaptyst_top.tui.app import MonitorApp
-
-    MonitorApp(interval=args.interval, pid=None).run()
-    return 0
+    # Until the demo workload lands: the monitor on its own process.
+    ns = monitor_parser().parse_args(["--interval", str(args.interval)])
+    return run_monitor(ns, command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    handlers = {"doctor": cmd_doctor, "demo": cmd_demo}
-    if argv and argv[0] in handlers:
-        return handlers[argv[0]](argv[1:])
+    if argv and argv[0] == "doctor":
+        return cmd_doctor(argv[1:])
+    if argv and argv[0] == "list":
+        from adaptyst_top.tui.cli_list import cmd_list
+
+        return cmd_list(argv[1:])
+    opts, command = split_command(argv[1:] if argv and argv[0] in SUBCOMMANDS else argv)
+    if argv and argv[0] == "record":
+        from adaptyst_top.tui.cli_record import cmd_record
+
+        return cmd_record(opts, command)
+    if argv and argv[0] == "demo":
+        return cmd_demo(opts, command)
     if argv and argv[0] in SUBCOMMANDS:
         print(f"adaptyst-top: `{argv[0]}` is not built yet in this version", file=sys.stderr)
         return 2
-    return cmd_monitor(argv)
+    return cmd_monitor(opts, command)
 
 
 if __name__ == "__main__":

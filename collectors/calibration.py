@@ -1,0 +1,237 @@
+"""Measure what each attach-point class costs on this machine, with our own handlers.
+
+A small C program (calibrate.c, built once with the system's gcc into the cache)
+has functions whose first instruction is known. Each class is measured as the time
+per call with the probe minus without it, in the same process, and the latency the
+probe reports for a function that does next to nothing is the part of that cost
+that falls inside a measured interval. Results are cached per boot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import threading
+from importlib.resources import files
+from pathlib import Path
+
+from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.bpf_program import PRELUDE
+
+# (class, calib function, spec suffix, calls): fewer calls where each costs more.
+PLAN = (
+    (ov.EMULATED, "push", "uprobe:{bin}:cal_push", 40000),
+    (ov.SINGLESTEP, "lea", "uprobe:{bin}:cal_lea", 6000),
+    (ov.USDT, "usdt", "usdt:{bin}:adaptyst_cal:hit", 40000),
+    ("usdt-pair", "pair", "usdt:{bin}:adaptyst_cal:begin..end", 30000),
+)
+REPEATS = 3
+
+
+class CalibrationError(RuntimeError):
+    pass
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "adaptyst-top"
+
+
+def _source() -> bytes:
+    return files("adaptyst_top.collectors").joinpath("calibrate.c").read_bytes()
+
+
+def build_calibrator(directory: Path | None = None) -> Path:
+    """The calibration binary, compiled once per source version."""
+    if platform.machine() != "x86_64":
+        raise CalibrationError(f"calibration target is x86-64 only (this is {platform.machine()})")
+    src = _source()
+    digest = hashlib.sha256(src).hexdigest()[:12]
+    directory = directory or cache_dir()
+    binary = directory / f"calibrate-{digest}"
+    if binary.exists():
+        return binary
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        raise CalibrationError("no C compiler (gcc) to build the calibration target")
+    directory.mkdir(parents=True, exist_ok=True)
+    c_file = directory / f"calibrate-{digest}.c"
+    c_file.write_bytes(src)
+    tmp = binary.with_suffix(".tmp")
+    proc = subprocess.run(
+        [cc, "-O2", "-o", str(tmp), str(c_file)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        err = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+        raise CalibrationError(f"building the calibration target failed: {err}")
+    tmp.rename(binary)
+    return binary
+
+
+def _cache_key() -> str:
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = "?"
+    handlers = hashlib.sha256(PRELUDE.encode() + _source()).hexdigest()[:12]
+    return f"{boot}:{platform.release()}:{handlers}"
+
+
+def load_cached(path: Path | None = None) -> ov.CostTable | None:
+    path = path or cache_dir() / "calibration.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("key") != _cache_key():
+        return None
+    return ov.CostTable({k: ov.ClassCost(**v) for k, v in data["costs"].items()})
+
+
+def save_cached(table: ov.CostTable, path: Path | None = None) -> None:
+    path = path or cache_dir() / "calibration.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {
+        "key": _cache_key(),
+        "costs": {k: vars(v) for k, v in table.costs.items() if v.source == "calibrated"},
+    }
+    path.write_text(json.dumps(data, indent=1))
+
+
+class _Calibrator:
+    def __init__(self, binary: Path) -> None:
+        self.proc = subprocess.Popen(
+            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ready":
+            raise CalibrationError("calibration target did not start")
+
+    def ns_per_call(self, fn: str, calls: int) -> float:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{fn} {calls}\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def calibrate(binary: Path | None = None) -> ov.CostTable:
+    """Measure every class now (a few seconds: one BPF compile per class)."""
+    from adaptyst_top.collectors.probe_engine import ProbeEngine
+
+    binary = binary or build_calibrator()
+    target = _Calibrator(binary)
+    table = ov.CostTable()
+    try:
+        with ProbeEngine(pid=target.proc.pid) as engine:
+            groups = {cls: engine.add(spec.format(bin=binary)) for cls, _, spec, _ in PLAN}
+            if not engine.wait(120):
+                raise CalibrationError("compiling the calibration probes timed out")
+            for g in groups.values():
+                if g.state == "error":
+                    raise CalibrationError(g.error)
+            # Switch everything off, then measure one class at a time.
+            for g in groups.values():
+                for row in g.rows:
+                    engine.set_enabled(row.id, False)
+            engine.flush()  # really detached: a gated probe still traps
+            for cls, fn, _spec, calls in PLAN:
+                row = groups[cls].rows[0]
+                per_hit, inside = [], []
+                for _ in range(REPEATS):
+                    base = target.ns_per_call(fn, calls)
+                    engine.set_enabled(row.id, True)
+                    engine.flush()
+                    engine.read()
+                    before = row.stats.get(None, (0, 0, 0, 0))
+                    probed = target.ns_per_call(fn, calls)
+                    engine.read()
+                    engine.set_enabled(row.id, False)
+                    engine.flush()
+                    after = row.stats.get(None, (0, 0, 0, 0))
+                    per_hit.append(max(0.0, probed - base))
+                    n = after[0] - before[0]
+                    if row.spec.measures_latency and n > 0:
+                        inside.append((after[1] - before[1]) / n)
+                table.costs[cls] = ov.ClassCost(
+                    per_hit_ns=round(statistics.median(per_hit), 1),
+                    in_interval_ns=round(statistics.median(inside), 1) if inside else 0.0,
+                    source="calibrated",
+                )
+        table.costs[ov.UNKNOWN] = ov.ClassCost(**{**vars(table.costs[ov.SINGLESTEP])})
+    finally:
+        target.close()
+    return table
+
+
+class BackgroundCalibration:
+    """Calibrates in a child process (its own bcc, its own target), so the monitor's
+    threads never share bcc state with it and closing the monitor simply kills it.
+    The shared table holds the default figures until the child answers."""
+
+    def __init__(self, table: ov.CostTable, use_cache: bool = True) -> None:
+        self.table = table
+        self.proc: subprocess.Popen[str] | None = None
+        cached = load_cached() if use_cache else None
+        if cached is not None:
+            table.costs.update(cached.costs)
+            self.thread = None
+            return
+        self.thread = threading.Thread(target=self._run, name="calibration", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import sys
+
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "adaptyst_top.collectors.calibration"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            out, err = self.proc.communicate(timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.table.error = f"calibration did not finish: {exc}"
+            return
+        if self.proc.returncode != 0:
+            if self.proc.returncode > 0:  # < 0: killed by close(), nothing to say
+                lines = (err or out).strip().splitlines() or ["no output"]
+                self.table.error = lines[-1]
+            return
+        data = json.loads(out)
+        self.table.costs.update({k: ov.ClassCost(**v) for k, v in data.items()})
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+
+
+def main() -> int:
+    """Calibrate, save to the cache, print the table as JSON (run as a child process)."""
+    import sys
+
+    try:
+        table = calibrate()
+    except CalibrationError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    save_cached(table)
+    print(json.dumps({k: vars(v) for k, v in table.costs.items() if v.source == "calibrated"}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

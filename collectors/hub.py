@@ -1,0 +1,63 @@
+"""One clock, one thread's worth of work: every source read once per tick into a snapshot.
+
+The snapshot is the contract shared by `record`, the TUI and the advisor (see DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from adaptyst_top.collectors.probe_engine import ProbeEngine
+from adaptyst_top.collectors.reading import DeviceReading
+
+
+class DeviceSource(Protocol):
+    def read(self) -> DeviceReading: ...
+
+
+class Hub:
+    def __init__(
+        self, engine: ProbeEngine | None = None, devices: list[DeviceSource] | None = None
+    ) -> None:
+        self.engine = engine
+        self.devices = devices or []
+        self.t0 = time.monotonic()
+        self._warned = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        probes: list[dict[str, Any]] = []
+        warnings: list[str] = []
+        if self.engine is not None:
+            self.engine.read()
+            probes = self.engine.snapshot_rows()
+            warnings = self.engine.warnings[self._warned :]
+            self._warned = len(self.engine.warnings)
+        devices = []
+        for source in self.devices:
+            devices.append(source.read().to_json())
+        snap: dict[str, Any] = {
+            "t": round(time.monotonic() - self.t0, 3),
+            "probes": probes,
+            "devices": devices,
+            "tasks": [],
+            "advice": [],
+        }
+        if self.engine is not None:
+            snap["overhead"] = {
+                "share": self.engine.overhead_share,
+                "budget": self.engine.budget,
+                "calibration": _calibration_state(self.engine),
+            }
+            if self.engine.target_ended:
+                snap["target_ended"] = True
+        if warnings:
+            snap["warnings"] = warnings
+        return snap
+
+
+def _calibration_state(engine: ProbeEngine) -> str:
+    if engine.costs.error:
+        return f"default figures ({engine.costs.error})"
+    sources = {c.source for c in engine.costs.costs.values()}
+    return "calibrated" if sources == {"calibrated"} else "pending"

@@ -1,0 +1,35 @@
+"""Human-readable numbers for the panes."""
+
+from __future__ import annotations
+
+
+def fmt_bytes(n: int | float | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+def fmt_ns(ns: float | None) -> str:
+    if ns is None:
+        return "-"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_count(n: int | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n:,}"
+
+
+def fmt_rate(hz: float | None) -> str:
+    if hz is None:
+        return "-"
+    return f"{hz:,.1f}"

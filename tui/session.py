@@ -1,0 +1,111 @@
+"""What every front end does first: launch or find the target, attach the probes, start
+calibration, and build the hub. Errors come back as one line each."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from adaptyst_top.collectors.calibration import BackgroundCalibration
+from adaptyst_top.collectors.cpu import CpuCollector
+from adaptyst_top.collectors.hub import Hub
+from adaptyst_top.collectors.launcher import HeldCommand, LaunchError
+from adaptyst_top.collectors.overhead import CostTable
+from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
+from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.targets import TargetError, check_pid
+
+
+class SessionError(RuntimeError):
+    """One line for the user; the CLI exits non-zero with it."""
+
+
+@dataclass
+class Session:
+    hub: Hub
+    engine: ProbeEngine | None = None
+    child: HeldCommand | None = None
+    pid: int | None = None
+    calibration: BackgroundCalibration | None = None
+
+    def close(self) -> None:
+        if self.calibration is not None:
+            self.calibration.close()
+        if self.engine is not None:
+            self.engine.close()
+
+
+@dataclass
+class SessionOptions:
+    pid: int | None = None
+    probes: Sequence[str] = ()
+    command: Sequence[str] = ()
+    budget: float = 0.02
+    enforce_budget: bool = False
+    max_probes: int = 1000
+    attach_timeout: float = 120.0
+    child_stdout: IO[Any] | int | None = None
+
+
+def open_session(opts: SessionOptions) -> Session:
+    """Everything attached and the command (if any) still held; call start() to release it."""
+    specs = []
+    for text in opts.probes:
+        try:
+            specs.append(parse_spec(text))
+        except ProbeSpecError as exc:
+            raise SessionError(exc.one_line) from None
+    if opts.pid is not None and opts.command:
+        raise SessionError("give either --pid or -- CMD, not both")
+    if opts.pid is not None:
+        try:
+            check_pid(opts.pid)
+        except TargetError as exc:
+            raise SessionError(str(exc)) from None
+    child = None
+    if opts.command:
+        try:
+            child = HeldCommand(opts.command, stdout=opts.child_stdout)
+        except LaunchError as exc:
+            raise SessionError(str(exc)) from None
+    pid = child.pid if child else opts.pid
+    engine = None
+    calibration = None
+    try:
+        if specs:
+            costs = CostTable()
+            engine = ProbeEngine(
+                pid=pid,
+                command_path=child.path if child else None,
+                max_attach=opts.max_probes,
+                costs=costs,
+                budget=opts.budget,
+                enforce_budget=opts.enforce_budget,
+            )
+            calibration = BackgroundCalibration(costs)
+            groups = [engine.add(s) for s in specs]
+            if not engine.wait(opts.attach_timeout):
+                raise SessionError(f"probes not attached after {opts.attach_timeout:.0f}s")
+            errors = [g.error for g in groups if g.state == "error"]
+            if errors:
+                raise SessionError("; ".join(errors))
+    except (ProbeError, SessionError) as exc:
+        if calibration is not None:
+            calibration.close()
+        if engine is not None:
+            engine.close()
+        if child is not None:
+            child.kill()
+        raise SessionError(str(exc)) from None
+    hub = Hub(engine, [CpuCollector()])
+    return Session(hub=hub, engine=engine, child=child, pid=pid, calibration=calibration)
+
+
+def child_output_for(out_is_stdout: bool) -> IO[Any] | int | None:
+    """The command's stdout goes to our stderr when ours carries the JSON lines."""
+    return sys.stderr if out_is_stdout else None
+
+
+__all__ = ["Session", "SessionError", "SessionOptions", "open_session"]
