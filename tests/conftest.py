@@ -35,3 +35,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if wanted and getattr(config, "_ebpf_passed", 0) == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         print("\nFAILED: running as root but no eBPF test ran and passed")
+
+
+@pytest.fixture(scope="session")
+def workload_bin(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from .workload import build
+
+    return build(tmp_path_factory.mktemp("workload"))
+
+
+@pytest.fixture
+def workload(workload_bin):  # type: ignore[no-untyped-def]
+    from .workload import Workload
+
+    w = Workload(workload_bin)
+    yield w
+    w.kill()
+
+
+requires_root = pytest.mark.skipif(not IS_ROOT, reason="eBPF needs root")

@@ -2,11 +2,14 @@
  * that a test can attach first and then ask for an exact number of calls.
  *   held N US      N calls of held_fn(US) (busy-waits US microseconds)
  *   fast N         N calls of fast_fn (tiny, -O0 style: starts with push %rbp)
+ *   other N        N calls of other_fn (like fast_fn)
+ *   leaf N         N calls of leaf_fn (-O2 leaf: starts with lea, single-stepped)
  *   task NAME N US N pairs task_begin(NAME, US)/task_end(NAME) around held_fn(US)
  *   nested N US    N times: outer begin, inner begin, held_fn(US), inner end, outer end
  *   tick N         N hits of the count-only USDT probe adaptyst_test:tick
  *   exit CODE
- * Each command answers "ok" once done. */
+ * Each command answers "ok" once done. Commands come from stdin, or from the
+ * arguments when there are any ("workload held 10 100 exit 3"). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,25 +32,40 @@ __attribute__((noinline, optimize("O0"))) long fast_fn(long x) { return x + 1; }
 
 __attribute__((noinline, optimize("O0"))) long other_fn(long x) { return x * 2; }
 
-int main(void) {
-    char cmd[32], name[64];
+/* -O2 leaf: its first instruction is a lea, which a uprobe must single-step. */
+__attribute__((noinline)) long leaf_fn(long x) { return x * 3 + 1; }
+
+int main(int argc, char **argv) {
+    char cmd[32], name[64], script[4096] = "";
     long n, us;
+    FILE *in = stdin;
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1) {
+        for (int i = 1; i < argc; i++) {
+            strncat(script, argv[i], sizeof(script) - strlen(script) - 2);
+            strcat(script, " ");
+        }
+        in = fmemopen(script, strlen(script), "r");
+    }
     printf("ready\n");
-    while (scanf("%31s", cmd) == 1) {
-        if (!strcmp(cmd, "held") && scanf("%ld %ld", &n, &us) == 2) {
+    while (fscanf(in, "%31s", cmd) == 1) {
+        if (!strcmp(cmd, "held") && fscanf(in, "%ld %ld", &n, &us) == 2) {
             for (long i = 0; i < n; i++) held_fn(us);
-        } else if (!strcmp(cmd, "fast") && scanf("%ld", &n) == 1) {
+        } else if (!strcmp(cmd, "fast") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) fast_fn(i);
-        } else if (!strcmp(cmd, "other") && scanf("%ld", &n) == 1) {
+        } else if (!strcmp(cmd, "other") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) other_fn(i);
-        } else if (!strcmp(cmd, "task") && scanf("%63s %ld %ld", name, &n, &us) == 3) {
+        } else if (!strcmp(cmd, "leaf") && fscanf(in, "%ld", &n) == 1) {
+            long acc = 0;
+            for (long i = 0; i < n; i++) acc += leaf_fn(i);
+            __asm__ volatile("" :: "r"(acc));
+        } else if (!strcmp(cmd, "task") && fscanf(in, "%63s %ld %ld", name, &n, &us) == 3) {
             for (long i = 0; i < n; i++) {
                 DTRACE_PROBE2(adaptyst_test, task_begin, name, us);
                 held_fn(us);
                 DTRACE_PROBE1(adaptyst_test, task_end, name);
             }
-        } else if (!strcmp(cmd, "nested") && scanf("%ld %ld", &n, &us) == 2) {
+        } else if (!strcmp(cmd, "nested") && fscanf(in, "%ld %ld", &n, &us) == 2) {
             for (long i = 0; i < n; i++) {
                 DTRACE_PROBE2(adaptyst_test, task_begin, "outer", us);
                 held_fn(us);
@@ -56,9 +74,9 @@ int main(void) {
                 DTRACE_PROBE1(adaptyst_test, task_end, "inner");
                 DTRACE_PROBE1(adaptyst_test, task_end, "outer");
             }
-        } else if (!strcmp(cmd, "tick") && scanf("%ld", &n) == 1) {
+        } else if (!strcmp(cmd, "tick") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) DTRACE_PROBE1(adaptyst_test, tick, i);
-        } else if (!strcmp(cmd, "exit") && scanf("%ld", &n) == 1) {
+        } else if (!strcmp(cmd, "exit") && fscanf(in, "%ld", &n) == 1) {
             return (int)n;
         } else {
             printf("error %s\n", cmd);

@@ -1,0 +1,152 @@
+"""`record` and `list` as a user runs them: the installed command line, a real target."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .bpf_objects import none_left
+from .conftest import requires_root
+
+CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_record_command_final_snapshot_and_exit_status(workload_bin: Path) -> None:
+    proc = run(
+        "record",
+        "--interval",
+        "0.3",
+        "--probe",
+        f"uprobe:{workload_bin.name}:held_fn",  # the command's own name resolves
+        "--probe",
+        f"usdt:{workload_bin}:adaptyst_test:task_begin..task_end@arg1",
+        "--",
+        str(workload_bin),
+        "held",
+        "30",
+        "1000",
+        "task",
+        "spmv",
+        "20",
+        "500",
+        "exit",
+        "7",
+    )
+    assert proc.returncode == 7, proc.stderr
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    final = lines[-1]
+    assert final["final"] is True and final["target_ended"] is True
+    assert set(final) >= {"t", "probes", "devices", "tasks", "advice"}
+    by = {(p["name"], p["key"]): p for p in final["probes"]}
+    # Attached before the command started: not one call missed.
+    assert by[("held_fn", None)]["count"] == 50  # 30 direct + 20 inside the tasks
+    assert by[("adaptyst_test:task_begin..task_end", "spmv")]["count"] == 20
+    for p in final["probes"]:
+        assert p["state"] == "ended"
+        assert set(p) >= {
+            "spec",
+            "name",
+            "kind",
+            "key",
+            "state",
+            "count",
+            "rate_hz",
+            "mean_ns",
+            "p50_ns",
+            "p95_ns",
+            "p99_ns",
+            "max_ns",
+            "overhead_ns_per_hit",
+        }
+    assert final["devices"][0]["id"] == "cpu"
+    assert "ready" in proc.stderr  # the command's stdout went to stderr
+    assert none_left()
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_record_duration_with_pid(workload_bin: Path) -> None:
+    from .workload import Workload
+
+    w = Workload(workload_bin)
+    try:
+        proc = run(
+            "record",
+            "--pid",
+            str(w.pid),
+            "--interval",
+            "0.2",
+            "--duration",
+            "0.6",
+            "--probe",
+            f"uprobe:{workload_bin}:fast_fn",
+        )
+        assert proc.returncode == 0, proc.stderr
+        lines = [json.loads(x) for x in proc.stdout.splitlines()]
+        assert 2 <= len(lines) <= 5
+        assert lines[-1]["probes"][0]["state"] == "attached"
+        assert [round(x["t"], 1) for x in lines] == sorted(round(x["t"], 1) for x in lines)
+    finally:
+        w.kill()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["record", "--pid", "4194000", "--probe", "uprobe:c:malloc"], "no such process"),
+        (["record", "--probe", "uprobe:c"], "bad probe spec"),
+        (["record", "--probe", "uprobe:c:x", "--", "/no/such/cmd"], "command not found"),
+        (["record", "--probe", "uprobe:/etc/passwd:x", "--duration", "1"], "not an ELF"),
+    ],
+)
+def test_record_errors_are_one_line(args: list[str], words: str) -> None:
+    proc = run(*args)
+    assert proc.returncode == 1
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and words in err[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_list_binary_json(workload_bin: Path) -> None:
+    proc = run("list", "--binary", str(workload_bin), "--json")
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)["objects"][0]
+    funcs = {f["name"]: f for f in obj["functions"]}
+    assert funcs["held_fn"]["size"] > 0 and funcs["held_fn"]["address"] > 0
+    usdt = {(u["provider"], u["name"]): u for u in obj["usdt"]}
+    assert len(usdt[("adaptyst_test", "task_begin")]["arguments"]) == 2
+    assert usdt[("adaptyst_test", "tick")]["semaphore"] is None
+    assert obj["stripped"] is False
+
+
+def test_list_stripped_binary_says_so(workload_bin: Path, tmp_path: Path) -> None:
+    stripped = tmp_path / "stripped"
+    subprocess.run(["strip", "-o", str(stripped), str(workload_bin)], check=True)
+    proc = run("list", "--binary", str(stripped))
+    assert proc.returncode == 0
+    assert "stripped" in proc.stdout.splitlines()[0]
+
+
+def test_list_pid_and_errors(workload_bin: Path) -> None:
+    from .workload import Workload
+
+    w = Workload(workload_bin)
+    try:
+        proc = run("list", "--pid", str(w.pid), "--json", "held*")
+        objs = json.loads(proc.stdout)["objects"]
+        assert objs[0]["path"] == str(workload_bin.resolve())
+        assert [f["name"] for f in objs[0]["functions"]] == ["held_fn"]
+    finally:
+        w.kill()
+    assert "no such process" in run("list", "--pid", "4194000").stderr
+    assert "no such file" in run("list", "--binary", "/no/such").stderr

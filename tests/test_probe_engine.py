@@ -1,0 +1,305 @@
+"""The probe engine against a real C target, with real eBPF (root)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
+
+from .bpf_objects import none_left, our_programs, uprobe_event_lines
+from .conftest import requires_root
+from .workload import Workload
+
+pytestmark = [pytest.mark.ebpf, requires_root]
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():  # type: ignore[no-untyped-def]
+    """Every test must leave no program loaded and no uprobe registered."""
+    yield
+    assert none_left(), our_programs()
+    assert not uprobe_event_lines()
+
+
+def rows(engine: ProbeEngine) -> dict[tuple[str, Any], dict[str, Any]]:
+    engine.read()
+    return {(r["name"], r["key"]): r for r in engine.snapshot_rows()}
+
+
+def attached(engine: ProbeEngine, *specs: str) -> None:
+    groups = [engine.add(s) for s in specs]
+    assert engine.wait(120)
+    for g in groups:
+        assert g.state == "attached", g.error
+
+
+def within(value: float, truth: float, tol: float = 0.05) -> bool:
+    return abs(value - truth) <= tol * truth
+
+
+def test_counts_exact_and_p50_within_5_percent(workload: Workload) -> None:
+    b = workload.binary
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"uprobe:{b}:*_fn")
+        workload.run("fast 5000")
+        workload.run("held 40 2000")
+        workload.run("leaf 3000")
+        r = rows(engine)
+        assert r[("fast_fn", None)]["count"] == 5000
+        assert r[("held_fn", None)]["count"] == 40
+        assert r[("leaf_fn", None)]["count"] == 3000
+        assert r[("other_fn", None)]["count"] == 0
+        held = r[("held_fn", None)]
+        assert within(held["p50_ns"], 2_000_000), held
+        assert within(held["mean_ns"], 2_000_000), held
+        assert held["min_ns"] <= held["p50_ns"] <= held["p99_ns"] <= held["max_ns"]
+        # Net of the probe's own cost, raw kept alongside.
+        assert held["raw"]["mean_ns"] > held["mean_ns"]
+        assert r[("fast_fn", None)]["class"] == ov.EMULATED
+        assert r[("leaf_fn", None)]["class"] == ov.SINGLESTEP
+
+
+def test_usdt_count_and_rate(workload: Workload) -> None:
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"usdt:{workload.binary}:adaptyst_test:tick")
+        engine.read()
+        workload.run("tick 1234")
+        r = rows(engine)[("adaptyst_test:tick", None)]
+        assert r["count"] == 1234 and r["kind"] == "usdt" and r["rate_hz"] > 0
+        assert "p50_ns" not in r  # a count-only probe measures no latency
+
+
+def test_usdt_pair_split_by_string_argument(workload: Workload) -> None:
+    spec = f"usdt:{workload.binary}:adaptyst_test:task_begin..task_end@arg1"
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, spec)
+        workload.run("task spmv 60 300")
+        workload.run("task gemm 20 1500")
+        r = rows(engine)
+        name = "adaptyst_test:task_begin..task_end"
+        assert r[(name, "spmv")]["count"] == 60
+        assert r[(name, "gemm")]["count"] == 20
+        assert within(r[(name, "spmv")]["p50_ns"], 300_000)
+        assert within(r[(name, "gemm")]["p50_ns"], 1_500_000)
+
+
+def test_usdt_split_by_integer_argument(workload: Workload) -> None:
+    spec = f"usdt:{workload.binary}:adaptyst_test:task_begin@arg2"
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, spec)
+        workload.run("task a 7 100")
+        workload.run("task b 3 200")
+        r = rows(engine)
+        assert r[("adaptyst_test:task_begin", 100)]["count"] == 7
+        assert r[("adaptyst_test:task_begin", 200)]["count"] == 3
+
+
+def test_nested_pairs_match_last_in_first_out(workload: Workload) -> None:
+    spec = f"usdt:{workload.binary}:adaptyst_test:task_begin..task_end@arg1"
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, spec)
+        workload.run("nested 20 400")
+        r = rows(engine)
+        name = "adaptyst_test:task_begin..task_end"
+        assert r[(name, "inner")]["count"] == 20 and r[(name, "outer")]["count"] == 20
+        assert within(r[(name, "inner")]["p50_ns"], 400_000)
+        assert within(r[(name, "outer")]["p50_ns"], 800_000)
+
+
+def test_toggle_off_and_on_without_recompiling(workload: Workload) -> None:
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"uprobe:{workload.binary}:fast_fn")
+        row = engine.groups[0].rows[0]
+        module = row.module
+        workload.run("fast 100")
+        engine.set_enabled(row.id, False)
+        assert row.state == "detached"
+        workload.run("fast 100")  # gated at once, whether or not the detach finished
+        assert engine.flush()
+        assert not row.linked
+        workload.run("fast 100")
+        engine.set_enabled(row.id, True)
+        workload.run("fast 100")
+        engine.set_enabled(row.id, False)
+        engine.set_enabled(row.id, True)  # back on before the detach ran
+        assert engine.flush()
+        workload.run("fast 100")
+        r = rows(engine)[("fast_fn", None)]
+        assert r["count"] == 300 and r["state"] == "attached"
+        assert row.module is module  # same compiled programs throughout
+
+
+def test_target_exit_ends_probes_and_keeps_statistics(workload: Workload) -> None:
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"uprobe:{workload.binary}:fast_fn")
+        workload.run("fast 250")
+        assert workload.exit(0) == 0
+        r = rows(engine)[("fast_fn", None)]
+        assert r["state"] == "ended" and r["count"] == 250
+        assert engine.target_ended and "exited" in engine.warnings[-1]
+        assert none_left(), our_programs()
+
+
+def test_binary_probe_counts_across_restarts(workload_bin: Path) -> None:
+    with ProbeEngine() as engine:  # no PID: every process that maps the binary
+        attached(engine, f"uprobe:{workload_bin}:other_fn")
+        for _ in range(2):
+            w = Workload(workload_bin)
+            w.run("other 100")
+            w.exit(0)
+        r = rows(engine)[("other_fn", None)]
+        assert r["count"] == 200 and r["state"] == "attached"
+
+
+def test_bpf_stats_enabled_while_running_and_restored() -> None:
+    path = Path("/proc/sys/kernel/bpf_stats_enabled")
+    before = path.read_text().strip()
+    engine = ProbeEngine()
+    assert path.read_text().strip() == "1"
+    engine.close()
+    assert path.read_text().strip() == before
+
+
+def test_bpf_run_time_reported(workload: Workload) -> None:
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"uprobe:{workload.binary}:fast_fn")
+        workload.run("fast 1000")
+        r = rows(engine)[("fast_fn", None)]
+        assert r["bpf_ns_per_hit"] is not None and r["bpf_ns_per_hit"] > 0
+        assert r["overhead_ns_per_hit"] > 0
+
+
+def test_overhead_budget_enforced(workload: Workload) -> None:
+    with ProbeEngine(pid=workload.pid, budget=0.0001, enforce_budget=True) as engine:
+        attached(engine, f"uprobe:{workload.binary}:leaf_fn", f"uprobe:{workload.binary}:fast_fn")
+        engine.read()
+        workload.run("leaf 20000")
+        workload.run("fast 100")
+        r = rows(engine)
+        assert engine.overhead_share is not None and engine.overhead_share > 0.0001
+        assert r[("leaf_fn", None)]["state"] == "detached"  # the costliest
+        assert r[("fast_fn", None)]["state"] == "attached"
+        assert any("budget" in w for w in engine.warnings)
+
+
+# --- errors: one line each -------------------------------------------------------
+
+
+def error_of(engine: ProbeEngine, spec: str) -> str:
+    g = engine.add(spec)
+    assert engine.wait(120)
+    assert g.state == "error"
+    assert "\n" not in g.error
+    return g.error
+
+
+def test_errors_are_one_line(workload: Workload, tmp_path: Path) -> None:
+    b = workload.binary
+    (tmp_path / "text").write_text("not a binary\n")
+    with ProbeEngine(pid=workload.pid, max_attach=2) as engine:
+        assert "no such file" in error_of(engine, "uprobe:/nonexistent/app:f")
+        assert "not an ELF" in error_of(engine, f"uprobe:{tmp_path / 'text'}:f")
+        assert "0 functions matched" in error_of(engine, f"uprobe:{b}:no_such_*")
+        assert "not found" in error_of(engine, f"usdt:{b}:adaptyst_test:nope")
+        assert "limit of 2" in error_of(engine, f"uprobe:{b}:*_fn")
+        assert "no such library" in error_of(engine, "uprobe:nosuchlib:f")
+        # The engine keeps working after all that.
+        attached(engine, f"uprobe:{b}:fast_fn")
+
+
+def test_semaphore_probe_without_pid_is_refused() -> None:
+    python = Path("/usr/bin/python3.11")
+    if not python.exists():
+        pytest.fail("Debian's python3.11 (semaphore-gated USDT) is part of the test setup")
+    with ProbeEngine() as engine:
+        err = error_of(engine, f"usdt:{python}:python:function__entry")
+        assert "semaphore" in err
+
+
+def test_unknown_pid() -> None:
+    with pytest.raises(ProbeError, match="no such process"):
+        ProbeEngine(pid=2**22 + 12345)
+
+
+def test_pid_gone_during_attach(workload_bin: Path) -> None:
+    w = Workload(workload_bin)
+    engine = ProbeEngine(pid=w.pid)
+    try:
+        w.kill()
+        err = error_of(engine, f"uprobe:{workload_bin}:fast_fn")
+        assert "exited" in err or "no such process" in err
+    finally:
+        engine.close()
+
+
+def test_not_root_no_bcc_no_headers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from adaptyst_top.collectors import ebpf_env, probe_engine
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(ebpf_env, "effective_caps", lambda *a: 0)
+    with pytest.raises(ProbeError, match="not root"):
+        ProbeEngine()
+    monkeypatch.undo()
+    monkeypatch.setattr(
+        probe_engine,
+        "check_bcc",
+        lambda: ebpf_env.Capability(
+            "bcc", "missing", "python module bcc not importable", "apt install python3-bpfcc"
+        ),
+    )
+    with pytest.raises(ProbeError, match="bcc not importable.*python3-bpfcc"):
+        ProbeEngine()
+    monkeypatch.undo()
+    monkeypatch.setattr(
+        probe_engine, "check_kernel_headers", lambda: ebpf_env.check_kernel_headers("9.9", tmp_path)
+    )
+    with pytest.raises(ProbeError, match="no kernel headers.*linux-headers-9.9"):
+        ProbeEngine()
+
+
+# --- life cycle: signals ------------------------------------------------------------
+
+
+def _record(pid: int, spec: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "adaptyst_top.tui.cli",
+            "record",
+            "--pid",
+            str(pid),
+            "--interval",
+            "0.2",
+            "--probe",
+            spec,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # the first snapshot: everything is attached
+    assert line.startswith("{"), proc.stderr.read() if proc.stderr else ""
+    return proc
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM", "SIGINT"])
+def test_no_probe_left_after_signal(workload: Workload, sig: str) -> None:
+    import signal
+
+    proc = _record(workload.pid, f"uprobe:{workload.binary}:fast_fn")
+    assert our_programs(), "the probe should be loaded while record runs"
+    proc.send_signal(getattr(signal, sig))
+    proc.wait(30)
+    if sig != "SIGKILL":
+        assert proc.returncode == 0
+    assert none_left(), our_programs()
+    assert not uprobe_event_lines()
+    workload.run("fast 10")  # the target runs on, untouched

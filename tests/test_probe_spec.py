@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import pytest
+from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
+
+
+def test_uprobe_spec() -> None:
+    s = parse_spec("uprobe:/opt/app/bin/solver:solve_*")
+    assert (s.kind, s.target, s.func) == ("uprobe", "/opt/app/bin/solver", "solve_*")
+    assert s.measures_latency and s.label == "solve_*"
+
+
+def test_library_short_name() -> None:
+    s = parse_spec("uprobe:c:malloc")
+    assert s.target == "c" and s.func == "malloc"
+
+
+def test_usdt_count_pair_and_arg() -> None:
+    c = parse_spec("usdt:./app:myprov:tick")
+    assert (c.provider, c.name, c.end, c.measures_latency) == ("myprov", "tick", None, False)
+    p = parse_spec("usdt:./app:adaptyst:task_begin..task_end@arg1")
+    assert (p.name, p.end, p.arg, p.arg_type) == ("task_begin", "task_end", 1, "auto")
+    assert p.is_pair and p.measures_latency
+    assert parse_spec("usdt:./app:p:n@arg3:int").arg_type == "int"
+
+
+@pytest.mark.parametrize(
+    ("spec", "column", "words"),
+    [
+        ("kprobe:vfs_read", 1, "unknown probe type"),
+        ("uprobe:malloc", 8, "expected uprobe:TARGET:FUNC"),
+        ("uprobe:c:", 10, "bad function glob"),
+        ("usdt:./app:tick", 6, "expected usdt:TARGET:PROVIDER:NAME"),
+        ("usdt:./app:pro-v:tick", 12, "bad USDT provider"),
+        ("usdt:./app:p:begin..", 21, "bad END"),
+        ("usdt:./app:p:n@argx", 16, "@argN"),
+        ("usdt:./app:p:n@arg13", 16, "1..12"),
+        ("", 1, "empty"),
+    ],
+)
+def test_malformed_specs_point_at_the_bad_part(spec: str, column: int, words: str) -> None:
+    with pytest.raises(ProbeSpecError) as err:
+        parse_spec(spec)
+    assert words in err.value.one_line
+    assert f"column {column}" in err.value.one_line
+    assert "\n" not in err.value.one_line
