@@ -16,7 +16,8 @@ from typing import Literal
 from adaptyst_top.collectors.histogram import SUB, SUB_BITS
 
 KEYLEN = 32
-MAX_DEPTH = 32
+MAX_DEPTH = 16  # a power of two (the verifier needs the mask)
+MAX_THREADS = 16384
 MAX_KEYS = 16384
 HIST_ENTRIES = 131072
 
@@ -36,13 +37,16 @@ struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
 struct stat { u64 count; u64 sum; u64 min; u64 max; };
 struct hkey { struct skey k; u32 bucket; u32 pad; };
 struct tkey { u64 tid; u32 chain; u32 pad; };
-struct fkey { u64 tid; u32 chain; u32 depth; };
 struct frame { u64 ts; struct skey k; };
 
 BPF_HASH(stats, struct skey, struct stat, %(max_keys)d);
 BPF_HASH(hist, struct hkey, u64, %(hist_entries)d);
-BPF_HASH(depths, struct tkey, u32, 65536);
-BPF_HASH(frames, struct fkey, struct frame, 65536);
+/* One stack of open intervals per thread and chain, written in place: a hit costs one
+ * map lookup at entry and one at return (no update, no delete). Allocated on a
+ * thread's first hit; the engine removes the stacks of threads that have exited. */
+struct stack { u32 depth; u32 over; struct frame f[MAX_DEPTH]; };  /* over: pushes past MAX_DEPTH */
+BPF_F_TABLE("hash", struct tkey, struct stack, stacks, %(max_threads)d, BPF_F_NO_PREALLOC);
+BPF_ARRAY(stack_init, struct stack, 1);   /* a zeroed stack: too big for the BPF stack */
 BPF_ARRAY(errors, u64, 4);   /* 0: map full, 1: stack too deep, 2: return without entry */
 /* Per slot: 1 = switched off. Detaching a uprobe waits ~0.1 s in the kernel, so a
  * switch takes effect here at once and the detach follows in the background. */
@@ -94,41 +98,44 @@ static __always_inline void record(struct skey *k, u64 delta, int latency) {
     if (c) __sync_fetch_and_add(c, 1); else count_error(0);
 }
 
-static __always_inline int push_frame(u32 chain, struct skey *k) {
+static __always_inline struct stack *thread_stack(u32 chain, int create) {
     struct tkey t = {};
     t.tid = bpf_get_current_pid_tgid();
     t.chain = chain;
-    u32 zero = 0;
-    u32 *d = depths.lookup_or_try_init(&t, &zero);
-    if (!d) { count_error(0); return 0; }
-    u32 depth = *d;
-    if (depth >= MAX_DEPTH) { count_error(1); return 0; }
-    struct fkey f = {};
-    f.tid = t.tid; f.chain = chain; f.depth = depth;
-    struct frame fr = {};
-    fr.k = *k;
-    fr.ts = bpf_ktime_get_ns();   /* last: the probe's own work before this stays outside */
-    frames.update(&f, &fr);
-    *d = depth + 1;
+    struct stack *st = stacks.lookup(&t);
+    if (st || !create) return st;
+    u32 z = 0;
+    struct stack *init = stack_init.lookup(&z);
+    if (!init) return 0;
+    stacks.update(&t, init);
+    st = stacks.lookup(&t);
+    if (!st) count_error(0);
+    return st;
+}
+
+static __always_inline int push_frame(u32 chain, struct skey *k) {
+    struct stack *st = thread_stack(chain, 1);
+    if (!st) return 0;
+    u32 depth = st->depth;
+    if (depth >= MAX_DEPTH) { st->over++; count_error(1); return 0; }
+    struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
+    fr->k = *k;
+    st->depth = depth + 1;
+    fr->ts = bpf_ktime_get_ns();   /* last: the probe's own work before this stays outside */
     return 0;
 }
 
 static __always_inline int pop_frame(u32 chain) {
     u64 now = bpf_ktime_get_ns();  /* first: the rest of this handler stays outside */
-    struct tkey t = {};
-    t.tid = bpf_get_current_pid_tgid();
-    t.chain = chain;
-    u32 *d = depths.lookup(&t);
-    if (!d || *d == 0) { count_error(2); return 0; }
-    u32 depth = *d - 1;
-    *d = depth;
-    struct fkey f = {};
-    f.tid = t.tid; f.chain = chain; f.depth = depth;
-    struct frame *fr = frames.lookup(&f);
-    if (!fr) { count_error(2); return 0; }
+    struct stack *st = thread_stack(chain, 0);
+    if (!st || st->depth == 0) { count_error(2); return 0; }
+    if (st->over) { st->over--; return 0; }   /* the matching push was too deep to record */
+    u32 depth = st->depth - 1;
+    if (depth >= MAX_DEPTH) return 0;
+    st->depth = depth;
+    struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
     struct skey k = fr->k;
     u64 delta = now - fr->ts;
-    frames.delete(&f);
     if (gated(k.slot)) return 0;   /* the frame is popped all the same: pairs stay matched */
     record(&k, delta, 1);
     return 0;
@@ -195,5 +202,6 @@ def module_source(slots: list[Slot]) -> str:
         "max_keys": MAX_KEYS,
         "hist_entries": HIST_ENTRIES,
         "nslots": max(1, len(slots)),
+        "max_threads": MAX_THREADS,
     }
     return prelude + "\n" + "\n".join(slot_program(s) for s in slots) + "\n"

@@ -9,9 +9,11 @@ detaches or re-attaches its already-loaded programs: no recompilation, a few ms.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import fnmatch
+import os
 import queue
 import threading
 import time
@@ -42,6 +44,26 @@ from adaptyst_top.collectors.targets import (
 
 DEFAULT_MAX_ATTACH = 1000
 DEFAULT_BUDGET = 0.02
+
+_PID_USDT_CONTEXTS: list[Any] = []  # see _plan_usdt
+
+
+class _KeptContext:
+    """What a kept USDT context becomes at exit: no __del__ to run against a
+    half-torn-down interpreter (bcc's own module globals are gone by then)."""
+
+
+@atexit.register
+def _keep_contexts_quiet() -> None:
+    for ctx in _PID_USDT_CONTEXTS:
+        ctx.__class__ = _KeptContext
+
+REAP_EVERY = 10  # reads between sweeps of the stacks of exited threads
+KERNEL_ERRORS = (
+    "hits lost: a statistics map is full",
+    "calls nested deeper than the per-thread stack: not measured",
+    "returns without a recorded entry (probe attached mid-call)",
+)
 
 # bcc's clang/LLVM front end is not thread-safe: one compilation at a time per
 # process, whichever engine asks (the calibration runs an engine of its own).
@@ -111,6 +133,7 @@ class ProbeModule:
         self.closed = False
         # Held while detaching or closing, so that the two never race over the same fds.
         self.lock = threading.Lock()
+        self.errors_seen = [0] * len(KERNEL_ERRORS)
 
     def close(self) -> None:
         with self.lock:
@@ -163,8 +186,9 @@ class ProbeEngine:
         # Work for the background thread: specs to build, detaches to finish, None to stop.
         self._queue: queue.Queue[ProbeGroup | Callable[[], None] | None] = queue.Queue()
         self._bpf_stats = ov.BpfStats()
-        self.bpf_stats_on = self._bpf_stats.enable()
+        self.bpf_stats_on = self._bpf_stats.available()
         self._last_read: float | None = None
+        self._reads = 0
         self._last_cpu: int | None = None
         self._closed = False
         self._worker = threading.Thread(target=self._work, name="probe-compiler", daemon=True)
@@ -367,6 +391,11 @@ class ProbeEngine:
             )
         try:
             ctx = USDT(pid=pid) if pid else USDT(path=path)
+            if pid:
+                # bcc 0.26 closes the /proc/PID/root descriptor of a PID context twice,
+                # the second time when the context is destroyed, by which time another
+                # thread may own that descriptor number. Such contexts are never freed.
+                _PID_USDT_CONTEXTS.append(ctx)
             for n, slot in zip(names, slots, strict=True):
                 # USDT(pid) names the probe by provider:name to avoid clashes across libraries.
                 ctx.enable_probe(probe=f"{spec.provider}:{n}", fn_name=slot.fn_name)
@@ -512,13 +541,18 @@ class ProbeEngine:
         now = time.monotonic()
         dt = None if self._last_read is None else now - self._last_read
         self._last_read = now
+        self._bpf_stats.tick()
         with self._lock:
             if self.pid is not None and not self.target_ended and not pid_alive(self.pid):
                 self._end_target()
+            self._reads += 1
             for module in list(self.modules):
                 if module.closed:
                     continue
                 self._read_module(module)
+                self._check_errors(module)
+                if self._reads % REAP_EVERY == 0:
+                    _reap_dead_threads(module)
             for row in self.rows.values():
                 self._update_rates(row, dt)
             self._update_overhead(dt)
@@ -540,6 +574,15 @@ class ProbeEngine:
             if slot in stats:
                 row.stats = stats[slot]
                 row.hist = hists.get(slot, {})
+
+    def _check_errors(self, module: ProbeModule) -> None:
+        counts = [int(v.value) for v in module.bpf["errors"].values()]
+        for i, what in enumerate(KERNEL_ERRORS):
+            new = counts[i] - module.errors_seen[i]
+            if new > 0:
+                names = ", ".join(sorted({r.name for r in module.rows}))
+                self.warnings.append(f"{names}: {new} {what}")
+        module.errors_seen = counts
 
     def _update_rates(self, row: Row, dt: float | None) -> None:
         hits = 0
@@ -718,6 +761,16 @@ def _items(table: Any) -> list[tuple[Any, Any]]:
         except Exception:  # older kernels: fall back to one lookup per key
             pass
     return list(table.items())
+
+
+def _reap_dead_threads(module: ProbeModule) -> None:
+    """Drop the interval stacks of threads that have exited (the map would fill up)."""
+    stacks = module.bpf["stacks"]
+    for key in list(stacks.keys()):
+        tgid, tid = key.tid >> 32, key.tid & 0xFFFFFFFF
+        if not os.path.exists(f"/proc/{tgid}/task/{tid}"):
+            with contextlib.suppress(KeyError):
+                del stacks[key]
 
 
 def _usdt_readers(contexts: list[Any]) -> str:

@@ -142,7 +142,7 @@ def test_list_pid_and_errors(workload_bin: Path) -> None:
 
     w = Workload(workload_bin)
     try:
-        proc = run("list", "--pid", str(w.pid), "--json", "held*")
+        proc = run("list", "--pid", str(w.pid), "--json", "held_f*")
         objs = json.loads(proc.stdout)["objects"]
         assert objs[0]["path"] == str(workload_bin.resolve())
         assert [f["name"] for f in objs[0]["functions"]] == ["held_fn"]

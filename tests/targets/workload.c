@@ -1,6 +1,7 @@
 /* Test target: functions with known durations and USDT probes, driven by stdin so
  * that a test can attach first and then ask for an exact number of calls.
  *   held N US      N calls of held_fn(US) (busy-waits US microseconds)
+ *   heldss N US    N calls of held_ss(US): held_fn behind a single-stepped lea
  *   fast N         N calls of fast_fn (tiny, -O0 style: starts with push %rbp)
  *   other N        N calls of other_fn (like fast_fn)
  *   leaf N         N calls of leaf_fn (-O2 leaf: starts with lea, single-stepped)
@@ -32,6 +33,11 @@ __attribute__((noinline, optimize("O0"))) long fast_fn(long x) { return x + 1; }
 
 __attribute__((noinline, optimize("O0"))) long other_fn(long x) { return x * 2; }
 
+/* held_fn behind an entry instruction that must be single-stepped, like an -O2 function. */
+__asm__(".text\n.globl held_ss\n.type held_ss,@function\n"
+        "held_ss:\n lea 0(%rdi),%rdi\n jmp held_fn\n.size held_ss,.-held_ss\n");
+void held_ss(long us);
+
 /* -O2 leaf: its first instruction is a lea, which a uprobe must single-step. */
 __attribute__((noinline)) long leaf_fn(long x) { return x * 3 + 1; }
 
@@ -51,6 +57,8 @@ int main(int argc, char **argv) {
     while (fscanf(in, "%31s", cmd) == 1) {
         if (!strcmp(cmd, "held") && fscanf(in, "%ld %ld", &n, &us) == 2) {
             for (long i = 0; i < n; i++) held_fn(us);
+        } else if (!strcmp(cmd, "heldss") && fscanf(in, "%ld %ld", &n, &us) == 2) {
+            for (long i = 0; i < n; i++) held_ss(us);
         } else if (!strcmp(cmd, "fast") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) fast_fn(i);
         } else if (!strcmp(cmd, "other") && fscanf(in, "%ld", &n) == 1) {
