@@ -58,6 +58,7 @@ def _keep_contexts_quiet() -> None:
     for ctx in _PID_USDT_CONTEXTS:
         ctx.__class__ = _KeptContext
 
+
 REAP_EVERY = 10  # reads between sweeps of the stacks of exited threads
 KERNEL_ERRORS = (
     "hits lost: a statistics map is full",

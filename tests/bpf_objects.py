@@ -17,12 +17,18 @@ def _bpf(cmd: int, attr: ctypes.Array[ctypes.c_uint32]) -> int:
 
 
 def loaded_program_names() -> list[str]:
-    names = []
+    return [name for name, _ns, _cnt in loaded_programs()]
+
+
+def loaded_programs() -> list[tuple[str, int, int]]:
+    """(name, run_time_ns, run_cnt) of every loaded program (run figures need
+    kernel.bpf_stats_enabled)."""
+    progs = []
     prog_id = 0
     while True:
         attr = (ctypes.c_uint32 * 16)(prog_id)
         if _bpf(_PROG_GET_NEXT_ID, attr) != 0:
-            return names
+            return progs
         prog_id = attr[1]  # next_id follows start_id
         get = (ctypes.c_uint32 * 16)(prog_id)
         fd = _bpf(_PROG_GET_FD_BY_ID, get)
@@ -36,7 +42,10 @@ def loaded_program_names() -> list[str]:
         info_attr[2] = ptr & 0xFFFFFFFF
         info_attr[3] = ptr >> 32
         if _bpf(_OBJ_GET_INFO_BY_FD, info_attr) == 0:
-            names.append(bytes(info[64:80]).split(b"\0", 1)[0].decode())
+            name = bytes(info[64:80]).split(b"\0", 1)[0].decode()
+            run_ns = int.from_bytes(bytes(info[192:200]), "little")
+            run_cnt = int.from_bytes(bytes(info[200:208]), "little")
+            progs.append((name, run_ns, run_cnt))
         os.close(fd)
 
 
