@@ -45,6 +45,7 @@ from adaptyst_top.collectors.targets import (
 DEFAULT_MAX_ATTACH = 1000
 DEFAULT_BUDGET = 0.02
 
+LATENCY_FIELDS = ("mean_ns", "p50_ns", "p95_ns", "p99_ns", "min_ns", "max_ns")
 _PID_USDT_CONTEXTS: list[Any] = []  # see _plan_usdt
 
 
@@ -683,6 +684,8 @@ class ProbeEngine:
             }
             if row.spec.measures_latency:
                 e.update(_latency_fields(count, total, lo, hi, row.hist.get(key, {}), cost))
+            else:  # a count-only probe: the contract's latency fields, empty
+                e.update(dict.fromkeys(LATENCY_FIELDS))
             if row.error:
                 e["error"] = row.error
             entries.append(e)
@@ -715,7 +718,7 @@ def _latency_fields(
 ) -> dict[str, Any]:
     """Latencies net of the probes' own cost inside the interval; raw kept alongside."""
     if count == 0:
-        none = dict.fromkeys(("mean_ns", "p50_ns", "p95_ns", "p99_ns", "min_ns", "max_ns"))
+        none = dict.fromkeys(LATENCY_FIELDS)
         return {**none, "raw": dict(none)}
     off = cost.in_interval_ns
 
@@ -747,6 +750,8 @@ def _group_entry(group: ProbeGroup) -> dict[str, Any]:
         "state": "error" if group.state == "error" else "pending",
         "count": 0,
         "rate_hz": 0.0,
+        **dict.fromkeys(LATENCY_FIELDS),
+        "overhead_ns_per_hit": None,
         "error": group.error or None,
     }
 
