@@ -1,33 +1,122 @@
-"""CPU utilisation and memory through psutil."""
+"""CPU utilisation, frequency, load and memory (psutil); energy from RAPL, or a
+labelled estimate from a power model when configured, else none with the reason."""
 
 from __future__ import annotations
 
 import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
+from adaptyst_top.collectors.energy import EnergyAccount
+from adaptyst_top.collectors.rapl import RaplReader
 from adaptyst_top.collectors.reading import DeviceReading
+
+
+@dataclass(frozen=True)
+class PowerModel:
+    """P = idle + (max - idle) * utilisation: an estimate, never a measurement."""
+
+    idle_w: float
+    max_w: float
+
+    @classmethod
+    def parse(cls, text: str) -> PowerModel:
+        try:
+            idle, peak = (float(x) for x in text.split(":"))
+        except ValueError:
+            raise ValueError(
+                f"bad power model {text!r}: expected IDLE_W:MAX_W, e.g. 40:180"
+            ) from None
+        if not 0 <= idle <= peak:
+            raise ValueError(f"bad power model {text!r}: need 0 <= IDLE_W <= MAX_W")
+        return cls(idle, peak)
+
+    def power(self, util: float) -> float:
+        return self.idle_w + (self.max_w - self.idle_w) * util
 
 
 class CpuCollector:
     """Utilisation since the previous read (psutil keeps the last CPU times)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        pid: int | None = None,
+        power_model: PowerModel | None = None,
+        sysfs: Path = Path("/sys"),
+    ) -> None:
         psutil.cpu_percent(percpu=True)  # prime: the first call has no previous sample
         self.name = _cpu_model()
+        self.pid = pid
+        self.rapl = RaplReader(sysfs)
+        self.model = power_model
+        self.estimate = EnergyAccount("estimate", "estimate")
+        self._proc: psutil.Process | None = None
 
-    def read(self) -> DeviceReading:
+    def read(self, now: float | None = None) -> list[DeviceReading]:
+        now = time.monotonic() if now is None else now
         per_core = psutil.cpu_percent(percpu=True)
+        util = sum(per_core) / len(per_core) / 100.0 if per_core else None
         mem = psutil.virtual_memory()
-        load = os.getloadavg()
-        return DeviceReading(
+        reading = DeviceReading(
             id="cpu",
             kind="cpu",
             name=self.name,
-            util=sum(per_core) / len(per_core) / 100.0 if per_core else None,
+            util=util,
             mem_used_bytes=mem.total - mem.available,
             mem_total_bytes=mem.total,
-            extra={"per_core": [p / 100.0 for p in per_core], "load": list(load)},
+            extra={
+                "per_core": [p / 100.0 for p in per_core],
+                "load": list(os.getloadavg()),
+                "freq_mhz": _freq_mhz(),
+            },
         )
+        target = self._target_cpu_s()
+        if target is not None:
+            reading.extra["target_cpu_s"] = target
+        energy = self.rapl.read(now)
+        if energy is not None:
+            reading.energy_j, reading.power_w, reading.energy_source = (
+                energy.energy_j,
+                energy.power_w,
+                "rapl",
+            )
+        elif self.model is not None and util is not None:
+            est = self.estimate.update(now, power_w=self.model.power(util))
+            reading.energy_j, reading.power_w, reading.energy_source = (
+                est.energy_j,
+                est.power_w,
+                "estimate",
+            )
+            reading.note = (
+                f"estimate: {self.model.idle_w:g} W idle + util x "
+                f"{self.model.max_w - self.model.idle_w:g} W ({self.rapl.reason or self.rapl.state})"
+            )
+        else:
+            reading.note = f"energy unmeasured: {self.rapl.reason}"
+            if self.rapl.state == "missing":
+                reading.note += "; --cpu-power-model IDLE_W:MAX_W gives an estimate"
+        return [reading]
+
+    def _target_cpu_s(self) -> float | None:
+        if self.pid is None:
+            return None
+        try:
+            if self._proc is None or self._proc.pid != self.pid:
+                self._proc = psutil.Process(self.pid)
+            t = self._proc.cpu_times()
+            return float(t.user + t.system + t.children_user + t.children_system)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return None
+
+
+def _freq_mhz() -> float | None:
+    try:
+        f = psutil.cpu_freq()
+    except (OSError, NotImplementedError):  # absent in many VMs
+        return None
+    return float(f.current) if f else None
 
 
 def _cpu_model() -> str:

@@ -6,22 +6,19 @@ The snapshot is the contract shared by `record`, the TUI and the advisor (see DE
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from dataclasses import asdict
+from typing import Any
 
+from adaptyst_top.collectors.devices import DeviceSweep
 from adaptyst_top.collectors.probe_engine import ProbeEngine
-from adaptyst_top.collectors.reading import DeviceReading
-
-
-class DeviceSource(Protocol):
-    def read(self) -> DeviceReading: ...
 
 
 class Hub:
     def __init__(
-        self, engine: ProbeEngine | None = None, devices: list[DeviceSource] | None = None
+        self, engine: ProbeEngine | None = None, devices: DeviceSweep | None = None
     ) -> None:
         self.engine = engine
-        self.devices = devices or []
+        self.devices = devices
         self.t0 = time.monotonic()
         self._warned = 0
 
@@ -33,9 +30,7 @@ class Hub:
             probes = self.engine.snapshot_rows()
             warnings = self.engine.warnings[self._warned :]
             self._warned = len(self.engine.warnings)
-        devices = []
-        for source in self.devices:
-            devices.append(source.read().to_json())
+        devices = [] if self.devices is None else [d.to_json() for d in self.devices.read()]
         snap: dict[str, Any] = {
             "t": round(time.monotonic() - self.t0, 3),
             "probes": probes,
@@ -43,6 +38,8 @@ class Hub:
             "tasks": [],
             "advice": [],
         }
+        if self.devices is not None:
+            snap["device_sources"] = [asdict(s) for s in self.devices.sources()]
         if self.engine is not None:
             snap["overhead"] = {
                 "share": self.engine.overhead_share,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from adaptyst_top.collectors.cpu import PowerModel
 from adaptyst_top.collectors.version import package_version
 from adaptyst_top.tui.session import SessionOptions
 
@@ -25,6 +26,13 @@ def positive_float(text: str) -> float:
 
 def percent(text: str) -> float:
     return positive_float(text.rstrip("%")) / 100.0
+
+
+def power_model(text: str) -> PowerModel:
+    try:
+        return PowerModel.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_session_options(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +64,13 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-probes", type=int, default=1000, metavar="N", help="attach point limit (1000)"
     )
+    parser.add_argument(
+        "--cpu-power-model",
+        type=power_model,
+        metavar="IDLE_W:MAX_W",
+        help="where RAPL is missing, estimate CPU power as IDLE + util x (MAX - IDLE); "
+        "labelled `estimate`",
+    )
 
 
 def session_options(args: argparse.Namespace, command: Sequence[str]) -> SessionOptions:
@@ -66,4 +81,5 @@ def session_options(args: argparse.Namespace, command: Sequence[str]) -> Session
         budget=args.budget,
         enforce_budget=args.enforce_budget,
         max_probes=args.max_probes,
+        power_model=args.cpu_power_model,
     )

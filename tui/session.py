@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from adaptyst_top.collectors.calibration import BackgroundCalibration
-from adaptyst_top.collectors.cpu import CpuCollector
+from adaptyst_top.collectors.cpu import PowerModel
+from adaptyst_top.collectors.devices import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.collectors.launcher import HeldCommand, LaunchError
 from adaptyst_top.collectors.overhead import CostTable
@@ -31,6 +32,8 @@ class Session:
     calibration: BackgroundCalibration | None = None
 
     def close(self) -> None:
+        if self.hub.devices is not None:
+            self.hub.devices.close()
         if self.calibration is not None:
             self.calibration.close()
         if self.engine is not None:
@@ -47,6 +50,7 @@ class SessionOptions:
     max_probes: int = 1000
     attach_timeout: float = 120.0
     child_stdout: IO[Any] | int | None = None
+    power_model: PowerModel | None = None
 
 
 def open_session(opts: SessionOptions) -> Session:
@@ -99,7 +103,7 @@ def open_session(opts: SessionOptions) -> Session:
         if child is not None:
             child.kill()
         raise SessionError(str(exc)) from None
-    hub = Hub(engine, [CpuCollector()])
+    hub = Hub(engine, DeviceSweep(pid=pid, power_model=opts.power_model))
     return Session(hub=hub, engine=engine, child=child, pid=pid, calibration=calibration)
 
 

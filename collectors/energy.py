@@ -1,0 +1,101 @@
+"""Energy accounting, one rule for every source.
+
+Prefer a hardware energy counter: add its deltas. A counter with a known range
+(RAPL's max_energy_range_uj) that goes backwards wrapped when the wrapped delta is
+plausible; one that goes backwards otherwise was reset (the energy since the reset
+is its new value). A counter that stops moving while power is drawn is stale: the
+interval is integrated from power instead (trapezoid, monotonic clock). With no
+counter at all, power is integrated. Every figure names its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# A wrap implying more than this is treated as a reset: no single device draws it.
+MAX_PLAUSIBLE_W = 5000.0
+STALE_AFTER_S = 3.0
+
+
+@dataclass
+class EnergyReading:
+    energy_j: float | None
+    power_w: float | None
+    source: str | None  # e.g. "rapl", "nvml", "nvml-power" (integrated), "estimate"
+
+
+class EnergyAccount:
+    def __init__(self, counter_source: str, power_source: str | None = None) -> None:
+        self.counter_source = counter_source
+        self.power_source = power_source or f"{counter_source}-power"
+        self.total_j = 0.0
+        self.source: str | None = None
+        self._last_t: float | None = None
+        self._last_counter: float | None = None
+        self._last_power: float | None = None
+        self._counter_moved_t: float | None = None
+        self.resets = 0
+        self.wraps = 0
+
+    def update(
+        self,
+        now: float,
+        counter_j: float | None = None,
+        power_w: float | None = None,
+        counter_range_j: float | None = None,
+    ) -> EnergyReading:
+        """Feed one sample (monotonic seconds); returns energy since the first sample."""
+        if self._last_t is None:
+            self._last_t, self._last_counter, self._last_power = now, counter_j, power_w
+            self._counter_moved_t = now
+            self.source = (
+                self.counter_source
+                if counter_j is not None
+                else (self.power_source if power_w is not None else None)
+            )
+            return EnergyReading(0.0 if self.source else None, power_w, self.source)
+        dt = now - self._last_t
+        delta: float | None = None
+        if counter_j is not None and self._last_counter is not None:
+            delta = self._counter_delta(self._last_counter, counter_j, dt, counter_range_j)
+            stale = (
+                delta == 0.0
+                and power_w is not None
+                and power_w > 0
+                and self._counter_moved_t is not None
+                and now - self._counter_moved_t >= STALE_AFTER_S
+            )
+            if delta != 0.0:
+                self._counter_moved_t = now
+            if stale:
+                delta = None  # fall back to power for this interval
+            else:
+                self.source = self.counter_source
+        if delta is None and power_w is not None and dt > 0:
+            prev = self._last_power if self._last_power is not None else power_w
+            delta = (prev + power_w) / 2.0 * dt
+            self.source = self.power_source
+        if delta is not None:
+            self.total_j += delta
+        implied_power = power_w
+        if power_w is None and delta is not None and dt > 0 and self.source == self.counter_source:
+            implied_power = delta / dt
+        self._last_t, self._last_power = now, power_w
+        if counter_j is not None:
+            self._last_counter = counter_j
+        if self.source is None:
+            return EnergyReading(None, implied_power, None)
+        return EnergyReading(self.total_j, implied_power, self.source)
+
+    def _counter_delta(
+        self, prev: float, cur: float, dt: float, counter_range_j: float | None
+    ) -> float:
+        if cur >= prev:
+            return cur - prev
+        if counter_range_j:
+            wrapped = counter_range_j - prev + cur
+            if dt > 0 and wrapped / dt <= MAX_PLAUSIBLE_W:
+                self.wraps += 1
+                return wrapped
+        self.resets += 1
+        return cur
