@@ -20,6 +20,7 @@ from adaptyst_top.collectors.ebpf_env import (
 from adaptyst_top.collectors.opencl_inventory import OpenCLDevice
 
 from .conftest import IS_ROOT
+from .fake_nvml import FakeGpu, FakeNvml
 
 ADAPTYST = [sys.executable, "-m", "adaptyst_top.tui.cli"]
 
@@ -62,40 +63,6 @@ def test_kernel_headers_stand_in_missing_and_matched(tmp_path: Path) -> None:
 # --- NVML: fake module raising the real pynvml error classes ------------------
 
 
-class FakeNvml:
-    """The slice of pynvml that the doctor calls, with pynvml's own errors and codes."""
-
-    NVMLError = pynvml.NVMLError
-    NVML_ERROR_LIBRARY_NOT_FOUND = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
-    NVML_ERROR_DRIVER_NOT_LOADED = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
-    NVML_ERROR_NO_PERMISSION = pynvml.NVML_ERROR_NO_PERMISSION
-    NVML_ERROR_GPU_IS_LOST = pynvml.NVML_ERROR_GPU_IS_LOST
-
-    def __init__(self, init_error: int | None = None, names: tuple[str, ...] = ()) -> None:
-        self.init_error = init_error
-        self.names = names
-        self.shutdowns = 0
-
-    def nvmlInit(self) -> None:
-        if self.init_error is not None:
-            raise pynvml.NVMLError(self.init_error)
-
-    def nvmlShutdown(self) -> None:
-        self.shutdowns += 1
-
-    def nvmlSystemGetDriverVersion(self) -> str:
-        return "580.95.05"
-
-    def nvmlDeviceGetCount(self) -> int:
-        return len(self.names)
-
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
-        return i
-
-    def nvmlDeviceGetName(self, handle: int) -> str:
-        return self.names[handle]
-
-
 def test_nvml_real_library_absent_here() -> None:
     cap = doctor.check_nvml()
     # This machine has no NVIDIA driver; a GPU node would say ok.
@@ -113,13 +80,13 @@ def test_nvml_real_library_absent_here() -> None:
     ],
 )
 def test_nvml_init_errors(code: int, status: str, word: str) -> None:
-    cap = doctor.check_nvml(FakeNvml(init_error=code))
+    cap = doctor.check_nvml(FakeNvml(init_error=code))  # type: ignore[arg-type]
     assert cap.status == status
     assert word in (cap.detail + cap.fix)
 
 
 def test_nvml_devices_listed_and_shut_down() -> None:
-    fake = FakeNvml(names=("NVIDIA H200", "NVIDIA H200"))
+    fake = FakeNvml([FakeGpu(), FakeGpu(bus_id="00000000:18:00.0")])
     cap = doctor.check_nvml(fake)
     assert cap.status == "ok" and "2 GPU(s)" in cap.detail and "580.95.05" in cap.detail
     assert fake.shutdowns == 1
@@ -229,5 +196,5 @@ def test_version_and_help(sub: list[str]) -> None:
 def test_fake_nvml_matches_pynvml_surface() -> None:
     # The fake may only use names the real module has.
     for name in dir(FakeNvml):
-        if name.startswith("nvml") or name.startswith("NVML"):
+        if name.startswith(("nvml", "NVML")):
             assert hasattr(pynvml, name), name
