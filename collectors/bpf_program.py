@@ -114,6 +114,7 @@ static __always_inline struct stack *thread_stack(u32 chain, int create) {
 }
 
 static __always_inline int push_frame(u32 chain, struct skey *k) {
+    if (gated(k->slot)) return 0;
     struct stack *st = thread_stack(chain, 1);
     if (!st) return 0;
     u32 depth = st->depth;
@@ -125,18 +126,23 @@ static __always_inline int push_frame(u32 chain, struct skey *k) {
     return 0;
 }
 
-static __always_inline int pop_frame(u32 chain) {
+/* slot: the probe whose return this is, or NO_SLOT for a USDT END (any BEGIN of the
+ * chain matches). A return whose own entry was not recorded (switched off, or
+ * attached mid-call) finds another probe's frame on top and leaves it alone. */
+#define NO_SLOT 0xffffffff
+static __always_inline int pop_frame(u32 chain, u32 slot) {
     u64 now = bpf_ktime_get_ns();  /* first: the rest of this handler stays outside */
     struct stack *st = thread_stack(chain, 0);
     if (!st || st->depth == 0) { count_error(2); return 0; }
     if (st->over) { st->over--; return 0; }   /* the matching push was too deep to record */
     u32 depth = st->depth - 1;
     if (depth >= MAX_DEPTH) return 0;
-    st->depth = depth;
     struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
+    if (slot != NO_SLOT && fr->k.slot != slot) { count_error(2); return 0; }
+    st->depth = depth;
     struct skey k = fr->k;
     u64 delta = now - fr->ts;
-    if (gated(k.slot)) return 0;   /* the frame is popped all the same: pairs stay matched */
+    if (gated(k.slot)) return 0;   /* switched off while open: popped, not recorded */
     record(&k, delta, 1);
     return 0;
 }
@@ -152,7 +158,6 @@ static __always_inline void key_from_value(struct skey *k, u64 v, int type) {
     k->num = v;
 }
 
-int at_ret(struct pt_regs *ctx) { return pop_frame(0); }
 """
 
 
@@ -170,6 +175,10 @@ class Slot:
     def fn_name(self) -> str:
         return f"at_s{self.index}"
 
+    @property
+    def ret_fn_name(self) -> str:
+        return f"at_r{self.index}"
+
 
 _ARG_TYPE = {"auto": 0, "int": 1, "str": 2}
 
@@ -186,11 +195,15 @@ def slot_program(slot: Slot) -> str:
         "uprobe-entry": "return push_frame(0, &k);",
         "usdt-begin": f"return push_frame({slot.chain}, &k);",
         "usdt-count": f"if (gated({slot.index})) return 0; record(&k, 0, 0); return 0;",
-        "usdt-end": f"return pop_frame({slot.chain});",
+        "usdt-end": f"return pop_frame({slot.chain}, NO_SLOT);",
     }[slot.role]
     if slot.role == "usdt-end":
         key = ""  # the key travels in the frame pushed by BEGIN
-    return f"int {slot.fn_name}(struct pt_regs *ctx) {{ {key} {body} }}"
+    prog = f"int {slot.fn_name}(struct pt_regs *ctx) {{ {key} {body} }}"
+    if slot.role == "uprobe-entry":
+        # Its own return program: a return can check that the frame on top is its own.
+        prog += f"\nint {slot.ret_fn_name}(struct pt_regs *ctx) {{ return pop_frame(0, {slot.index}); }}"
+    return prog
 
 
 def module_source(slots: list[Slot]) -> str:

@@ -5,6 +5,7 @@ The snapshot is the contract shared by `record`, the TUI and the advisor (see DE
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import asdict
 from typing import Any
@@ -20,6 +21,7 @@ class Hub:
         self.engine = engine
         self.devices = devices
         self.t0 = time.monotonic()
+        self.host = socket.gethostname()
         self._warned = 0
 
     def snapshot(self) -> dict[str, Any]:
@@ -33,6 +35,7 @@ class Hub:
         devices = [] if self.devices is None else [d.to_json() for d in self.devices.read()]
         snap: dict[str, Any] = {
             "t": round(time.monotonic() - self.t0, 3),
+            "host": self.host,
             "probes": probes,
             "devices": devices,
             "tasks": [],

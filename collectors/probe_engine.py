@@ -64,8 +64,11 @@ REAP_EVERY = 10  # reads between sweeps of the stacks of exited threads
 KERNEL_ERRORS = (
     "hits lost: a statistics map is full",
     "calls nested deeper than the per-thread stack: not measured",
-    "returns without a recorded entry (probe attached mid-call)",
+    "returns without a recorded entry",
 )
+# Returns without an entry are expected around every switch on or off (and when a
+# probe attaches mid-call); they are counted, and the check keeps the pairs right.
+QUIET_ERRORS = {2}
 
 # bcc's clang/LLVM front end is not thread-safe: one compilation at a time per
 # process, whichever engine asks (the calibration runs an engine of its own).
@@ -339,9 +342,9 @@ class ProbeEngine:
             row = self._new_row(spec, sym.name, path, cls, slot.index)
             row.attachments = [
                 Attachment(slot.fn_name, path, sym=sym.name),
-                Attachment("at_ret", path, sym=sym.name, ret=True),
+                Attachment(slot.ret_fn_name, path, sym=sym.name, ret=True),
             ]
-            row.fns = [slot.fn_name, "at_ret"]
+            row.fns = [slot.fn_name, slot.ret_fn_name]
             rows.append(row)
             slots.append(slot)
         return rows, slots
@@ -581,7 +584,7 @@ class ProbeEngine:
         counts = [int(v.value) for v in module.bpf["errors"].values()]
         for i, what in enumerate(KERNEL_ERRORS):
             new = counts[i] - module.errors_seen[i]
-            if new > 0:
+            if new > 0 and i not in QUIET_ERRORS:
                 names = ", ".join(sorted({r.name for r in module.rows}))
                 self.warnings.append(f"{names}: {new} {what}")
         module.errors_seen = counts
@@ -683,7 +686,11 @@ class ProbeEngine:
                 "bpf_ns_per_hit": None if bpf_ns is None else round(bpf_ns, 1),
             }
             if row.spec.measures_latency:
-                e.update(_latency_fields(count, total, lo, hi, row.hist.get(key, {}), cost))
+                hist = row.hist.get(key, {})
+                e.update(_latency_fields(count, total, lo, hi, hist, cost))
+                # Non-empty log-linear buckets [index, count] (histogram.bucket_bounds
+                # gives each one's ns range): the detail view and replays need them.
+                e["hist"] = sorted([b, c] for b, c in hist.items() if c)
             else:  # a count-only probe: the contract's latency fields, empty
                 e.update(dict.fromkeys(LATENCY_FIELDS))
             if row.error:

@@ -310,3 +310,20 @@ def test_no_probe_left_after_signal(workload: Workload, sig: str) -> None:
     assert none_left(), our_programs()
     assert not uprobe_event_lines()
     workload.run("fast 10")  # the target runs on, untouched
+
+
+def test_switching_a_nested_probe_off_keeps_its_parent_right(workload: Workload) -> None:
+    # held_ss enters held_fn (a tail jump): held_fn's interval nests inside held_ss's.
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"uprobe:{workload.binary}:held_*")
+        workload.run("heldss 20 1000")
+        child = next(r for r in engine.groups[0].rows if r.name == "held_fn")
+        engine.set_enabled(child.id, False)
+        workload.run("heldss 20 1000")  # returns of held_fn now have no frame of their own
+        assert engine.flush()
+        workload.run("heldss 20 1000")  # and now held_fn is detached for real
+        r = rows(engine)
+        assert r[("held_fn", None)]["count"] == 20
+        parent = r[("held_ss", None)]
+        assert parent["count"] == 60
+        assert within(parent["p50_ns"], 1_000_000) and within(parent["max_ns"], 1_000_000, 0.2)

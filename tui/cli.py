@@ -13,6 +13,7 @@ from adaptyst_top.tui.cli_common import (
     positive_float,
     session_options,
 )
+from adaptyst_top.tui.config import Config
 
 SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay")
 
@@ -45,6 +46,15 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def add_display_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ascii", action="store_true", help="ASCII bars, sparklines and borders")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $XDG_CONFIG_HOME/adaptyst-top/config.toml)",
+    )
+
+
 def monitor_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="adaptyst-top",
@@ -56,6 +66,23 @@ def monitor_parser() -> argparse.ArgumentParser:
     )
     add_version(p)
     add_session_options(p)
+    add_display_options(p)
+    return p
+
+
+def replay_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="adaptyst-top replay",
+        description="Play a `record` file in the monitor's screens: p pauses, < and > "
+        "change the speed.",
+    )
+    add_version(p)
+    p.add_argument("file", help="a file written by `adaptyst-top record`")
+    p.add_argument("--speed", type=positive_float, default=1.0, help="playback speed (1.0)")
+    p.add_argument(
+        "--interval", type=positive_float, default=1.0, metavar="S", help="recorded interval (1.0)"
+    )
+    add_display_options(p)
     return p
 
 
@@ -98,19 +125,50 @@ def cmd_doctor(argv: Sequence[str]) -> int:
     return 0 if can_run(caps) else 1
 
 
-def run_monitor(args: argparse.Namespace, command: Sequence[str]) -> int:
-    from adaptyst_top.tui.app import MonitorApp
-    from adaptyst_top.tui.session import SessionError, open_session
+def load_config_or_exit(args: argparse.Namespace) -> Config | None:
+    from pathlib import Path
+
+    from adaptyst_top.tui.config import ConfigError, load_config
 
     try:
-        session = open_session(session_options(args, command))
+        return load_config(Path(args.config) if args.config else None)
+    except ConfigError as exc:
+        print(f"adaptyst-top: {exc}", file=sys.stderr)
+        return None
+
+
+def run_monitor(args: argparse.Namespace, command: Sequence[str], argv: Sequence[str] = ()) -> int:
+    from adaptyst_top.collectors.cpu import PowerModel
+    from adaptyst_top.tui.app import MonitorApp
+    from adaptyst_top.tui.session import SessionError, open_session
+    from adaptyst_top.tui.source import LiveSource
+
+    config = load_config_or_exit(args)
+    if config is None:
+        return 1
+    opts = session_options(args, command)
+    opts.probes = [*config.probes, *opts.probes]
+    if "--interval" not in argv:
+        args.interval = config.refresh
+    if "--budget" not in argv:
+        opts.budget = config.budget
+    if opts.power_model is None and config.cpu_power_model:
+        try:
+            opts.power_model = PowerModel.parse(config.cpu_power_model)
+        except ValueError as exc:
+            print(f"adaptyst-top: {config.path}: {exc}", file=sys.stderr)
+            return 1
+    try:
+        session = open_session(opts)
     except SessionError as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         return 1
     try:
         if session.child is not None:
             session.child.release()
-        MonitorApp(session, interval=args.interval).run()
+        MonitorApp(
+            LiveSource(session), interval=args.interval, config=config, ascii=args.ascii
+        ).run()
     finally:
         session.close()
         if session.child is not None and session.child.poll() is None:
@@ -119,20 +177,45 @@ def run_monitor(args: argparse.Namespace, command: Sequence[str]) -> int:
 
 
 def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
-    return run_monitor(monitor_parser().parse_args(argv), command)
+    return run_monitor(monitor_parser().parse_args(argv), command, argv)
 
 
 def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
     args = demo_parser().parse_args(argv)
     # Until the demo workload lands: the monitor on its own process.
     ns = monitor_parser().parse_args(["--interval", str(args.interval)])
-    return run_monitor(ns, command)
+    return run_monitor(ns, command, ["--interval"])
+
+
+def cmd_replay(argv: Sequence[str]) -> int:
+    from adaptyst_top.tui.app import MonitorApp
+    from adaptyst_top.tui.source import ReplaySource, check_recording
+
+    args = replay_parser().parse_args(argv)
+    try:
+        check_recording(args.file)
+    except (OSError, ValueError) as exc:
+        print(f"adaptyst-top: {exc}", file=sys.stderr)
+        return 1
+    config = load_config_or_exit(args)
+    if config is None:
+        return 1
+    source = ReplaySource(args.file)
+    try:
+        MonitorApp(
+            source, interval=args.interval, config=config, ascii=args.ascii, speed=args.speed
+        ).run()
+    finally:
+        source.close()
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "doctor":
         return cmd_doctor(argv[1:])
+    if argv and argv[0] == "replay":
+        return cmd_replay(argv[1:])
     if argv and argv[0] == "list":
         from adaptyst_top.tui.cli_list import cmd_list
 

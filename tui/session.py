@@ -30,6 +30,23 @@ class Session:
     child: HeldCommand | None = None
     pid: int | None = None
     calibration: BackgroundCalibration | None = None
+    budget: float = 0.02
+    max_probes: int = 1000
+
+    def ensure_engine(self) -> ProbeEngine:
+        """The engine, started on first use (adding a probe from the TUI)."""
+        if self.engine is None:
+            costs = CostTable()
+            self.engine = ProbeEngine(
+                pid=self.pid,
+                command_path=self.child.path if self.child else None,
+                max_attach=self.max_probes,
+                costs=costs,
+                budget=self.budget,
+            )
+            self.calibration = BackgroundCalibration(costs)
+            self.hub.engine = self.engine
+        return self.engine
 
     def close(self) -> None:
         if self.hub.devices is not None:
@@ -104,7 +121,15 @@ def open_session(opts: SessionOptions) -> Session:
             child.kill()
         raise SessionError(str(exc)) from None
     hub = Hub(engine, DeviceSweep(pid=pid, power_model=opts.power_model))
-    return Session(hub=hub, engine=engine, child=child, pid=pid, calibration=calibration)
+    return Session(
+        hub=hub,
+        engine=engine,
+        child=child,
+        pid=pid,
+        calibration=calibration,
+        budget=opts.budget,
+        max_probes=opts.max_probes,
+    )
 
 
 def child_output_for(out_is_stdout: bool) -> IO[Any] | int | None:

@@ -8,6 +8,7 @@
  *   task NAME N US N pairs task_begin(NAME, US)/task_end(NAME) around held_fn(US)
  *   nested N US    N times: outer begin, inner begin, held_fn(US), inner end, outer end
  *   tick N         N hits of the count-only USDT probe adaptyst_test:tick
+ *   forever US     task_begin/held_fn(US)/task_end, 100 fast_fn, a tick, 1 ms sleep; forever
  *   exit CODE
  * Each command answers "ok" once done. Commands come from stdin, or from the
  * arguments when there are any ("workload held 10 100 exit 3"). */
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/sdt.h>
+#include <unistd.h>
 
 static long now_ns(void) {
     struct timespec t;
@@ -84,6 +86,15 @@ int main(int argc, char **argv) {
             }
         } else if (!strcmp(cmd, "tick") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) DTRACE_PROBE1(adaptyst_test, tick, i);
+        } else if (!strcmp(cmd, "forever") && fscanf(in, "%ld", &us) == 1) {
+            for (long i = 0;; i++) {  /* a live target for the monitor's end-to-end tests */
+                DTRACE_PROBE2(adaptyst_test, task_begin, i % 3 ? "spmv" : "gemm", us);
+                held_fn(us);
+                DTRACE_PROBE1(adaptyst_test, task_end, "x");
+                for (int j = 0; j < 100; j++) fast_fn(j);
+                DTRACE_PROBE1(adaptyst_test, tick, i);
+                usleep(1000);
+            }
         } else if (!strcmp(cmd, "exit") && fscanf(in, "%ld", &n) == 1) {
             return (int)n;
         } else {

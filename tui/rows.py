@@ -1,0 +1,139 @@
+"""Snapshot entries as table rows: cells (text), sort values and a style. Pure functions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_ns, fmt_rate
+from adaptyst_top.tui.glyphs import bar, sparkline
+from adaptyst_top.tui.widgets.fast_table import Column
+
+PROBE_COLUMNS = (
+    Column("state", "State", 8, priority=9),
+    Column("kind", "Kind", 6, priority=3),
+    Column("target", "Target", 12, priority=1),
+    Column("name", "Name / key", 0, priority=10),
+    Column("count", "Calls", 9, right=True, priority=8),
+    Column("rate", "Calls/s", 9, right=True, priority=7),
+    Column("mean", "Mean", 8, right=True, priority=5),
+    Column("p50", "p50", 8, right=True, priority=6),
+    Column("p95", "p95", 8, right=True, priority=2),
+    Column("p99", "p99", 8, right=True, priority=6),
+    Column("max", "Max", 8, right=True, priority=2),
+    Column("cost", "Cost/hit", 9, right=True, priority=4),
+)
+SORTABLE = ("count", "rate", "mean", "p99", "cost", "name")
+
+DEVICE_COLUMNS = (
+    Column("name", "Device", 0, priority=10),
+    Column("util", "Util", 16, priority=9),
+    Column("hist", "History", 20, priority=3),
+    Column("mem", "Memory", 19, right=True, priority=6),
+    Column("power", "Power", 8, right=True, priority=7),
+    Column("energy", "Energy (source)", 22, priority=8),
+    Column("temp", "Temp", 6, right=True, priority=2),
+)
+
+ADVICE_COLUMNS = (
+    Column("task", "Task", 0, priority=10),
+    Column("current", "Now on", 12, priority=9),
+    Column("suggested", "Suggest", 12, priority=9),
+    Column("time", "Time gain", 10, right=True, priority=8),
+    Column("energy", "Energy gain", 11, right=True, priority=7),
+    Column("confidence", "Conf.", 6, right=True, priority=5),
+    Column("why", "Why", 0, priority=1),
+)
+
+
+def probe_key(p: dict[str, Any]) -> str:
+    return f"{p.get('spec')}|{p.get('name')}|{p.get('key')}"
+
+
+def probe_row(p: dict[str, Any], p99_warn_ns: float) -> tuple[dict[str, str], dict[str, Any], str]:
+    name = str(p.get("name", ""))
+    if p.get("kind") == "usdt" and ":" in name:
+        name = name.split(":", 1)[1]  # the provider is in the spec and the detail view
+    if p.get("key") is not None:
+        name = f"{p['key']} · {name}"
+    state = str(p.get("state", ""))
+    cells = {
+        "state": state,
+        "kind": str(p.get("kind") or ""),
+        "target": os.path.basename(str(p.get("target") or "")),
+        "name": name if not p.get("error") else f"{p.get('spec')}: {p['error']}",
+        "count": fmt_count(p.get("count")),
+        "rate": fmt_rate(p.get("rate_hz")),
+        "mean": fmt_ns(p.get("mean_ns")),
+        "p50": fmt_ns(p.get("p50_ns")),
+        "p95": fmt_ns(p.get("p95_ns")),
+        "p99": fmt_ns(p.get("p99_ns")),
+        "max": fmt_ns(p.get("max_ns")),
+        "cost": fmt_ns(p.get("overhead_ns_per_hit")),
+    }
+    sort = {
+        "count": p.get("count") or 0,
+        "rate": p.get("rate_hz") or 0.0,
+        "mean": p.get("mean_ns") or 0.0,
+        "p99": p.get("p99_ns") or 0.0,
+        "cost": (p.get("overhead_ns_per_hit") or 0.0) * (p.get("rate_hz") or 0.0),
+        "name": name.lower(),
+    }
+    style = ""
+    if state == "error":
+        style = "error"
+    elif state in ("detached", "ended", "pending"):
+        style = "dim"
+    elif (p.get("p99_ns") or 0) > p99_warn_ns:
+        style = "warn"
+    return cells, sort, style
+
+
+def device_row(
+    d: dict[str, Any], history: Sequence[float | None], ascii: bool, util_warn: float
+) -> tuple[dict[str, str], str]:
+    util = d.get("util")
+    util_text = "   -" if util is None else f"{util * 100:4.0f}%"
+    mem_used, mem_total = d.get("mem_used_bytes"), d.get("mem_total_bytes")
+    mem = (
+        "-"
+        if mem_used is None and mem_total is None
+        else (
+            f"{fmt_bytes(mem_used)}/{fmt_bytes(mem_total)}"
+            if mem_used is not None
+            else fmt_bytes(mem_total)
+        )
+    )
+    if d.get("energy_j") is not None:
+        energy = f"{d['energy_j']:.1f} J ({d.get('energy_source')})"
+    else:
+        energy = "- " + (d.get("note") or "unmeasured")
+    cells = {
+        "name": str(d.get("name") or d.get("id")),
+        "util": f"{bar(util, 10, ascii)} {util_text}",
+        "hist": sparkline(list(history), 20, ascii, top=1.0),
+        "mem": mem,
+        "power": "-" if d.get("power_w") is None else f"{d['power_w']:.1f} W",
+        "energy": energy,
+        "temp": "-" if d.get("temp_c") is None else f"{d['temp_c']:.0f}°C",
+    }
+    style = "warn" if util is not None and util >= util_warn else ""
+    if "lost" in str(d.get("note", "")):
+        style = "error"
+    return cells, style
+
+
+def advice_row(a: dict[str, Any]) -> dict[str, str]:
+    def pct(v: Any) -> str:
+        return "-" if v is None else f"{float(v) * 100:+.0f}%"
+
+    return {
+        "task": str(a.get("task", "")),
+        "current": str(a.get("current", "")),
+        "suggested": str(a.get("suggested", "")),
+        "time": pct(a.get("time_gain")),
+        "energy": pct(a.get("energy_gain")),
+        "confidence": "-" if a.get("confidence") is None else f"{float(a['confidence']):.2f}",
+        "why": str(a.get("why", "")),
+    }

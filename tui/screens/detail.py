@@ -1,0 +1,100 @@
+"""`enter`: one probe in detail: its latency histogram with percentile markers, and
+its rate and p99 over time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from adaptyst_top.collectors.histogram import bucket_bounds
+from adaptyst_top.tui.format import fmt_ns, fmt_rate
+from adaptyst_top.tui.glyphs import bar, sparkline
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+MAX_ROWS = 24
+
+
+def histogram_rows(hist: Sequence[Sequence[int]]) -> list[tuple[float, float, int]]:
+    """(low_ns, high_ns, count) rows: every bucket when few, else merged per power of two."""
+    buckets = [(bucket_bounds(int(b)), int(c)) for b, c in hist if c]
+    if len(buckets) <= MAX_ROWS:
+        return [(float(lo), float(hi), c) for (lo, hi), c in buckets]
+    merged: dict[int, list[float]] = {}
+    for (lo, hi), c in buckets:
+        p = max(0, int(lo).bit_length() - 1)
+        row = merged.setdefault(p, [float(lo), float(hi), 0])
+        row[0], row[1], row[2] = min(row[0], lo), max(row[1], hi), row[2] + c
+    return [(lo, hi, int(c)) for _, (lo, hi, c) in sorted(merged.items())]
+
+
+def render_histogram(p: dict[str, Any], width: int, ascii: bool) -> str:
+    rows = histogram_rows(p.get("hist") or [])
+    if not rows:
+        return (
+            "no latency samples yet"
+            if p.get("hist") is not None
+            else "a count-only probe: no latency"
+        )
+    raw = p.get("raw") or {}
+    marks = {q: raw.get(f"{q}_ns") for q in ("p50", "p95", "p99")}
+    peak = max(c for _, _, c in rows)
+    bar_w = max(10, width - 48)
+    lines = []
+    for lo, hi, c in rows:
+        tags = [q for q, v in marks.items() if v is not None and lo <= v < hi]
+        label = f"{fmt_ns(lo):>9} – {fmt_ns(hi):<9}"
+        lines.append(
+            f"{label} {bar(c / peak, bar_w, ascii)} {c:>9,}  {' '.join('◀ ' + t if not ascii else '< ' + t for t in tags)}"
+        )
+    return "\n".join(lines)
+
+
+class DetailScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,enter,q", "app.pop_screen", "Back"),
+    ]
+
+    def __init__(self, key: str, ascii: bool = False) -> None:
+        super().__init__()
+        self.key = key
+        self.ascii = ascii
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static("", id="detail-title")
+            yield Static("", id="detail-hist")
+            yield Static("", id="detail-history")
+        yield Footer()
+
+    def show(
+        self, p: dict[str, Any] | None, rates: Sequence[float | None], p99s: Sequence[float | None]
+    ) -> None:
+        if p is None:
+            self.query_one("#detail-title", Static).update("this probe is gone")
+            return
+        key = f" [{p['key']}]" if p.get("key") is not None else ""
+        cost = p.get("overhead_ns_per_hit")
+        title = (
+            f"{p.get('name')}{key}   {p.get('state')}   {p.get('spec')}\n"
+            f"calls {p.get('count', 0):,}   {fmt_rate(p.get('rate_hz'))}/s   "
+            f"mean {fmt_ns(p.get('mean_ns'))}   p50 {fmt_ns(p.get('p50_ns'))}   "
+            f"p95 {fmt_ns(p.get('p95_ns'))}   p99 {fmt_ns(p.get('p99_ns'))}   "
+            f"max {fmt_ns(p.get('max_ns'))}\n"
+            f"probe cost {fmt_ns(cost)}/hit ({p.get('overhead_source', '?')}; class "
+            f"{p.get('class', '?')}), BPF {fmt_ns(p.get('bpf_ns_per_hit'))}/hit. "
+            "The histogram is of raw intervals; the figures above are net of the probe cost.\n"
+        )
+        self.query_one("#detail-title", Static).update(title)
+        width = self.size.width or 80
+        self.query_one("#detail-hist", Static).update(render_histogram(p, width, self.ascii))
+        spark_w = max(10, min(100, width - 20))
+        known_p99 = [v for v in p99s if v is not None]
+        history = (
+            f"\ncalls/s {sparkline(rates, spark_w, self.ascii)}  {fmt_rate(rates[-1] if rates else None)}\n"
+            f"p99     {sparkline(p99s, spark_w, self.ascii)}  {fmt_ns(known_p99[-1] if known_p99 else None)}"
+        )
+        self.query_one("#detail-history", Static).update(history)

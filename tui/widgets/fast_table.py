@@ -1,0 +1,276 @@
+"""A table on Textual's line API that re-renders only the rows that changed.
+
+A DataTable refreshed every second costs 8.6% of a core here (DESIGN.md): every
+update re-lays out the whole table. This one keeps a Strip per row, rebuilt only
+when that row's cells change, and repaints only the changed rows that are visible.
+Columns have priorities: on a narrow terminal the least important ones go first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int  # 0: takes what is left
+    right: bool = False
+    priority: int = 0  # higher goes first when space runs out
+
+
+@dataclass
+class TableRow:
+    key: str
+    cells: dict[str, str]
+    sort: dict[str, Any] = field(default_factory=dict)
+    style: str = ""  # a component class suffix: "dim", "warn", "error"
+    version: int = 0
+
+
+FLEX_MIN = 26  # a flexible column (names) keeps at least this; minor columns go first
+
+
+def _fit(text: str, width: int, right: bool) -> str:
+    if len(text) > width:
+        return text[: max(0, width - 1)] + "…" if width > 1 else text[:width]
+    return text.rjust(width) if right else text.ljust(width)
+
+
+class FastTable(ScrollView, can_focus=True):
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "fast-table--header",
+        "fast-table--cursor",
+        "fast-table--dim",
+        "fast-table--warn",
+        "fast-table--error",
+    }
+    DEFAULT_CSS = """
+    FastTable { height: 1fr; }
+    FastTable > .fast-table--header { text-style: bold; color: $text-accent; }
+    FastTable > .fast-table--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
+    FastTable:blur > .fast-table--cursor { background: $block-cursor-blurred-background; }
+    FastTable > .fast-table--dim { color: $text-muted; }
+    FastTable > .fast-table--warn { color: $text-warning; }
+    FastTable > .fast-table--error { color: $text-error; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "cursor_to(0)", "First", show=False),
+        Binding("end", "cursor_to(-1)", "Last", show=False),
+    ]
+
+    cursor: reactive[int] = reactive(0, repaint=False)
+
+    class Selected(Message):
+        def __init__(self, table: FastTable, key: str) -> None:
+            super().__init__()
+            self.table, self.key = table, key
+
+    def __init__(self, columns: Iterable[Column], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.columns = list(columns)
+        self.rows: dict[str, TableRow] = {}
+        self.order: list[str] = []
+        self.filter_text = ""
+        self.filter_fn: Callable[[TableRow, str], bool] = _default_filter
+        self.sort_key: str | None = None
+        self.sort_reverse = False
+        self._strips: dict[tuple[str, int, int, bool], Strip] = {}
+        self._layout: list[tuple[Column, int]] = []
+        self._layout_width = -1
+
+    # ----- data -----------------------------------------------------------------------
+
+    def upsert(
+        self, key: str, cells: dict[str, str], sort: dict[str, Any] | None = None, style: str = ""
+    ) -> None:
+        row = self.rows.get(key)
+        if row is None:
+            self.rows[key] = TableRow(key, cells, sort or {}, style)
+            self._reorder()
+            return
+        if row.cells == cells and row.style == style:
+            row.sort = sort or row.sort
+            return
+        row.cells, row.style, row.version = cells, style, row.version + 1
+        row.sort = sort or row.sort
+        if self.sort_key is not None or self.filter_text:
+            self._reorder()  # its place may have changed
+        else:
+            self._refresh_row(key)
+
+    def remove(self, key: str) -> None:
+        if self.rows.pop(key, None) is not None:
+            self._reorder()
+
+    def retain(self, keys: set[str]) -> None:
+        gone = set(self.rows) - keys
+        for key in gone:
+            del self.rows[key]
+        if gone:
+            self._reorder()
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self._reorder()
+
+    def set_sort(self, column: str | None, reverse: bool = False) -> None:
+        self.sort_key, self.sort_reverse = column, reverse
+        self._reorder()
+
+    @property
+    def selected_key(self) -> str | None:
+        if 0 <= self.cursor < len(self.order):
+            return self.order[self.cursor]
+        return None
+
+    def _reorder(self) -> None:
+        keys = [
+            k
+            for k, r in self.rows.items()
+            if not self.filter_text or self.filter_fn(r, self.filter_text)
+        ]
+        if self.sort_key is not None:
+            col = self.sort_key
+
+            def value(k: str) -> tuple[int, Any]:
+                v = self.rows[k].sort.get(col, self.rows[k].cells.get(col, ""))
+                return (0, v) if v is not None else (1, 0)
+
+            keys.sort(key=value, reverse=self.sort_reverse)
+        selected = self.selected_key
+        self.order = keys
+        if selected in keys:
+            self.cursor = keys.index(selected)
+        self.cursor = min(self.cursor, max(0, len(keys) - 1))
+        self.virtual_size = Size(self.size.width, len(keys) + 1)
+        self.refresh()
+
+    def _refresh_row(self, key: str) -> None:
+        try:
+            index = self.order.index(key)
+        except ValueError:
+            return
+        y = index - int(self.scroll_offset.y) + 1
+        if 1 <= y < self.size.height:
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    # ----- cursor ----------------------------------------------------------------------
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        if 0 <= old < len(self.order):
+            self._refresh_row(self.order[old])
+        if 0 <= new < len(self.order):
+            self._refresh_row(self.order[new])
+            self._scroll_to_cursor()
+
+    def _scroll_to_cursor(self) -> None:
+        top = int(self.scroll_offset.y)
+        visible = max(1, self.size.height - 1)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + visible:
+            self.scroll_to(y=self.cursor - visible + 1, animate=False)
+
+    def action_cursor(self, step: int) -> None:
+        if self.order:
+            self.cursor = min(len(self.order) - 1, max(0, self.cursor + step))
+
+    def action_page(self, direction: int) -> None:
+        self.action_cursor(direction * max(1, self.size.height - 2))
+
+    def action_cursor_to(self, index: int) -> None:
+        if self.order:
+            self.cursor = index if index >= 0 else len(self.order) - 1
+
+    def action_select(self) -> None:
+        key = self.selected_key
+        if key is not None:
+            self.post_message(self.Selected(self, key))
+
+    # ----- rendering --------------------------------------------------------------------
+
+    def _columns_for(self, width: int) -> list[tuple[Column, int]]:
+        if width == self._layout_width:
+            return self._layout
+        cols = list(self.columns)
+        # Drop the least important columns until the fixed ones fit with room to spare.
+        while cols:
+            fixed = sum(c.width + 1 for c in cols if c.width)
+            flex = [c for c in cols if not c.width]
+            if fixed + FLEX_MIN * len(flex) <= width or len(cols) == 1:
+                break
+            drop = min(cols, key=lambda c: c.priority)
+            cols.remove(drop)
+        fixed = sum(c.width + 1 for c in cols if c.width)
+        flex = [c for c in cols if not c.width]
+        share = max(4, (width - fixed - len(flex)) // max(1, len(flex))) if flex else 0
+        self._layout = [(c, c.width or share) for c in cols]
+        self._layout_width = width
+        self._strips.clear()
+        return self._layout
+
+    def _text_of(self, cells: dict[str, str], width: int) -> str:
+        parts = [_fit(cells.get(c.key, ""), w, c.right) for c, w in self._columns_for(width)]
+        return " ".join(parts)[:width].ljust(width)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y == 0:
+            labels = {
+                c.key: c.label
+                + (
+                    " ▼"
+                    if c.key == self.sort_key and self.sort_reverse
+                    else " ▲"
+                    if c.key == self.sort_key
+                    else ""
+                )
+                for c in self.columns
+            }
+            style = self.get_component_rich_style("fast-table--header")
+            return Strip([Segment(self._text_of(labels, width), style)])
+        index = int(self.scroll_offset.y) + y - 1
+        if index >= len(self.order):
+            return Strip.blank(width, self.rich_style)
+        key = self.order[index]
+        row = self.rows[key]
+        is_cursor = index == self.cursor
+        cache_key = (key, row.version, width, is_cursor)
+        strip = self._strips.get(cache_key)
+        if strip is None:
+            style: Style = self.rich_style
+            if row.style:
+                style = style + self.get_component_rich_style(f"fast-table--{row.style}")
+            if is_cursor:
+                style = style + self.get_component_rich_style("fast-table--cursor")
+            strip = Strip([Segment(self._text_of(row.cells, width), style)])
+            if len(self._strips) > 4 * (len(self.rows) + 8):
+                self._strips.clear()  # bounded: old versions go
+            self._strips[cache_key] = strip
+        return strip
+
+    def on_resize(self) -> None:
+        self._layout_width = -1
+        self.virtual_size = Size(self.size.width, len(self.order) + 1)
+
+
+def _default_filter(row: TableRow, text: str) -> bool:
+    text = text.lower()
+    return any(text in v.lower() for v in row.cells.values())
