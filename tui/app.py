@@ -69,6 +69,7 @@ class MonitorApp(App[None]):
         Binding("m", "apply_advice", "Apply", show=False),
         Binding("M", "advisor_mode", "Auto/suggest", show=False),
         Binding("greater_than_sign", "speed(2)", "Replay faster", show=False),
+        Binding("full_stop", "step", "Step", show=False),
         Binding("less_than_sign", "speed(0.5)", "Replay slower", show=False),
     ]
 
@@ -79,6 +80,7 @@ class MonitorApp(App[None]):
         config: Config | None = None,
         ascii: bool = False,
         speed: float = 1.0,
+        autoplay: bool = True,
     ) -> None:
         super().__init__()
         self.source = source
@@ -86,6 +88,7 @@ class MonitorApp(App[None]):
         self.interval = interval
         self.ascii = ascii or self.config.ascii
         self.speed = speed
+        self.autoplay = autoplay
         self.paused = False
         self.advisor_mode = "suggest"
         self.snap: dict[str, Any] = {}
@@ -123,12 +126,15 @@ class MonitorApp(App[None]):
         self.query_one("#advisor", Vertical).border_title = "Advisor"
         self.query_one("#probes", FastTable).focus()
         self.show_advisor_state()
-        self.tick()
-        self._restart_timer()
+        if self.autoplay:
+            self.tick()
+            self._restart_timer()
 
     def _restart_timer(self) -> None:
         if self.timer is not None:
             self.timer.stop()
+        if not self.autoplay:
+            return
         period = self.interval / (self.speed if self.source.read_only else 1.0)
         self.timer = self.set_interval(period, self.tick)
 
@@ -140,6 +146,16 @@ class MonitorApp(App[None]):
             return
         snap = self.source.snapshot()
         self.call_from_thread(self.show, snap)
+
+    def step(self) -> None:
+        """One snapshot now, on the UI thread (replay stepping, tests)."""
+        self.show(self.source.snapshot())
+
+    def action_step(self) -> None:
+        if self.source.read_only:
+            self.step()
+        else:
+            self.set_status("stepping is for replays")
 
     def show(self, snap: dict[str, Any] | None) -> None:
         if snap is None:

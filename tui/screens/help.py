@@ -23,6 +23,7 @@ KEYS = (
     ("M", "advisor: switch between suggest and auto"),
     ("tab", "move between panes"),
     ("< / >", "replay: slower / faster"),
+    (".", "replay: one snapshot (while paused)"),
     ("ctrl+p", "command palette"),
     ("?", "this help"),
     ("q", "quit (probes detach; nothing is left in the kernel)"),

@@ -1,0 +1,79 @@
+"""End to end, as a user over SSH would: the installed adaptyst-top in tmux at 80x24
+against a real probed target; read the screen, switch a probe off, quit with q, and
+check that nothing is left in the kernel."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .bpf_objects import none_left, uprobe_event_lines
+
+pytestmark = [
+    pytest.mark.ebpf,
+    pytest.mark.skipif(os.geteuid() != 0, reason="eBPF needs root"),
+]
+
+CLI = Path(sys.executable).parent / "adaptyst-top"
+SESSION = "adaptyst-e2e"
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+
+
+def screen() -> str:
+    return tmux("capture-pane", "-p", "-t", SESSION)
+
+
+def wait_for(what: Callable[[str], bool], timeout: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = screen()
+        if what(text):
+            return text
+        time.sleep(0.2)
+    raise AssertionError(f"timed out; the screen was:\n{text}")
+
+
+def line_of(text: str, word: str) -> str:
+    return next((ln for ln in text.splitlines() if word in ln), "")
+
+
+def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
+    assert shutil.which("tmux"), "tmux is installed by `make setup`"
+    assert CLI.exists()
+    tmux("kill-session", "-t", SESSION)
+    command = (
+        f"{CLI} --probe 'uprobe:{workload_bin}:fast_fn' "
+        f"--probe 'usdt:{workload_bin}:adaptyst_test:task_begin..task_end@arg1' "
+        f"-- {workload_bin} forever 300; echo EXITED $?; sleep 30"
+    )
+    tmux("new-session", "-d", "-s", SESSION, "-x", "80", "-y", "24", command)
+    try:
+        text = wait_for(lambda s: "fast_fn" in s and "spmv" in s)
+        assert "attached" in line_of(text, "fast_fn")
+        assert "Devices" in text and "Probes" in text and "Advisor" in text
+        assert all(len(ln) <= 80 for ln in text.splitlines())
+        tmux("send-keys", "-t", SESSION, "Space")  # the cursor starts on the first row
+        wait_for(lambda s: "detached" in line_of(s, "fast_fn"), 15)
+        tmux("send-keys", "-t", SESSION, "q")
+        text = wait_for(lambda s: "EXITED" in s, 30)
+        assert "EXITED 0" in text
+        assert none_left()
+        assert not uprobe_event_lines()
+        # The command it launched went with it.
+        left = subprocess.run(
+            ["pgrep", "-f", f"{workload_bin} forever"], capture_output=True, text=True
+        )
+        assert left.stdout.strip() == ""
+    finally:
+        tmux("kill-session", "-t", SESSION)

@@ -1,0 +1,218 @@
+"""The monitor under Textual's pilot: every key, on a replayed real recording (and, as
+root, on a live probed target)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from adaptyst_top.tui.app import MonitorApp
+from adaptyst_top.tui.screens.detail import DetailScreen, histogram_rows
+from adaptyst_top.tui.screens.help import HelpScreen
+from adaptyst_top.tui.screens.picker import AddProbeScreen
+from adaptyst_top.tui.screens.prompt import PromptScreen
+from adaptyst_top.tui.source import ReplaySource
+from adaptyst_top.tui.widgets.fast_table import FastTable
+
+RECORDING = Path(__file__).parent / "data" / "recording.jsonl"
+
+
+def replay_app(steps: int = 3) -> MonitorApp:
+    return MonitorApp(ReplaySource(RECORDING), interval=1.0, autoplay=False)
+
+
+async def loaded(pilot, steps: int = 3) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(steps):
+        pilot.app.step()
+    await pilot.pause()
+
+
+def probe_names(app: MonitorApp) -> list[str]:
+    table = app.query_one("#probes", FastTable)
+    return [table.rows[k].cells["name"] for k in table.order]
+
+
+async def test_replay_fills_every_pane() -> None:
+    app = replay_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        assert "fast_fn" in probe_names(app)
+        assert "spmv · task_begin..task_end" in probe_names(app)
+        devices = app.query_one("#devices", FastTable)
+        assert "cpu" in devices.rows and "opencl:0" in devices.rows
+        header = str(app.query_one("#header").render())
+        assert "replay of recording.jsonl" in header and "probes cost" in header
+
+
+async def test_sort_and_reverse() -> None:
+    app = replay_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("s")  # by calls, most first
+        table = app.query_one("#probes", FastTable)
+        counts = [table.rows[k].sort["count"] for k in table.order]
+        assert counts == sorted(counts, reverse=True)
+        await pilot.press("S")
+        counts = [table.rows[k].sort["count"] for k in table.order]
+        assert counts == sorted(counts)
+
+
+async def test_filter() -> None:
+    app = replay_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("slash")
+        assert isinstance(app.screen, PromptScreen)
+        await pilot.press(*"task", "enter")
+        assert all("task" in n for n in probe_names(app)) and len(probe_names(app)) == 2
+        await pilot.press("slash", "ctrl+u", "enter")  # empty clears
+        assert len(probe_names(app)) == 7
+
+
+async def test_pause_and_step_and_interval() -> None:
+    app = replay_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot, 1)
+        await pilot.press("p")
+        assert app.paused and "PAUSED" in str(app.query_one("#header").render())
+        t = app.snap["t"]
+        await pilot.press("full_stop")  # one step while paused
+        assert app.snap["t"] > t
+        await pilot.press("plus")
+        assert app.interval == 2.0
+        await pilot.press("minus", "minus")
+        assert app.interval == 0.5
+        await pilot.press("greater_than_sign")
+        assert app.speed == 2.0
+
+
+async def test_detail_help_and_back() -> None:
+    app = replay_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("down", "enter")
+        assert isinstance(app.screen, DetailScreen)
+        await pilot.pause()
+        text = str(app.screen.query_one("#detail-hist").render())
+        assert "◀ p50" in text
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_replay_is_read_only_and_advisor_keys() -> None:
+    app = replay_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        for key in ("space", "a", "d"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert "read-only" in app._status
+        await pilot.press("m")
+        assert app._status == "no advice to apply"
+        await pilot.press("M")
+        assert app.advisor_mode == "auto" and "auto" in str(
+            app.query_one("#advisor-state").render()
+        )
+
+
+async def test_replay_end_and_quit() -> None:
+    app = replay_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot, 9)
+        assert "replay ended" in app._status
+        assert all(
+            app.query_one("#probes", FastTable).rows[k].cells["state"] == "ended"
+            for k in app.query_one("#probes", FastTable).order
+        )
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+async def test_small_terminal_keeps_the_key_columns() -> None:
+    app = replay_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        table = app.query_one("#probes", FastTable)
+        shown = [c.key for c, _ in table._columns_for(table.size.width)]
+        assert {"state", "name", "count", "rate", "p99"} <= set(shown)
+        assert sum(w + 1 for _, w in table._columns_for(table.size.width)) <= table.size.width + 1
+
+
+def test_histogram_rows_merge_when_many() -> None:
+    few = histogram_rows([[100, 5], [101, 7]])
+    assert [c for _, _, c in few] == [5, 7]
+    many = histogram_rows([[i, 1] for i in range(100, 160)])
+    assert len(many) <= 24 and sum(c for _, _, c in many) == 60
+
+
+# --- snapshots (SVG, pytest-textual-snapshot) --------------------------------------------
+
+
+def test_snapshot_main_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await loaded(pilot, 4)
+
+    assert snap_compare(replay_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_snapshot_detail(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await loaded(pilot, 4)
+        await pilot.press("down", "enter")
+        await pilot.pause()
+
+    assert snap_compare(replay_app(), terminal_size=(100, 30), run_before=run_before)
+
+
+def test_snapshot_ascii(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await loaded(pilot, 4)
+
+    app = MonitorApp(ReplaySource(RECORDING), interval=1.0, autoplay=False, ascii=True)
+    assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
+
+
+# --- live, as root: keys that change the probes ---------------------------------------------
+
+
+@pytest.mark.ebpf
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="eBPF needs root")
+async def test_live_toggle_add_remove(workload_bin: Path) -> None:
+    from adaptyst_top.tui.session import SessionOptions, open_session
+    from adaptyst_top.tui.source import LiveSource
+
+    from .bpf_objects import none_left
+
+    session = open_session(
+        SessionOptions(
+            probes=[f"uprobe:{workload_bin}:fast_fn"], command=[str(workload_bin), "forever", "300"]
+        )
+    )
+    session.child.release()  # type: ignore[union-attr]
+    app = MonitorApp(LiveSource(session), interval=0.25)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause(0.6)
+            assert any(n == "fast_fn" for n in probe_names(app))
+            await pilot.press("space")
+            await pilot.pause(0.6)
+            row = session.engine.groups[0].rows[0]  # type: ignore[union-attr]
+            assert row.state == "detached"
+            await pilot.press("a")
+            assert isinstance(app.screen, AddProbeScreen)
+            await pilot.press(*f"uprobe:{workload_bin}:held_fn", "enter")
+            assert session.engine.wait(60)  # type: ignore[union-attr]
+            await pilot.pause(0.6)
+            assert "held_fn" in probe_names(app)
+            app.query_one("#probes", FastTable).cursor = probe_names(app).index("held_fn")
+            await pilot.press("d")
+            await pilot.pause(0.6)
+            assert "held_fn" not in probe_names(app)
+            await pilot.press("q")
+    finally:
+        session.close()
+        session.child.kill()  # type: ignore[union-attr]
+    assert none_left()
