@@ -44,6 +44,17 @@ def wait_for(what: Callable[[str], bool], timeout: float = 60.0) -> str:
     raise AssertionError(f"timed out; the screen was:\n{text}")
 
 
+def running(binary: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if os.readlink(proc / "exe") == str(binary.resolve()):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
 def line_of(text: str, word: str) -> str:
     return next((ln for ln in text.splitlines() if word in ln), "")
 
