@@ -82,9 +82,6 @@ def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
         assert none_left()
         assert not uprobe_event_lines()
         # The command it launched went with it.
-        left = subprocess.run(
-            ["pgrep", "-f", f"{workload_bin} forever"], capture_output=True, text=True
-        )
-        assert left.stdout.strip() == ""
+        assert not running(workload_bin)
     finally:
         tmux("kill-session", "-t", SESSION)

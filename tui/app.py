@@ -175,12 +175,7 @@ class MonitorApp(App[None]):
             self._update_detail(self.screen)
 
     def _show_header(self, snap: dict[str, Any]) -> None:
-        parts = [
-            "adaptyst-top",
-            str(snap.get("host", self.source.host)),
-            self.source.target,
-            f"every {self.interval:g}s",
-        ]
+        parts = [str(snap.get("host", self.source.host)), self.source.target, f"{self.interval:g}s"]
         if self.source.read_only:
             parts.append(f"t={snap.get('t', 0):.0f}s x{self.speed:g}")
         over = snap.get("overhead")
@@ -190,7 +185,7 @@ class MonitorApp(App[None]):
             budget = over.get("budget") or 0.0
             text = "?" if share is None else f"{share:.1%}"
             flag = " OVER" if share is not None and share > budget else ""
-            parts.insert(1, f"{n} probes cost {text} of target CPU (budget {budget:.0%}){flag}")
+            parts.insert(2, f"{n} probes cost {text} of target CPU (budget {budget:.0%}){flag}")
         elif n:
             parts.append(f"{n} probes")
         if self.paused:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -166,9 +167,14 @@ def run_monitor(args: argparse.Namespace, command: Sequence[str], argv: Sequence
     try:
         if session.child is not None:
             session.child.release()
-        MonitorApp(
+        app = MonitorApp(
             LiveSource(session), interval=args.interval, config=config, ascii=args.ascii
-        ).run()
+        )
+        # A closed SSH session (SIGHUP) or a kill (SIGTERM) quits like q: probes detach
+        # and the command launched here goes too.
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda *_: app.exit())
+        app.run()
     finally:
         session.close()
         if session.child is not None and session.child.poll() is None:

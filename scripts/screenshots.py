@@ -1,0 +1,75 @@
+"""Regenerate screenshots/*.svg from a real run: record the test workload under real
+probes (root), then play the recording through each screen and save it.
+
+    .venv/bin/python scripts/screenshots.py    (or: make screenshots)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from adaptyst_top.tui.app import MonitorApp  # noqa: E402
+from adaptyst_top.tui.source import ReplaySource  # noqa: E402
+from tests.workload import build  # noqa: E402
+
+OUT = ROOT / "screenshots"
+
+
+def record(directory: Path) -> Path:
+    binary = build(directory)
+    script: list[str] = []
+    for _ in range(10):
+        script += ["task", "spmv", "40", "2000", "task", "gemm", "10", "8000", "held", "20",
+                   "3000", "fast", "20000", "tick", "500", "leaf", "5000"]
+    out = directory / "run.jsonl"
+    with open(out, "w") as f:
+        subprocess.run(
+            [sys.executable, "-m", "adaptyst_top.tui.cli", "record", "--interval", "0.5",
+             "--cpu-power-model", "20:120",
+             "--probe", f"uprobe:{binary}:*_fn",
+             "--probe", f"usdt:{binary}:adaptyst_test:task_begin..task_end@arg1",
+             "--probe", f"usdt:{binary}:adaptyst_test:tick",
+             "--", str(binary), *script],
+            stdout=f, stderr=subprocess.DEVNULL, check=True,
+        )
+    return out
+
+
+async def shoot(recording: Path, name: str, size: tuple[int, int], keys: list[str],
+                steps: int = 6, ascii: bool = False) -> None:
+    app = MonitorApp(ReplaySource(recording), interval=0.5, autoplay=False, ascii=ascii)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(steps):
+            app.step()
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+        app.save_screenshot(str(OUT / f"{name}.svg"))
+
+
+async def main() -> None:
+    if os.geteuid() != 0:
+        sys.exit("screenshots: needs root (the run is probed with real eBPF)")
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = record(Path(tmp))
+        await shoot(rec, "monitor", (110, 32), [])
+        await shoot(rec, "monitor-80x24", (80, 24), [])
+        await shoot(rec, "monitor-ascii", (100, 30), [], ascii=True)
+        await shoot(rec, "probe-detail", (110, 32), ["down", "enter"])
+        await shoot(rec, "help", (100, 30), ["question_mark"])
+        await shoot(rec, "sorted-by-p99", (110, 32), ["s", "s", "s", "s"])
+    print("\n".join(sorted(str(p.relative_to(ROOT)) for p in OUT.glob("*.svg"))))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
