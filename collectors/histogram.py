@@ -34,19 +34,28 @@ def bucket_bounds(index: int) -> tuple[int, int]:
 
 def percentile(hist: Mapping[int, int], q: float) -> float | None:
     """The q-quantile (0..1), interpolated linearly inside its bucket."""
+    return percentiles(hist, (q,))[0]
+
+
+def percentiles(hist: Mapping[int, int], qs: tuple[float, ...]) -> list[float | None]:
+    """Several quantiles (ascending qs) in one pass over the sorted buckets."""
     total = sum(hist.values())
     if total <= 0:
-        return None
-    rank = q * total
+        return [None] * len(qs)
+    out: list[float | None] = []
+    ranks = [q * total for q in qs]
     seen = 0
+    i = 0
     for index in sorted(hist):
         count = hist[index]
         if count <= 0:
             continue
-        if seen + count >= rank:
+        while i < len(ranks) and seen + count >= ranks[i]:
             low, high = bucket_bounds(index)
-            frac = (rank - seen) / count
-            return low + frac * (high - low)
+            out.append(low + (ranks[i] - seen) / count * (high - low))
+            i += 1
         seen += count
-    low, high = bucket_bounds(max(hist))
-    return float(high)
+        if i == len(ranks):
+            return out
+    last = float(bucket_bounds(max(hist))[1])
+    return out + [last] * (len(ranks) - i)

@@ -24,12 +24,13 @@ class Hub:
         self.host = socket.gethostname()
         self._warned = 0
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, with_hist: bool = True) -> dict[str, Any]:
+        """with_hist=False leaves out the probes' histograms (only a detail view needs them)."""
         probes: list[dict[str, Any]] = []
         warnings: list[str] = []
         if self.engine is not None:
             self.engine.read()
-            probes = self.engine.snapshot_rows()
+            probes = self.engine.snapshot_rows(with_hist)
             warnings = self.engine.warnings[self._warned :]
             self._warned = len(self.engine.warnings)
         devices = [] if self.devices is None else [d.to_json() for d in self.devices.read()]

@@ -106,6 +106,10 @@ class BpfStats:
         elif phase == 1:
             self._write(self.previous)
 
+    def window_closed(self) -> bool:
+        """True in the interval just after a sampling window ended."""
+        return self.ticks % self.period == 2 % self.period
+
     def restore(self) -> None:
         if self.previous is not None:
             self._write(self.previous)

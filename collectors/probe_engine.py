@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.bpf_maps import MapReader
 from adaptyst_top.collectors.bpf_program import Slot, module_source
 from adaptyst_top.collectors.ebpf_env import check_bcc, check_kernel_headers, check_privileges
 from adaptyst_top.collectors.elf_info import (
@@ -32,7 +33,7 @@ from adaptyst_top.collectors.elf_info import (
     entry_bytes,
     read_elf,
 )
-from adaptyst_top.collectors.histogram import percentile
+from adaptyst_top.collectors.histogram import percentiles
 from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
 from adaptyst_top.collectors.targets import (
     TargetError,
@@ -108,6 +109,8 @@ class Row:
     linked: bool = False  # programs really attached (lags `state` while a detach is queued)
     unlinking: bool = False  # a background detach is running
     bpf_ns: float | None = None  # BPF run time per hit, last read
+    hist_lists: dict[Any, tuple[int, list[list[int]]]] = field(default_factory=dict)
+    lat_cache: dict[Any, tuple[tuple[int, float], dict[str, Any]]] = field(default_factory=dict)
     # Cumulative per key (None for an unsplit probe), refreshed by read():
     stats: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
     hist: dict[Any, dict[int, int]] = field(default_factory=dict)
@@ -139,6 +142,13 @@ class ProbeModule:
         # Held while detaching or closing, so that the two never race over the same fds.
         self.lock = threading.Lock()
         self.errors_seen = [0] * len(KERNEL_ERRORS)
+        self._readers: dict[str, MapReader] = {}
+
+    def reader(self, name: str) -> MapReader:
+        r = self._readers.get(name)
+        if r is None:
+            r = self._readers[name] = MapReader(self.bpf[name])
+        return r
 
     def close(self) -> None:
         with self.lock:
@@ -558,13 +568,16 @@ class ProbeEngine:
                 self._check_errors(module)
                 if self._reads % REAP_EVERY == 0:
                     _reap_dead_threads(module)
+            refresh_bpf = self._bpf_stats.window_closed()
             for row in self.rows.values():
                 self._update_rates(row, dt)
+                if refresh_bpf:
+                    self.bpf_run_ns(row, fresh=True)
             self._update_overhead(dt)
 
     def _read_module(self, module: ProbeModule) -> None:
         stats: dict[int, dict[Any, tuple[int, int, int, int]]] = {}
-        for k, v in _items(module.bpf["stats"]):
+        for k, v in module.reader("stats").items():
             stats.setdefault(int(k.slot), {})[_key_of(k)] = (
                 int(v.count),
                 int(v.sum),
@@ -572,7 +585,7 @@ class ProbeEngine:
                 int(v.max),
             )
         hists: dict[int, dict[Any, dict[int, int]]] = {}
-        for k, v in _items(module.bpf["hist"]):
+        for k, v in module.reader("hist").items():
             per_key = hists.setdefault(int(k.k.slot), {}).setdefault(_key_of(k.k), {})
             per_key[int(k.bucket)] = int(getattr(v, "value", v))
         for slot, row in module.by_slot.items():
@@ -627,7 +640,7 @@ class ProbeEngine:
         for module in self.modules:
             self._read_module(module)  # the final statistics stay in the rows
         for row in self.rows.values():
-            self.bpf_run_ns(row)
+            self.bpf_run_ns(row, fresh=True)
         for row in self.rows.values():
             if row.state in ("attached", "detached"):
                 row.state = "ended"
@@ -637,10 +650,13 @@ class ProbeEngine:
 
     # ----- reporting -------------------------------------------------------------
 
-    def bpf_run_ns(self, row: Row) -> float | None:
-        """Mean kernel run time of this row's programs per hit (kernel.bpf_stats)."""
-        if not self.bpf_stats_on or row.module is None or row.module.closed:
-            return row.bpf_ns  # the last figure read while the programs were loaded
+    def bpf_run_ns(self, row: Row, fresh: bool = False) -> float | None:
+        """Mean kernel run time of this row's programs per hit (kernel.bpf_stats).
+
+        Read from fdinfo only when fresh (read() asks just after each sampling window,
+        when the figure can have changed); otherwise the last figure."""
+        if not fresh or not self.bpf_stats_on or row.module is None or row.module.closed:
+            return row.bpf_ns
         total = 0.0
         for fn in row.fns:
             f = row.module.bpf.funcs.get(fn.encode()) or row.module.bpf.funcs.get(fn)
@@ -652,7 +668,7 @@ class ProbeEngine:
         row.bpf_ns = total or row.bpf_ns
         return row.bpf_ns
 
-    def snapshot_rows(self) -> list[dict[str, Any]]:
+    def snapshot_rows(self, with_hist: bool = True) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         with self._lock:
             for group in self.groups:
@@ -660,10 +676,10 @@ class ProbeEngine:
                     out.append(_group_entry(group))
                     continue
                 for row in group.rows:
-                    out.extend(self._row_entries(row))
+                    out.extend(self._row_entries(row, with_hist))
         return out
 
-    def _row_entries(self, row: Row) -> list[dict[str, Any]]:
+    def _row_entries(self, row: Row, with_hist: bool = True) -> list[dict[str, Any]]:
         cost = self.costs.get(row.cls)
         bpf_ns = self.bpf_run_ns(row)
         keys: Iterable[Any] = row.stats.keys() or [None]
@@ -687,10 +703,22 @@ class ProbeEngine:
             }
             if row.spec.measures_latency:
                 hist = row.hist.get(key, {})
-                e.update(_latency_fields(count, total, lo, hi, hist, cost))
+                lat = row.lat_cache.get(key)
+                if lat is None or lat[0] != (count, cost.in_interval_ns):  # only on change
+                    lat = (
+                        (count, cost.in_interval_ns),
+                        _latency_fields(count, total, lo, hi, hist, cost),
+                    )
+                    row.lat_cache[key] = lat
+                e.update(lat[1])
                 # Non-empty log-linear buckets [index, count] (histogram.bucket_bounds
                 # gives each one's ns range): the detail view and replays need them.
-                e["hist"] = sorted([b, c] for b, c in hist.items() if c)
+                if with_hist:
+                    cached = row.hist_lists.get(key)
+                    if cached is None or cached[0] != count:  # rebuilt only on change
+                        cached = (count, sorted([b, c] for b, c in hist.items() if c))
+                        row.hist_lists[key] = cached
+                    e["hist"] = cached[1]
             else:  # a count-only probe: the contract's latency fields, empty
                 e.update(dict.fromkeys(LATENCY_FIELDS))
             if row.error:
@@ -729,16 +757,16 @@ def _latency_fields(
         return {**none, "raw": dict(none)}
     off = cost.in_interval_ns
 
-    def pct(q: float) -> float | None:
-        # Interpolation inside a bucket can overshoot the exact extremes; clamp to them.
-        v = percentile(hist, q)
-        return None if v is None else min(max(v, float(lo)), float(hi))
-
+    # Interpolation inside a bucket can overshoot the exact extremes; clamp to them.
+    p50, p95, p99 = (
+        None if v is None else min(max(v, float(lo)), float(hi))
+        for v in percentiles(hist, (0.50, 0.95, 0.99))
+    )
     raw = {
         "mean_ns": total / count,
-        "p50_ns": pct(0.50),
-        "p95_ns": pct(0.95),
-        "p99_ns": pct(0.99),
+        "p50_ns": p50,
+        "p95_ns": p95,
+        "p99_ns": p99,
         "min_ns": float(lo),
         "max_ns": float(hi),
     }
@@ -761,19 +789,6 @@ def _group_entry(group: ProbeGroup) -> dict[str, Any]:
         "overhead_ns_per_hit": None,
         "error": group.error or None,
     }
-
-
-def _items(table: Any) -> list[tuple[Any, Any]]:
-    """All entries of a bcc table, in one batch syscall where the kernel allows."""
-    batch: Callable[[], Iterable[tuple[Any, Any]]] | None = getattr(
-        table, "items_lookup_batch", None
-    )
-    if batch is not None:
-        try:
-            return list(batch())
-        except Exception:  # older kernels: fall back to one lookup per key
-            pass
-    return list(table.items())
 
 
 def _reap_dead_threads(module: ProbeModule) -> None:

@@ -40,7 +40,7 @@ async def test_replay_fills_every_pane() -> None:
         assert "spmv · task_begin..task_end" in probe_names(app)
         devices = app.query_one("#devices", FastTable)
         assert "cpu" in devices.rows and "opencl:0" in devices.rows
-        header = str(app.query_one("#header").render())
+        header = app.query_one("#header").text
         assert "replay of recording.jsonl" in header and "probes cost" in header
 
 
@@ -74,7 +74,7 @@ async def test_pause_and_step_and_interval() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(pilot, 1)
         await pilot.press("p")
-        assert app.paused and "PAUSED" in str(app.query_one("#header").render())
+        assert app.paused and "PAUSED" in app.query_one("#header").text
         t = app.snap["t"]
         await pilot.press("full_stop")  # one step while paused
         assert app.snap["t"] > t

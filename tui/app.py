@@ -26,13 +26,14 @@ from adaptyst_top.tui.screens.help import HelpScreen
 from adaptyst_top.tui.screens.picker import AddProbeScreen
 from adaptyst_top.tui.screens.prompt import PromptScreen
 from adaptyst_top.tui.widgets.fast_table import FastTable
+from adaptyst_top.tui.widgets.text_line import TextLine
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 HISTORY = 120  # samples kept per device and per probe row: bounded, however long the run
 MIN_INTERVAL, MAX_INTERVAL = 0.25, 60.0
@@ -100,11 +101,13 @@ class MonitorApp(App[None]):
         self.timer: Timer | None = None
         self._header = ""
         self._status = ""
+        self._advisor_text = ""
+        self._devices_height = 0
 
     # ----- layout ---------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="header")
+        yield TextLine(id="header")
         with Vertical(id="main"):
             devices = FastTable(DEVICE_COLUMNS, id="devices")
             devices.border_title = "Devices"
@@ -113,9 +116,9 @@ class MonitorApp(App[None]):
             probes.border_title = "Probes"
             yield probes
             with Vertical(id="advisor"):
-                yield Static("", id="advisor-state")
+                yield TextLine(id="advisor-state")
                 yield FastTable(ADVICE_COLUMNS, id="advice")
-        yield Static("", id="status")
+        yield TextLine(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -193,7 +196,7 @@ class MonitorApp(App[None]):
         header = "  │  ".join(parts) if not self.ascii else "  |  ".join(parts)
         if header != self._header:
             self._header = header
-            self.query_one("#header", Static).update(header)
+            self.query_one("#header", TextLine).text = header
 
     def _show_devices(self, devices: Iterable[dict[str, Any]]) -> None:
         table = self.query_one("#devices", FastTable)
@@ -206,7 +209,10 @@ class MonitorApp(App[None]):
             cells, style = device_row(d, hist, self.ascii, self.config.util_warn)
             table.upsert(key, cells, style=style)
         table.retain(seen)
-        table.styles.height = min(10, len(table.rows) + 3)
+        height = min(10, len(table.rows) + 3)
+        if self._devices_height != height:  # a style write re-lays out the screen
+            self._devices_height = height
+            table.styles.height = height
         for gone in set(self.device_history) - seen:
             del self.device_history[gone]
 
@@ -226,13 +232,13 @@ class MonitorApp(App[None]):
                 del history[gone]
         self.probes_by_key = by_key
         if not by_key:
-            table.border_subtitle = (
-                "no probes: a adds one" if not self.source.read_only else "no probes"
-            )
+            subtitle = "no probes: a adds one" if not self.source.read_only else "no probes"
         else:
-            table.border_subtitle = f"{len(by_key)} rows" + (
+            subtitle = f"{len(by_key)} rows" + (
                 f", filter: {table.filter_text}" if table.filter_text else ""
             )
+        if table.border_subtitle != subtitle:  # a border change repaints the pane
+            table.border_subtitle = subtitle
 
     def _show_advice(self, advice: list[dict[str, Any]]) -> None:
         table = self.query_one("#advice", FastTable)
@@ -242,7 +248,8 @@ class MonitorApp(App[None]):
             keys.add(key)
             table.upsert(key, advice_row(a))
         table.retain(keys)
-        table.display = bool(advice)
+        if table.display != bool(advice):
+            table.display = bool(advice)
         self.show_advisor_state()
 
     def show_advisor_state(self) -> None:
@@ -254,12 +261,14 @@ class MonitorApp(App[None]):
                 f"advisor ({self.advisor_mode}): not running — it needs the placement "
                 "module and task probes (adaptyst:task_begin/task_end); nothing to suggest yet"
             )
-        self.query_one("#advisor-state", Static).update(text)
+        if text != self._advisor_text:  # an update re-lays out the pane
+            self._advisor_text = text
+            self.query_one("#advisor-state", TextLine).text = text
 
     def set_status(self, text: str) -> None:
         if text != self._status:
             self._status = text
-            self.query_one("#status", Static).update(text)
+            self.query_one("#status", TextLine).text = text
 
     # ----- actions ----------------------------------------------------------------------
 
@@ -325,8 +334,15 @@ class MonitorApp(App[None]):
             self.set_status("no probe selected")
             return
         screen = DetailScreen(key, self.ascii)
-        self.push_screen(screen)
+        self._want_hist(True)
+        self.push_screen(screen, lambda _: self._want_hist(False))
         self.call_after_refresh(self._update_detail, screen)
+
+    def _want_hist(self, on: bool) -> None:
+        if hasattr(self.source, "want_hist"):
+            self.source.want_hist = on
+            if on:
+                self.tick()  # the histogram now rather than at the next refresh
 
     def _update_detail(self, screen: DetailScreen) -> None:
         screen.show(

@@ -26,6 +26,7 @@ class LiveSource:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.host = socket.gethostname()
+        self.want_hist = False  # set while a detail view shows a histogram
 
     @property
     def target(self) -> str:
@@ -35,7 +36,7 @@ class LiveSource:
         return f"pid {s.pid}" if s.pid else "node-wide"
 
     def snapshot(self) -> dict[str, Any] | None:
-        snap = self.session.hub.snapshot()
+        snap = self.session.hub.snapshot(with_hist=self.want_hist)
         snap.setdefault("host", self.host)
         return snap
 
