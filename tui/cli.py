@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -218,6 +219,9 @@ def cmd_replay(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # A monitor refreshed once a second needs no 60 frames a second; over SSH fewer
+    # frames are fewer bytes. Read by Textual when it loads (set before any import).
+    os.environ.setdefault("TEXTUAL_FPS", "20")
     if argv and argv[0] == "doctor":
         return cmd_doctor(argv[1:])
     if argv and argv[0] == "replay":
