@@ -28,7 +28,12 @@ class LaunchError(RuntimeError):
 
 
 class HeldCommand:
-    def __init__(self, argv: Sequence[str], stdout: IO[Any] | int | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        stdout: IO[Any] | int | None = None,
+        stderr: IO[Any] | int | None = None,
+    ) -> None:
         if not argv:
             raise LaunchError("no command given after --")
         exe = shutil.which(argv[0])
@@ -42,6 +47,7 @@ class HeldCommand:
                 [sys.executable, "-S", "-c", _GATE, str(r), exe, *argv],
                 pass_fds=(r,),
                 stdout=stdout,
+                stderr=stderr,
             )
         finally:
             os.close(r)

@@ -7,7 +7,9 @@ import json
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from adaptyst_top.tui.cli_common import (
     add_session_options,
@@ -109,6 +111,14 @@ def demo_parser() -> argparse.ArgumentParser:
     )
     add_version(p)
     p.add_argument("--interval", type=positive_float, default=1.0, metavar="S")
+    p.add_argument("--objective", default="time", choices=("time", "energy", "edp", "weighted"))
+    p.add_argument(
+        "--phase-s",
+        type=positive_float,
+        default=12.0,
+        metavar="S",
+        help="seconds per workload phase (12)",
+    )
     return p
 
 
@@ -160,6 +170,11 @@ def run_monitor(args: argparse.Namespace, command: Sequence[str], argv: Sequence
         except ValueError as exc:
             print(f"adaptyst-top: {config.path}: {exc}", file=sys.stderr)
             return 1
+    log_path = None
+    if command:
+        # The command's output would garble the screen: it goes to a log file.
+        log_path = Path(tempfile.gettempdir()) / f"adaptyst-top-{os.getpid()}.log"
+        opts.child_stdout = opts.child_stderr = open(log_path, "w")  # noqa: SIM115
     try:
         session = open_session(opts)
     except SessionError as exc:
@@ -188,10 +203,14 @@ def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
 
 
 def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
+    from adaptyst_top.placement.task_api import TASK_SPEC
+
     args = demo_parser().parse_args(argv)
-    # Until the demo workload lands: the monitor on its own process.
-    ns = monitor_parser().parse_args(["--interval", str(args.interval)])
-    return run_monitor(ns, command, ["--interval"])
+    ns = monitor_parser().parse_args(
+        ["--interval", str(args.interval), "--advisor", args.objective, "--probe", TASK_SPEC]
+    )
+    demo = [sys.executable, "-m", "adaptyst_top.placement.demo", "--phase-s", str(args.phase_s)]
+    return run_monitor(ns, demo, ["--interval"])
 
 
 def cmd_replay(argv: Sequence[str]) -> int:

@@ -65,6 +65,20 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         "--max-probes", type=int, default=1000, metavar="N", help="attach point limit (1000)"
     )
     parser.add_argument(
+        "--advisor",
+        nargs="?",
+        const="time",
+        choices=("time", "energy", "edp", "weighted"),
+        metavar="OBJECTIVE",
+        help="run the placement advisor on the task probes (objective: time, energy, "
+        "edp or weighted; default time)",
+    )
+    parser.add_argument(
+        "--auto",
+        action="store_true",
+        help="with --advisor: apply its advice (push assignments to the application)",
+    )
+    parser.add_argument(
         "--cpu-power-model",
         type=power_model,
         metavar="IDLE_W:MAX_W",
@@ -82,4 +96,6 @@ def session_options(args: argparse.Namespace, command: Sequence[str]) -> Session
         enforce_budget=args.enforce_budget,
         max_probes=args.max_probes,
         power_model=args.cpu_power_model,
+        advisor=args.advisor,
+        auto=args.auto,
     )

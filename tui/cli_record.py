@@ -71,7 +71,7 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
                     break
                 stop.wait(min(0.05, max(0.0, next_tick - time.monotonic())))
             exited = child is not None and child.poll() is not None
-            snap = session.hub.snapshot()
+            snap = session.snapshot()
             if exited:
                 snap["final"] = True
             out.write(json.dumps(snap) + "\n")

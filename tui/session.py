@@ -17,6 +17,9 @@ from adaptyst_top.collectors.overhead import CostTable
 from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.targets import TargetError, check_pid
+from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.placement.control import ControlServer
+from adaptyst_top.placement.loop import PlacementLoop
 
 
 class SessionError(RuntimeError):
@@ -32,6 +35,14 @@ class Session:
     calibration: BackgroundCalibration | None = None
     budget: float = 0.02
     max_probes: int = 1000
+    placement: PlacementLoop | None = None
+
+    def snapshot(self, with_hist: bool = True) -> dict[str, Any]:
+        """The hub's snapshot, with the advisor's tasks and advice when it runs."""
+        snap = self.hub.snapshot(with_hist)
+        if self.placement is not None:
+            self.placement.update(snap)
+        return snap
 
     def ensure_engine(self) -> ProbeEngine:
         """The engine, started on first use (adding a probe from the TUI)."""
@@ -49,6 +60,8 @@ class Session:
         return self.engine
 
     def close(self) -> None:
+        if self.placement is not None:
+            self.placement.close()
         if self.hub.devices is not None:
             self.hub.devices.close()
         if self.calibration is not None:
@@ -67,7 +80,10 @@ class SessionOptions:
     max_probes: int = 1000
     attach_timeout: float = 120.0
     child_stdout: IO[Any] | int | None = None
+    child_stderr: IO[Any] | int | None = None
     power_model: PowerModel | None = None
+    advisor: str | None = None  # an objective (time, energy, edp, weighted): run the advisor
+    auto: bool = False  # apply its advice
 
 
 def open_session(opts: SessionOptions) -> Session:
@@ -88,7 +104,7 @@ def open_session(opts: SessionOptions) -> Session:
     child = None
     if opts.command:
         try:
-            child = HeldCommand(opts.command, stdout=opts.child_stdout)
+            child = HeldCommand(opts.command, stdout=opts.child_stdout, stderr=opts.child_stderr)
         except LaunchError as exc:
             raise SessionError(str(exc)) from None
     pid = child.pid if child else opts.pid
@@ -120,7 +136,12 @@ def open_session(opts: SessionOptions) -> Session:
         if child is not None:
             child.kill()
         raise SessionError(str(exc)) from None
-    hub = Hub(engine, DeviceSweep(pid=pid, power_model=opts.power_model))
+    sweep = DeviceSweep(pid=pid, power_model=opts.power_model)
+    hub = Hub(engine, sweep)
+    placement = None
+    if opts.advisor:
+        placement = start_placement(opts.advisor, sweep)
+        placement.set_mode("auto" if opts.auto else "suggest")
     return Session(
         hub=hub,
         engine=engine,
@@ -129,7 +150,22 @@ def open_session(opts: SessionOptions) -> Session:
         calibration=calibration,
         budget=opts.budget,
         max_probes=opts.max_probes,
+        placement=placement,
     )
+
+
+def start_placement(objective: str, sweep: DeviceSweep) -> PlacementLoop:
+    """The advisor over this node's execution targets, and the control channel."""
+    readings = sweep.read()
+    targets = [r.id for r in readings if r.kind in ("cpu", "opencl")]
+    if any(r.kind == "gpu" and r.id.startswith("gpu:") for r in readings):
+        targets.append("cuda")
+    try:
+        control: ControlServer | None = ControlServer()
+    except OSError:
+        control = None  # the socket cannot be made: advise, but push nothing
+    advisor = Advisor(targets, objective=objective)  # type: ignore[arg-type]
+    return PlacementLoop(advisor, control)
 
 
 def child_output_for(out_is_stdout: bool) -> IO[Any] | int | None:

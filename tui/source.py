@@ -36,7 +36,7 @@ class LiveSource:
         return f"pid {s.pid}" if s.pid else "node-wide"
 
     def snapshot(self) -> dict[str, Any] | None:
-        snap = self.session.hub.snapshot(with_hist=self.want_hist)
+        snap = self.session.snapshot(with_hist=self.want_hist)
         snap.setdefault("host", self.host)
         return snap
 
@@ -61,6 +61,17 @@ class LiveSource:
         for group in list(engine.groups):
             if group.spec_text == spec:
                 engine.remove(group)
+
+    def apply_advice(self, task: str) -> None:
+        if self.session.placement is None:
+            raise ProbeError("the advisor is not running (start with --advisor or `demo`)")
+        sent = self.session.placement.apply(task)
+        if sent == 0:
+            raise ProbeError(f"advice for {task} applied, but no application is connected")
+
+    def set_advisor_mode(self, mode: str) -> None:
+        if self.session.placement is not None:
+            self.session.placement.set_mode(mode)
 
     def candidates(self) -> list[str]:
         """Probe specs the target offers: its executable's functions and every USDT probe."""

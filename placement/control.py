@@ -1,0 +1,244 @@
+"""The control channel: a Unix socket through which the monitor pushes device
+assignments to the applications that registered.
+
+The monitor listens (under $XDG_RUNTIME_DIR/adaptyst-top, or /run/adaptyst-top for
+root); an application connects and says hello. Each side checks the other's
+credentials (SO_PEERCRED): an application takes assignments only from root or from
+its own user, and the monitor takes registrations only from processes of users it
+may act for (root: anyone; otherwise its own user). Malformed messages are
+rejected and logged; an application keeps running when the monitor goes away.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from adaptyst_top.placement.protocol import MAX_LINE, Message, ProtocolError, decode, encode
+
+log = logging.getLogger("adaptyst_top.control")
+
+
+def default_socket_path() -> Path:
+    if os.geteuid() == 0:
+        return Path("/run/adaptyst-top/control.sock")
+    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/adaptyst-top-{os.getuid()}"
+    return Path(base) / "adaptyst-top" / "control.sock"
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", creds)
+    return pid, uid, gid
+
+
+def allowed(peer_uid: int, own_uid: int) -> bool:
+    return peer_uid == 0 or peer_uid == own_uid
+
+
+def _lines(sock: socket.socket, stop: threading.Event) -> object:
+    """Complete lines from a socket; an over-long line is dropped whole."""
+    buf = b""
+    while not stop.is_set():
+        try:
+            chunk = sock.recv(4096)
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            yield line
+        if len(buf) > MAX_LINE:
+            log.warning("control: dropping an over-long line")
+            buf = b""
+
+
+@dataclass
+class Client:
+    sock: socket.socket
+    pid: int
+    uid: int
+    tasks: list[str] = field(default_factory=list)
+    registered: bool = False
+
+
+class ControlServer:
+    """The monitor's side."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or default_socket_path()
+        self.clients: list[Client] = []
+        self.rejected: list[str] = []  # reasons, newest last (bounded)
+        self.acks: list[tuple[int, str, str]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(self.path))
+        # Applications of other users may connect; what they may do is checked per peer.
+        os.chmod(self.path, 0o666)
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self._thread = threading.Thread(target=self._accept, name="control-accept", daemon=True)
+        self._thread.start()
+
+    def _reject(self, why: str) -> None:
+        log.warning("control: rejected: %s", why)
+        with self._lock:
+            self.rejected = [*self.rejected, why][-100:]
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            pid, uid, _gid = peer_credentials(conn)
+            if not allowed(uid, os.geteuid()) and os.geteuid() != 0:
+                self._reject(
+                    f"pid {pid} uid {uid}: not allowed to register with uid {os.geteuid()}"
+                )
+                conn.close()
+                continue
+            conn.settimeout(0.5)
+            client = Client(conn, pid, uid)
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: Client) -> None:
+        with self._lock:
+            self.clients.append(client)
+        for line in _lines(client.sock, self._stop):  # type: ignore[attr-defined]
+            try:
+                msg = decode(line)
+            except ProtocolError as exc:
+                self._reject(f"pid {client.pid}: {exc}")
+                continue
+            if msg.type == "hello":
+                if msg.fields["pid"] != client.pid:
+                    self._reject(f"pid {client.pid} claims to be {msg.fields['pid']}")
+                    continue
+                client.tasks, client.registered = msg.fields["tasks"], True
+            elif msg.type == "ack":
+                with self._lock:
+                    ack = (client.pid, msg.fields["task"], msg.fields["device"])
+                    self.acks = [*self.acks, ack][-100:]
+            else:
+                self._reject(f"pid {client.pid}: unexpected {msg.type}")
+        with self._lock:
+            if client in self.clients:
+                self.clients.remove(client)
+        client.sock.close()
+
+    def push(self, task: str, device: str, reason: str = "", runs: int | None = None) -> int:
+        """Send an assignment to every registered application with that task; how many.
+        With runs, the application goes back after that many executions (exploration)."""
+        extra = {} if runs is None else {"runs": runs}
+        data = encode("assign", task=task, device=device, reason=reason[:512], **extra)
+        sent = 0
+        with self._lock:
+            targets = [c for c in self.clients if c.registered and (not c.tasks or task in c.tasks)]
+        for c in targets:
+            try:
+                c.sock.sendall(data)
+                sent += 1
+            except OSError:
+                pass
+        return sent
+
+    def close(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        with self._lock:
+            for c in self.clients:
+                with contextlib.suppress(OSError):
+                    c.sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+class ControlClient:
+    """The application's side: connects when a monitor listens, reconnects when it comes
+    back, and keeps the last assignments when it goes."""
+
+    def __init__(
+        self,
+        tasks: list[str],
+        on_assign: Callable[[str, str, int | None], None],
+        path: Path | None = None,
+        retry_s: float = 2.0,
+    ) -> None:
+        self.path = path or default_socket_path()
+        self.tasks = tasks
+        self.on_assign = on_assign
+        self.retry_s = retry_s
+        self.connected = False
+        self.rejected: list[str] = []
+        self._stop = threading.Event()
+        self._sock: socket.socket | None = None
+        self._thread = threading.Thread(target=self._run, name="adaptyst-control", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError):  # the monitor went away: try again later
+                self._session()
+            self.connected = False
+            self._stop.wait(self.retry_s)
+
+    def _session(self) -> None:
+        if not self.path.exists():
+            return
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(0.5)
+        sock.connect(str(self.path))
+        _pid, uid, _gid = peer_credentials(sock)
+        if not allowed(uid, os.geteuid()):
+            self._reject(f"monitor uid {uid} is neither root nor uid {os.geteuid()}: ignored")
+            sock.close()
+            return
+        self._sock = sock
+        sock.sendall(encode("hello", pid=os.getpid(), tasks=self.tasks))
+        self.connected = True
+        for line in _lines(sock, self._stop):  # type: ignore[attr-defined]
+            try:
+                msg = decode(line)
+            except ProtocolError as exc:
+                self._reject(str(exc))
+                continue
+            if msg.type != "assign":
+                self._reject(f"unexpected {msg.type}")
+                continue
+            self.on_assign(msg.fields["task"], msg.fields["device"], msg.fields["runs"])
+            with contextlib.suppress(OSError):
+                sock.sendall(encode("ack", task=msg.fields["task"], device=msg.fields["device"]))
+        sock.close()
+
+    def _reject(self, why: str) -> None:
+        log.warning("adaptyst control: %s", why)
+        self.rejected = [*self.rejected, why][-100:]
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+
+
+__all__ = ["ControlClient", "ControlServer", "Message", "default_socket_path"]

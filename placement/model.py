@@ -1,0 +1,166 @@
+"""What a task costs on a device, learned online from measured executions.
+
+Per (task, device): statistics per input bucket (log2 size x feature bucket) with
+outlier rejection and drift detection, and a fitted t(n) = a*n^b + c over sizes,
+trusted once it rests on enough samples from enough sizes, for inputs not seen yet.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+MIN_BUCKET_SAMPLES = 2
+FIT_MIN_SAMPLES = 6
+FIT_MIN_BUCKETS = 3
+OUTLIER_SIGMAS = 4.0
+DRIFT_RATIO = 0.35  # recent mean this far from the long one, sustained: the device changed
+EWMA_ALPHA = 0.3
+
+Context = tuple[int, int]  # (size bucket, feature bucket)
+
+
+def bucket_size(size_bucket: int) -> float:
+    """A representative input size for a log2 bucket (its geometric middle)."""
+    return float(2 ** (size_bucket + 0.5))
+
+
+@dataclass
+class Running:
+    """Welford mean/variance, an EWMA of recent values, and what was rejected."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+    recent: float = 0.0
+    rejected: int = 0
+    drift_streak: int = 0
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else float("inf")
+
+    def add(self, x: float, weight: int = 1) -> bool:
+        """Add a value (the mean of `weight` executions); False when rejected as an outlier."""
+        if self.n >= 5 and self.std > 0:
+            off = abs(x - self.mean)
+            if off > OUTLIER_SIGMAS * self.std and off > 0.5 * self.mean:
+                self.rejected += 1
+                # Many "outliers" in a row are not outliers: the cost moved.
+                self.drift_streak += 1
+                if self.drift_streak >= 3:
+                    self.reset(x, weight)
+                    return True
+                return False
+        for _ in range(max(1, min(weight, 50))):
+            self.n += 1
+            d = x - self.mean
+            self.mean += d / self.n
+            self.m2 += d * (x - self.mean)
+        self.recent = x if self.n == 1 else EWMA_ALPHA * x + (1 - EWMA_ALPHA) * self.recent
+        if self.n >= 8 and abs(self.recent - self.mean) > DRIFT_RATIO * self.mean:
+            self.drift_streak += 1
+            if self.drift_streak >= 3:
+                self.reset(self.recent, 3)
+        else:
+            self.drift_streak = 0
+        return True
+
+    def reset(self, x: float, weight: int) -> None:
+        self.n, self.mean, self.m2, self.recent, self.drift_streak = 0, 0.0, 0.0, x, 0
+        for _ in range(weight):
+            self.n += 1
+            d = x - self.mean
+            self.mean += d / self.n
+            self.m2 += d * (x - self.mean)
+
+
+@dataclass
+class Prediction:
+    time_s: float
+    energy_j: float | None
+    rel_err: float  # relative uncertainty of time_s
+    samples: int
+    source: str  # "measured" (this input bucket) or "fit"
+
+
+def fit_power_law(points: list[tuple[float, float, int]]) -> tuple[float, float, float] | None:
+    """Least squares of t = a*n^b + c over b in a grid (a, c linear for fixed b)."""
+    if len(points) < FIT_MIN_BUCKETS:
+        return None
+    best: tuple[float, tuple[float, float, float]] | None = None
+    for i in range(0, 61):
+        b = 0.3 + i * 0.05
+        xs = [n**b for n, _, _ in points]
+        ys = [t for _, t, _ in points]
+        ws = [min(w, 20) for _, _, w in points]
+        sw = sum(ws)
+        mx = sum(w * x for w, x in zip(ws, xs, strict=True)) / sw
+        my = sum(w * y for w, y in zip(ws, ys, strict=True)) / sw
+        sxx = sum(w * (x - mx) ** 2 for w, x in zip(ws, xs, strict=True))
+        if sxx <= 0:
+            continue
+        a = sum(w * (x - mx) * (y - my) for w, x, y in zip(ws, xs, ys, strict=True)) / sxx
+        c = my - a * mx
+        if a <= 0:
+            continue
+        # Relative error: costs span decades, absolute residuals would favour big inputs.
+        err = sum(w * ((a * x + c - y) / y) ** 2 for w, x, y in zip(ws, xs, ys, strict=True))
+        if best is None or err < best[0]:
+            best = (err, (a, b, c))
+    return None if best is None else best[1]
+
+
+@dataclass
+class TaskDeviceModel:
+    task: str
+    device: str
+    time: dict[Context, Running] = field(default_factory=dict)
+    energy: dict[Context, Running] = field(default_factory=dict)
+    _fit: dict[int, tuple[float, float, float] | None] = field(default_factory=dict)
+
+    @property
+    def samples(self) -> int:
+        return sum(r.n for r in self.time.values())
+
+    def observe(
+        self, ctx: Context, time_s: float, count: int = 1, energy_j: float | None = None
+    ) -> bool:
+        accepted = self.time.setdefault(ctx, Running()).add(time_s, count)
+        if accepted and energy_j is not None:
+            self.energy.setdefault(ctx, Running()).add(energy_j, count)
+        self._fit.pop(ctx[1], None)
+        return accepted
+
+    def fit(self, feature: int) -> tuple[float, float, float] | None:
+        if feature not in self._fit:
+            pts = [
+                (bucket_size(s), r.mean, r.n)
+                for (s, f), r in self.time.items()
+                if f == feature and r.n >= 1
+            ]
+            enough = sum(p[2] for p in pts) >= FIT_MIN_SAMPLES
+            self._fit[feature] = fit_power_law(pts) if enough else None
+        return self._fit[feature]
+
+    def predict(self, ctx: Context) -> Prediction | None:
+        r = self.time.get(ctx)
+        e = self.energy.get(ctx)
+        if r is not None and r.n >= MIN_BUCKET_SAMPLES:
+            rel = (r.std / r.mean / math.sqrt(r.n)) if r.mean > 0 and math.isfinite(r.std) else 0.5
+            return Prediction(r.mean, e.mean if e and e.n else None, min(1.0, rel), r.n, "measured")
+        f = self.fit(ctx[1])
+        if f is None:
+            if r is not None and r.n == 1:  # one sample: a guess, said to be one
+                return Prediction(r.mean, e.mean if e and e.n else None, 0.5, 1, "measured")
+            return None
+        a, b, c = f
+        t = max(1e-9, a * bucket_size(ctx[0]) ** b + c)
+        # Energy scales with time at the device's average power over what was measured.
+        watts = [
+            er.mean / self.time[k].mean
+            for k, er in self.energy.items()
+            if k in self.time and self.time[k].mean > 0 and er.n
+        ]
+        energy = t * sum(watts) / len(watts) if watts else None
+        return Prediction(t, energy, 0.25, self.samples, "fit")

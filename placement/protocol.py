@@ -1,0 +1,85 @@
+"""Messages of the control channel: one JSON object per line, versioned.
+
+    {"v": 1, "type": "hello",  "pid": 123, "tasks": ["spmv"]}            app -> monitor
+    {"v": 1, "type": "assign", "task": "spmv", "device": "opencl:0",
+     "reason": "...", "runs": 3}                                           monitor -> app
+        (runs, optional: only that many executions there, then back: an exploration)
+    {"v": 1, "type": "ack",    "task": "spmv", "device": "opencl:0"}      app -> monitor
+
+Anything else is rejected with a reason (and logged by the receiver), never raised.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+VERSION = 1
+MAX_LINE = 4096
+_NAME = re.compile(r"^[A-Za-z0-9_.:@+-]{1,64}$")
+
+
+class ProtocolError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Message:
+    type: str
+    fields: dict[str, Any]
+
+
+def encode(kind: str, **fields: Any) -> bytes:
+    return (
+        json.dumps({"v": VERSION, "type": kind, **fields}, separators=(",", ":")) + "\n"
+    ).encode()
+
+
+def _name(obj: dict[str, Any], key: str) -> str:
+    v = obj.get(key)
+    if not isinstance(v, str) or not _NAME.match(v):
+        raise ProtocolError(f"bad {key!r}")
+    return v
+
+
+def decode(line: bytes) -> Message:
+    """A validated message, or ProtocolError saying what is wrong."""
+    if len(line) > MAX_LINE:
+        raise ProtocolError("line too long")
+    try:
+        obj = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise ProtocolError("not JSON") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("not an object")
+    if obj.get("v") != VERSION:
+        raise ProtocolError(f"unsupported version {obj.get('v')!r}")
+    kind = obj.get("type")
+    if kind == "hello":
+        pid = obj.get("pid")
+        tasks = obj.get("tasks", [])
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            raise ProtocolError("bad pid")
+        if (
+            not isinstance(tasks, list)
+            or len(tasks) > 256
+            or not all(isinstance(t, str) and _NAME.match(t) for t in tasks)
+        ):
+            raise ProtocolError("bad tasks")
+        return Message("hello", {"pid": pid, "tasks": tasks})
+    if kind in ("assign", "ack"):
+        fields: dict[str, Any] = {"task": _name(obj, "task"), "device": _name(obj, "device")}
+        reason = obj.get("reason", "")
+        if not isinstance(reason, str) or len(reason) > 512:
+            raise ProtocolError("bad reason")
+        fields["reason"] = reason
+        runs = obj.get("runs")
+        if runs is not None and (
+            not isinstance(runs, int) or isinstance(runs, bool) or not 0 < runs <= 1000
+        ):
+            raise ProtocolError("bad runs")
+        fields["runs"] = runs
+        return Message(kind, fields)
+    raise ProtocolError(f"unknown type {kind!r}")

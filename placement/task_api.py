@@ -1,0 +1,121 @@
+"""The task API for applications.
+
+    from adaptyst_top.placement.task_api import task, device_for
+
+    dev = device_for("spmv", size=n, candidates=["cpu", "opencl:0"])
+    with task("spmv", device=dev, size=n, feature=density):
+        run_spmv_on(dev, ...)
+
+`task` fires the USDT probes adaptyst:task_begin/task_end (a nop when nothing is
+attached). Their first argument is a key "task|device|size bucket|feature bucket"
+so that the monitor keeps per-task, per-device, per-size statistics in the kernel.
+`device_for` never blocks: it returns the assignment last pushed by a monitor over
+the control channel, or the default (the first candidate) when none runs.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from adaptyst_top.placement import _sdt  # type: ignore[attr-defined]
+from adaptyst_top.placement.control import ControlClient
+
+PROBE_BINARY = Path(_sdt.__file__).resolve()
+HAS_SDT = bool(_sdt.HAS_SDT)
+TASK_SPEC = f"usdt:{PROBE_BINARY}:adaptyst:task_begin..task_end@arg1"
+
+
+def size_bucket(size: int) -> int:
+    """log2 of the input size: inputs within a factor of two share statistics."""
+    return max(0, int(size).bit_length() - 1)
+
+
+def feature_bucket(feature: float | None) -> int:
+    """A feature in (0, 1] (e.g. density) in half-decades: 0 = none, 1 = 1..0.3, ..."""
+    if feature is None or feature <= 0:
+        return 0
+    return 1 + min(14, int(-2 * math.log10(min(1.0, feature))))
+
+
+def task_key(name: str, device: str, size: int, feature: float | None = None) -> str:
+    key = f"{name}|{device}|{size_bucket(size)}|{feature_bucket(feature)}"
+    return key[:31]  # the probe's key holds 31 bytes
+
+
+def parse_key(key: str) -> tuple[str, str, int, int] | None:
+    parts = key.split("|")
+    if len(parts) != 4:
+        return None
+    try:
+        return parts[0], parts[1], int(parts[2]), int(parts[3])
+    except ValueError:
+        return None
+
+
+@contextmanager
+def task(name: str, device: str, size: int, feature: float | None = None) -> Iterator[str]:
+    key = task_key(name, device, size, feature)
+    milli = -1 if feature is None else int(feature * 1000)
+    _sdt.task_begin(key, name, device, int(size), milli)
+    try:
+        yield key
+    finally:
+        _sdt.task_end(key, int(size))
+
+
+class _Assignments:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_task: dict[str, str] = {}
+        self.trial: dict[str, tuple[str, int]] = {}  # task -> (device, runs left)
+        self.client: ControlClient | None = None
+        self.tasks: set[str] = set()
+
+    def set(self, task_name: str, device: str, runs: int | None = None) -> None:
+        with self.lock:
+            if runs:
+                self.trial[task_name] = (device, runs)  # a few runs there, then back
+            else:
+                self.by_task[task_name] = device
+                self.trial.pop(task_name, None)
+
+    def current(self, task_name: str) -> str | None:
+        with self.lock:
+            trial = self.trial.get(task_name)
+            if trial is not None:
+                device, left = trial
+                if left <= 1:
+                    del self.trial[task_name]
+                else:
+                    self.trial[task_name] = (device, left - 1)
+                return device
+            return self.by_task.get(task_name)
+
+    def ensure_client(self, task_name: str) -> None:
+        if task_name in self.tasks:
+            return
+        self.tasks.add(task_name)
+        if self.client is not None:
+            self.client.close()
+        self.client = ControlClient(sorted(self.tasks), self.set)
+
+
+_assignments = _Assignments()
+
+
+def device_for(name: str, size: int, candidates: Sequence[str]) -> str:
+    """The device the monitor assigned to this task, if it is a candidate; else the first."""
+    if not candidates:
+        raise ValueError("device_for needs at least one candidate device")
+    _assignments.ensure_client(name)
+    chosen = _assignments.current(name)
+    return chosen if chosen is not None and chosen in candidates else candidates[0]
+
+
+def assign(name: str, device: str, runs: int | None = None) -> None:
+    """Set an assignment in-process (what the control channel does; also for tests)."""
+    _assignments.set(name, device, runs)
