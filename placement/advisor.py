@@ -111,7 +111,7 @@ class Advisor:
     ) -> None:
         if device not in self.devices:
             self.devices.append(device)
-        self.model(task, device).observe(ctx, time_s, count, energy_j)
+        self.model(task, device).observe(ctx, time_s, count, energy_j, size)
         st = self.tasks.setdefault(task, TaskState())
         if not st.current:
             st.current = device
@@ -148,7 +148,7 @@ class Advisor:
         out = {}
         for d in self.devices:
             m = self.models.get((task, d))
-            p = m.predict(st.context) if m else None
+            p = m.predict(st.context, st.size) if m else None
             if p is not None:
                 out[d] = p
         return out

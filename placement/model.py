@@ -117,6 +117,7 @@ class TaskDeviceModel:
     device: str
     time: dict[Context, Running] = field(default_factory=dict)
     energy: dict[Context, Running] = field(default_factory=dict)
+    sizes: dict[Context, float] = field(default_factory=dict)  # mean input size seen per bucket
     _fit: dict[int, tuple[float, float, float] | None] = field(default_factory=dict)
 
     @property
@@ -124,8 +125,18 @@ class TaskDeviceModel:
         return sum(r.n for r in self.time.values())
 
     def observe(
-        self, ctx: Context, time_s: float, count: int = 1, energy_j: float | None = None
+        self,
+        ctx: Context,
+        time_s: float,
+        count: int = 1,
+        energy_j: float | None = None,
+        size: int | None = None,
     ) -> bool:
+        if size is not None:
+            # The fit works on real sizes: a bucket's middle can be 40% off its inputs.
+            n = self.time[ctx].n if ctx in self.time else 0
+            prev = self.sizes.get(ctx, float(size))
+            self.sizes[ctx] = (prev * n + size * count) / (n + count)
         accepted = self.time.setdefault(ctx, Running()).add(time_s, count)
         if accepted and energy_j is not None:
             self.energy.setdefault(ctx, Running()).add(energy_j, count)
@@ -135,7 +146,7 @@ class TaskDeviceModel:
     def fit(self, feature: int) -> tuple[float, float, float] | None:
         if feature not in self._fit:
             pts = [
-                (bucket_size(s), r.mean, r.n)
+                (self.sizes.get((s, f), bucket_size(s)), r.mean, r.n)
                 for (s, f), r in self.time.items()
                 if f == feature and r.n >= 1
             ]
@@ -143,7 +154,7 @@ class TaskDeviceModel:
             self._fit[feature] = fit_power_law(pts) if enough else None
         return self._fit[feature]
 
-    def predict(self, ctx: Context) -> Prediction | None:
+    def predict(self, ctx: Context, size: int | None = None) -> Prediction | None:
         r = self.time.get(ctx)
         e = self.energy.get(ctx)
         if r is not None and r.n >= MIN_BUCKET_SAMPLES:
@@ -155,7 +166,8 @@ class TaskDeviceModel:
                 return Prediction(r.mean, e.mean if e and e.n else None, 0.5, 1, "measured")
             return None
         a, b, c = f
-        t = max(1e-9, a * bucket_size(ctx[0]) ** b + c)
+        n = float(size) if size is not None else bucket_size(ctx[0])
+        t = max(1e-9, a * n**b + c)
         # Energy scales with time at the device's average power over what was measured.
         watts = [
             er.mean / self.time[k].mean

@@ -1,0 +1,227 @@
+"""The control channel over real Unix sockets: assignments, peer credentials, malformed
+streams, and an application outliving its monitor."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from adaptyst_top.placement.control import ControlClient, ControlServer
+from adaptyst_top.placement.protocol import ProtocolError, decode, encode
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from .conftest import IS_ROOT
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture
+def sock_path(tmp_path: Path) -> Path:
+    return tmp_path / "control.sock"
+
+
+def test_assignment_round_trip(sock_path: Path) -> None:
+    server = ControlServer(sock_path)
+    got: list[tuple[str, str, int | None]] = []
+    client = ControlClient(["spmv"], lambda t, d, r: got.append((t, d, r)), sock_path, retry_s=0.1)
+    try:
+        assert wait_until(lambda: any(c.registered for c in server.clients))
+        assert server.push("spmv", "opencl:0", "faster") == 1
+        assert server.push("gemm", "cuda") == 0  # nobody registered that task
+        assert server.push("spmv", "cuda", "explore", runs=5) == 1
+        assert wait_until(lambda: len(got) == 2)
+        assert got == [("spmv", "opencl:0", None), ("spmv", "cuda", 5)]
+        assert wait_until(lambda: len(server.acks) == 2)
+        assert server.acks[0] == (os.getpid(), "spmv", "opencl:0")
+    finally:
+        client.close()
+        server.close()
+    assert not sock_path.exists()
+
+
+def test_application_outlives_its_monitor_and_reconnects(sock_path: Path) -> None:
+    got: list[str] = []
+    client = ControlClient(["t"], lambda t, d, r: got.append(d), sock_path, retry_s=0.1)
+    try:
+        server = ControlServer(sock_path)
+        assert wait_until(lambda: client.connected)
+        server.push("t", "cpu")
+        assert wait_until(lambda: got == ["cpu"])
+        server.close()
+        assert wait_until(lambda: not client.connected)
+        server = ControlServer(sock_path)  # the monitor comes back
+        assert wait_until(lambda: client.connected)
+        server.push("t", "opencl:0")
+        assert wait_until(lambda: got == ["cpu", "opencl:0"])
+        server.close()
+    finally:
+        client.close()
+
+
+def _serve_as(uid: int, path: Path, ready: int) -> None:
+    """A child process: a monitor running as another user, pushing to whoever connects.
+    Never returns into pytest: whatever happens, the child exits here."""
+    try:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        server = ControlServer(path)
+        os.write(ready, b"x")
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            server.push("t", "evil")
+            time.sleep(0.05)
+        server.close()
+    except BaseException as exc:
+        os.write(ready, f"!{exc}".encode()[:200])
+    finally:
+        os._exit(0)
+
+
+@pytest.fixture
+def shared_dir():  # type: ignore[no-untyped-def]
+    """A directory every user can reach (pytest's own tmp_path is root-only)."""
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="adaptyst-ctl-", dir="/tmp"))
+    os.chmod(d, 0o777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _started(r: int) -> None:
+    msg = os.read(r, 200)
+    assert msg == b"x", msg.decode(errors="replace")
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
+def test_assignments_from_another_user_are_refused(shared_dir: Path) -> None:
+    path = shared_dir / "control.sock"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _serve_as(65534, path, w)
+    _started(r)
+    got: list[str] = []
+    client = ControlClient(["t"], lambda t, d, rr: got.append(d), path, retry_s=0.1)
+    try:
+        assert wait_until(lambda: bool(client.rejected))
+        time.sleep(0.5)
+        assert got == []  # root's application takes nothing from uid 65534
+        assert "65534" in client.rejected[0]
+    finally:
+        client.close()
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
+def test_a_non_root_monitor_refuses_other_users(shared_dir: Path) -> None:
+    path = shared_dir / "control.sock"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the monitor, as uid 65534
+        _serve_as(65534, path, w)
+    _started(r)
+    cpid = os.fork()
+    if cpid == 0:  # an application of uid 65533
+        code = 2
+        try:
+            os.setresgid(65533, 65533, 65533)
+            os.setresuid(65533, 65533, 65533)
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(str(path))
+            s.sendall(encode("hello", pid=os.getpid(), tasks=["t"]))
+            s.settimeout(2)
+            try:
+                data = s.recv(100)
+            except OSError:
+                data = b""
+            code = 0 if data == b"" else 1  # closed on it, nothing sent
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(cpid, 0)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=600))
+def test_decode_never_raises_anything_else(data: bytes) -> None:
+    try:
+        decode(data)
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+        max_leaves=12,
+    )
+)
+def test_decode_structured_garbage(obj: object) -> None:
+    import json
+
+    for extra in ({}, {"v": 1}, {"v": 1, "type": "assign"}, {"v": 1, "type": "hello"}):
+        payload = {**extra, "x": obj} if isinstance(obj, dict) else obj
+        try:
+            decode(json.dumps(payload).encode())
+        except ProtocolError:
+            pass
+
+
+def test_a_fuzzed_stream_crashes_neither_side(sock_path: Path) -> None:
+    import random
+
+    rng = random.Random(7)
+    server = ControlServer(sock_path)
+    try:
+        for _ in range(20):  # garbage clients
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(str(sock_path))
+            for _ in range(20):
+                s.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) + b"\n")
+            s.sendall(b'{"v":1,"type":"hello","pid":1,"tasks":["t"]}\n')  # a lie about its pid
+            s.sendall(b"x" * 10000 + b"\n")
+            s.close()
+        assert wait_until(lambda: len(server.rejected) >= 20)
+        got: list[str] = []
+        client = ControlClient(["t"], lambda t, d, r: got.append(d), sock_path, retry_s=0.1)
+        assert wait_until(lambda: any(c.registered for c in server.clients))
+        server.push("t", "cpu")
+        assert wait_until(lambda: got == ["cpu"])  # still serving
+        client.close()
+    finally:
+        server.close()
+    # And garbage from a "monitor" to an application.
+    raw = socket.socket(socket.AF_UNIX)
+    raw.bind(str(sock_path))
+    raw.listen(1)
+    got2: list[str] = []
+    client = ControlClient(["t"], lambda t, d, r: got2.append(d), sock_path, retry_s=0.1)
+    conn, _ = raw.accept()
+    for _ in range(50):
+        conn.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))) + b"\n")
+    conn.sendall(encode("assign", task="t", device="opencl:0"))
+    assert wait_until(lambda: got2 == ["opencl:0"])
+    assert len(client.rejected) >= 10
+    client.close()
+    conn.close()
+    raw.close()
