@@ -32,7 +32,7 @@ def test_running_rejects_outliers_and_follows_drift() -> None:
 
 def test_power_law_fit_recovers_the_exponent() -> None:
     pts = [(float(n), 3e-9 * n**1.5 + 1e-4, 5) for n in (1e3, 4e3, 1.6e4, 6.4e4, 2.56e5)]
-    a, b, c = fit_power_law(pts)  # type: ignore[misc]
+    _a, b, _c = fit_power_law(pts)  # type: ignore[misc]
     assert abs(b - 1.5) <= 0.1
     m = TaskDeviceModel("t", "cpu")
     for n, t, w in pts:
