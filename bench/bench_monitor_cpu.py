@@ -42,8 +42,12 @@ def rss_mib(pid: int) -> float:
 
 
 def pane_pid(session: str) -> int:
-    out = subprocess.run(["tmux", "list-panes", "-t", session, "-F", "#{pane_pid}"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["tmux", "list-panes", "-t", session, "-F", "#{pane_pid}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return int(out.split()[0])
 
 
@@ -73,17 +77,24 @@ def main() -> int:
     ours, top = "bench-ours", "bench-top"
     for s in (ours, top):
         subprocess.run(["tmux", "kill-session", "-t", s], capture_output=True)
-    cmd = (f"exec {CLI} --interval 1 --probe 'uprobe:{binary}:*_fn' "
-           f"--probe 'usdt:{binary}:adaptyst_test:task_begin..task_end@arg1' "
-           f"--probe 'uprobe:c:*printf*' -- {binary} forever 300")
-    subprocess.run(["tmux", "new-session", "-d", "-s", ours, "-x", "120", "-y", "60", cmd], check=True)
-    subprocess.run(["tmux", "new-session", "-d", "-s", top, "-x", "120", "-y", "60", "exec top -d 1"],
-                   check=True)
+    cmd = (
+        f"exec {CLI} --interval 1 --probe 'uprobe:{binary}:*_fn' "
+        f"--probe 'usdt:{binary}:adaptyst_test:task_begin..task_end@arg1' "
+        f"--probe 'uprobe:c:*printf*' -- {binary} forever 300"
+    )
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", ours, "-x", "120", "-y", "60", cmd], check=True
+    )
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", top, "-x", "120", "-y", "60", "exec top -d 1"],
+        check=True,
+    )
     try:
         time.sleep(15)  # attach, calibrate, settle
         pid_ours, pid_top = pane_pid(ours), pane_pid(top)
-        screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", ours], capture_output=True,
-                                text=True).stdout
+        screen = subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", ours], capture_output=True, text=True
+        ).stdout
         rows = sum(1 for ln in screen.splitlines() if "attached" in ln)
         a0, b0, t0 = cpu_seconds(pid_ours), cpu_seconds(pid_top), time.monotonic()
         time.sleep(args.seconds)

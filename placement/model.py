@@ -8,6 +8,7 @@ trusted once it rests on enough samples from enough sizes, for inputs not seen y
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
 MIN_BUCKET_SAMPLES = 2
@@ -25,9 +26,16 @@ def bucket_size(size_bucket: int) -> float:
     return float(2 ** (size_bucket + 0.5))
 
 
+ROBUST_FIRST = 7  # the first values: their median is the mean (a first run carries a transfer)
+
+
 @dataclass
 class Running:
-    """Welford mean/variance, an EWMA of recent values, and what was rejected."""
+    """Welford mean/variance, an EWMA of recent values, and what was rejected.
+
+    Until ROBUST_FIRST values are in, `mean` is their median: the first execution on a
+    device pays for moving the data there, and would otherwise weigh on the estimate
+    for as long as there are few samples."""
 
     n: int = 0
     mean: float = 0.0
@@ -35,10 +43,20 @@ class Running:
     recent: float = 0.0
     rejected: int = 0
     drift_streak: int = 0
+    first: list[float] = field(default_factory=list)
 
     @property
     def std(self) -> float:
         return math.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else float("inf")
+
+    @property
+    def spread(self) -> float:
+        """A standard deviation that one first-run outlier cannot blow up (scaled MAD
+        while the samples are few)."""
+        if self.n <= ROBUST_FIRST and len(self.first) >= 3:
+            med = statistics.median(self.first)
+            return 1.4826 * statistics.median(abs(x - med) for x in self.first)
+        return self.std
 
     def add(self, x: float, weight: int = 1) -> bool:
         """Add a value (the mean of `weight` executions); False when rejected as an outlier."""
@@ -57,6 +75,10 @@ class Running:
             d = x - self.mean
             self.mean += d / self.n
             self.m2 += d * (x - self.mean)
+            if len(self.first) < ROBUST_FIRST:
+                self.first.append(x)
+        if self.n <= ROBUST_FIRST:
+            self.mean = statistics.median(self.first)
         self.recent = x if self.n == 1 else EWMA_ALPHA * x + (1 - EWMA_ALPHA) * self.recent
         if self.n >= 8 and abs(self.recent - self.mean) > DRIFT_RATIO * self.mean:
             self.drift_streak += 1
@@ -68,6 +90,7 @@ class Running:
 
     def reset(self, x: float, weight: int) -> None:
         self.n, self.mean, self.m2, self.recent, self.drift_streak = 0, 0.0, 0.0, x, 0
+        self.first = [x] * min(weight, ROBUST_FIRST)
         for _ in range(weight):
             self.n += 1
             d = x - self.mean
@@ -158,7 +181,11 @@ class TaskDeviceModel:
         r = self.time.get(ctx)
         e = self.energy.get(ctx)
         if r is not None and r.n >= MIN_BUCKET_SAMPLES:
-            rel = (r.std / r.mean / math.sqrt(r.n)) if r.mean > 0 and math.isfinite(r.std) else 0.5
+            rel = (
+                (r.spread / r.mean / math.sqrt(r.n))
+                if r.mean > 0 and math.isfinite(r.spread)
+                else 0.5
+            )
             return Prediction(r.mean, e.mean if e and e.n else None, min(1.0, rel), r.n, "measured")
         f = self.fit(ctx[1])
         if f is None:
