@@ -197,10 +197,9 @@ def main() -> int:
         settled = None
         for i in range(1, 3 * execs + 1):
             online.step(shift["task"], b)
-            if online.assigned == best_b and online.trial is None:
-                settled = settled or i
-            else:
-                settled = None
+            on_best = online.assigned == best_b and online.trial is None
+            # The first execution from which it stays on the new best device.
+            settled = (settled or i) if on_best else None
         converge.append(settled if settled is not None else 3 * execs)
         if not args.json:
             print(
