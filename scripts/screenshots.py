@@ -27,24 +27,97 @@ def record(directory: Path) -> Path:
     binary = build(directory)
     script: list[str] = []
     for _ in range(10):
-        script += ["task", "spmv", "40", "2000", "task", "gemm", "10", "8000", "held", "20",
-                   "3000", "fast", "20000", "tick", "500", "leaf", "5000"]
+        script += [
+            "task",
+            "spmv",
+            "40",
+            "2000",
+            "task",
+            "gemm",
+            "10",
+            "8000",
+            "held",
+            "20",
+            "3000",
+            "fast",
+            "20000",
+            "tick",
+            "500",
+            "leaf",
+            "5000",
+        ]
     out = directory / "run.jsonl"
     with open(out, "w") as f:
         subprocess.run(
-            [sys.executable, "-m", "adaptyst_top.tui.cli", "record", "--interval", "0.5",
-             "--cpu-power-model", "20:120",
-             "--probe", f"uprobe:{binary}:*_fn",
-             "--probe", f"usdt:{binary}:adaptyst_test:task_begin..task_end@arg1",
-             "--probe", f"usdt:{binary}:adaptyst_test:tick",
-             "--", str(binary), *script],
-            stdout=f, stderr=subprocess.DEVNULL, check=True,
+            [
+                sys.executable,
+                "-m",
+                "adaptyst_top.tui.cli",
+                "record",
+                "--interval",
+                "0.5",
+                "--cpu-power-model",
+                "20:120",
+                "--probe",
+                f"uprobe:{binary}:*_fn",
+                "--probe",
+                f"usdt:{binary}:adaptyst_test:task_begin..task_end@arg1",
+                "--probe",
+                f"usdt:{binary}:adaptyst_test:tick",
+                "--",
+                str(binary),
+                *script,
+            ],
+            stdout=f,
+            stderr=subprocess.DEVNULL,
+            check=True,
         )
     return out
 
 
-async def shoot(recording: Path, name: str, size: tuple[int, int], keys: list[str],
-                steps: int = 6, ascii: bool = False) -> None:
+def record_demo(directory: Path) -> Path:
+    """The demo workload under the advisor (suggest mode), as `make demo` runs it."""
+    from adaptyst_top.placement.task_api import TASK_SPEC
+
+    out = directory / "demo.jsonl"
+    with open(out, "w") as f:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "adaptyst_top.tui.cli",
+                "record",
+                "--interval",
+                "1",
+                "--advisor",
+                "--cpu-power-model",
+                "20:120",
+                "--probe",
+                TASK_SPEC,
+                "--",
+                sys.executable,
+                "-m",
+                "adaptyst_top.placement.demo",
+                "--phase-s",
+                "8",
+                "--duration",
+                "20",
+            ],
+            stdout=f,
+            stderr=subprocess.DEVNULL,
+            check=True,
+        )
+    return out
+
+
+async def shoot(
+    recording: Path,
+    name: str,
+    size: tuple[int, int],
+    keys: list[str],
+    steps: int = 6,
+    ascii: bool = False,
+) -> None:
     app = MonitorApp(ReplaySource(recording), interval=0.5, autoplay=False, ascii=ascii)
     async with app.run_test(size=size) as pilot:
         for _ in range(steps):
@@ -68,6 +141,8 @@ async def main() -> None:
         await shoot(rec, "probe-detail", (110, 32), ["down", "enter"])
         await shoot(rec, "help", (100, 30), ["question_mark"])
         await shoot(rec, "sorted-by-p99", (110, 32), ["s", "s", "s", "s"])
+        demo = record_demo(Path(tmp))
+        await shoot(demo, "demo", (120, 36), [], steps=18)
     print("\n".join(sorted(str(p.relative_to(ROOT)) for p in OUT.glob("*.svg"))))
 
 

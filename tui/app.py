@@ -255,11 +255,16 @@ class MonitorApp(App[None]):
     def show_advisor_state(self) -> None:
         state = self.snap.get("advisor") if self.snap else None
         if state:
-            text = f"advisor: {state.get('state', '?')} ({self.advisor_mode}) {state.get('detail', '')}"
+            where = ", ".join(f"{t['task']} on {t['device']}" for t in self.snap.get("tasks", []))
+            text = (
+                f"advisor {state.get('state', '?')} ({state.get('mode', self.advisor_mode)}, "
+                f"{state.get('objective', '?')}): {where or 'no task seen yet'}; "
+                f"{state.get('detail', '')}"
+            )
         else:
             text = (
-                f"advisor ({self.advisor_mode}): not running — it needs the placement "
-                "module and task probes (adaptyst:task_begin/task_end); nothing to suggest yet"
+                f"advisor ({self.advisor_mode}): not running — start with --advisor and task "
+                "probes (adaptyst:task_begin..task_end), or `adaptyst-top demo`"
             )
         if text != self._advisor_text:  # an update re-lays out the pane
             self._advisor_text = text

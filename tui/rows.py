@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from adaptyst_top.placement.task_api import parse_key
 from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
 from adaptyst_top.tui.widgets.fast_table import Column
@@ -55,7 +56,10 @@ def probe_row(p: dict[str, Any], p99_warn_ns: float) -> tuple[dict[str, str], di
     name = str(p.get("name", ""))
     if p.get("kind") == "usdt" and ":" in name:
         name = name.split(":", 1)[1]  # the provider is in the spec and the detail view
-    if p.get("key") is not None:
+    task = parse_key(p["key"]) if isinstance(p.get("key"), str) else None
+    if task is not None:  # the task API's key: task|device|log2 size|feature bucket
+        name = f"{task[0]} @{task[1]} n~2^{task[2]}" + (f" f{task[3]}" if task[3] else "")
+    elif p.get("key") is not None:
         name = f"{p['key']} · {name}"
     state = str(p.get("state", ""))
     cells = {
