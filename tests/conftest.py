@@ -54,3 +54,19 @@ def workload(workload_bin):  # type: ignore[no-untyped-def]
 
 
 requires_root = pytest.mark.skipif(not IS_ROOT, reason="eBPF needs root")
+
+
+@pytest.fixture
+def energy_uj_denied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every RAPL energy_uj read fails as it does for non-root since CVE-2020-8694
+    (root reads a mode-0000 file anyway, so the denial is simulated at the read)."""
+    from pathlib import Path
+
+    real = Path.read_text
+
+    def deny(self: Path, *a: object, **k: object) -> str:
+        if self.name == "energy_uj":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_text", deny)

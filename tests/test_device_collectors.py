@@ -105,16 +105,9 @@ def test_rapl_wraparound(tmp_path: Path) -> None:
     assert e is not None and abs(e.energy_j - 12.0) < 1e-6
 
 
-def test_rapl_denied_is_a_state_never_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rapl_tree(tmp_path)
-    real = Path.read_text
-
-    def deny(self: Path, *a: object, **k: object) -> str:
-        if self.name == "energy_uj":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
-
-    monkeypatch.setattr(Path, "read_text", deny)
+def test_rapl_denied_is_a_state_never_zero(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    rapl_tree(tmp_path)  # written before the reads start failing
+    request.getfixturevalue("energy_uj_denied")
     c = CpuCollector(sysfs=tmp_path)
     (r,) = c.read()
     assert r.energy_j is None and r.power_w is None

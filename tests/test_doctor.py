@@ -107,18 +107,11 @@ def test_rapl_missing_denied_ok(tmp_path: Path) -> None:
         assert doctor.check_rapl(tmp_path).status == "denied"
 
 
-def test_rapl_permission_error_is_denied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("energy_uj_denied")
+def test_rapl_permission_error_is_denied(tmp_path: Path) -> None:
     zone = tmp_path / "class/powercap/intel-rapl:0"
     zone.mkdir(parents=True)
     (zone / "energy_uj").write_text("1\n")
-    real = Path.read_text
-
-    def deny(self: Path, *a: object, **k: object) -> str:
-        if self.name == "energy_uj":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
-
-    monkeypatch.setattr(Path, "read_text", deny)
     cap = doctor.check_rapl(tmp_path)
     assert cap.status == "denied" and "CVE-2020-8694" in cap.detail
 
