@@ -230,6 +230,13 @@ class ControlClient:
                 sock.sendall(encode("ack", task=msg.fields["task"], device=msg.fields["device"]))
         sock.close()
 
+    def set_tasks(self, tasks: list[str]) -> None:
+        """Tell the monitor about new tasks (a second hello on the same connection)."""
+        self.tasks = tasks
+        if self.connected and self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.sendall(encode("hello", pid=os.getpid(), tasks=self.tasks))
+
     def _reject(self, why: str) -> None:
         log.warning("adaptyst control: %s", why)
         self.rejected = [*self.rejected, why][-100:]

@@ -99,9 +99,10 @@ class _Assignments:
         if task_name in self.tasks:
             return
         self.tasks.add(task_name)
-        if self.client is not None:
-            self.client.close()
-        self.client = ControlClient(sorted(self.tasks), self.set)
+        if self.client is None:
+            self.client = ControlClient(sorted(self.tasks), self.set)
+        else:
+            self.client.set_tasks(sorted(self.tasks))
 
 
 _assignments = _Assignments()

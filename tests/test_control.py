@@ -222,3 +222,18 @@ def test_a_fuzzed_stream_crashes_neither_side(sock_path: Path) -> None:
     client.close()
     conn.close()
     raw.close()
+
+
+def test_new_tasks_on_the_same_connection(sock_path: Path) -> None:
+    server = ControlServer(sock_path)
+    got: list[str] = []
+    client = ControlClient(["a"], lambda t, d, r: got.append(t), sock_path, retry_s=0.1)
+    try:
+        assert wait_until(lambda: any(c.registered for c in server.clients))
+        client.set_tasks(["a", "b"])
+        assert wait_until(lambda: server.clients and server.clients[0].tasks == ["a", "b"])
+        assert len(server.clients) == 1 and server.push("b", "cpu") == 1
+        assert wait_until(lambda: got == ["b"])
+    finally:
+        client.close()
+        server.close()

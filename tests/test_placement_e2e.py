@@ -58,7 +58,7 @@ def test_demo_under_the_advisor_moves_and_the_workload_follows() -> None:
     # Every task has an energy estimate per run, labelled by its source (the model here).
     assert any(any(v["energy_j"] for v in t["predicted"].values()) for t in last["tasks"])
     moves = last["advisor"]["moves"]
-    assert moves and all(m["sent"] == 1 for m in moves), moves  # pushed to the application
+    assert moves and all(m["sent"] >= 1 for m in moves), moves  # pushed to the application
     # Explorations: the application ran exactly there, a bounded number of times.
     explored = [m for m in moves if m["explore"]]
     assert explored
