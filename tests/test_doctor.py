@@ -178,7 +178,7 @@ def test_doctor_cli_json() -> None:
         assert set(c) >= {"name", "status", "detail", "fix"}
 
 
-@pytest.mark.parametrize("sub", [[], ["doctor"], ["demo"]])
+@pytest.mark.parametrize("sub", [[], ["doctor"], ["demo"], ["record"], ["list"], ["replay"]])
 def test_version_and_help(sub: list[str]) -> None:
     for flag in ("--version", "--help"):
         proc = subprocess.run([*ADAPTYST, *sub, flag], capture_output=True, text=True, timeout=60)

@@ -256,9 +256,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_record(opts, command)
     if argv and argv[0] == "demo":
         return cmd_demo(opts, command)
-    if argv and argv[0] in SUBCOMMANDS:
-        print(f"adaptyst-top: `{argv[0]}` is not built yet in this version", file=sys.stderr)
-        return 2
     return cmd_monitor(opts, command)
 
 
