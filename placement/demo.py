@@ -66,6 +66,14 @@ def run(duration: float, phase_s: float, quiet: bool) -> int:
     return 0
 
 
+def command(phase_s: float = 12.0, duration: float = 0.0, quiet: bool = True) -> list[str]:
+    """The argv that runs this demo (for `adaptyst-top demo`, recordings and tests)."""
+    argv = [sys.executable, "-m", "adaptyst_top.placement.demo", "--phase-s", str(phase_s)]
+    if duration > 0:
+        argv += ["--duration", str(duration)]
+    return argv + (["--quiet"] if quiet else [])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="adaptyst-top-demo",

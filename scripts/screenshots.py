@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from adaptyst_top.tui.app import MonitorApp  # noqa: E402
 from adaptyst_top.tui.source import ReplaySource  # noqa: E402
+
 from tests.workload import build  # noqa: E402
 
 OUT = ROOT / "screenshots"
@@ -77,6 +78,7 @@ def record(directory: Path) -> Path:
 
 def record_demo(directory: Path) -> Path:
     """The demo workload under the advisor (suggest mode), as `make demo` runs it."""
+    from adaptyst_top.placement.demo import command as demo_command
     from adaptyst_top.placement.task_api import TASK_SPEC
 
     out = directory / "demo.jsonl"
@@ -95,13 +97,7 @@ def record_demo(directory: Path) -> Path:
                 "--probe",
                 TASK_SPEC,
                 "--",
-                sys.executable,
-                "-m",
-                "adaptyst_top.placement.demo",
-                "--phase-s",
-                "8",
-                "--duration",
-                "20",
+                *demo_command(phase_s=8, duration=20),
             ],
             stdout=f,
             stderr=subprocess.DEVNULL,

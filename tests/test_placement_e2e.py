@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from adaptyst_top.placement.advisor import EXPLORE_RUNS
+from adaptyst_top.placement.demo import command as demo_command
 from adaptyst_top.placement.task_api import TASK_SPEC, parse_key
 
 from .bpf_objects import none_left
@@ -34,13 +35,7 @@ def test_demo_under_the_advisor_moves_and_the_workload_follows() -> None:
             "--probe",
             TASK_SPEC,
             "--",
-            sys.executable,
-            "-m",
-            "adaptyst_top.placement.demo",
-            "--phase-s",
-            "8",
-            "--duration",
-            "34",
+            *demo_command(phase_s=8, duration=34),
         ],
         capture_output=True,
         text=True,

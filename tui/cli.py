@@ -203,14 +203,14 @@ def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
 
 
 def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
+    from adaptyst_top.placement.demo import command as demo_command
     from adaptyst_top.placement.task_api import TASK_SPEC
 
     args = demo_parser().parse_args(argv)
     ns = monitor_parser().parse_args(
         ["--interval", str(args.interval), "--advisor", args.objective, "--probe", TASK_SPEC]
     )
-    demo = [sys.executable, "-m", "adaptyst_top.placement.demo", "--phase-s", str(args.phase_s)]
-    return run_monitor(ns, demo, ["--interval"])
+    return run_monitor(ns, demo_command(phase_s=args.phase_s), ["--interval"])
 
 
 def cmd_replay(argv: Sequence[str]) -> int:
