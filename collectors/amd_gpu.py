@@ -93,8 +93,7 @@ class AmdGpuCollector:
         if card.energy.counter_source != source:
             card.energy = EnergyAccount(source)
         e = card.energy.update(now, counter_j=counter_j, power_w=power_w)
-        r.power_w = power_w if power_w is not None else e.power_w
-        r.energy_j, r.energy_source = e.energy_j, e.source
+        r.set_energy(e, power_w)
         if e.source is None and not r.note:
             r.note = "no power sensor (hwmon power1_average/energy1_input) on this card"
         return r

@@ -51,7 +51,7 @@ class CpuCollector:
         self.pid = pid
         self.rapl = RaplReader(sysfs)
         self.model = power_model
-        self.estimate = EnergyAccount("estimate", "estimate")
+        self.estimate = EnergyAccount("estimate")
         self._proc: psutil.Process | None = None
 
     def read(self, now: float | None = None) -> list[DeviceReading]:
@@ -77,18 +77,9 @@ class CpuCollector:
             reading.extra["target_cpu_s"] = target
         energy = self.rapl.read(now)
         if energy is not None:
-            reading.energy_j, reading.power_w, reading.energy_source = (
-                energy.energy_j,
-                energy.power_w,
-                "rapl",
-            )
+            reading.set_energy(energy)
         elif self.model is not None and util is not None:
-            est = self.estimate.update(now, power_w=self.model.power(util))
-            reading.energy_j, reading.power_w, reading.energy_source = (
-                est.energy_j,
-                est.power_w,
-                "estimate",
-            )
+            reading.set_energy(self.estimate.update(now, power_w=self.model.power(util)))
             reading.note = (
                 f"estimate: {self.model.idle_w:g} W idle + util x "
                 f"{self.model.max_w - self.model.idle_w:g} W ({self.rapl.reason or self.rapl.state})"

@@ -11,25 +11,30 @@ counter at all, power is integrated. Every figure names its source.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 # A wrap implying more than this is treated as a reset: no single device draws it.
 MAX_PLAUSIBLE_W = 5000.0
 STALE_AFTER_S = 3.0
 
 
+Method = Literal["counter", "power"]  # a hardware energy counter, or integrated power
+
+
 @dataclass
 class EnergyReading:
     energy_j: float | None
     power_w: float | None
-    source: str | None  # e.g. "rapl", "nvml", "nvml-power" (integrated), "estimate"
+    source: str | None  # the snapshot contract's names: rapl, nvml, amdsmi, xrt, hwmon, estimate
+    method: Method | None = None  # how that source's energy was obtained in the last interval
 
 
 class EnergyAccount:
-    def __init__(self, counter_source: str, power_source: str | None = None) -> None:
-        self.counter_source = counter_source
-        self.power_source = power_source or f"{counter_source}-power"
+    def __init__(self, source: str) -> None:
+        self.counter_source = source
         self.total_j = 0.0
         self.source: str | None = None
+        self.method: Method | None = None
         self._last_t: float | None = None
         self._last_counter: float | None = None
         self._last_power: float | None = None
@@ -48,12 +53,11 @@ class EnergyAccount:
         if self._last_t is None:
             self._last_t, self._last_counter, self._last_power = now, counter_j, power_w
             self._counter_moved_t = now
-            self.source = (
-                self.counter_source
-                if counter_j is not None
-                else (self.power_source if power_w is not None else None)
+            self.method = (
+                "counter" if counter_j is not None else ("power" if power_w is not None else None)
             )
-            return EnergyReading(0.0 if self.source else None, power_w, self.source)
+            self.source = self.counter_source if self.method else None
+            return EnergyReading(0.0 if self.source else None, power_w, self.source, self.method)
         dt = now - self._last_t
         delta: float | None = None
         if counter_j is not None and self._last_counter is not None:
@@ -70,22 +74,22 @@ class EnergyAccount:
             if stale:
                 delta = None  # fall back to power for this interval
             else:
-                self.source = self.counter_source
+                self.source, self.method = self.counter_source, "counter"
         if delta is None and power_w is not None and dt > 0:
             prev = self._last_power if self._last_power is not None else power_w
             delta = (prev + power_w) / 2.0 * dt
-            self.source = self.power_source
+            self.source, self.method = self.counter_source, "power"
         if delta is not None:
             self.total_j += delta
         implied_power = power_w
-        if power_w is None and delta is not None and dt > 0 and self.source == self.counter_source:
+        if power_w is None and delta is not None and dt > 0 and self.method == "counter":
             implied_power = delta / dt
         self._last_t, self._last_power = now, power_w
         if counter_j is not None:
             self._last_counter = counter_j
         if self.source is None:
             return EnergyReading(None, implied_power, None)
-        return EnergyReading(self.total_j, implied_power, self.source)
+        return EnergyReading(self.total_j, implied_power, self.source, self.method)
 
     def _counter_delta(
         self, prev: float, cur: float, dt: float, counter_range_j: float | None

@@ -106,8 +106,7 @@ class FpgaCollector:
             s = read_hwmon(card.path)
             power_w, counter_j, r.temp_c = s.power_w, s.energy_j, s.temp_c
         e = card.energy.update(now, counter_j=counter_j, power_w=power_w)
-        r.power_w = power_w if power_w is not None else e.power_w
-        r.energy_j, r.energy_source = e.energy_j, e.source
+        r.set_energy(e, power_w)
         if e.source is None:
             r.note = "no power sensor readable on this card; " + UTIL_NOTE
         return r

@@ -134,8 +134,7 @@ class NvmlCollector:
             counter_j=None if counter_mj is None else counter_mj / 1000.0,
             power_w=power_w,
         )
-        r.power_w = power_w if power_w is not None else e.power_w
-        r.energy_j, r.energy_source = e.energy_j, e.source
+        r.set_energy(e, power_w)
         if e.source is None:
             r.note = "no energy counter or power reading on this GPU"
         r.temp_c = self._ask(

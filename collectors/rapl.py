@@ -90,4 +90,4 @@ class RaplReader:
             power += r.power_w or 0.0
         self.reads += 1
         # Power needs an interval: none on the first read.
-        return EnergyReading(total, power if self.reads > 1 else None, "rapl")
+        return EnergyReading(total, power if self.reads > 1 else None, "rapl", "counter")

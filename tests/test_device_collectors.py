@@ -127,7 +127,7 @@ def test_nvml_full_reading() -> None:
     assert r.util == 0.5 and r.extra["mem_util"] == 0.2
     assert r.mem_used_bytes == 10 << 30 and r.mem_total_bytes == 141 << 30
     assert r.power_w == 310.0  # the instant field, in W
-    assert r.energy_j == 250.0 and r.energy_source == "nvml"
+    assert r.energy_j == 250.0 and r.energy_source == "nvml" and r.energy_method == "counter"
     assert r.temp_c == 45.0 and r.extra["sm_clock_mhz"] == 1980
     assert r.extra["processes"] == [{"pid": 4242, "mem_bytes": 2 << 30, "sm_util": 0.87}]
     assert r.extra["pci_bus_id"] == "00000000:17:00.0"
@@ -141,7 +141,8 @@ def test_nvml_not_supported_is_not_asked_again() -> None:
     assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 1
     assert fake.calls["nvmlDeviceGetFieldValues"] == 1
     assert r.power_w == 300.0  # nvmlDeviceGetPowerUsage, mW -> W
-    assert r.energy_source == "nvml-power" and r.energy_j == pytest.approx(900.0)
+    assert r.energy_source == "nvml" and r.energy_method == "power"
+    assert r.energy_j == pytest.approx(900.0)
 
 
 def test_nvml_no_permission_is_said() -> None:
@@ -237,7 +238,11 @@ def test_xrt_sysfs_power_from_rails(tmp_path: Path) -> None:
     c.read(now=0.0)
     (r,) = c.read(now=2.0)
     assert r.kind == "fpga" and r.power_w == pytest.approx(48.1)
-    assert r.energy_j == pytest.approx(96.2) and r.energy_source == "xrt-power"
+    assert (
+        r.energy_j == pytest.approx(96.2)
+        and r.energy_source == "xrt"
+        and r.energy_method == "power"
+    )
     assert r.temp_c == 55.0 and "utilisation" in r.note
 
 

@@ -25,6 +25,10 @@ def test_record_devices_only() -> None:
         assert cpu["energy_source"] is None and cpu["note"]
     else:
         assert cpu["energy_source"] in ("rapl", "estimate")
+    # The contract's names only; how the energy was had goes in energy_method.
+    contract = {"rapl", "nvml", "amdsmi", "xrt", "hwmon", "estimate", None}
+    for d in lines[-1]["devices"]:
+        assert d["energy_source"] in contract and d["energy_method"] in ("counter", "power", None)
     opencl = [d for d in lines[-1]["devices"] if d["kind"] == "opencl"]
     assert any("Portable Computing Language" in d["name"] for d in opencl)
     assert all(d["extra"]["maps_to"] == "cpu" for d in opencl if d["extra"]["type"] == "cpu")
