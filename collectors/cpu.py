@@ -12,6 +12,7 @@ import psutil
 from adaptyst_top.collectors.energy import EnergyAccount
 from adaptyst_top.collectors.rapl import RaplReader
 from adaptyst_top.collectors.reading import DeviceReading
+from adaptyst_top.collectors.targets import process_cpu_ns
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,6 @@ class CpuCollector:
         self.rapl = RaplReader(sysfs)
         self.model = power_model
         self.estimate = EnergyAccount("estimate")
-        self._proc: psutil.Process | None = None
 
     def read(self, now: float | None = None) -> list[DeviceReading]:
         now = time.monotonic() if now is None else now
@@ -91,15 +91,9 @@ class CpuCollector:
         return [reading]
 
     def _target_cpu_s(self) -> float | None:
-        if self.pid is None:
-            return None
-        try:
-            if self._proc is None or self._proc.pid != self.pid:
-                self._proc = psutil.Process(self.pid)
-            t = self._proc.cpu_times()
-            return float(t.user + t.system + t.children_user + t.children_system)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            return None
+        # The same figure the probe engine charges its overhead against.
+        ns = None if self.pid is None else process_cpu_ns(self.pid)
+        return None if ns is None else ns / 1e9
 
 
 def _freq_mhz() -> float | None:

@@ -131,17 +131,6 @@ def prog_run_stats(fd: int) -> tuple[int, int]:
     return run_ns, run_cnt
 
 
-def process_cpu_ns(pid: int) -> int | None:
-    """User+system CPU time of a process and its reaped children, in ns."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-    return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-
-
 def system_busy_ns() -> int:
     """All CPUs' non-idle time, in ns: the denominator for binary-wide probes."""
     with open("/proc/stat") as f:

@@ -40,6 +40,7 @@ from adaptyst_top.collectors.targets import (
     check_pid,
     mapped_files,
     pid_alive,
+    process_cpu_ns,
     resolve_target,
 )
 
@@ -612,7 +613,7 @@ class ProbeEngine:
         row.interval_hits = hits
 
     def _update_overhead(self, dt: float | None) -> None:
-        cpu = ov.process_cpu_ns(self.pid) if self.pid is not None else ov.system_busy_ns()
+        cpu = process_cpu_ns(self.pid) if self.pid is not None else ov.system_busy_ns()
         if cpu is None or self._last_cpu is None or dt is None:
             self._last_cpu = cpu
             return

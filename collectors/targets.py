@@ -23,6 +23,17 @@ def pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def process_cpu_ns(pid: int) -> int | None:
+    """User+system CPU time of a process and its reaped children, in ns."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def check_pid(pid: int) -> None:
     if pid <= 0 or not pid_alive(pid):
         raise TargetError(f"no such process: PID {pid}")

@@ -47,33 +47,13 @@ def record(directory: Path) -> Path:
             "leaf",
             "5000",
         ]
-    out = directory / "run.jsonl"
-    with open(out, "w") as f:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "adaptyst_top.tui.cli",
-                "record",
-                "--interval",
-                "0.5",
-                "--cpu-power-model",
-                "20:120",
-                "--probe",
-                f"uprobe:{binary}:*_fn",
-                "--probe",
-                f"usdt:{binary}:adaptyst_test:task_begin..task_end@arg1",
-                "--probe",
-                f"usdt:{binary}:adaptyst_test:tick",
-                "--",
-                str(binary),
-                *script,
-            ],
-            stdout=f,
-            stderr=subprocess.DEVNULL,
-            check=True,
-        )
-    return out
+    return record_to(
+        directory / "run.jsonl",
+        ["--interval", "0.5", "--probe", f"uprobe:{binary}:*_fn",
+         "--probe", f"usdt:{binary}:adaptyst_test:task_begin..task_end@arg1",
+         "--probe", f"usdt:{binary}:adaptyst_test:tick"],
+        [str(binary), *script],
+    )
 
 
 def record_demo(directory: Path) -> Path:
@@ -81,27 +61,21 @@ def record_demo(directory: Path) -> Path:
     from adaptyst_top.placement.demo import command as demo_command
     from adaptyst_top.placement.task_api import TASK_SPEC
 
-    out = directory / "demo.jsonl"
+    return record_to(
+        directory / "demo.jsonl",
+        ["--interval", "1", "--advisor", "--probe", TASK_SPEC],
+        demo_command(phase_s=8, duration=20),
+    )
+
+
+def record_to(out: Path, options: list[str], command: list[str]) -> Path:
+    """`adaptyst-top record OPTIONS -- COMMAND` into a file (CPU energy from a power model:
+    there is no RAPL on the machines this runs on)."""
     with open(out, "w") as f:
         subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "adaptyst_top.tui.cli",
-                "record",
-                "--interval",
-                "1",
-                "--advisor",
-                "--cpu-power-model",
-                "20:120",
-                "--probe",
-                TASK_SPEC,
-                "--",
-                *demo_command(phase_s=8, duration=20),
-            ],
-            stdout=f,
-            stderr=subprocess.DEVNULL,
-            check=True,
+            [sys.executable, "-m", "adaptyst_top.tui.cli", "record",
+             "--cpu-power-model", "20:120", *options, "--", *command],
+            stdout=f, stderr=subprocess.DEVNULL, check=True,
         )
     return out
 

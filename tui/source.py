@@ -36,9 +36,7 @@ class LiveSource:
         return f"pid {s.pid}" if s.pid else "node-wide"
 
     def snapshot(self) -> dict[str, Any] | None:
-        snap = self.session.snapshot(with_hist=self.want_hist)
-        snap.setdefault("host", self.host)
-        return snap
+        return self.session.snapshot(with_hist=self.want_hist)
 
     def _engine(self) -> Any:
         if self.session.engine is None:

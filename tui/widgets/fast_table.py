@@ -16,7 +16,6 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
-from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -76,11 +75,6 @@ class FastTable(ScrollView, can_focus=True):
     ]
 
     cursor: reactive[int] = reactive(0, repaint=False)
-
-    class Selected(Message):
-        def __init__(self, table: FastTable, key: str) -> None:
-            super().__init__()
-            self.table, self.key = table, key
 
     def __init__(self, columns: Iterable[Column], *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -198,11 +192,6 @@ class FastTable(ScrollView, can_focus=True):
     def action_cursor_to(self, index: int) -> None:
         if self.order:
             self.cursor = index if index >= 0 else len(self.order) - 1
-
-    def action_select(self) -> None:
-        key = self.selected_key
-        if key is not None:
-            self.post_message(self.Selected(self, key))
 
     # ----- rendering --------------------------------------------------------------------
 
