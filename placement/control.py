@@ -74,6 +74,11 @@ class Client:
     registered: bool = False
 
 
+def _wants(client: Client, task: str) -> bool:
+    """A client that named no tasks takes every assignment."""
+    return not client.tasks or task in client.tasks
+
+
 class ControlServer:
     """The monitor's side."""
 
@@ -82,7 +87,14 @@ class ControlServer:
         self.clients: list[Client] = []
         self.rejected: list[str] = []  # reasons, newest last (bounded)
         self.acks: list[tuple[int, str, str]] = []
+        # The standing assignment per task (exploration excluded: it is temporary), sent
+        # to an application when it registers, so one that connects late, or after the
+        # monitor restarted, is not left on its default until the next change.
+        self.assignments: dict[str, tuple[str, str]] = {}
         self._lock = threading.Lock()
+        # Held across a push or a registration and its sends, so that every application
+        # sees assignments in the order they were made (never an older one last).
+        self._send_lock = threading.Lock()
         self._stop = threading.Event()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
@@ -133,7 +145,7 @@ class ControlServer:
                 if msg.fields["pid"] != client.pid:
                     self._reject(f"pid {client.pid} claims to be {msg.fields['pid']}")
                     continue
-                client.tasks, client.registered = msg.fields["tasks"], True
+                self._register(client, msg.fields["tasks"])
             elif msg.type == "ack":
                 with self._lock:
                     ack = (client.pid, msg.fields["task"], msg.fields["device"])
@@ -145,20 +157,36 @@ class ControlServer:
                 self.clients.remove(client)
         client.sock.close()
 
+    def _register(self, client: Client, tasks: list[str]) -> None:
+        with self._send_lock:
+            with self._lock:
+                client.tasks, client.registered = tasks, True
+                standing = [
+                    (t, d, r) for t, (d, r) in self.assignments.items() if _wants(client, t)
+                ]
+            for task, device, reason in standing:
+                with contextlib.suppress(OSError):
+                    client.sock.sendall(encode("assign", task=task, device=device, reason=reason))
+
     def push(self, task: str, device: str, reason: str = "", runs: int | None = None) -> int:
         """Send an assignment to every registered application with that task; how many.
-        With runs, the application goes back after that many executions (exploration)."""
+        With runs, the application goes back after that many executions (exploration);
+        without, it becomes the task's standing assignment, also sent to applications
+        that register later."""
         extra = {} if runs is None else {"runs": runs}
         data = encode("assign", task=task, device=device, reason=reason[:512], **extra)
         sent = 0
-        with self._lock:
-            targets = [c for c in self.clients if c.registered and (not c.tasks or task in c.tasks)]
-        for c in targets:
-            try:
-                c.sock.sendall(data)
-                sent += 1
-            except OSError:
-                pass
+        with self._send_lock:
+            with self._lock:
+                if runs is None:
+                    self.assignments[task] = (device, reason[:512])
+                targets = [c for c in self.clients if c.registered and _wants(c, task)]
+            for c in targets:
+                try:
+                    c.sock.sendall(data)
+                    sent += 1
+                except OSError:
+                    pass
         return sent
 
     def close(self) -> None:
