@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +151,25 @@ def test_list_pid_and_errors(workload_bin: Path) -> None:
         w.kill()
     assert "no such process" in run("list", "--pid", "4194000").stderr
     assert "no such file" in run("list", "--binary", "/no/such").stderr
+
+
+def test_list_binary_by_library_name() -> None:
+    # Like tplist -l c: a short name resolves through the library cache.
+    proc = run("list", "--binary", "c", "--json", "--functions", "strcoll")
+    obj = json.loads(proc.stdout)["objects"][0]
+    assert "libc.so" in obj["path"] and [f["name"] for f in obj["functions"]] == ["strcoll"]
+    assert "no such library" in run("list", "--binary", "no_such_lib_xyz").stderr
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    # `adaptyst-top list --binary c | head -1`: no traceback, the status of a SIGPIPE.
+    proc = subprocess.run(
+        f"set -o pipefail; {shlex.join(CLI)} list --binary c | head -1",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout.startswith("/") and proc.stderr == ""
+    assert proc.returncode == 141

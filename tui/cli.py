@@ -237,7 +237,16 @@ def cmd_replay(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:
+        # `adaptyst-top list ... | head`: the reader left. Like any Unix tool, stop quietly
+        # (probes were detached as the exception unwound); no traceback at exit either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _dispatch(argv: list[str]) -> int:
     # A monitor refreshed once a second needs no 60 frames a second; over SSH fewer
     # frames are fewer bytes. Read by Textual when it loads (set before any import).
     os.environ.setdefault("TEXTUAL_FPS", "20")

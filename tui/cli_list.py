@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from adaptyst_top.collectors.elf_info import NotELFError, read_elf
-from adaptyst_top.collectors.targets import TargetError, check_pid, mapped_files
+from adaptyst_top.collectors.targets import TargetError, check_pid, mapped_files, resolve_target
 from adaptyst_top.tui.cli_common import add_version
 
 
@@ -24,7 +25,9 @@ def list_parser() -> argparse.ArgumentParser:
     add_version(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--pid", type=int)
-    src.add_argument("--binary", metavar="PATH")
+    src.add_argument(
+        "--binary", metavar="PATH", help="an ELF file, or a library/program name (c, m, python3)"
+    )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--all", action="store_true", help="with --pid: functions of every object")
     what = p.add_mutually_exclusive_group()
@@ -78,7 +81,10 @@ def cmd_list(argv: Sequence[str]) -> int:
                 for i, path in enumerate(files)
             ]
         else:
-            objects = [_describe(args.binary, args.pattern, want_f, want_u)]
+            # A file here first; else a library or program name, resolved like bcc's
+            # tplist -l (`c` is libc).
+            path = args.binary if os.path.isfile(args.binary) else resolve_target(args.binary)
+            objects = [_describe(path, args.pattern, want_f, want_u)]
     except (TargetError, NotELFError, FileNotFoundError, PermissionError) as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         return 1
