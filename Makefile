@@ -20,7 +20,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check collectors placement tui tests bench
 
 typecheck: setup
-	$(VENV)/bin/mypy collectors placement
+	VENV=$(VENV) ./scripts/typecheck.sh
 
 check: lint typecheck test
 

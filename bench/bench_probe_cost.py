@@ -144,7 +144,11 @@ def main() -> int:
 
     def funclat() -> Callable[[], None]:
         f = Funclatency(binary, "fast_fn", w.pid)
-        return lambda: f.stop() and None
+
+        def stop() -> None:
+            f.stop()
+
+        return stop
 
     def engine_for(spec: str) -> Callable[[], Callable[[], None]]:
         def setup() -> Callable[[], None]:
@@ -155,18 +159,17 @@ def main() -> int:
 
     res["baseline_ns_per_call"] = median_of(reps, lambda: per_call_ns(w, "fast", n))
     res["empty_uprobe_ns"] = cost_with(w, "fast", n, reps, lambda: empty(False))
-    res["empty_uprobe_uretprobe_ns"] = cost_with(w, "fast", n, reps, lambda: empty(True))
-    res["funclatency_ns"] = cost_with(w, "fast", n, reps, funclat)
-    res["ours_uprobe_latency_ns"] = cost_with(
-        w, "fast", n, reps, engine_for(f"uprobe:{binary}:fast_fn")
-    )
+    empty_both_ns = cost_with(w, "fast", n, reps, lambda: empty(True))
+    res["empty_uprobe_uretprobe_ns"] = empty_both_ns
+    funclat_ns = cost_with(w, "fast", n, reps, funclat)
+    res["funclatency_ns"] = funclat_ns
+    ours_ns = cost_with(w, "fast", n, reps, engine_for(f"uprobe:{binary}:fast_fn"))
+    res["ours_uprobe_latency_ns"] = ours_ns
+    res["ours_vs_funclatency"] = ours_ns / funclat_ns
     res["ours_usdt_count_ns"] = cost_with(
         w, "tick", n, reps, engine_for(f"usdt:{binary}:adaptyst_test:tick")
     )
-    res["ours_vs_funclatency"] = res["ours_uprobe_latency_ns"] / res["funclatency_ns"]
-    res["ours_vs_empty_uprobe_uretprobe"] = (
-        res["ours_uprobe_latency_ns"] / res["empty_uprobe_uretprobe_ns"]
-    )
+    res["ours_vs_empty_uprobe_uretprobe"] = ours_ns / empty_both_ns
     ss_n = max(2000, n // 20)
     res["empty_singlestep_uprobe_uretprobe_ns"] = cost_with(
         w, "leaf", ss_n, reps, lambda: EmptyProgram(binary, "leaf_fn", w.pid, True).close
@@ -191,9 +194,11 @@ def main() -> int:
         e.close()
     finally:
         stats.write_text(previous + "\n")
-    res["funclatency_bpf_ns_per_hit"] = sum(ns / cnt for _, ns, cnt in theirs)
-    res["ours_bpf_ns_per_hit"] = sum(ns / cnt for _, ns, cnt in mine)
-    res["ours_vs_funclatency_bpf"] = res["ours_bpf_ns_per_hit"] / res["funclatency_bpf_ns_per_hit"]
+    theirs_bpf = sum(ns / cnt for _, ns, cnt in theirs)
+    mine_bpf = sum(ns / cnt for _, ns, cnt in mine)
+    res["funclatency_bpf_ns_per_hit"] = theirs_bpf
+    res["ours_bpf_ns_per_hit"] = mine_bpf
+    res["ours_vs_funclatency_bpf"] = mine_bpf / theirs_bpf
 
     # Highest sustained hit rate with exact counts.
     e = ours(binary, w.pid, f"uprobe:{binary}:fast_fn")

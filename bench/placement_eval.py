@@ -1,14 +1,17 @@
 """DyPe's evaluation method on this machine's devices.
 
-For each case (task x input x objective) every device is measured (the oracle), then
-the advisor runs online from nothing: each execution really runs on the device it
-assigned, is measured, and teaches the model; explorations are bounded the same way
-as in the monitor. Reported: optimal in N cases (its settled device is the oracle's
-best, within 1%), the average loss where it is not, speedup against always-CPU and
+For each case (task x input x objective) every device is measured (the oracle: half
+before and half after the online run, in blocks of consecutive runs as when placed
+there), then the advisor runs online from nothing: each execution really runs on the
+device it assigned, is measured, and teaches the model; explorations are bounded the
+same way as in the monitor. Reported: optimal in N cases (its settled device is the
+oracle's best, within 1%), the average loss where it is not, both again over the
+cases where the oracle's two halves agree on the best device (elsewhere the devices
+are within this machine's drift of each other), speedup against always-CPU and
 always-accelerator over the same executions, and the executions it needs to settle
 on the new best device after an input shift.
 
-    .venv/bin/python bench/placement_eval.py [--cases FILE] [--json]
+    .venv/bin/python bench/placement_eval.py [--cases FILE] [--json] [--rows FILE]
 
 Energy: no RAPL on this VM, so energy is an estimate, labelled as such: idle power
 times wall time plus per-core power times the process's measured CPU time.
@@ -60,21 +63,38 @@ def score(objective: str, t: float, e: float, ref: tuple[float, float]) -> float
     return 0.5 * t / ref[0] + 0.5 * e / ref[1]
 
 
-def oracle(
-    devices: dict[str, Runner], inp: Inputs, meter: Meter, reps: int = 15
-) -> dict[str, tuple[float, float]]:
-    """Median time and energy per device. Reps alternate between devices so that both
-    see the same machine (two cores shared with everything else)."""
-    for run in devices.values():
-        run(inp)  # warm: buffers on the device, code compiled
-    samples: dict[str, list[tuple[float, float]]] = {d: [] for d in devices}
-    for _ in range(reps):
+Samples = dict[str, list[tuple[float, float]]]
+
+
+BLOCK = 2  # consecutive runs per device in the oracle, after one unmeasured run
+
+
+def measure(devices: dict[str, Runner], inp: Inputs, meter: Meter, reps: int) -> Samples:
+    """Blocks of consecutive runs per device, as the task runs when placed there (the
+    first run of a block, which pays for the switch, is not counted); blocks alternate
+    between devices so that each sees the same machine (two cores shared with
+    everything else)."""
+    samples: Samples = {d: [] for d in devices}
+    for _ in range(max(1, reps // BLOCK)):
         for name, run in devices.items():
-            samples[name].append(meter.run(run, inp))
-    return {
-        d: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
-        for d, v in samples.items()
-    }
+            run(inp)
+            samples[name].extend(meter.run(run, inp) for _ in range(BLOCK))
+    return samples
+
+
+def medians(*parts: Samples) -> dict[str, tuple[float, float]]:
+    """Median time and energy per device over every part."""
+    out = {}
+    for d in parts[0]:
+        xs = [x for part in parts for x in part[d]]
+        out[d] = (statistics.median(x[0] for x in xs), statistics.median(x[1] for x in xs))
+    return out
+
+
+def oracle(
+    devices: dict[str, Runner], inp: Inputs, meter: Meter, reps: int = 16
+) -> dict[str, tuple[float, float]]:
+    return medians(measure(devices, inp, meter, reps))
 
 
 class Online:
@@ -87,6 +107,8 @@ class Online:
         self.assigned = "cpu" if "cpu" in devices else next(iter(devices))
         self.trial: tuple[str, int] | None = None
         self.window: dict[str, int] = {}
+        self.times_ms: dict[str, list[float]] = {d: [] for d in devices}
+        self.decisions: list[str] = []  # execution: advice, for the --rows file
 
     def step(self, task: str, inp: Inputs) -> tuple[str, float, float]:
         if self.trial is not None:
@@ -95,6 +117,7 @@ class Online:
         else:
             dev = self.assigned
         t, e = self.meter.run(self.devices[dev], inp)
+        self.times_ms[dev].append(round(t * 1e3, 3))
         ctx = (size_bucket(inp.size), feature_bucket(inp.feature))
         self.advisor.observe(task, dev, ctx, t, 1, e, size=inp.size)
         self.window[dev] = self.window.get(dev, 0) + 1
@@ -103,6 +126,7 @@ class Online:
             self.window = {}
             advice = self.advisor.decide(task)
             if advice is not None:
+                self.decisions.append(f"{sum(map(len, self.times_ms.values()))}: {advice.why}")
                 self.advisor.accepted(advice)
                 if advice.explore:
                     self.trial = (advice.suggested, advice.runs or EXPLORE_RUNS)
@@ -117,6 +141,7 @@ def main() -> int:
     )
     ap.add_argument("--cases", default=str(Path(__file__).with_name("placement_cases.json")))
     ap.add_argument("--json", action="store_true", help="end with one JSON line of totals")
+    ap.add_argument("--rows", metavar="FILE", help="write every case's figures there (JSON)")
     args = ap.parse_args()
     spec = json.loads(Path(args.cases).read_text())
     execs = int(spec.get("executions", 30))
@@ -138,22 +163,32 @@ def main() -> int:
     rows = []
     optimal = 0
     losses: list[float] = []
+    stable_cases, stable_optimal, stable_losses = 0, 0, []
     speed_cpu: list[float] = []
     speed_acc: list[float] = []
     settled_cpu: list[float] = []
     settled_acc: list[float] = []
     for case in spec["cases"]:
         inp = get(case["task"], case["n"], case.get("density"))
-        orc = oracle(devices, inp, meter)
-        ref = orc["cpu"]
         obj = case["objective"]
-        best = min(orc, key=lambda d: score(obj, *orc[d], ref))
+        # The oracle is measured half before and half after the online run, so that it
+        # sees the machine the online run saw (on a shared VM speeds drift over minutes).
+        before = measure(devices, inp, meter, 8)
         online = Online(devices, obj, meter)
         total_t = 0.0
         for _ in range(execs):
             _dev, t, _e = online.step(case["task"], inp)
             total_t += t
         chosen = online.assigned
+        after = measure(devices, inp, meter, 8)
+        orc = medians(before, after)
+        ref = orc["cpu"]
+        best = min(orc, key=lambda d: score(obj, *orc[d], ref))
+        # Does the oracle agree with itself? Where its two halves name different best
+        # devices, the devices are within this machine's drift of each other.
+        halves = [medians(h) for h in (before, after)]
+        stable = len({min(h, key=lambda d: score(obj, *h[d], h["cpu"])) for h in halves}) == 1
+        learned = online.advisor.predictions(case["task"])
         loss = (score(obj, *orc[chosen], ref) - score(obj, *orc[best], ref)) / score(
             obj, *orc[best], ref
         )
@@ -161,6 +196,11 @@ def main() -> int:
         optimal += ok
         if not ok:
             losses.append(loss)
+        if stable:
+            stable_cases += 1
+            stable_optimal += ok
+            if not ok:
+                stable_losses.append(loss)
         speed_cpu.append(execs * orc["cpu"][0] / total_t)
         speed_acc.append(execs * orc[accel[0]][0] / total_t)
         settled_cpu.append(orc["cpu"][0] / orc[chosen][0])
@@ -171,16 +211,40 @@ def main() -> int:
                 "best": best,
                 "chosen": chosen,
                 "optimal": ok,
+                "oracle_stable": stable,
                 "loss_pct": round(100 * loss, 2),
                 "oracle_ms": {d: round(v[0] * 1e3, 3) for d, v in orc.items()},
                 "oracle_j": {d: round(v[1], 4) for d, v in orc.items()},
+                # What the advisor believed when it settled: the why of a miss.
+                "learned": {
+                    d: {
+                        "ms": round(p.time_s * 1e3, 3),
+                        "j": None if p.energy_j is None else round(p.energy_j, 4),
+                        "samples": p.samples,
+                        "rel_err": round(p.rel_err, 3),
+                    }
+                    for d, p in learned.items()
+                },
+                "online_ms": online.times_ms,
+                "decisions": online.decisions,
             }
         )
         if not args.json:
             print(
                 f"{case['task']:<7} n={case['n']:<8} {obj:<8} best={best:<9} chosen={chosen:<9} "
-                f"{'ok ' if ok else 'MISS'} loss={100 * loss:5.1f}%  "
-                + "  ".join(f"{d}={v[0] * 1e3:.3f}ms/{v[1]:.3f}J" for d, v in orc.items()),
+                f"{'ok ' if ok else 'MISS'} loss={100 * loss:5.1f}%{'' if stable else ' (tie)'}  "
+                + "  ".join(f"{d}={v[0] * 1e3:.3f}ms/{v[1]:.3f}J" for d, v in orc.items())
+                + (
+                    ""
+                    if ok
+                    else "  learned: "
+                    + "  ".join(
+                        f"{d}={x['ms']}ms/{x['j']}J n={x['samples']}"
+                        for d, x in rows[-1]["learned"].items()
+                    )
+                    + f"  {chosen if chosen != best else 'others'} ran: "
+                    + str({d: v[:12] for d, v in online.times_ms.items() if d != chosen})
+                ),
                 flush=True,
             )
 
@@ -215,6 +279,12 @@ def main() -> int:
         "optimal_pct": round(100 * optimal / n, 1),
         "avg_loss_pct": round(100 * statistics.mean(losses), 2) if losses else 0.0,
         "avg_loss_all_cases_pct": round(100 * sum(losses) / n, 2),
+        # The same over the cases whose oracle named one best device in both halves.
+        "oracle_stable_cases": stable_cases,
+        "optimal_of_stable": stable_optimal,
+        "avg_loss_pct_stable": round(100 * statistics.mean(stable_losses), 2)
+        if stable_losses
+        else 0.0,
         # Over the settled choice (per execution once learned), and over every execution
         # of the run including the explorations that taught it (short runs pay for them).
         "speedup_vs_static_cpu": round(statistics.geometric_mean(settled_cpu), 3),
@@ -227,6 +297,8 @@ def main() -> int:
         "converge_executions": converge,
         "energy_source": "estimate",
     }
+    if args.rows:
+        Path(args.rows).write_text(json.dumps({"rows": rows, "totals": totals}, indent=1))
     print(json.dumps(totals))
     return 0
 

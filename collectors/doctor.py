@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.capability import Capability
+from adaptyst_top.collectors.capability import Capability, Status
 from adaptyst_top.collectors.ebpf_env import check_ebpf
 from adaptyst_top.collectors.opencl_inventory import list_opencl_devices
 
@@ -141,7 +141,7 @@ def check_amd_gpu(sysfs: Path = Path("/sys")) -> Capability:
             "no AMD GPU (amdgpu driver) found" + ("; amdsmi importable" if has_amdsmi else ""),
             "ignore on a node without AMD GPUs",
         )
-    status = "ok" if has_amdsmi or any("power" in c for c in cards) else "degraded"
+    status: Status = "ok" if has_amdsmi or any("power" in c for c in cards) else "degraded"
     return Capability(
         "amd-gpu",
         status,

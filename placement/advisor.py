@@ -7,13 +7,18 @@ a row; devices not yet measured are explored, within a bound.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, bucket_size
 
 Objective = Literal["time", "energy", "edp", "weighted"]
 EXPLORE_RUNS = 5  # executions an exploration takes on the other device
+# A device measured in few runs whose optimistic estimate would still beat the current
+# one is measured again, until it has this many runs for the input: five runs on a
+# shared node can all land in a slow spell (seen here: PoCL at 14 ms, then 9 ms for good),
+# and a device never run again is never seen to be faster.
+RECHECK_SAMPLES = 15
 
 
 @dataclass
@@ -71,6 +76,9 @@ class TaskState:
     since_explore: int = 0
     streak: int = 0
     streak_target: str = ""
+    # device -> (input context, executions count) of its last run of this task: data a
+    # recent run (an exploration) left there needs no second transfer.
+    ran: dict[str, tuple[Context, int]] = field(default_factory=dict)
 
 
 class Advisor:
@@ -119,6 +127,7 @@ class Advisor:
         st.size = size if size is not None else int(bucket_size(ctx[0]))
         st.executions += count
         st.since_explore += count
+        st.ran[device] = (ctx, st.executions)
 
     def set_current(self, task: str, device: str) -> None:
         """Where the task mostly ran in the last interval (explorations aside)."""
@@ -127,6 +136,16 @@ class Advisor:
             st.current = device
 
     # ----- scoring -----------------------------------------------------------------------
+
+    def _move_s(self, st: TaskState, device: str) -> float:
+        """The transfer cost of moving the task to a device, per run: none when it ran
+        there on this input within the horizon (its data is still there, as the demo's
+        kernels and iterative solvers keep it; a copy made on every run is already part
+        of every measured run)."""
+        ctx, at = st.ran.get(device, ((-1, -1), -(10**9)))
+        if ctx == st.context and st.executions - at <= self.transfer.horizon_runs:
+            return 0.0
+        return self.transfer.cost_s(st.current, device, st.size)
 
     def _feasible(self, device: str, size: int) -> bool:
         limit = self.memory_bytes.get(device)
@@ -198,14 +217,14 @@ class Advisor:
         if cur is None or len(preds) < 2:
             return None
         scores = {
-            d: self._score(p, cur, self.transfer.cost_s(st.current, d, st.size))
+            d: self._score(p, cur, self._move_s(st, d))
             for d, p in preds.items()
             if d in feasible
         }
         best = min(scores, key=lambda d: scores[d])
         if best == st.current:
             st.streak = 0
-            return None
+            return self._recheck(task, st, preds, scores)
         if preds[best].source == "fit":
             # Predicted from other input sizes only: measure it here before moving.
             if st.since_explore < self.explore_every:
@@ -231,11 +250,11 @@ class Advisor:
             st.streak_target = best
         else:
             st.streak = 0
-            return None
+            return self._recheck(task, st, preds, scores)
         if st.streak < self.sustain:
             return None
         pb = preds[best]
-        time_gain = 1 - (pb.time_s + self.transfer.cost_s(st.current, best, st.size)) / cur.time_s
+        time_gain = 1 - (pb.time_s + self._move_s(st, best)) / cur.time_s
         energy_gain = (1 - pb.energy_j / cur.energy_j) if (pb.energy_j and cur.energy_j) else None
         confidence = max(0.0, min(1.0, 1 - uncertainty)) * min(
             1.0, min(pb.samples, cur.samples) / 5
@@ -256,6 +275,46 @@ class Advisor:
             {best: _pred_json(pb), st.current: _pred_json(cur)},
         )
 
+    def _recheck(
+        self, task: str, st: TaskState, preds: dict[str, Prediction], scores: dict[str, float]
+    ) -> Advice | None:
+        """Measure again a device that few runs put behind but that could well be ahead:
+        its optimistic estimate (two standard errors better, or its best run) beats the
+        current device by more than the threshold. Bounded like any exploration, and by
+        RECHECK_SAMPLES runs of that device for this input."""
+        if st.since_explore < self.explore_every:
+            return None
+        cur = preds[st.current]
+        hopeful = {
+            d: self._score(_optimistic(p), cur, self._move_s(st, d))
+            for d, p in preds.items()
+            if d != st.current
+            and d in scores
+            and p.source == "measured"
+            and p.samples < RECHECK_SAMPLES
+        }
+        hopeful = {
+            d: v for d, v in hopeful.items() if v < scores[st.current] * (1 - self.threshold)
+        }
+        if not hopeful:
+            return None
+        d = min(hopeful, key=lambda x: hopeful[x])
+        p = preds[d]
+        st.since_explore = 0
+        return Advice(
+            task,
+            st.current,
+            d,
+            0.0,
+            None,
+            0.0,
+            f"recheck: {d} {_fmt(p)} ±{100 * p.rel_err:.0f}% over {p.samples} runs could "
+            f"still beat {st.current} {_fmt(cur)}; measuring it again",
+            {d: _pred_json(p), st.current: _pred_json(cur)},
+            explore=True,
+            runs=EXPLORE_RUNS,
+        )
+
     def accepted(self, advice: Advice) -> None:
         """The advice was applied: reset the hysteresis; a move changes the current device."""
         st = self.tasks.get(advice.task)
@@ -264,6 +323,17 @@ class Advisor:
             st.since_explore = 0
             if not advice.explore:
                 st.current = advice.suggested
+
+
+def _optimistic(p: Prediction) -> Prediction:
+    """The prediction two standard errors better, or as good as the device's best run
+    if that is better still (never below a tenth of it)."""
+    f = 1 - 2 * p.rel_err
+    if p.best_s is not None and p.time_s > 0:
+        f = min(f, p.best_s / p.time_s)
+    f = max(0.1, f)
+    energy = None if p.energy_j is None else p.energy_j * f
+    return replace(p, time_s=p.time_s * f, energy_j=energy)
 
 
 def _fmt(p: Prediction) -> str:

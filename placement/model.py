@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import deque
 from dataclasses import dataclass, field
 
 MIN_BUCKET_SAMPLES = 2
@@ -26,6 +27,7 @@ def bucket_size(size_bucket: int) -> float:
     return float(2 ** (size_bucket + 0.5))
 
 
+RECENT_VALUES = 64  # values behind the uncertainty estimate
 ROBUST_FIRST = 7  # the first values: their median is the mean (a first run carries a transfer)
 
 
@@ -44,19 +46,29 @@ class Running:
     rejected: int = 0
     drift_streak: int = 0
     first: list[float] = field(default_factory=list)
+    lo: float = math.inf  # the best value seen: what the device did at its best
+    # The last values as given (single runs, or the mean of an interval's runs).
+    recent_values: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_VALUES))
 
     @property
     def std(self) -> float:
         return math.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else float("inf")
 
     @property
-    def spread(self) -> float:
-        """A standard deviation that one first-run outlier cannot blow up (scaled MAD
-        while the samples are few)."""
-        if self.n <= ROBUST_FIRST and len(self.first) >= 3:
-            med = statistics.median(self.first)
-            return 1.4826 * statistics.median(abs(x - med) for x in self.first)
-        return self.std
+    def rel_err(self) -> float:
+        """The relative standard error of the mean over the recent values, from their
+        scaled MAD: one slow first run (it carried the data to the device) or a passing
+        spike neither blows it up nor stays in it for good, as it would in the variance."""
+        if self.mean <= 0:
+            return 0.5
+        k = len(self.recent_values)
+        if k >= 3:
+            med = statistics.median(self.recent_values)
+            mad = statistics.median(abs(x - med) for x in self.recent_values)
+            return 1.4826 * mad / self.mean / math.sqrt(k)
+        if self.n > 1 and math.isfinite(self.std):
+            return self.std / self.mean / math.sqrt(self.n)
+        return 0.5
 
     def add(self, x: float, weight: int = 1) -> bool:
         """Add a value (the mean of `weight` executions); False when rejected as an outlier."""
@@ -70,6 +82,8 @@ class Running:
                     self.reset(x, weight)
                     return True
                 return False
+        self.lo = min(self.lo, x)
+        self.recent_values.append(x)
         for _ in range(max(1, min(weight, 50))):
             self.n += 1
             d = x - self.mean
@@ -90,6 +104,8 @@ class Running:
 
     def reset(self, x: float, weight: int) -> None:
         self.n, self.mean, self.m2, self.recent, self.drift_streak = 0, 0.0, 0.0, x, 0
+        self.lo = x
+        self.recent_values = deque([x], maxlen=RECENT_VALUES)
         self.first = [x] * min(weight, ROBUST_FIRST)
         for _ in range(weight):
             self.n += 1
@@ -105,6 +121,7 @@ class Prediction:
     rel_err: float  # relative uncertainty of time_s
     samples: int
     source: str  # "measured" (this input bucket) or "fit"
+    best_s: float | None = None  # the fastest measured run (interval mean) for this input
 
 
 def fit_power_law(points: list[tuple[float, float, int]]) -> tuple[float, float, float] | None:
@@ -181,12 +198,9 @@ class TaskDeviceModel:
         r = self.time.get(ctx)
         e = self.energy.get(ctx)
         if r is not None and r.n >= MIN_BUCKET_SAMPLES:
-            rel = (
-                (r.spread / r.mean / math.sqrt(r.n))
-                if r.mean > 0 and math.isfinite(r.spread)
-                else 0.5
-            )
-            return Prediction(r.mean, e.mean if e and e.n else None, min(1.0, rel), r.n, "measured")
+            rel = r.rel_err
+            energy = e.mean if e and e.n else None
+            return Prediction(r.mean, energy, min(1.0, rel), r.n, "measured", r.lo)
         f = self.fit(ctx[1])
         if f is None:
             if r is not None and r.n == 1:  # one sample: a guess, said to be one

@@ -23,7 +23,7 @@ def loaded_program_names() -> list[str]:
 def loaded_programs() -> list[tuple[str, int, int]]:
     """(name, run_time_ns, run_cnt) of every loaded program (run figures need
     kernel.bpf_stats_enabled)."""
-    progs = []
+    progs: list[tuple[str, int, int]] = []
     prog_id = 0
     while True:
         attr = (ctypes.c_uint32 * 16)(prog_id)

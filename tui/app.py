@@ -42,7 +42,9 @@ MIN_INTERVAL, MAX_INTERVAL = 0.25, 60.0
 class Source(Protocol):
     read_only: bool
     host: str
-    target: str
+
+    @property
+    def target(self) -> str: ...  # what is monitored, for the header
 
     def snapshot(self) -> dict[str, Any] | None: ...
     def toggle(self, row_id: int) -> bool: ...
@@ -330,7 +332,7 @@ class MonitorApp(App[None]):
         self.set_status(f"removed {spec}")
         table = self.query_one("#probes", FastTable)
         for key in [k for k, v in self.probes_by_key.items() if v.get("spec") == spec]:
-            table.remove(key)
+            table.remove_row(key)
             self.probes_by_key.pop(key, None)
 
     def action_detail(self) -> None:

@@ -39,7 +39,7 @@ class Session:
 
     def snapshot(self, with_hist: bool = True) -> dict[str, Any]:
         """The hub's snapshot, with the advisor's tasks and advice when it runs."""
-        snap = self.hub.snapshot(with_hist)
+        snap: dict[str, Any] = self.hub.snapshot(with_hist)
         if self.placement is not None:
             self.placement.update(snap)
         return snap

@@ -36,7 +36,8 @@ class LiveSource:
         return f"pid {s.pid}" if s.pid else "node-wide"
 
     def snapshot(self) -> dict[str, Any] | None:
-        return self.session.snapshot(with_hist=self.want_hist)
+        snap: dict[str, Any] = self.session.snapshot(with_hist=self.want_hist)
+        return snap
 
     def _engine(self) -> Any:
         if self.session.engine is None:

@@ -109,7 +109,8 @@ class FastTable(ScrollView, can_focus=True):
         else:
             self._refresh_row(key)
 
-    def remove(self, key: str) -> None:
+    def remove_row(self, key: str) -> None:
+        # Not `remove`: that is Widget.remove(), which Textual calls to unmount a widget.
         if self.rows.pop(key, None) is not None:
             self._reorder()
 
@@ -233,8 +234,8 @@ class FastTable(ScrollView, can_focus=True):
                 )
                 for c in self.columns
             }
-            style = self.get_component_rich_style("fast-table--header")
-            return Strip([Segment(self._text_of(labels, width), style)])
+            header = self.get_component_rich_style("fast-table--header")
+            return Strip([Segment(self._text_of(labels, width), header)])
         index = int(self.scroll_offset.y) + y - 1
         if index >= len(self.order):
             return Strip.blank(width, self.rich_style)
