@@ -25,6 +25,8 @@ from adaptyst_top.placement import _sdt  # type: ignore[attr-defined]
 from adaptyst_top.placement.control import ControlClient
 
 PROBE_BINARY = Path(_sdt.__file__).resolve()
+# adaptyst_task.h (C, C++) and adaptyst_task.f90 (Fortran): the same probes and keys.
+INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 HAS_SDT = bool(_sdt.HAS_SDT)
 TASK_SPEC = f"usdt:{PROBE_BINARY}:adaptyst:task_begin..task_end@arg1"
 

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 KREL=$(uname -r)
-APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc libc6-dev)
+APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc libc6-dev gfortran)
 
 say() { printf 'setup: %s\n' "$*"; }
 
