@@ -200,26 +200,13 @@ class Advisor:
         unmeasured = [d for d in feasible if d not in preds]
         # Bounded exploration: one run on an unmeasured device every explore_every runs.
         if unmeasured and st.since_explore >= self.explore_every and cur is not None:
-            st.since_explore = 0
             d = unmeasured[0]
-            return Advice(
-                task,
-                st.current,
-                d,
-                0.0,
-                None,
-                0.0,
-                f"explore: no measurement of {task} on {d} for this input yet",
-                {st.current: _pred_json(cur)},
-                explore=True,
-                runs=EXPLORE_RUNS,
-            )
+            why = f"explore: no measurement of {task} on {d} for this input yet"
+            return self._explore(task, st, d, why, {st.current: cur})
         if cur is None or len(preds) < 2:
             return None
         scores = {
-            d: self._score(p, cur, self._move_s(st, d))
-            for d, p in preds.items()
-            if d in feasible
+            d: self._score(p, cur, self._move_s(st, d)) for d, p in preds.items() if d in feasible
         }
         best = min(scores, key=lambda d: scores[d])
         if best == st.current:
@@ -229,20 +216,11 @@ class Advisor:
             # Predicted from other input sizes only: measure it here before moving.
             if st.since_explore < self.explore_every:
                 return None
-            st.since_explore = 0
-            return Advice(
-                task,
-                st.current,
-                best,
-                0.0,
-                None,
-                0.0,
+            why = (
                 f"explore: {best} predicted {_fmt(preds[best])} from other sizes; "
-                "measuring it for this input",
-                {best: _pred_json(preds[best])},
-                explore=True,
-                runs=EXPLORE_RUNS,
+                "measuring it for this input"
             )
+            return self._explore(task, st, best, why, {best: preds[best]})
         gain = (scores[st.current] - scores[best]) / scores[st.current]
         uncertainty = preds[best].rel_err + cur.rel_err
         if gain > self.threshold and gain > uncertainty:
@@ -300,20 +278,19 @@ class Advisor:
             return None
         d = min(hopeful, key=lambda x: hopeful[x])
         p = preds[d]
-        st.since_explore = 0
-        return Advice(
-            task,
-            st.current,
-            d,
-            0.0,
-            None,
-            0.0,
+        why = (
             f"recheck: {d} {_fmt(p)} ±{100 * p.rel_err:.0f}% over {p.samples} runs could "
-            f"still beat {st.current} {_fmt(cur)}; measuring it again",
-            {d: _pred_json(p), st.current: _pred_json(cur)},
-            explore=True,
-            runs=EXPLORE_RUNS,
+            f"still beat {st.current} {_fmt(cur)}; measuring it again"
         )
+        return self._explore(task, st, d, why, {d: p, st.current: cur})
+
+    def _explore(
+        self, task: str, st: TaskState, device: str, why: str, shown: dict[str, Prediction]
+    ) -> Advice:
+        """EXPLORE_RUNS executions on a device, then back; the next one waits its turn."""
+        st.since_explore = 0
+        predicted = {d: _pred_json(p) for d, p in shown.items()}
+        return Advice(task, st.current, device, 0.0, None, 0.0, why, predicted, True, EXPLORE_RUNS)
 
     def accepted(self, advice: Advice) -> None:
         """The advice was applied: reset the hysteresis; a move changes the current device."""
