@@ -22,6 +22,9 @@ class FunctionSymbol:
     address: int  # link-time virtual address (st_value)
     size: int
     file_offset: int | None  # where its first instruction lies in the file
+    # A GNU indirect function: `address` is its resolver, run once by the dynamic
+    # loader; calls go to the implementation the resolver picked (collectors/ifunc.py).
+    ifunc: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,36 @@ class ElfInfo:
     usdt: tuple[UsdtProbe, ...]
     stripped: bool  # no .symtab: only exported (.dynsym) functions are visible
     machine: str
+
+
+# pyelftools names type 10 STT_LOOS (the first OS-specific type); on GNU it is IFUNC.
+FUNC_TYPES = ("STT_FUNC", "STT_GNU_IFUNC", "STT_LOOS")
+
+
+def _hidden_version(versym: object, index: int) -> bool:
+    """A non-default symbol version (name@VER, not name@@VER): kept for old binaries."""
+    if versym is None:
+        return False
+    try:
+        ndx = versym.get_symbol(index).entry["ndx"]  # type: ignore[attr-defined]
+    except Exception:  # a malformed or short version table: keep the symbol
+        return False
+    return isinstance(ndx, int) and bool(ndx & 0x8000)
+
+
+def vaddr_to_offset(path: str, vaddr: int) -> int | None:
+    """Where a link-time virtual address lies in the file (None outside PT_LOADs)."""
+    with open(path, "rb") as f:
+        return _vaddr_to_offset(ELFFile(f), vaddr)
+
+
+def load_base_vaddr(path: str) -> int:
+    """The virtual address of the file's first loadable byte (its offset-0 mapping)."""
+    with open(path, "rb") as f:
+        for seg in ELFFile(f).iter_segments():
+            if seg["p_type"] == "PT_LOAD":
+                return int(seg["p_vaddr"] - seg["p_offset"])
+    return 0
 
 
 def _vaddr_to_offset(elf: ELFFile, vaddr: int) -> int | None:
@@ -90,22 +123,30 @@ def _read(path: str, mtime_ns: int) -> ElfInfo:
             elf = ELFFile(f)
             funcs: dict[tuple[str, int], FunctionSymbol] = {}
             have_symtab = False
+            versym = elf.get_section_by_name(".gnu.version")
             for section in elf.iter_sections():
                 if not isinstance(section, SymbolTableSection):
                     continue
                 if section.name == ".symtab":
                     have_symtab = True
-                for sym in section.iter_symbols():
-                    if sym["st_info"]["type"] not in ("STT_FUNC", "STT_GNU_IFUNC"):
+                for i, sym in enumerate(section.iter_symbols()):
+                    kind = sym["st_info"]["type"]
+                    if kind not in FUNC_TYPES:
                         continue
                     if sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
                         continue
+                    if section.name == ".dynsym" and _hidden_version(versym, i):
+                        continue  # memcpy@GLIBC_2.2.5: only binaries linked in 2002 call it
                     name = sym.name.split("@")[0]
                     addr = int(sym["st_value"])
                     funcs.setdefault(
                         (name, addr),
                         FunctionSymbol(
-                            name, addr, int(sym["st_size"]), _vaddr_to_offset(elf, addr)
+                            name,
+                            addr,
+                            int(sym["st_size"]),
+                            _vaddr_to_offset(elf, addr),
+                            ifunc=kind != "STT_FUNC",
                         ),
                     )
             return ElfInfo(

@@ -18,9 +18,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from adaptyst_top.collectors import ifunc
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.bpf_maps import MapReader
 from adaptyst_top.collectors.bpf_program import Slot, module_source
@@ -32,6 +33,7 @@ from adaptyst_top.collectors.elf_info import (
     UsdtProbe,
     entry_bytes,
     read_elf,
+    vaddr_to_offset,
 )
 from adaptyst_top.collectors.histogram import percentiles
 from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
@@ -346,14 +348,30 @@ class ProbeEngine:
                 f"{spec.text}: {len(matched)} functions match, more than the limit of "
                 f"{self.max_attach} attach points (narrow the glob or raise --max-probes)"
             )
+        # An IFUNC is probed where its calls go, the implementation its resolver picked.
+        targets: list[tuple[FunctionSymbol, Attachment]] = []
+        unresolved: list[str] = []
+        for sym in matched:
+            if not sym.ifunc:
+                targets.append((sym, Attachment("", path, sym=sym.name)))
+                continue
+            try:
+                impl = ifunc.resolve(path, sym.name, self.pid)
+            except ifunc.IfuncError as exc:
+                unresolved.append(str(exc))
+                continue
+            at = replace(sym, address=impl, file_offset=vaddr_to_offset(path, impl))
+            targets.append((at, Attachment("", path, addr=impl)))
+        if not targets:
+            raise ProbeError(f"{spec.text}: {unresolved[0]}")
         rows, slots = [], []
-        for i, sym in enumerate(matched):
+        for i, (sym, where) in enumerate(targets):
             slot = Slot(i, "uprobe-entry")
             cls = ov.classify_entry(entry_bytes(path, sym), elf.machine)
             row = self._new_row(spec, sym.name, path, cls, slot.index)
             row.attachments = [
-                Attachment(slot.fn_name, path, sym=sym.name),
-                Attachment(slot.ret_fn_name, path, sym=sym.name, ret=True),
+                replace(where, fn_name=slot.fn_name),
+                replace(where, fn_name=slot.ret_fn_name, ret=True),
             ]
             row.fns = [slot.fn_name, slot.ret_fn_name]
             rows.append(row)

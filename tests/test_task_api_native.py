@@ -8,13 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from adaptyst_top.collectors.probe_engine import ProbeEngine
 from adaptyst_top.placement.task_api import INCLUDE_DIR, task_key
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from .bpf_objects import none_left
 from .conftest import requires_root
+from .probed import rows_after_run
 
 TARGETS = Path(__file__).parent / "targets"
 PAIR = "adaptyst:task_begin..task_end"
@@ -101,20 +101,11 @@ def test_c_keys_equal_python_keys(
 def _run_probed(binary: Path) -> dict[str | None, dict[str, object]]:
     """Start the app (it waits for a line), attach the task pair split by key, let it
     run to its end; the rows of the pair by key."""
-    proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, text=True)
-    try:
-        with ProbeEngine(pid=proc.pid) as engine:
-            group = engine.add(f"usdt:{binary}:{PAIR}@arg1")
-            assert engine.wait(120) and group.state == "attached", group.error
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.close()
-            assert proc.wait(60) == 0
-            engine.read()
-            rows = {r["key"]: r for r in engine.snapshot_rows() if r["name"] == PAIR}
-    finally:
-        proc.kill()
-        proc.wait()
+    rows = {
+        r["key"]: r
+        for r in rows_after_run([str(binary)], f"usdt:{binary}:{PAIR}@arg1")
+        if r["name"] == PAIR
+    }
     assert none_left()
     return rows
 

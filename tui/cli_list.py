@@ -42,7 +42,7 @@ def _describe(path: str, pattern: str, functions: bool, usdt: bool) -> dict[str,
     entry: dict[str, Any] = {"path": path, "stripped": info.stripped}
     if functions:
         entry["functions"] = [
-            {"name": f.name, "address": f.address, "size": f.size}
+            {"name": f.name, "address": f.address, "size": f.size, "ifunc": f.ifunc}
             for f in info.functions
             if fnmatch.fnmatchcase(f.name, pattern)
         ]
@@ -98,7 +98,8 @@ def cmd_list(argv: Sequence[str]) -> int:
         stripped = "  (stripped: exported functions only)" if obj["stripped"] else ""
         print(f"{obj['path']}{stripped}")
         for f in funcs or []:
-            print(f"  func  {f['name']:<40} 0x{f['address']:<12x} {f['size']:>8}")
+            kind = "ifunc" if f["ifunc"] else "func "
+            print(f"  {kind} {f['name']:<40} 0x{f['address']:<12x} {f['size']:>8}")
         for u in probes or []:
             sem = f" semaphore=0x{u['semaphore']:x}" if u["semaphore"] else ""
             print(

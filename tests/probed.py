@@ -1,0 +1,26 @@
+"""Run a program under a probe from its first instruction of interest: the program waits
+for a line on stdin, the probe attaches, the line goes, the program runs to its end."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from adaptyst_top.collectors.probe_engine import ProbeEngine
+
+
+def rows_after_run(argv: list[str], spec: str) -> list[dict[str, Any]]:
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, text=True)
+    try:
+        with ProbeEngine(pid=proc.pid) as engine:
+            group = engine.add(spec)
+            assert engine.wait(120) and group.state == "attached", group.error
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.close()
+            assert proc.wait(60) == 0
+            engine.read()
+            return engine.snapshot_rows()
+    finally:
+        proc.kill()
+        proc.wait()

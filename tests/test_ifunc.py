@@ -1,0 +1,90 @@
+"""GNU indirect functions (glibc's strlen, memcpy...): listed as such, probed where
+their calls go (the implementation the resolver picked), refused with a reason when
+that cannot be known."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from adaptyst_top.collectors import ifunc
+from adaptyst_top.collectors.elf_info import read_elf
+from adaptyst_top.collectors.targets import resolve_target
+
+from .bpf_objects import none_left
+from .conftest import requires_root
+from .probed import rows_after_run
+
+LIBC = resolve_target("c")
+
+CALLER = r"""
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+    char line[64];
+    size_t total = 0;
+    if (!fgets(line, sizeof line, stdin)) return 1;
+    size_t (*volatile len)(const char *) = strlen;  /* a real call, never folded */
+    for (int i = 0; i < 5000; i++) total += len(line);
+    return total == 0;
+}
+"""
+
+IFUNC_LIB = r"""
+static int one(void) { return 1; }
+static int (*pick(void))(void) { return one; }
+int chosen(void) __attribute__((ifunc("pick")));
+"""
+
+
+def test_libc_ifuncs_are_listed_as_such_and_compat_versions_are_not() -> None:
+    funcs = {f.name: f for f in read_elf(LIBC).functions}
+    assert funcs["strlen"].ifunc and not funcs["malloc"].ifunc
+    # memcpy@GLIBC_2.2.5 (a plain function kept for 2002's binaries) is left out:
+    # the memcpy listed is memcpy@@GLIBC_2.14, the IFUNC every binary since calls.
+    assert [f.ifunc for f in read_elf(LIBC).functions if f.name == "memcpy"] == [True]
+
+
+def test_resolve_finds_the_implementation_this_cpu_runs() -> None:
+    vaddr = ifunc.resolve(LIBC, "strlen")
+    resolver = next(f.address for f in read_elf(LIBC).functions if f.name == "strlen")
+    assert vaddr != resolver
+    libc = ctypes.CDLL(LIBC)
+    called = ctypes.cast(libc.strlen, ctypes.c_void_p).value
+    assert called == ifunc._mapped_start(LIBC) + vaddr  # type: ignore[operator]
+
+
+def test_resolve_refuses_what_it_cannot_know(tmp_path: Path) -> None:
+    so = tmp_path / "libchosen.so"
+    src = tmp_path / "chosen.c"
+    src.write_text(IFUNC_LIB)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
+    assert next(f for f in read_elf(str(so)).functions if f.name == "chosen").ifunc
+    with pytest.raises(ifunc.IfuncError, match="not loaded"):
+        ifunc.resolve(str(so), "chosen")  # loading it would run its constructors here
+    ctypes.CDLL(str(so))  # once the monitor has it, it resolves
+    assert ifunc.resolve(str(so), "chosen") > 0
+    other = subprocess.Popen(
+        ["sleep", "30"], env={**os.environ, "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2"}
+    )
+    try:
+        with pytest.raises(ifunc.IfuncError, match="GLIBC_TUNABLES"):
+            ifunc.resolve(LIBC, "strlen", other.pid)
+    finally:
+        other.kill()
+        other.wait()
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_an_ifunc_probe_counts_the_calls(tmp_path: Path) -> None:
+    src, binary = tmp_path / "caller.c", tmp_path / "caller"
+    src.write_text(CALLER)
+    subprocess.run(["gcc", "-O2", "-o", str(binary), str(src)], check=True)
+    (row,) = [r for r in rows_after_run([str(binary)], "uprobe:c:strlen") if r["name"] == "strlen"]
+    # On the resolver, as a by-name attach does, it would count 0 (it ran at startup).
+    assert 5000 <= row["count"] <= 5100
+    assert none_left()
