@@ -47,6 +47,16 @@ class ElfInfo:
     usdt: tuple[UsdtProbe, ...]
     stripped: bool  # no .symtab: only exported (.dynsym) functions are visible
     machine: str
+    loads: tuple[tuple[int, int, int], ...] = ()  # PT_LOAD (p_vaddr, p_filesz, p_offset)
+
+    def offset_of(self, vaddr: int) -> int | None:
+        """Where a link-time virtual address lies in the file (None outside PT_LOADs)."""
+        return _offset_in(self.loads, vaddr)
+
+    @property
+    def load_base_vaddr(self) -> int:
+        """The virtual address of the file's first loadable byte (its offset-0 mapping)."""
+        return self.loads[0][0] - self.loads[0][2] if self.loads else 0
 
 
 # pyelftools names type 10 STT_LOOS (the first OS-specific type); on GNU it is IFUNC.
@@ -64,29 +74,19 @@ def _hidden_version(versym: object, index: int) -> bool:
     return isinstance(ndx, int) and bool(ndx & 0x8000)
 
 
-def vaddr_to_offset(path: str, vaddr: int) -> int | None:
-    """Where a link-time virtual address lies in the file (None outside PT_LOADs)."""
-    with open(path, "rb") as f:
-        return _vaddr_to_offset(ELFFile(f), vaddr)
-
-
-def load_base_vaddr(path: str) -> int:
-    """The virtual address of the file's first loadable byte (its offset-0 mapping)."""
-    with open(path, "rb") as f:
-        for seg in ELFFile(f).iter_segments():
-            if seg["p_type"] == "PT_LOAD":
-                return int(seg["p_vaddr"] - seg["p_offset"])
-    return 0
-
-
-def _vaddr_to_offset(elf: ELFFile, vaddr: int) -> int | None:
-    for seg in elf.iter_segments():
-        if seg["p_type"] != "PT_LOAD":
-            continue
-        start = seg["p_vaddr"]
-        if start <= vaddr < start + seg["p_filesz"]:
-            return int(vaddr - start + seg["p_offset"])
+def _offset_in(loads: tuple[tuple[int, int, int], ...], vaddr: int) -> int | None:
+    for start, size, offset in loads:
+        if start <= vaddr < start + size:
+            return vaddr - start + offset
     return None
+
+
+def _loads(elf: ELFFile) -> tuple[tuple[int, int, int], ...]:
+    return tuple(
+        (int(seg["p_vaddr"]), int(seg["p_filesz"]), int(seg["p_offset"]))
+        for seg in elf.iter_segments()
+        if seg["p_type"] == "PT_LOAD"
+    )
 
 
 def _parse_stapsdt(elf: ELFFile) -> list[UsdtProbe]:
@@ -124,6 +124,7 @@ def _read(path: str, mtime_ns: int) -> ElfInfo:
             funcs: dict[tuple[str, int], FunctionSymbol] = {}
             have_symtab = False
             versym = elf.get_section_by_name(".gnu.version")
+            loads = _loads(elf)
             for section in elf.iter_sections():
                 if not isinstance(section, SymbolTableSection):
                     continue
@@ -145,7 +146,7 @@ def _read(path: str, mtime_ns: int) -> ElfInfo:
                             name,
                             addr,
                             int(sym["st_size"]),
-                            _vaddr_to_offset(elf, addr),
+                            _offset_in(loads, addr),
                             ifunc=kind != "STT_FUNC",
                         ),
                     )
@@ -155,6 +156,7 @@ def _read(path: str, mtime_ns: int) -> ElfInfo:
                 usdt=tuple(_parse_stapsdt(elf)),
                 stripped=not have_symtab,
                 machine=str(elf["e_machine"]),
+                loads=loads,
             )
     except ELFError as exc:
         raise NotELFError(f"{path}: not an ELF file ({exc})") from exc

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from adaptyst_top.collectors.elf_info import load_base_vaddr, vaddr_to_offset
+from adaptyst_top.collectors.elf_info import read_elf
 
 
 class IfuncError(RuntimeError):
@@ -72,7 +72,8 @@ def resolve(path: str, name: str, pid: int | None = None) -> int:
         raise IfuncError(f"{name}: dlsym found no such symbol in {path}") from None
     if not addr:
         raise IfuncError(f"{name}: the resolver in {path} returned no function")
-    vaddr = addr - start + load_base_vaddr(path)
-    if vaddr < 0 or vaddr_to_offset(path, vaddr) is None:
+    elf = read_elf(path)  # cached: one parse for every IFUNC of a glob
+    vaddr = addr - start + elf.load_base_vaddr
+    if vaddr < 0 or elf.offset_of(vaddr) is None:
         raise IfuncError(f"{name}: its resolver in {path} picked a function in another object")
     return vaddr

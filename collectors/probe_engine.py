@@ -33,7 +33,6 @@ from adaptyst_top.collectors.elf_info import (
     UsdtProbe,
     entry_bytes,
     read_elf,
-    vaddr_to_offset,
 )
 from adaptyst_top.collectors.histogram import percentiles
 from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
@@ -360,7 +359,7 @@ class ProbeEngine:
             except ifunc.IfuncError as exc:
                 unresolved.append(str(exc))
                 continue
-            at = replace(sym, address=impl, file_offset=vaddr_to_offset(path, impl))
+            at = replace(sym, address=impl, file_offset=elf.offset_of(impl))
             targets.append((at, Attachment("", path, addr=impl)))
         if not targets:
             raise ProbeError(f"{spec.text}: {unresolved[0]}")
