@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
-import shutil
 import statistics
 import subprocess
 import threading
-from importlib.resources import files
 from pathlib import Path
 
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.bpf_program import PRELUDE
+from adaptyst_top.collectors.entry_safety import EntryPolicy
+from adaptyst_top.collectors.helper_build import HelperBuildError, build_helper, helper_source
+from adaptyst_top.collectors.private_files import cache_dir, write_private
 
 # (class, calib function, spec suffix, calls): fewer calls where each costs more.
 PLAN = (
@@ -37,40 +37,12 @@ class CalibrationError(RuntimeError):
     pass
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "adaptyst-top"
-
-
-def _source() -> bytes:
-    return files("adaptyst_top.collectors").joinpath("calibrate.c").read_bytes()
-
-
 def build_calibrator(directory: Path | None = None) -> Path:
     """The calibration binary, compiled once per source version."""
-    if platform.machine() != "x86_64":
-        raise CalibrationError(f"calibration target is x86-64 only (this is {platform.machine()})")
-    src = _source()
-    digest = hashlib.sha256(src).hexdigest()[:12]
-    directory = directory or cache_dir()
-    binary = directory / f"calibrate-{digest}"
-    if binary.exists():
-        return binary
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        raise CalibrationError("no C compiler (gcc) to build the calibration target")
-    directory.mkdir(parents=True, exist_ok=True)
-    c_file = directory / f"calibrate-{digest}.c"
-    c_file.write_bytes(src)
-    tmp = binary.with_suffix(".tmp")
-    proc = subprocess.run(
-        [cc, "-O2", "-o", str(tmp), str(c_file)], capture_output=True, text=True, check=False
-    )
-    if proc.returncode != 0:
-        err = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-        raise CalibrationError(f"building the calibration target failed: {err}")
-    tmp.rename(binary)
-    return binary
+    try:
+        return build_helper("calibrate", directory)
+    except (HelperBuildError, OSError) as exc:
+        raise CalibrationError(str(exc)) from None
 
 
 def _cache_key() -> str:
@@ -78,29 +50,28 @@ def _cache_key() -> str:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         boot = "?"
-    handlers = hashlib.sha256(PRELUDE.encode() + _source()).hexdigest()[:12]
+    handlers = hashlib.sha256(PRELUDE.encode() + helper_source("calibrate")).hexdigest()[:12]
     return f"{boot}:{platform.release()}:{handlers}"
 
 
 def load_cached(path: Path | None = None) -> ov.CostTable | None:
-    path = path or cache_dir() / "calibration.json"
     try:
+        path = path or cache_dir() / "calibration.json"
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if data.get("key") != _cache_key():
-        return None
-    return ov.CostTable({k: ov.ClassCost(**v) for k, v in data["costs"].items()})
+        if data.get("key") != _cache_key():
+            return None
+        return ov.CostTable({k: ov.ClassCost(**v) for k, v in data["costs"].items()})
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return None  # unreadable, unsafe or of another shape: calibrate again
 
 
 def save_cached(table: ov.CostTable, path: Path | None = None) -> None:
     path = path or cache_dir() / "calibration.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = {
         "key": _cache_key(),
         "costs": {k: vars(v) for k, v in table.costs.items() if v.source == "calibrated"},
     }
-    path.write_text(json.dumps(data, indent=1))
+    write_private(path, json.dumps(data, indent=1).encode())
 
 
 class _Calibrator:
@@ -131,7 +102,8 @@ def calibrate(binary: Path | None = None) -> ov.CostTable:
     target = _Calibrator(binary)
     table = ov.CostTable()
     try:
-        with ProbeEngine(pid=target.proc.pid) as engine:
+        # Its own target, whose entries are known: no entry check needed.
+        with ProbeEngine(pid=target.proc.pid, entry_policy=EntryPolicy.trusting()) as engine:
             groups = {cls: engine.add(spec.format(bin=binary)) for cls, _, spec, _ in PLAN}
             if not engine.wait(120):
                 raise CalibrationError("compiling the calibration probes timed out")
@@ -228,7 +200,10 @@ def main() -> int:
     except CalibrationError as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    save_cached(table)
+    try:
+        save_cached(table)
+    except OSError as exc:  # an unsafe or full cache: measured all the same, just not kept
+        print(f"calibration not cached: {exc}", file=sys.stderr)
     print(json.dumps({k: vars(v) for k, v in table.costs.items() if v.source == "calibrated"}))
     return 0
 

@@ -175,7 +175,8 @@ def read_elf(path: str | Path) -> ElfInfo:
     return _read(str(p.resolve()), st.st_mtime_ns)
 
 
-def entry_bytes(path: str, sym: FunctionSymbol, n: int = 8) -> bytes:
+def entry_bytes(path: str, sym: FunctionSymbol, n: int = 16) -> bytes:
+    """The first N bytes at a function's entry (16: an x86 instruction is at most 15)."""
     if sym.file_offset is None:
         return b""
     with open(path, "rb") as f:

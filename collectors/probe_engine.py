@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from adaptyst_top.collectors import ifunc
+from adaptyst_top.collectors import entry_safety, ifunc
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.bpf_maps import MapReader
 from adaptyst_top.collectors.bpf_program import Slot, module_source
@@ -178,6 +178,7 @@ class ProbeEngine:
         budget: float = DEFAULT_BUDGET,
         enforce_budget: bool = False,
         check_environment: bool = True,
+        entry_policy: entry_safety.EntryPolicy | None = None,
     ) -> None:
         if check_environment:
             self.require_ebpf()
@@ -192,6 +193,9 @@ class ProbeEngine:
         self.costs = costs or ov.CostTable()
         self.budget = budget
         self.enforce_budget = enforce_budget
+        # Which first instructions may carry a probe; the boot's verdicts by default,
+        # looked up (or checked) when the first single-stepped attach point comes.
+        self._entry_policy = entry_policy
         self.groups: list[ProbeGroup] = []
         self.rows: dict[int, Row] = {}
         self.modules: list[ProbeModule] = []
@@ -281,10 +285,11 @@ class ProbeEngine:
         assert spec is not None
         path, elf = self._resolve(spec)
         if spec.kind == "uprobe":
-            rows, slots = self._plan_uprobes(spec, path, elf)
+            rows, slots, refused = self._plan_uprobes(spec, path, elf)
             usdt_contexts: list[Any] = []
         else:
             rows, slots, usdt_contexts = self._plan_usdt(spec, path, elf)
+            refused = []
         from bcc import BPF  # type: ignore[import-not-found]
 
         try:
@@ -309,9 +314,9 @@ class ProbeEngine:
             raise
         with self._lock:
             self.modules.append(module)
-            for row in rows:
+            for row in rows + refused:
                 self.rows[row.id] = row
-            group.rows = rows
+            group.rows = sorted(rows + refused, key=lambda r: r.name)
 
     def _new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
         with self._lock:
@@ -321,7 +326,8 @@ class ProbeEngine:
 
     def _plan_uprobes(
         self, spec: ProbeSpec, path: str, elf: ElfInfo
-    ) -> tuple[list[Row], list[Slot]]:
+    ) -> tuple[list[Row], list[Slot], list[Row]]:
+        """The rows to attach, their slots, and the rows refused (state error, with why)."""
         glob = spec.func or "*"
         by_addr: dict[int, FunctionSymbol] = {}
         for sym in elf.functions:
@@ -363,10 +369,20 @@ class ProbeEngine:
             targets.append((at, Attachment("", path, addr=impl)))
         if not targets:
             raise ProbeError(f"{spec.text}: {unresolved[0]}")
-        rows, slots = [], []
-        for i, (sym, where) in enumerate(targets):
-            slot = Slot(i, "uprobe-entry")
-            cls = ov.classify_entry(entry_bytes(path, sym), elf.machine)
+        rows, slots, refused = [], [], []
+        for sym, where in targets:
+            code = entry_bytes(path, sym)
+            insn = entry_safety.decode_entry(code, elf.machine)
+            reason = self._entry_refusal(insn)
+            cls = ov.classify_entry(code, elf.machine)
+            if reason is not None:
+                row = self._new_row(spec, sym.name, path, cls, -1)
+                row.state = "error"
+                variants = self._safe_variants(path, elf, sym) if sym.ifunc else []
+                row.error = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
+                refused.append(row)
+                continue
+            slot = Slot(len(slots), "uprobe-entry")
             row = self._new_row(spec, sym.name, path, cls, slot.index)
             row.attachments = [
                 replace(where, fn_name=slot.fn_name),
@@ -375,7 +391,27 @@ class ProbeEngine:
             row.fns = [slot.fn_name, slot.ret_fn_name]
             rows.append(row)
             slots.append(slot)
-        return rows, slots
+        if not rows:
+            more = f" (and {len(refused) - 1} more refused)" if len(refused) > 1 else ""
+            raise ProbeError(f"{refused[0].error}{more}")
+        return rows, slots, refused
+
+    def _safe_variants(self, path: str, elf: ElfInfo, sym: FunctionSymbol) -> list[str]:
+        """Named implementations of an IFUNC (glibc's __strchr_sse2...) that may be probed."""
+        out = []
+        for other in elf.functions:
+            if other.name.strip("_").startswith(f"{sym.name}_") and not other.ifunc:
+                insn = entry_safety.decode_entry(entry_bytes(path, other), elf.machine)
+                if self._entry_refusal(insn) is None:
+                    out.append(other.name)
+        return sorted(out)
+
+    def _entry_refusal(self, insn: entry_safety.EntryInsn) -> str | None:
+        if insn.encoding == entry_safety.EMULATED:
+            return None
+        if self._entry_policy is None:
+            self._entry_policy = entry_safety.policy_for_this_boot()
+        return self._entry_policy.refusal(insn)
 
     def _find_usdt(self, elf: ElfInfo, path: str, provider: str, name: str) -> list[UsdtProbe]:
         found = [p for p in elf.usdt if p.provider == provider and p.name == name]

@@ -16,21 +16,26 @@ import logging
 import os
 import socket
 import struct
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adaptyst_top.collectors.private_files import private_dir
 from adaptyst_top.placement.protocol import MAX_LINE, Message, ProtocolError, decode, encode
 
 log = logging.getLogger("adaptyst_top.control")
 
 
 def default_socket_path() -> Path:
+    """Where the monitor listens: the folder runtime_dir() makes and checks."""
     if os.geteuid() == 0:
         return Path("/run/adaptyst-top/control.sock")
-    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/adaptyst-top-{os.getuid()}"
-    return Path(base) / "adaptyst-top" / "control.sock"
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        return Path(xdg) / "adaptyst-top" / "control.sock"
+    return Path(tempfile.gettempdir()) / f"adaptyst-top-{os.getuid()}" / "control.sock"
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
@@ -96,7 +101,8 @@ class ControlServer:
         # sees assignments in the order they were made (never an older one last).
         self._send_lock = threading.Lock()
         self._stop = threading.Event()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # A folder another user made (or a symlink) is refused: it would own our socket.
+        private_dir(self.path.parent, 0o755 if os.geteuid() == 0 else 0o700)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -98,6 +98,7 @@ def _serve_as(uid: int, path: Path, ready: int) -> None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
+        os.mkdir(path.parent, 0o755)  # its own, reachable by the other user's application
         server = ControlServer(path)
         os.write(ready, b"x")
         deadline = time.monotonic() + 8
@@ -130,7 +131,7 @@ def _started(r: int) -> None:
 
 @pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
 def test_assignments_from_another_user_are_refused(shared_dir: Path) -> None:
-    path = shared_dir / "control.sock"
+    path = shared_dir / "ctl" / "control.sock"  # the monitor's own folder, made as its user
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -151,7 +152,7 @@ def test_assignments_from_another_user_are_refused(shared_dir: Path) -> None:
 
 @pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
 def test_a_non_root_monitor_refuses_other_users(shared_dir: Path) -> None:
-    path = shared_dir / "control.sock"
+    path = shared_dir / "ctl" / "control.sock"  # the monitor's own folder, made as its user
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the monitor, as uid 65534

@@ -10,7 +10,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from adaptyst_top.collectors.elf_info import NotELFError, read_elf
+from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, NotELFError, read_elf
+from adaptyst_top.collectors.entry_safety import (
+    EntryPolicy,
+    cached_policy,
+    function_refusal,
+    policy_for_this_boot,
+)
 from adaptyst_top.collectors.targets import TargetError, check_pid, mapped_files, resolve_target
 from adaptyst_top.tui.cli_common import add_version
 
@@ -37,12 +43,37 @@ def list_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _describe(path: str, pattern: str, functions: bool, usdt: bool) -> dict[str, Any]:
+def _entry_policy() -> EntryPolicy | None:
+    """The boot's entry-check verdicts: cached, or checked now as root (a few seconds)."""
+    if os.geteuid() == 0:
+        return policy_for_this_boot()
+    return cached_policy()
+
+
+def _function(
+    path: str, info: ElfInfo, f: FunctionSymbol, policy: EntryPolicy | None, pid: int | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": f.name, "address": f.address, "size": f.size, "ifunc": f.ifunc}
+    if policy is not None:
+        insn, refused = function_refusal(path, info, f, policy, pid)
+        out["entry"] = insn.text if insn else None
+        out["refused"] = refused
+    return out
+
+
+def _describe(
+    path: str,
+    pattern: str,
+    functions: bool,
+    usdt: bool,
+    policy: EntryPolicy | None = None,
+    pid: int | None = None,
+) -> dict[str, Any]:
     info = read_elf(path)
     entry: dict[str, Any] = {"path": path, "stripped": info.stripped}
     if functions:
         entry["functions"] = [
-            {"name": f.name, "address": f.address, "size": f.size, "ifunc": f.ifunc}
+            _function(path, info, f, policy, pid)
             for f in info.functions
             if fnmatch.fnmatchcase(f.name, pattern)
         ]
@@ -72,25 +103,33 @@ def _describe(path: str, pattern: str, functions: bool, usdt: bool) -> dict[str,
 def cmd_list(argv: Sequence[str]) -> int:
     args = list_parser().parse_args(argv)
     want_f, want_u = not args.usdt, not args.functions
+    policy = _entry_policy() if want_f else None
     try:
         if args.pid is not None:
             check_pid(args.pid)
             files = mapped_files(args.pid)
             objects = [
-                _describe(path, args.pattern, want_f and (args.all or i == 0), want_u)
+                _describe(
+                    path, args.pattern, want_f and (args.all or i == 0), want_u, policy, args.pid
+                )
                 for i, path in enumerate(files)
             ]
         else:
             # A file here first; else a library or program name, resolved like bcc's
             # tplist -l (`c` is libc).
             path = args.binary if os.path.isfile(args.binary) else resolve_target(args.binary)
-            objects = [_describe(path, args.pattern, want_f, want_u)]
+            objects = [_describe(path, args.pattern, want_f, want_u, policy)]
     except (TargetError, NotELFError, FileNotFoundError, PermissionError) as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({"objects": objects}))
         return 0
+    if want_f and policy is None:
+        print(
+            "(which functions a probe would refuse is known once root has run the entry "
+            "check on this boot: `sudo adaptyst-top list ...`)"
+        )
     for obj in objects:
         funcs, probes = obj.get("functions"), obj.get("usdt")
         if not funcs and not probes and args.pid is not None and obj is not objects[0]:
@@ -100,6 +139,8 @@ def cmd_list(argv: Sequence[str]) -> int:
         for f in funcs or []:
             kind = "ifunc" if f["ifunc"] else "func "
             print(f"  {kind} {f['name']:<40} 0x{f['address']:<12x} {f['size']:>8}")
+            if f.get("refused"):
+                print(f"        {f['refused']}")
         for u in probes or []:
             sem = f" semaphore=0x{u['semaphore']:x}" if u["semaphore"] else ""
             print(

@@ -1,0 +1,359 @@
+"""Whether a uprobe may go on a function: its first instruction must be safe for the kernel.
+
+A uprobe replaces a function's first instruction with a breakpoint. The kernel then
+either emulates that instruction (push, nop, jumps, calls) or copies it to a page of
+its own and single-steps it there. Single-stepping is where a probe can change what
+the target computes: on this kind of VM, an AVX-512 (EVEX) instruction on ymm16-31,
+which glibc's *_evex string functions start with, came out wrong 99 times in 100.
+
+So every attach point's first instruction is decoded (Capstone) into an encoding
+class, and a class that the kernel must single-step is allowed only once it has been
+verified on this boot and kernel: a small program (entry_check.c) runs functions that
+start with an instruction of each class, with and without a probe, in a child
+process, and a class whose results differ (or that could not be checked) is refused.
+The verdicts are cached per boot, kernel, CPU and check version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import capstone  # type: ignore[import-untyped]
+from adaptyst_top.collectors import ifunc
+from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, entry_bytes
+from adaptyst_top.collectors.helper_build import HelperBuildError, build_helper, helper_source
+from adaptyst_top.collectors.private_files import cache_dir, write_private
+
+EMULATED = "emulated"  # no single-step: always safe
+GP = "gp"  # general-purpose instruction, registers or plain memory
+GP_RIPREL = "gp-riprel"  # general-purpose with a RIP-relative operand (rewritten out of line)
+SSE = "sse"  # legacy-encoded SIMD (mmx/xmm)
+VEX = "vex"  # AVX/AVX2 (VEX prefix)
+EVEX = "evex"  # AVX-512 (EVEX prefix)
+OTHER = "other"  # x87, XOP, privileged or undecodable: never verified, always refused
+
+ENCODING_NAMES = {
+    GP: "general-purpose",
+    GP_RIPREL: "RIP-relative general-purpose",
+    SSE: "SSE",
+    VEX: "AVX (VEX)",
+    EVEX: "AVX-512 (EVEX)",
+    OTHER: "unverifiable",
+}
+
+# The check target's functions per class (all must pass), and the CPU flags each needs.
+CHECKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    GP: (("gp",), ()),
+    GP_RIPREL: (("riprel",), ()),
+    SSE: (("sse",), ("sse2",)),
+    VEX: (("vex",), ("avx2",)),
+    EVEX: (("evex", "evex_zmm"), ("avx512f", "avx512vl", "avx512bw")),
+}
+CHECK_CALLS = 3000
+_LEGACY_PREFIXES = frozenset((0x66, 0x67, 0xF0, 0xF2, 0xF3, 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65))
+
+
+@dataclass(frozen=True)
+class EntryInsn:
+    """A function's first instruction as the kernel will meet it."""
+
+    text: str  # e.g. "vpbroadcastb ymm17, esi"
+    encoding: str  # one of the classes above
+
+    @property
+    def description(self) -> str:
+        return f"`{self.text}` ({ENCODING_NAMES.get(self.encoding, self.encoding)})"
+
+
+_DISASM: Any = None
+
+
+def _disassembler() -> Any:
+    global _DISASM
+    if _DISASM is None:
+        md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+        md.detail = True
+        _DISASM = md
+    return _DISASM
+
+
+def decode_entry(code: bytes, machine: str = "x86_64") -> EntryInsn:
+    """The encoding class of the first instruction in CODE (x86-64)."""
+    if machine not in ("x86_64", "EM_X86_64"):
+        return EntryInsn(f"({machine} code)", OTHER)
+    insn = next(iter(_disassembler().disasm(code, 0)), None)
+    if insn is None:
+        return EntryInsn(f"undecodable bytes {code[:8].hex()}", OTHER)
+    text = f"{insn.mnemonic} {insn.op_str}".strip()
+    if ov.classify_entry(code, machine) == ov.EMULATED:
+        return EntryInsn(text, EMULATED)
+    i = 0
+    while i < insn.size and code[i] in _LEGACY_PREFIXES:
+        i += 1
+    if i < insn.size and 0x40 <= code[i] <= 0x4F:  # REX
+        i += 1
+    lead = code[i] if i < insn.size else 0
+    regs = " ".join(insn.reg_name(r) or "" for r in insn.regs_access()[0] + insn.regs_access()[1])
+    if lead == 0x62:
+        return EntryInsn(text, EVEX)
+    if lead in (0xC4, 0xC5):
+        return EntryInsn(text, VEX)
+    if lead == 0x8F and i + 1 < insn.size and (code[i + 1] >> 3) & 7:  # XOP
+        return EntryInsn(text, OTHER)
+    if 0xD8 <= lead <= 0xDF or "st(" in insn.op_str or insn.mnemonic in _SYSTEM:
+        return EntryInsn(text, OTHER)
+    if "xmm" in regs or "mm" in regs.replace("xmm", "") or "xmm" in insn.op_str:
+        return EntryInsn(text, SSE)
+    if "rip" in insn.op_str:
+        return EntryInsn(text, GP_RIPREL)
+    return EntryInsn(text, GP)
+
+
+_SYSTEM = frozenset(
+    ("syscall", "sysenter", "int", "int3", "into", "int1", "ud0", "ud1", "ud2", "hlt", "iretq")
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # verified | failed | unverifiable
+    detail: str
+
+
+class EntryPolicy:
+    """Which encoding classes may be single-stepped under a probe, on this boot."""
+
+    def __init__(self, verdicts: dict[str, Verdict], trust_all: bool = False) -> None:
+        self.verdicts = verdicts
+        self.trust_all = trust_all
+
+    @classmethod
+    def trusting(cls) -> EntryPolicy:
+        """For the entry check itself: its own functions, whatever they start with."""
+        return cls({}, trust_all=True)
+
+    def refusal(self, insn: EntryInsn) -> str | None:
+        """Why a probe on a function starting with INSN is refused; None when it is safe."""
+        if self.trust_all or insn.encoding == EMULATED:
+            return None
+        verdict = self.verdicts.get(insn.encoding)
+        if verdict is not None and verdict.status == "verified":
+            return None
+        if insn.encoding == OTHER:
+            why = "the kernel would single-step it and no check covers that class"
+        elif verdict is None:
+            why = "the kernel would single-step it and the entry check did not run"
+        elif verdict.status == "failed":
+            why = f"the kernel single-steps this class wrongly on this machine ({verdict.detail})"
+        else:
+            why = f"the kernel would single-step it and the class is unverified ({verdict.detail})"
+        return f"starts with {insn.description}: {why}"
+
+
+def refusal_line(
+    name: str, insn: EntryInsn, reason: str, ifunc: bool, variants: list[str] | None = None
+) -> str:
+    """One line: the function, the instruction, why, and what to probe instead (for an
+    IFUNC, its other implementations that start safely, when the symbol table names them)."""
+    where = f"{name} (an IFUNC: the implementation this CPU runs)" if ifunc else name
+    alt = "probe its caller instead"
+    if variants:
+        alt = f"probe its caller, or a variant that starts safely ({', '.join(variants[:3])})"
+    return f"refused {where}: {reason}; {alt}"
+
+
+def function_refusal(
+    path: str, elf: ElfInfo, sym: FunctionSymbol, policy: EntryPolicy, pid: int | None = None
+) -> tuple[EntryInsn | None, str | None]:
+    """A function's first instruction (for an IFUNC, its implementation's) and the one-line
+    reason a probe on it is refused (None: it may be probed). What `list` shows."""
+    if sym.ifunc:
+        try:
+            impl = ifunc.resolve(path, sym.name, pid)
+        except ifunc.IfuncError as exc:
+            return None, str(exc)
+        sym = replace(sym, address=impl, file_offset=elf.offset_of(impl))
+    insn = decode_entry(entry_bytes(path, sym), elf.machine)
+    reason = policy.refusal(insn)
+    return insn, None if reason is None else refusal_line(sym.name, insn, reason, sym.ifunc)
+
+
+def cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _cache_key() -> str:
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = "?"
+    src = hashlib.sha256(helper_source("entry_check") + __doc__.encode()).hexdigest()[:12]
+    cpu = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:8]
+    return f"{boot}:{platform.release()}:{cpu}:{src}"
+
+
+def _cache_path() -> Path:
+    return cache_dir() / "entry-check.json"
+
+
+def load_cached() -> dict[str, Verdict] | None:
+    try:
+        data = json.loads(_cache_path().read_text())
+        if data.get("key") != _cache_key():
+            return None
+        return {k: Verdict(**v) for k, v in data["verdicts"].items()}
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return None
+
+
+def save_cached(verdicts: dict[str, Verdict]) -> None:
+    data = {"key": _cache_key(), "verdicts": {k: asdict(v) for k, v in verdicts.items()}}
+    write_private(_cache_path(), json.dumps(data, indent=1).encode())
+
+
+class _CheckTarget:
+    def __init__(self, binary: Path) -> None:
+        self.proc = subprocess.Popen(
+            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ready":
+            raise HelperBuildError("the entry check target did not start")
+
+    def checksum(self, fn: str, calls: int) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{fn} {calls}\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def verify(binary: Path | None = None, calls: int = CHECK_CALLS) -> dict[str, Verdict]:
+    """Run each class's functions unprobed and probed; compare (a few seconds, as root)."""
+    from adaptyst_top.collectors.probe_engine import ProbeEngine
+
+    binary = binary or build_helper("entry_check")
+    flags = cpu_flags()
+    verdicts: dict[str, Verdict] = {}
+    runnable: dict[str, tuple[str, ...]] = {}
+    for cls, (fns, needs) in CHECKS.items():
+        missing = [f for f in needs if f not in flags]
+        if missing:
+            # Code of this class cannot run on this CPU at all; nothing to protect.
+            verdicts[cls] = Verdict("unverifiable", f"this CPU lacks {', '.join(missing)}")
+        else:
+            runnable[cls] = fns
+    target = _CheckTarget(binary)
+    try:
+        fns = [f for group in runnable.values() for f in group]
+        expected = {f: target.checksum(f, calls) for f in fns}
+        with ProbeEngine(pid=target.proc.pid, entry_policy=EntryPolicy.trusting()) as engine:
+            groups = {f: engine.add(f"uprobe:{binary}:chk_{f}") for f in fns}
+            if not engine.wait(120):
+                raise HelperBuildError("attaching the entry check probes timed out")
+            got = {f: target.checksum(f, calls) for f in fns}
+            engine.read()
+            hits = {
+                f: sum(s[0] for r in g.rows for s in r.stats.values()) for f, g in groups.items()
+            }
+            errors = {f: g.error for f, g in groups.items() if g.state == "error"}
+        for cls, group in runnable.items():
+            bad = [f for f in group if f in errors or got[f] != expected[f] or hits[f] < calls]
+            if not bad:
+                verdicts[cls] = Verdict("verified", f"{calls} probed calls gave unprobed results")
+            elif any(f in errors for f in bad):
+                verdicts[cls] = Verdict("unverifiable", errors[next(f for f in bad if f in errors)])
+            elif any(got[f] != expected[f] for f in bad):
+                verdicts[cls] = Verdict("failed", f"probed results differed in chk_{bad[0]}")
+            else:
+                verdicts[cls] = Verdict("unverifiable", f"the probe missed calls of chk_{bad[0]}")
+    finally:
+        target.close()
+    return verdicts
+
+
+_LOCK = threading.Lock()
+_POLICY: EntryPolicy | None = None
+
+
+def cached_policy() -> EntryPolicy | None:
+    """The verdicts already known on this boot, without running anything."""
+    if _POLICY is not None:
+        return _POLICY
+    verdicts = load_cached()
+    return None if verdicts is None else EntryPolicy(verdicts)
+
+
+def policy_for_this_boot() -> EntryPolicy:
+    """The verdicts from the cache, or from a check run now in a child process (once
+    per process; a target probed wrongly there harms nobody's work)."""
+    global _POLICY
+    with _LOCK:
+        if _POLICY is None:
+            verdicts = load_cached()
+            if verdicts is None:
+                verdicts = _run_child()
+            _POLICY = EntryPolicy(verdicts)
+        return _POLICY
+
+
+def _run_child() -> dict[str, Verdict]:
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "adaptyst_top.collectors.entry_safety"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        data = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        return _all_unverified(f"the entry check did not finish: {exc}")
+    if not isinstance(data, dict):
+        lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no output"]
+        return _all_unverified(f"the entry check failed: {lines[-1]}")
+    return {k: Verdict(**v) for k, v in data.items()}
+
+
+def _all_unverified(why: str) -> dict[str, Verdict]:
+    return {cls: Verdict("unverifiable", why) for cls in CHECKS}
+
+
+def main() -> int:
+    """Verify, cache, print the verdicts as JSON (run as a child process)."""
+    try:
+        verdicts = verify()
+    except (HelperBuildError, OSError, RuntimeError) as exc:
+        print(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
+        return 1
+    try:
+        save_cached(verdicts)
+    except OSError as exc:
+        print(f"entry check not cached: {exc}", file=sys.stderr)
+    print(json.dumps({k: asdict(v) for k, v in verdicts.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""The small C programs the tool runs on itself (calibration, the entry check), built
+once per source version with the system's compiler into the private cache."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import shutil
+import subprocess
+from importlib.resources import files
+from pathlib import Path
+
+from adaptyst_top.collectors.private_files import cache_dir, private_dir
+
+
+class HelperBuildError(RuntimeError):
+    pass
+
+
+def helper_source(name: str) -> bytes:
+    return files("adaptyst_top.collectors").joinpath(f"{name}.c").read_bytes()
+
+
+def build_helper(name: str, directory: Path | None = None) -> Path:
+    """collectors/NAME.c compiled (-O2) into DIRECTORY (the cache by default)."""
+    if platform.machine() != "x86_64":
+        raise HelperBuildError(f"{name} is written for x86-64 only (this is {platform.machine()})")
+    src = helper_source(name)
+    digest = hashlib.sha256(src).hexdigest()[:12]
+    # The binary is run, so its folder must be ours alone (a private cache).
+    directory = private_dir(directory) if directory else cache_dir()
+    binary = directory / f"{name}-{digest}"
+    if binary.exists():
+        return binary
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        raise HelperBuildError(f"no C compiler (gcc) to build {name}")
+    c_file = directory / f"{name}-{digest}.c"
+    c_file.write_bytes(src)
+    tmp = binary.with_suffix(".tmp")
+    proc = subprocess.run(
+        [cc, "-O2", "-o", str(tmp), str(c_file)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        err = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+        raise HelperBuildError(f"building {name} failed: {err}")
+    tmp.rename(binary)
+    return binary

@@ -1,0 +1,175 @@
+"""A probe never changes what its target computes: attach points whose first
+instruction the kernel single-steps are allowed only for classes verified on this boot
+(AVX-512 came out wrong here), and refused with a one-line reason otherwise."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from adaptyst_top.collectors import entry_safety as es
+from adaptyst_top.collectors.elf_info import entry_bytes, read_elf
+from adaptyst_top.collectors.helper_build import build_helper
+
+from .bpf_objects import none_left
+from .conftest import requires_root
+
+CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
+BATTERY = Path(__file__).parent / "targets" / "string_battery.c"
+STRCHR = r"""
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+    char buf[256];
+    memset(buf, 'a', sizeof buf); buf[150] = '%'; buf[255] = 0;
+    char *(*volatile find)(const char *, int) = strchr;
+    printf("%ld\n", (long)(find(buf, '%') - buf));
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("code", "encoding"),
+    [
+        ("55", es.EMULATED),  # push %rbp
+        ("f30f1efa", es.GP),  # endbr64
+        ("488d4701", es.GP),  # lea 1(%rdi),%rax
+        ("488b0500000000", es.GP_RIPREL),  # mov 0(%rip),%rax
+        ("660f6ec7", es.SSE),  # movd %edi,%xmm0
+        ("c5fe6f07", es.VEX),  # vmovdqu (%rdi),%ymm0
+        ("62e27d287ace", es.EVEX),  # vpbroadcastb %esi,%ymm17 (glibc's __strchr_evex)
+        ("d9ee", es.OTHER),  # fldz (x87)
+        ("0f05", es.OTHER),  # syscall
+        ("ffff", es.OTHER),  # not an instruction
+    ],
+)
+def test_entry_instructions_are_classified(code: str, encoding: str) -> None:
+    assert es.decode_entry(bytes.fromhex(code) + b"\x90" * 8).encoding == encoding
+
+
+def test_the_policy_refuses_what_failed_or_was_never_verified() -> None:
+    policy = es.EntryPolicy(
+        {es.GP: es.Verdict("verified", "ok"), es.EVEX: es.Verdict("failed", "differed")}
+    )
+    evex = es.decode_entry(bytes.fromhex("62e27d287ace"))
+    assert policy.refusal(es.decode_entry(bytes.fromhex("488d4701"))) is None
+    assert "wrongly" in (policy.refusal(evex) or "")
+    assert "unverified" not in (policy.refusal(evex) or "")
+    assert "did not run" in (policy.refusal(es.decode_entry(bytes.fromhex("c5fe6f07"))) or "")
+    assert policy.refusal(es.decode_entry(b"\x55")) is None  # emulated: never single-stepped
+    line = es.refusal_line("strchr", evex, policy.refusal(evex) or "", ifunc=True)
+    assert "\n" not in line and "strchr" in line and "vpbroadcastb" in line and "caller" in line
+
+
+def test_check_target_entries_are_what_they_claim(tmp_path: Path) -> None:
+    binary = build_helper("entry_check", tmp_path)
+    fns = {f.name: f for f in read_elf(binary).functions}
+    claims = {
+        "chk_gp": es.GP,
+        "chk_riprel": es.GP_RIPREL,
+        "chk_sse": es.SSE,
+        "chk_vex": es.VEX,
+        "chk_evex": es.EVEX,
+        "chk_evex_zmm": es.EVEX,
+    }
+    for name, encoding in claims.items():
+        assert es.decode_entry(entry_bytes(str(binary), fns[name])).encoding == encoding, name
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_the_entry_check_runs_each_class_with_and_without_a_probe(tmp_path: Path) -> None:
+    verdicts = es.verify(build_helper("entry_check", tmp_path), calls=500)
+    assert set(verdicts) == set(es.CHECKS)
+    # Plain instructions are single-stepped correctly; the check must see that for real.
+    assert verdicts[es.GP].status == "verified", verdicts[es.GP]
+    if {"avx512f", "avx512vl", "avx512bw"} <= es.cpu_flags():
+        assert verdicts[es.EVEX].status in ("verified", "failed")
+    else:
+        assert verdicts[es.EVEX].status == "unverifiable"
+    assert none_left()
+
+
+def _build(tmp_path: Path, name: str, source: str) -> Path:
+    c = tmp_path / f"{name}.c"
+    c.write_text(source)
+    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / name), str(c)], check=True)
+    return tmp_path / name
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_a_probe_that_would_corrupt_strchr_is_refused_or_exact(tmp_path: Path) -> None:
+    prog = _build(tmp_path, "find", STRCHR)
+    r = subprocess.run(
+        [*CLI, "record", "--probe", "uprobe:c:strchr", "--", str(prog)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    policy = es.policy_for_this_boot()
+    from adaptyst_top.collectors.targets import resolve_target
+
+    libc = resolve_target("c")
+    strchr = next(f for f in read_elf(libc).functions if f.name == "strchr")
+    insn, refused = es.function_refusal(libc, read_elf(libc), strchr, policy)
+    if refused:  # this machine: AVX-512 strchr, single-stepped wrongly
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.count("\n") == 1 and "refused strchr" in r.stderr
+        assert insn is not None and insn.text.split()[0] in r.stderr
+        assert "Traceback" not in r.stderr and r.stdout == ""
+    else:  # a safe entry: the probe runs and the answer is right
+        assert r.returncode == 0, r.stderr
+        assert "150" in r.stderr  # the command's stdout goes to stderr beside the JSON
+    assert none_left()
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_every_string_function_probed_at_once_changes_no_byte(tmp_path: Path) -> None:
+    prog = tmp_path / "battery"
+    subprocess.run(["gcc", "-O1", "-o", str(prog), str(BATTERY)], check=True)
+    plain = subprocess.run([str(prog)], capture_output=True, check=True).stdout
+    out = tmp_path / "rec.jsonl"
+    specs = ["str*", "mem*", "wcs*", "wmem*", "stpcpy"]
+    r = subprocess.run(
+        [*CLI, "record", "--interval", "10", "--out", str(out)]
+        + [a for s in specs for a in ("--probe", f"uprobe:c:{s}")]
+        + ["--", str(prog)],
+        capture_output=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout == plain  # byte-identical to the unprobed run
+    probes = json.loads(out.read_text().splitlines()[-1])["probes"]
+    counted = {p["name"]: p["count"] for p in probes if p["state"] != "error"}
+    assert counted["strlen"] >= 40 and counted["wcslen"] == 40 and counted["strcmp"] == 40
+    policy = es.policy_for_this_boot()
+    for p in probes:
+        if p["state"] == "error":  # refused: says why, names its instruction
+            assert p["error"].startswith(f"refused {p['name']}") and "starts with `" in p["error"]
+    if policy.verdicts.get(es.EVEX, es.Verdict("", "")).status == "failed":
+        assert {"strchr", "memset"} <= {p["name"] for p in probes if p["state"] == "error"}
+    assert none_left()
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_list_says_which_functions_are_refused() -> None:
+    r = subprocess.run(
+        [*CLI, "list", "--binary", "c", "--json", "str*"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    funcs = {f["name"]: f for f in json.loads(r.stdout)["objects"][0]["functions"]}
+    assert funcs["strlen"]["entry"] and funcs["strdup"]["refused"] is None
+    policy = es.policy_for_this_boot()
+    if policy.verdicts[es.EVEX].status == "failed":
+        assert "vpbroadcastb" in funcs["strchr"]["refused"]
+        text = subprocess.run(
+            [*CLI, "list", "--binary", "c", "strchr"], capture_output=True, text=True
+        )
+        assert "refused strchr" in text.stdout
