@@ -87,3 +87,9 @@ def runtime_dir() -> Path:
     if xdg:
         return private_dir(Path(xdg) / "adaptyst-top")
     return private_dir(Path(tempfile.gettempdir()) / f"adaptyst-top-{os.getuid()}")
+
+
+def private_log(prefix: str) -> tuple[int, Path]:
+    """A new file (O_EXCL, mode 0600) with an unpredictable name in runtime_dir()."""
+    fd, name = tempfile.mkstemp(dir=runtime_dir(), prefix=f"{prefix}-{os.getpid()}-", suffix=".log")
+    return fd, Path(name)

@@ -102,17 +102,18 @@ def test_record_duration_with_pid(workload_bin: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "words"),
+    ("args", "words", "status"),
     [
-        (["record", "--pid", "4194000", "--probe", "uprobe:c:malloc"], "no such process"),
-        (["record", "--probe", "uprobe:c"], "bad probe spec"),
-        (["record", "--probe", "uprobe:c:x", "--", "/no/such/cmd"], "command not found"),
-        (["record", "--probe", "uprobe:/etc/passwd:x", "--duration", "1"], "not an ELF"),
+        (["record", "--pid", "4194000", "--probe", "uprobe:c:malloc"], "no such process", 1),
+        (["record", "--probe", "uprobe:c"], "bad probe spec", 1),
+        (["record", "--probe", "uprobe:c:x", "--", "/no/such/cmd"], "No such file", 127),
+        (["record", "--probe", "uprobe:c:x", "--", "no-such-cmd"], "command not found", 127),
+        (["record", "--probe", "uprobe:/etc/passwd:x", "--duration", "1"], "not an ELF", 1),
     ],
 )
-def test_record_errors_are_one_line(args: list[str], words: str) -> None:
+def test_record_errors_are_one_line(args: list[str], words: str, status: int) -> None:
     proc = run(*args)
-    assert proc.returncode == 1
+    assert proc.returncode == status
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and words in err[0], proc.stderr
     assert "Traceback" not in proc.stderr

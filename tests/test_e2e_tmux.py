@@ -85,3 +85,37 @@ def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
         assert not running(workload_bin)
     finally:
         tmux("kill-session", "-t", SESSION)
+
+
+def test_the_commands_output_goes_to_a_private_file_removed_at_exit(tmp_path: Path) -> None:
+    marker = tmp_path / "child.pid"
+    command = (
+        f"{CLI} -- sh -c 'echo $$ > {marker}; echo from-the-command; exec sleep 300'; "
+        "echo EXITED $?; sleep 30"
+    )
+    tmux("kill-session", "-t", SESSION)
+    tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "30", command)
+    try:
+        text = wait_for(lambda s: "output:" in s)
+        log = Path(line_of(text, "output:").split("output:", 1)[1].split()[0])
+        assert log.parent == Path("/run/adaptyst-top")  # root's private runtime folder
+        st = log.stat()
+        assert st.st_uid == 0 and st.st_mode & 0o077 == 0
+        assert wait_for_file(marker)
+        pid = int(marker.read_text())
+        tmux("send-keys", "-t", SESSION, "q")
+        text = wait_for(lambda s: "EXITED" in s, 30)
+        assert "EXITED 0" in text and "from-the-command" in text  # its last lines, shown
+        assert not log.exists()
+        assert not Path(f"/proc/{pid}").exists()  # the command went with the monitor
+    finally:
+        tmux("kill-session", "-t", SESSION)
+
+
+def wait_for_file(path: Path, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return True
+        time.sleep(0.1)
+    return False

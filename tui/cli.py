@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from adaptyst_top.collectors.private_files import private_log
 from adaptyst_top.tui.cli_common import (
+    PHASE_RANGE,
+    SPEED_RANGE,
     add_session_options,
     add_version,
-    positive_float,
+    bounded_float,
+    interval_s,
     session_options,
 )
 from adaptyst_top.tui.config import Config
@@ -82,9 +87,14 @@ def replay_parser() -> argparse.ArgumentParser:
     )
     add_version(p)
     p.add_argument("file", help="a file written by `adaptyst-top record`")
-    p.add_argument("--speed", type=positive_float, default=1.0, help="playback speed (1.0)")
     p.add_argument(
-        "--interval", type=positive_float, default=1.0, metavar="S", help="recorded interval (1.0)"
+        "--speed",
+        type=bounded_float(*SPEED_RANGE),
+        default=1.0,
+        help="playback speed, {:g}..{:g} (1.0)".format(*SPEED_RANGE),
+    )
+    p.add_argument(
+        "--interval", type=interval_s, default=1.0, metavar="S", help="recorded interval (1.0)"
     )
     add_display_options(p)
     return p
@@ -110,11 +120,11 @@ def demo_parser() -> argparse.ArgumentParser:
         description="The demo workload with its probes and the placement advisor.",
     )
     add_version(p)
-    p.add_argument("--interval", type=positive_float, default=1.0, metavar="S")
+    p.add_argument("--interval", type=interval_s, default=1.0, metavar="S")
     p.add_argument("--objective", default="time", choices=("time", "energy", "edp", "weighted"))
     p.add_argument(
         "--phase-s",
-        type=positive_float,
+        type=bounded_float(*PHASE_RANGE),
         default=12.0,
         metavar="S",
         help="seconds per workload phase (12)",
@@ -172,30 +182,65 @@ def run_monitor(args: argparse.Namespace, command: Sequence[str], argv: Sequence
             return 1
     log_path = None
     if command:
-        # The command's output would garble the screen: it goes to a log file.
-        log_path = Path(tempfile.gettempdir()) / f"adaptyst-top-{os.getpid()}.log"
-        opts.child_stdout = opts.child_stderr = open(log_path, "w")  # noqa: SIM115
+        # The command's output would garble the screen: it goes to a fresh file in a
+        # private folder (never a predictable name in /tmp), removed when the monitor ends.
+        try:
+            fd, log_path = private_log("command")
+        except OSError as exc:
+            print(f"adaptyst-top: no place for the command's output: {exc}", file=sys.stderr)
+            return 1
+        opts.child_stdout = opts.child_stderr = fd
+        opts.command_log = str(log_path)
+    app: Any = None
+
+    def on_signal(signum: int, _frame: object) -> None:
+        # Before the screen is up: give up attaching (the command never runs). After: quit
+        # like q (a closed SSH session is SIGHUP): probes detach, the command is ended.
+        opts.cancel.set()
+        if app is not None:
+            app.exit()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, on_signal)
     try:
-        session = open_session(opts)
+        try:
+            session = open_session(opts)
+        finally:
+            if isinstance(opts.child_stdout, int):
+                os.close(opts.child_stdout)  # the child holds its own copy
+        try:
+            if opts.cancel.is_set():
+                raise SessionError("interrupted before the command started")
+            session.start()
+            app = MonitorApp(
+                LiveSource(session), interval=args.interval, config=config, ascii=args.ascii
+            )
+            app.run()
+        finally:
+            session.close()
     except SessionError as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
-        return 1
-    try:
-        if session.child is not None:
-            session.child.release()
-        app = MonitorApp(
-            LiveSource(session), interval=args.interval, config=config, ascii=args.ascii
-        )
-        # A closed SSH session (SIGHUP) or a kill (SIGTERM) quits like q: probes detach
-        # and the command launched here goes too.
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, lambda *_: app.exit())
-        app.run()
+        return exc.status
     finally:
-        session.close()
-        if session.child is not None and session.child.poll() is None:
-            session.child.kill()
+        if log_path is not None:
+            _tell_and_remove(log_path, command)
     return 0
+
+
+def _tell_and_remove(log_path: Path, command: Sequence[str], lines: int = 20) -> None:
+    """The last lines of the command's output to our stderr, then the file is gone."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            tail = f.read().decode(errors="replace").splitlines()[-lines:]
+        if tail:
+            print(f"adaptyst-top: last output of {command[0]}:", file=sys.stderr)
+            print("\n".join(tail), file=sys.stderr)
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        os.unlink(log_path)
 
 
 def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
@@ -236,7 +281,26 @@ def cmd_replay(argv: Sequence[str]) -> int:
     return 0
 
 
+def _ensure_standard_fds() -> None:
+    """Started with 0, 1 or 2 closed (`2>&-`), the next file we open would take that
+    number and a launched command's output could land in the JSON stream: each closed
+    one is pointed at /dev/null first, and Python's stream for it too."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _ensure_standard_fds()
     try:
         return _dispatch(list(sys.argv[1:] if argv is None else argv))
     except BrokenPipeError:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 from adaptyst_top.collectors.cpu import PowerModel
 from adaptyst_top.collectors.version import package_version
@@ -14,18 +15,56 @@ def add_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
 
 
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+# Every number the user gives is finite and in a stated range (a NaN interval once
+# meant a busy loop that ignored every key and signal).
+INTERVAL_RANGE = (0.05, 3600.0)  # seconds between snapshots
+DURATION_RANGE = (0.0, 366 * 86400.0)  # seconds; > 0
+BUDGET_RANGE = (0.0, 100.0)  # percent of the target's CPU; > 0
+SPEED_RANGE = (0.01, 1000.0)  # replay speed
+PHASE_RANGE = (0.5, 3600.0)  # demo phase, seconds
+MAX_PROBES_RANGE = (1, 100_000)
+
+
+def check_range(value: float, lo: float, hi: float, what: str = "") -> float:
+    """VALUE when finite and lo <= VALUE <= hi (lo excluded when it is 0); else ValueError."""
+    low_ok = value > lo if lo == 0 else value >= lo
+    if not math.isfinite(value) or not low_ok or value > hi:
+        bound = f"> 0 and <= {hi:g}" if lo == 0 else f"in {lo:g}..{hi:g}"
+        raise ValueError(f"{what}must be a finite number {bound}, not {value!r}")
     return value
 
 
+def bounded_float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            return check_range(float(text), lo, hi)
+        except ValueError as exc:
+            msg = str(exc) if "must be" in str(exc) else f"not a number: {text!r}"
+            raise argparse.ArgumentTypeError(msg) from None
+
+    parse.__name__ = "number"
+    return parse
+
+
+def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be {lo}..{hi}, not {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+interval_s = bounded_float(*INTERVAL_RANGE)
+
+
 def percent(text: str) -> float:
-    return positive_float(text.rstrip("%")) / 100.0
+    return bounded_float(*BUDGET_RANGE)(text.rstrip("%")) / 100.0
 
 
 def power_model(text: str) -> PowerModel:
@@ -36,7 +75,7 @@ def power_model(text: str) -> PowerModel:
 
 
 def add_session_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pid", type=int, help="process to probe and follow")
+    parser.add_argument("--pid", type=bounded_int(1, 2**22), help="process to probe and follow")
     parser.add_argument(
         "--probe",
         action="append",
@@ -47,7 +86,11 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         "argument (repeatable); TARGET is a path or a library name like c",
     )
     parser.add_argument(
-        "--interval", type=positive_float, default=1.0, metavar="S", help="refresh (1.0)"
+        "--interval",
+        type=interval_s,
+        default=1.0,
+        metavar="S",
+        help="refresh, {:g}..{:g} s (1.0)".format(*INTERVAL_RANGE),
     )
     parser.add_argument(
         "--budget",
@@ -62,7 +105,17 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         help="over budget, switch off the costliest probe",
     )
     parser.add_argument(
-        "--max-probes", type=int, default=1000, metavar="N", help="attach point limit (1000)"
+        "--max-probes",
+        type=bounded_int(*MAX_PROBES_RANGE),
+        default=1000,
+        metavar="N",
+        help="attach point limit, 1..100000 (1000)",
+    )
+    parser.add_argument(
+        "--keep-command",
+        action="store_true",
+        help="let a command launched with -- CMD outlive the monitor (default: it is ended, "
+        "SIGTERM then SIGKILL, whenever the monitor stops)",
     )
     parser.add_argument(
         "--advisor",
@@ -98,4 +151,5 @@ def session_options(args: argparse.Namespace, command: Sequence[str]) -> Session
         power_model=args.cpu_power_model,
         advisor=args.advisor,
         auto=args.auto,
+        keep_command=args.keep_command,
     )

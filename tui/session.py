@@ -3,9 +3,13 @@ calibration, and build the hub. Errors come back as one line each."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from adaptyst_top.collectors.calibration import BackgroundCalibration
@@ -23,7 +27,11 @@ from adaptyst_top.placement.loop import PlacementLoop
 
 
 class SessionError(RuntimeError):
-    """One line for the user; the CLI exits non-zero with it."""
+    """One line for the user; the CLI exits with `status` (1, or a shell's 126/127)."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
@@ -36,12 +44,43 @@ class Session:
     budget: float = 0.02
     max_probes: int = 1000
     placement: PlacementLoop | None = None
+    keep_command: bool = False
+    command_log: str | None = None  # where the command's output goes, when to a file
+    _exit_told: bool = False
+    _log_told: bool = False
+
+    def start(self) -> None:
+        """Release the held command; SessionError (status 126/127) when it cannot run."""
+        if self.child is not None:
+            try:
+                self.child.release(keep=self.keep_command)
+            except LaunchError as exc:
+                raise SessionError(str(exc), exc.status) from None
 
     def snapshot(self, with_hist: bool = True) -> dict[str, Any]:
-        """The hub's snapshot, with the advisor's tasks and advice when it runs."""
+        """The hub's snapshot, with the advisor's tasks and advice when it runs, and the
+        launched command's state (its exit status once it has one)."""
         snap: dict[str, Any] = self.hub.snapshot(with_hist)
         if self.placement is not None:
             self.placement.update(snap)
+        if self.child is not None:
+            self.child.poll()
+            snap["command"] = {
+                "argv": self.child.argv,
+                "pid": self.child.pid,
+                "status": self.child.status,
+                "output": self.command_log,
+            }
+            if self.command_log and not self._log_told:
+                self._log_told = True
+                name = os.path.basename(self.child.argv[0])
+                snap.setdefault("warnings", []).append(f"{name}'s output: {self.command_log}")
+            if self.child.status is not None and not self._exit_told:
+                self._exit_told = True
+                name = os.path.basename(self.child.argv[0])
+                snap.setdefault("warnings", []).append(
+                    f"{name} exited with status {self.child.status}"
+                )
         return snap
 
     def ensure_engine(self) -> ProbeEngine:
@@ -59,7 +98,16 @@ class Session:
             self.hub.engine = self.engine
         return self.engine
 
+    def end_command(self) -> int | None:
+        """End the launched command (unless it is kept); its status as a shell says it."""
+        if self.child is None:
+            return None
+        if self.keep_command and self.child.released:
+            return self.child.poll()
+        return self.child.end()
+
     def close(self) -> None:
+        self.end_command()
         if self.placement is not None:
             self.placement.close()
         if self.hub.devices is not None:
@@ -84,6 +132,10 @@ class SessionOptions:
     power_model: PowerModel | None = None
     advisor: str | None = None  # an objective (time, energy, edp, weighted): run the advisor
     auto: bool = False  # apply its advice
+    keep_command: bool = False  # let a launched command outlive the monitor
+    command_log: str | None = None
+    # Set (by a signal handler) to give up attaching: the command is then never started.
+    cancel: threading.Event = field(default_factory=threading.Event)
 
 
 def open_session(opts: SessionOptions) -> Session:
@@ -106,7 +158,7 @@ def open_session(opts: SessionOptions) -> Session:
         try:
             child = HeldCommand(opts.command, stdout=opts.child_stdout, stderr=opts.child_stderr)
         except LaunchError as exc:
-            raise SessionError(str(exc)) from None
+            raise SessionError(str(exc), exc.status) from None
     pid = child.pid if child else opts.pid
     engine = None
     calibration = None
@@ -123,8 +175,14 @@ def open_session(opts: SessionOptions) -> Session:
             )
             calibration = BackgroundCalibration(costs)
             groups = [engine.add(s) for s in specs]
-            if not engine.wait(opts.attach_timeout):
-                raise SessionError(f"probes not attached after {opts.attach_timeout:.0f}s")
+            deadline = time.monotonic() + opts.attach_timeout
+            while not engine.wait(0.1):
+                if opts.cancel.is_set():
+                    raise SessionError("interrupted while attaching: the command never ran")
+                if time.monotonic() > deadline:
+                    raise SessionError(f"probes not attached after {opts.attach_timeout:.0f}s")
+            if opts.cancel.is_set():
+                raise SessionError("interrupted while attaching: the command never ran")
             errors = [g.error for g in groups if g.state == "error"]
             if errors:
                 raise SessionError("; ".join(errors))
@@ -134,7 +192,7 @@ def open_session(opts: SessionOptions) -> Session:
         if engine is not None:
             engine.close()
         if child is not None:
-            child.kill()
+            child.end()
         raise SessionError(str(exc)) from None
     sweep = DeviceSweep(pid=pid, power_model=opts.power_model)
     hub = Hub(engine, sweep)
@@ -151,6 +209,8 @@ def open_session(opts: SessionOptions) -> Session:
         budget=opts.budget,
         max_probes=opts.max_probes,
         placement=placement,
+        keep_command=opts.keep_command,
+        command_log=opts.command_log,
     )
 
 
@@ -169,8 +229,11 @@ def start_placement(objective: str, sweep: DeviceSweep) -> PlacementLoop:
 
 
 def child_output_for(out_is_stdout: bool) -> IO[Any] | int | None:
-    """The command's stdout goes to our stderr when ours carries the JSON lines."""
-    return sys.stderr if out_is_stdout else None
+    """The command's stdout goes to our stderr when ours carries the JSON lines (to
+    nowhere when there is no stderr: never into the JSON stream)."""
+    if not out_is_stdout:
+        return None
+    return sys.stderr if sys.stderr is not None else subprocess.DEVNULL
 
 
 __all__ = ["Session", "SessionError", "SessionOptions", "open_session"]

@@ -1,0 +1,112 @@
+"""Nothing the tool writes follows a path another user controls: its folders are its
+own (no symlink, no other owner, no other writer), its files are new (O_EXCL) and
+replaced by rename."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from adaptyst_top.collectors import private_files as pf
+
+from .conftest import IS_ROOT
+
+NOBODY = 65534
+
+
+def test_a_new_private_folder_is_0700(tmp_path: Path) -> None:
+    d = pf.private_dir(tmp_path / "a" / "b")
+    assert d.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_symlink_or_a_shared_folder_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(pf.UnsafePathError, match="symlink"):
+        pf.private_dir(tmp_path / "link")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(pf.UnsafePathError, match="writable by others"):
+        pf.private_dir(shared)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="chown needs root")
+def test_a_folder_another_user_made_first_is_refused(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, NOBODY, NOBODY)
+    with pytest.raises(pf.UnsafePathError, match="belongs to uid 65534"):
+        pf.private_dir(theirs)
+
+
+def test_write_private_replaces_a_planted_symlink_and_never_writes_through_it(
+    tmp_path: Path,
+) -> None:
+    d = pf.private_dir(tmp_path / "cache")
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (d / "calibration.json").symlink_to(victim)
+    pf.write_private(d / "calibration.json", b"{}")
+    assert victim.read_text() == "precious"
+    assert not (d / "calibration.json").is_symlink()
+    assert (d / "calibration.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_create_exclusive_never_opens_what_exists(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "log").symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        pf.create_exclusive(tmp_path / "log")
+    assert victim.read_text() == "precious"
+
+
+def test_private_logs_have_unpredictable_names(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(pf, "runtime_dir", lambda: pf.private_dir(tmp_path / "rt"))
+    fd1, p1 = pf.private_log("command")
+    fd2, p2 = pf.private_log("command")
+    os.close(fd1)
+    os.close(fd2)
+    assert p1 != p2 and p1.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
+def test_a_users_fallback_runtime_folder_made_by_someone_else_is_refused() -> None:
+    """Without XDG_RUNTIME_DIR a user's sockets go to /tmp/adaptyst-top-UID: another
+    user who creates it first must not get to own them."""
+    squat = Path(tempfile.gettempdir()) / f"adaptyst-top-{NOBODY}"
+    if squat.is_symlink() or squat.is_file():
+        squat.unlink()
+    shutil.rmtree(squat, ignore_errors=True)
+    squat.mkdir(mode=0o777)  # made by root (the "other user" here)
+    squat.chmod(0o777)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+            from adaptyst_top.placement.control import ControlServer
+
+            try:
+                ControlServer()
+            except pf.UnsafePathError as exc:
+                os.write(w, str(exc).encode()[:300])
+                code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    said = os.read(r, 400).decode()
+    os.close(r)
+    squat.rmdir()
+    assert os.waitstatus_to_exitcode(status) == 0, said
+    assert "belongs to uid 0" in said
