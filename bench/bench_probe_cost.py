@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from adaptyst_top.collectors.bcc_extras import enable_run_time_stats  # noqa: E402
 from adaptyst_top.collectors.calibration import BackgroundCalibration  # noqa: E402
 from adaptyst_top.collectors.overhead import CostTable  # noqa: E402
 from adaptyst_top.collectors.probe_engine import ProbeEngine  # noqa: E402
@@ -180,9 +181,7 @@ def main() -> int:
 
     # In-kernel handler time per hit, from kernel.bpf_stats: free of the trap costs and
     # of the VM's noise that dominate the end-to-end figures above.
-    stats = Path("/proc/sys/kernel/bpf_stats_enabled")
-    previous = stats.read_text().strip()
-    stats.write_text("1\n")
+    stats_fd = enable_run_time_stats()  # held, not the sysctl: dropped however we exit
     try:
         f = Funclatency(binary, "fast_fn", w.pid)
         w.run(f"fast {n}")
@@ -193,7 +192,7 @@ def main() -> int:
         mine = [p for p in loaded_programs() if p[0].startswith("at_") and p[2] > 0]
         e.close()
     finally:
-        stats.write_text(previous + "\n")
+        os.close(stats_fd)
     theirs_bpf = sum(ns / cnt for _, ns, cnt in theirs)
     mine_bpf = sum(ns / cnt for _, ns, cnt in mine)
     res["funclatency_bpf_ns_per_hit"] = theirs_bpf

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from adaptyst_top.collectors.bcc_extras import enable_run_time_stats
 
 USDT = "usdt"
 EMULATED = "uprobe-emulated"
@@ -65,55 +67,54 @@ class CostTable:
         return self.costs.get(cls) or DEFAULT_COSTS[cls]
 
 
-BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
-
-
 class BpfStats:
-    """kernel.bpf_stats_enabled, sampled: on for one interval in every `period`.
+    """BPF run-time statistics, sampled: on for one interval in every `period`.
 
     While on, the kernel times every BPF program on the machine (two clock reads per
     run, ~80 ns here, ours and everybody else's), so it is left on only for a sample;
-    run_time_ns/run_cnt stays a true mean over the sampled runs. The setting found at
-    start is restored on close.
+    run_time_ns/run_cnt stays a true mean over the sampled runs. It is switched on by
+    holding a BPF_ENABLE_STATS descriptor, never by writing kernel.bpf_stats_enabled:
+    the kernel counts the holders and drops ours when this process ends, however it
+    ends, and another monitor's sampling is never undone by ours.
     """
 
-    def __init__(self, path: Path = BPF_STATS, period: int = 10) -> None:
-        self.path = path
+    def __init__(self, period: int = 10, enable: Callable[[], int] | None = None) -> None:
         self.period = max(1, period)
-        self.previous: str | None = None
         self.ticks = 0
+        self.fd: int | None = None
+        self._enable = enable or enable_run_time_stats
+        self._ok: bool | None = None
 
     def available(self) -> bool:
-        try:
-            self.previous = self.path.read_text().strip()
-            return os.access(self.path, os.W_OK)
-        except OSError:
-            self.previous = None
-            return False
-
-    def _write(self, value: str) -> None:
-        with contextlib.suppress(OSError):
-            self.path.write_text(value + "\n")
+        if self._ok is None:
+            try:
+                os.close(self._enable())
+                self._ok = True
+            except OSError:
+                self._ok = False
+        return self._ok
 
     def tick(self) -> None:
         """Once per read: switch on at the start of each period, off one tick later."""
-        if self.previous is None or self.previous == "1":
-            return  # someone else keeps it on (or we cannot): leave it alone
+        if not self.available():
+            return
         phase = self.ticks % self.period
         self.ticks += 1
-        if phase == 0:
-            self._write("1")
+        if phase == 0 and self.fd is None:
+            with contextlib.suppress(OSError):
+                self.fd = self._enable()
         elif phase == 1:
-            self._write(self.previous)
+            self.restore()
 
     def window_closed(self) -> bool:
         """True in the interval just after a sampling window ended."""
         return self.ticks % self.period == 2 % self.period
 
     def restore(self) -> None:
-        if self.previous is not None:
-            self._write(self.previous)
-        self.previous = None
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
 
 
 def prog_run_stats(fd: int) -> tuple[int, int]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from adaptyst_top.collectors import entry_safety, ifunc
 from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.bcc_extras import attach_with_semaphore, lower_bcc_semaphore
 from adaptyst_top.collectors.bpf_maps import MapReader
 from adaptyst_top.collectors.bpf_program import Slot, module_source
 from adaptyst_top.collectors.ebpf_env import check_bcc, check_kernel_headers, check_privileges
@@ -91,6 +92,7 @@ class Attachment:
     sym: str = ""
     addr: int = 0
     ret: bool = False
+    ref_ctr: int = 0  # file offset of a USDT semaphore the kernel keeps raised meanwhile
 
 
 @dataclass
@@ -105,6 +107,7 @@ class Row:
     slot: int  # the slot whose program keys the statistics
     attachments: list[Attachment] = field(default_factory=list)
     fns: list[str] = field(default_factory=list)  # program names, for bpf run time
+    ref_ctrs: dict[str, int] = field(default_factory=dict)  # program name -> semaphore offset
     state: str = "pending"  # pending | attached | detached | ended | error
     error: str = ""
     module: ProbeModule | None = None
@@ -431,12 +434,17 @@ class ProbeEngine:
         assert spec.provider is not None and spec.name is not None
         names = [spec.name] + ([spec.end] if spec.end else [])
         sites = {n: self._find_usdt(elf, path, spec.provider, n) for n in names}
-        gated = [n for n, ps in sites.items() if any(p.semaphore for p in ps)]
-        if gated and self.pid is None:
-            raise ProbeError(
-                f"{spec.text}: USDT probe(s) {', '.join(gated)} are semaphore-gated; "
-                "bcc can enable them only for a process: give --pid or -- CMD"
-            )
+        # A semaphore-gated probe is enabled by the kernel (uprobe ref_ctr_offset): it
+        # raises the semaphore in each probed process while the probe is attached and drops
+        # it when the probe goes, whatever ends the monitor (SIGKILL included).
+        ref_ctrs: dict[str, int] = {}
+        for n in names:
+            sems = {p.semaphore for p in sites[n] if p.semaphore}
+            if sems:
+                offset = elf.offset_of(min(sems))
+                if offset is None:
+                    raise ProbeError(f"{spec.text}: the semaphore of {n} is not in the file")
+                ref_ctrs[n] = offset
         if len(self.rows) + 1 > self.max_attach:
             raise ProbeError(f"{spec.text}: more than the limit of {self.max_attach} attach points")
         # One spec, one module: slots start at 0 and the pair has its own chain 1.
@@ -450,13 +458,28 @@ class ProbeEngine:
         else:
             slots = [Slot(first, "usdt-count", 0, spec.arg, spec.arg_type)]
             cls = ov.USDT
-        # USDT(pid) needs the binary mapped (and enables semaphores); a command held
-        # before exec does not map it yet, so it gets a path context and our PID filter.
+        row = self._new_row(spec, spec.label, path, cls, first)
+        row.fns = [s.fn_name for s in slots]
+        row.ref_ctrs = {
+            s.fn_name: ref_ctrs[n] for n, s in zip(names, slots, strict=False) if n in ref_ctrs
+        }
+        if ref_ctrs and not spec.arg:
+            # Nothing to read from the probe: bcc's USDT context (which would raise the
+            # semaphore itself) is not needed. Every site, from the ELF notes.
+            row.attachments = [
+                Attachment(s.fn_name, path, addr=p.address, ref_ctr=ref_ctrs.get(n, 0))
+                for n, s in zip(names, slots, strict=False)
+                for p in sites[n]
+            ]
+            return [row], slots, []
+        # USDT(pid) needs the binary mapped; a command held before exec does not map it
+        # yet, so it gets a path context and our PID filter.
         pid = self.pid if self.pid and pid_alive(self.pid) and self._maps(path) else None
-        if gated and pid is None:
+        if ref_ctrs and pid is None:
             raise ProbeError(
-                f"{spec.text}: semaphore-gated USDT probes need the process running with "
-                f"{path} mapped: attach with --pid once it runs"
+                f"{spec.text}: reading @arg{spec.arg} of a semaphore-gated probe needs the "
+                f"process running with {path} mapped: attach with --pid once it runs "
+                "(without @argN it works for a command launched here too)"
             )
         try:
             ctx = USDT(pid=pid) if pid else USDT(path=path)
@@ -468,11 +491,13 @@ class ProbeEngine:
             for n, slot in zip(names, slots, strict=True):
                 # USDT(pid) names the probe by provider:name to avoid clashes across libraries.
                 ctx.enable_probe(probe=f"{spec.provider}:{n}", fn_name=slot.fn_name)
+                if n in ref_ctrs:
+                    # bcc raised the semaphore through the target's memory: lowered again at
+                    # once; the kernel holds it from the attach on (ref_ctr_offset).
+                    lower_bcc_semaphore(ctx, spec.provider, n, slot.fn_name)
         except Exception as exc:
             raise ProbeError(f"{spec.text}: enabling USDT failed: {_one_line(exc)}") from None
-        row = self._new_row(spec, spec.label, path, cls, first)
         # Filled after loading, from what bcc really attached (it resolves every location).
-        row.fns = [s.fn_name for s in slots]
         row.attachments = []
         row._usdt_ctx = ctx  # type: ignore[attr-defined]
         return [row], slots, [ctx]
@@ -498,7 +523,8 @@ class ProbeEngine:
                 fn = fn_name.decode() if isinstance(fn_name, bytes) else fn_name
                 if fn in row.fns:
                     path = binpath.decode() if isinstance(binpath, bytes) else binpath
-                    row.attachments.append(Attachment(fn, path, addr=int(addr)))
+                    ref = row.ref_ctrs.get(fn, 0)
+                    row.attachments.append(Attachment(fn, path, addr=int(addr), ref_ctr=ref))
         done: list[Attachment] = []
         try:
             for a in row.attachments:
@@ -511,7 +537,10 @@ class ProbeEngine:
                     kw["sym"] = a.sym
                 else:
                     kw["addr"] = a.addr
-                (bpf.attach_uretprobe if a.ret else bpf.attach_uprobe)(**kw)
+                if a.ref_ctr:
+                    attach_with_semaphore(bpf, a.path, a.addr, a.fn_name, kw["pid"], a.ref_ctr)
+                else:
+                    (bpf.attach_uretprobe if a.ret else bpf.attach_uprobe)(**kw)
                 done.append(a)
         except Exception as exc:
             for a in done:

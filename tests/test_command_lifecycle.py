@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from adaptyst_top.collectors.launcher import HeldCommand, LaunchError
 
@@ -180,7 +181,7 @@ def test_the_command_never_outlives_record(tmp_path: Path, sig: int) -> None:
     status = rec.wait(30)
     assert gone(shell)  # SIGKILL included: the kernel kills it with its monitor
     if sig != signal.SIGKILL:
-        assert status == 128 + sig
+        assert status == 128 + signal.SIGTERM  # the command's own: ended with SIGTERM
         assert "Traceback" not in (rec.stderr.read() if rec.stderr else "")
         assert all(gone(p) for p in pids(tmp_path))
 
@@ -237,10 +238,15 @@ def test_a_signal_while_attaching_never_releases_the_command(tmp_path: Path, sig
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2.5)  # attaching a hundred libc functions takes several seconds
+    # Once the command is held (a child of record), attaching a hundred libc functions
+    # takes seconds: the signal lands in the middle of it.
+    deadline = time.monotonic() + 60
+    while not psutil.Process(rec.pid).children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
     rec.send_signal(sig)
     out, err = rec.communicate(timeout=120)
-    assert rec.returncode == 128 + sig, err
+    assert rec.returncode == 1, err
     assert not marker.exists() and out == ""
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert none_left()

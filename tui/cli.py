@@ -308,6 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (probes were detached as the exception unwound); no traceback at exit either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    except KeyboardInterrupt:
+        # Ctrl-C before a command installed its own handler: one line, nothing left
+        # (a held command dies with us; probes detached as the exception unwound).
+        print("adaptyst-top: interrupted", file=sys.stderr)
+        return 1
 
 
 def _dispatch(argv: list[str]) -> int:

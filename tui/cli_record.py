@@ -67,15 +67,15 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
         session = open_session(opts)
         if caught:
             session.close()
-            raise SessionError("interrupted before the command started", 128 + caught[0])
+            raise SessionError("interrupted before the command started")
         session.start()
     except SessionError as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         if out is not sys.stdout:
             out.close()
-        return 128 + caught[0] if caught and exc.status == 1 else exc.status
+        return exc.status
     try:
-        return _record(session, out, args.interval, args.duration, opts.cancel, caught)
+        return _record(session, out, args.interval, args.duration, opts.cancel)
     except BrokenPipeError:
         return 0  # a reader like `head` went away: not an error (the command is ended)
     except OSError as exc:
@@ -94,10 +94,9 @@ def _record(
     interval: float,
     duration: float | None,
     stop: threading.Event,
-    caught: list[int],
 ) -> int:
     """Snapshots until the command exits, a signal, the duration, or the target's end;
-    the status: the command's (ended by us or not), 128+N for signal N, else 0."""
+    the status: the command's (ended by us or not), else 0."""
     child = session.child
     start = time.monotonic()
     end = None if duration is None else start + duration
@@ -120,10 +119,7 @@ def _record(
         if exited:
             assert child is not None
             return child.status or 0
-        if stop.is_set():
-            session.end_command()
-            return 128 + caught[0] if caught else 1
-        if timed_out:
+        if stop.is_set() or timed_out:
             status = session.end_command()
             return 0 if status is None or session.keep_command else status
         if session.engine is not None and session.engine.target_ended:

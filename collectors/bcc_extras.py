@@ -1,0 +1,77 @@
+"""Two kernel features bcc 0.26's Python binding does not reach, through its libbcc
+and bpf(2) directly, so that the kernel, not our process, undoes them:
+
+- a uprobe whose USDT semaphore the kernel manages (perf's `ref_ctr_offset`): raised
+  in each probed process while the probe is attached, lowered when it goes, even if
+  the monitor is SIGKILLed (bcc's own way writes the target's memory and relies on
+  its destructor to write it back);
+- BPF_ENABLE_STATS (kernel >= 5.8): BPF run-time statistics on for as long as a file
+  descriptor is held; the kernel counts holders and drops ours when we exit, however
+  we exit (writing kernel.bpf_stats_enabled can leave it on for everybody).
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import os
+from typing import Any
+
+_NR_BPF = 321  # x86-64
+_BPF_ENABLE_STATS = 32
+_BPF_STATS_RUN_TIME = 0
+_libc = ct.CDLL(None, use_errno=True)
+_attach: Any = None
+
+
+def enable_run_time_stats() -> int:
+    """A descriptor that keeps BPF run-time statistics on until it is closed."""
+    attr = (ct.c_uint32 * 2)(_BPF_STATS_RUN_TIME, 0)
+    fd = int(_libc.syscall(_NR_BPF, _BPF_ENABLE_STATS, ct.byref(attr), ct.sizeof(attr)))
+    if fd < 0:
+        err = ct.get_errno()
+        raise OSError(err, os.strerror(err))
+    return fd
+
+
+def _libbcc() -> Any:
+    """libbcc with prototypes of our own (bcc's binding declares bpf_attach_uprobe with
+    six arguments; it has a seventh, ref_ctr_offset)."""
+    global _attach
+    if _attach is None:
+        from bcc import libbcc  # type: ignore[import-not-found]
+
+        own = ct.CDLL(libbcc.lib._name, use_errno=True)
+        fn = own.bpf_attach_uprobe
+        fn.restype = ct.c_int
+        fn.argtypes = [ct.c_int, ct.c_int, ct.c_char_p, ct.c_char_p, ct.c_ulonglong]
+        fn.argtypes += [ct.c_int, ct.c_uint32]
+        add = own.bcc_usdt_addsem_fully_specified_probe
+        add.restype = ct.c_int
+        add.argtypes = [ct.c_void_p, ct.c_char_p, ct.c_char_p, ct.c_char_p, ct.c_int16]
+        _attach = own
+    return _attach
+
+
+def lower_bcc_semaphore(ctx: Any, provider: str, name: str, fn_name: str) -> None:
+    """Undo the +1 that bcc's USDT(pid).enable_probe wrote into the target's semaphore."""
+    rc = _libbcc().bcc_usdt_addsem_fully_specified_probe(
+        ctx.context, provider.encode(), name.encode(), fn_name.encode(), -1
+    )
+    if rc != 0:
+        raise OSError(f"cannot lower the semaphore of {provider}:{name}")
+
+
+def attach_with_semaphore(
+    bpf: Any, path: str, addr: int, fn_name: str, pid: int, ref_ctr_offset: int
+) -> None:
+    """bcc's attach_uprobe(name=path, addr=addr, fn_name=..., pid=...), with the kernel
+    holding the USDT semaphore at file offset REF_CTR_OFFSET; detach_uprobe undoes it."""
+    from bcc import BPF  # type: ignore[import-not-found]
+
+    name, offset = BPF._check_path_symbol(path.encode(), b"", addr, pid, 0)
+    fn = bpf.load_func(fn_name.encode(), BPF.KPROBE)
+    ev_name = bpf._get_uprobe_evname(b"p", name, offset, pid)
+    fd = _libbcc().bpf_attach_uprobe(fn.fd, 0, ev_name, name, offset, pid, ref_ctr_offset)
+    if fd < 0:
+        raise OSError(ct.get_errno(), "Failed to attach BPF to uprobe with a semaphore")
+    bpf._add_uprobe_fd(ev_name, fd)
