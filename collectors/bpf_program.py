@@ -20,6 +20,8 @@ MAX_DEPTH = 16  # a power of two (the verifier needs the mask)
 MAX_THREADS = 16384
 MAX_KEYS = 16384
 HIST_ENTRIES = 131072
+# Key kinds, as the kernel writes them (the enum in PRELUDE is generated from these).
+KEY_NONE, KEY_INT, KEY_STR, KEY_PTR = 0, 1, 2, 3
 
 SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end"]
 
@@ -31,7 +33,7 @@ PRELUDE = r"""
 #define SUB %(sub)d
 #define SUB_BITS %(sub_bits)d
 
-enum { KEY_NONE = 0, KEY_INT = 1, KEY_STR = 2 };
+enum { KEY_NONE = %(key_none)d, KEY_INT = %(key_int)d, KEY_STR = %(key_str)d, KEY_PTR = %(key_ptr)d };
 
 struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
 struct stat { u64 count; u64 sum; u64 min; u64 max; };
@@ -149,10 +151,20 @@ static __always_inline int pop_frame(u32 chain, u32 slot) {
 
 static __always_inline void key_from_value(struct skey *k, u64 v, int type) {
     /* type 0 = auto: a value that reads as a user-space C string is a string */
+    long n = -1;
     if (type != 1 && v >= 0x10000) {
-        long n = bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v);
-        if (n > 1) { k->kind = KEY_STR; return; }
+        n = bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v);
+        if (n > 1 || (n == 1 && type == 2)) { k->kind = KEY_STR; return; }
         __builtin_memset(k->str, 0, sizeof(k->str));
+    }
+    if (type == 2 || (type == 0 && n < 0 && v >= 0x10000)) {
+        /* Not readable here (a page not faulted in yet): user space reads it, with the
+         * process it lives in; never filed as a number. */
+        u32 tgid = bpf_get_current_pid_tgid() >> 32;
+        k->kind = KEY_PTR;
+        k->num = v;
+        __builtin_memcpy(k->str, &tgid, sizeof(tgid));
+        return;
     }
     k->kind = KEY_INT;
     k->num = v;
@@ -216,5 +228,9 @@ def module_source(slots: list[Slot]) -> str:
         "hist_entries": HIST_ENTRIES,
         "nslots": max(1, len(slots)),
         "max_threads": MAX_THREADS,
+        "key_none": KEY_NONE,
+        "key_int": KEY_INT,
+        "key_str": KEY_STR,
+        "key_ptr": KEY_PTR,
     }
     return prelude + "\n" + "\n".join(slot_program(s) for s in slots) + "\n"

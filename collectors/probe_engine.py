@@ -36,6 +36,7 @@ from adaptyst_top.collectors.elf_info import (
     read_elf,
 )
 from adaptyst_top.collectors.histogram import percentiles
+from adaptyst_top.collectors.probe_keys import KeyResolver, merge_stats
 from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
 from adaptyst_top.collectors.targets import (
     TargetError,
@@ -148,6 +149,9 @@ class ProbeModule:
         self.lock = threading.Lock()
         self.errors_seen = [0] * len(KERNEL_ERRORS)
         self._readers: dict[str, MapReader] = {}
+        self.keys = KeyResolver(
+            {r.slot: r.spec.arg_type for r in rows if r.spec.arg is not None and r.slot >= 0}
+        )
 
     def reader(self, name: str) -> MapReader:
         r = self._readers.get(name)
@@ -161,14 +165,6 @@ class ProbeModule:
                 self.closed = True
                 with contextlib.suppress(Exception):
                     self.bpf.cleanup()
-
-
-def _key_of(k: Any) -> Any:
-    if k.kind == 2:
-        return bytes(k.str).split(b"\0", 1)[0].decode(errors="replace")
-    if k.kind == 1:
-        return int(k.num)
-    return None
 
 
 class ProbeEngine:
@@ -434,6 +430,13 @@ class ProbeEngine:
         assert spec.provider is not None and spec.name is not None
         names = [spec.name] + ([spec.end] if spec.end else [])
         sites = {n: self._find_usdt(elf, path, spec.provider, n) for n in names}
+        if spec.arg is not None:
+            have = min(len(p.arg_specs) for p in sites[spec.name])
+            if spec.arg > have:
+                raise ProbeError(
+                    f"{spec.text}: {spec.provider}:{spec.name} has {have} argument"
+                    f"{'' if have == 1 else 's'}: there is no @arg{spec.arg}"
+                )
         # A semaphore-gated probe is enabled by the kernel (uprobe ref_ctr_offset): it
         # raises the semaphore in each probed process while the probe is attached and drops
         # it when the probe goes, whatever ends the monitor (SIGKILL included).
@@ -660,17 +663,18 @@ class ProbeEngine:
 
     def _read_module(self, module: ProbeModule) -> None:
         stats: dict[int, dict[Any, tuple[int, int, int, int]]] = {}
+        key_of = module.keys.key_of
         for k, v in module.reader("stats").items():
-            stats.setdefault(int(k.slot), {})[_key_of(k)] = (
-                int(v.count),
-                int(v.sum),
-                int(v.min),
-                int(v.max),
-            )
+            per_slot = stats.setdefault(int(k.slot), {})
+            key = key_of(k)
+            new = (int(v.count), int(v.sum), int(v.min), int(v.max))
+            # Two kernel keys can be one user key (a string read here and in the kernel).
+            per_slot[key] = merge_stats(per_slot[key], new) if key in per_slot else new
         hists: dict[int, dict[Any, dict[int, int]]] = {}
         for k, v in module.reader("hist").items():
-            per_key = hists.setdefault(int(k.k.slot), {}).setdefault(_key_of(k.k), {})
-            per_key[int(k.bucket)] = int(getattr(v, "value", v))
+            per_key = hists.setdefault(int(k.k.slot), {}).setdefault(key_of(k.k), {})
+            b = int(k.bucket)
+            per_key[b] = per_key.get(b, 0) + int(getattr(v, "value", v))
         for slot, row in module.by_slot.items():
             if slot in stats:
                 row.stats = stats[slot]

@@ -23,6 +23,7 @@ from adaptyst_top.tui.cli_common import (
     session_options,
 )
 from adaptyst_top.tui.config import Config
+from adaptyst_top.tui.limits import Parser
 
 SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay")
 
@@ -65,7 +66,7 @@ def add_display_options(p: argparse.ArgumentParser) -> None:
 
 
 def monitor_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="adaptyst-top",
         usage="adaptyst-top [--pid PID] [--probe SPEC]... [--interval S] [-- CMD ARGS...]\n"
         "       adaptyst-top {demo,record,list,doctor,replay} ...",
@@ -80,7 +81,7 @@ def monitor_parser() -> argparse.ArgumentParser:
 
 
 def replay_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="adaptyst-top replay",
         description="Play a `record` file in the monitor's screens: p pauses, < and > "
         "change the speed.",
@@ -101,7 +102,7 @@ def replay_parser() -> argparse.ArgumentParser:
 
 
 def doctor_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="adaptyst-top doctor",
         description="Check each capability: ebpf, nvml, rapl, amd-gpu, opencl, fpga. "
         "Exit status 0 when the monitor can run at all.",
@@ -115,7 +116,7 @@ def doctor_parser() -> argparse.ArgumentParser:
 
 
 def demo_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="adaptyst-top demo",
         description="The demo workload with its probes and the placement advisor.",
     )
@@ -153,10 +154,13 @@ def load_config_or_exit(args: argparse.Namespace) -> Config | None:
     from adaptyst_top.tui.config import ConfigError, load_config
 
     try:
-        return load_config(Path(args.config) if args.config else None)
+        config = load_config(Path(args.config) if args.config else None)
     except ConfigError as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         return None
+    for warning in config.warnings:
+        print(f"adaptyst-top: {warning}", file=sys.stderr)
+    return config
 
 
 def run_monitor(args: argparse.Namespace, command: Sequence[str], argv: Sequence[str] = ()) -> int:
@@ -273,9 +277,12 @@ def cmd_replay(argv: Sequence[str]) -> int:
         return 1
     source = ReplaySource(args.file)
     try:
-        MonitorApp(
+        app = MonitorApp(
             source, interval=args.interval, config=config, ascii=args.ascii, speed=args.speed
-        ).run()
+        )
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal quits like q
+            signal.signal(sig, lambda *_: app.exit())
+        app.run()
     finally:
         source.close()
     return 0

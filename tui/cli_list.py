@@ -19,10 +19,11 @@ from adaptyst_top.collectors.entry_safety import (
 )
 from adaptyst_top.collectors.targets import TargetError, check_pid, mapped_files, resolve_target
 from adaptyst_top.tui.cli_common import add_version
+from adaptyst_top.tui.limits import Parser
 
 
 def list_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="adaptyst-top list",
         description="Function symbols (name, address, size) and USDT probes (provider, name, "
         "arguments, semaphore) of a binary, or of a process: its executable's functions and "

@@ -20,11 +20,12 @@ from adaptyst_top.tui.cli_common import (
     bounded_float,
     session_options,
 )
+from adaptyst_top.tui.limits import Parser
 from adaptyst_top.tui.session import Session, SessionError, child_output_for, open_session
 
 
 def record_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="adaptyst-top record",
         usage="adaptyst-top record [--pid PID] [--probe SPEC]... [--interval S] [--duration S] "
         "[--out FILE|-] [-- CMD ARGS...]",

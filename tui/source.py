@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 from collections.abc import Iterator
@@ -100,30 +101,37 @@ class LiveSource:
 
 
 class ReplaySource:
-    """Snapshots read one at a time from a `record` file: memory stays flat however long."""
+    """Snapshots read one at a time from a `record` file: memory stays flat however long.
+    A line that is not a well-formed snapshot (not UTF-8, not JSON, another shape) is
+    skipped and counted; the status line says how many."""
 
     read_only = True
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._file: IO[str] = open(self.path)  # noqa: SIM115 - closed by close()
-        self._lines: Iterator[str] = iter(self._file)
+        self._file: IO[bytes] = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+        self._lines: Iterator[bytes] = iter(self._file)
         self.ended = False
         self.count = 0
+        self.skipped = 0
+        self._told = 0
         self.host = "replay"
         self.target = f"replay of {self.path.name}"
 
     def snapshot(self) -> dict[str, Any] | None:
-        for line in self._lines:
-            line = line.strip()
-            if not line:
+        for raw in self._lines:
+            if not raw.strip():
                 continue
-            try:
-                snap: dict[str, Any] = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line of a recording cut short
+            snap = parse_snapshot_line(raw)
+            if snap is None:
+                self.skipped += 1  # a torn last line of a recording cut short, or garbage
+                continue
             self.count += 1
             self.host = str(snap.get("host", self.host))
+            if self.skipped != self._told:
+                self._told = self.skipped
+                note = f"skipped {self.skipped} malformed line(s) of {self.path.name}"
+                snap.setdefault("warnings", []).append(note)
             return snap
         self.ended = True
         return None
@@ -144,18 +152,113 @@ class ReplaySource:
         self._file.close()
 
 
+_NUMBER = (int, float)
+_LISTS = ("probes", "devices", "tasks", "advice", "warnings")
+# What the screens read from each entry, by type; anything else is carried along as is.
+_NUMERIC = frozenset(
+    [
+        "count",
+        "rate_hz",
+        "mean_ns",
+        "p50_ns",
+        "p95_ns",
+        "p99_ns",
+        "min_ns",
+        "max_ns",
+        "overhead_ns_per_hit",
+        "bpf_ns_per_hit",
+        "util",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "power_w",
+        "energy_j",
+        "temp_c",
+        "confidence",
+        "time_gain",
+        "energy_gain",
+    ]
+)
+_TEXT = frozenset(
+    [
+        "spec",
+        "name",
+        "kind",
+        "state",
+        "target",
+        "error",
+        "note",
+        "task",
+        "current",
+        "suggested",
+        "why",
+    ]
+)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, _NUMBER) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _entry_ok(item: dict[str, Any]) -> bool:
+    for k, v in item.items():
+        if v is None:
+            continue
+        if k in _NUMERIC and not _finite(v):
+            return False
+        if k in _TEXT and not isinstance(v, str):
+            return False
+        if k == "key" and not isinstance(v, (str, int)):
+            return False
+        if k == "hist" and not (
+            isinstance(v, list)
+            and all(isinstance(b, list) and len(b) == 2 and all(_finite(x) for x in b) for b in v)
+        ):
+            return False
+        if k == "raw" and not (
+            isinstance(v, dict) and all(x is None or _finite(x) for x in v.values())
+        ):
+            return False
+    return True
+
+
+def parse_snapshot_line(raw: bytes) -> dict[str, Any] | None:
+    """A recorded snapshot, or None when the line is not one: UTF-8 JSON, an object with
+    a finite `t`, lists where lists belong, objects in them, finite numbers throughout."""
+    try:
+        snap = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(snap, dict):
+        return None
+    t = snap.get("t")
+    if not isinstance(t, _NUMBER) or isinstance(t, bool) or not math.isfinite(t):
+        return None
+    for key in _LISTS:
+        items = snap.get(key, [])
+        if not isinstance(items, list):
+            return None
+        if key != "warnings" and not all(isinstance(i, dict) for i in items):
+            return None
+        if key == "warnings" and not all(isinstance(i, str) for i in items):
+            return None
+    entries = (i for key in ("probes", "devices", "tasks", "advice") for i in snap.get(key, []))
+    if not all(_entry_ok(item) for item in entries):
+        return None
+    if not isinstance(snap.get("host", ""), str) or not isinstance(snap.get("overhead", {}), dict):
+        return None
+    return snap
+
+
 def check_recording(path: str) -> None:
     """One line when the file cannot be replayed."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{path}: no such file")
-    with open(p) as f:
-        first = f.readline().strip()
-    try:
-        snap = json.loads(first) if first else None
-    except json.JSONDecodeError:
-        snap = None
-    if not isinstance(snap, dict) or "t" not in snap:
+    if p.is_dir():
+        raise ValueError(f"{path}: a directory, not a recording")
+    with open(p, "rb") as f:
+        first = f.readline(1 << 20)
+    if parse_snapshot_line(first) is None:
         raise ValueError(
             f"{path}: not an adaptyst-top recording (expected JSON lines from `record`)"
         )

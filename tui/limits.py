@@ -1,0 +1,33 @@
+"""The ranges every number a user gives must fall in, defined once for the command line
+and the config file alike."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import NoReturn
+
+# Every number the user gives is finite and in a stated range (a NaN interval once
+# meant a busy loop that ignored every key and signal).
+INTERVAL_RANGE = (0.05, 3600.0)  # seconds between snapshots
+DURATION_RANGE = (0.0, 366 * 86400.0)  # seconds; > 0
+BUDGET_RANGE = (0.0, 100.0)  # percent of the target's CPU; > 0
+SPEED_RANGE = (0.01, 1000.0)  # replay speed
+PHASE_RANGE = (0.5, 3600.0)  # demo phase, seconds
+MAX_PROBES_RANGE = (1, 100_000)
+
+
+def check_range(value: float, lo: float, hi: float, what: str = "") -> float:
+    """VALUE when finite and lo <= VALUE <= hi (lo excluded when it is 0); else ValueError."""
+    low_ok = value > lo if lo == 0 else value >= lo
+    if not math.isfinite(value) or not low_ok or value > hi:
+        bound = f"> 0 and <= {hi:g}" if lo == 0 else f"in {lo:g}..{hi:g}"
+        raise ValueError(f"{what}must be a finite number {bound}, not {value!r}")
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line (the usage itself is one --help away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
