@@ -12,8 +12,13 @@ and bpf(2) directly, so that the kernel, not our process, undoes them:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes as ct
 import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 _NR_BPF = 321  # x86-64
@@ -75,3 +80,26 @@ def attach_with_semaphore(
     if fd < 0:
         raise OSError(ct.get_errno(), "Failed to attach BPF to uprobe with a semaphore")
     bpf._add_uprobe_fd(ev_name, fd)
+
+
+_STDERR_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def bcc_stderr_captured() -> Iterator[list[str]]:
+    """libbcc prints its complaints (\"cannot attach uprobe, probe entry may not exist\")
+    straight to file descriptor 2, beside our own one-line error. While attaching, fd 2
+    goes to an unnamed temporary file instead; its lines are handed back to the caller."""
+    lines: list[str] = []
+    with _STDERR_LOCK, tempfile.TemporaryFile() as sink:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines.extend(sink.read().decode(errors="replace").splitlines())

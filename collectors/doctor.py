@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.capability import Capability, Status
-from adaptyst_top.collectors.ebpf_env import check_ebpf
+from adaptyst_top.collectors.ebpf_env import FIX_ROOT, check_ebpf
 from adaptyst_top.collectors.opencl_inventory import list_opencl_devices
 
 AMD_PCI_VENDOR = "0x1002"
@@ -191,15 +191,27 @@ def check_fpga(
 
 
 def run_doctor(run_smoke: bool = True) -> list[Capability]:
-    return [
-        check_cpu(),
-        check_ebpf(run_smoke=run_smoke),
-        check_nvml(),
-        check_rapl(),
-        check_amd_gpu(),
-        check_opencl(),
-        check_fpga(),
+    checks: list[tuple[str, Callable[[], Capability]]] = [
+        ("cpu", check_cpu),
+        ("ebpf", lambda: check_ebpf(run_smoke=run_smoke)),
+        ("nvml", check_nvml),
+        ("rapl", check_rapl),
+        ("amd-gpu", check_amd_gpu),
+        ("opencl", check_opencl),
+        ("fpga", check_fpga),
     ]
+    return [_guarded(name, check) for name, check in checks]
+
+
+def _guarded(name: str, check: Callable[[], Capability]) -> Capability:
+    """The command meant to diagnose never crashes: a check that fails unexpectedly
+    (a file only root may read, say) is reported as what it is."""
+    try:
+        return check()
+    except PermissionError as exc:
+        return Capability(name, "denied", f"{exc.filename or exc}: permission denied", FIX_ROOT)
+    except Exception as exc:  # the report goes on; the reason is shown
+        return Capability(name, "degraded", f"the check failed: {type(exc).__name__}: {exc}")
 
 
 def can_run(caps: list[Capability]) -> bool:

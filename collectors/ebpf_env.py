@@ -91,8 +91,11 @@ def check_uprobes(sysfs: Path = Path("/sys")) -> Capability:
 
 def tracefs_dir(sysfs: Path = Path("/sys")) -> Path | None:
     for d in (sysfs / "kernel/tracing", sysfs / "kernel/debug/tracing"):
-        if (d / "uprobe_events").exists():
-            return d
+        try:
+            if (d / "uprobe_events").exists():
+                return d
+        except PermissionError:  # root-only (mode 0700): not ours to list
+            continue
     return None
 
 
@@ -100,6 +103,8 @@ def check_tracefs(sysfs: Path = Path("/sys")) -> Capability:
     d = tracefs_dir(sysfs)
     if d is not None:
         return Capability("tracefs", "ok", f"tracefs at {d}")
+    if not os.access(sysfs / "kernel/tracing", os.X_OK) and (sysfs / "kernel/tracing").is_dir():
+        return Capability("tracefs", "denied", "tracefs is readable by root only", FIX_ROOT)
     return Capability(
         "tracefs",
         "degraded",

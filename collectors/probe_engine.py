@@ -15,6 +15,7 @@ import ctypes
 import fnmatch
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -23,7 +24,11 @@ from typing import Any
 
 from adaptyst_top.collectors import entry_safety, ifunc
 from adaptyst_top.collectors import overhead as ov
-from adaptyst_top.collectors.bcc_extras import attach_with_semaphore, lower_bcc_semaphore
+from adaptyst_top.collectors.bcc_extras import (
+    attach_with_semaphore,
+    bcc_stderr_captured,
+    lower_bcc_semaphore,
+)
 from adaptyst_top.collectors.bpf_maps import MapReader
 from adaptyst_top.collectors.bpf_program import Slot, module_source
 from adaptyst_top.collectors.ebpf_env import check_bcc, check_kernel_headers, check_privileges
@@ -65,6 +70,10 @@ def _keep_contexts_quiet() -> None:
         ctx.__class__ = _KeptContext
 
 
+WORKER_JOIN_S = 60.0  # close() waits this long at most for an attach under way
+# Attaching takes ~30 ms per uprobe here (two per function): the time allowed for a
+# spec grows with what it matched, on top of a fixed allowance for compiling.
+ATTACH_S_PER_POINT = 0.25
 REAP_EVERY = 10  # reads between sweeps of the stacks of exited threads
 KERNEL_ERRORS = (
     "hits lost: a statistics map is full",
@@ -135,6 +144,7 @@ class ProbeGroup:
     error: str = ""
     rows: list[Row] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
+    planned: int = 0  # attach points found, once planned: how long attaching may take
 
 
 class ProbeModule:
@@ -211,6 +221,7 @@ class ProbeEngine:
         self._reads = 0
         self._last_cpu: int | None = None
         self._closed = False
+        self._exe: str | None = None  # the target's program, to notice an exec
         self._worker = threading.Thread(target=self._work, name="probe-compiler", daemon=True)
         self._worker.start()
 
@@ -267,6 +278,8 @@ class ProbeEngine:
             except Exception as exc:  # bcc raises plain Exception; keep the engine alive
                 group.state, group.error = "error", _one_line(exc)
             finally:
+                if group.state == "error":
+                    self.warnings.append(group.error)  # the status line's latest word
                 group.done.set()
 
     def _resolve(self, spec: ProbeSpec) -> tuple[str, ElfInfo]:
@@ -289,6 +302,7 @@ class ProbeEngine:
         else:
             rows, slots, usdt_contexts = self._plan_usdt(spec, path, elf)
             refused = []
+        group.planned = len(rows)
         from bcc import BPF  # type: ignore[import-not-found]
 
         try:
@@ -306,12 +320,18 @@ class ProbeEngine:
         for row in rows:
             row.module = module
         try:
-            for row in rows:
-                self._attach_row(row)
+            with bcc_stderr_captured():
+                for row in rows:
+                    if self._closed:
+                        raise ProbeError(f"{spec.text}: not attached: the monitor is closing")
+                    self._attach_row(row)
         except Exception:
             module.close()
             raise
         with self._lock:
+            if self._closed:
+                module.close()
+                raise ProbeError(f"{spec.text}: not attached: the monitor is closing")
             self.modules.append(module)
             for row in rows + refused:
                 self.rows[row.id] = row
@@ -646,6 +666,8 @@ class ProbeEngine:
         with self._lock:
             if self.pid is not None and not self.target_ended and not pid_alive(self.pid):
                 self._end_target()
+            elif self.pid is not None and not self.target_ended:
+                self._check_exec()
             self._reads += 1
             for module in list(self.modules):
                 if module.closed:
@@ -721,6 +743,35 @@ class ProbeEngine:
                 self._switch_off(self.rows[worst], "detached")
                 msg += " (disabled)"
             self.warnings.append(msg)
+
+    def _check_exec(self) -> None:
+        """A target that exec'd another program keeps its PID but not its probes: the rows
+        on files it no longer maps end, with the reason."""
+        assert self.pid is not None
+        try:
+            exe = os.path.realpath(os.readlink(f"/proc/{self.pid}/exe"))
+        except OSError:
+            return
+        if self._exe is None:
+            if self.command_path is not None and exe == os.path.realpath(sys.executable):
+                return  # a launched command still held at the door (the gate is Python)
+            self._exe = exe
+            return
+        if exe == self._exe:
+            return
+        self._exe = exe
+        try:
+            mapped = set(mapped_files(self.pid))
+        except TargetError:
+            return
+        gone = [r for r in self.rows.values() if r.path not in mapped and r.state != "error"]
+        for row in gone:
+            if row.state in ("attached", "detached"):
+                self._switch_off(row, "ended")
+            row.error = f"PID {self.pid} exec'd {exe}: {row.path} is no longer mapped"
+        self.warnings.append(
+            f"PID {self.pid} exec'd {exe}: {len(gone)} probe(s) on the old program ended"
+        )
 
     def _end_target(self) -> None:
         self.target_ended = True
@@ -820,6 +871,11 @@ class ProbeEngine:
             return
         self._closed = True
         self._queue.put(None)
+        # An attach under way stops at its next attach point and closes what it made;
+        # a compile (a second or two) runs to its end first. Waiting here means no
+        # module is made after this, and none is cleaned up by bcc at interpreter exit.
+        if threading.current_thread() is not self._worker:
+            self._worker.join(WORKER_JOIN_S)
         with self._lock:
             for module in self.modules:
                 module.close()

@@ -67,6 +67,9 @@ def parse_spec(text: str) -> ProbeSpec:
     if not spec:
         raise ProbeSpecError(text, 0, 1, "empty spec")
     kind, sep, rest = spec.partition(":")
+    if not sep and kind in ("uprobe", "usdt", "u"):
+        shape = "usdt:TARGET:PROVIDER:NAME" if kind == "usdt" else "uprobe:TARGET:FUNC"
+        raise ProbeSpecError(spec, 0, len(kind), f"expected {shape}: a target and a name")
     if not sep or kind not in ("uprobe", "usdt", "u"):
         raise ProbeSpecError(spec, 0, len(kind), f"unknown probe type {kind!r} (uprobe or usdt)")
     kind = "uprobe" if kind == "u" else kind

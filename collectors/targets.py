@@ -34,9 +34,21 @@ def process_cpu_ns(pid: int) -> int | None:
     return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
+PF_KTHREAD = 0x00200000  # in /proc/PID/stat's flags
+
+
 def check_pid(pid: int) -> None:
+    """A user process we can probe, or TargetError saying why not."""
     if pid <= 0 or not pid_alive(pid):
         raise TargetError(f"no such process: PID {pid}")
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        flags = int(fields[6])
+    except (OSError, IndexError, ValueError):
+        return
+    if flags & PF_KTHREAD:
+        raise TargetError(f"PID {pid} is a kernel thread: it runs no user code to probe")
 
 
 def mapped_files(pid: int) -> list[str]:
@@ -53,9 +65,13 @@ def mapped_files(pid: int) -> list[str]:
     except FileNotFoundError:
         raise TargetError(f"no such process: PID {pid}") from None
     except PermissionError:
-        raise TargetError(
-            f"cannot read /proc/{pid}/maps: permission denied (run as root)"
-        ) from None
+        why = (
+            "the process is shielded even from root here (another PID namespace or a "
+            "sandbox's protection)"
+            if os.geteuid() == 0
+            else "it belongs to another user (run as root, or probe your own processes)"
+        )
+        raise TargetError(f"cannot read /proc/{pid}/maps: {why}") from None
     return out
 
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -349,3 +350,17 @@ def test_switching_a_nested_probe_off_keeps_its_parent_right(workload: Workload)
         # A parent paired with the wrong frame would lose calls (count above) or measure a
         # short interval; a long one is only preemption on a loaded node, so max is free.
         assert within(parent["p50_ns"], 1_000_000) and parent["min_ns"] >= 0.95 * 1_000_000
+
+
+def test_close_during_a_long_attach_leaves_nothing(workload: Workload) -> None:
+    engine = ProbeEngine(pid=workload.pid)
+    group = engine.add("uprobe:c:str*")  # a hundred functions: seconds of attaching
+    deadline = time.monotonic() + 60
+    while group.planned == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # in the middle of attaching
+    engine.close()
+    assert group.done.is_set() and group.state == "error"
+    assert "closing" in group.error
+    assert none_left()
+    workload.run("fast 10")  # the target runs on, untouched

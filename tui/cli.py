@@ -47,13 +47,13 @@ examples:
 """
 
 
-def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Options before `--`, the command to launch after it."""
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """Options before `--`, the command to launch after it (None: no `--` at all)."""
     argv = list(argv)
     if "--" in argv:
         i = argv.index("--")
         return argv[:i], argv[i + 1 :]
-    return argv, []
+    return argv, None
 
 
 def add_display_options(p: argparse.ArgumentParser) -> None:
@@ -334,7 +334,12 @@ def _dispatch(argv: list[str]) -> int:
         from adaptyst_top.tui.cli_list import cmd_list
 
         return cmd_list(argv[1:])
-    opts, command = split_command(argv[1:] if argv and argv[0] in SUBCOMMANDS else argv)
+    opts, maybe_command = split_command(argv[1:] if argv and argv[0] in SUBCOMMANDS else argv)
+    if maybe_command == []:
+        # A bare `--` would otherwise watch the whole node, which is not what was asked.
+        print("adaptyst-top: nothing after --: give the command to run", file=sys.stderr)
+        return 2
+    command = maybe_command or []
     if argv and argv[0] == "record":
         from adaptyst_top.tui.cli_record import cmd_record
 

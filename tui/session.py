@@ -18,7 +18,7 @@ from adaptyst_top.collectors.devices import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.collectors.launcher import HeldCommand, LaunchError
 from adaptyst_top.collectors.overhead import CostTable
-from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
+from adaptyst_top.collectors.probe_engine import ATTACH_S_PER_POINT, ProbeEngine, ProbeError
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.targets import TargetError, check_pid
 from adaptyst_top.placement.advisor import Advisor
@@ -175,16 +175,20 @@ def open_session(opts: SessionOptions) -> Session:
             )
             calibration = BackgroundCalibration(costs)
             groups = [engine.add(s) for s in specs]
-            deadline = time.monotonic() + opts.attach_timeout
+            start = time.monotonic()
             while not engine.wait(0.1):
                 if opts.cancel.is_set():
                     raise SessionError("interrupted while attaching: the command never ran")
-                if time.monotonic() > deadline:
-                    raise SessionError(f"probes not attached after {opts.attach_timeout:.0f}s")
+                points = sum(g.planned for g in groups)
+                limit = opts.attach_timeout + ATTACH_S_PER_POINT * points
+                if time.monotonic() - start > limit:
+                    raise SessionError(
+                        f"probes not attached after {limit:.0f}s ({points} attach points)"
+                    )
             if opts.cancel.is_set():
                 raise SessionError("interrupted while attaching: the command never ran")
-            errors = [g.error for g in groups if g.state == "error"]
-            if errors:
+            errors = list(dict.fromkeys(g.error for g in groups if g.state == "error"))
+            if errors:  # each reason once (two specs on a target that exited: one line)
                 raise SessionError("; ".join(errors))
     except (ProbeError, SessionError) as exc:
         if calibration is not None:

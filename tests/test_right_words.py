@@ -1,0 +1,118 @@
+"""Each odd target or input gets its true one-line reason: a kernel thread, a bare --, a
+spec without a target, a process that exec'd another program, doctor without root."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .bpf_objects import none_left
+from .conftest import IS_ROOT, requires_root
+
+CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
+EXECS = r"""
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((noinline)) int before(int x) { __asm__ volatile(""); return x + 1; }
+int main(void) {
+    int s = 0;
+    for (int i = 0; i < 50; i++) s += before(i);
+    fflush(stdout);
+    sleep(1);
+    execl("/bin/sleep", "sleep", "2", (char *)0);
+    return s;
+}
+"""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "line"),
+    [
+        (["record", "--pid", "2"], 1, "PID 2 is a kernel thread: it runs no user code to probe"),
+        (["record", "--duration", "1", "--"], 2, "nothing after --: give the command to run"),
+        (
+            ["record", "--probe", "uprobe"],
+            1,
+            "bad probe spec 'uprobe': expected uprobe:TARGET:FUNC: a target and a name",
+        ),
+        (["record", "--interval", "nan"], 2, "must be a finite number in 0.05..3600, not nan"),
+        (["record", "--duration", "-1"], 2, "must be a finite number > 0"),
+        (["record", "--max-probes", "-1"], 2, "must be 1..100000, not -1"),
+        (["replay", "--speed", "inf", "x"], 2, "must be a finite number in 0.01..1000, not inf"),
+    ],
+)
+def test_one_true_line(args: list[str], status: int, line: str) -> None:
+    r = cli(*args)
+    assert r.returncode == status
+    assert len(r.stderr.splitlines()) == 1 and line in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_a_target_that_execs_another_program_ends_its_rows(tmp_path: Path) -> None:
+    src = tmp_path / "execs.c"
+    src.write_text(EXECS)
+    prog = tmp_path / "execs"
+    subprocess.run(["gcc", "-O0", "-o", str(prog), str(src)], check=True)
+    out = tmp_path / "rec.jsonl"
+    r = cli(
+        "record",
+        "--interval",
+        "0.3",
+        "--out",
+        str(out),
+        "--probe",
+        f"uprobe:{prog}:before",
+        "--",
+        str(prog),
+    )
+    assert r.returncode == 0, r.stderr
+    snaps = [json.loads(line) for line in out.read_text().splitlines()]
+    last = snaps[-1]["probes"][0]
+    assert last["count"] == 50 and last["state"] == "ended"
+    assert "exec'd /usr/bin/sleep" in last["error"] or "exec'd /bin/sleep" in last["error"]
+    warned = [w for s in snaps for w in s.get("warnings", []) if "exec'd" in w]
+    assert len(warned) == 1
+    assert none_left()
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
+def test_doctor_as_an_ordinary_user_reports_instead_of_crashing() -> None:
+    from adaptyst_top.collectors.doctor import run_doctor
+
+    run_doctor(run_smoke=False)  # every module loaded while we may still read them
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            caps = run_doctor(run_smoke=True)
+            os.write(w, json.dumps([c.to_json() for c in caps]).encode())
+            code = 0
+        except BaseException as exc:
+            os.write(w, repr(exc).encode())
+        finally:
+            os._exit(code)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, data.decode()
+    caps = {c["name"]: c for c in json.loads(data)}
+    assert caps["cpu"]["status"] == "ok"
+    assert caps["ebpf"]["status"] == "denied" and caps["ebpf"]["fix"]
