@@ -5,6 +5,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
+
+# CI replays the same examples every run (a failure there is reproducible); a developer's
+# run explores new ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 IS_ROOT = os.geteuid() == 0
 

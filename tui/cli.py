@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -300,6 +301,7 @@ def _ensure_standard_fds() -> None:
             if null != fd:
                 os.dup2(null, fd)
                 os.close(null)
+            os.set_inheritable(fd, True)  # a standard descriptor, passed to what we run
     if sys.stdout is None:
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
     if sys.stderr is None:
@@ -307,6 +309,11 @@ def _ensure_standard_fds() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Ctrl-C ends a command that has not installed its own handling (list, doctor) the
+    # way it ends a C tool: at once, without a Python traceback. record and the monitor
+    # install theirs before they hold a command or attach a probe.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     _ensure_standard_fds()
     try:
         return _dispatch(list(sys.argv[1:] if argv is None else argv))
@@ -315,11 +322,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (probes were detached as the exception unwound); no traceback at exit either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
-    except KeyboardInterrupt:
-        # Ctrl-C before a command installed its own handler: one line, nothing left
-        # (a held command dies with us; probes detached as the exception unwound).
-        print("adaptyst-top: interrupted", file=sys.stderr)
-        return 1
 
 
 def _dispatch(argv: list[str]) -> int:
