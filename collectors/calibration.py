@@ -20,7 +20,12 @@ from pathlib import Path
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.bpf_program import PRELUDE
 from adaptyst_top.collectors.entry_safety import EntryPolicy
-from adaptyst_top.collectors.helper_build import HelperBuildError, build_helper, helper_source
+from adaptyst_top.collectors.helper_build import (
+    HelperBuildError,
+    HelperProcess,
+    build_helper,
+    helper_source,
+)
 from adaptyst_top.collectors.private_files import cache_dir, write_private
 
 # (class, calib function, spec suffix, calls): fewer calls where each costs more.
@@ -74,32 +79,12 @@ def save_cached(table: ov.CostTable, path: Path | None = None) -> None:
     write_private(path, json.dumps(data, indent=1).encode())
 
 
-class _Calibrator:
-    def __init__(self, binary: Path) -> None:
-        self.proc = subprocess.Popen(
-            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        assert self.proc.stdout is not None
-        if self.proc.stdout.readline().strip() != "ready":
-            raise CalibrationError("calibration target did not start")
-
-    def ns_per_call(self, fn: str, calls: int) -> float:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{fn} {calls}\n")
-        self.proc.stdin.flush()
-        return float(self.proc.stdout.readline())
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
 def calibrate(binary: Path | None = None) -> ov.CostTable:
     """Measure every class now (a few seconds: one BPF compile per class)."""
     from adaptyst_top.collectors.probe_engine import ProbeEngine
 
     binary = binary or build_calibrator()
-    target = _Calibrator(binary)
+    target = HelperProcess(binary)
     table = ov.CostTable()
     try:
         # Its own target, whose entries are known: no entry check needed.
@@ -119,12 +104,12 @@ def calibrate(binary: Path | None = None) -> ov.CostTable:
                 row = groups[cls].rows[0]
                 per_hit, inside = [], []
                 for _ in range(REPEATS):
-                    base = target.ns_per_call(fn, calls)
+                    base = float(target.ask(f"{fn} {calls}"))
                     engine.set_enabled(row.id, True)
                     engine.flush()
                     engine.read()
                     before = row.stats.get(None, (0, 0, 0, 0))
-                    probed = target.ns_per_call(fn, calls)
+                    probed = float(target.ask(f"{fn} {calls}"))
                     engine.read()
                     engine.set_enabled(row.id, False)
                     engine.flush()
@@ -197,7 +182,7 @@ def main() -> int:
 
     try:
         table = calibrate()
-    except CalibrationError as exc:
+    except (CalibrationError, HelperBuildError) as exc:
         print(str(exc), file=sys.stderr)
         return 1
     try:

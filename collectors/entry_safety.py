@@ -31,7 +31,12 @@ import capstone  # type: ignore[import-untyped]
 from adaptyst_top.collectors import ifunc
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, entry_bytes
-from adaptyst_top.collectors.helper_build import HelperBuildError, build_helper, helper_source
+from adaptyst_top.collectors.helper_build import (
+    HelperBuildError,
+    HelperProcess,
+    build_helper,
+    helper_source,
+)
 from adaptyst_top.collectors.private_files import cache_dir, write_private
 
 EMULATED = "emulated"  # no single-step: always safe
@@ -228,26 +233,6 @@ def save_cached(verdicts: dict[str, Verdict]) -> None:
     write_private(_cache_path(), json.dumps(data, indent=1).encode())
 
 
-class _CheckTarget:
-    def __init__(self, binary: Path) -> None:
-        self.proc = subprocess.Popen(
-            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        assert self.proc.stdout is not None
-        if self.proc.stdout.readline().strip() != "ready":
-            raise HelperBuildError("the entry check target did not start")
-
-    def checksum(self, fn: str, calls: int) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{fn} {calls}\n")
-        self.proc.stdin.flush()
-        return self.proc.stdout.readline().strip()
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
 def verify(binary: Path | None = None, calls: int = CHECK_CALLS) -> dict[str, Verdict]:
     """Run each class's functions unprobed and probed; compare (a few seconds, as root)."""
     from adaptyst_top.collectors.probe_engine import ProbeEngine
@@ -263,15 +248,15 @@ def verify(binary: Path | None = None, calls: int = CHECK_CALLS) -> dict[str, Ve
             verdicts[cls] = Verdict("unverifiable", f"this CPU lacks {', '.join(missing)}")
         else:
             runnable[cls] = fns
-    target = _CheckTarget(binary)
+    target = HelperProcess(binary)
     try:
-        fns = [f for group in runnable.values() for f in group]
-        expected = {f: target.checksum(f, calls) for f in fns}
+        names = [f for group in runnable.values() for f in group]
+        expected = {f: target.ask(f"{f} {calls}") for f in names}
         with ProbeEngine(pid=target.proc.pid, entry_policy=EntryPolicy.trusting()) as engine:
-            groups = {f: engine.add(f"uprobe:{binary}:chk_{f}") for f in fns}
+            groups = {f: engine.add(f"uprobe:{binary}:chk_{f}") for f in names}
             if not engine.wait(120):
                 raise HelperBuildError("attaching the entry check probes timed out")
-            got = {f: target.checksum(f, calls) for f in fns}
+            got = {f: target.ask(f"{f} {calls}") for f in names}
             engine.read()
             hits = {
                 f: sum(s[0] for r in g.rows for s in r.stats.values()) for f, g in groups.items()

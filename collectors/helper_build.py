@@ -46,3 +46,26 @@ def build_helper(name: str, directory: Path | None = None) -> Path:
         raise HelperBuildError(f"building {name} failed: {err}")
     tmp.rename(binary)
     return binary
+
+
+class HelperProcess:
+    """One of those programs, running: it says "ready", then answers each line with one."""
+
+    def __init__(self, binary: Path) -> None:
+        self.proc = subprocess.Popen(
+            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        if self.ask(None) != "ready":
+            self.close()
+            raise HelperBuildError(f"{binary.name} did not start")
+
+    def ask(self, line: str | None) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if line is not None:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()

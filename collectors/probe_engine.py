@@ -388,7 +388,9 @@ class ProbeEngine:
             targets.append((at, Attachment("", path, addr=impl)))
         if not targets:
             raise ProbeError(f"{spec.text}: {unresolved[0]}")
-        rows, slots, refused = [], [], []
+        rows: list[Row] = []
+        slots: list[Slot] = []
+        refused: list[Row] = []
         for sym, where in targets:
             code = entry_bytes(path, sym)
             insn = entry_safety.decode_entry(code, elf.machine)

@@ -185,7 +185,8 @@ def toml_literal(v: object) -> str:
             "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
         )
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)  # a JSON string is a TOML basic string
+        # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
+        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(v, list):
         return "[" + ", ".join(toml_literal(x) for x in v) + "]"
     return str(v)

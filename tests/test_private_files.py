@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from adaptyst_top.collectors import private_files as pf
 
+from .as_user import run_as
 from .conftest import IS_ROOT
 
 NOBODY = 65534
@@ -85,28 +86,19 @@ def test_a_users_fallback_runtime_folder_made_by_someone_else_is_refused() -> No
     shutil.rmtree(squat, ignore_errors=True)
     squat.mkdir(mode=0o777)  # made by root (the "other user" here)
     squat.chmod(0o777)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setgroups([])
-            os.setresgid(NOBODY, NOBODY, NOBODY)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
-            os.environ.pop("XDG_RUNTIME_DIR", None)
-            from adaptyst_top.placement.control import ControlServer
 
-            try:
-                ControlServer()
-            except pf.UnsafePathError as exc:
-                os.write(w, str(exc).encode()[:300])
-                code = 0
-        finally:
-            os._exit(code)
-    os.close(w)
-    _, status = os.waitpid(pid, 0)
-    said = os.read(r, 400).decode()
-    os.close(r)
+    def serve() -> bytes:
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+        from adaptyst_top.placement.control import ControlServer
+
+        try:
+            ControlServer()
+        except pf.UnsafePathError as exc:
+            return str(exc).encode()
+        raise AssertionError("the squatted folder was used")
+
+    code, out = run_as(NOBODY, serve)
+    said = out.decode()
     squat.rmdir()
-    assert os.waitstatus_to_exitcode(status) == 0, said
+    assert code == 0, said
     assert "belongs to uid 0" in said

@@ -4,13 +4,13 @@ spec without a target, a process that exec'd another program, doctor without roo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from .as_user import run_as
 from .bpf_objects import none_left
 from .conftest import IS_ROOT, requires_root
 
@@ -91,28 +91,10 @@ def test_doctor_as_an_ordinary_user_reports_instead_of_crashing() -> None:
     from adaptyst_top.collectors.doctor import run_doctor
 
     run_doctor(run_smoke=False)  # every module loaded while we may still read them
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            caps = run_doctor(run_smoke=True)
-            os.write(w, json.dumps([c.to_json() for c in caps]).encode())
-            code = 0
-        except BaseException as exc:
-            os.write(w, repr(exc).encode())
-        finally:
-            os._exit(code)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, data.decode()
+    code, data = run_as(
+        65534, lambda: json.dumps([c.to_json() for c in run_doctor(run_smoke=True)]).encode()
+    )
+    assert code == 0, data.decode()
     caps = {c["name"]: c for c in json.loads(data)}
     assert caps["cpu"]["status"] == "ok"
     assert caps["ebpf"]["status"] == "denied" and caps["ebpf"]["fix"]

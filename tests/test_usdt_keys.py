@@ -14,6 +14,7 @@ from adaptyst_top.collectors.probe_keys import UNREADABLE, read_c_string
 
 from .bpf_objects import none_left
 from .conftest import requires_root
+from .workload import build_c
 
 SOURCE = Path(__file__).parent / "targets" / "keys.c"
 CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
@@ -21,9 +22,7 @@ CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
 
 @pytest.fixture(scope="module")
 def keys_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    binary = tmp_path_factory.mktemp("keys") / "keys"
-    subprocess.run(["gcc", "-O1", "-o", str(binary), str(SOURCE)], check=True)
-    return binary
+    return build_c(SOURCE, tmp_path_factory.mktemp("keys"))
 
 
 def keyed_counts(binary: Path, suffix: str, tmp_path: Path) -> dict[object, int]:

@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from adaptyst_top.collectors.helper_build import HelperProcess
 from adaptyst_top.collectors.probe_engine import ProbeEngine
 
 from .bpf_objects import none_left
 from .conftest import requires_root
+from .workload import build_c
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 SOURCE = Path(__file__).parent / "targets" / "gated.c"
@@ -24,29 +26,15 @@ CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
 
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    binary = tmp_path_factory.mktemp("gated") / "gated"
-    subprocess.run(["gcc", "-O1", "-o", str(binary), str(SOURCE)], check=True)
-    return binary
+    return build_c(SOURCE, tmp_path_factory.mktemp("gated"))
 
 
-class Target:
-    def __init__(self, binary: Path) -> None:
-        self.proc = subprocess.Popen(
-            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        assert self.ask("") == "ready"
-        self.pid = self.proc.pid
+class Target(HelperProcess):
+    """The gated program, answering "sem" and "hit N" line by line."""
 
-    def ask(self, line: str) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        if line:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-        return self.proc.stdout.readline().strip()
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
 
 def spec(binary: Path) -> str:

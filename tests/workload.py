@@ -8,6 +8,13 @@ from pathlib import Path
 SOURCE = Path(__file__).parent / "targets" / "workload.c"
 
 
+def build_c(source: Path, directory: Path, opt: str = "-O1") -> Path:
+    """A C test target built with the system's gcc into DIRECTORY, named after SOURCE."""
+    binary = directory / source.stem
+    subprocess.run(["gcc", opt, "-o", str(binary), str(source)], check=True)
+    return binary
+
+
 def build(directory: Path) -> Path:
     binary = directory / "workload"
     subprocess.run(["gcc", "-O2", "-g", "-o", str(binary), str(SOURCE)], check=True)
