@@ -211,6 +211,11 @@ async def test_live_toggle_add_remove(workload_bin: Path) -> None:
             await pilot.press("d")
             await pilot.pause(0.6)
             assert "held_fn" not in probe_names(app)
+            # A spec that fails while compiling: its reason replaces "adding ...".
+            await pilot.press("a", *"uprobe:/etc/passwd:x", "enter")
+            assert session.engine.wait(60)  # type: ignore[union-attr]
+            await pilot.pause(0.6)
+            assert "not an ELF" in app._status, app._status
             await pilot.press("q")
     finally:
         session.close()
