@@ -221,3 +221,46 @@ async def test_live_toggle_add_remove(workload_bin: Path) -> None:
         session.close()
         session.child.kill()  # type: ignore[union-attr]
     assert none_left()
+
+
+BAD_LINES = [
+    b"\xff\xfe not utf-8\n",
+    b"[1, 2, 3]\n",
+    b"null\n",
+    b'{"t": "soon", "probes": []}\n',
+    b'{"t": 1.0, "probes": 5}\n',
+    b'{"t": 1.0, "probes": [{"name": "x", "count": "many"}]}\n',
+    b'{"t": 1.0, "devices": [{"id": "cpu", "util": NaN}]}\n',
+    b'{"t": Infinity}\n',
+    b'{"t": 1.0, "probes": [{"name": "x", "hist": [[1]]}]}\n',
+]
+
+
+async def test_replay_skips_malformed_lines_and_says_how_many(tmp_path: Path) -> None:
+    good = RECORDING.read_bytes().splitlines(keepends=True)
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(good[0] + b"".join(BAD_LINES) + b"".join(good[1:]))
+    app = MonitorApp(ReplaySource(mixed), interval=1.0, autoplay=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot, 2)
+        assert f"skipped {len(BAD_LINES)} malformed line(s)" in app._status
+        assert "fast_fn" in probe_names(app)
+        await loaded(pilot, 9)
+        assert "replay ended" in app._status
+
+
+def test_a_file_that_is_no_recording_is_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for content in (b"\xff\xfe\n", b"[]\n", b"", b'{"t": NaN}\n'):
+        f = tmp_path / "bad.jsonl"
+        f.write_bytes(content)
+        r = subprocess.run(
+            [sys.executable, "-m", "adaptyst_top.tui.cli", "replay", str(f)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 1 and "not an adaptyst-top recording" in r.stderr
+        assert len(r.stderr.splitlines()) == 1
