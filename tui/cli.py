@@ -24,7 +24,7 @@ from adaptyst_top.tui.cli_common import (
     session_options,
 )
 from adaptyst_top.tui.config import Config
-from adaptyst_top.tui.limits import Parser
+from adaptyst_top.tui.limits import DEFAULT_INTERVAL, Parser
 
 SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay")
 
@@ -96,7 +96,11 @@ def replay_parser() -> argparse.ArgumentParser:
         help="playback speed, {:g}..{:g} (1.0)".format(*SPEED_RANGE),
     )
     p.add_argument(
-        "--interval", type=interval_s, default=1.0, metavar="S", help="recorded interval (1.0)"
+        "--interval",
+        type=interval_s,
+        default=DEFAULT_INTERVAL,
+        metavar="S",
+        help=f"recorded interval ({DEFAULT_INTERVAL:g})",
     )
     add_display_options(p)
     return p
@@ -122,7 +126,7 @@ def demo_parser() -> argparse.ArgumentParser:
         description="The demo workload with its probes and the placement advisor.",
     )
     add_version(p)
-    p.add_argument("--interval", type=interval_s, default=1.0, metavar="S")
+    p.add_argument("--interval", type=interval_s, default=DEFAULT_INTERVAL, metavar="S")
     p.add_argument("--objective", default="time", choices=("time", "energy", "edp", "weighted"))
     p.add_argument(
         "--phase-s",
@@ -164,7 +168,15 @@ def load_config_or_exit(args: argparse.Namespace) -> Config | None:
     return config
 
 
-def run_monitor(args: argparse.Namespace, command: Sequence[str], argv: Sequence[str] = ()) -> int:
+def merged_settings(args: argparse.Namespace, config: Config) -> tuple[float, float]:
+    """(interval, budget): the command line over the config file over the defaults
+    (the config's own), whichever way an option was spelt (`--interval=2` too)."""
+    interval = config.refresh if args.interval is None else args.interval
+    budget = config.budget if args.budget is None else args.budget
+    return interval, budget
+
+
+def run_monitor(args: argparse.Namespace, command: Sequence[str]) -> int:
     from adaptyst_top.collectors.cpu import PowerModel
     from adaptyst_top.tui.app import MonitorApp
     from adaptyst_top.tui.session import SessionError, open_session
@@ -175,10 +187,7 @@ def run_monitor(args: argparse.Namespace, command: Sequence[str], argv: Sequence
         return 1
     opts = session_options(args, command)
     opts.probes = [*config.probes, *opts.probes]
-    if "--interval" not in argv:
-        args.interval = config.refresh
-    if "--budget" not in argv:
-        opts.budget = config.budget
+    interval, opts.budget = merged_settings(args, config)
     if opts.power_model is None and config.cpu_power_model:
         try:
             opts.power_model = PowerModel.parse(config.cpu_power_model)
@@ -218,7 +227,7 @@ def run_monitor(args: argparse.Namespace, command: Sequence[str], argv: Sequence
                 raise SessionError("interrupted before the command started")
             session.start()
             app = MonitorApp(
-                LiveSource(session), interval=args.interval, config=config, ascii=args.ascii
+                LiveSource(session), interval=interval, config=config, ascii=args.ascii
             )
             app.run()
         finally:
@@ -249,7 +258,7 @@ def _tell_and_remove(log_path: Path, command: Sequence[str], lines: int = 20) ->
 
 
 def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
-    return run_monitor(monitor_parser().parse_args(argv), command, argv)
+    return run_monitor(monitor_parser().parse_args(argv), command)
 
 
 def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
@@ -260,7 +269,7 @@ def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
     ns = monitor_parser().parse_args(
         ["--interval", str(args.interval), "--advisor", args.objective, "--probe", TASK_SPEC]
     )
-    return run_monitor(ns, demo_command(phase_s=args.phase_s), ["--interval"])
+    return run_monitor(ns, demo_command(phase_s=args.phase_s))
 
 
 def cmd_replay(argv: Sequence[str]) -> int:

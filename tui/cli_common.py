@@ -6,9 +6,11 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from adaptyst_top.collectors.cpu import PowerModel
+from adaptyst_top.collectors.probe_engine import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.version import package_version
 from adaptyst_top.tui.limits import (
     BUDGET_RANGE,
+    DEFAULT_INTERVAL,
     DURATION_RANGE,
     INTERVAL_RANGE,
     MAX_PROBES_RANGE,
@@ -76,19 +78,19 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         "usdt:TARGET:PROVIDER:BEGIN..END, with @argN[:str|:int] to split usdt by an "
         "argument (repeatable); TARGET is a path or a library name like c",
     )
+    # No argparse defaults for what the config file may also set: None means "not
+    # given", and the command line, the config and the defaults merge in that order.
     parser.add_argument(
         "--interval",
         type=interval_s,
-        default=1.0,
         metavar="S",
-        help="refresh, {:g}..{:g} s (1.0)".format(*INTERVAL_RANGE),
+        help="refresh, {:g}..{:g} s ({:g})".format(*INTERVAL_RANGE, DEFAULT_INTERVAL),
     )
     parser.add_argument(
         "--budget",
         type=percent,
-        default=0.02,
         metavar="PCT",
-        help="probe overhead budget, %% of the target's CPU time (2)",
+        help=f"probe overhead budget, %% of the target's CPU time ({DEFAULT_BUDGET * 100:g})",
     )
     parser.add_argument(
         "--enforce-budget",
@@ -98,9 +100,9 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-probes",
         type=bounded_int(*MAX_PROBES_RANGE),
-        default=1000,
+        default=DEFAULT_MAX_ATTACH,
         metavar="N",
-        help="attach point limit, 1..100000 (1000)",
+        help=f"attach point limit, 1..100000 ({DEFAULT_MAX_ATTACH})",
     )
     parser.add_argument(
         "--keep-command",
@@ -136,7 +138,7 @@ def session_options(args: argparse.Namespace, command: Sequence[str]) -> Session
         pid=args.pid,
         probes=args.probe,
         command=command,
-        budget=args.budget,
+        budget=DEFAULT_BUDGET if args.budget is None else args.budget,
         enforce_budget=args.enforce_budget,
         max_probes=args.max_probes,
         power_model=args.cpu_power_model,

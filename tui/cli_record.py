@@ -20,7 +20,7 @@ from adaptyst_top.tui.cli_common import (
     bounded_float,
     session_options,
 )
-from adaptyst_top.tui.limits import Parser
+from adaptyst_top.tui.limits import DEFAULT_INTERVAL, Parser
 from adaptyst_top.tui.session import Session, SessionError, child_output_for, open_session
 
 
@@ -76,7 +76,8 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
             out.close()
         return exc.status
     try:
-        return _record(session, out, args.interval, args.duration, opts.cancel)
+        interval = DEFAULT_INTERVAL if args.interval is None else args.interval
+        return _record(session, out, interval, args.duration, opts.cancel)
     except BrokenPipeError:
         return 0  # a reader like `head` went away: not an error (the command is ended)
     except OSError as exc:

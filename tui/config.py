@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.tui.limits import BUDGET_RANGE, INTERVAL_RANGE, check_range
+from adaptyst_top.collectors.probe_engine import DEFAULT_BUDGET
+from adaptyst_top.tui.limits import BUDGET_RANGE, DEFAULT_INTERVAL, INTERVAL_RANGE, check_range
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,9 +37,9 @@ class ConfigError(ValueError):
 
 @dataclass
 class Config:
-    refresh: float = 1.0
+    refresh: float = DEFAULT_INTERVAL
     probes: list[str] = field(default_factory=list)
-    budget: float = 0.02  # a fraction; the file says percent
+    budget: float = DEFAULT_BUDGET  # a fraction; the file says percent
     ascii: bool = False
     theme: str = "textual-dark"
     cpu_power_model: str | None = None

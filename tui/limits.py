@@ -10,6 +10,7 @@ from typing import NoReturn
 # Every number the user gives is finite and in a stated range (a NaN interval once
 # meant a busy loop that ignored every key and signal).
 INTERVAL_RANGE = (0.05, 3600.0)  # seconds between snapshots
+DEFAULT_INTERVAL = 1.0
 DURATION_RANGE = (0.0, 366 * 86400.0)  # seconds; > 0
 BUDGET_RANGE = (0.0, 100.0)  # percent of the target's CPU; > 0
 SPEED_RANGE = (0.01, 1000.0)  # replay speed

@@ -18,7 +18,13 @@ from adaptyst_top.collectors.devices import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.collectors.launcher import HeldCommand, LaunchError
 from adaptyst_top.collectors.overhead import CostTable
-from adaptyst_top.collectors.probe_engine import ATTACH_S_PER_POINT, ProbeEngine, ProbeError
+from adaptyst_top.collectors.probe_engine import (
+    ATTACH_S_PER_POINT,
+    DEFAULT_BUDGET,
+    DEFAULT_MAX_ATTACH,
+    ProbeEngine,
+    ProbeError,
+)
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.targets import TargetError, check_pid
 from adaptyst_top.placement.advisor import Advisor
@@ -41,8 +47,7 @@ class Session:
     child: HeldCommand | None = None
     pid: int | None = None
     calibration: BackgroundCalibration | None = None
-    budget: float = 0.02
-    max_probes: int = 1000
+    options: SessionOptions = field(default_factory=lambda: SessionOptions())
     placement: PlacementLoop | None = None
     keep_command: bool = False
     command_log: str | None = None  # where the command's output goes, when to a file
@@ -84,17 +89,9 @@ class Session:
         return snap
 
     def ensure_engine(self) -> ProbeEngine:
-        """The engine, started on first use (adding a probe from the TUI)."""
+        """The engine, started on first use (adding a probe from the TUI), built as at start."""
         if self.engine is None:
-            costs = CostTable()
-            self.engine = ProbeEngine(
-                pid=self.pid,
-                command_path=self.child.path if self.child else None,
-                max_attach=self.max_probes,
-                costs=costs,
-                budget=self.budget,
-            )
-            self.calibration = BackgroundCalibration(costs)
+            self.engine, self.calibration = new_engine(self.options, self.pid, self.child)
             self.hub.engine = self.engine
         return self.engine
 
@@ -123,9 +120,9 @@ class SessionOptions:
     pid: int | None = None
     probes: Sequence[str] = ()
     command: Sequence[str] = ()
-    budget: float = 0.02
+    budget: float = DEFAULT_BUDGET
     enforce_budget: bool = False
-    max_probes: int = 1000
+    max_probes: int = DEFAULT_MAX_ATTACH
     attach_timeout: float = 120.0
     child_stdout: IO[Any] | int | None = None
     child_stderr: IO[Any] | int | None = None
@@ -164,16 +161,7 @@ def open_session(opts: SessionOptions) -> Session:
     calibration = None
     try:
         if specs:
-            costs = CostTable()
-            engine = ProbeEngine(
-                pid=pid,
-                command_path=child.path if child else None,
-                max_attach=opts.max_probes,
-                costs=costs,
-                budget=opts.budget,
-                enforce_budget=opts.enforce_budget,
-            )
-            calibration = BackgroundCalibration(costs)
+            engine, calibration = new_engine(opts, pid, child)
             groups = [engine.add(s) for s in specs]
             start = time.monotonic()
             while not engine.wait(0.1):
@@ -210,12 +198,27 @@ def open_session(opts: SessionOptions) -> Session:
         child=child,
         pid=pid,
         calibration=calibration,
-        budget=opts.budget,
-        max_probes=opts.max_probes,
+        options=opts,
         placement=placement,
         keep_command=opts.keep_command,
         command_log=opts.command_log,
     )
+
+
+def new_engine(
+    opts: SessionOptions, pid: int | None, child: HeldCommand | None
+) -> tuple[ProbeEngine, BackgroundCalibration]:
+    """The one place an engine is made: every option applies wherever it is started."""
+    costs = CostTable()
+    engine = ProbeEngine(
+        pid=pid,
+        command_path=child.path if child else None,
+        max_attach=opts.max_probes,
+        costs=costs,
+        budget=opts.budget,
+        enforce_budget=opts.enforce_budget,
+    )
+    return engine, BackgroundCalibration(costs)
 
 
 def start_placement(objective: str, sweep: DeviceSweep) -> PlacementLoop:
