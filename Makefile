@@ -12,7 +12,8 @@ setup:
 demo: setup
 	$(VENV)/bin/adaptyst-top demo
 
-test: setup
+# The whole check: lint and types first (seconds), then the suite. CI runs this.
+test: setup lint typecheck
 	$(PY) -m pytest --require-ebpf-if-root
 
 lint: setup
@@ -22,7 +23,7 @@ lint: setup
 typecheck: setup
 	VENV=$(VENV) ./scripts/typecheck.sh
 
-check: lint typecheck test
+check: test
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -224,7 +224,7 @@ def main() -> int:
     res["toggle_on_ms_max"] = max(ons) * 1e3
     e.close()
 
-    # Accuracy on a 300 us function behind a single-stepped entry (DESIGN.md: funclatency
+    # Accuracy on a 300 us function behind a single-stepped entry (docs/data-flow.md: funclatency
     # reports a 304 us -O2 function as 337 us).
     costs = CostTable()
     BackgroundCalibration(costs).wait()

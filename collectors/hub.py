@@ -1,6 +1,6 @@
 """One clock, one thread's worth of work: every source read once per tick into a snapshot.
 
-The snapshot is the contract shared by `record`, the TUI and the advisor (see DESIGN.md).
+The snapshot is the contract shared by `record`, the TUI and the advisor (docs/data-flow.md).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ class ClassCost:
     source: str  # "calibrated" or "default"
 
 
-# DESIGN.md's figures for this kind of machine; used only until calibration answers
+# The figures measured on this kind of machine (docs/data-flow.md); used only until calibration answers
 # (or where it cannot run: no gcc, not x86-64), and labelled as such.
 DEFAULT_COSTS: dict[str, ClassCost] = {
     USDT: ClassCost(850.0, 0.0, "default"),

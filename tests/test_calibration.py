@@ -38,7 +38,7 @@ def test_calibration_measures_every_class(tmp_path) -> None:  # type: ignore[no-
     for cls in (ov.USDT, "usdt-pair", ov.EMULATED, ov.SINGLESTEP):
         cost = table.get(cls)
         assert cost.source == "calibrated" and cost.per_hit_ns > 0, (cls, cost)
-    # A single-stepped entry is several times dearer than an emulated one (14x in DESIGN.md).
+    # A single-stepped entry is several times dearer than an emulated one (14x, docs/data-flow.md).
     assert table.get(ov.SINGLESTEP).per_hit_ns > 3 * table.get(ov.EMULATED).per_hit_ns
     # Part of each latency probe's cost lands inside the interval it measures.
     assert 0 < table.get(ov.EMULATED).in_interval_ns < table.get(ov.EMULATED).per_hit_ns

@@ -1,6 +1,6 @@
 """A table on Textual's line API that re-renders only the rows that changed.
 
-A DataTable refreshed every second costs 8.6% of a core here (DESIGN.md): every
+A DataTable refreshed every second costs 8.6% of a core here (docs/data-flow.md): every
 update re-lays out the whole table. This one keeps a Strip per row, rebuilt only
 when that row's cells change, and repaints only the changed rows that are visible.
 Columns have priorities: on a narrow terminal the least important ones go first.
