@@ -18,7 +18,7 @@ from typing import Any
 
 VERSION = 1
 MAX_LINE = 4096
-_NAME = re.compile(r"^[A-Za-z0-9_.:@+-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_.:@+-]{1,64}")  # whole names only (fullmatch: "$" allows a newline)
 
 
 class ProtocolError(ValueError):
@@ -39,7 +39,7 @@ def encode(kind: str, **fields: Any) -> bytes:
 
 def _name(obj: dict[str, Any], key: str) -> str:
     v = obj.get(key)
-    if not isinstance(v, str) or not _NAME.match(v):
+    if not isinstance(v, str) or not _NAME.fullmatch(v):
         raise ProtocolError(f"bad {key!r}")
     return v
 
@@ -65,7 +65,7 @@ def decode(line: bytes) -> Message:
         if (
             not isinstance(tasks, list)
             or len(tasks) > 256
-            or not all(isinstance(t, str) and _NAME.match(t) for t in tasks)
+            or not all(isinstance(t, str) and _NAME.fullmatch(t) for t in tasks)
         ):
             raise ProtocolError("bad tasks")
         return Message("hello", {"pid": pid, "tasks": tasks})

@@ -3,7 +3,6 @@ streams, and an application outliving its monitor."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from adaptyst_top.placement.control import ControlClient, ControlServer
-from adaptyst_top.placement.protocol import ProtocolError, decode, encode
+from adaptyst_top.placement.protocol import Message, ProtocolError, decode, encode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -182,11 +181,28 @@ def test_a_non_root_monitor_refuses_other_users(shared_dir: Path) -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def _well_formed(m: Message) -> None:
+    """What a successful decode promises its caller."""
+    assert m.type in ("hello", "assign", "ack")
+    if m.type == "hello":
+        assert isinstance(m.fields["pid"], int) and m.fields["pid"] > 0
+        assert all(isinstance(t, str) and t for t in m.fields["tasks"])
+    else:
+        assert isinstance(m.fields["task"], str) and isinstance(m.fields["device"], str)
+        assert isinstance(m.fields["reason"], str) and len(m.fields["reason"]) <= 512
+        runs = m.fields["runs"]
+        assert runs is None or (isinstance(runs, int) and 0 < runs <= 1000)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=600))
-def test_decode_never_raises_anything_else(data: bytes) -> None:
-    with contextlib.suppress(ProtocolError):
-        decode(data)
+def test_decode_returns_a_well_formed_message_or_a_protocol_error(data: bytes) -> None:
+    try:
+        message = decode(data)
+    except ProtocolError as exc:
+        assert str(exc)  # says what is wrong
+        return
+    _well_formed(message)
 
 
 @settings(max_examples=200, deadline=None)
@@ -202,8 +218,28 @@ def test_decode_structured_garbage(obj: object) -> None:
 
     for extra in ({}, {"v": 1}, {"v": 1, "type": "assign"}, {"v": 1, "type": "hello"}):
         payload = {**extra, "x": obj} if isinstance(obj, dict) else obj
-        with contextlib.suppress(ProtocolError):
-            decode(json.dumps(payload).encode())
+        try:
+            message = decode(json.dumps(payload).encode())
+        except ProtocolError as exc:
+            assert str(exc)
+            continue
+        _well_formed(message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    task=st.from_regex(r"[A-Za-z0-9_.:-]{1,40}", fullmatch=True),
+    device=st.from_regex(r"[A-Za-z0-9_.:-]{1,40}", fullmatch=True),
+    runs=st.none() | st.integers(1, 1000),
+)
+def test_what_is_encoded_decodes_to_itself(task: str, device: str, runs: int | None) -> None:
+    message = decode(encode("assign", task=task, device=device, reason="r", runs=runs))
+    _well_formed(message)
+    assert (message.fields["task"], message.fields["device"], message.fields["runs"]) == (
+        task,
+        device,
+        runs,
+    )
 
 
 def test_a_fuzzed_stream_crashes_neither_side(sock_path: Path) -> None:

@@ -51,10 +51,10 @@ class LiveSource:
     def add(self, spec: str) -> None:
         """Queue a probe (compiles in the background). Raises with one line."""
         try:
-            parse_spec(spec)
+            parsed = parse_spec(spec)
         except ProbeSpecError as exc:
             raise ProbeError(exc.one_line) from None
-        self.session.ensure_engine().add(spec)
+        self.session.ensure_engine().add(parsed)  # parsed once
 
     def remove(self, spec: str) -> None:
         engine = self._engine()
