@@ -4,6 +4,7 @@ spec without a target, a process that exec'd another program, doctor without roo
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,48 @@ def test_doctor_as_an_ordinary_user_reports_instead_of_crashing() -> None:
     caps = {c["name"]: c for c in json.loads(data)}
     assert caps["cpu"]["status"] == "ok"
     assert caps["ebpf"]["status"] == "denied" and caps["ebpf"]["fix"]
+
+
+def _cli_as_nobody(argv: list[str]) -> tuple[int, str]:
+    """The CLI's main() as uid 65534, in a forked child: (status, what it wrote to stderr)."""
+    import tempfile
+
+    from adaptyst_top.tui.cli import main
+
+    def call() -> bytes:
+        with tempfile.TemporaryFile() as err:
+            os.dup2(err.fileno(), 2)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            try:
+                status = main(argv)
+            except SystemExit as exc:  # argparse's way out
+                status = int(exc.code or 0)
+            sys.stderr.flush()
+            err.seek(0)
+            return json.dumps([status, err.read().decode(errors="replace")]).encode()
+
+    code, data = run_as(65534, call)
+    assert code == 0, data.decode()
+    status, stderr = json.loads(data)
+    return int(status), str(stderr)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
+@pytest.mark.parametrize(
+    ("argv", "status", "words"),
+    [
+        (["record", "--probe", "uprobe:c:malloc", "--duration", "0.2"], 1, "eBPF unavailable"),
+        (["record", "--interval", "nan"], 2, "finite"),
+        (["list", "--pid", "1"], 1, "another user"),
+    ],
+)
+def test_an_ordinary_user_gets_one_line(argv: list[str], status: int, words: str) -> None:
+    # Loaded while root may still read them: the child cannot read root's files.
+    import adaptyst_top.tui.cli_list
+    import adaptyst_top.tui.cli_record  # noqa: F401
+
+    got, stderr = _cli_as_nobody(argv)
+    assert got == status, stderr
+    assert len(stderr.strip().splitlines()) == 1 and words in stderr, stderr
+    assert "Traceback" not in stderr
