@@ -1,5 +1,6 @@
-"""Two kernel features bcc 0.26's Python binding does not reach, through its libbcc
-and bpf(2) directly, so that the kernel, not our process, undoes them:
+"""Where bcc 0.26 falls short, in one place: kernel features its Python binding does not
+reach (through its libbcc and bpf(2) directly, so that the kernel, not our process,
+undoes them), and the workarounds for its bugs.
 
 - a uprobe whose USDT semaphore the kernel manages (perf's `ref_ctr_offset`): raised
   in each probed process while the probe is attached, lowered when it goes, even if
@@ -7,11 +8,15 @@ and bpf(2) directly, so that the kernel, not our process, undoes them:
   its destructor to write it back);
 - BPF_ENABLE_STATS (kernel >= 5.8): BPF run-time statistics on for as long as a file
   descriptor is held; the kernel counts holders and drops ours when we exit, however
-  we exit (writing kernel.bpf_stats_enabled can leave it on for everybody).
+  we exit (writing kernel.bpf_stats_enabled can leave it on for everybody);
+- libbcc's complaints kept off our stderr, one compilation at a time (its clang front
+  end is not thread-safe), USDT(pid) contexts never freed (it closes a descriptor
+  twice), and the USDT argument readers generated without bcc attaching anything.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes as ct
 import os
@@ -103,3 +108,37 @@ def bcc_stderr_captured() -> Iterator[list[str]]:
             os.close(saved)
             sink.seek(0)
             lines.extend(sink.read().decode(errors="replace").splitlines())
+
+
+# bcc's clang/LLVM front end is not thread-safe: one compilation at a time per
+# process, whichever engine asks (the calibration runs an engine of its own).
+COMPILE_LOCK = threading.Lock()
+
+
+# bcc 0.26 closes the /proc/PID/root descriptor of a PID USDT context twice, the second
+# time when the context is destroyed, by which time another thread may own that
+# descriptor number. Such contexts are kept here and never freed.
+KEPT_USDT_CONTEXTS: list[Any] = []
+
+
+class _KeptContext:
+    """What a kept USDT context becomes at exit: no __del__ to run against a
+    half-torn-down interpreter (bcc's own module globals are gone by then)."""
+
+
+@atexit.register
+def _keep_contexts_quiet() -> None:
+    for ctx in KEPT_USDT_CONTEXTS:
+        ctx.__class__ = _KeptContext
+
+
+def usdt_readers(contexts: list[Any]) -> str:
+    if not contexts:
+        return ""
+    from bcc.libbcc import lib
+
+    arr = (ct.c_void_p * len(contexts))(*[c.get_context() for c in contexts])
+    text = lib.bcc_usdt_genargs(arr, len(contexts))
+    if text is None:
+        raise RuntimeError("bcc could not generate the USDT argument readers")
+    return str(text.decode() if isinstance(text, bytes) else text)

@@ -9,39 +9,46 @@ detaches or re-attaches its already-loaded programs: no recompilation, a few ms.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
-import fnmatch
 import os
 import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
 from typing import Any
 
-from adaptyst_top.collectors import entry_safety, ifunc
+from adaptyst_top.collectors import entry_safety
 from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.attach_plan import PlanError, plan_uprobes
 from adaptyst_top.collectors.bcc_extras import (
+    COMPILE_LOCK,
+    KEPT_USDT_CONTEXTS,
     attach_with_semaphore,
     bcc_stderr_captured,
     lower_bcc_semaphore,
+    usdt_readers,
 )
-from adaptyst_top.collectors.bpf_maps import MapReader
 from adaptyst_top.collectors.bpf_program import Slot, module_source
 from adaptyst_top.collectors.ebpf_env import check_bcc, check_kernel_headers, check_privileges
 from adaptyst_top.collectors.elf_info import (
     ElfInfo,
-    FunctionSymbol,
     NotELFError,
     UsdtProbe,
-    entry_bytes,
     read_elf,
 )
-from adaptyst_top.collectors.histogram import percentiles
-from adaptyst_top.collectors.probe_keys import KeyResolver, merge_stats
+from adaptyst_top.collectors.probe_keys import merge_stats
+from adaptyst_top.collectors.probe_model import (
+    KERNEL_ERRORS,
+    QUIET_ERRORS,
+    Attachment,
+    ProbeError,
+    ProbeGroup,
+    ProbeModule,
+    Row,
+)
+from adaptyst_top.collectors.probe_output import group_entry, row_entries
 from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
 from adaptyst_top.collectors.targets import (
     TargetError,
@@ -55,126 +62,12 @@ from adaptyst_top.collectors.targets import (
 DEFAULT_MAX_ATTACH = 1000
 DEFAULT_BUDGET = 0.02
 
-LATENCY_FIELDS = ("mean_ns", "p50_ns", "p95_ns", "p99_ns", "min_ns", "max_ns")
-_PID_USDT_CONTEXTS: list[Any] = []  # see _plan_usdt
-
-
-class _KeptContext:
-    """What a kept USDT context becomes at exit: no __del__ to run against a
-    half-torn-down interpreter (bcc's own module globals are gone by then)."""
-
-
-@atexit.register
-def _keep_contexts_quiet() -> None:
-    for ctx in _PID_USDT_CONTEXTS:
-        ctx.__class__ = _KeptContext
-
 
 WORKER_JOIN_S = 60.0  # close() waits this long at most for an attach under way
 # Attaching takes ~30 ms per uprobe here (two per function): the time allowed for a
 # spec grows with what it matched, on top of a fixed allowance for compiling.
 ATTACH_S_PER_POINT = 0.25
 REAP_EVERY = 10  # reads between sweeps of the stacks of exited threads
-KERNEL_ERRORS = (
-    "hits lost: a statistics map is full",
-    "calls nested deeper than the per-thread stack: not measured",
-    "returns without a recorded entry",
-)
-# Returns without an entry are expected around every switch on or off (and when a
-# probe attaches mid-call); they are counted, and the check keeps the pairs right.
-QUIET_ERRORS = {2}
-
-# bcc's clang/LLVM front end is not thread-safe: one compilation at a time per
-# process, whichever engine asks (the calibration runs an engine of its own).
-_COMPILE_LOCK = threading.Lock()
-
-
-class ProbeError(RuntimeError):
-    """Why a probe cannot be attached, in one line."""
-
-
-@dataclass
-class Attachment:
-    """One call to bcc's attach_uprobe/attach_uretprobe, kept to undo and redo it."""
-
-    fn_name: str
-    path: str
-    sym: str = ""
-    addr: int = 0
-    ret: bool = False
-    ref_ctr: int = 0  # file offset of a USDT semaphore the kernel keeps raised meanwhile
-
-
-@dataclass
-class Row:
-    """One attach point (a function, a USDT probe or pair) and its statistics."""
-
-    id: int
-    spec: ProbeSpec
-    name: str
-    path: str
-    cls: str  # overhead class
-    slot: int  # the slot whose program keys the statistics
-    attachments: list[Attachment] = field(default_factory=list)
-    fns: list[str] = field(default_factory=list)  # program names, for bpf run time
-    ref_ctrs: dict[str, int] = field(default_factory=dict)  # program name -> semaphore offset
-    state: str = "pending"  # pending | attached | detached | ended | error
-    error: str = ""
-    module: ProbeModule | None = None
-    linked: bool = False  # programs really attached (lags `state` while a detach is queued)
-    unlinking: bool = False  # a background detach is running
-    bpf_ns: float | None = None  # BPF run time per hit, last read
-    hist_lists: dict[Any, tuple[int, list[list[int]]]] = field(default_factory=dict)
-    lat_cache: dict[Any, tuple[tuple[int, float], dict[str, Any]]] = field(default_factory=dict)
-    # Cumulative per key (None for an unsplit probe), refreshed by read():
-    stats: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
-    hist: dict[Any, dict[int, int]] = field(default_factory=dict)
-    last_counts: dict[Any, int] = field(default_factory=dict)
-    rates: dict[Any, float] = field(default_factory=dict)
-    interval_hits: int = 0
-
-
-@dataclass
-class ProbeGroup:
-    """What one spec became: its rows, or the error that stopped it."""
-
-    spec_text: str
-    spec: ProbeSpec | None = None
-    state: str = "pending"  # pending | compiling | attached | error
-    error: str = ""
-    rows: list[Row] = field(default_factory=list)
-    done: threading.Event = field(default_factory=threading.Event)
-    planned: int = 0  # attach points found, once planned: how long attaching may take
-
-
-class ProbeModule:
-    """One compiled BPF object and the attach points it serves."""
-
-    def __init__(self, bpf: Any, rows: list[Row]) -> None:
-        self.bpf = bpf
-        self.rows = rows
-        self.by_slot = {r.slot: r for r in rows}
-        self.closed = False
-        # Held while detaching or closing, so that the two never race over the same fds.
-        self.lock = threading.Lock()
-        self.errors_seen = [0] * len(KERNEL_ERRORS)
-        self._readers: dict[str, MapReader] = {}
-        self.keys = KeyResolver(
-            {r.slot: r.spec.arg_type for r in rows if r.spec.arg is not None and r.slot >= 0}
-        )
-
-    def reader(self, name: str) -> MapReader:
-        r = self._readers.get(name)
-        if r is None:
-            r = self._readers[name] = MapReader(self.bpf[name])
-        return r
-
-    def close(self) -> None:
-        with self.lock:
-            if not self.closed:
-                self.closed = True
-                with contextlib.suppress(Exception):
-                    self.bpf.cleanup()
 
 
 class ProbeEngine:
@@ -309,8 +202,8 @@ class ProbeEngine:
             # The USDT argument readers are generated here rather than by passing
             # usdt_contexts to BPF(), which would also attach every location itself,
             # with its own idea of the PID; we attach them with ours, so they can be toggled.
-            with _COMPILE_LOCK:
-                text = _usdt_readers(usdt_contexts) + module_source(slots)
+            with COMPILE_LOCK:
+                text = usdt_readers(usdt_contexts) + module_source(slots)
                 bpf = BPF(text=text)
         except ProbeError:
             raise
@@ -347,89 +240,34 @@ class ProbeEngine:
         self, spec: ProbeSpec, path: str, elf: ElfInfo
     ) -> tuple[list[Row], list[Slot], list[Row]]:
         """The rows to attach, their slots, and the rows refused (state error, with why)."""
-        glob = spec.func or "*"
-        by_addr: dict[int, FunctionSymbol] = {}
-        for sym in elf.functions:
-            if fnmatch.fnmatchcase(sym.name, glob):
-                # Aliases share an address: one probe each address, the plainest name.
-                best = by_addr.get(sym.address)
-                if best is None or (best.name.startswith("_"), len(best.name)) > (
-                    sym.name.startswith("_"),
-                    len(sym.name),
-                ):
-                    by_addr[sym.address] = sym
-        names: dict[str, FunctionSymbol] = {}
-        for sym in by_addr.values():
-            names.setdefault(sym.name, sym)  # bcc attaches by name: one address per name
-        matched = sorted(names.values(), key=lambda s: s.name)
-        if not matched:
-            hint = (
-                " (binary is stripped: only exported functions are visible)" if elf.stripped else ""
+        try:
+            planned = plan_uprobes(
+                spec, path, elf, self._entry_refusal, self.max_attach - len(self.rows), self.pid
             )
-            raise ProbeError(f"{spec.text}: 0 functions matched {glob!r} in {path}{hint}")
-        if len(matched) + len(self.rows) > self.max_attach:
-            raise ProbeError(
-                f"{spec.text}: {len(matched)} functions match, more than the limit of "
-                f"{self.max_attach} attach points (narrow the glob or raise --max-probes)"
-            )
-        # An IFUNC is probed where its calls go, the implementation its resolver picked.
-        targets: list[tuple[FunctionSymbol, Attachment]] = []
-        unresolved: list[str] = []
-        for sym in matched:
-            if not sym.ifunc:
-                targets.append((sym, Attachment("", path, sym=sym.name)))
-                continue
-            try:
-                impl = ifunc.resolve(path, sym.name, self.pid)
-            except ifunc.IfuncError as exc:
-                unresolved.append(str(exc))
-                continue
-            at = replace(sym, address=impl, file_offset=elf.offset_of(impl))
-            targets.append((at, Attachment("", path, addr=impl)))
-        if not targets:
-            raise ProbeError(f"{spec.text}: {unresolved[0]}")
+        except PlanError as exc:
+            raise ProbeError(str(exc)) from None
         rows: list[Row] = []
         slots: list[Slot] = []
         refused: list[Row] = []
-        for sym, where in targets:
-            code = entry_bytes(path, sym)
-            insn = entry_safety.decode_entry(code, elf.machine)
-            reason = self._entry_refusal(insn)
-            cls = ov.classify_entry(code, elf.machine)
-            if reason is not None:
-                row = self._new_row(spec, sym.name, path, cls, -1)
-                row.state = "error"
-                variants = self._safe_variants(path, elf, sym) if sym.ifunc else []
-                row.error = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
+        for p in planned:
+            if p.refused is not None:
+                row = self._new_row(spec, p.name, path, p.cost_class, -1)
+                row.state, row.error = "error", p.refused
                 refused.append(row)
                 continue
             slot = Slot(len(slots), "uprobe-entry")
-            row = self._new_row(spec, sym.name, path, cls, slot.index)
+            row = self._new_row(spec, p.name, path, p.cost_class, slot.index)
             row.attachments = [
-                replace(where, fn_name=slot.fn_name),
-                replace(where, fn_name=slot.ret_fn_name, ret=True),
+                Attachment(slot.fn_name, path, sym=p.sym, addr=p.addr),
+                Attachment(slot.ret_fn_name, path, sym=p.sym, addr=p.addr, ret=True),
             ]
             row.fns = [slot.fn_name, slot.ret_fn_name]
             rows.append(row)
             slots.append(slot)
-        if not rows:
-            more = f" (and {len(refused) - 1} more refused)" if len(refused) > 1 else ""
-            raise ProbeError(f"{refused[0].error}{more}")
         return rows, slots, refused
 
-    def _safe_variants(self, path: str, elf: ElfInfo, sym: FunctionSymbol) -> list[str]:
-        """Named implementations of an IFUNC (glibc's __strchr_sse2...) that may be probed."""
-        out = []
-        for other in elf.functions:
-            if other.name.strip("_").startswith(f"{sym.name}_") and not other.ifunc:
-                insn = entry_safety.decode_entry(entry_bytes(path, other), elf.machine)
-                if self._entry_refusal(insn) is None:
-                    out.append(other.name)
-        return sorted(out)
-
     def _entry_refusal(self, insn: entry_safety.EntryInsn) -> str | None:
-        if insn.encoding == entry_safety.EMULATED:
-            return None
+        """The boot's verdict on a single-stepped first instruction (checked on first use)."""
         if self._entry_policy is None:
             self._entry_policy = entry_safety.policy_for_this_boot()
         return self._entry_policy.refusal(insn)
@@ -509,10 +347,8 @@ class ProbeEngine:
         try:
             ctx = USDT(pid=pid) if pid else USDT(path=path)
             if pid:
-                # bcc 0.26 closes the /proc/PID/root descriptor of a PID context twice,
-                # the second time when the context is destroyed, by which time another
-                # thread may own that descriptor number. Such contexts are never freed.
-                _PID_USDT_CONTEXTS.append(ctx)
+                # Never freed (bcc 0.26 closes its /proc/PID/root descriptor twice).
+                KEPT_USDT_CONTEXTS.append(ctx)
             for n, slot in zip(names, slots, strict=True):
                 # USDT(pid) names the probe by provider:name to avoid clashes across libraries.
                 ctx.enable_probe(probe=f"{spec.provider}:{n}", fn_name=slot.fn_name)
@@ -808,63 +644,19 @@ class ProbeEngine:
         row.bpf_ns = total or row.bpf_ns
         return row.bpf_ns
 
+    def _row_entries(self, row: Row, with_hist: bool = True) -> list[dict[str, Any]]:
+        return row_entries(row, self.costs.get(row.cls), self.bpf_run_ns(row), with_hist)
+
     def snapshot_rows(self, with_hist: bool = True) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         with self._lock:
             for group in self.groups:
                 if group.state == "error" or not group.rows:
-                    out.append(_group_entry(group))
+                    out.append(group_entry(group))
                     continue
                 for row in group.rows:
                     out.extend(self._row_entries(row, with_hist))
         return out
-
-    def _row_entries(self, row: Row, with_hist: bool = True) -> list[dict[str, Any]]:
-        cost = self.costs.get(row.cls)
-        bpf_ns = self.bpf_run_ns(row)
-        keys: Iterable[Any] = row.stats.keys() or [None]
-        entries = []
-        for key in keys:
-            count, total, lo, hi = row.stats.get(key, (0, 0, 0, 0))
-            e: dict[str, Any] = {
-                "id": row.id,
-                "spec": row.spec.text,
-                "name": row.name,
-                "kind": row.spec.kind,
-                "key": key,
-                "state": row.state,
-                "target": row.path,
-                "class": row.cls,
-                "count": count,
-                "rate_hz": round(row.rates.get(key, 0.0), 3),
-                "overhead_ns_per_hit": round(cost.per_hit_ns, 1),
-                "overhead_source": cost.source,
-                "bpf_ns_per_hit": None if bpf_ns is None else round(bpf_ns, 1),
-            }
-            if row.spec.measures_latency:
-                hist = row.hist.get(key, {})
-                lat = row.lat_cache.get(key)
-                if lat is None or lat[0] != (count, cost.in_interval_ns):  # only on change
-                    lat = (
-                        (count, cost.in_interval_ns),
-                        _latency_fields(count, total, lo, hi, hist, cost),
-                    )
-                    row.lat_cache[key] = lat
-                e.update(lat[1])
-                # Non-empty log-linear buckets [index, count] (histogram.bucket_bounds
-                # gives each one's ns range): the detail view and replays need them.
-                if with_hist:
-                    cached = row.hist_lists.get(key)
-                    if cached is None or cached[0] != count:  # rebuilt only on change
-                        cached = (count, sorted([b, c] for b, c in hist.items() if c))
-                        row.hist_lists[key] = cached
-                    e["hist"] = cached[1]
-            else:  # a count-only probe: the contract's latency fields, empty
-                e.update(dict.fromkeys(LATENCY_FIELDS))
-            if row.error:
-                e["error"] = row.error
-            entries.append(e)
-        return entries
 
     # ----- life cycle ---------------------------------------------------------------
 
@@ -893,49 +685,6 @@ class ProbeEngine:
         self.close()
 
 
-def _latency_fields(
-    count: int, total: int, lo: int, hi: int, hist: dict[int, int], cost: ov.ClassCost
-) -> dict[str, Any]:
-    """Latencies net of the probes' own cost inside the interval; raw kept alongside."""
-    if count == 0:
-        none = dict.fromkeys(LATENCY_FIELDS)
-        return {**none, "raw": dict(none)}
-    off = cost.in_interval_ns
-
-    # Interpolation inside a bucket can overshoot the exact extremes; clamp to them.
-    p50, p95, p99 = (
-        None if v is None else min(max(v, float(lo)), float(hi))
-        for v in percentiles(hist, (0.50, 0.95, 0.99))
-    )
-    raw = {
-        "mean_ns": total / count,
-        "p50_ns": p50,
-        "p95_ns": p95,
-        "p99_ns": p99,
-        "min_ns": float(lo),
-        "max_ns": float(hi),
-    }
-    net = {k: None if v is None else round(max(0.0, v - off), 1) for k, v in raw.items()}
-    return {**net, "raw": {k: None if v is None else round(v, 1) for k, v in raw.items()}}
-
-
-def _group_entry(group: ProbeGroup) -> dict[str, Any]:
-    spec = group.spec
-    return {
-        "id": None,
-        "spec": group.spec_text,
-        "name": spec.label if spec else group.spec_text,
-        "kind": spec.kind if spec else None,
-        "key": None,
-        "state": "error" if group.state == "error" else "pending",
-        "count": 0,
-        "rate_hz": 0.0,
-        **dict.fromkeys(LATENCY_FIELDS),
-        "overhead_ns_per_hit": None,
-        "error": group.error or None,
-    }
-
-
 def _reap_dead_threads(module: ProbeModule) -> None:
     """Drop the interval stacks of threads that have exited (the map would fill up)."""
     stacks = module.bpf["stacks"]
@@ -944,18 +693,6 @@ def _reap_dead_threads(module: ProbeModule) -> None:
         if not os.path.exists(f"/proc/{tgid}/task/{tid}"):
             with contextlib.suppress(KeyError):
                 del stacks[key]
-
-
-def _usdt_readers(contexts: list[Any]) -> str:
-    if not contexts:
-        return ""
-    from bcc.libbcc import lib
-
-    arr = (ctypes.c_void_p * len(contexts))(*[c.get_context() for c in contexts])
-    text = lib.bcc_usdt_genargs(arr, len(contexts))
-    if text is None:
-        raise ProbeError("bcc could not generate the USDT argument readers")
-    return str(text.decode() if isinstance(text, bytes) else text)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,0 +1,108 @@
+"""Planning a uprobe spec: which functions of an ELF file it matches, where each one's
+calls really go (an IFUNC's implementation), what each costs to probe and whether its
+first instruction may carry a probe at all. Pure: it reads files and decides, it
+attaches nothing (and so needs no privileges: tests run it on any ELF file)."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from adaptyst_top.collectors import entry_safety, ifunc
+from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, entry_bytes
+from adaptyst_top.collectors.probe_spec import ProbeSpec
+
+# The reason a first instruction is refused, or None (entry_safety.EntryPolicy.refusal).
+Refusal = Callable[[entry_safety.EntryInsn], "str | None"]
+
+
+class PlanError(ValueError):
+    """Why a spec matches nothing that can be probed, in one line."""
+
+
+@dataclass(frozen=True)
+class PlannedFunction:
+    """One function to probe, or refused (`refused` says why, in one line)."""
+
+    name: str
+    cost_class: str  # overhead.EMULATED, SINGLESTEP...
+    sym: str = ""  # attach by name...
+    addr: int = 0  # ...or by address (an IFUNC's implementation)
+    refused: str | None = None
+
+
+def matching_functions(spec: ProbeSpec, elf: ElfInfo) -> list[FunctionSymbol]:
+    """Functions matching the spec's glob: one per address (aliases share one: the
+    plainest name wins) and one address per name (bcc attaches by name), sorted."""
+    glob = spec.func or "*"
+    by_addr: dict[int, FunctionSymbol] = {}
+    for sym in elf.functions:
+        if fnmatch.fnmatchcase(sym.name, glob):
+            best = by_addr.get(sym.address)
+            if best is None or (best.name.startswith("_"), len(best.name)) > (
+                sym.name.startswith("_"),
+                len(sym.name),
+            ):
+                by_addr[sym.address] = sym
+    names: dict[str, FunctionSymbol] = {}
+    for sym in by_addr.values():
+        names.setdefault(sym.name, sym)
+    return sorted(names.values(), key=lambda s: s.name)
+
+
+def plan_uprobes(
+    spec: ProbeSpec, path: str, elf: ElfInfo, refusal: Refusal, room: int, pid: int | None = None
+) -> list[PlannedFunction]:
+    """Every function the spec matches in PATH, planned; PlanError when none can be probed
+    or more than ROOM attach points would be needed."""
+    matched = matching_functions(spec, elf)
+    if not matched:
+        hint = " (binary is stripped: only exported functions are visible)" if elf.stripped else ""
+        raise PlanError(f"{spec.text}: 0 functions matched {spec.func or '*'!r} in {path}{hint}")
+    if len(matched) > room:
+        raise PlanError(
+            f"{spec.text}: {len(matched)} functions match, more than the limit of "
+            f"{room} more attach points (narrow the glob or raise --max-probes)"
+        )
+    planned: list[PlannedFunction] = []
+    unresolved: list[str] = []
+    for sym in matched:
+        by_name, addr = sym.name, 0
+        if sym.ifunc:
+            # Probed where its calls go: the implementation its resolver picked.
+            try:
+                impl = ifunc.resolve(path, sym.name, pid)
+            except ifunc.IfuncError as exc:
+                unresolved.append(str(exc))
+                continue
+            sym = replace(sym, address=impl, file_offset=elf.offset_of(impl))
+            by_name, addr = "", impl
+        code = entry_bytes(path, sym)
+        insn = entry_safety.decode_entry(code, elf.machine)
+        reason = None if insn.encoding == entry_safety.EMULATED else refusal(insn)
+        refused = None
+        if reason is not None:
+            variants = safe_variants(path, elf, sym, refusal) if sym.ifunc else []
+            refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
+        cls = ov.classify_entry(code, elf.machine)
+        planned.append(PlannedFunction(sym.name, cls, sym=by_name, addr=addr, refused=refused))
+    if not planned:
+        raise PlanError(f"{spec.text}: {unresolved[0]}")
+    refused_all = [p.refused for p in planned if p.refused]
+    if len(refused_all) == len(planned):
+        more = f" (and {len(planned) - 1} more refused)" if len(planned) > 1 else ""
+        raise PlanError(f"{refused_all[0]}{more}")
+    return planned
+
+
+def safe_variants(path: str, elf: ElfInfo, sym: FunctionSymbol, refusal: Refusal) -> list[str]:
+    """Named implementations of an IFUNC (glibc's __strchr_sse2...) that may be probed."""
+    out = []
+    for other in elf.functions:
+        if other.name.strip("_").startswith(f"{sym.name}_") and not other.ifunc:
+            insn = entry_safety.decode_entry(entry_bytes(path, other), elf.machine)
+            if insn.encoding == entry_safety.EMULATED or refusal(insn) is None:
+                out.append(other.name)
+    return sorted(out)

@@ -1,0 +1,111 @@
+"""The probe engine's data: what one spec became (a group), its rows (one per attach
+point, with their statistics), the attach calls kept to undo and redo them, and the
+compiled module they share."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from adaptyst_top.collectors.bpf_maps import MapReader
+from adaptyst_top.collectors.probe_keys import KeyResolver
+from adaptyst_top.collectors.probe_spec import ProbeSpec
+
+KERNEL_ERRORS = (
+    "hits lost: a statistics map is full",
+    "calls nested deeper than the per-thread stack: not measured",
+    "returns without a recorded entry",
+)
+# Returns without an entry are expected around every switch on or off (and when a
+# probe attaches mid-call); they are counted, and the check keeps the pairs right.
+QUIET_ERRORS = {2}
+
+
+class ProbeError(RuntimeError):
+    """Why a probe cannot be attached, in one line."""
+
+
+@dataclass
+class Attachment:
+    """One call to bcc's attach_uprobe/attach_uretprobe, kept to undo and redo it."""
+
+    fn_name: str
+    path: str
+    sym: str = ""
+    addr: int = 0
+    ret: bool = False
+    ref_ctr: int = 0  # file offset of a USDT semaphore the kernel keeps raised meanwhile
+
+
+@dataclass
+class Row:
+    """One attach point (a function, a USDT probe or pair) and its statistics."""
+
+    id: int
+    spec: ProbeSpec
+    name: str
+    path: str
+    cls: str  # overhead class
+    slot: int  # the slot whose program keys the statistics
+    attachments: list[Attachment] = field(default_factory=list)
+    fns: list[str] = field(default_factory=list)  # program names, for bpf run time
+    ref_ctrs: dict[str, int] = field(default_factory=dict)  # program name -> semaphore offset
+    state: str = "pending"  # pending | attached | detached | ended | error
+    error: str = ""
+    module: ProbeModule | None = None
+    linked: bool = False  # programs really attached (lags `state` while a detach is queued)
+    unlinking: bool = False  # a background detach is running
+    bpf_ns: float | None = None  # BPF run time per hit, last read
+    hist_lists: dict[Any, tuple[int, list[list[int]]]] = field(default_factory=dict)
+    lat_cache: dict[Any, tuple[tuple[int, float], dict[str, Any]]] = field(default_factory=dict)
+    # Cumulative per key (None for an unsplit probe), refreshed by read():
+    stats: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
+    hist: dict[Any, dict[int, int]] = field(default_factory=dict)
+    last_counts: dict[Any, int] = field(default_factory=dict)
+    rates: dict[Any, float] = field(default_factory=dict)
+    interval_hits: int = 0
+
+
+@dataclass
+class ProbeGroup:
+    """What one spec became: its rows, or the error that stopped it."""
+
+    spec_text: str
+    spec: ProbeSpec | None = None
+    state: str = "pending"  # pending | compiling | attached | error
+    error: str = ""
+    rows: list[Row] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    planned: int = 0  # attach points found, once planned: how long attaching may take
+
+
+class ProbeModule:
+    """One compiled BPF object and the attach points it serves."""
+
+    def __init__(self, bpf: Any, rows: list[Row]) -> None:
+        self.bpf = bpf
+        self.rows = rows
+        self.by_slot = {r.slot: r for r in rows}
+        self.closed = False
+        # Held while detaching or closing, so that the two never race over the same fds.
+        self.lock = threading.Lock()
+        self.errors_seen = [0] * len(KERNEL_ERRORS)
+        self._readers: dict[str, MapReader] = {}
+        self.keys = KeyResolver(
+            {r.slot: r.spec.arg_type for r in rows if r.spec.arg is not None and r.slot >= 0}
+        )
+
+    def reader(self, name: str) -> MapReader:
+        r = self._readers.get(name)
+        if r is None:
+            r = self._readers[name] = MapReader(self.bpf[name])
+        return r
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                with contextlib.suppress(Exception):
+                    self.bpf.cleanup()

@@ -1,0 +1,56 @@
+"""Planning a uprobe spec, without root: on the test targets' ELF files and libc."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from adaptyst_top.collectors import entry_safety as es
+from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.attach_plan import PlanError, plan_uprobes
+from adaptyst_top.collectors.elf_info import read_elf
+from adaptyst_top.collectors.probe_spec import parse_spec
+from adaptyst_top.collectors.targets import resolve_target
+
+SAFE = es.EntryPolicy({c: es.Verdict("verified", "test") for c in es.CHECKS})
+EVEX_FAILED = es.EntryPolicy(
+    {**SAFE.verdicts, es.EVEX: es.Verdict("failed", "probed results differed")}
+)
+
+
+def plan(spec: str, path: str, policy: es.EntryPolicy = SAFE, room: int = 1000):  # type: ignore[no-untyped-def]
+    return plan_uprobes(parse_spec(spec), path, read_elf(path), policy.refusal, room)
+
+
+def test_a_glob_plans_each_function_once_with_its_cost_class(workload_bin: Path) -> None:
+    planned = {p.name: p for p in plan(f"uprobe:{workload_bin}:*_fn", str(workload_bin))}
+    assert {"fast_fn", "leaf_fn", "held_fn"} <= set(planned)
+    assert all(p.sym == p.name and p.addr == 0 and p.refused is None for p in planned.values())
+    assert {p.cost_class for p in planned.values()} <= {ov.EMULATED, ov.SINGLESTEP}
+
+
+def test_nothing_matched_and_too_many_are_one_line(workload_bin: Path) -> None:
+    with pytest.raises(PlanError, match="0 functions matched 'nope_\\*'"):
+        plan(f"uprobe:{workload_bin}:nope_*", str(workload_bin))
+    with pytest.raises(PlanError, match="more than the limit of 1 more attach points"):
+        plan(f"uprobe:{workload_bin}:*_fn", str(workload_bin), room=1)
+
+
+def test_an_ifunc_is_planned_at_its_implementation() -> None:
+    libc = resolve_target("c")
+    (strlen,) = plan("uprobe:c:strlen", libc)
+    resolver = next(f.address for f in read_elf(libc).functions if f.name == "strlen")
+    assert strlen.sym == "" and strlen.addr not in (0, resolver)
+
+
+@pytest.mark.skipif(
+    not {"avx512f", "avx512vl", "avx512bw"} <= es.cpu_flags(), reason="glibc picks EVEX only here"
+)
+def test_refused_functions_say_why_and_all_refused_is_an_error() -> None:
+    libc = resolve_target("c")
+    planned = {p.name: p for p in plan("uprobe:c:strc*", libc, EVEX_FAILED)}
+    assert planned["strchr"].refused and "vpbroadcastb" in planned["strchr"].refused
+    assert planned["strcmp"].refused is None or "EVEX" in planned["strcmp"].refused
+    with pytest.raises(PlanError, match="refused strchr"):
+        plan("uprobe:c:strchr", libc, EVEX_FAILED)
+    assert plan("uprobe:c:strchr", libc, SAFE)[0].refused is None  # verified: allowed
