@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from adaptyst_top.collectors.devices import DeviceSweep  # noqa: E402
-
 from tests.fake_nvml import FakeGpu, FakeNvml  # noqa: E402
 
 

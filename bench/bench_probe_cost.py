@@ -31,7 +31,6 @@ from adaptyst_top.collectors.bcc_extras import enable_run_time_stats  # noqa: E4
 from adaptyst_top.collectors.calibration import BackgroundCalibration  # noqa: E402
 from adaptyst_top.collectors.overhead import CostTable  # noqa: E402
 from adaptyst_top.collectors.probe_engine import ProbeEngine  # noqa: E402
-
 from tests.bpf_objects import loaded_programs  # noqa: E402
 from tests.workload import Workload, build  # noqa: E402
 

@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from textual import events  # noqa: E402
+
 from adaptyst_top.tui.app import MonitorApp  # noqa: E402
 from adaptyst_top.tui.screens.detail import DetailScreen  # noqa: E402
 from adaptyst_top.tui.screens.help import HelpScreen  # noqa: E402
@@ -34,8 +36,6 @@ from adaptyst_top.tui.screens.prompt import PromptScreen  # noqa: E402
 from adaptyst_top.tui.session import SessionOptions, open_session  # noqa: E402
 from adaptyst_top.tui.source import LiveSource  # noqa: E402
 from adaptyst_top.tui.widgets.fast_table import FastTable  # noqa: E402
-from textual import events  # noqa: E402
-
 from tests.workload import build  # noqa: E402
 
 

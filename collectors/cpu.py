@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
 from adaptyst_top.collectors.energy import EnergyAccount
 from adaptyst_top.collectors.rapl import RaplReader
 from adaptyst_top.collectors.reading import DeviceReading

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import capstone  # type: ignore[import-untyped]
+
 from adaptyst_top.collectors import ifunc
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, entry_bytes

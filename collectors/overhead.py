@@ -106,6 +106,11 @@ class BpfStats:
         elif phase == 1:
             self.restore()
 
+    @property
+    def sampling(self) -> bool:
+        """Whether this process holds the statistics on right now."""
+        return self.fd is not None
+
     def window_closed(self) -> bool:
         """True in the interval just after a sampling window ended."""
         return self.ticks % self.period == 2 % self.period

@@ -108,8 +108,8 @@ class ProbeEngine:
         self._next_row = 0
         # Work for the background thread: specs to build, detaches to finish, None to stop.
         self._queue: queue.Queue[ProbeGroup | Callable[[], None] | None] = queue.Queue()
-        self._bpf_stats = ov.BpfStats()
-        self.bpf_stats_on = self._bpf_stats.available()
+        self.bpf_stats = ov.BpfStats()
+        self.bpf_stats_on = self.bpf_stats.available()
         self._last_read: float | None = None
         self._reads = 0
         self._last_cpu: int | None = None
@@ -500,7 +500,7 @@ class ProbeEngine:
         now = time.monotonic()
         dt = None if self._last_read is None else now - self._last_read
         self._last_read = now
-        self._bpf_stats.tick()
+        self.bpf_stats.tick()
         with self._lock:
             if self.pid is not None and not self.target_ended and not pid_alive(self.pid):
                 self._end_target()
@@ -514,7 +514,7 @@ class ProbeEngine:
                 self._check_errors(module)
                 if self._reads % REAP_EVERY == 0:
                     _reap_dead_threads(module)
-            refresh_bpf = self._bpf_stats.window_closed()
+            refresh_bpf = self.bpf_stats.window_closed()
             for row in self.rows.values():
                 self._update_rates(row, dt)
                 if refresh_bpf:
@@ -676,7 +676,7 @@ class ProbeEngine:
             for row in self.rows.values():
                 if row.state == "attached":
                     row.state = "detached"
-        self._bpf_stats.restore()
+        self.bpf_stats.restore()
 
     def __enter__(self) -> ProbeEngine:
         return self

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from adaptyst_top.collectors import entry_safety as es
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.attach_plan import PlanError, plan_uprobes

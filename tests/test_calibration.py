@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.calibration import build_calibrator, calibrate
 from adaptyst_top.collectors.elf_info import entry_bytes, read_elf

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from adaptyst_top.collectors.launcher import HeldCommand, LaunchError
 
 from .bpf_objects import none_left

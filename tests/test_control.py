@@ -10,10 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from adaptyst_top.placement.control import ControlClient, ControlServer
-from adaptyst_top.placement.protocol import Message, ProtocolError, decode, encode
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from adaptyst_top.placement.control import ControlClient, ControlServer
+from adaptyst_top.placement.protocol import Message, ProtocolError, decode, encode
 
 from .conftest import IS_ROOT
 

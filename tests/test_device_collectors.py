@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pynvml
 import pytest
+
 from adaptyst_top.collectors.amd_gpu import AmdGpuCollector
 from adaptyst_top.collectors.cpu import CpuCollector, PowerModel
 from adaptyst_top.collectors.devices import DeviceSweep

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pynvml
 import pytest
+
 from adaptyst_top.collectors import doctor
 from adaptyst_top.collectors.ebpf_env import (
     CAP_BPF,

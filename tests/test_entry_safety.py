@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from adaptyst_top.collectors import entry_safety as es
 from adaptyst_top.collectors.elf_info import entry_bytes, read_elf
 from adaptyst_top.collectors.helper_build import build_helper

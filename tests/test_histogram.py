@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import numpy as np
-from adaptyst_top.collectors.histogram import bucket_bounds, bucket_of, percentile
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from adaptyst_top.collectors.histogram import bucket_bounds, bucket_of, percentile
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))

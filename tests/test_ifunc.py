@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from adaptyst_top.collectors import ifunc
 from adaptyst_top.collectors.elf_info import read_elf
 from adaptyst_top.collectors.targets import resolve_target

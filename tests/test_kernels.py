@@ -9,6 +9,7 @@ import types
 
 import numpy as np
 import pytest
+
 from adaptyst_top.placement.kernels import (
     CudaDevice,
     OpenCLDevice,

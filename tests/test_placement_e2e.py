@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from adaptyst_top.placement.advisor import EXPLORE_RUNS
 from adaptyst_top.placement.task_api import TASK_SPEC, parse_key
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from adaptyst_top.placement.advisor import (
     EXPLORE_RUNS,
     RECHECK_SAMPLES,

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from adaptyst_top.collectors import private_files as pf
 
 from .as_user import run_as

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
 
@@ -168,13 +169,13 @@ def test_bpf_stats_sampled_through_a_descriptor_never_the_sysctl() -> None:
     seen = []
     for _ in range(12):
         engine.read()
-        seen.append(engine._bpf_stats.fd is not None)
+        seen.append(engine.bpf_stats.sampling)
         assert path.read_text() == before  # the setting everybody shares is never written
     # On for one interval in ten: the kernel's timing costs every BPF program on the node.
     assert seen == [True, False] + [False] * 8 + [True, False]
     engine.read()
     engine.close()
-    assert engine._bpf_stats.fd is None
+    assert not engine.bpf_stats.sampling
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])

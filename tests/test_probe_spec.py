@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from adaptyst_top.collectors.probe_engine import DEFAULT_BUDGET
 from adaptyst_top.tui.cli import merged_settings, monitor_parser
 from adaptyst_top.tui.config import load_config

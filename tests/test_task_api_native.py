@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from adaptyst_top.placement.task_api import INCLUDE_DIR, task_key
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from adaptyst_top.placement.task_api import INCLUDE_DIR, task_key
 
 from .bpf_objects import none_left
 from .conftest import requires_root

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from adaptyst_top.tui.app import MonitorApp
 from adaptyst_top.tui.screens.detail import DetailScreen, histogram_rows
 from adaptyst_top.tui.screens.help import HelpScreen
@@ -109,9 +110,9 @@ async def test_replay_is_read_only_and_advisor_keys() -> None:
         for key in ("space", "a", "d"):
             await pilot.press(key)
             await pilot.pause()
-            assert "read-only" in app._status
+            assert "read-only" in app.status
         await pilot.press("m")
-        assert app._status == "no advice to apply"
+        assert app.status == "no advice to apply"
         await pilot.press("M")
         assert app.advisor_mode == "auto" and "auto" in str(
             app.query_one("#advisor-state").render()
@@ -122,7 +123,7 @@ async def test_replay_end_and_quit() -> None:
     app = replay_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(pilot, 9)
-        assert "replay ended" in app._status
+        assert "replay ended" in app.status
         assert all(
             app.query_one("#probes", FastTable).rows[k].cells["state"] == "ended"
             for k in app.query_one("#probes", FastTable).order
@@ -136,9 +137,9 @@ async def test_small_terminal_keeps_the_key_columns() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(pilot)
         table = app.query_one("#probes", FastTable)
-        shown = [c.key for c, _ in table._columns_for(table.size.width)]
+        shown = [c.key for c, _ in table.columns_for(table.size.width)]
         assert {"state", "name", "count", "rate", "p99"} <= set(shown)
-        assert sum(w + 1 for _, w in table._columns_for(table.size.width)) <= table.size.width + 1
+        assert sum(w + 1 for _, w in table.columns_for(table.size.width)) <= table.size.width + 1
 
 
 def test_histogram_rows_merge_when_many() -> None:
@@ -215,7 +216,7 @@ async def test_live_toggle_add_remove(workload_bin: Path) -> None:
             await pilot.press("a", *"uprobe:/etc/passwd:x", "enter")
             assert session.engine.wait(60)  # type: ignore[union-attr]
             await pilot.pause(0.6)
-            assert "not an ELF" in app._status, app._status
+            assert "not an ELF" in app.status, app.status
             await pilot.press("q")
     finally:
         session.close()
@@ -243,10 +244,10 @@ async def test_replay_skips_malformed_lines_and_says_how_many(tmp_path: Path) ->
     app = MonitorApp(ReplaySource(mixed), interval=1.0, autoplay=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(pilot, 2)
-        assert f"skipped {len(BAD_LINES)} malformed line(s)" in app._status
+        assert f"skipped {len(BAD_LINES)} malformed line(s)" in app.status
         assert "fast_fn" in probe_names(app)
         await loaded(pilot, 9)
-        assert "replay ended" in app._status
+        assert "replay ended" in app.status
 
 
 def test_a_file_that_is_no_recording_is_one_line(tmp_path: Path) -> None:

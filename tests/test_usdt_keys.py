@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from adaptyst_top.collectors.probe_keys import UNREADABLE, read_c_string
 
 from .bpf_objects import none_left

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from adaptyst_top.collectors.helper_build import HelperProcess
 from adaptyst_top.collectors.probe_engine import ProbeEngine
 

@@ -10,6 +10,14 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, ClassVar, Protocol
 
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer
+
 from adaptyst_top.tui.config import Config
 from adaptyst_top.tui.rows import (
     ADVICE_COLUMNS,
@@ -27,13 +35,6 @@ from adaptyst_top.tui.screens.picker import AddProbeScreen
 from adaptyst_top.tui.screens.prompt import PromptScreen
 from adaptyst_top.tui.widgets.fast_table import FastTable
 from adaptyst_top.tui.widgets.text_line import TextLine
-from textual import work
-from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.screen import Screen
-from textual.timer import Timer
-from textual.widgets import Footer
 
 HISTORY = 120  # samples kept per device and per probe row: bounded, however long the run
 MIN_INTERVAL, MAX_INTERVAL = 0.25, 60.0
@@ -272,6 +273,11 @@ class MonitorApp(App[None]):
             self._advisor_text = text
             self.query_one("#advisor-state", TextLine).text = text
 
+    @property
+    def status(self) -> str:
+        """What the status line says now."""
+        return self._status
+
     def set_status(self, text: str) -> None:
         if text != self._status:
             self._status = text
@@ -323,12 +329,20 @@ class MonitorApp(App[None]):
         if p is None:
             self.set_status("no probe selected")
             return
-        spec = str(p.get("spec"))
+        self._remove(str(p.get("spec")))
+
+    @work(thread=True, group="control")
+    def _remove(self, spec: str) -> None:
+        """Off the UI thread: closing a module detaches its probes in the kernel (~0.1 s
+        each)."""
         try:
             self.source.remove(spec)
-        except Exception as exc:
-            self.set_status(str(exc))
+        except Exception as exc:  # ProbeError / ReadOnly: one line in the status bar
+            self.call_from_thread(self.set_status, str(exc))
             return
+        self.call_from_thread(self._removed, spec)
+
+    def _removed(self, spec: str) -> None:
         self.set_status(f"removed {spec}")
         table = self.query_one("#probes", FastTable)
         for key in [k for k, v in self.probes_by_key.items() if v.get("spec") == spec]:

@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from adaptyst_top.collectors.histogram import bucket_bounds
-from adaptyst_top.tui.format import fmt_ns, fmt_rate
-from adaptyst_top.tui.glyphs import bar, sparkline
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
+
+from adaptyst_top.collectors.histogram import bucket_bounds
+from adaptyst_top.tui.format import fmt_ns, fmt_rate
+from adaptyst_top.tui.glyphs import bar, sparkline
 
 MAX_ROWS = 24
 

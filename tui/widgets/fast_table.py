@@ -196,7 +196,7 @@ class FastTable(ScrollView, can_focus=True):
 
     # ----- rendering --------------------------------------------------------------------
 
-    def _columns_for(self, width: int) -> list[tuple[Column, int]]:
+    def columns_for(self, width: int) -> list[tuple[Column, int]]:
         if width == self._layout_width:
             return self._layout
         cols = list(self.columns)
@@ -217,7 +217,7 @@ class FastTable(ScrollView, can_focus=True):
         return self._layout
 
     def _text_of(self, cells: dict[str, str], width: int) -> str:
-        parts = [_fit(cells.get(c.key, ""), w, c.right) for c, w in self._columns_for(width)]
+        parts = [_fit(cells.get(c.key, ""), w, c.right) for c, w in self.columns_for(width)]
         return " ".join(parts)[:width].ljust(width)
 
     def render_line(self, y: int) -> Strip:
