@@ -11,7 +11,7 @@ from typing import Any
 
 from adaptyst_top.placement.advisor import Advice, Advisor
 from adaptyst_top.placement.control import ControlServer
-from adaptyst_top.placement.task_api import parse_key
+from adaptyst_top.placement.task_keys import parse_key
 
 TASK_PROBE_NAME = "adaptyst:task_begin..task_end"
 FEW_RUNS = 8

@@ -15,7 +15,6 @@ the control channel, or the default (the first candidate) when none runs.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,38 +23,17 @@ from pathlib import Path
 from adaptyst_top.placement import _sdt  # type: ignore[attr-defined]
 from adaptyst_top.placement.control import ControlClient
 
+# Re-exported: the key functions are part of the task API's names.
+from adaptyst_top.placement.task_keys import feature_bucket as feature_bucket
+from adaptyst_top.placement.task_keys import parse_key as parse_key
+from adaptyst_top.placement.task_keys import size_bucket as size_bucket
+from adaptyst_top.placement.task_keys import task_key as task_key
+
 PROBE_BINARY = Path(_sdt.__file__).resolve()
 # adaptyst_task.h (C, C++) and adaptyst_task.f90 (Fortran): the same probes and keys.
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 HAS_SDT = bool(_sdt.HAS_SDT)
 TASK_SPEC = f"usdt:{PROBE_BINARY}:adaptyst:task_begin..task_end@arg1"
-
-
-def size_bucket(size: int) -> int:
-    """log2 of the input size: inputs within a factor of two share statistics."""
-    return max(0, int(size).bit_length() - 1)
-
-
-def feature_bucket(feature: float | None) -> int:
-    """A feature in (0, 1] (e.g. density) in half-decades: 0 = none, 1 = 1..0.3, ..."""
-    if feature is None or feature <= 0:
-        return 0
-    return 1 + min(14, int(-2 * math.log10(min(1.0, feature))))
-
-
-def task_key(name: str, device: str, size: int, feature: float | None = None) -> str:
-    key = f"{name}|{device}|{size_bucket(size)}|{feature_bucket(feature)}"
-    return key[:31]  # the probe's key holds 31 bytes
-
-
-def parse_key(key: str) -> tuple[str, str, int, int] | None:
-    parts = key.split("|")
-    if len(parts) != 4:
-        return None
-    try:
-        return parts[0], parts[1], int(parts[2]), int(parts[3])
-    except ValueError:
-        return None
 
 
 @contextmanager

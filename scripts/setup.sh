@@ -101,7 +101,7 @@ venv() {
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
         say "installing adaptyst-top and its dependencies into $VENV"
         "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -e '.[test]'
+        "$VENV/bin/python" -m pip install -q -e '.[test,demo]'
         touch "$stamp"
     else
         say "ok: $VENV is up to date"

@@ -262,6 +262,14 @@ def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
 
 
 def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("scipy") is None:
+        print(
+            "adaptyst-top: the demo workload needs scipy: pip install 'adaptyst-top[demo]'",
+            file=sys.stderr,
+        )
+        return 1
     from adaptyst_top.placement.demo import command as demo_command
     from adaptyst_top.placement.task_api import TASK_SPEC
 

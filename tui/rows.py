@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from adaptyst_top.placement.task_api import parse_key
+from adaptyst_top.placement.task_keys import parse_key
 from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
 from adaptyst_top.tui.widgets.fast_table import Column

@@ -1,0 +1,34 @@
+"""The key a task run is filed under: `task|device|log2 size|feature bucket`, the same
+in Python, C, C++ and Fortran. Plain functions: reading keys (the TUI, the advisor) does
+not load the task API's C extension."""
+
+from __future__ import annotations
+
+import math
+
+
+def size_bucket(size: int) -> int:
+    """log2 of the input size: inputs within a factor of two share statistics."""
+    return max(0, int(size).bit_length() - 1)
+
+
+def feature_bucket(feature: float | None) -> int:
+    """A feature in (0, 1] (e.g. density) in half-decades: 0 = none, 1 = 1..0.3, ..."""
+    if feature is None or feature <= 0:
+        return 0
+    return 1 + min(14, int(-2 * math.log10(min(1.0, feature))))
+
+
+def task_key(name: str, device: str, size: int, feature: float | None = None) -> str:
+    key = f"{name}|{device}|{size_bucket(size)}|{feature_bucket(feature)}"
+    return key[:31]  # the probe's key holds 31 bytes
+
+
+def parse_key(key: str) -> tuple[str, str, int, int] | None:
+    parts = key.split("|")
+    if len(parts) != 4:
+        return None
+    try:
+        return parts[0], parts[1], int(parts[2]), int(parts[3])
+    except ValueError:
+        return None
