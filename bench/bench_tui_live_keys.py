@@ -152,7 +152,7 @@ def main() -> int:
         samples = asyncio.run(measure(app, args.repeats))
     finally:
         session.close()
-        session.child.kill()
+        session.child.end()
     res: dict[str, float] = {
         "probe_rows": samples.pop("rows")[0],
         "attached": attached,

@@ -28,6 +28,7 @@ class PlannedFunction:
 
     name: str
     cost_class: str  # overhead.EMULATED, SINGLESTEP...
+    entry: str  # its first instruction (an IFUNC's: its implementation's)
     sym: str = ""  # attach by name...
     addr: int = 0  # ...or by address (an IFUNC's implementation)
     refused: str | None = None
@@ -69,25 +70,10 @@ def plan_uprobes(
     planned: list[PlannedFunction] = []
     unresolved: list[str] = []
     for sym in matched:
-        by_name, addr = sym.name, 0
-        if sym.ifunc:
-            # Probed where its calls go: the implementation its resolver picked.
-            try:
-                impl = ifunc.resolve(path, sym.name, pid)
-            except ifunc.IfuncError as exc:
-                unresolved.append(str(exc))
-                continue
-            sym = replace(sym, address=impl, file_offset=elf.offset_of(impl))
-            by_name, addr = "", impl
-        code = entry_bytes(path, sym)
-        insn = entry_safety.decode_entry(code, elf.machine)
-        reason = None if insn.encoding == entry_safety.EMULATED else refusal(insn)
-        refused = None
-        if reason is not None:
-            variants = safe_variants(path, elf, sym, refusal) if sym.ifunc else []
-            refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
-        cls = ov.classify_entry(code, elf.machine)
-        planned.append(PlannedFunction(sym.name, cls, sym=by_name, addr=addr, refused=refused))
+        try:
+            planned.append(plan_function(path, elf, sym, refusal, pid))
+        except ifunc.IfuncError as exc:
+            unresolved.append(str(exc))
     if not planned:
         raise PlanError(f"{spec.text}: {unresolved[0]}")
     refused_all = [p.refused for p in planned if p.refused]
@@ -95,6 +81,28 @@ def plan_uprobes(
         more = f" (and {len(planned) - 1} more refused)" if len(planned) > 1 else ""
         raise PlanError(f"{refused_all[0]}{more}")
     return planned
+
+
+def plan_function(
+    path: str, elf: ElfInfo, sym: FunctionSymbol, refusal: Refusal, pid: int | None = None
+) -> PlannedFunction:
+    """One function planned (what `list` shows too); IfuncError when an IFUNC's
+    implementation cannot be known."""
+    by_name, addr = sym.name, 0
+    if sym.ifunc:
+        # Probed where its calls go: the implementation its resolver picked.
+        impl = ifunc.resolve(path, sym.name, pid)
+        sym = replace(sym, address=impl, file_offset=elf.offset_of(impl))
+        by_name, addr = "", impl
+    code = entry_bytes(path, sym)
+    insn = entry_safety.decode_entry(code, elf.machine)
+    reason = None if insn.encoding == entry_safety.EMULATED else refusal(insn)
+    refused = None
+    if reason is not None:
+        variants = safe_variants(path, elf, sym, refusal) if sym.ifunc else []
+        refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
+    cls = ov.classify_entry(code, elf.machine)
+    return PlannedFunction(sym.name, cls, insn.text, sym=by_name, addr=addr, refused=refused)
 
 
 def safe_variants(path: str, elf: ElfInfo, sym: FunctionSymbol, refusal: Refusal) -> list[str]:

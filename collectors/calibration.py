@@ -9,9 +9,7 @@ that falls inside a measured interval. Results are cached per boot.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import platform
 import statistics
 import subprocess
 import threading
@@ -23,10 +21,12 @@ from adaptyst_top.collectors.entry_safety import EntryPolicy
 from adaptyst_top.collectors.helper_build import (
     HelperBuildError,
     HelperProcess,
+    boot_key,
     build_helper,
     helper_source,
+    load_result,
+    save_result,
 )
-from adaptyst_top.collectors.private_files import cache_dir, write_private
 
 # (class, calib function, spec suffix, calls): fewer calls where each costs more.
 PLAN = (
@@ -51,32 +51,20 @@ def build_calibrator(directory: Path | None = None) -> Path:
 
 
 def _cache_key() -> str:
+    return boot_key(PRELUDE.encode(), helper_source("calibrate"))
+
+
+def load_cached() -> ov.CostTable | None:
+    costs = load_result("calibration", _cache_key())
     try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        boot = "?"
-    handlers = hashlib.sha256(PRELUDE.encode() + helper_source("calibrate")).hexdigest()[:12]
-    return f"{boot}:{platform.release()}:{handlers}"
+        return ov.CostTable({k: ov.ClassCost(**v) for k, v in costs.items()})
+    except (TypeError, AttributeError):
+        return None  # none, or of another shape: calibrate again
 
 
-def load_cached(path: Path | None = None) -> ov.CostTable | None:
-    try:
-        path = path or cache_dir() / "calibration.json"
-        data = json.loads(path.read_text())
-        if data.get("key") != _cache_key():
-            return None
-        return ov.CostTable({k: ov.ClassCost(**v) for k, v in data["costs"].items()})
-    except (OSError, ValueError, TypeError, AttributeError, KeyError):
-        return None  # unreadable, unsafe or of another shape: calibrate again
-
-
-def save_cached(table: ov.CostTable, path: Path | None = None) -> None:
-    path = path or cache_dir() / "calibration.json"
-    data = {
-        "key": _cache_key(),
-        "costs": {k: vars(v) for k, v in table.costs.items() if v.source == "calibrated"},
-    }
-    write_private(path, json.dumps(data, indent=1).encode())
+def save_cached(table: ov.CostTable) -> None:
+    costs = {k: vars(v) for k, v in table.costs.items() if v.source == "calibrated"}
+    save_result("calibration", _cache_key(), costs)
 
 
 def calibrate(binary: Path | None = None) -> ov.CostTable:

@@ -16,29 +16,28 @@ The verdicts are cached per boot, kernel, CPU and check version.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import os
-import platform
 import subprocess
 import sys
 import threading
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import capstone  # type: ignore[import-untyped]
 
-from adaptyst_top.collectors import ifunc
 from adaptyst_top.collectors import overhead as ov
-from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, entry_bytes
 from adaptyst_top.collectors.helper_build import (
     HelperBuildError,
     HelperProcess,
+    boot_key,
     build_helper,
     helper_source,
+    load_result,
+    save_result,
 )
-from adaptyst_top.collectors.private_files import cache_dir, write_private
 
 EMULATED = "emulated"  # no single-step: always safe
 GP = "gp"  # general-purpose instruction, registers or plain memory
@@ -66,6 +65,9 @@ CHECKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     EVEX: (("evex", "evex_zmm"), ("avx512f", "avx512vl", "avx512bw")),
 }
 CHECK_CALLS = 3000
+_SYSTEM = frozenset(
+    ("syscall", "sysenter", "int", "int3", "into", "int1", "ud0", "ud1", "ud2", "hlt", "iretq")
+)
 _LEGACY_PREFIXES = frozenset((0x66, 0x67, 0xF0, 0xF2, 0xF3, 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65))
 
 
@@ -81,16 +83,11 @@ class EntryInsn:
         return f"`{self.text}` ({ENCODING_NAMES.get(self.encoding, self.encoding)})"
 
 
-_DISASM: Any = None
-
-
+@functools.cache
 def _disassembler() -> Any:
-    global _DISASM
-    if _DISASM is None:
-        md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-        md.detail = True
-        _DISASM = md
-    return _DISASM
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.detail = True
+    return md
 
 
 def decode_entry(code: bytes, machine: str = "x86_64") -> EntryInsn:
@@ -109,7 +106,8 @@ def decode_entry(code: bytes, machine: str = "x86_64") -> EntryInsn:
     if i < insn.size and 0x40 <= code[i] <= 0x4F:  # REX
         i += 1
     lead = code[i] if i < insn.size else 0
-    regs = " ".join(insn.reg_name(r) or "" for r in insn.regs_access()[0] + insn.regs_access()[1])
+    read, written = insn.regs_access()
+    regs = {insn.reg_name(r) or "" for r in (*read, *written)}
     if lead == 0x62:
         return EntryInsn(text, EVEX)
     if lead in (0xC4, 0xC5):
@@ -118,16 +116,11 @@ def decode_entry(code: bytes, machine: str = "x86_64") -> EntryInsn:
         return EntryInsn(text, OTHER)
     if 0xD8 <= lead <= 0xDF or "st(" in insn.op_str or insn.mnemonic in _SYSTEM:
         return EntryInsn(text, OTHER)
-    if "xmm" in regs or "mm" in regs.replace("xmm", "") or "xmm" in insn.op_str:
+    if any(r.startswith(("xmm", "mm")) for r in regs):
         return EntryInsn(text, SSE)
     if "rip" in insn.op_str:
         return EntryInsn(text, GP_RIPREL)
     return EntryInsn(text, GP)
-
-
-_SYSTEM = frozenset(
-    ("syscall", "sysenter", "int", "int3", "into", "int1", "ud0", "ud1", "ud2", "hlt", "iretq")
-)
 
 
 @dataclass(frozen=True)
@@ -178,22 +171,6 @@ def refusal_line(
     return f"refused {where}: {reason}; {alt}"
 
 
-def function_refusal(
-    path: str, elf: ElfInfo, sym: FunctionSymbol, policy: EntryPolicy, pid: int | None = None
-) -> tuple[EntryInsn | None, str | None]:
-    """A function's first instruction (for an IFUNC, its implementation's) and the one-line
-    reason a probe on it is refused (None: it may be probed). What `list` shows."""
-    if sym.ifunc:
-        try:
-            impl = ifunc.resolve(path, sym.name, pid)
-        except ifunc.IfuncError as exc:
-            return None, str(exc)
-        sym = replace(sym, address=impl, file_offset=elf.offset_of(impl))
-    insn = decode_entry(entry_bytes(path, sym), elf.machine)
-    reason = policy.refusal(insn)
-    return insn, None if reason is None else refusal_line(sym.name, insn, reason, sym.ifunc)
-
-
 def cpu_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo") as f:
@@ -206,32 +183,20 @@ def cpu_flags() -> set[str]:
 
 
 def _cache_key() -> str:
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        boot = "?"
-    src = hashlib.sha256(helper_source("entry_check") + __doc__.encode()).hexdigest()[:12]
-    cpu = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:8]
-    return f"{boot}:{platform.release()}:{cpu}:{src}"
-
-
-def _cache_path() -> Path:
-    return cache_dir() / "entry-check.json"
+    flags = " ".join(sorted(cpu_flags())).encode()
+    return boot_key(helper_source("entry_check"), (__doc__ or "").encode(), flags)
 
 
 def load_cached() -> dict[str, Verdict] | None:
+    verdicts = load_result("entry-check", _cache_key())
     try:
-        data = json.loads(_cache_path().read_text())
-        if data.get("key") != _cache_key():
-            return None
-        return {k: Verdict(**v) for k, v in data["verdicts"].items()}
-    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return {k: Verdict(**v) for k, v in verdicts.items()}
+    except (TypeError, AttributeError):
         return None
 
 
 def save_cached(verdicts: dict[str, Verdict]) -> None:
-    data = {"key": _cache_key(), "verdicts": {k: asdict(v) for k, v in verdicts.items()}}
-    write_private(_cache_path(), json.dumps(data, indent=1).encode())
+    save_result("entry-check", _cache_key(), {k: asdict(v) for k, v in verdicts.items()})
 
 
 def verify(binary: Path | None = None, calls: int = CHECK_CALLS) -> dict[str, Verdict]:

@@ -1,16 +1,19 @@
 """The small C programs the tool runs on itself (calibration, the entry check), built
-once per source version with the system's compiler into the private cache."""
+once per source version with the system's compiler into the private cache, and what
+they measured, cached there per boot."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
 import shutil
 import subprocess
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
-from adaptyst_top.collectors.private_files import cache_dir, private_dir
+from adaptyst_top.collectors.private_files import cache_dir, private_dir, write_private
 
 
 class HelperBuildError(RuntimeError):
@@ -69,3 +72,29 @@ class HelperProcess:
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait()
+
+
+def boot_key(*inputs: bytes) -> str:
+    """What a cached result is valid for: this boot, this kernel, these inputs (the
+    helper's source, our handlers...)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = "?"
+    return f"{boot}:{platform.release()}:{hashlib.sha256(b''.join(inputs)).hexdigest()[:12]}"
+
+
+def load_result(name: str, key: str) -> Any:
+    """The cached result NAME made for KEY; None when there is none (or none we trust)."""
+    try:
+        data = json.loads((cache_dir() / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None  # unreadable, or a cache folder that is not safely ours
+    if not isinstance(data, dict) or data.get("key") != key:
+        return None
+    return data.get("result")
+
+
+def save_result(name: str, key: str, result: Any) -> None:
+    data = {"key": key, "result": result}
+    write_private(cache_dir() / f"{name}.json", json.dumps(data, indent=1).encode())

@@ -165,9 +165,6 @@ class HeldCommand:
         self.poll()
         return self.status
 
-    # Kept for callers that only need it gone.
-    kill = end
-
 
 def _descendants(pid: int) -> list[psutil.Process]:
     try:

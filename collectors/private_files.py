@@ -4,8 +4,8 @@ On a shared node `/tmp` and any folder another user can write to are hostile: a
 pre-created symlink turns root's write into an overwrite of any file, a pre-created
 folder hands another user our socket or cache. Every path the tool writes therefore
 lies in a folder that we own, that nobody else can write to and that is not a
-symlink; files are created with O_EXCL|O_NOFOLLOW (never opened if they exist)
-and replaced atomically by rename.
+symlink; files are created new (O_EXCL, through mkstemp: never one that exists) and
+replace others atomically by rename.
 """
 
 from __future__ import annotations
@@ -63,11 +63,6 @@ def write_private(path: Path, data: bytes, mode: int = 0o600) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def create_exclusive(path: Path, mode: int = 0o600) -> int:
-    """A new file at PATH for writing; fails if anything (a symlink included) is there."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 
 def cache_dir() -> Path:

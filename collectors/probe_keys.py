@@ -12,7 +12,6 @@ cannot be read at all is counted under UNREADABLE.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import struct
@@ -74,10 +73,7 @@ class KeyResolver:
         cached = self._resolved.get((tgid, address))
         if cached is not None:
             return cached
-        text = None
-        if address >= 0x10000:
-            with contextlib.suppress(OSError):
-                text = read_c_string(tgid, address)
+        text = read_c_string(tgid, address) if address >= 0x10000 else None
         if text:  # the same rule as in the kernel: a non-empty string is a string
             key: Key = text.decode(errors="replace")
         elif text == b"" and arg_type == "str":

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.collectors import entry_safety as es
+from adaptyst_top.collectors.attach_plan import plan_function
 from adaptyst_top.collectors.elf_info import entry_bytes, read_elf
 from adaptyst_top.collectors.helper_build import build_helper
 
@@ -117,11 +118,12 @@ def test_a_probe_that_would_corrupt_strchr_is_refused_or_exact(tmp_path: Path) -
 
     libc = resolve_target("c")
     strchr = next(f for f in read_elf(libc).functions if f.name == "strchr")
-    insn, refused = es.function_refusal(libc, read_elf(libc), strchr, policy)
+    planned = plan_function(libc, read_elf(libc), strchr, policy.refusal)
+    insn, refused = planned.entry, planned.refused
     if refused:  # this machine: AVX-512 strchr, single-stepped wrongly
         assert r.returncode == 1, r.stderr
         assert r.stderr.count("\n") == 1 and "refused strchr" in r.stderr
-        assert insn is not None and insn.text.split()[0] in r.stderr
+        assert insn and insn.split()[0] in r.stderr
         assert "Traceback" not in r.stderr and r.stdout == ""
     else:  # a safe entry: the probe runs and the answer is right
         assert r.returncode == 0, r.stderr

@@ -59,15 +59,6 @@ def test_write_private_replaces_a_planted_symlink_and_never_writes_through_it(
     assert (d / "calibration.json").stat().st_mode & 0o777 == 0o600
 
 
-def test_create_exclusive_never_opens_what_exists(tmp_path: Path) -> None:
-    victim = tmp_path / "victim"
-    victim.write_text("precious")
-    (tmp_path / "log").symlink_to(victim)
-    with pytest.raises(FileExistsError):
-        pf.create_exclusive(tmp_path / "log")
-    assert victim.read_text() == "precious"
-
-
 def test_private_logs_have_unpredictable_names(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(pf, "runtime_dir", lambda: pf.private_dir(tmp_path / "rt"))
     fd1, p1 = pf.private_log("command")

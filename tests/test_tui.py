@@ -220,7 +220,7 @@ async def test_live_toggle_add_remove(workload_bin: Path) -> None:
             await pilot.press("q")
     finally:
         session.close()
-        session.child.kill()  # type: ignore[union-attr]
+        session.child.end()  # type: ignore[union-attr]
     assert none_left()
 
 

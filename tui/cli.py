@@ -15,8 +15,7 @@ from typing import Any
 
 from adaptyst_top.collectors.private_files import private_log
 from adaptyst_top.tui.cli_common import (
-    PHASE_RANGE,
-    SPEED_RANGE,
+    Parser,
     add_session_options,
     add_version,
     bounded_float,
@@ -24,7 +23,7 @@ from adaptyst_top.tui.cli_common import (
     session_options,
 )
 from adaptyst_top.tui.config import Config
-from adaptyst_top.tui.limits import DEFAULT_INTERVAL, Parser
+from adaptyst_top.tui.limits import DEFAULT_INTERVAL, PHASE_RANGE, SPEED_RANGE
 
 SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay")
 

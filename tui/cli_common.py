@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from adaptyst_top.collectors.cpu import PowerModel
 from adaptyst_top.collectors.probe_engine import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
@@ -11,16 +12,18 @@ from adaptyst_top.collectors.version import package_version
 from adaptyst_top.tui.limits import (
     BUDGET_RANGE,
     DEFAULT_INTERVAL,
-    DURATION_RANGE,
     INTERVAL_RANGE,
     MAX_PROBES_RANGE,
-    PHASE_RANGE,
-    SPEED_RANGE,
     check_range,
 )
 from adaptyst_top.tui.session import SessionOptions
 
-__all__ = ["DURATION_RANGE", "PHASE_RANGE", "SPEED_RANGE", "bounded_float", "interval_s"]
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line (the usage itself is one --help away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
 
 
 def add_version(parser: argparse.ArgumentParser) -> None:

@@ -10,16 +10,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from adaptyst_top.collectors.attach_plan import plan_function
 from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, NotELFError, read_elf
-from adaptyst_top.collectors.entry_safety import (
-    EntryPolicy,
-    cached_policy,
-    function_refusal,
-    policy_for_this_boot,
-)
+from adaptyst_top.collectors.entry_safety import EntryPolicy, cached_policy, policy_for_this_boot
+from adaptyst_top.collectors.ifunc import IfuncError
 from adaptyst_top.collectors.targets import TargetError, check_pid, mapped_files, resolve_target
-from adaptyst_top.tui.cli_common import add_version
-from adaptyst_top.tui.limits import Parser
+from adaptyst_top.tui.cli_common import Parser, add_version
 
 
 def list_parser() -> argparse.ArgumentParser:
@@ -56,9 +52,11 @@ def _function(
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"name": f.name, "address": f.address, "size": f.size, "ifunc": f.ifunc}
     if policy is not None:
-        insn, refused = function_refusal(path, info, f, policy, pid)
-        out["entry"] = insn.text if insn else None
-        out["refused"] = refused
+        try:
+            planned = plan_function(path, info, f, policy.refusal, pid)
+            out["entry"], out["refused"] = planned.entry, planned.refused
+        except IfuncError as exc:
+            out["entry"], out["refused"] = None, str(exc)
     return out
 
 

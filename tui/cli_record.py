@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from adaptyst_top.tui.cli_common import (
-    DURATION_RANGE,
+    Parser,
     add_session_options,
     add_version,
     bounded_float,
     session_options,
 )
-from adaptyst_top.tui.limits import DEFAULT_INTERVAL, Parser
+from adaptyst_top.tui.limits import DEFAULT_INTERVAL, DURATION_RANGE
 from adaptyst_top.tui.session import Session, SessionError, child_output_for, open_session
 
 

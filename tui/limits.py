@@ -3,9 +3,7 @@ and the config file alike."""
 
 from __future__ import annotations
 
-import argparse
 import math
-from typing import NoReturn
 
 # Every number the user gives is finite and in a stated range (a NaN interval once
 # meant a busy loop that ignored every key and signal).
@@ -25,10 +23,3 @@ def check_range(value: float, lo: float, hi: float, what: str = "") -> float:
         bound = f"> 0 and <= {hi:g}" if lo == 0 else f"in {lo:g}..{hi:g}"
         raise ValueError(f"{what}must be a finite number {bound}, not {value!r}")
     return value
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error in one line (the usage itself is one --help away)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")

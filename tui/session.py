@@ -41,13 +41,33 @@ class SessionError(RuntimeError):
 
 
 @dataclass
+class SessionOptions:
+    pid: int | None = None
+    probes: Sequence[str] = ()
+    command: Sequence[str] = ()
+    budget: float = DEFAULT_BUDGET
+    enforce_budget: bool = False
+    max_probes: int = DEFAULT_MAX_ATTACH
+    attach_timeout: float = 120.0
+    child_stdout: IO[Any] | int | None = None
+    child_stderr: IO[Any] | int | None = None
+    power_model: PowerModel | None = None
+    advisor: str | None = None  # an objective (time, energy, edp, weighted): run the advisor
+    auto: bool = False  # apply its advice
+    keep_command: bool = False  # let a launched command outlive the monitor
+    command_log: str | None = None
+    # Set (by a signal handler) to give up attaching: the command is then never started.
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
 class Session:
     hub: Hub
     engine: ProbeEngine | None = None
     child: HeldCommand | None = None
     pid: int | None = None
     calibration: BackgroundCalibration | None = None
-    options: SessionOptions = field(default_factory=lambda: SessionOptions())
+    options: SessionOptions = field(default_factory=SessionOptions)
     placement: PlacementLoop | None = None
     keep_command: bool = False
     command_log: str | None = None  # where the command's output goes, when to a file
@@ -113,26 +133,6 @@ class Session:
             self.calibration.close()
         if self.engine is not None:
             self.engine.close()
-
-
-@dataclass
-class SessionOptions:
-    pid: int | None = None
-    probes: Sequence[str] = ()
-    command: Sequence[str] = ()
-    budget: float = DEFAULT_BUDGET
-    enforce_budget: bool = False
-    max_probes: int = DEFAULT_MAX_ATTACH
-    attach_timeout: float = 120.0
-    child_stdout: IO[Any] | int | None = None
-    child_stderr: IO[Any] | int | None = None
-    power_model: PowerModel | None = None
-    advisor: str | None = None  # an objective (time, energy, edp, weighted): run the advisor
-    auto: bool = False  # apply its advice
-    keep_command: bool = False  # let a launched command outlive the monitor
-    command_log: str | None = None
-    # Set (by a signal handler) to give up attaching: the command is then never started.
-    cancel: threading.Event = field(default_factory=threading.Event)
 
 
 def open_session(opts: SessionOptions) -> Session:
