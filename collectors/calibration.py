@@ -55,7 +55,7 @@ def _cache_key() -> str:
 
 
 def load_cached() -> ov.CostTable | None:
-    costs = load_result("calibration", _cache_key())
+    costs = load_result("calibration", _cache_key)
     try:
         return ov.CostTable({k: ov.ClassCost(**v) for k, v in costs.items()})
     except (TypeError, AttributeError):

@@ -188,7 +188,7 @@ def _cache_key() -> str:
 
 
 def load_cached() -> dict[str, Verdict] | None:
-    verdicts = load_result("entry-check", _cache_key())
+    verdicts = load_result("entry-check", _cache_key)
     try:
         return {k: Verdict(**v) for k, v in verdicts.items()}
     except (TypeError, AttributeError):

@@ -9,6 +9,7 @@ import json
 import platform
 import shutil
 import subprocess
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -84,13 +85,15 @@ def boot_key(*inputs: bytes) -> str:
     return f"{boot}:{platform.release()}:{hashlib.sha256(b''.join(inputs)).hexdigest()[:12]}"
 
 
-def load_result(name: str, key: str) -> Any:
-    """The cached result NAME made for KEY; None when there is none (or none we trust)."""
+def load_result(name: str, key: Callable[[], str]) -> Any:
+    """The cached result NAME made for the KEY of now; None when there is none (or none
+    we trust, or the key cannot be made: a user who cannot read our sources)."""
     try:
         data = json.loads((cache_dir() / f"{name}.json").read_text())
+        wanted = key()
     except (OSError, ValueError):
         return None  # unreadable, or a cache folder that is not safely ours
-    if not isinstance(data, dict) or data.get("key") != key:
+    if not isinstance(data, dict) or data.get("key") != wanted:
         return None
     return data.get("result")
 
