@@ -119,7 +119,10 @@ def bcc_origin() -> Path | None:
     if spec is None or spec.origin is None:
         return None
     origin = Path(spec.origin)
-    return origin if (origin.parent / "libbcc.py").exists() else None
+    try:
+        return origin if (origin.parent / "libbcc.py").exists() else None
+    except PermissionError:  # in a folder this user may not read: not usable by them
+        return None
 
 
 def check_bcc() -> Capability:
@@ -132,6 +135,10 @@ def check_bcc() -> Capability:
             "apt install python3-bpfcc, then `make setup` (exposes it to the venv)",
         )
     origin = bcc_origin()
+    if origin is None and spec.origin and not os.access(Path(spec.origin).parent, os.R_OK):
+        return Capability(
+            "bcc", "denied", f"bcc at {spec.origin} cannot be read by this user", FIX_ROOT
+        )
     if origin is None:
         return Capability(
             "bcc",

@@ -122,7 +122,9 @@ class ProbeEngine:
 
     @staticmethod
     def require_ebpf() -> None:
-        for check in (check_privileges(), check_bcc(), check_kernel_headers()):
+        # One at a time: without privileges, the others need not (and may not) be asked.
+        for ask in (check_privileges, check_bcc, check_kernel_headers):
+            check = ask()
             if check.status in ("missing", "denied"):
                 fix = f" (fix: {check.fix})" if check.fix else ""
                 raise ProbeError(f"eBPF unavailable: {check.detail}{fix}")
