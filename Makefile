@@ -17,8 +17,8 @@ test: setup lint typecheck
 	$(PY) -m pytest --require-ebpf-if-root
 
 lint: setup
-	$(VENV)/bin/ruff check collectors placement tui tests bench
-	$(VENV)/bin/ruff format --check collectors placement tui tests bench
+	$(VENV)/bin/ruff check collectors placement runtime tui tests bench
+	$(VENV)/bin/ruff format --check collectors placement runtime tui tests bench
 
 typecheck: setup
 	VENV=$(VENV) ./scripts/typecheck.sh

@@ -205,7 +205,7 @@ def main() -> int:
     w.run(f"fast {big}")
     dt = time.perf_counter() - t
     e.read()
-    count = e.snapshot_rows()[0]["count"]
+    count = e.snapshot_rows()[0].count
     res["max_rate_hits_per_s"] = big / dt
     res["max_rate_count_exact"] = float(count == big)
     # Toggle latency (a map write; the detach follows in the background).
@@ -251,10 +251,10 @@ def main() -> int:
     lo_hi = Funclatency.p50_bucket(out)
     res["heldss_funclatency_p50_bucket_lo_ns"] = lo_hi[0] if lo_hi else None
     res["heldss_funclatency_p50_bucket_hi_ns"] = lo_hi[1] if lo_hi else None
-    res["heldss_ours_raw_mean_ns"] = r["raw"]["mean_ns"]
-    res["heldss_ours_net_mean_ns"] = r["mean_ns"]
-    res["heldss_ours_net_p50_ns"] = r["p50_ns"]
-    res["calibration"] = costs.costs[r["class"]].source  # type: ignore[assignment]
+    res["heldss_ours_raw_mean_ns"] = r.raw.mean_ns if r.raw else None
+    res["heldss_ours_net_mean_ns"] = r.mean_ns
+    res["heldss_ours_net_p50_ns"] = r.p50_ns
+    res["calibration"] = costs.costs[r.cost_class or ""].source  # type: ignore[assignment]
     w.kill()
 
     if args.json:

@@ -29,12 +29,12 @@ sys.path.insert(0, str(ROOT))
 
 from textual import events  # noqa: E402
 
+from adaptyst_top.runtime.session import SessionOptions, open_session  # noqa: E402
+from adaptyst_top.runtime.sources import LiveSource  # noqa: E402
 from adaptyst_top.tui.app import MonitorApp  # noqa: E402
 from adaptyst_top.tui.screens.detail import DetailScreen  # noqa: E402
 from adaptyst_top.tui.screens.help import HelpScreen  # noqa: E402
 from adaptyst_top.tui.screens.prompt import PromptScreen  # noqa: E402
-from adaptyst_top.tui.session import SessionOptions, open_session  # noqa: E402
-from adaptyst_top.tui.source import LiveSource  # noqa: E402
 from adaptyst_top.tui.widgets.fast_table import FastTable  # noqa: E402
 from tests.workload import build  # noqa: E402
 
@@ -141,8 +141,8 @@ def main() -> int:
     try:
         session.engine.wait(300)
         attach_s = time.perf_counter() - t0
-        rows = session.snapshot(with_hist=False)["probes"]
-        attached = sum(1 for r in rows if r.get("state") == "attached")
+        rows = session.snapshot(with_hist=False).probes
+        attached = sum(1 for r in rows if r.state == "attached")
         ticks = []
         for _ in range(20):
             t = time.perf_counter()

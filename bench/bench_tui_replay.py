@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from adaptyst_top.runtime.sources import ReplaySource  # noqa: E402
 from adaptyst_top.tui.app import MonitorApp  # noqa: E402
-from adaptyst_top.tui.source import ReplaySource  # noqa: E402
 
 REAL = ROOT / "tests" / "data" / "recording.jsonl"
 

@@ -1,7 +1,8 @@
-"""Planning a uprobe spec: which functions of an ELF file it matches, where each one's
-calls really go (an IFUNC's implementation), what each costs to probe and whether its
-first instruction may carry a probe at all. Pure: it reads files and decides, it
-attaches nothing (and so needs no privileges: tests run it on any ELF file)."""
+"""Planning a spec. A uprobe spec: which functions of an ELF file it matches, where each
+one's calls really go (an IFUNC's implementation), what each costs to probe and whether
+its first instruction may carry a probe at all. A USDT spec: its sites in the file, the
+argument it is split by, its semaphores, its programs' slots. Pure: it reads files and
+decides, it attaches nothing (and so needs no privileges: tests run it on any ELF file)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from dataclasses import dataclass, replace
 
 from adaptyst_top.collectors import entry_safety, ifunc
 from adaptyst_top.collectors import overhead as ov
-from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, entry_bytes
+from adaptyst_top.collectors.bpf_program import Slot
+from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, UsdtProbe, entry_bytes
 from adaptyst_top.collectors.probe_spec import ProbeSpec
 
 # The reason a first instruction is refused, or None (entry_safety.EntryPolicy.refusal).
@@ -114,3 +116,61 @@ def safe_variants(path: str, elf: ElfInfo, sym: FunctionSymbol, refusal: Refusal
             if insn.encoding == entry_safety.EMULATED or refusal(insn) is None:
                 out.append(other.name)
     return sorted(out)
+
+
+@dataclass(frozen=True)
+class PlannedUsdt:
+    """A USDT spec's one row: the probes it names (BEGIN, and END for a pair), their sites,
+    the file offsets of their semaphores (by name), and the programs' slots."""
+
+    names: list[str]
+    sites: dict[str, list[UsdtProbe]]
+    ref_ctrs: dict[str, int]
+    slots: list[Slot]
+    cost_class: str  # overhead.USDT or USDT_PAIR
+
+
+def find_usdt(elf: ElfInfo, path: str, provider: str, name: str) -> list[UsdtProbe]:
+    found = [p for p in elf.usdt if p.provider == provider and p.name == name]
+    if not found:
+        have = sorted({f"{p.provider}:{p.name}" for p in elf.usdt})
+        listing = ", ".join(have[:8]) + (" ..." if len(have) > 8 else "") if have else "none"
+        raise PlanError(f"USDT probe {provider}:{name} not found in {path} (it has: {listing})")
+    return found
+
+
+def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsdt:
+    """The spec's sites in PATH; PlanError when a probe, its argument or its semaphore is
+    not there, or when there is no ROOM for one more attach point."""
+    assert spec.provider is not None and spec.name is not None
+    names = [spec.name] + ([spec.end] if spec.end else [])
+    sites = {n: find_usdt(elf, path, spec.provider, n) for n in names}
+    if spec.arg is not None:
+        have = min(len(p.arg_specs) for p in sites[spec.name])
+        if spec.arg > have:
+            raise PlanError(
+                f"{spec.text}: {spec.provider}:{spec.name} has {have} argument"
+                f"{'' if have == 1 else 's'}: there is no @arg{spec.arg}"
+            )
+    # A semaphore-gated probe is enabled by the kernel (uprobe ref_ctr_offset): it raises
+    # the semaphore in each probed process while the probe is attached and drops it when
+    # the probe goes, whatever ends the monitor (SIGKILL included).
+    ref_ctrs: dict[str, int] = {}
+    for n in names:
+        sems = {p.semaphore for p in sites[n] if p.semaphore}
+        if sems:
+            offset = elf.offset_of(min(sems))
+            if offset is None:
+                raise PlanError(f"{spec.text}: the semaphore of {n} is not in the file")
+            ref_ctrs[n] = offset
+    if room < 1:
+        raise PlanError(f"{spec.text}: more than the limit of attach points")
+    # One spec, one module: slots start at 0 and a pair has its own chain 1.
+    if spec.is_pair:
+        slots = [
+            Slot(0, "usdt-begin", 1, spec.arg, spec.arg_type),
+            Slot(1, "usdt-end", 1),
+        ]
+        return PlannedUsdt(names, sites, ref_ctrs, slots, ov.USDT_PAIR)
+    slots = [Slot(0, "usdt-count", 0, spec.arg, spec.arg_type)]
+    return PlannedUsdt(names, sites, ref_ctrs, slots, ov.USDT)

@@ -142,3 +142,28 @@ def usdt_readers(contexts: list[Any]) -> str:
     if text is None:
         raise RuntimeError("bcc could not generate the USDT argument readers")
     return str(text.decode() if isinstance(text, bytes) else text)
+
+
+def usdt_context(
+    pid: int | None,
+    path: str,
+    provider: str,
+    names: list[str],
+    slots: list[Any],
+    ref_ctrs: dict[str, int],
+) -> Any:
+    """bcc's USDT context with each named probe enabled for its slot's program (by PID
+    when the process maps PATH, else by path). A semaphore bcc raises by writing the
+    target's memory is lowered again at once: the kernel holds it from the attach on
+    (ref_ctr_offset)."""
+    from bcc import USDT  # type: ignore[import-not-found]
+
+    ctx = USDT(pid=pid) if pid else USDT(path=path)
+    if pid:
+        KEPT_USDT_CONTEXTS.append(ctx)  # never freed (above)
+    for name, slot in zip(names, slots, strict=True):
+        # USDT(pid) names the probe by provider:name to avoid clashes across libraries.
+        ctx.enable_probe(probe=f"{provider}:{name}", fn_name=slot.fn_name)
+        if name in ref_ctrs:
+            lower_bcc_semaphore(ctx, provider, name, slot.fn_name)
+    return ctx

@@ -11,6 +11,7 @@ USDT pairs match last-in, first-out.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Literal
 
 from adaptyst_top.collectors.histogram import SUB, SUB_BITS
@@ -20,8 +21,37 @@ MAX_DEPTH = 16  # a power of two (the verifier needs the mask)
 MAX_THREADS = 16384
 MAX_KEYS = 16384
 HIST_ENTRIES = 131072
-# Key kinds, as the kernel writes them (the enum in PRELUDE is generated from these).
-KEY_NONE, KEY_INT, KEY_STR, KEY_PTR = 0, 1, 2, 3
+
+
+# The C enums in PRELUDE are generated from these: one definition for both sides.
+class KeyKind(IntEnum):
+    """What a statistics key holds, as the kernel writes it."""
+
+    NONE = 0
+    INT = 1
+    STR = 2
+    PTR = 3  # an address the kernel could not read: user space reads the string
+
+
+class ArgType(IntEnum):
+    """How an @argN value is keyed: as the spec asks (`@arg1:str`) or guessed."""
+
+    AUTO = 0  # a value that reads as a user-space C string is a string
+    INT = 1
+    STR = 2
+
+
+class KernelError(IntEnum):
+    """Indexes of the `errors` array the programs count into."""
+
+    MAP_FULL = 0
+    TOO_DEEP = 1
+    NO_ENTRY = 2  # a return without a recorded entry
+
+
+def _c_enum(e: type[IntEnum], prefix: str) -> str:
+    return "enum { " + ", ".join(f"{prefix}{m.name} = {m.value}" for m in e) + " };"
+
 
 SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end"]
 
@@ -33,7 +63,7 @@ PRELUDE = r"""
 #define SUB %(sub)d
 #define SUB_BITS %(sub_bits)d
 
-enum { KEY_NONE = %(key_none)d, KEY_INT = %(key_int)d, KEY_STR = %(key_str)d, KEY_PTR = %(key_ptr)d };
+%(enums)s
 
 struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
 struct stat { u64 count; u64 sum; u64 min; u64 max; };
@@ -49,7 +79,7 @@ BPF_HASH(hist, struct hkey, u64, %(hist_entries)d);
 struct stack { u32 depth; u32 over; struct frame f[MAX_DEPTH]; };  /* over: pushes past MAX_DEPTH */
 BPF_F_TABLE("hash", struct tkey, struct stack, stacks, %(max_threads)d, BPF_F_NO_PREALLOC);
 BPF_ARRAY(stack_init, struct stack, 1);   /* a zeroed stack: too big for the BPF stack */
-BPF_ARRAY(errors, u64, 4);   /* 0: map full, 1: stack too deep, 2: return without entry */
+BPF_ARRAY(errors, u64, %(nerrors)d);   /* counts per KernelError */
 /* Per slot: 1 = switched off. Detaching a uprobe waits ~0.1 s in the kernel, so a
  * switch takes effect here at once and the detach follows in the background. */
 BPF_ARRAY(gate, u8, %(nslots)d);
@@ -85,7 +115,7 @@ static __always_inline void record(struct skey *k, u64 delta, int latency) {
     struct stat zero = {};
     zero.min = ~0ULL;
     struct stat *s = stats.lookup_or_try_init(k, &zero);
-    if (!s) { count_error(0); return; }
+    if (!s) { count_error(ERR_MAP_FULL); return; }
     __sync_fetch_and_add(&s->count, 1);
     if (!latency) return;
     __sync_fetch_and_add(&s->sum, delta);
@@ -97,7 +127,7 @@ static __always_inline void record(struct skey *k, u64 delta, int latency) {
     h.bucket = bucket_of(delta);
     u64 hz = 0;
     u64 *c = hist.lookup_or_try_init(&h, &hz);
-    if (c) __sync_fetch_and_add(c, 1); else count_error(0);
+    if (c) __sync_fetch_and_add(c, 1); else count_error(ERR_MAP_FULL);
 }
 
 static __always_inline struct stack *thread_stack(u32 chain, int create) {
@@ -111,7 +141,7 @@ static __always_inline struct stack *thread_stack(u32 chain, int create) {
     if (!init) return 0;
     stacks.update(&t, init);
     st = stacks.lookup(&t);
-    if (!st) count_error(0);
+    if (!st) count_error(ERR_MAP_FULL);
     return st;
 }
 
@@ -120,7 +150,7 @@ static __always_inline int push_frame(u32 chain, struct skey *k) {
     struct stack *st = thread_stack(chain, 1);
     if (!st) return 0;
     u32 depth = st->depth;
-    if (depth >= MAX_DEPTH) { st->over++; count_error(1); return 0; }
+    if (depth >= MAX_DEPTH) { st->over++; count_error(ERR_TOO_DEEP); return 0; }
     struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
     fr->k = *k;
     st->depth = depth + 1;
@@ -135,12 +165,12 @@ static __always_inline int push_frame(u32 chain, struct skey *k) {
 static __always_inline int pop_frame(u32 chain, u32 slot) {
     u64 now = bpf_ktime_get_ns();  /* first: the rest of this handler stays outside */
     struct stack *st = thread_stack(chain, 0);
-    if (!st || st->depth == 0) { count_error(2); return 0; }
+    if (!st || st->depth == 0) { count_error(ERR_NO_ENTRY); return 0; }
     if (st->over) { st->over--; return 0; }   /* the matching push was too deep to record */
     u32 depth = st->depth - 1;
     if (depth >= MAX_DEPTH) return 0;
     struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
-    if (slot != NO_SLOT && fr->k.slot != slot) { count_error(2); return 0; }
+    if (slot != NO_SLOT && fr->k.slot != slot) { count_error(ERR_NO_ENTRY); return 0; }
     st->depth = depth;
     struct skey k = fr->k;
     u64 delta = now - fr->ts;
@@ -150,14 +180,13 @@ static __always_inline int pop_frame(u32 chain, u32 slot) {
 }
 
 static __always_inline void key_from_value(struct skey *k, u64 v, int type) {
-    /* type 0 = auto: a value that reads as a user-space C string is a string */
     long n = -1;
-    if (type != 1 && v >= 0x10000) {
+    if (type != ARG_INT && v >= 0x10000) {
         n = bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v);
-        if (n > 1 || (n == 1 && type == 2)) { k->kind = KEY_STR; return; }
+        if (n > 1 || (n == 1 && type == ARG_STR)) { k->kind = KEY_STR; return; }
         __builtin_memset(k->str, 0, sizeof(k->str));
     }
-    if (type == 2 || (type == 0 && n < 0 && v >= 0x10000)) {
+    if (type == ARG_STR || (type == ARG_AUTO && n < 0 && v >= 0x10000)) {
         /* Not readable here (a page not faulted in yet): user space reads it, with the
          * process it lives in; never filed as a number. */
         u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -192,7 +221,7 @@ class Slot:
         return f"at_r{self.index}"
 
 
-_ARG_TYPE = {"auto": 0, "int": 1, "str": 2}
+_ARG_TYPE = {"auto": ArgType.AUTO, "int": ArgType.INT, "str": ArgType.STR}
 
 
 def slot_program(slot: Slot) -> str:
@@ -201,7 +230,7 @@ def slot_program(slot: Slot) -> str:
         # bcc rewrites bpf_usdt_readarg only inside the function attached to the probe.
         key += (
             f" u64 v = 0; bpf_usdt_readarg({slot.arg}, ctx, &v);"
-            f" key_from_value(&k, v, {_ARG_TYPE[slot.arg_type]});"
+            f" key_from_value(&k, v, ARG_{_ARG_TYPE[slot.arg_type].name});"
         )
     body = {
         "uprobe-entry": "return push_frame(0, &k);",
@@ -228,9 +257,9 @@ def module_source(slots: list[Slot]) -> str:
         "hist_entries": HIST_ENTRIES,
         "nslots": max(1, len(slots)),
         "max_threads": MAX_THREADS,
-        "key_none": KEY_NONE,
-        "key_int": KEY_INT,
-        "key_str": KEY_STR,
-        "key_ptr": KEY_PTR,
+        "enums": "\n".join(
+            (_c_enum(KeyKind, "KEY_"), _c_enum(ArgType, "ARG_"), _c_enum(KernelError, "ERR_"))
+        ),
+        "nerrors": len(KernelError),
     }
     return prelude + "\n" + "\n".join(slot_program(s) for s in slots) + "\n"

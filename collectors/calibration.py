@@ -33,7 +33,7 @@ PLAN = (
     (ov.EMULATED, "push", "uprobe:{bin}:cal_push", 40000),
     (ov.SINGLESTEP, "lea", "uprobe:{bin}:cal_lea", 6000),
     (ov.USDT, "usdt", "usdt:{bin}:adaptyst_cal:hit", 40000),
-    ("usdt-pair", "pair", "usdt:{bin}:adaptyst_cal:begin..end", 30000),
+    (ov.USDT_PAIR, "pair", "usdt:{bin}:adaptyst_cal:begin..end", 30000),
 )
 REPEATS = 3
 

@@ -12,7 +12,7 @@ import psutil
 
 from adaptyst_top.collectors.energy import EnergyAccount
 from adaptyst_top.collectors.rapl import RaplReader
-from adaptyst_top.collectors.reading import DeviceReading
+from adaptyst_top.collectors.snapshot import DeviceReading
 from adaptyst_top.collectors.targets import process_cpu_ns
 
 

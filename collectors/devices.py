@@ -4,7 +4,6 @@ for every source that is not there."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -13,20 +12,13 @@ from adaptyst_top.collectors.cpu import CpuCollector, PowerModel
 from adaptyst_top.collectors.fpga import FpgaCollector
 from adaptyst_top.collectors.nvml import NvmlCollector
 from adaptyst_top.collectors.opencl_devices import OpenCLCollector
-from adaptyst_top.collectors.reading import DeviceReading
+from adaptyst_top.collectors.snapshot import DeviceReading, SourceState
 
 DEVICE_PERIOD_S = 1.0  # energy and utilisation: once a second is what the sensors give
 
 
 class Collector(Protocol):
     def read(self, now: float | None = None) -> list[DeviceReading]: ...
-
-
-@dataclass
-class SourceState:
-    name: str
-    state: str  # ok | missing | denied | degraded
-    reason: str = ""
 
 
 class DeviceSweep:

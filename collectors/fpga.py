@@ -15,7 +15,7 @@ from typing import Any
 from adaptyst_top.collectors.energy import EnergyAccount
 from adaptyst_top.collectors.hwmon import hwmon_dirs, read_hwmon
 from adaptyst_top.collectors.optional import import_optional
-from adaptyst_top.collectors.reading import DeviceReading
+from adaptyst_top.collectors.snapshot import DeviceReading
 
 UTIL_NOTE = (
     "utilisation: not exposed by the runtime; probe it, e.g. "

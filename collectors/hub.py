@@ -1,17 +1,17 @@
 """One clock, one thread's worth of work: every source read once per tick into a snapshot.
 
-The snapshot is the contract shared by `record`, the TUI and the advisor (docs/data-flow.md).
+The snapshot (collectors/snapshot.py) is the contract shared by `record`, the TUI and the
+advisor; the hub builds the collectors' part of it.
 """
 
 from __future__ import annotations
 
 import socket
 import time
-from dataclasses import asdict
-from typing import Any
 
 from adaptyst_top.collectors.devices import DeviceSweep
 from adaptyst_top.collectors.probe_engine import ProbeEngine
+from adaptyst_top.collectors.snapshot import Overhead, ProbeEntry, Snapshot
 
 
 class Hub:
@@ -24,37 +24,29 @@ class Hub:
         self.host = socket.gethostname()
         self._warned = 0
 
-    def snapshot(self, with_hist: bool = True) -> dict[str, Any]:
+    def snapshot(self, with_hist: bool = True) -> Snapshot:
         """with_hist=False leaves out the probes' histograms (only a detail view needs them)."""
-        probes: list[dict[str, Any]] = []
+        probes: list[ProbeEntry] = []
         warnings: list[str] = []
+        overhead = None
         if self.engine is not None:
             self.engine.read()
             probes = self.engine.snapshot_rows(with_hist)
             warnings = self.engine.warnings[self._warned :]
             self._warned = len(self.engine.warnings)
-        devices = [] if self.devices is None else [d.to_json() for d in self.devices.read()]
-        snap: dict[str, Any] = {
-            "t": round(time.monotonic() - self.t0, 3),
-            "host": self.host,
-            "probes": probes,
-            "devices": devices,
-            "tasks": [],
-            "advice": [],
-        }
-        if self.devices is not None:
-            snap["device_sources"] = [asdict(s) for s in self.devices.sources()]
-        if self.engine is not None:
-            snap["overhead"] = {
-                "share": self.engine.overhead_share,
-                "budget": self.engine.budget,
-                "calibration": _calibration_state(self.engine),
-            }
-            if self.engine.target_ended:
-                snap["target_ended"] = True
-        if warnings:
-            snap["warnings"] = warnings
-        return snap
+            overhead = Overhead(
+                self.engine.overhead_share, self.engine.budget, _calibration_state(self.engine)
+            )
+        return Snapshot(
+            t=round(time.monotonic() - self.t0, 3),
+            host=self.host,
+            probes=tuple(probes),
+            devices=() if self.devices is None else tuple(self.devices.read()),
+            device_sources=None if self.devices is None else tuple(self.devices.sources()),
+            overhead=overhead,
+            target_ended=self.engine is not None and self.engine.target_ended,
+            warnings=tuple(warnings),
+        )
 
 
 def _calibration_state(engine: ProbeEngine) -> str:

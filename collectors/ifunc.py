@@ -25,7 +25,7 @@ class IfuncError(RuntimeError):
     """Why an IFUNC's implementation cannot be found, in one line."""
 
 
-def _mapped_start(path: str) -> int | None:
+def mapped_start(path: str) -> int | None:
     """Where this process mapped the file's first byte."""
     real = os.path.realpath(path)
     with open("/proc/self/maps") as f:
@@ -56,7 +56,7 @@ def resolve(path: str, name: str, pid: int | None = None) -> int:
             f"{name} is an IFUNC and PID {pid} runs with other GLIBC_TUNABLES than the "
             "monitor: its implementation may differ; probe the implementation by name"
         )
-    start = _mapped_start(path)
+    start = mapped_start(path)
     try:
         if start is None:
             raise OSError

@@ -32,7 +32,7 @@ EXEC_FAILED = 126  # found but not executable (format, interpreter, permission),
 NOT_FOUND = 127
 END_GRACE_S = 2.0  # between SIGTERM and SIGKILL when the monitor ends the command
 
-_GATE = (
+GATE_PROGRAM = (
     "import ctypes, os, sys\n"
     "libc = ctypes.CDLL(None)\n"
     "libc.prctl(1, 9)\n"  # PR_SET_PDEATHSIG, SIGKILL
@@ -87,7 +87,7 @@ class HeldCommand:
                     sys.executable,
                     "-S",
                     "-c",
-                    _GATE,
+                    GATE_PROGRAM,
                     str(r),
                     str(err_w),
                     str(os.getpid()),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from adaptyst_top.collectors.energy import EnergyAccount
-from adaptyst_top.collectors.reading import DeviceReading
+from adaptyst_top.collectors.snapshot import DeviceReading
 
 T = TypeVar("T")
 PROCESS_EVERY_S = 5.0  # process lists change slowly and cost the most to read

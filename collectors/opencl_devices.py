@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from adaptyst_top.collectors.opencl_inventory import OpenCLDevice, list_opencl_devices
-from adaptyst_top.collectors.reading import DeviceReading
+from adaptyst_top.collectors.snapshot import DeviceReading
 
 
 def physical_id(dev: OpenCLDevice, physical: list[DeviceReading]) -> str | None:

@@ -15,9 +15,15 @@ from dataclasses import dataclass, field
 
 from adaptyst_top.collectors.bcc_extras import enable_run_time_stats
 
+# What a session allows by default: the probes' share of the target's CPU, and how many
+# attach points one spec may match.
+DEFAULT_BUDGET = 0.02
+DEFAULT_MAX_ATTACH = 1000
+
 USDT = "usdt"
 EMULATED = "uprobe-emulated"
 SINGLESTEP = "uprobe-singlestep"
+USDT_PAIR = "usdt-pair"  # a begin..end pair: two hits per interval
 UNKNOWN = "uprobe-unknown"
 
 
@@ -51,7 +57,7 @@ class ClassCost:
 # (or where it cannot run: no gcc, not x86-64), and labelled as such.
 DEFAULT_COSTS: dict[str, ClassCost] = {
     USDT: ClassCost(850.0, 0.0, "default"),
-    "usdt-pair": ClassCost(1700.0, 850.0, "default"),
+    USDT_PAIR: ClassCost(1700.0, 850.0, "default"),
     EMULATED: ClassCost(1500.0, 700.0, "default"),
     SINGLESTEP: ClassCost(14700.0, 13000.0, "default"),
     UNKNOWN: ClassCost(14700.0, 13000.0, "default"),

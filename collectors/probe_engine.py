@@ -5,6 +5,13 @@ thread (bcc's clang takes about a second per module). Each `add()` builds one
 module whose programs serve all the attach points its spec matched. Toggling a row
 detaches or re-attaches its already-loaded programs: no recompilation, a few ms.
 `read()` walks the kernel maps once per interval; nothing streams per event.
+
+Long on purpose: what is left here is one state machine (pending, attached, detached,
+ended, error) shared by three threads (the caller's, the background worker's, the
+reader's) under one lock; split, its transitions would be read in several files.
+Planning (attach_plan), kernel reading (probe_reading), the budget (probe_budget), the
+rows' data (probe_model), their snapshot entries (probe_output) and bcc's workarounds
+(bcc_extras) live apart.
 """
 
 from __future__ import annotations
@@ -21,13 +28,12 @@ from typing import Any
 
 from adaptyst_top.collectors import entry_safety
 from adaptyst_top.collectors import overhead as ov
-from adaptyst_top.collectors.attach_plan import PlanError, plan_uprobes
+from adaptyst_top.collectors.attach_plan import PlanError, plan_uprobes, plan_usdt
 from adaptyst_top.collectors.bcc_extras import (
     COMPILE_LOCK,
-    KEPT_USDT_CONTEXTS,
     attach_with_semaphore,
     bcc_stderr_captured,
-    lower_bcc_semaphore,
+    usdt_context,
     usdt_readers,
 )
 from adaptyst_top.collectors.bpf_program import Slot, module_source
@@ -35,13 +41,10 @@ from adaptyst_top.collectors.ebpf_env import check_bcc, check_kernel_headers, ch
 from adaptyst_top.collectors.elf_info import (
     ElfInfo,
     NotELFError,
-    UsdtProbe,
     read_elf,
 )
-from adaptyst_top.collectors.probe_keys import merge_stats
+from adaptyst_top.collectors.probe_budget import BudgetWatch
 from adaptyst_top.collectors.probe_model import (
-    KERNEL_ERRORS,
-    QUIET_ERRORS,
     Attachment,
     ProbeError,
     ProbeGroup,
@@ -49,18 +52,25 @@ from adaptyst_top.collectors.probe_model import (
     Row,
 )
 from adaptyst_top.collectors.probe_output import group_entry, row_entries
+from adaptyst_top.collectors.probe_reading import (
+    bpf_run_ns,
+    new_kernel_errors,
+    read_module,
+    reap_dead_threads,
+    update_rates,
+)
 from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
+from adaptyst_top.collectors.snapshot import ProbeEntry, ProbeRef
 from adaptyst_top.collectors.targets import (
     TargetError,
     check_pid,
     mapped_files,
     pid_alive,
-    process_cpu_ns,
     resolve_target,
 )
 
-DEFAULT_MAX_ATTACH = 1000
-DEFAULT_BUDGET = 0.02
+DEFAULT_MAX_ATTACH = ov.DEFAULT_MAX_ATTACH
+DEFAULT_BUDGET = ov.DEFAULT_BUDGET
 
 
 WORKER_JOIN_S = 60.0  # close() waits this long at most for an attach under way
@@ -106,13 +116,14 @@ class ProbeEngine:
         self.overhead_share: float | None = None
         self._lock = threading.RLock()
         self._next_row = 0
+        self._next_group = 0
         # Work for the background thread: specs to build, detaches to finish, None to stop.
         self._queue: queue.Queue[ProbeGroup | Callable[[], None] | None] = queue.Queue()
         self.bpf_stats = ov.BpfStats()
         self.bpf_stats_on = self.bpf_stats.available()
         self._last_read: float | None = None
         self._reads = 0
-        self._last_cpu: int | None = None
+        self.budget_watch = BudgetWatch(pid, budget)
         self._closed = False
         self._exe: str | None = None  # the target's program, to notice an exec
         self._worker = threading.Thread(target=self._work, name="probe-compiler", daemon=True)
@@ -134,8 +145,9 @@ class ProbeEngine:
     def add(self, spec: str | ProbeSpec) -> ProbeGroup:
         """Queue a spec; returns at once. Raises ProbeSpecError for a malformed spec."""
         parsed = spec if isinstance(spec, ProbeSpec) else parse_spec(spec)
-        group = ProbeGroup(parsed.text, parsed)
         with self._lock:
+            group = ProbeGroup(self._next_group, parsed.text, parsed)
+            self._next_group += 1
             self.groups.append(group)
         self._queue.put(group)
         return group
@@ -229,6 +241,7 @@ class ProbeEngine:
                 raise ProbeError(f"{spec.text}: not attached: the monitor is closing")
             self.modules.append(module)
             for row in rows + refused:
+                row.group = group.id
                 self.rows[row.id] = row
             group.rows = sorted(rows + refused, key=lambda r: r.name)
 
@@ -274,56 +287,15 @@ class ProbeEngine:
             self._entry_policy = entry_safety.policy_for_this_boot()
         return self._entry_policy.refusal(insn)
 
-    def _find_usdt(self, elf: ElfInfo, path: str, provider: str, name: str) -> list[UsdtProbe]:
-        found = [p for p in elf.usdt if p.provider == provider and p.name == name]
-        if not found:
-            have = sorted({f"{p.provider}:{p.name}" for p in elf.usdt})
-            listing = ", ".join(have[:8]) + (" ..." if len(have) > 8 else "") if have else "none"
-            raise ProbeError(
-                f"USDT probe {provider}:{name} not found in {path} (it has: {listing})"
-            )
-        return found
-
     def _plan_usdt(
         self, spec: ProbeSpec, path: str, elf: ElfInfo
     ) -> tuple[list[Row], list[Slot], list[Any]]:
-        from bcc import USDT
-
-        assert spec.provider is not None and spec.name is not None
-        names = [spec.name] + ([spec.end] if spec.end else [])
-        sites = {n: self._find_usdt(elf, path, spec.provider, n) for n in names}
-        if spec.arg is not None:
-            have = min(len(p.arg_specs) for p in sites[spec.name])
-            if spec.arg > have:
-                raise ProbeError(
-                    f"{spec.text}: {spec.provider}:{spec.name} has {have} argument"
-                    f"{'' if have == 1 else 's'}: there is no @arg{spec.arg}"
-                )
-        # A semaphore-gated probe is enabled by the kernel (uprobe ref_ctr_offset): it
-        # raises the semaphore in each probed process while the probe is attached and drops
-        # it when the probe goes, whatever ends the monitor (SIGKILL included).
-        ref_ctrs: dict[str, int] = {}
-        for n in names:
-            sems = {p.semaphore for p in sites[n] if p.semaphore}
-            if sems:
-                offset = elf.offset_of(min(sems))
-                if offset is None:
-                    raise ProbeError(f"{spec.text}: the semaphore of {n} is not in the file")
-                ref_ctrs[n] = offset
-        if len(self.rows) + 1 > self.max_attach:
-            raise ProbeError(f"{spec.text}: more than the limit of {self.max_attach} attach points")
-        # One spec, one module: slots start at 0 and the pair has its own chain 1.
-        first, chain = 0, 1
-        if spec.is_pair:
-            slots = [
-                Slot(first, "usdt-begin", chain, spec.arg, spec.arg_type),
-                Slot(first + 1, "usdt-end", chain),
-            ]
-            cls = "usdt-pair"
-        else:
-            slots = [Slot(first, "usdt-count", 0, spec.arg, spec.arg_type)]
-            cls = ov.USDT
-        row = self._new_row(spec, spec.label, path, cls, first)
+        try:
+            plan = plan_usdt(spec, path, elf, self.max_attach - len(self.rows))
+        except PlanError as exc:
+            raise ProbeError(str(exc)) from None
+        names, slots, ref_ctrs = plan.names, plan.slots, plan.ref_ctrs
+        row = self._new_row(spec, spec.label, path, plan.cost_class, slots[0].index)
         row.fns = [s.fn_name for s in slots]
         row.ref_ctrs = {
             s.fn_name: ref_ctrs[n] for n, s in zip(names, slots, strict=False) if n in ref_ctrs
@@ -334,7 +306,7 @@ class ProbeEngine:
             row.attachments = [
                 Attachment(s.fn_name, path, addr=p.address, ref_ctr=ref_ctrs.get(n, 0))
                 for n, s in zip(names, slots, strict=False)
-                for p in sites[n]
+                for p in plan.sites[n]
             ]
             return [row], slots, []
         # USDT(pid) needs the binary mapped; a command held before exec does not map it
@@ -346,23 +318,14 @@ class ProbeEngine:
                 f"process running with {path} mapped: attach with --pid once it runs "
                 "(without @argN it works for a command launched here too)"
             )
+        assert spec.provider is not None
         try:
-            ctx = USDT(pid=pid) if pid else USDT(path=path)
-            if pid:
-                # Never freed (bcc 0.26 closes its /proc/PID/root descriptor twice).
-                KEPT_USDT_CONTEXTS.append(ctx)
-            for n, slot in zip(names, slots, strict=True):
-                # USDT(pid) names the probe by provider:name to avoid clashes across libraries.
-                ctx.enable_probe(probe=f"{spec.provider}:{n}", fn_name=slot.fn_name)
-                if n in ref_ctrs:
-                    # bcc raised the semaphore through the target's memory: lowered again at
-                    # once; the kernel holds it from the attach on (ref_ctr_offset).
-                    lower_bcc_semaphore(ctx, spec.provider, n, slot.fn_name)
+            ctx = usdt_context(pid, path, spec.provider, names, slots, ref_ctrs)
         except Exception as exc:
             raise ProbeError(f"{spec.text}: enabling USDT failed: {_one_line(exc)}") from None
         # Filled after loading, from what bcc really attached (it resolves every location).
         row.attachments = []
-        row._usdt_ctx = ctx  # type: ignore[attr-defined]
+        row.usdt_ctx = ctx
         return [row], slots, [ctx]
 
     def _maps(self, path: str) -> bool:
@@ -379,7 +342,7 @@ class ProbeEngine:
     def _attach_row(self, row: Row) -> None:
         assert row.module is not None
         bpf = row.module.bpf
-        ctx = getattr(row, "_usdt_ctx", None)
+        ctx = row.usdt_ctx
         if ctx is not None and not row.attachments:
             # Every location of every probe of the spec, as bcc resolved them.
             for binpath, fn_name, addr, _pid in ctx.enumerate_active_probes():
@@ -477,12 +440,25 @@ class ProbeEngine:
             elif not enabled and row.state == "attached":
                 self._switch_off(row, "detached")
 
-    def toggle(self, row_id: int) -> bool:
-        enabled = self.rows[row_id].state != "attached"
-        self.set_enabled(row_id, enabled)
+    def toggle(self, ref: ProbeRef) -> bool:
+        """Switch a snapshot entry's row on or off; whether it is now on."""
+        row = self.rows.get(ref.row) if ref.row is not None else None
+        if row is None:
+            raise ProbeError("this probe has no attach point to switch")
+        enabled = row.state != "attached"
+        self.set_enabled(row.id, enabled)
         return enabled
 
-    def remove(self, group: ProbeGroup) -> None:
+    def remove(self, ref: ProbeRef) -> str:
+        """Remove the spec a snapshot entry came from (all its rows); its text."""
+        with self._lock:
+            group = next((g for g in self.groups if g.id == ref.group), None)
+        if group is None:
+            raise ProbeError("this probe was already removed")
+        self.remove_group(group)
+        return group.spec_text
+
+    def remove_group(self, group: ProbeGroup) -> None:
         with self._lock:
             for row in group.rows:
                 self._switch_off(row, "detached")
@@ -512,77 +488,31 @@ class ProbeEngine:
             for module in list(self.modules):
                 if module.closed:
                     continue
-                self._read_module(module)
-                self._check_errors(module)
+                read_module(module)
+                self.warnings.extend(new_kernel_errors(module))
                 if self._reads % REAP_EVERY == 0:
-                    _reap_dead_threads(module)
+                    reap_dead_threads(module)
             refresh_bpf = self.bpf_stats.window_closed()
             for row in self.rows.values():
-                self._update_rates(row, dt)
+                update_rates(row, dt)
                 if refresh_bpf:
                     self.bpf_run_ns(row, fresh=True)
             self._update_overhead(dt)
 
-    def _read_module(self, module: ProbeModule) -> None:
-        stats: dict[int, dict[Any, tuple[int, int, int, int]]] = {}
-        key_of = module.keys.key_of
-        for k, v in module.reader("stats").items():
-            per_slot = stats.setdefault(int(k.slot), {})
-            key = key_of(k)
-            new = (int(v.count), int(v.sum), int(v.min), int(v.max))
-            # Two kernel keys can be one user key (a string read here and in the kernel).
-            per_slot[key] = merge_stats(per_slot[key], new) if key in per_slot else new
-        hists: dict[int, dict[Any, dict[int, int]]] = {}
-        for k, v in module.reader("hist").items():
-            per_key = hists.setdefault(int(k.k.slot), {}).setdefault(key_of(k.k), {})
-            b = int(k.bucket)
-            per_key[b] = per_key.get(b, 0) + int(getattr(v, "value", v))
-        for slot, row in module.by_slot.items():
-            if slot in stats:
-                row.stats = stats[slot]
-                row.hist = hists.get(slot, {})
-
-    def _check_errors(self, module: ProbeModule) -> None:
-        counts = [int(v.value) for v in module.bpf["errors"].values()]
-        for i, what in enumerate(KERNEL_ERRORS):
-            new = counts[i] - module.errors_seen[i]
-            if new > 0 and i not in QUIET_ERRORS:
-                names = ", ".join(sorted({r.name for r in module.rows}))
-                self.warnings.append(f"{names}: {new} {what}")
-        module.errors_seen = counts
-
-    def _update_rates(self, row: Row, dt: float | None) -> None:
-        hits = 0
-        for key, (count, *_rest) in row.stats.items():
-            prev = row.last_counts.get(key, 0)
-            hits += count - prev
-            row.rates[key] = (count - prev) / dt if dt else 0.0
-            row.last_counts[key] = count
-        row.interval_hits = hits
-
     def _update_overhead(self, dt: float | None) -> None:
-        cpu = process_cpu_ns(self.pid) if self.pid is not None else ov.system_busy_ns()
-        if cpu is None or self._last_cpu is None or dt is None:
-            self._last_cpu = cpu
+        over = self.budget_watch.update(list(self.rows.values()), self.costs, dt)
+        self.overhead_share = over.share
+        if over.costliest is None:
             return
-        cpu_delta = cpu - self._last_cpu
-        self._last_cpu = cpu
-        cost = {
-            r.id: r.interval_hits * self.costs.get(r.cls).per_hit_ns for r in self.rows.values()
-        }
-        total = sum(cost.values())
-        # Probe time is charged to the target's own CPU time, so it sits inside cpu_delta.
-        self.overhead_share = total / cpu_delta if cpu_delta > 0 else (None if total == 0 else 1.0)
-        if self.overhead_share is not None and self.overhead_share > self.budget:
-            worst = max(cost, key=lambda i: cost[i])
-            msg = (
-                f"probe overhead {self.overhead_share:.1%} of the target's CPU time exceeds "
-                f"the budget of {self.budget:.1%}; costliest: {self.rows[worst].name}"
-            )
-            if self.enforce_budget and self.rows[worst].state == "attached":
-                self._switch_off(self.rows[worst], "detached")
-                msg += " (disabled)"
-            self.warnings.append(msg)
+        worst = self.rows[over.costliest]
+        msg = (
+            f"probe overhead {over.share:.1%} of the target's CPU time exceeds "
+            f"the budget of {self.budget:.1%}; costliest: {worst.name}"
+        )
+        if self.enforce_budget and worst.state == "attached":
+            self._switch_off(worst, "detached")
+            msg += " (disabled)"
+        self.warnings.append(msg)
 
     def _check_exec(self) -> None:
         """A target that exec'd another program keeps its PID but not its probes: the rows
@@ -616,7 +546,7 @@ class ProbeEngine:
     def _end_target(self) -> None:
         self.target_ended = True
         for module in self.modules:
-            self._read_module(module)  # the final statistics stay in the rows
+            read_module(module)  # the final statistics stay in the rows
         for row in self.rows.values():
             self.bpf_run_ns(row, fresh=True)
         for row in self.rows.values():
@@ -633,24 +563,16 @@ class ProbeEngine:
 
         Read from fdinfo only when fresh (read() asks just after each sampling window,
         when the figure can have changed); otherwise the last figure."""
-        if not fresh or not self.bpf_stats_on or row.module is None or row.module.closed:
-            return row.bpf_ns
-        total = 0.0
-        for fn in row.fns:
-            f = row.module.bpf.funcs.get(fn.encode()) or row.module.bpf.funcs.get(fn)
-            if f is None:
-                continue
-            run_ns, run_cnt = ov.prog_run_stats(f.fd)
-            if run_cnt:
-                total += run_ns / run_cnt
-        row.bpf_ns = total or row.bpf_ns
+        if fresh and self.bpf_stats_on:
+            row.bpf_ns = bpf_run_ns(row) or row.bpf_ns
         return row.bpf_ns
 
-    def _row_entries(self, row: Row, with_hist: bool = True) -> list[dict[str, Any]]:
-        return row_entries(row, self.costs.get(row.cls), self.bpf_run_ns(row), with_hist)
+    def _row_entries(self, row: Row, with_hist: bool = True) -> list[ProbeEntry]:
+        return row_entries(row, self.costs.get(row.cost_class), self.bpf_run_ns(row), with_hist)
 
-    def snapshot_rows(self, with_hist: bool = True) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def snapshot_rows(self, with_hist: bool = True) -> list[ProbeEntry]:
+        """Every group's entries, in the order the specs were added."""
+        out: list[ProbeEntry] = []
         with self._lock:
             for group in self.groups:
                 if group.state == "error" or not group.rows:
@@ -685,16 +607,6 @@ class ProbeEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _reap_dead_threads(module: ProbeModule) -> None:
-    """Drop the interval stacks of threads that have exited (the map would fill up)."""
-    stacks = module.bpf["stacks"]
-    for key in list(stacks.keys()):
-        tgid, tid = key.tid >> 32, key.tid & 0xFFFFFFFF
-        if not os.path.exists(f"/proc/{tgid}/task/{tid}"):
-            with contextlib.suppress(KeyError):
-                del stacks[key]
 
 
 def _one_line(exc: BaseException) -> str:

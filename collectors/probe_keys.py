@@ -5,7 +5,7 @@ the C string it points to. The BPF program reads the string with
 bpf_probe_read_user_str, which cannot fault a page in: a string in a page the target
 has not touched yet (its read-only data, on the first hit of a run) cannot be read
 there. The kernel then files the hit under the pointer itself, with the process it
-came from (KEY_PTR); here it is read through /proc/PID/mem, which can fault the page
+came from (KeyKind.PTR); here it is read through /proc/PID/mem, which can fault the page
 in, and merged into the string's own key. A key is never shown as a pointer: what
 cannot be read at all is counted under UNREADABLE.
 """
@@ -17,7 +17,7 @@ import os
 import struct
 from typing import Any
 
-from adaptyst_top.collectors.bpf_program import KEY_INT, KEY_PTR, KEY_STR, KEYLEN
+from adaptyst_top.collectors.bpf_program import KEYLEN, KeyKind
 
 UNREADABLE = "<unreadable>"
 
@@ -58,11 +58,11 @@ class KeyResolver:
 
     def key_of(self, k: Any) -> Key:
         kind = int(k.kind)
-        if kind == KEY_STR:
+        if kind == KeyKind.STR:
             return bytes(k.str).split(b"\0", 1)[0].decode(errors="replace")
-        if kind == KEY_INT:
+        if kind == KeyKind.INT:
             return int(k.num)
-        if kind == KEY_PTR:
+        if kind == KeyKind.PTR:
             # k.str reads as bytes cut at the first NUL: the raw four bytes instead.
             raw = ctypes.string_at(ctypes.addressof(k) + type(k).str.offset, 4)
             (tgid,) = struct.unpack("I", raw)

@@ -10,17 +10,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adaptyst_top.collectors.bpf_maps import MapReader
+from adaptyst_top.collectors.bpf_program import KernelError
 from adaptyst_top.collectors.probe_keys import KeyResolver
 from adaptyst_top.collectors.probe_spec import ProbeSpec
+from adaptyst_top.collectors.snapshot import Latency
 
-KERNEL_ERRORS = (
-    "hits lost: a statistics map is full",
-    "calls nested deeper than the per-thread stack: not measured",
-    "returns without a recorded entry",
-)
+KERNEL_ERRORS = {
+    KernelError.MAP_FULL: "hits lost: a statistics map is full",
+    KernelError.TOO_DEEP: "calls nested deeper than the per-thread stack: not measured",
+    KernelError.NO_ENTRY: "returns without a recorded entry",
+}
 # Returns without an entry are expected around every switch on or off (and when a
 # probe attaches mid-call); they are counted, and the check keeps the pairs right.
-QUIET_ERRORS = {2}
+QUIET_ERRORS = {KernelError.NO_ENTRY}
 
 
 class ProbeError(RuntimeError):
@@ -47,19 +49,23 @@ class Row:
     spec: ProbeSpec
     name: str
     path: str
-    cls: str  # overhead class
+    cost_class: str  # what a hit costs: overhead.EMULATED, SINGLESTEP, USDT, USDT_PAIR
     slot: int  # the slot whose program keys the statistics
+    group: int = -1  # the ProbeGroup it belongs to (set when its group is built)
     attachments: list[Attachment] = field(default_factory=list)
     fns: list[str] = field(default_factory=list)  # program names, for bpf run time
     ref_ctrs: dict[str, int] = field(default_factory=dict)  # program name -> semaphore offset
+    usdt_ctx: Any = None  # bcc's USDT context, whose sites fill `attachments` once loaded
     state: str = "pending"  # pending | attached | detached | ended | error
     error: str = ""
     module: ProbeModule | None = None
     linked: bool = False  # programs really attached (lags `state` while a detach is queued)
     unlinking: bool = False  # a background detach is running
     bpf_ns: float | None = None  # BPF run time per hit, last read
-    hist_lists: dict[Any, tuple[int, list[list[int]]]] = field(default_factory=dict)
-    lat_cache: dict[Any, tuple[tuple[int, float], dict[str, Any]]] = field(default_factory=dict)
+    hist_lists: dict[Any, tuple[int, tuple[tuple[int, int], ...]]] = field(default_factory=dict)
+    lat_cache: dict[Any, tuple[tuple[int, float], tuple[Latency, Latency]]] = field(
+        default_factory=dict
+    )
     # Cumulative per key (None for an unsplit probe), refreshed by read():
     stats: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
     hist: dict[Any, dict[int, int]] = field(default_factory=dict)
@@ -72,6 +78,7 @@ class Row:
 class ProbeGroup:
     """What one spec became: its rows, or the error that stopped it."""
 
+    id: int  # the engine's, unique for its life: a ProbeRef's group
     spec_text: str
     spec: ProbeSpec | None = None
     state: str = "pending"  # pending | compiling | attached | error

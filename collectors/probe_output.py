@@ -4,71 +4,69 @@ the probe's own cost (raw figures kept alongside), histograms as non-empty bucke
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.histogram import percentiles
 from adaptyst_top.collectors.probe_model import ProbeGroup, Row
-
-LATENCY_FIELDS = ("mean_ns", "p50_ns", "p95_ns", "p99_ns", "min_ns", "max_ns")
+from adaptyst_top.collectors.snapshot import Latency, ProbeEntry, ProbeKey
 
 
 def row_entries(
     row: Row, cost: ov.ClassCost, bpf_ns: float | None, with_hist: bool = True
-) -> list[dict[str, Any]]:
+) -> list[ProbeEntry]:
     """A row's snapshot entries: one per key (one for an unsplit probe)."""
-    keys: Iterable[Any] = row.stats.keys() or [None]
+    keys: Iterable[ProbeKey] = row.stats.keys() or [None]
     entries = []
     for key in keys:
         count, total, lo, hi = row.stats.get(key, (0, 0, 0, 0))
-        e: dict[str, Any] = {
-            "id": row.id,
-            "spec": row.spec.text,
-            "name": row.name,
-            "kind": row.spec.kind,
-            "key": key,
-            "state": row.state,
-            "target": row.path,
-            "class": row.cls,
-            "count": count,
-            "rate_hz": round(row.rates.get(key, 0.0), 3),
-            "overhead_ns_per_hit": round(cost.per_hit_ns, 1),
-            "overhead_source": cost.source,
-            "bpf_ns_per_hit": None if bpf_ns is None else round(bpf_ns, 1),
-        }
+        net, raw, hist = Latency(), None, None
         if row.spec.measures_latency:
-            hist = row.hist.get(key, {})
+            buckets = row.hist.get(key, {})
             lat = row.lat_cache.get(key)
             if lat is None or lat[0] != (count, cost.in_interval_ns):  # only on change
                 lat = (
                     (count, cost.in_interval_ns),
-                    latency_fields(count, total, lo, hi, hist, cost),
+                    latency_fields(count, total, lo, hi, buckets, cost),
                 )
                 row.lat_cache[key] = lat
-            e.update(lat[1])
-            # Non-empty log-linear buckets [index, count] (histogram.bucket_bounds
-            # gives each one's ns range): the detail view and replays need them.
-            if with_hist:
+            net, raw = lat[1]
+            if with_hist:  # the detail view and replays need them
                 cached = row.hist_lists.get(key)
                 if cached is None or cached[0] != count:  # rebuilt only on change
-                    cached = (count, sorted([b, c] for b, c in hist.items() if c))
+                    cached = (count, tuple(sorted((b, c) for b, c in buckets.items() if c)))
                     row.hist_lists[key] = cached
-                e["hist"] = cached[1]
-        else:  # a count-only probe: the contract's latency fields, empty
-            e.update(dict.fromkeys(LATENCY_FIELDS))
-        if row.error:
-            e["error"] = row.error
-        entries.append(e)
+                hist = cached[1]
+        entries.append(
+            ProbeEntry(
+                group=row.group,
+                id=row.id,
+                spec=row.spec.text,
+                name=row.name,
+                kind=row.spec.kind,
+                key=key,
+                state=row.state,
+                target=row.path,
+                cost_class=row.cost_class,
+                count=count,
+                rate_hz=round(row.rates.get(key, 0.0), 3),
+                overhead_ns_per_hit=round(cost.per_hit_ns, 1),
+                overhead_source=cost.source,
+                bpf_ns_per_hit=None if bpf_ns is None else round(bpf_ns, 1),
+                latency=net,
+                raw=raw,
+                hist=hist,
+                error=row.error or None,
+            )
+        )
     return entries
 
 
 def latency_fields(
     count: int, total: int, lo: int, hi: int, hist: dict[int, int], cost: ov.ClassCost
-) -> dict[str, Any]:
-    """Latencies net of the probes' own cost inside the interval; raw kept alongside."""
+) -> tuple[Latency, Latency]:
+    """Latencies net of the probes' own cost inside the interval, and the raw ones."""
     if count == 0:
-        none = dict.fromkeys(LATENCY_FIELDS)
-        return {**none, "raw": dict(none)}
+        return Latency(), Latency()
     off = cost.in_interval_ns
 
     # Interpolation inside a bucket can overshoot the exact extremes; clamp to them.
@@ -76,30 +74,22 @@ def latency_fields(
         None if v is None else min(max(v, float(lo)), float(hi))
         for v in percentiles(hist, (0.50, 0.95, 0.99))
     )
-    raw = {
-        "mean_ns": total / count,
-        "p50_ns": p50,
-        "p95_ns": p95,
-        "p99_ns": p99,
-        "min_ns": float(lo),
-        "max_ns": float(hi),
-    }
-    net = {k: None if v is None else round(max(0.0, v - off), 1) for k, v in raw.items()}
-    return {**net, "raw": {k: None if v is None else round(v, 1) for k, v in raw.items()}}
+    raw = (total / count, p50, p95, p99, float(lo), float(hi))
+    return (
+        Latency(*(None if v is None else round(max(0.0, v - off), 1) for v in raw)),
+        Latency(*(None if v is None else round(v, 1) for v in raw)),
+    )
 
 
-def group_entry(group: ProbeGroup) -> dict[str, Any]:
+def group_entry(group: ProbeGroup) -> ProbeEntry:
+    """A spec with no row yet (compiling), or the error that stopped it."""
     spec = group.spec
-    return {
-        "id": None,
-        "spec": group.spec_text,
-        "name": spec.label if spec else group.spec_text,
-        "kind": spec.kind if spec else None,
-        "key": None,
-        "state": "error" if group.state == "error" else "pending",
-        "count": 0,
-        "rate_hz": 0.0,
-        **dict.fromkeys(LATENCY_FIELDS),
-        "overhead_ns_per_hit": None,
-        "error": group.error or None,
-    }
+    return ProbeEntry(
+        group=group.id,
+        id=None,
+        spec=group.spec_text,
+        name=spec.label if spec else group.spec_text,
+        kind=spec.kind if spec else None,
+        state="error" if group.state == "error" else "pending",
+        error=group.error or None,
+    )

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from adaptyst_top.collectors.snapshot import AdviceEntry
 from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, bucket_size
 
 Objective = Literal["time", "energy", "edp", "weighted"]
@@ -53,18 +54,19 @@ class Advice:
     explore: bool = False
     runs: int | None = None  # an exploration: only this many executions there
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "task": self.task,
-            "current": self.current,
-            "suggested": self.suggested,
-            "time_gain": round(self.time_gain, 4),
-            "energy_gain": None if self.energy_gain is None else round(self.energy_gain, 4),
-            "confidence": round(self.confidence, 3),
-            "why": self.why,
-            "predicted": self.predicted,
-            "explore": self.explore,
-        }
+    def entry(self) -> AdviceEntry:
+        """As the snapshot carries it."""
+        return AdviceEntry(
+            task=self.task,
+            current=self.current,
+            suggested=self.suggested,
+            time_gain=round(self.time_gain, 4),
+            energy_gain=None if self.energy_gain is None else round(self.energy_gain, 4),
+            confidence=round(self.confidence, 3),
+            why=self.why,
+            predicted=self.predicted,
+            explore=self.explore,
+        )
 
 
 @dataclass

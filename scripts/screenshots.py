@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from adaptyst_top.tui.app import MonitorApp  # noqa: E402
-from adaptyst_top.tui.source import ReplaySource  # noqa: E402
+from adaptyst_top.runtime.sources import ReplaySource  # noqa: E402
 
 from tests.workload import build  # noqa: E402
 
@@ -73,7 +73,7 @@ def record_to(out: Path, options: list[str], command: list[str]) -> Path:
     there is no RAPL on the machines this runs on)."""
     with open(out, "w") as f:
         subprocess.run(
-            [sys.executable, "-m", "adaptyst_top.tui.cli", "record",
+            [sys.executable, "-m", "adaptyst_top.tui.start", "record",
              "--cpu-power-model", "20:120", *options, "--", *command],
             stdout=f, stderr=subprocess.DEVNULL, check=True,
         )

@@ -20,7 +20,7 @@ def rows_after_run(argv: list[str], spec: str) -> list[dict[str, Any]]:
             proc.stdin.close()
             assert proc.wait(60) == 0
             engine.read()
-            return engine.snapshot_rows()
+            return [e.to_json() for e in engine.snapshot_rows()]
     finally:
         proc.kill()
         proc.wait()

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from .bpf_objects import none_left, uprobe_event_lines
 from .conftest import IS_ROOT
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
+CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 OK_STATUS = {0, 1, 2, 126, 127}
 RUNS = settings(
@@ -213,7 +213,7 @@ def toml_literal(v: object) -> str:
 def test_random_config_values(
     tmp_path_factory: pytest.TempPathFactory, key: str, value: object
 ) -> None:
-    from adaptyst_top.tui.config import ConfigError, load_config
+    from adaptyst_top.runtime.config import ConfigError, load_config
 
     path = tmp_path_factory.mktemp("cfg") / "config.toml"
     table, _, name = key.rpartition(".")
@@ -259,8 +259,11 @@ def test_closed_descriptors(closed: int) -> None:
 @pytest.mark.ebpf
 @pytest.mark.skipif(not IS_ROOT, reason="eBPF needs root")
 @settings(max_examples=6, deadline=None)
+# From a quarter second on: earlier, a SIGINT can land in the interpreter's own start-up
+# (importing `site`), which no program written in Python can catch; from the first line
+# of tui/start.py on it has its default effect, and later our handlers take it.
 @given(
-    delay=st.floats(0.0, 3.0), sig=st.sampled_from([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+    delay=st.floats(0.25, 3.0), sig=st.sampled_from([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 )
 def test_signals_at_random_points_during_attach(delay: float, sig: int) -> None:
     marker = uuid.uuid4().hex

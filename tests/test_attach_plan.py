@@ -8,10 +8,12 @@ import pytest
 
 from adaptyst_top.collectors import entry_safety as es
 from adaptyst_top.collectors import overhead as ov
-from adaptyst_top.collectors.attach_plan import PlanError, plan_uprobes
+from adaptyst_top.collectors.attach_plan import PlanError, plan_uprobes, plan_usdt
 from adaptyst_top.collectors.elf_info import read_elf
 from adaptyst_top.collectors.probe_spec import parse_spec
 from adaptyst_top.collectors.targets import resolve_target
+
+from .workload import build_c
 
 SAFE = es.EntryPolicy({c: es.Verdict("verified", "test") for c in es.CHECKS})
 EVEX_FAILED = es.EntryPolicy(
@@ -55,3 +57,38 @@ def test_refused_functions_say_why_and_all_refused_is_an_error() -> None:
     with pytest.raises(PlanError, match="refused strchr"):
         plan("uprobe:c:strchr", libc, EVEX_FAILED)
     assert plan("uprobe:c:strchr", libc, SAFE)[0].refused is None  # verified: allowed
+
+
+def usdt(spec: str, path: Path, room: int = 1000):  # type: ignore[no-untyped-def]
+    return plan_usdt(parse_spec(spec), str(path), read_elf(str(path)), room)
+
+
+def test_a_usdt_pair_split_by_an_argument_is_planned(workload_bin: Path) -> None:
+    p = usdt(f"usdt:{workload_bin}:adaptyst_test:task_begin..task_end@arg1", workload_bin)
+    assert p.names == ["task_begin", "task_end"] and p.cost_class == ov.USDT_PAIR
+    assert [(s.role, s.chain, s.arg) for s in p.slots] == [
+        ("usdt-begin", 1, 1),
+        ("usdt-end", 1, None),
+    ]
+    assert all(p.sites[n] for n in p.names) and p.ref_ctrs == {}
+    count = usdt(f"usdt:{workload_bin}:adaptyst_test:tick", workload_bin)
+    assert count.cost_class == ov.USDT and [s.role for s in count.slots] == ["usdt-count"]
+
+
+def test_a_gated_probe_is_planned_with_its_semaphore_offset(tmp_path: Path) -> None:
+    binary = build_c(Path(__file__).parent / "targets" / "gated.c", tmp_path)
+    p = usdt(f"usdt:{binary}:adaptyst_gated:tick", binary)
+    elf = read_elf(str(binary))
+    (site,) = p.sites["tick"]
+    assert site.semaphore and p.ref_ctrs == {"tick": elf.offset_of(site.semaphore)}
+
+
+def test_usdt_mistakes_are_one_line(workload_bin: Path) -> None:
+    with pytest.raises(
+        PlanError, match=r"adaptyst_test:nope not found in .*\(it has: adaptyst_test:"
+    ):
+        usdt(f"usdt:{workload_bin}:adaptyst_test:nope", workload_bin)
+    with pytest.raises(PlanError, match="has 2 arguments: there is no @arg5"):
+        usdt(f"usdt:{workload_bin}:adaptyst_test:task_begin@arg5", workload_bin)
+    with pytest.raises(PlanError, match="more than the limit"):
+        usdt(f"usdt:{workload_bin}:adaptyst_test:tick", workload_bin, room=0)

@@ -5,6 +5,7 @@ that dies takes it along, a signal during attach never releases it."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,12 +15,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from adaptyst_top.collectors.launcher import HeldCommand, LaunchError
+from adaptyst_top.collectors.launcher import GATE_PROGRAM, HeldCommand, LaunchError
 
 from .bpf_objects import none_left
 from .conftest import requires_root
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
+CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
 
 
 def script(tmp_path: Path, body: str) -> Path:
@@ -102,13 +103,23 @@ def test_a_held_command_dies_with_its_monitor_and_never_runs_unreleased(tmp_path
     assert not marker.exists()
 
 
-def test_a_gate_that_reads_anything_but_go_exits(tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", [b"x", b""])  # a garbled release; the monitor gone (EOF)
+def test_a_gate_that_reads_anything_but_go_exits(tmp_path: Path, release: bytes) -> None:
     marker = tmp_path / "ran"
-    c = HeldCommand(["touch", str(marker)])
-    os.write(c._w, b"x")  # a garbled release
-    os.close(c._w)
-    c.released = True
-    assert c.proc.wait(10) == 1 and not marker.exists()
+    r, w = os.pipe()
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    touch = shutil.which("touch")
+    assert touch is not None
+    gate_args = [str(r), str(err_w), str(os.getpid()), touch, "touch", str(marker)]
+    gate = subprocess.Popen(
+        [sys.executable, "-S", "-c", GATE_PROGRAM, *gate_args], pass_fds=(r, err_w)
+    )
+    os.close(r)
+    os.close(err_w)
+    os.write(w, release)
+    os.close(w)
+    assert gate.wait(10) == 1 and not marker.exists()
+    os.close(err_r)
 
 
 def test_release_of_a_command_that_cannot_run_raises(tmp_path: Path) -> None:

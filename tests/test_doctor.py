@@ -23,7 +23,7 @@ from adaptyst_top.collectors.opencl_inventory import OpenCLDevice
 from .conftest import IS_ROOT
 from .fake_nvml import FakeGpu, FakeNvml
 
-ADAPTYST = [sys.executable, "-m", "adaptyst_top.tui.cli"]
+ADAPTYST = [sys.executable, "-m", "adaptyst_top.tui.start"]
 
 
 # --- eBPF, for real -------------------------------------------------------------

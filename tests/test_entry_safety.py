@@ -19,7 +19,7 @@ from adaptyst_top.collectors.helper_build import build_helper
 from .bpf_objects import none_left
 from .conftest import requires_root
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
+CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
 BATTERY = Path(__file__).parent / "targets" / "string_battery.c"
 STRCHR = r"""
 #include <stdio.h>

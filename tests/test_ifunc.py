@@ -55,7 +55,7 @@ def test_resolve_finds_the_implementation_this_cpu_runs() -> None:
     assert vaddr != resolver
     libc = ctypes.CDLL(LIBC)
     called = ctypes.cast(libc.strlen, ctypes.c_void_p).value
-    assert called == ifunc._mapped_start(LIBC) + vaddr  # type: ignore[operator]
+    assert called == ifunc.mapped_start(LIBC) + vaddr  # type: ignore[operator]
 
 
 def test_resolve_refuses_what_it_cannot_know(tmp_path: Path) -> None:

@@ -9,7 +9,12 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {"collectors": "collectors", "placement": "placement", "tui": "tui"}
+PACKAGES = {
+    "collectors": "collectors",
+    "placement": "placement",
+    "runtime": "runtime",
+    "tui": "tui",
+}
 DATA = ("*.py", "*.tcss", "*.h", "*.f90", "*.c", "py.typed")
 
 

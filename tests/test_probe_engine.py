@@ -32,7 +32,7 @@ def nothing_left_behind():  # type: ignore[no-untyped-def]
 
 def rows(engine: ProbeEngine) -> dict[tuple[str, Any], dict[str, Any]]:
     engine.read()
-    return {(r["name"], r["key"]): r for r in engine.snapshot_rows()}
+    return {(r.name, r.key): r.to_json() for r in engine.snapshot_rows()}
 
 
 def attached(engine: ProbeEngine, *specs: str) -> None:
@@ -182,7 +182,7 @@ def test_bpf_stats_sampled_through_a_descriptor_never_the_sysctl() -> None:
 def test_a_killed_monitor_leaves_bpf_stats_as_they_were(workload: Workload, sig: int) -> None:
     path = Path("/proc/sys/kernel/bpf_stats_enabled")
     before = path.read_text()
-    cli = [sys.executable, "-m", "adaptyst_top.tui.cli", "record", "--interval", "0.05"]
+    cli = [sys.executable, "-m", "adaptyst_top.tui.start", "record", "--interval", "0.05"]
     recs = [
         subprocess.Popen(
             [*cli, "--pid", str(workload.pid), "--probe", f"uprobe:{workload.binary}:fast_fn"],
@@ -300,7 +300,7 @@ def _record(pid: int, spec: str) -> subprocess.Popen[str]:
         [
             sys.executable,
             "-m",
-            "adaptyst_top.tui.cli",
+            "adaptyst_top.tui.start",
             "record",
             "--pid",
             str(pid),

@@ -15,7 +15,7 @@ from .as_user import run_as
 from .bpf_objects import none_left
 from .conftest import IS_ROOT, requires_root
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
+CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
 EXECS = r"""
 #include <stdio.h>
 #include <unistd.h>

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probe_engine import DEFAULT_BUDGET
-from adaptyst_top.tui.cli import merged_settings, monitor_parser
-from adaptyst_top.tui.config import load_config
+from adaptyst_top.collectors.overhead import DEFAULT_BUDGET
+from adaptyst_top.runtime.config import load_config, merged_settings
+from adaptyst_top.tui.cli import monitor_parser
 
 from .conftest import requires_root
 
@@ -28,23 +28,58 @@ def test_command_line_over_config_over_defaults(
     cfg = tmp_path / "config.toml"
     cfg.write_text("refresh = 5\nbudget = 5\n")
     args = monitor_parser().parse_args(argv)
-    assert merged_settings(args, load_config(cfg)) == (interval, pytest.approx(budget))
+    assert merged_settings(args.interval, args.budget, load_config(cfg)) == (
+        interval,
+        pytest.approx(budget),
+    )
 
 
 def test_defaults_without_a_config(tmp_path: Path) -> None:
     args = monitor_parser().parse_args([])
-    assert merged_settings(args, load_config(tmp_path / "none.toml")) == (1.0, DEFAULT_BUDGET)
+    assert merged_settings(args.interval, args.budget, load_config(tmp_path / "none.toml")) == (
+        1.0,
+        DEFAULT_BUDGET,
+    )
 
 
 @pytest.mark.ebpf
 @requires_root
 def test_enforce_budget_reaches_an_engine_started_by_adding_a_probe(workload) -> None:  # type: ignore[no-untyped-def]
-    from adaptyst_top.tui.session import SessionOptions, open_session
+    from adaptyst_top.runtime.session import SessionOptions, open_session
 
     session = open_session(SessionOptions(pid=workload.pid, enforce_budget=True, budget=0.001))
     try:
         assert session.engine is None  # no probe yet: started by the first `a`
         engine = session.ensure_engine()
         assert engine.enforce_budget and engine.budget == 0.001
+    finally:
+        session.close()
+
+
+def test_the_one_engine_factory_passes_every_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without root: the environment check and the calibration child are the only parts
+    replaced; the engine is the real one, built by the factory every path uses."""
+    from adaptyst_top.collectors.probe_engine import ProbeEngine
+    from adaptyst_top.runtime import session as session_mod
+
+    monkeypatch.setattr(ProbeEngine, "require_ebpf", staticmethod(lambda: None))
+    calibrated = []
+
+    class NoCalibration:
+        def __init__(self, table: object) -> None:
+            calibrated.append(table)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(session_mod, "BackgroundCalibration", NoCalibration)
+    opts = session_mod.SessionOptions(budget=0.001, enforce_budget=True, max_probes=7)
+    session = session_mod.open_session(opts)  # no probe: no engine yet
+    try:
+        assert session.engine is None
+        engine = session.ensure_engine()  # as the TUI's `a` starts it
+        assert (engine.budget, engine.enforce_budget, engine.max_attach) == (0.001, True, 7)
+        assert calibrated == [engine.costs]  # calibration fills the engine's own table
+        assert session.ensure_engine() is engine and session.hub.engine is engine
     finally:
         session.close()

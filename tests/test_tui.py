@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from adaptyst_top.runtime.sources import ReplaySource
 from adaptyst_top.tui.app import MonitorApp
 from adaptyst_top.tui.screens.detail import DetailScreen, histogram_rows
 from adaptyst_top.tui.screens.help import HelpScreen
 from adaptyst_top.tui.screens.picker import AddProbeScreen
 from adaptyst_top.tui.screens.prompt import PromptScreen
-from adaptyst_top.tui.source import ReplaySource
 from adaptyst_top.tui.widgets.fast_table import FastTable
 
 RECORDING = Path(__file__).parent / "data" / "recording.jsonl"
@@ -76,9 +76,10 @@ async def test_pause_and_step_and_interval() -> None:
         await loaded(pilot, 1)
         await pilot.press("p")
         assert app.paused and "PAUSED" in app.query_one("#header").text
-        t = app.snap["t"]
+        assert app.snap is not None
+        t = app.snap.t
         await pilot.press("full_stop")  # one step while paused
-        assert app.snap["t"] > t
+        assert app.snap.t > t
         await pilot.press("plus")
         assert app.interval == 2.0
         await pilot.press("minus", "minus")
@@ -182,8 +183,8 @@ def test_snapshot_ascii(snap_compare) -> None:  # type: ignore[no-untyped-def]
 @pytest.mark.ebpf
 @pytest.mark.skipif(__import__("os").geteuid() != 0, reason="eBPF needs root")
 async def test_live_toggle_add_remove(workload_bin: Path) -> None:
-    from adaptyst_top.tui.session import SessionOptions, open_session
-    from adaptyst_top.tui.source import LiveSource
+    from adaptyst_top.runtime.session import SessionOptions, open_session
+    from adaptyst_top.runtime.sources import LiveSource
 
     from .bpf_objects import none_left
 
@@ -258,7 +259,7 @@ def test_a_file_that_is_no_recording_is_one_line(tmp_path: Path) -> None:
         f = tmp_path / "bad.jsonl"
         f.write_bytes(content)
         r = subprocess.run(
-            [sys.executable, "-m", "adaptyst_top.tui.cli", "replay", str(f)],
+            [sys.executable, "-m", "adaptyst_top.tui.start", "replay", str(f)],
             capture_output=True,
             text=True,
             timeout=60,

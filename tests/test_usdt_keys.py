@@ -18,7 +18,7 @@ from .conftest import requires_root
 from .workload import build_c
 
 SOURCE = Path(__file__).parent / "targets" / "keys.c"
-CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
+CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
 
 
 @pytest.fixture(scope="module")

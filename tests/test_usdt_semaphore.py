@@ -22,7 +22,7 @@ from .workload import build_c
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 SOURCE = Path(__file__).parent / "targets" / "gated.c"
-CLI = [sys.executable, "-m", "adaptyst_top.tui.cli"]
+CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
 
 
 @pytest.fixture(scope="module")

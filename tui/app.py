@@ -6,9 +6,8 @@ handed to the UI thread, which updates only the table rows that changed.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -18,40 +17,20 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer
 
-from adaptyst_top.tui.config import Config
-from adaptyst_top.tui.rows import (
-    ADVICE_COLUMNS,
-    DEVICE_COLUMNS,
-    PROBE_COLUMNS,
-    SORTABLE,
-    advice_row,
-    device_row,
-    probe_key,
-    probe_row,
-)
+from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
+from adaptyst_top.runtime.config import Config
+from adaptyst_top.runtime.sources import ActionError, Source
+from adaptyst_top.tui.rows import SORTABLE
 from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen
 from adaptyst_top.tui.screens.picker import AddProbeScreen
 from adaptyst_top.tui.screens.prompt import PromptScreen
-from adaptyst_top.tui.widgets.fast_table import FastTable
+from adaptyst_top.tui.widgets.advisor_pane import AdvisorPane
+from adaptyst_top.tui.widgets.devices_pane import DevicesPane
+from adaptyst_top.tui.widgets.probes_pane import ProbesPane
 from adaptyst_top.tui.widgets.text_line import TextLine
 
-HISTORY = 120  # samples kept per device and per probe row: bounded, however long the run
 MIN_INTERVAL, MAX_INTERVAL = 0.25, 60.0
-
-
-class Source(Protocol):
-    read_only: bool
-    host: str
-
-    @property
-    def target(self) -> str: ...  # what is monitored, for the header
-
-    def snapshot(self) -> dict[str, Any] | None: ...
-    def toggle(self, row_id: int) -> bool: ...
-    def add(self, spec: str) -> None: ...
-    def remove(self, spec: str) -> None: ...
-    def candidates(self) -> list[str]: ...
 
 
 class MonitorApp(App[None]):
@@ -94,44 +73,41 @@ class MonitorApp(App[None]):
         self.speed = speed
         self.autoplay = autoplay
         self.paused = False
-        self.advisor_mode = "suggest"
-        self.snap: dict[str, Any] = {}
-        self.probes_by_key: dict[str, dict[str, Any]] = {}
-        self.device_history: dict[str, deque[float | None]] = {}
-        self.rate_history: dict[str, deque[float | None]] = {}
-        self.p99_history: dict[str, deque[float | None]] = {}
+        self.snap: Snapshot | None = None
         self.sort_index = -1
         self.timer: Timer | None = None
         self._header = ""
         self._status = ""
-        self._advisor_text = ""
-        self._devices_height = 0
 
     # ----- layout ---------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield TextLine(id="header")
         with Vertical(id="main"):
-            devices = FastTable(DEVICE_COLUMNS, id="devices")
-            devices.border_title = "Devices"
-            yield devices
-            probes = FastTable(PROBE_COLUMNS, id="probes")
-            probes.border_title = "Probes"
-            yield probes
-            with Vertical(id="advisor"):
-                yield TextLine(id="advisor-state")
-                yield FastTable(ADVICE_COLUMNS, id="advice")
+            yield DevicesPane(self.ascii, self.config.util_warn)
+            yield ProbesPane(self.config.p99_warn_ms * 1e6)
+            yield AdvisorPane()
         yield TextLine(id="status")
         yield Footer()
+
+    @property
+    def probes(self) -> ProbesPane:
+        return self.query_one(ProbesPane)
+
+    @property
+    def advisor(self) -> AdvisorPane:
+        return self.query_one(AdvisorPane)
+
+    @property
+    def advisor_mode(self) -> str:
+        return self.advisor.mode
 
     def on_mount(self) -> None:
         if self.config.theme in self.available_themes:
             self.theme = self.config.theme
         if self.ascii:
             self.screen.add_class("ascii")
-        self.query_one("#advisor", Vertical).border_title = "Advisor"
-        self.query_one("#probes", FastTable).focus()
-        self.show_advisor_state()
+        self.probes.focus()
         if self.autoplay:
             self.tick()
             self._restart_timer()
@@ -163,35 +139,34 @@ class MonitorApp(App[None]):
         else:
             self.set_status("stepping is for replays")
 
-    def show(self, snap: dict[str, Any] | None) -> None:
+    def show(self, snap: Snapshot | None) -> None:
         if snap is None:
             if self.timer is not None:
                 self.timer.stop()
             self.set_status("replay ended: q quits")
             return
         self.snap = snap
-        self._show_devices(snap.get("devices", []))
-        self._show_probes(snap.get("probes", []))
-        self._show_advice(snap.get("advice", []))
+        self.query_one(DevicesPane).show(snap.devices)
+        self.probes.show(snap.probes, self.source.read_only)
+        self.advisor.show(snap)
         self._show_header(snap)
-        warnings = snap.get("warnings") or []
-        if warnings:
-            self.set_status(warnings[-1])
+        if snap.warnings:
+            self.set_status(snap.warnings[-1])
         if isinstance(self.screen, DetailScreen):
             self._update_detail(self.screen)
 
-    def _show_header(self, snap: dict[str, Any]) -> None:
-        parts = [str(snap.get("host", self.source.host)), self.source.target, f"{self.interval:g}s"]
+    def _show_header(self, snap: Snapshot) -> None:
+        parts = [snap.host or self.source.host, self.source.target, f"{self.interval:g}s"]
         if self.source.read_only:
-            parts.append(f"t={snap.get('t', 0):.0f}s x{self.speed:g}")
-        over = snap.get("overhead")
-        n = len(self.probes_by_key)
-        if over:
-            share = over.get("share")
-            budget = over.get("budget") or 0.0
-            text = "?" if share is None else f"{share:.1%}"
-            flag = " OVER" if share is not None and share > budget else ""
-            parts.insert(2, f"{n} probes cost {text} of target CPU (budget {budget:.0%}){flag}")
+            parts.append(f"t={snap.t:.0f}s x{self.speed:g}")
+        over = snap.overhead
+        n = len(self.probes.entries)
+        if over is not None:
+            text = "?" if over.share is None else f"{over.share:.1%}"
+            flag = " OVER" if over.share is not None and over.share > over.budget else ""
+            parts.insert(
+                2, f"{n} probes cost {text} of target CPU (budget {over.budget:.0%}){flag}"
+            )
         elif n:
             parts.append(f"{n} probes")
         if self.paused:
@@ -200,78 +175,6 @@ class MonitorApp(App[None]):
         if header != self._header:
             self._header = header
             self.query_one("#header", TextLine).text = header
-
-    def _show_devices(self, devices: Iterable[dict[str, Any]]) -> None:
-        table = self.query_one("#devices", FastTable)
-        seen = set()
-        for d in devices:
-            key = str(d.get("id"))
-            seen.add(key)
-            hist = self.device_history.setdefault(key, deque(maxlen=HISTORY))
-            hist.append(d.get("util"))
-            cells, style = device_row(d, hist, self.ascii, self.config.util_warn)
-            table.upsert(key, cells, style=style)
-        table.retain(seen)
-        height = min(10, len(table.rows) + 3)
-        if self._devices_height != height:  # a style write re-lays out the screen
-            self._devices_height = height
-            table.styles.height = height
-        for gone in set(self.device_history) - seen:
-            del self.device_history[gone]
-
-    def _show_probes(self, probes: Iterable[dict[str, Any]]) -> None:
-        table = self.query_one("#probes", FastTable)
-        by_key = {}
-        for p in probes:
-            key = probe_key(p)
-            by_key[key] = p
-            self.rate_history.setdefault(key, deque(maxlen=HISTORY)).append(p.get("rate_hz"))
-            self.p99_history.setdefault(key, deque(maxlen=HISTORY)).append(p.get("p99_ns"))
-            cells, sort, style = probe_row(p, self.config.p99_warn_ms * 1e6)
-            table.upsert(key, cells, sort, style)
-        table.retain(set(by_key))
-        for history in (self.rate_history, self.p99_history):
-            for gone in set(history) - set(by_key):
-                del history[gone]
-        self.probes_by_key = by_key
-        if not by_key:
-            subtitle = "no probes: a adds one" if not self.source.read_only else "no probes"
-        else:
-            subtitle = f"{len(by_key)} rows" + (
-                f", filter: {table.filter_text}" if table.filter_text else ""
-            )
-        if table.border_subtitle != subtitle:  # a border change repaints the pane
-            table.border_subtitle = subtitle
-
-    def _show_advice(self, advice: list[dict[str, Any]]) -> None:
-        table = self.query_one("#advice", FastTable)
-        keys = set()
-        for a in advice:
-            key = str(a.get("task"))
-            keys.add(key)
-            table.upsert(key, advice_row(a))
-        table.retain(keys)
-        if table.display != bool(advice):
-            table.display = bool(advice)
-        self.show_advisor_state()
-
-    def show_advisor_state(self) -> None:
-        state = self.snap.get("advisor") if self.snap else None
-        if state:
-            where = ", ".join(f"{t['task']} on {t['device']}" for t in self.snap.get("tasks", []))
-            text = (
-                f"advisor {state.get('state', '?')} ({state.get('mode', self.advisor_mode)}, "
-                f"{state.get('objective', '?')}): {where or 'no task seen yet'}; "
-                f"{state.get('detail', '')}"
-            )
-        else:
-            text = (
-                f"advisor ({self.advisor_mode}): not running — start with --advisor and task "
-                "probes (adaptyst:task_begin..task_end), or `adaptyst-top demo`"
-            )
-        if text != self._advisor_text:  # an update re-lays out the pane
-            self._advisor_text = text
-            self.query_one("#advisor-state", TextLine).text = text
 
     @property
     def status(self) -> str:
@@ -285,25 +188,22 @@ class MonitorApp(App[None]):
 
     # ----- actions ----------------------------------------------------------------------
 
-    def _selected_probe(self) -> dict[str, Any] | None:
-        key = self.query_one("#probes", FastTable).selected_key
-        return self.probes_by_key.get(key) if key else None
-
     def action_toggle_probe(self) -> None:
-        p = self._selected_probe()
-        if p is None or p.get("id") is None:
+        p = self.probes.selected()
+        if p is None or p.id is None:
             self.set_status("no probe selected")
             return
-        self._toggle(int(p["id"]), str(p.get("name")))
+        self._toggle(p.ref, p.name)
 
     @work(thread=True, group="control")
-    def _toggle(self, row_id: int, name: str) -> None:
+    def _toggle(self, ref: ProbeRef, name: str) -> None:
         try:
-            on = self.source.toggle(row_id)
-            self.call_from_thread(self.set_status, f"{name}: {'on' if on else 'off'}")
-            self.call_from_thread(self.tick)
-        except Exception as exc:  # ProbeError / ReadOnly: one line in the status bar
+            on = self.source.toggle(ref)
+        except ActionError as exc:
             self.call_from_thread(self.set_status, str(exc))
+            return
+        self.call_from_thread(self.set_status, f"{name}: {'on' if on else 'off'}")
+        self.call_from_thread(self.tick)
 
     def action_add_probe(self) -> None:
         if self.source.read_only:
@@ -320,37 +220,35 @@ class MonitorApp(App[None]):
     def _add(self, spec: str) -> None:
         try:
             self.source.add(spec)
-            self.call_from_thread(self.set_status, f"adding {spec} (compiling in the background)")
-        except Exception as exc:
+        except ActionError as exc:
             self.call_from_thread(self.set_status, str(exc))
+            return
+        self.call_from_thread(self.set_status, f"adding {spec} (compiling in the background)")
 
     def action_remove_probe(self) -> None:
-        p = self._selected_probe()
+        p = self.probes.selected()
         if p is None:
             self.set_status("no probe selected")
             return
-        self._remove(str(p.get("spec")))
+        self._remove(p.ref)
 
     @work(thread=True, group="control")
-    def _remove(self, spec: str) -> None:
+    def _remove(self, ref: ProbeRef) -> None:
         """Off the UI thread: closing a module detaches its probes in the kernel (~0.1 s
         each)."""
         try:
-            self.source.remove(spec)
-        except Exception as exc:  # ProbeError / ReadOnly: one line in the status bar
+            spec = self.source.remove(ref)
+        except ActionError as exc:
             self.call_from_thread(self.set_status, str(exc))
             return
-        self.call_from_thread(self._removed, spec)
+        self.call_from_thread(self._removed, ref.group, spec)
 
-    def _removed(self, spec: str) -> None:
+    def _removed(self, group: int | str, spec: str) -> None:
         self.set_status(f"removed {spec}")
-        table = self.query_one("#probes", FastTable)
-        for key in [k for k, v in self.probes_by_key.items() if v.get("spec") == spec]:
-            table.remove_row(key)
-            self.probes_by_key.pop(key, None)
+        self.probes.drop_group(group)
 
     def action_detail(self) -> None:
-        key = self.query_one("#probes", FastTable).selected_key
+        key = self.probes.selected_key
         if key is None:
             self.set_status("no probe selected")
             return
@@ -360,20 +258,22 @@ class MonitorApp(App[None]):
         self.call_after_refresh(self._update_detail, screen)
 
     def _want_hist(self, on: bool) -> None:
-        if hasattr(self.source, "want_hist"):
-            self.source.want_hist = on
-            if on:
-                self.tick()  # the histogram now rather than at the next refresh
+        if self.source.want_hist == on:
+            return
+        self.source.want_hist = on
+        if on:
+            self.tick()  # the histogram now rather than at the next refresh
 
     def _update_detail(self, screen: DetailScreen) -> None:
+        probes = self.probes
         screen.show(
-            self.probes_by_key.get(screen.key),
-            list(self.rate_history.get(screen.key, [])),
-            list(self.p99_history.get(screen.key, [])),
+            probes.entries.get(screen.key),
+            list(probes.rate_history.get(screen.key, [])),
+            list(probes.p99_history.get(screen.key, [])),
         )
 
     def action_filter(self) -> None:
-        table = self.query_one("#probes", FastTable)
+        table = self.probes
 
         def done(text: str | None) -> None:
             if text is not None:
@@ -384,13 +284,13 @@ class MonitorApp(App[None]):
 
     def action_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTABLE)
-        table = self.query_one("#probes", FastTable)
+        table = self.probes
         column = SORTABLE[self.sort_index]
         table.set_sort(column, reverse=column != "name")
         self.set_status(f"sorted by {column}")
 
     def action_sort_reverse(self) -> None:
-        table = self.query_one("#probes", FastTable)
+        table = self.probes
         if table.sort_key is None:
             self.action_sort()
         table.set_sort(table.sort_key, not table.sort_reverse)
@@ -398,14 +298,14 @@ class MonitorApp(App[None]):
     def action_pause(self) -> None:
         self.paused = not self.paused
         self.set_status("paused: p resumes" if self.paused else "resumed")
-        if self.snap:
+        if self.snap is not None:
             self._show_header(self.snap)
 
     def action_interval(self, factor: float) -> None:
         self.interval = min(MAX_INTERVAL, max(MIN_INTERVAL, self.interval * factor))
         self._restart_timer()
         self.set_status(f"refresh every {self.interval:g}s")
-        if self.snap:
+        if self.snap is not None:
             self._show_header(self.snap)
 
     def action_speed(self, factor: float) -> None:
@@ -416,25 +316,28 @@ class MonitorApp(App[None]):
         self.set_status(f"replay speed x{self.speed:g}")
 
     def action_apply_advice(self) -> None:
-        advice = self.query_one("#advice", FastTable)
-        key = advice.selected_key if advice.rows else None
-        apply = getattr(self.source, "apply_advice", None)
-        if key is None or apply is None:
+        task = self.advisor.selected_task()
+        if task is None:
             self.set_status("no advice to apply")
             return
+        self._apply_advice(task)
+
+    @work(thread=True, group="control")
+    def _apply_advice(self, task: str) -> None:
+        """Off the UI thread: telling the applications is a socket write each."""
         try:
-            apply(key)
-            self.set_status(f"applied advice for {key}")
-        except Exception as exc:
-            self.set_status(str(exc))
+            self.source.apply_advice(task)
+        except ActionError as exc:
+            self.call_from_thread(self.set_status, str(exc))
+            return
+        self.call_from_thread(self.set_status, f"applied advice for {task}")
 
     def action_advisor_mode(self) -> None:
-        self.advisor_mode = "auto" if self.advisor_mode == "suggest" else "suggest"
-        setter = getattr(self.source, "set_advisor_mode", None)
-        if setter is not None:
-            setter(self.advisor_mode)
-        self.show_advisor_state()
-        self.set_status(f"advisor mode: {self.advisor_mode}")
+        pane = self.advisor
+        pane.mode = "auto" if pane.mode == "suggest" else "suggest"
+        self.source.set_advisor_mode(pane.mode)
+        pane.show_state()
+        self.set_status(f"advisor mode: {pane.mode}")
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.private_files import private_log
+from adaptyst_top.runtime.config import Config
+from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, PHASE_RANGE, SPEED_RANGE
 from adaptyst_top.tui.cli_common import (
     Parser,
     add_session_options,
@@ -22,8 +24,6 @@ from adaptyst_top.tui.cli_common import (
     interval_s,
     session_options,
 )
-from adaptyst_top.tui.config import Config
-from adaptyst_top.tui.limits import DEFAULT_INTERVAL, PHASE_RANGE, SPEED_RANGE
 
 SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay")
 
@@ -155,7 +155,7 @@ def cmd_doctor(argv: Sequence[str]) -> int:
 def load_config_or_exit(args: argparse.Namespace) -> Config | None:
     from pathlib import Path
 
-    from adaptyst_top.tui.config import ConfigError, load_config
+    from adaptyst_top.runtime.config import ConfigError, load_config
 
     try:
         config = load_config(Path(args.config) if args.config else None)
@@ -167,26 +167,19 @@ def load_config_or_exit(args: argparse.Namespace) -> Config | None:
     return config
 
 
-def merged_settings(args: argparse.Namespace, config: Config) -> tuple[float, float]:
-    """(interval, budget): the command line over the config file over the defaults
-    (the config's own), whichever way an option was spelt (`--interval=2` too)."""
-    interval = config.refresh if args.interval is None else args.interval
-    budget = config.budget if args.budget is None else args.budget
-    return interval, budget
-
-
 def run_monitor(args: argparse.Namespace, command: Sequence[str]) -> int:
     from adaptyst_top.collectors.cpu import PowerModel
+    from adaptyst_top.runtime.config import merged_settings
+    from adaptyst_top.runtime.session import SessionError, open_session
+    from adaptyst_top.runtime.sources import LiveSource
     from adaptyst_top.tui.app import MonitorApp
-    from adaptyst_top.tui.session import SessionError, open_session
-    from adaptyst_top.tui.source import LiveSource
 
     config = load_config_or_exit(args)
     if config is None:
         return 1
     opts = session_options(args, command)
     opts.probes = [*config.probes, *opts.probes]
-    interval, opts.budget = merged_settings(args, config)
+    interval, opts.budget = merged_settings(args.interval, args.budget, config)
     if opts.power_model is None and config.cpu_power_model:
         try:
             opts.power_model = PowerModel.parse(config.cpu_power_model)
@@ -280,8 +273,8 @@ def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
 
 
 def cmd_replay(argv: Sequence[str]) -> int:
+    from adaptyst_top.runtime.sources import ReplaySource, check_recording
     from adaptyst_top.tui.app import MonitorApp
-    from adaptyst_top.tui.source import ReplaySource, check_recording
 
     args = replay_parser().parse_args(argv)
     try:

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from adaptyst_top.collectors.cpu import PowerModel
-from adaptyst_top.collectors.probe_engine import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
+from adaptyst_top.collectors.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.version import package_version
-from adaptyst_top.tui.limits import (
+from adaptyst_top.runtime.limits import (
     BUDGET_RANGE,
     DEFAULT_INTERVAL,
     INTERVAL_RANGE,
     MAX_PROBES_RANGE,
     check_range,
 )
-from adaptyst_top.tui.session import SessionOptions
+
+if TYPE_CHECKING:  # imported when used: `adaptyst-top` starts fast, and Ctrl-C works early
+    from adaptyst_top.collectors.cpu import PowerModel
+    from adaptyst_top.runtime.session import SessionOptions
 
 
 class Parser(argparse.ArgumentParser):
@@ -64,6 +66,8 @@ def percent(text: str) -> float:
 
 
 def power_model(text: str) -> PowerModel:
+    from adaptyst_top.collectors.cpu import PowerModel
+
     try:
         return PowerModel.parse(text)
     except ValueError as exc:
@@ -137,6 +141,8 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
 
 
 def session_options(args: argparse.Namespace, command: Sequence[str]) -> SessionOptions:
+    from adaptyst_top.runtime.session import SessionOptions
+
     return SessionOptions(
         pid=args.pid,
         probes=args.probe,

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import signal
 import sys
-import threading
-import time
 from collections.abc import Sequence
 from typing import IO, Any
 
+from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, DURATION_RANGE
+from adaptyst_top.runtime.record import open_output, record_snapshots
+from adaptyst_top.runtime.session import SessionError, child_output_for, open_session
 from adaptyst_top.tui.cli_common import (
     Parser,
     add_session_options,
@@ -20,8 +19,6 @@ from adaptyst_top.tui.cli_common import (
     bounded_float,
     session_options,
 )
-from adaptyst_top.tui.limits import DEFAULT_INTERVAL, DURATION_RANGE
-from adaptyst_top.tui.session import Session, SessionError, child_output_for, open_session
 
 
 def record_parser() -> argparse.ArgumentParser:
@@ -77,7 +74,7 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
         return exc.status
     try:
         interval = DEFAULT_INTERVAL if args.interval is None else args.interval
-        return _record(session, out, interval, args.duration, opts.cancel)
+        return record_snapshots(session, out, interval, args.duration, opts.cancel)
     except BrokenPipeError:
         return 0  # a reader like `head` went away: not an error (the command is ended)
     except OSError as exc:
@@ -88,52 +85,3 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
         if out is not sys.stdout:
             with contextlib.suppress(OSError):
                 out.close()
-
-
-def _record(
-    session: Session,
-    out: IO[str],
-    interval: float,
-    duration: float | None,
-    stop: threading.Event,
-) -> int:
-    """Snapshots until the command exits, a signal, the duration, or the target's end;
-    the status: the command's (ended by us or not), else 0."""
-    child = session.child
-    start = time.monotonic()
-    end = None if duration is None else start + duration
-    next_tick = start
-    while True:
-        next_tick += interval
-        # The duration ends the run on time whatever the interval: a last, shorter tick.
-        tick_end = next_tick if end is None else min(next_tick, end)
-        while not stop.is_set() and time.monotonic() < tick_end:
-            if child is not None and child.poll() is not None:
-                break
-            stop.wait(min(0.05, max(0.0, tick_end - time.monotonic())))
-        exited = child is not None and child.poll() is not None
-        timed_out = end is not None and time.monotonic() >= end
-        snap = session.snapshot()
-        if exited or timed_out or stop.is_set():
-            snap["final"] = True
-        out.write(json.dumps(snap) + "\n")
-        out.flush()
-        if exited:
-            assert child is not None
-            return child.status or 0
-        if stop.is_set() or timed_out:
-            status = session.end_command()
-            return 0 if status is None or session.keep_command else status
-        if session.engine is not None and session.engine.target_ended:
-            return 0
-
-
-def open_output(path: str) -> IO[str]:
-    """The record file. In a folder others may write to (/tmp), a symlink planted at
-    PATH is refused rather than followed."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-    parent = os.path.dirname(os.path.abspath(path))
-    with contextlib.suppress(OSError):
-        if os.stat(parent).st_mode & 0o002:
-            flags |= os.O_NOFOLLOW
-    return os.fdopen(os.open(path, flags, 0o644), "w")

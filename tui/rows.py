@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from adaptyst_top.collectors.snapshot import AdviceEntry, DeviceReading, ProbeEntry
 from adaptyst_top.placement.task_keys import parse_key
 from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
@@ -48,58 +49,53 @@ ADVICE_COLUMNS = (
 )
 
 
-def probe_key(p: dict[str, Any]) -> str:
-    return f"{p.get('spec')}|{p.get('name')}|{p.get('key')}"
-
-
-def probe_row(p: dict[str, Any], p99_warn_ns: float) -> tuple[dict[str, str], dict[str, Any], str]:
-    name = str(p.get("name", ""))
-    if p.get("kind") == "usdt" and ":" in name:
+def probe_row(p: ProbeEntry, p99_warn_ns: float) -> tuple[dict[str, str], dict[str, Any], str]:
+    name = p.name
+    if p.kind == "usdt" and ":" in name:
         name = name.split(":", 1)[1]  # the provider is in the spec and the detail view
-    task = parse_key(p["key"]) if isinstance(p.get("key"), str) else None
+    task = parse_key(p.key) if isinstance(p.key, str) else None
     if task is not None:  # the task API's key: task|device|log2 size|feature bucket
         name = f"{task[0]} @{task[1]} n~2^{task[2]}" + (f" f{task[3]}" if task[3] else "")
-    elif p.get("key") is not None:
-        name = f"{p['key']} · {name}"
-    state = str(p.get("state", ""))
+    elif p.key is not None:
+        name = f"{p.key} · {name}"
     cells = {
-        "state": state,
-        "kind": str(p.get("kind") or ""),
-        "target": os.path.basename(str(p.get("target") or "")),
-        "name": name if not p.get("error") else f"{p.get('spec')}: {p['error']}",
-        "count": fmt_count(p.get("count")),
-        "rate": fmt_rate(p.get("rate_hz")),
-        "mean": fmt_ns(p.get("mean_ns")),
-        "p50": fmt_ns(p.get("p50_ns")),
-        "p95": fmt_ns(p.get("p95_ns")),
-        "p99": fmt_ns(p.get("p99_ns")),
-        "max": fmt_ns(p.get("max_ns")),
-        "cost": fmt_ns(p.get("overhead_ns_per_hit")),
+        "state": p.state,
+        "kind": p.kind or "",
+        "target": os.path.basename(p.target or ""),
+        "name": name if not p.error else f"{p.spec}: {p.error}",
+        "count": fmt_count(p.count),
+        "rate": fmt_rate(p.rate_hz),
+        "mean": fmt_ns(p.mean_ns),
+        "p50": fmt_ns(p.p50_ns),
+        "p95": fmt_ns(p.p95_ns),
+        "p99": fmt_ns(p.p99_ns),
+        "max": fmt_ns(p.max_ns),
+        "cost": fmt_ns(p.overhead_ns_per_hit),
     }
     sort = {
-        "count": p.get("count") or 0,
-        "rate": p.get("rate_hz") or 0.0,
-        "mean": p.get("mean_ns") or 0.0,
-        "p99": p.get("p99_ns") or 0.0,
-        "cost": (p.get("overhead_ns_per_hit") or 0.0) * (p.get("rate_hz") or 0.0),
+        "count": p.count,
+        "rate": p.rate_hz,
+        "mean": p.mean_ns or 0.0,
+        "p99": p.p99_ns or 0.0,
+        "cost": (p.overhead_ns_per_hit or 0.0) * p.rate_hz,
         "name": name.lower(),
     }
     style = ""
-    if state == "error":
+    if p.state == "error":
         style = "error"
-    elif state in ("detached", "ended", "pending"):
+    elif p.state in ("detached", "ended", "pending"):
         style = "dim"
-    elif (p.get("p99_ns") or 0) > p99_warn_ns:
+    elif (p.p99_ns or 0) > p99_warn_ns:
         style = "warn"
     return cells, sort, style
 
 
 def device_row(
-    d: dict[str, Any], history: Sequence[float | None], ascii: bool, util_warn: float
+    d: DeviceReading, history: Sequence[float | None], ascii: bool, util_warn: float
 ) -> tuple[dict[str, str], str]:
-    util = d.get("util")
+    util = d.util
     util_text = "   -" if util is None else f"{util * 100:4.0f}%"
-    mem_used, mem_total = d.get("mem_used_bytes"), d.get("mem_total_bytes")
+    mem_used, mem_total = d.mem_used_bytes, d.mem_total_bytes
     mem = (
         "-"
         if mem_used is None and mem_total is None
@@ -109,35 +105,35 @@ def device_row(
             else fmt_bytes(mem_total)
         )
     )
-    if d.get("energy_j") is not None:
-        energy = f"{d['energy_j']:.1f} J ({d.get('energy_source')})"
+    if d.energy_j is not None:
+        energy = f"{d.energy_j:.1f} J ({d.energy_source})"
     else:
-        energy = "- " + (d.get("note") or "unmeasured")
+        energy = "- " + (d.note or "unmeasured")
     cells = {
-        "name": str(d.get("name") or d.get("id")),
+        "name": d.name or d.id,
         "util": f"{bar(util, 10, ascii)} {util_text}",
         "hist": sparkline(list(history), 20, ascii, top=1.0),
         "mem": mem,
-        "power": "-" if d.get("power_w") is None else f"{d['power_w']:.1f} W",
+        "power": "-" if d.power_w is None else f"{d.power_w:.1f} W",
         "energy": energy,
-        "temp": "-" if d.get("temp_c") is None else f"{d['temp_c']:.0f}°C",
+        "temp": "-" if d.temp_c is None else f"{d.temp_c:.0f}°C",
     }
     style = "warn" if util is not None and util >= util_warn else ""
-    if "lost" in str(d.get("note", "")):
+    if "lost" in d.note:
         style = "error"
     return cells, style
 
 
-def advice_row(a: dict[str, Any]) -> dict[str, str]:
-    def pct(v: Any) -> str:
-        return "-" if v is None else f"{float(v) * 100:+.0f}%"
+def advice_row(a: AdviceEntry) -> dict[str, str]:
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{v * 100:+.0f}%"
 
     return {
-        "task": str(a.get("task", "")),
-        "current": str(a.get("current", "")),
-        "suggested": str(a.get("suggested", "")),
-        "time": pct(a.get("time_gain")),
-        "energy": pct(a.get("energy_gain")),
-        "confidence": "-" if a.get("confidence") is None else f"{float(a['confidence']):.2f}",
-        "why": str(a.get("why", "")),
+        "task": a.task,
+        "current": a.current,
+        "suggested": a.suggested,
+        "time": pct(a.time_gain),
+        "energy": pct(a.energy_gain),
+        "confidence": "-" if a.confidence is None else f"{a.confidence:.2f}",
+        "why": a.why,
     }

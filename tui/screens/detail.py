@@ -4,7 +4,7 @@ its rate and p99 over time."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from adaptyst_top.collectors.histogram import bucket_bounds
+from adaptyst_top.collectors.snapshot import Latency, ProbeEntry
 from adaptyst_top.tui.format import fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
 
@@ -32,16 +33,12 @@ def histogram_rows(hist: Sequence[Sequence[int]]) -> list[tuple[float, float, in
     return [(lo, hi, int(c)) for _, (lo, hi, c) in sorted(merged.items())]
 
 
-def render_histogram(p: dict[str, Any], width: int, ascii: bool) -> str:
-    rows = histogram_rows(p.get("hist") or [])
+def render_histogram(p: ProbeEntry, width: int, ascii: bool) -> str:
+    rows = histogram_rows(p.hist or [])
     if not rows:
-        return (
-            "no latency samples yet"
-            if p.get("hist") is not None
-            else "a count-only probe: no latency"
-        )
-    raw = p.get("raw") or {}
-    marks = {q: raw.get(f"{q}_ns") for q in ("p50", "p95", "p99")}
+        return "no latency samples yet" if p.raw is not None else "a count-only probe: no latency"
+    raw = p.raw or Latency()
+    marks = {"p50": raw.p50_ns, "p95": raw.p95_ns, "p99": raw.p99_ns}
     peak = max(c for _, _, c in rows)
     bar_w = max(10, width - 48)
     lines = []
@@ -72,21 +69,20 @@ class DetailScreen(Screen[None]):
         yield Footer()
 
     def show(
-        self, p: dict[str, Any] | None, rates: Sequence[float | None], p99s: Sequence[float | None]
+        self, p: ProbeEntry | None, rates: Sequence[float | None], p99s: Sequence[float | None]
     ) -> None:
         if p is None:
             self.query_one("#detail-title", Static).update("this probe is gone")
             return
-        key = f" [{p['key']}]" if p.get("key") is not None else ""
-        cost = p.get("overhead_ns_per_hit")
+        key = f" [{p.key}]" if p.key is not None else ""
         title = (
-            f"{p.get('name')}{key}   {p.get('state')}   {p.get('spec')}\n"
-            f"calls {p.get('count', 0):,}   {fmt_rate(p.get('rate_hz'))}/s   "
-            f"mean {fmt_ns(p.get('mean_ns'))}   p50 {fmt_ns(p.get('p50_ns'))}   "
-            f"p95 {fmt_ns(p.get('p95_ns'))}   p99 {fmt_ns(p.get('p99_ns'))}   "
-            f"max {fmt_ns(p.get('max_ns'))}\n"
-            f"probe cost {fmt_ns(cost)}/hit ({p.get('overhead_source', '?')}; class "
-            f"{p.get('class', '?')}), BPF {fmt_ns(p.get('bpf_ns_per_hit'))}/hit. "
+            f"{p.name}{key}   {p.state}   {p.spec}\n"
+            f"calls {p.count:,}   {fmt_rate(p.rate_hz)}/s   "
+            f"mean {fmt_ns(p.mean_ns)}   p50 {fmt_ns(p.p50_ns)}   "
+            f"p95 {fmt_ns(p.p95_ns)}   p99 {fmt_ns(p.p99_ns)}   "
+            f"max {fmt_ns(p.max_ns)}\n"
+            f"probe cost {fmt_ns(p.overhead_ns_per_hit)}/hit ({p.overhead_source or '?'}; class "
+            f"{p.cost_class or '?'}), BPF {fmt_ns(p.bpf_ns_per_hit)}/hit. "
             "The histogram is of raw intervals; the figures above are net of the probe cost.\n"
         )
         self.query_one("#detail-title", Static).update(title)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.probe_engine import DEFAULT_BUDGET
-from adaptyst_top.tui.limits import BUDGET_RANGE, DEFAULT_INTERVAL, INTERVAL_RANGE, check_range
+from adaptyst_top.collectors.overhead import DEFAULT_BUDGET
+from adaptyst_top.runtime.limits import BUDGET_RANGE, DEFAULT_INTERVAL, INTERVAL_RANGE, check_range
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -149,3 +149,14 @@ def load_config(path: Path | None = None) -> Config:
     cfg.util_warn = float(values.get("util_warn", cfg.util_warn))
     cfg.p99_warn_ms = float(values.get("p99_warn_ms", cfg.p99_warn_ms))
     return cfg
+
+
+def merged_settings(
+    interval: float | None, budget: float | None, config: Config
+) -> tuple[float, float]:
+    """(interval, budget): the command line's (None when not given, however it was
+    spelt: `--interval=2` too) over the config file's over the defaults (the config's own)."""
+    return (
+        config.refresh if interval is None else interval,
+        config.budget if budget is None else budget,
+    )

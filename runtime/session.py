@@ -1,5 +1,6 @@
 """What every front end does first: launch or find the target, attach the probes, start
-calibration, and build the hub. Errors come back as one line each."""
+calibration, build the hub and the advisor, and join their parts of each snapshot.
+Errors come back as one line each."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from adaptyst_top.collectors.calibration import BackgroundCalibration
@@ -26,6 +27,7 @@ from adaptyst_top.collectors.probe_engine import (
     ProbeError,
 )
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.snapshot import CommandState, Snapshot
 from adaptyst_top.collectors.targets import TargetError, check_pid
 from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import ControlServer
@@ -82,31 +84,28 @@ class Session:
             except LaunchError as exc:
                 raise SessionError(str(exc), exc.status) from None
 
-    def snapshot(self, with_hist: bool = True) -> dict[str, Any]:
-        """The hub's snapshot, with the advisor's tasks and advice when it runs, and the
-        launched command's state (its exit status once it has one)."""
-        snap: dict[str, Any] = self.hub.snapshot(with_hist)
+    def snapshot(self, with_hist: bool = True) -> Snapshot:
+        """The hub's snapshot, with the advisor's part when it runs, and the launched
+        command's state (its exit status once it has one)."""
+        snap = self.hub.snapshot(with_hist)
         if self.placement is not None:
-            self.placement.update(snap)
-        if self.child is not None:
-            self.child.poll()
-            snap["command"] = {
-                "argv": self.child.argv,
-                "pid": self.child.pid,
-                "status": self.child.status,
-                "output": self.command_log,
-            }
-            if self.command_log and not self._log_told:
-                self._log_told = True
-                name = os.path.basename(self.child.argv[0])
-                snap.setdefault("warnings", []).append(f"{name}'s output: {self.command_log}")
-            if self.child.status is not None and not self._exit_told:
-                self._exit_told = True
-                name = os.path.basename(self.child.argv[0])
-                snap.setdefault("warnings", []).append(
-                    f"{name} exited with status {self.child.status}"
-                )
-        return snap
+            part = self.placement.update(snap)
+            snap = replace(snap, tasks=part.tasks, advice=part.advice, advisor=part.advisor)
+        if self.child is None:
+            return snap
+        self.child.poll()
+        told = []
+        name = os.path.basename(self.child.argv[0])
+        if self.command_log and not self._log_told:
+            self._log_told = True
+            told.append(f"{name}'s output: {self.command_log}")
+        if self.child.status is not None and not self._exit_told:
+            self._exit_told = True
+            told.append(f"{name} exited with status {self.child.status}")
+        command = CommandState(
+            tuple(self.child.argv), self.child.pid, self.child.status, self.command_log
+        )
+        return replace(snap, command=command, warnings=snap.warnings + tuple(told))
 
     def ensure_engine(self) -> ProbeEngine:
         """The engine, started on first use (adding a probe from the TUI), built as at start."""

@@ -1,0 +1,84 @@
+"""Reading a probe module's kernel maps into its rows: cumulative statistics and
+histograms per key, the errors the programs counted, rates over the interval, and the
+stacks of threads that have exited, the programs' own run time."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.probe_keys import merge_stats
+from adaptyst_top.collectors.probe_model import KERNEL_ERRORS, QUIET_ERRORS, ProbeModule, Row
+
+
+def read_module(module: ProbeModule) -> None:
+    """Each row's cumulative statistics and histogram, per key."""
+    stats: dict[int, dict[Any, tuple[int, int, int, int]]] = {}
+    key_of = module.keys.key_of
+    for k, v in module.reader("stats").items():
+        per_slot = stats.setdefault(int(k.slot), {})
+        key = key_of(k)
+        new = (int(v.count), int(v.sum), int(v.min), int(v.max))
+        # Two kernel keys can be one user key (a string read here and in the kernel).
+        per_slot[key] = merge_stats(per_slot[key], new) if key in per_slot else new
+    hists: dict[int, dict[Any, dict[int, int]]] = {}
+    for k, v in module.reader("hist").items():
+        per_key = hists.setdefault(int(k.k.slot), {}).setdefault(key_of(k.k), {})
+        b = int(k.bucket)
+        per_key[b] = per_key.get(b, 0) + int(getattr(v, "value", v))
+    for slot, row in module.by_slot.items():
+        if slot in stats:
+            row.stats = stats[slot]
+            row.hist = hists.get(slot, {})
+
+
+def new_kernel_errors(module: ProbeModule) -> list[str]:
+    """A line per kind of error the programs counted since the last call."""
+    counts = [int(v.value) for v in module.bpf["errors"].values()]
+    lines = []
+    for i, what in KERNEL_ERRORS.items():
+        new = counts[i] - module.errors_seen[i]
+        if new > 0 and i not in QUIET_ERRORS:
+            names = ", ".join(sorted({r.name for r in module.rows}))
+            lines.append(f"{names}: {new} {what}")
+    module.errors_seen = counts
+    return lines
+
+
+def update_rates(row: Row, dt: float | None) -> None:
+    """Hits per second per key over the last interval, and the row's hits in it."""
+    hits = 0
+    for key, (count, *_rest) in row.stats.items():
+        prev = row.last_counts.get(key, 0)
+        hits += count - prev
+        row.rates[key] = (count - prev) / dt if dt else 0.0
+        row.last_counts[key] = count
+    row.interval_hits = hits
+
+
+def reap_dead_threads(module: ProbeModule) -> None:
+    """Drop the interval stacks of threads that have exited (the map would fill up)."""
+    stacks = module.bpf["stacks"]
+    for key in list(stacks.keys()):
+        tgid, tid = key.tid >> 32, key.tid & 0xFFFFFFFF
+        if not os.path.exists(f"/proc/{tgid}/task/{tid}"):
+            with contextlib.suppress(KeyError):
+                del stacks[key]
+
+
+def bpf_run_ns(row: Row) -> float | None:
+    """Mean kernel run time of the row's programs per hit, from their fdinfo (with
+    kernel.bpf_stats on); None when none has run or the module is gone."""
+    if row.module is None or row.module.closed:
+        return None
+    total = 0.0
+    for fn in row.fns:
+        f = row.module.bpf.funcs.get(fn.encode()) or row.module.bpf.funcs.get(fn)
+        if f is None:
+            continue
+        run_ns, run_cnt = ov.prog_run_stats(f.fd)
+        if run_cnt:
+            total += run_ns / run_cnt
+    return total or None

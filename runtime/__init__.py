@@ -1,0 +1,1 @@
+"""Wiring a session: the probe engine, device sweep and advisor built and joined, live or replayed sources, headless recording and settings. No Textual here: tui/ presents what this layer gives it."""

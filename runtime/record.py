@@ -1,0 +1,63 @@
+"""Headless recording: one snapshot per interval as a JSON line, until the command
+exits, a signal, the duration, or the target's end."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from dataclasses import replace
+from typing import IO
+
+from adaptyst_top.runtime.session import Session
+
+
+def record_snapshots(
+    session: Session,
+    out: IO[str],
+    interval: float,
+    duration: float | None,
+    stop: threading.Event,
+) -> int:
+    """Snapshots until the command exits, a signal, the duration, or the target's end;
+    the status: the command's (ended by us or not), else 0."""
+    child = session.child
+    start = time.monotonic()
+    end = None if duration is None else start + duration
+    next_tick = start
+    while True:
+        next_tick += interval
+        # The duration ends the run on time whatever the interval: a last, shorter tick.
+        tick_end = next_tick if end is None else min(next_tick, end)
+        while not stop.is_set() and time.monotonic() < tick_end:
+            if child is not None and child.poll() is not None:
+                break
+            stop.wait(min(0.05, max(0.0, tick_end - time.monotonic())))
+        exited = child is not None and child.poll() is not None
+        timed_out = end is not None and time.monotonic() >= end
+        snap = session.snapshot()
+        if exited or timed_out or stop.is_set():
+            snap = replace(snap, final=True)
+        out.write(json.dumps(snap.to_json()) + "\n")
+        out.flush()
+        if exited:
+            assert child is not None
+            return child.status or 0
+        if stop.is_set() or timed_out:
+            status = session.end_command()
+            return 0 if status is None or session.keep_command else status
+        if session.engine is not None and session.engine.target_ended:
+            return 0
+
+
+def open_output(path: str) -> IO[str]:
+    """The record file. In a folder others may write to (/tmp), a symlink planted at
+    PATH is refused rather than followed."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    parent = os.path.dirname(os.path.abspath(path))
+    with contextlib.suppress(OSError):
+        if os.stat(parent).st_mode & 0o002:
+            flags |= os.O_NOFOLLOW
+    return os.fdopen(os.open(path, flags, 0o644), "w")

@@ -1,0 +1,224 @@
+"""Where the monitor's snapshots come from: a live session, or a recording replayed.
+
+Both are a `Source`: what a front end may ask, each action answering in one line
+(`ActionError`) when it cannot be done."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import IO, Protocol
+
+from adaptyst_top.collectors.elf_info import read_elf
+from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
+from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot, SnapshotError
+from adaptyst_top.collectors.targets import TargetError, mapped_files
+from adaptyst_top.runtime.session import Session
+
+
+class ActionError(RuntimeError):
+    """Why an action on a source was not done, in one line for the status bar."""
+
+
+class ReadOnly(ActionError):
+    """Asked a replay to change what it shows."""
+
+
+class Source(Protocol):
+    """What the monitor shows and what its keys ask of it."""
+
+    read_only: bool
+    host: str
+    want_hist: bool  # set while a view shows a histogram: snapshots then carry them
+
+    @property
+    def target(self) -> str: ...  # what is monitored, for the header
+
+    def snapshot(self) -> Snapshot | None: ...  # None: nothing more (a replay's end)
+    def toggle(self, ref: ProbeRef) -> bool: ...  # whether the row is now on
+    def add(self, spec: str) -> None: ...  # queued; compiles in the background
+    def remove(self, ref: ProbeRef) -> str: ...  # the removed spec's text
+    def candidates(self) -> list[str]: ...  # probe specs the target offers
+    def apply_advice(self, task: str) -> None: ...
+    def set_advisor_mode(self, mode: str) -> None: ...
+
+
+class LiveSource:
+    read_only = False
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.host = socket.gethostname()
+        self.want_hist = False
+
+    @property
+    def target(self) -> str:
+        s = self.session
+        if s.child is not None:
+            return f"pid {s.pid} ({os.path.basename(s.child.argv[0])})"
+        return f"pid {s.pid}" if s.pid else "node-wide"
+
+    def snapshot(self) -> Snapshot:
+        return self.session.snapshot(with_hist=self.want_hist)
+
+    def _engine(self) -> ProbeEngine:
+        if self.session.engine is None:
+            raise ActionError("no probe engine: start with --probe, or as root add one with `a`")
+        return self.session.engine
+
+    def toggle(self, ref: ProbeRef) -> bool:
+        try:
+            return self._engine().toggle(ref)
+        except ProbeError as exc:
+            raise ActionError(str(exc)) from None
+
+    def add(self, spec: str) -> None:
+        try:
+            parsed = parse_spec(spec)
+        except ProbeSpecError as exc:
+            raise ActionError(exc.one_line) from None
+        try:
+            self.session.ensure_engine().add(parsed)  # parsed once
+        except ProbeError as exc:
+            raise ActionError(str(exc)) from None
+
+    def remove(self, ref: ProbeRef) -> str:
+        try:
+            return self._engine().remove(ref)
+        except ProbeError as exc:
+            raise ActionError(str(exc)) from None
+
+    def apply_advice(self, task: str) -> None:
+        if self.session.placement is None:
+            raise ActionError("the advisor is not running (start with --advisor or `demo`)")
+        try:
+            sent = self.session.placement.apply(task)
+        except LookupError as exc:
+            raise ActionError(str(exc.args[0])) from None
+        if sent == 0:
+            raise ActionError(f"advice for {task} applied, but no application is connected")
+
+    def set_advisor_mode(self, mode: str) -> None:
+        if self.session.placement is not None:
+            self.session.placement.set_mode(mode)
+
+    def candidates(self) -> list[str]:
+        """Probe specs the target offers: its executable's functions and every USDT probe."""
+        files: list[str] = []
+        s = self.session
+        if s.pid:
+            try:
+                files = mapped_files(s.pid)
+            except TargetError:
+                files = []
+        if s.child is not None and s.child.path not in files:
+            files.insert(0, s.child.path)
+        specs: list[str] = []
+        for i, path in enumerate(files):
+            try:
+                info = read_elf(path)
+            except (OSError, ValueError):
+                continue
+            if i == 0:
+                specs += [f"uprobe:{path}:{f.name}" for f in info.functions]
+            seen = set()
+            for u in info.usdt:
+                if (u.provider, u.name) not in seen:
+                    seen.add((u.provider, u.name))
+                    specs.append(f"usdt:{path}:{u.provider}:{u.name}")
+        return specs
+
+
+class ReplaySource:
+    """Snapshots read one at a time from a `record` file: memory stays flat however long.
+    A line that is not a well-formed snapshot (not UTF-8, not JSON, another shape) is
+    skipped and counted; the status line says how many."""
+
+    read_only = True
+    want_hist = True  # recorded with them or not: nothing to ask for
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._file: IO[bytes] = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+        self._lines: Iterator[bytes] = iter(self._file)
+        self.ended = False
+        self.count = 0
+        self.skipped = 0
+        self._told = 0
+        self._newer_told = False
+        self.host = "replay"
+        self.target = f"replay of {self.path.name}"
+
+    def snapshot(self) -> Snapshot | None:
+        for raw in self._lines:
+            if not raw.strip():
+                continue
+            snap = parse_snapshot_line(raw)
+            if snap is None:
+                self.skipped += 1  # a torn last line of a recording cut short, or garbage
+                continue
+            self.count += 1
+            self.host = snap.host or self.host
+            notes = []
+            if self.skipped != self._told:
+                self._told = self.skipped
+                notes.append(f"skipped {self.skipped} malformed line(s) of {self.path.name}")
+            if snap.schema_version > SCHEMA_VERSION and not self._newer_told:
+                self._newer_told = True
+                notes.append(
+                    f"{self.path.name} is of a newer format (schema {snap.schema_version}): "
+                    "only the fields this version knows are shown"
+                )
+            return replace(snap, warnings=snap.warnings + tuple(notes)) if notes else snap
+        self.ended = True
+        return None
+
+    def toggle(self, ref: ProbeRef) -> bool:
+        raise ReadOnly("a replay is read-only")
+
+    def add(self, spec: str) -> None:
+        raise ReadOnly("a replay is read-only")
+
+    def remove(self, ref: ProbeRef) -> str:
+        raise ReadOnly("a replay is read-only")
+
+    def apply_advice(self, task: str) -> None:
+        raise ReadOnly("a replay is read-only: advice is not applied")
+
+    def set_advisor_mode(self, mode: str) -> None:
+        pass  # the recorded advisor's mode stays what it was; nothing to tell
+
+    def candidates(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def parse_snapshot_line(raw: bytes) -> Snapshot | None:
+    """A recorded snapshot, or None when the line is not one (not UTF-8, not JSON, or
+    not of the snapshot's shape: Snapshot.from_json says what it checks)."""
+    try:
+        return Snapshot.from_json(json.loads(raw.decode("utf-8")))
+    except (UnicodeDecodeError, ValueError, RecursionError, SnapshotError):
+        return None
+
+
+def check_recording(path: str) -> None:
+    """One line when the file cannot be replayed."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if p.is_dir():
+        raise ValueError(f"{path}: a directory, not a recording")
+    with open(p, "rb") as f:
+        first = f.readline(1 << 20)
+    if parse_snapshot_line(first) is None:
+        raise ValueError(
+            f"{path}: not an adaptyst-top recording (expected JSON lines from `record`)"
+        )

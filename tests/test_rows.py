@@ -1,0 +1,68 @@
+"""Snapshot entries as table cells: what each pane shows for a typed entry."""
+
+from __future__ import annotations
+
+from adaptyst_top.collectors.snapshot import AdviceEntry, DeviceReading, Latency, ProbeEntry
+from adaptyst_top.tui.rows import advice_row, device_row, probe_row
+
+WARN_NS = 10e6
+
+
+def entry(**kw: object) -> ProbeEntry:
+    base: dict[str, object] = dict(group=0, id=1, spec="uprobe:./a:f*", name="f1", kind="uprobe")
+    return ProbeEntry(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_a_latency_row() -> None:
+    p = entry(
+        state="attached",
+        target="/opt/app/bin/solver",
+        count=1234,
+        rate_hz=56.0,
+        latency=Latency(1500.0, 1200.0, 3000.0, 4500.0, 900.0, 2.5e6),
+        overhead_ns_per_hit=1546.0,
+    )
+    cells, sort, style = probe_row(p, WARN_NS)
+    assert cells["target"] == "solver" and cells["name"] == "f1" and cells["state"] == "attached"
+    assert cells["p99"] == "4.5 µs" and cells["max"] == "2.5 ms"
+    assert sort["count"] == 1234 and sort["cost"] == 1546.0 * 56.0
+    assert style == ""
+
+
+def test_keys_tasks_errors_and_states_read_as_a_user_expects() -> None:
+    task = entry(kind="usdt", name="adaptyst:task_begin..task_end", key="gemm|opencl:0|12|3")
+    assert probe_row(task, WARN_NS)[0]["name"] == "gemm @opencl:0 n~2^12 f3"
+    keyed = entry(kind="usdt", name="app:step", key="phase-a")
+    assert probe_row(keyed, WARN_NS)[0]["name"] == "phase-a · step"
+    failed = entry(id=None, state="error", error="no function matches f*")
+    cells, _, style = probe_row(failed, WARN_NS)
+    assert cells["name"] == "uprobe:./a:f*: no function matches f*" and style == "error"
+    assert probe_row(entry(state="detached"), WARN_NS)[2] == "dim"
+    slow = entry(state="attached", latency=Latency(p99_ns=2 * WARN_NS))
+    assert probe_row(slow, WARN_NS)[2] == "warn"
+    count_only = probe_row(entry(kind="usdt", state="attached", count=5), WARN_NS)[0]
+    assert count_only["p99"] == count_only["mean"]  # both unknown, shown alike
+
+
+def test_a_device_row_says_why_a_figure_is_missing() -> None:
+    d = DeviceReading("cpu", "cpu", "EPYC", util=0.95, mem_used_bytes=1 << 30, note="no RAPL")
+    cells, style = device_row(d, [0.5, 0.95], ascii=True, util_warn=0.9)
+    assert cells["energy"] == "- no RAPL" and cells["power"] == "-" and style == "warn"
+    assert "95%" in cells["util"] and cells["mem"].startswith("1.0")
+    g = DeviceReading("gpu:0", "gpu", "H200", util=0.1, power_w=120.04, energy_j=5.55)
+    g.energy_source = "nvml"
+    cells, style = device_row(g, [], ascii=False, util_warn=0.9)
+    assert cells["power"] == "120.0 W" and cells["energy"] == "5.5 J (nvml)" and style == ""
+
+
+def test_an_advice_row() -> None:
+    a = AdviceEntry("gemm", "cpu", "opencl:0", 0.42, None, 0.8, "3.1x faster")
+    assert advice_row(a) == {
+        "task": "gemm",
+        "current": "cpu",
+        "suggested": "opencl:0",
+        "time": "+42%",
+        "energy": "-",
+        "confidence": "0.80",
+        "why": "3.1x faster",
+    }

@@ -1,0 +1,39 @@
+"""The devices pane: one row per device, with its utilisation history."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from adaptyst_top.collectors.snapshot import DeviceReading
+from adaptyst_top.tui.rows import DEVICE_COLUMNS, device_row
+from adaptyst_top.tui.widgets.fast_table import FastTable
+
+HISTORY = 120  # samples kept per row: bounded, however long the run
+MAX_HEIGHT = 10
+
+
+class DevicesPane(FastTable):
+    def __init__(self, ascii: bool = False, util_warn: float = 0.9) -> None:
+        super().__init__(DEVICE_COLUMNS, id="devices")
+        self.border_title = "Devices"
+        self.ascii = ascii
+        self.util_warn = util_warn
+        self.history: dict[str, deque[float | None]] = {}
+        self._height = 0
+
+    def show(self, devices: Sequence[DeviceReading]) -> None:
+        seen = set()
+        for d in devices:
+            seen.add(d.id)
+            hist = self.history.setdefault(d.id, deque(maxlen=HISTORY))
+            hist.append(d.util)
+            cells, style = device_row(d, hist, self.ascii, self.util_warn)
+            self.upsert(d.id, cells, style=style)
+        self.retain(seen)
+        for gone in set(self.history) - seen:
+            del self.history[gone]
+        height = min(MAX_HEIGHT, len(self.rows) + 3)
+        if self._height != height:  # a style write re-lays out the screen
+            self._height = height
+            self.styles.height = height

@@ -1,0 +1,55 @@
+"""The probes pane: one row per probe entry (row and key), keyed by its ProbeRef, with
+each row's rate and p99 history for the detail view."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from adaptyst_top.collectors.snapshot import ProbeEntry
+from adaptyst_top.tui.rows import PROBE_COLUMNS, probe_row
+from adaptyst_top.tui.widgets.devices_pane import HISTORY
+from adaptyst_top.tui.widgets.fast_table import FastTable
+
+
+class ProbesPane(FastTable):
+    def __init__(self, p99_warn_ns: float) -> None:
+        super().__init__(PROBE_COLUMNS, id="probes")
+        self.border_title = "Probes"
+        self.p99_warn_ns = p99_warn_ns
+        self.entries: dict[str, ProbeEntry] = {}
+        self.rate_history: dict[str, deque[float | None]] = {}
+        self.p99_history: dict[str, deque[float | None]] = {}
+
+    def show(self, probes: Sequence[ProbeEntry], read_only: bool) -> None:
+        entries = {}
+        for p in probes:
+            key = p.ref.text
+            entries[key] = p
+            self.rate_history.setdefault(key, deque(maxlen=HISTORY)).append(p.rate_hz)
+            self.p99_history.setdefault(key, deque(maxlen=HISTORY)).append(p.p99_ns)
+            cells, sort, style = probe_row(p, self.p99_warn_ns)
+            self.upsert(key, cells, sort, style)
+        self.retain(set(entries))
+        for history in (self.rate_history, self.p99_history):
+            for gone in set(history) - set(entries):
+                del history[gone]
+        self.entries = entries
+        if not entries:
+            subtitle = "no probes" if read_only else "no probes: a adds one"
+        else:
+            subtitle = f"{len(entries)} rows" + (
+                f", filter: {self.filter_text}" if self.filter_text else ""
+            )
+        if self.border_subtitle != subtitle:  # a border change repaints the pane
+            self.border_subtitle = subtitle
+
+    def selected(self) -> ProbeEntry | None:
+        key = self.selected_key
+        return self.entries.get(key) if key else None
+
+    def drop_group(self, group: int | str) -> None:
+        """Rows of a removed spec go at once, before the next snapshot."""
+        for key in [k for k, p in self.entries.items() if p.group == group]:
+            self.remove_row(key)
+            del self.entries[key]
