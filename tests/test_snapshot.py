@@ -195,3 +195,11 @@ def test_one_identity_per_row_and_key() -> None:
     assert len({r.text for r in refs}) == len(refs)
     p = full_snapshot().probes[0]
     assert p.ref == ProbeRef(3, 7, "gemm|cpu|10|0")
+
+
+def test_the_documented_example_is_a_snapshot() -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "data-flow.md").read_text()
+    example = doc.split("```json\n", 1)[1].split("```", 1)[0]
+    snap = Snapshot.from_json(json.loads(example))
+    assert snap.schema_version == SCHEMA_VERSION and snap.probes[0].ref == ProbeRef(0, 0, None)
+    contained(json.loads(example), snap.to_json())

@@ -3,6 +3,7 @@ whole spec; enter adds it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual import work
@@ -22,7 +23,7 @@ class AddProbeScreen(ModalScreen[str | None]):
         Binding("down", "focus_list", "List", show=False),
     ]
 
-    def __init__(self, load_candidates: object) -> None:
+    def __init__(self, load_candidates: Callable[[], list[str]]) -> None:
         super().__init__()
         self.load = load_candidates
         self.candidates: list[str] = []
@@ -45,8 +46,7 @@ class AddProbeScreen(ModalScreen[str | None]):
 
     @work(thread=True)
     def fill(self) -> None:
-        found = self.load() if callable(self.load) else []
-        self.app.call_from_thread(self._loaded, list(found))
+        self.app.call_from_thread(self._loaded, self.load())
 
     def _loaded(self, found: list[str]) -> None:
         self.candidates = found
