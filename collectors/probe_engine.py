@@ -353,7 +353,11 @@ class ProbeEngine:
                     row.attachments.append(Attachment(fn, path, addr=int(addr), ref_ctr=ref))
         done: list[Attachment] = []
         try:
-            for a in row.attachments:
+            # What closes an interval first (a uretprobe, a pair's END), then what opens
+            # it: in a process calling the function meanwhile, an entry seen before its
+            # return was probed would leave a frame no return ever pops, and the
+            # thread's stack, full of them, would measure nothing again.
+            for a in sorted(row.attachments, key=lambda a: not _closes(row, a)):
                 kw: dict[str, Any] = {
                     "name": a.path,
                     "fn_name": a.fn_name,
@@ -404,7 +408,8 @@ class ProbeEngine:
             row.unlinking = True
         with row.module.lock:
             if not row.module.closed:
-                for a in row.attachments:
+                # Openers first, for the same reason: no entry without its return.
+                for a in sorted(row.attachments, key=lambda a: _closes(row, a)):
                     self._detach_one(row.module.bpf, a)
         with self._lock:
             row.linked = row.unlinking = False
@@ -607,6 +612,11 @@ class ProbeEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _closes(row: Row, a: Attachment) -> bool:
+    """Whether A's program closes an interval (a return, or the END of a USDT pair)."""
+    return a.ret or (row.spec.is_pair and a.fn_name == row.fns[-1])
 
 
 def _one_line(exc: BaseException) -> str:

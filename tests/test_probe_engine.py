@@ -365,3 +365,33 @@ def test_close_during_a_long_attach_leaves_nothing(workload: Workload) -> None:
     assert "closing" in group.error
     assert none_left()
     workload.run("fast 10")  # the target runs on, untouched
+
+
+def test_attaching_to_a_process_calling_the_function_meanwhile_measures_it(
+    workload_bin: Path,
+) -> None:
+    """Seen on a running target: an entry caught before its return was probed left a
+    frame no return popped; sixteen of them and the thread's stack measured nothing
+    again ("calls nested deeper than the per-thread stack"). Returns attach first now."""
+    proc = subprocess.Popen([str(workload_bin), "forever", "100"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.2)  # calling fast_fn ~90 000 times a second when the probes come
+        with ProbeEngine(pid=proc.pid) as engine:
+            attached(
+                engine,
+                f"uprobe:{workload_bin}:fast_fn",
+                f"usdt:{workload_bin}:adaptyst_test:task_begin..task_end@arg1",
+            )
+            engine.read()
+            time.sleep(1.0)
+            engine.read()
+            r = rows(engine)
+            assert r[("fast_fn", None)]["count"] > 10_000
+            for task in ("gemm", "spmv"):
+                pair = r[("adaptyst_test:task_begin..task_end", task)]
+                assert pair["count"] > 50
+                assert within(pair["p50_ns"], 100_000, 0.2)  # held_fn(100 µs), busy
+            assert not [w for w in engine.warnings if "nested deeper" in w]
+    finally:
+        proc.kill()
+        proc.wait()
