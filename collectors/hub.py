@@ -48,6 +48,10 @@ class Hub:
             warnings=tuple(warnings),
         )
 
+    def close(self) -> None:
+        if self.devices is not None:
+            self.devices.close()
+
 
 def _calibration_state(engine: ProbeEngine) -> str:
     if engine.costs.error:

@@ -48,7 +48,7 @@ def record_snapshots(
         if stop.is_set() or timed_out:
             status = session.end_command()
             return 0 if status is None or session.keep_command else status
-        if session.engine is not None and session.engine.target_ended:
+        if snap.target_ended:
             return 0
 
 

@@ -27,11 +27,17 @@ from adaptyst_top.collectors.probe_engine import (
     ProbeError,
 )
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
-from adaptyst_top.collectors.snapshot import CommandState, Snapshot
+from adaptyst_top.collectors.snapshot import CommandState, DeviceReading, Snapshot
 from adaptyst_top.collectors.targets import TargetError, check_pid
 from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import ControlServer
 from adaptyst_top.placement.loop import PlacementLoop
+from adaptyst_top.runtime.agent_client import (
+    AgentConnection,
+    AgentHub,
+    AgentRefused,
+    AgentUnavailable,
+)
 
 
 class SessionError(RuntimeError):
@@ -58,14 +64,18 @@ class SessionOptions:
     auto: bool = False  # apply its advice
     keep_command: bool = False  # let a launched command outlive the monitor
     command_log: str | None = None
+    # The program of a command held at the door elsewhere (a client of the agent).
+    command_path: str | None = None
+    agent: str | None = None  # a node agent's socket: probes attach there, not here
     # Set (by a signal handler) to give up attaching: the command is then never started.
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
 class Session:
-    hub: Hub
+    hub: Hub | AgentHub
     engine: ProbeEngine | None = None
+    remote: AgentConnection | None = None  # the agent's, when the probes are there
     child: HeldCommand | None = None
     pid: int | None = None
     calibration: BackgroundCalibration | None = None
@@ -110,6 +120,8 @@ class Session:
     def ensure_engine(self) -> ProbeEngine:
         """The engine, started on first use (adding a probe from the TUI), built as at start."""
         if self.engine is None:
+            if not isinstance(self.hub, Hub):
+                raise ProbeError("the probes of this session are the agent's")
             self.engine, self.calibration = new_engine(self.options, self.pid, self.child)
             self.hub.engine = self.engine
         return self.engine
@@ -126,8 +138,7 @@ class Session:
         self.end_command()
         if self.placement is not None:
             self.placement.close()
-        if self.hub.devices is not None:
-            self.hub.devices.close()
+        self.hub.close()
         if self.calibration is not None:
             self.calibration.close()
         if self.engine is not None:
@@ -135,7 +146,10 @@ class Session:
 
 
 def open_session(opts: SessionOptions) -> Session:
-    """Everything attached and the command (if any) still held; call start() to release it."""
+    """Everything attached and the command (if any) still held; call start() to release it.
+    With an agent, the probes attach there (and the devices are read there)."""
+    if opts.agent is not None:
+        return open_remote_session(opts, opts.agent)
     specs = []
     for text in opts.probes:
         try:
@@ -189,7 +203,7 @@ def open_session(opts: SessionOptions) -> Session:
     hub = Hub(engine, sweep)
     placement = None
     if opts.advisor:
-        placement = start_placement(opts.advisor, sweep)
+        placement = start_placement(opts.advisor, sweep.read())
         placement.set_mode("auto" if opts.auto else "suggest")
     return Session(
         hub=hub,
@@ -211,7 +225,7 @@ def new_engine(
     costs = CostTable()
     engine = ProbeEngine(
         pid=pid,
-        command_path=child.path if child else None,
+        command_path=child.path if child else opts.command_path,
         max_attach=opts.max_probes,
         costs=costs,
         budget=opts.budget,
@@ -220,9 +234,62 @@ def new_engine(
     return engine, BackgroundCalibration(costs)
 
 
-def start_placement(objective: str, sweep: DeviceSweep) -> PlacementLoop:
+def open_remote_session(opts: SessionOptions, agent: str) -> Session:
+    """A session whose probes the agent at AGENT attaches (this process needs no
+    privilege); a command is launched here, as the user, held until they are in."""
+    for text in opts.probes:
+        try:
+            parse_spec(text)
+        except ProbeSpecError as exc:
+            raise SessionError(exc.one_line) from None
+    if opts.pid is not None and opts.command:
+        raise SessionError("give either --pid or -- CMD, not both")
+    child = None
+    if opts.command:
+        try:
+            child = HeldCommand(opts.command, stdout=opts.child_stdout, stderr=opts.child_stderr)
+        except LaunchError as exc:
+            raise SessionError(str(exc), exc.status) from None
+    pid = child.pid if child else opts.pid
+    try:
+        conn = AgentConnection(agent)
+    except AgentUnavailable as exc:
+        if child is not None:
+            child.end()
+        raise SessionError(str(exc)) from None
+    try:
+        conn.open(
+            pid,
+            opts.probes,
+            opts.budget,
+            opts.enforce_budget,
+            opts.max_probes,
+            child.path if child else None,
+        )
+    except (AgentRefused, OSError, ValueError) as exc:
+        conn.close()
+        if child is not None:
+            child.end()
+        raise SessionError(str(exc)) from None
+    hub = AgentHub(conn)
+    placement = None
+    if opts.advisor:
+        placement = start_placement(opts.advisor, hub.snapshot(with_hist=False).devices)
+        placement.set_mode("auto" if opts.auto else "suggest")
+    return Session(
+        hub=hub,
+        remote=conn,
+        child=child,
+        pid=pid,
+        options=opts,
+        placement=placement,
+        keep_command=opts.keep_command,
+        command_log=opts.command_log,
+    )
+
+
+def start_placement(objective: str, readings: Sequence[DeviceReading]) -> PlacementLoop:
     """The advisor over this node's execution targets, and the control channel."""
-    readings = sweep.read()
     targets = [r.id for r in readings if r.kind in ("cpu", "opencl")]
     if any(r.kind == "gpu" and r.id.startswith("gpu:") for r in readings):
         targets.append("cuda")

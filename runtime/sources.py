@@ -18,6 +18,7 @@ from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.collectors.targets import TargetError, mapped_files
+from adaptyst_top.runtime.agent_client import AgentRefused
 from adaptyst_top.runtime.session import Session
 
 
@@ -73,8 +74,10 @@ class LiveSource:
 
     def toggle(self, ref: ProbeRef) -> bool:
         try:
+            if self.session.remote is not None:
+                return self.session.remote.toggle(ref)
             return self._engine().toggle(ref)
-        except ProbeError as exc:
+        except (ProbeError, AgentRefused, OSError) as exc:
             raise ActionError(str(exc)) from None
 
     def add(self, spec: str) -> None:
@@ -83,14 +86,19 @@ class LiveSource:
         except ProbeSpecError as exc:
             raise ActionError(exc.one_line) from None
         try:
-            self.session.ensure_engine().add(parsed)  # parsed once
-        except ProbeError as exc:
+            if self.session.remote is not None:
+                self.session.remote.add(spec)
+            else:
+                self.session.ensure_engine().add(parsed)  # parsed once
+        except (ProbeError, AgentRefused, OSError) as exc:
             raise ActionError(str(exc)) from None
 
     def remove(self, ref: ProbeRef) -> str:
         try:
+            if self.session.remote is not None:
+                return self.session.remote.remove(ref)
             return self._engine().remove(ref)
-        except ProbeError as exc:
+        except (ProbeError, AgentRefused, OSError) as exc:
             raise ActionError(str(exc)) from None
 
     def apply_advice(self, task: str) -> None:
@@ -109,6 +117,11 @@ class LiveSource:
 
     def candidates(self) -> list[str]:
         """Probe specs the target offers: its executable's functions and every USDT probe."""
+        if self.session.remote is not None:
+            try:
+                return self.session.remote.candidates()
+            except (AgentRefused, OSError):
+                return []
         files: list[str] = []
         s = self.session
         if s.pid:

@@ -25,7 +25,7 @@ from adaptyst_top.tui.cli_common import (
     session_options,
 )
 
-SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay")
+SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay", "agent")
 
 DESCRIPTION = (
     "Live monitor for CPU/GPU/FPGA nodes: eBPF/USDT function latencies, device power and "
@@ -37,6 +37,7 @@ EPILOG = """subcommands:
   list      function symbols and USDT probes of a PID or binary
   doctor    which capabilities this machine has (eBPF, NVML, RAPL, OpenCL, FPGA)
   replay    play a recording in the TUI
+  agent     the node agent (root): users probe their own processes through it
 
 examples:
   adaptyst-top --probe 'uprobe:./app:solve*' -- ./app input.dat
@@ -345,6 +346,10 @@ def _dispatch(argv: list[str]) -> int:
         from adaptyst_top.tui.cli_list import cmd_list
 
         return cmd_list(argv[1:])
+    if argv and argv[0] == "agent":
+        from adaptyst_top.tui.cli_agent import cmd_agent
+
+        return cmd_agent(argv[1:])
     opts, maybe_command = split_command(argv[1:] if argv and argv[0] in SUBCOMMANDS else argv)
     if maybe_command == []:
         # A bare `--` would otherwise watch the whole node, which is not what was asked.

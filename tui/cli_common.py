@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from adaptyst_top.collectors.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.version import package_version
+from adaptyst_top.runtime.agent_protocol import AGENT_ENV, DEFAULT_SOCKET
 from adaptyst_top.runtime.limits import (
     BUDGET_RANGE,
     DEFAULT_INTERVAL,
@@ -132,6 +134,12 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         help="with --advisor: apply its advice (push assignments to the application)",
     )
     parser.add_argument(
+        "--agent",
+        metavar="PATH",
+        help="the node agent's socket: probes attach there, as your user may "
+        f"(${AGENT_ENV}; when not root, {DEFAULT_SOCKET} is used when it is there)",
+    )
+    parser.add_argument(
         "--cpu-power-model",
         type=power_model,
         metavar="IDLE_W:MAX_W",
@@ -154,4 +162,17 @@ def session_options(args: argparse.Namespace, command: Sequence[str]) -> Session
         advisor=args.advisor,
         auto=args.auto,
         keep_command=args.keep_command,
+        agent=agent_socket(args.agent),
     )
+
+
+def agent_socket(given: str | None) -> str | None:
+    """The agent to use: --agent, else $ADAPTYST_TOP_AGENT, else (not root) the default
+    socket when it is there; None: probes attach in this process (root)."""
+    if given:
+        return given
+    if os.environ.get(AGENT_ENV):
+        return os.environ[AGENT_ENV]
+    if os.geteuid() != 0 and DEFAULT_SOCKET.is_socket():
+        return str(DEFAULT_SOCKET)
+    return None

@@ -1,0 +1,310 @@
+"""The node agent: one privileged service per node; unprivileged users probe their own
+processes through it (`adaptyst-top agent`, run by systemd as root).
+
+Each connection is one client: the kernel says who it is (SO_PEERCRED), and every
+request is checked against that (runtime/authorization.py); nothing a client says about
+itself is believed. A client's probes are its own engine's, attached to the processes
+it may probe only (pid-scoped uprobes: no other process takes a trap for them), and
+they go when the connection goes (a client killed with SIGKILL included). A guard
+checks every live session again four times a second: a process that stopped being the
+user's (a setuid exec) ends its probes.
+
+A thread per client: a slow or stalled client blocks only its own thread (and is
+dropped when a send has waited SEND_TIMEOUT_S); bounded at MAX_CLIENTS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import stat
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adaptyst_top.collectors.private_files import private_dir
+from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.snapshot import ProbeRef
+from adaptyst_top.collectors.targets import TargetError, resolve_target
+from adaptyst_top.placement.control import peer_credentials
+from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.authorization import Peer, may_probe, may_read, peer_of
+from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
+from adaptyst_top.runtime.sources import ActionError, LiveSource
+
+DEFAULT_SOCKET = proto.DEFAULT_SOCKET
+MAX_CLIENTS = 64
+SEND_TIMEOUT_S = 10.0
+GUARD_PERIOD_S = 0.25
+
+
+class AgentError(RuntimeError):
+    """Why the agent cannot start, in one line."""
+
+
+@dataclass
+class Client:
+    peer: Peer
+    conn: socket.socket
+    session: Session | None = None
+    revoked: str = ""  # why its probes were ended by the guard
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Agent:
+    def __init__(self, path: Path = DEFAULT_SOCKET, admin_gid: int | None = None) -> None:
+        self.path = path
+        self.admin_gid = admin_gid
+        self.clients: list[Client] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.sock = _listen(path)
+
+    # ----- life cycle -------------------------------------------------------------------
+
+    def serve_forever(self) -> None:
+        guard = threading.Thread(target=self._guard, name="agent-guard", daemon=True)
+        guard.start()
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                if self._stop.is_set():
+                    break
+                continue
+            with self._lock:
+                full = len(self.clients) >= MAX_CLIENTS
+            if full:
+                with contextlib.suppress(OSError):
+                    conn.sendall(proto.encode("error", message="the agent is full: try later"))
+                conn.close()
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        with self._lock:
+            clients = list(self.clients)
+        for c in clients:
+            with contextlib.suppress(OSError):
+                c.conn.shutdown(socket.SHUT_RDWR)
+            _end(c)
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+    # ----- one client ---------------------------------------------------------------------
+
+    def _serve(self, conn: socket.socket) -> None:
+        pid, uid, gid = peer_credentials(conn)
+        client = Client(peer_of(pid, uid, gid, self.admin_gid), conn)
+        conn.settimeout(None)
+        reader = proto.LineReader(conn, proto.MAX_LINE)
+        with self._lock:
+            self.clients.append(client)
+        try:
+            hello = reader.read()
+            if hello is None:
+                return
+            proto.check_version(hello, "client")
+            self._send(client, proto.encode("hello", uid=uid))
+            while (msg := reader.read()) is not None:
+                self._send(client, self._answer(client, msg))
+        except proto.ProtocolError as exc:
+            with contextlib.suppress(OSError):
+                self._send(client, proto.encode("error", message=str(exc)))
+        except OSError:
+            pass  # gone, or stalled past the send timeout
+        finally:
+            with self._lock:
+                self.clients.remove(client)
+            _end(client)
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    def _send(self, client: Client, data: bytes) -> None:
+        client.conn.settimeout(SEND_TIMEOUT_S)
+        try:
+            client.conn.sendall(data)
+        finally:
+            client.conn.settimeout(None)
+
+    def _answer(self, client: Client, msg: dict[str, Any]) -> bytes:
+        kind = msg["type"]
+        if kind not in proto.REQUESTS:
+            raise proto.ProtocolError(f"unknown request {kind!r}")
+        # Every field checked first: a malformed request closes the connection, whatever
+        # state the session is in.
+        ref = _ref(msg) if kind in ("toggle", "remove") else None
+        spec = proto.field(msg, "spec", str) if kind == "add" else ""
+        with_hist = bool(proto.field(msg, "with_hist", bool, optional=True))
+        try:
+            if kind == "open":
+                return self._open(client, msg)
+            with client.lock:
+                if client.session is None:
+                    raise ActionError(client.revoked or "open a session first")
+                source = LiveSource(client.session)
+                if kind == "snapshot":
+                    source.want_hist = with_hist
+                    return proto.encode("snapshot", snapshot=source.snapshot().to_json())
+                if kind == "add":
+                    self._check_spec(client.peer, spec, client.session.pid)
+                    source.add(spec)
+                    return proto.encode("ok")
+                if kind == "candidates":
+                    return proto.encode("ok", specs=source.candidates())
+                assert ref is not None
+                if kind == "toggle":
+                    return proto.encode("ok", on=source.toggle(ref))
+                return proto.encode("ok", spec=source.remove(ref))
+        except (ActionError, SessionError) as exc:
+            return proto.encode("error", message=str(exc))
+
+    def _open(self, client: Client, msg: dict[str, Any]) -> bytes:
+        pid = proto.field(msg, "pid", int, optional=True)
+        probes = proto.field(msg, "probes", list)
+        if not all(isinstance(p, str) for p in probes):
+            raise proto.ProtocolError("open: probes is not a list of strings")
+        command_path = proto.field(msg, "command_path", str, optional=True)
+        peer = client.peer
+        if client.session is not None:
+            raise SessionError("a session is open already on this connection")
+        if pid is None and not peer.privileged:
+            raise SessionError(
+                "node-wide probes are for root and the agent's admin group; you may probe "
+                "your own processes: give --pid PID or -- CMD"
+            )
+        if pid is not None and (why := may_probe(peer, pid)):
+            raise SessionError(why)
+        for spec in probes:
+            self._check_spec(peer, spec, pid)
+        if command_path is not None and (why := may_read(peer, command_path)):
+            raise SessionError(why)
+        opts = SessionOptions(
+            pid=pid,
+            probes=probes,
+            budget=_number(msg, "budget", 0.02),
+            enforce_budget=bool(msg.get("enforce_budget")),
+            max_probes=int(_number(msg, "max_probes", 1000)),
+            command_path=command_path,
+        )
+        done = threading.Event()
+        watcher = threading.Thread(
+            target=_watch_hangup, args=(client.conn, opts.cancel, done), daemon=True
+        )
+        watcher.start()
+        try:
+            session = open_session(opts)
+        finally:
+            done.set()
+        # The PID could have changed hands while the probes attached: asked again.
+        if pid is not None and (why := may_probe(peer, pid)):
+            session.close()
+            raise SessionError(why)
+        with client.lock:
+            client.session = session
+        return proto.encode("ok")
+
+    def _check_spec(self, peer: Peer, text: str, pid: int | None) -> None:
+        """A spec a user may ask for: well-formed, and naming a file they could read."""
+        try:
+            spec = parse_spec(text)
+        except ProbeSpecError as exc:
+            raise SessionError(exc.one_line) from None
+        if peer.privileged:
+            return
+        if "/" in spec.target and not os.path.isabs(spec.target):
+            raise SessionError(f"{text}: give the agent an absolute path")
+        try:
+            path = resolve_target(spec.target, pid)
+        except TargetError as exc:
+            raise SessionError(str(exc)) from None
+        if why := may_read(peer, path):
+            raise SessionError(why)
+
+    # ----- the guard -------------------------------------------------------------------------
+
+    def _guard(self) -> None:
+        """Probes end as soon as their process is no longer the user's to probe."""
+        while not self._stop.wait(GUARD_PERIOD_S):
+            with self._lock:
+                clients = list(self.clients)
+            for c in clients:
+                s = c.session
+                if s is None or c.peer.privileged or s.pid is None:
+                    continue
+                why = may_probe(c.peer, s.pid)
+                if why is not None and "no such process" not in why:
+                    with c.lock:
+                        c.revoked = f"probes ended: {why}"
+                        _end(c)
+
+
+def _end(client: Client) -> None:
+    session, client.session = client.session, None
+    if session is not None:
+        session.close()
+
+
+def _ref(msg: dict[str, Any]) -> ProbeRef:
+    ref = msg.get("ref")
+    if not (
+        isinstance(ref, list)
+        and len(ref) == 3
+        and isinstance(ref[0], (int, str))
+        and (ref[1] is None or isinstance(ref[1], int))
+        and (ref[2] is None or isinstance(ref[2], (int, str)))
+    ):
+        raise proto.ProtocolError(f"{msg['type']}: ref is not [group, row, key]")
+    return ProbeRef(ref[0], ref[1], ref[2])
+
+
+def _number(msg: dict[str, Any], name: str, default: float) -> float:
+    value = proto.field(msg, name, (int, float), optional=True)
+    return default if value is None else float(value)
+
+
+def _watch_hangup(conn: socket.socket, cancel: threading.Event, done: threading.Event) -> None:
+    """While probes attach, a client that goes away cancels the attach."""
+    while not done.is_set():
+        readable, _, _ = select.select([conn], [], [], 0.2)
+        if readable:
+            try:
+                peeked = conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            except OSError:
+                peeked = b""
+            if not peeked:
+                cancel.set()
+                return
+            done.wait(0.2)  # a request queued behind the open: read after it
+
+
+def _listen(path: Path) -> socket.socket:
+    """The socket, in a folder only root can write (no one can replace it), that every
+    user can connect to: who they are is checked per connection."""
+    try:
+        private_dir(path.parent, mode=0o755)
+    except OSError as exc:
+        raise AgentError(str(exc)) from None
+    with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(path)
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+            raise AgentError(f"{path} exists and is not our socket: not replaced")
+        path.unlink()  # a socket left by an agent that was killed
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(path))
+        os.chmod(path, 0o666)
+        sock.listen(MAX_CLIENTS)
+    except OSError as exc:
+        sock.close()
+        raise AgentError(f"cannot listen on {path}: {exc.strerror}") from None
+    return sock

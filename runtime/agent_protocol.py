@@ -1,0 +1,100 @@
+"""The node agent's wire format: one JSON object per line over a Unix socket.
+
+    client -> agent                                 agent -> client
+    {"v": 1, "type": "hello"}                       {"v": 1, "type": "hello", "uid": U}
+    {"type": "open", "pid": P, "probes": [SPEC],    {"type": "ok"}
+     "budget": F, "enforce_budget": B,              or {"type": "error", "message": LINE}
+     "max_probes": N, "command_path": PATH}
+    {"type": "snapshot", "with_hist": B}            {"type": "snapshot", "snapshot": {...}}
+    {"type": "add", "spec": SPEC}                   {"type": "ok"}
+    {"type": "toggle", "ref": [G, R, K]}            {"type": "ok", "on": B}
+    {"type": "remove", "ref": [G, R, K]}            {"type": "ok", "spec": SPEC}
+    {"type": "candidates"}                          {"type": "ok", "specs": [SPEC]}
+
+The snapshot is `Snapshot.to_json()` (collectors/snapshot.py): the record format. Every
+request gets one answer; an error answer is one line for the user. A line that is not
+a request (not JSON, too long, an unknown type, a field of the wrong type) gets an
+error answer and the connection is closed; the agent goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+VERSION = 1
+DEFAULT_SOCKET = Path("/run/adaptyst-top/agent.sock")
+AGENT_ENV = "ADAPTYST_TOP_AGENT"  # the socket to use, as --agent says it
+MAX_LINE = 1 << 20  # a request; snapshots (agent -> client) may be longer
+MAX_SNAPSHOT_LINE = 64 << 20
+REQUESTS = ("open", "snapshot", "add", "toggle", "remove", "candidates")
+
+
+class ProtocolError(ValueError):
+    """A message that breaks the protocol, in one line."""
+
+
+def encode(kind: str, **fields: Any) -> bytes:
+    return (
+        json.dumps({"v": VERSION, "type": kind, **fields}, separators=(",", ":")) + "\n"
+    ).encode()
+
+
+class LineReader:
+    """Lines from a socket, each at most LIMIT bytes (a longer one is a ProtocolError)."""
+
+    def __init__(self, sock: socket.socket, limit: int) -> None:
+        self.sock = sock
+        self.limit = limit
+        self._buf = b""
+
+    def read(self) -> dict[str, Any] | None:
+        """The next message, or None at the end of the stream."""
+        while b"\n" not in self._buf:
+            if len(self._buf) > self.limit:
+                raise ProtocolError(f"a message longer than {self.limit} bytes")
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                if self._buf:
+                    raise ProtocolError("the connection ended inside a message")
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        if len(line) > self.limit:
+            raise ProtocolError(f"a message longer than {self.limit} bytes")
+        return decode(line)
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    try:
+        msg = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ProtocolError("a message that is not JSON") from None
+    if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+        raise ProtocolError("a message without a type")
+    return msg
+
+
+def check_version(msg: dict[str, Any], side: str) -> None:
+    """A hello from the other SIDE: ProtocolError, in one line, when versions differ."""
+    if msg.get("type") != "hello":
+        raise ProtocolError(f"the {side} did not say hello first")
+    if msg.get("v") != VERSION:
+        raise ProtocolError(
+            f"the {side} speaks protocol version {msg.get('v')!r}, this adaptyst-top "
+            f"{VERSION}: use the same version on both sides"
+        )
+
+
+def field(
+    msg: dict[str, Any], name: str, kind: type | tuple[type, ...], optional: bool = False
+) -> Any:
+    """MSG[NAME], checked to be of KIND (None allowed when OPTIONAL)."""
+    value = msg.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ProtocolError(f"{msg.get('type')}: {name} is missing or of the wrong type")
+    return value

@@ -1,0 +1,111 @@
+"""What a user of the agent may probe: decided by the agent from the kernel's own facts,
+never from anything a client says.
+
+A non-root user may probe a process only when the kernel would let them read it with
+ptrace: its real, effective, saved and filesystem uids are the user's, its real,
+effective and saved gids the user's group, and it is dumpable (the files in /proc/PID
+of one that is not are root's: a setuid program, or one that said so itself).
+Root and the members of the agent's admin group may probe anything, node-wide too.
+A file a probe names must be one the user could read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Who is at the other end of a connection (SO_PEERCRED: the kernel's word)."""
+
+    pid: int
+    uid: int
+    gid: int
+    groups: frozenset[int]
+    privileged: bool  # root, or in the admin group
+
+    @property
+    def who(self) -> str:
+        return _user_name(self.uid)
+
+
+def peer_of(pid: int, uid: int, gid: int, admin_gid: int | None) -> Peer:
+    groups = frozenset(_groups_of(pid)) | {gid}
+    privileged = uid == 0 or (admin_gid is not None and admin_gid in groups)
+    return Peer(pid, uid, gid, groups, privileged)
+
+
+def _groups_of(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Groups:"):
+                    return [int(g) for g in line.split()[1:]]
+    except OSError:
+        pass
+    return []
+
+
+def _ids(pid: int, which: str) -> list[int]:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(which + ":"):
+                return [int(x) for x in line.split()[1:]]
+    raise OSError(f"no {which} line")
+
+
+def _user_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def may_probe(peer: Peer, pid: int) -> str | None:
+    """None when PEER may probe PID; else why not, in one line."""
+    if peer.privileged:
+        return None
+    try:
+        uids, gids = _ids(pid, "Uid"), _ids(pid, "Gid")
+        owner = os.stat(f"/proc/{pid}/status").st_uid
+    except (OSError, ValueError):
+        return f"PID {pid}: no such process"
+    if any(u != peer.uid for u in uids):
+        who = _user_name(uids[0]) if uids[0] == uids[1] else f"{_user_name(uids[1])} (setuid)"
+        return f"PID {pid} belongs to {who}; you may probe your own processes"
+    if any(g != peer.gid and g not in peer.groups for g in gids[:3]):
+        return f"PID {pid} runs with a group that is not yours; you may probe your own processes"
+    if owner != peer.uid:
+        return f"PID {pid} is not dumpable (a setuid program, or it said so): it may not be probed"
+    return None
+
+
+def may_read(peer: Peer, path: str) -> str | None:
+    """None when PEER could read PATH itself (every folder on the way searchable, the
+    file readable, by the owner, group and other bits); else why not, in one line."""
+    if peer.privileged:
+        return None
+    real = os.path.realpath(path)
+    parts = real.split("/")
+    for depth in range(1, len(parts)):
+        folder = "/".join(parts[:depth]) or "/"
+        if not _allowed(peer, folder, stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH):
+            return f"{path}: you may not read it (the folder {folder}), so you may not probe it"
+    try:
+        ok = _allowed(peer, real, stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    return None if ok else f"{path}: you may not read it, so you may not probe it"
+
+
+def _allowed(peer: Peer, path: str, user: int, group: int, other: int) -> bool:
+    st = os.stat(path)
+    if st.st_uid == peer.uid:
+        return bool(st.st_mode & user)
+    if st.st_gid == peer.gid or st.st_gid in peer.groups:
+        return bool(st.st_mode & group)
+    return bool(st.st_mode & other)

@@ -1,0 +1,543 @@
+"""The node agent with real unprivileged users (made with useradd here): a user probes
+their own processes exactly, is refused anyone else's, and nothing of theirs outlives
+their connection; the agent survives bad clients and its own SIGKILL leaves nothing.
+
+Clients run as the users in forked children of this process (the interpreter of this
+checkout may lie in a folder other users cannot read: everything a child needs is
+imported before it forks)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import adaptyst_top.runtime.record
+import adaptyst_top.tui.cli_record  # noqa: F401
+from adaptyst_top.collectors.version import package_version
+from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.tui.cli import main as cli_main
+from adaptyst_top.tui.cli_record import record_parser
+
+from .bpf_objects import none_left, our_programs, uprobe_event_lines
+from .conftest import requires_root
+
+pytestmark = [pytest.mark.ebpf, requires_root]
+CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+package_version()  # what the children's parsers print is looked up now
+record_parser()
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    uid: int
+    gid: int
+
+
+def _useradd(name: str) -> User:
+    subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", name], check=True)
+    pw = pwd.getpwnam(name)
+    return User(name, pw.pw_uid, pw.pw_gid)
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[tuple[User, User]]:
+    tag = uuid.uuid4().hex[:6]
+    made = [_useradd(f"adt-a-{tag}"), _useradd(f"adt-b-{tag}")]
+    try:
+        yield made[0], made[1]
+    finally:
+        for u in made:
+            subprocess.run(["userdel", u.name], check=False)
+
+
+@pytest.fixture(scope="module")
+def shared(workload_bin: Path) -> Iterator[Path]:
+    """A folder every user can read, only root can write: the agent's socket, the target."""
+    d = Path(tempfile.mkdtemp(prefix="adt-agent-"))
+    d.chmod(0o755)
+    shutil.copy(workload_bin, d / "workload")
+    (d / "workload").chmod(0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class Agent:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.log = open(path.parent / "agent.log", "ab")  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen(
+            [*CLI, "agent", "--socket", str(path)], stderr=self.log, stdout=self.log
+        )
+        deadline = time.monotonic() + 30
+        while not self.answers():  # a socket left by a killed agent is there, dead
+            assert self.proc.poll() is None, (path.parent / "agent.log").read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+    def answers(self) -> bool:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(str(self.path))
+            return True
+        except OSError:
+            return False
+        finally:
+            s.close()
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(60)
+        self.log.close()
+
+
+@pytest.fixture
+def agent(shared: Path) -> Iterator[Agent]:
+    a = Agent(shared / "agent.sock")
+    try:
+        yield a
+    finally:
+        a.stop()
+        assert nothing_left(5.0), our_programs()
+
+
+def nothing_left(within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if none_left() and not uprobe_event_lines():
+            return True
+        time.sleep(0.05)
+    return none_left() and not uprobe_event_lines()
+
+
+class AsUser:
+    """A forked child that became USER and runs FN(to_parent, from_parent); the parent
+    talks to it a line at a time."""
+
+    def __init__(self, user: User, fn: Callable[[int, int], None]) -> None:
+        up_r, up_w = os.pipe()
+        down_r, down_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            code = 1
+            try:
+                os.close(up_r)
+                os.close(down_w)
+                os.setgroups([])
+                os.setresgid(user.gid, user.gid, user.gid)
+                os.setresuid(user.uid, user.uid, user.uid)
+                fn(up_w, down_r)
+                code = 0
+            except BaseException as exc:
+                os.write(up_w, (json.dumps({"raised": repr(exc)}) + "\n").encode())
+            finally:
+                os._exit(code)
+        os.close(up_w)
+        os.close(down_r)
+        self.up = os.fdopen(up_r, "r")
+        self.down = down_w
+
+    def read(self) -> dict[str, object]:
+        line = self.up.readline()
+        assert line, "the child ended"
+        msg = json.loads(line)
+        assert "raised" not in msg, msg["raised"]
+        return dict(msg)
+
+    def tell(self, text: str = "go") -> None:
+        os.write(self.down, (text + "\n").encode())
+
+    def wait(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status)
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        self.wait()
+
+
+def say(fd: int, **msg: object) -> None:
+    os.write(fd, (json.dumps(msg) + "\n").encode())
+
+
+def hear(fd: int) -> str:
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        line += chunk
+    return line.decode().strip()
+
+
+def workload_as(user: User, binary: Path, *args: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [str(binary), *args],
+        user=user.uid,
+        group=user.gid,
+        extra_groups=[],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE if not args else subprocess.DEVNULL,
+        text=True,
+    )
+    if not args:  # driven line by line: it says when it reads
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def run(proc: subprocess.Popen[str], command: str) -> None:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(command + "\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "ok"
+
+
+def test_a_user_probes_their_own_process_exactly(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    alice, _ = users
+    target = workload_as(alice, shared / "workload")
+    spec = f"uprobe:{shared / 'workload'}:fast_fn"
+
+    def client(up: int, down: int) -> None:
+        conn = AgentConnection(str(agent.path))
+        conn.open(target.pid, [spec], 0.02, False, 1000)
+        say(up, ready=True)
+        hear(down)
+        snap = conn.snapshot(with_hist=False)
+        say(up, counts=[p.count for p in snap.probes], states=[p.state for p in snap.probes])
+
+    try:
+        c = AsUser(alice, client)
+        assert c.read() == {"ready": True}
+        run(target, "fast 5000")
+        c.tell()
+        assert c.read() == {"counts": [5000], "states": ["attached"]}
+        assert c.wait() == 0
+        assert nothing_left(1.0), our_programs()  # gone with the connection
+    finally:
+        target.kill()
+        target.wait()
+
+
+@pytest.mark.parametrize("whose", ["another user's", "root's"])
+def test_another_users_or_roots_process_is_refused_naming_the_rule(
+    agent: Agent, users: tuple[User, User], shared: Path, whose: str
+) -> None:
+    alice, bob = users
+    if whose == "root's":
+        target = subprocess.Popen([str(shared / "workload")], stdin=subprocess.PIPE)
+        owner = "root"
+    else:
+        target = workload_as(bob, shared / "workload")
+        owner = bob.name
+
+    def client(up: int, _down: int) -> None:
+        conn = AgentConnection(str(agent.path))
+        try:
+            conn.open(target.pid, [f"uprobe:{shared / 'workload'}:fast_fn"], 0.02, False, 1000)
+            say(up, refused=None)
+        except AgentRefused as exc:
+            say(up, refused=str(exc))
+
+    try:
+        c = AsUser(alice, client)
+        assert c.read() == {
+            "refused": f"PID {target.pid} belongs to {owner}; you may probe your own processes"
+        }
+        assert c.wait() == 0
+        assert none_left()
+    finally:
+        target.kill()
+        target.wait()
+
+
+def test_node_wide_and_unreadable_files_are_refused(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    alice, _ = users
+    secret = shared / "secret"
+    secret.mkdir(mode=0o700)
+    shutil.copy(shared / "workload", secret / "workload")
+    target = workload_as(alice, shared / "workload")
+
+    def client(up: int, _down: int) -> None:
+        answers = []
+        for pid, spec in (
+            (None, f"uprobe:{shared / 'workload'}:fast_fn"),
+            (target.pid, f"uprobe:{secret / 'workload'}:fast_fn"),
+        ):
+            conn = AgentConnection(str(agent.path))
+            try:
+                conn.open(pid, [spec], 0.02, False, 1000)
+                answers.append("opened")
+            except AgentRefused as exc:
+                answers.append(str(exc))
+            conn.close()
+        say(up, answers=answers)
+
+    try:
+        c = AsUser(alice, client)
+        node_wide, unreadable = c.read()["answers"]  # type: ignore[misc]
+        assert "node-wide probes are for root" in node_wide
+        assert "Permission denied" in unreadable or "may not read it" in unreadable
+        assert c.wait() == 0
+    finally:
+        target.kill()
+        target.wait()
+        shutil.rmtree(secret)
+
+
+def test_a_killed_client_leaves_no_probe_within_a_second(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    alice, _ = users
+    target = workload_as(alice, shared / "workload", "forever", "100")
+
+    def client(up: int, down: int) -> None:
+        conn = AgentConnection(str(agent.path))
+        conn.open(target.pid, [f"uprobe:{shared / 'workload'}:fast_fn"], 0.02, False, 1000)
+        say(up, ready=True)
+        hear(down)  # never comes: SIGKILL first
+
+    try:
+        c = AsUser(alice, client)
+        assert c.read() == {"ready": True}
+        assert our_programs()
+        c.kill()
+        assert nothing_left(1.0), our_programs()
+        assert agent.proc.poll() is None
+    finally:
+        target.kill()
+        target.wait()
+
+
+def test_a_process_that_stops_being_the_users_ends_its_probes(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    """Not dumpable any more (what a setuid exec makes of a process): the guard ends
+    the probes and the client is told."""
+    alice, _ = users
+    python = shutil.which("python3", path="/usr/bin")
+    assert python, "Debian's /usr/bin/python3"
+    target = subprocess.Popen(
+        [
+            python,
+            "-c",
+            "import ctypes, sys, time\n"
+            "sys.stdin.readline()\n"
+            "ctypes.CDLL(None).prctl(4, 0)\n"  # PR_SET_DUMPABLE 0
+            "time.sleep(60)\n",
+        ],
+        user=alice.uid,
+        group=alice.gid,
+        extra_groups=[],
+        stdin=subprocess.PIPE,
+        text=True,
+    )
+
+    def client(up: int, down: int) -> None:
+        conn = AgentConnection(str(agent.path))
+        conn.open(target.pid, ["uprobe:c:getpid"], 0.02, False, 1000)
+        say(up, ready=True)
+        hear(down)
+        time.sleep(1.0)
+        say(up, warnings=list(conn.snapshot(with_hist=False).warnings))
+
+    try:
+        time.sleep(0.3)
+        c = AsUser(alice, client)
+        assert c.read() == {"ready": True}
+        assert target.stdin is not None
+        target.stdin.write("now\n")
+        target.stdin.flush()
+        assert nothing_left(1.0), our_programs()
+        c.tell()
+        (warning,) = c.read()["warnings"]  # type: ignore[misc]
+        assert "probes ended" in str(warning) and "not dumpable" in str(warning)
+        assert c.wait() == 0
+    finally:
+        target.kill()
+        target.wait()
+
+
+def raw_client(path: Path) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(str(path))
+    return s
+
+
+def answers(s: socket.socket) -> list[dict[str, object]]:
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    return [json.loads(line) for line in data.splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("sent", "words"),
+    [
+        (b'{"v": 99, "type": "hello"}\n', "protocol version 99"),
+        (b"not json\n", "not JSON"),
+        (b'{"v": 1, "type": "hello"}\n{"type": "launch", "cmd": "rm -rf /"}\n', "unknown"),
+        (b'{"v": 1, "type": "hello"}\n{"type": "open", "pid": "1", "probes": []}\n', "pid"),
+        (b'{"v": 1, "type": "hello"}\n{"type": "toggle", "ref": {"a": 1}}\n', "ref is not"),
+        (b'{"v": 1, "type": "hello"}\n{"type": "snapshot", "with_hist": "yes"}\n', "with_hist"),
+        (b"x" * (proto.MAX_LINE + 10), "longer than"),
+    ],
+    ids=["version", "not-json", "unknown", "bad-pid", "bad-ref", "bad-flag", "oversized"],
+)
+def test_bad_messages_close_that_connection_with_one_line(
+    agent: Agent, sent: bytes, words: str
+) -> None:
+    s = raw_client(agent.path)
+    s.sendall(sent)
+    got = answers(s)
+    s.close()
+    assert got[-1]["type"] == "error" and words in str(got[-1]["message"])
+    # The agent goes on.
+    ok = raw_client(agent.path)
+    ok.sendall(proto.encode("hello"))
+    ok.shutdown(socket.SHUT_WR)
+    assert answers(ok)[0]["type"] == "hello"
+    ok.close()
+
+
+def test_a_stalled_client_delays_no_other(agent: Agent) -> None:
+    stalled = raw_client(agent.path)
+    stalled.sendall(proto.encode("hello") + proto.encode("open", pid=None, probes=[]))
+    # Never reads: its answers fill the socket's buffers and its thread waits on them.
+    stalled.sendall(proto.encode("snapshot") * 2000)
+    other = AgentConnection(str(agent.path))
+    other.open(None, [], 0.02, False, 1000)
+    start = time.monotonic()
+    for _ in range(5):
+        assert other.snapshot(with_hist=False).devices
+    assert time.monotonic() - start < 2.0
+    other.close()
+    stalled.close()
+
+
+def test_twenty_clients_at_once(agent: Agent) -> None:
+    conns = [AgentConnection(str(agent.path)) for _ in range(20)]
+    for c in conns:
+        c.open(None, [], 0.02, False, 1000)
+    assert all(c.snapshot(with_hist=False).devices for c in conns)
+    for c in conns:
+        c.close()
+
+
+def test_a_restarted_agent_is_found_again_and_the_probes_re_added(
+    shared: Path, workload_bin: Path
+) -> None:
+    target = subprocess.Popen([str(workload_bin), "forever", "100"], stdout=subprocess.DEVNULL)
+    first = Agent(shared / "agent.sock")
+    conn = AgentConnection(str(first.path))
+    try:
+        conn.open(target.pid, [f"uprobe:{workload_bin}:fast_fn"], 0.02, False, 1000)
+        assert conn.snapshot(with_hist=False).probes[0].state == "attached"
+        first.stop(signal.SIGKILL)
+        assert nothing_left(1.0), our_programs()  # SIGKILL of the agent leaves nothing
+        lost = conn.snapshot(with_hist=False)
+        assert any("lost the agent" in w for w in lost.warnings)
+        second = Agent(shared / "agent.sock")
+        try:
+            back = conn.snapshot(with_hist=False)
+            assert any("restarted: probes re-added" in w for w in back.warnings), back.warnings
+            time.sleep(0.5)
+            again = conn.snapshot(with_hist=False)
+            assert again.probes[0].state == "attached" and again.probes[0].count > 0
+        finally:
+            conn.close()
+            second.stop()
+    finally:
+        target.kill()
+        target.wait()
+    assert nothing_left(5.0), our_programs()
+
+
+def test_record_through_the_agent_as_a_user(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    alice, _ = users
+    target = workload_as(alice, shared / "workload", "forever", "100")
+    out = shared / f"rec-{uuid.uuid4().hex}.jsonl"
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchown(fd, alice.uid, alice.gid)
+
+    def client(up: int, _down: int) -> None:
+        sys.stdout = os.fdopen(fd, "w")  # not pytest's capture: the file, as `--out -`
+        code = cli_main(
+            [
+                "record",
+                "--agent",
+                str(agent.path),
+                "--pid",
+                str(target.pid),
+                "--probe",
+                f"uprobe:{shared / 'workload'}:fast_fn",
+                "--duration",
+                "1.5",
+            ]
+        )
+        sys.stdout.flush()
+        say(up, code=code)
+
+    try:
+        c = AsUser(alice, client)
+        assert c.read() == {"code": 0}
+        assert c.wait() == 0
+        lines = [json.loads(x) for x in out.read_text().splitlines()]
+        assert lines[-1]["final"] and lines[-1]["probes"][0]["count"] > 1000
+        assert lines[-1]["schema_version"] == 1
+    finally:
+        os.close(fd)
+        out.unlink()
+        target.kill()
+        target.wait()
+
+
+def test_record_a_command_through_the_agent(agent: Agent, shared: Path, tmp_path: Path) -> None:
+    r = subprocess.run(
+        [
+            *CLI,
+            "record",
+            "--agent",
+            str(agent.path),
+            "--probe",
+            f"uprobe:{shared / 'workload'}:fast_fn",
+            "--",
+            str(shared / "workload"),
+            "fast",
+            "3000",
+            "exit",
+            "7",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 7, r.stderr
+    last = json.loads(r.stdout.splitlines()[-1])
+    assert last["final"] and last["probes"][0]["count"] == 3000

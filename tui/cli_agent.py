@@ -1,0 +1,86 @@
+"""`adaptyst-top agent`: the node agent in the foreground (systemd runs it as root)."""
+
+from __future__ import annotations
+
+import argparse
+import grp
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import tomllib
+
+from adaptyst_top.tui.cli_common import Parser, add_version
+
+DEFAULT_CONFIG = Path("/etc/adaptyst-top/agent.toml")
+CONFIG_KEYS = {"socket": str, "admin_group": str}
+
+
+def agent_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="adaptyst-top agent",
+        description="The node agent (root, in the foreground): users probe their own "
+        "processes through it, with --agent or, when not root, by default. Who may probe "
+        "what is decided from the kernel's credentials of each connection.",
+    )
+    add_version(p)
+    p.add_argument(
+        "--socket", metavar="PATH", help="where to listen (/run/adaptyst-top/agent.sock)"
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"TOML with socket and admin_group (a group whose members may probe any process); "
+        f"default {DEFAULT_CONFIG} when it exists",
+    )
+    return p
+
+
+def _config(path: str | None) -> dict[str, str]:
+    file = Path(path) if path else DEFAULT_CONFIG
+    if path is None and not file.exists():
+        return {}
+    try:
+        data = tomllib.loads(file.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{file}: {getattr(exc, 'strerror', None) or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{file}: {exc}") from None
+    for key, value in data.items():
+        if key not in CONFIG_KEYS:
+            raise ValueError(f"{file}: unknown key {key!r} (known: {', '.join(CONFIG_KEYS)})")
+        if not isinstance(value, CONFIG_KEYS[key]):
+            raise ValueError(f"{file}: {key} must be a string")
+    return dict(data)
+
+
+def cmd_agent(argv: Sequence[str]) -> int:
+    args = agent_parser().parse_args(argv)
+    from adaptyst_top.runtime.agent import DEFAULT_SOCKET, Agent, AgentError
+
+    try:
+        config = _config(args.config)
+        admin = config.get("admin_group")
+        admin_gid = grp.getgrnam(admin).gr_gid if admin else None
+    except (ValueError, KeyError) as exc:
+        print(f"adaptyst-top agent: {exc}", file=sys.stderr)
+        return 1
+    path = Path(args.socket or config.get("socket") or DEFAULT_SOCKET)
+    try:
+        agent = Agent(path, admin_gid)
+    except AgentError as exc:
+        print(f"adaptyst-top agent: {exc}", file=sys.stderr)
+        return 1
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        # Off the signal handler: stop() joins nothing, but closes sockets and engines.
+        threading.Thread(target=agent.stop, daemon=True).start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    print(f"adaptyst-top agent: listening on {path}", file=sys.stderr, flush=True)
+    agent.serve_forever()
+    agent.stop()
+    return 0
