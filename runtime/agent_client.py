@@ -1,16 +1,22 @@
 """A client of the node agent: the session's probes attach in the agent (root), this
 process holds no bcc and no BPF object; snapshots come over the socket in the record
-format. A restarted agent is found again: the session is opened anew, its probes
-re-added, and the next snapshot says so."""
+format. The agent is reached at its socket on this node, or on another node through
+`ssh NODE adaptyst-top bridge` (SSH authenticates; nothing new listens on the network).
+A restarted agent or a broken connection is found again: the session is opened anew,
+its probes re-added, and the next snapshot says so."""
 
 from __future__ import annotations
 
 import os
+import select
+import shlex
 import socket
+import subprocess
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot, SnapshotError
@@ -18,6 +24,98 @@ from adaptyst_top.runtime import agent_protocol as proto
 
 CONNECT_TIMEOUT_S = 5.0
 ANSWER_TIMEOUT_S = 300.0  # an open waits for the probes to attach (a wide glob: minutes)
+
+
+SSH_ENV = "ADAPTYST_TOP_SSH"  # the ssh command and its options ("ssh" by default)
+REMOTE_ENV = "ADAPTYST_TOP_REMOTE"  # adaptyst-top's path on the other node
+
+
+class Transport(ABC):
+    """Bytes to and from the agent, with a timeout on each wait."""
+
+    timeout: float = CONNECT_TIMEOUT_S
+
+    @abstractmethod
+    def send(self, data: bytes) -> None: ...
+
+    @abstractmethod
+    def recv(self, size: int) -> bytes: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class SocketTransport(Transport):
+    def __init__(self, path: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            self.sock.connect(path)
+        except OSError as exc:
+            self.sock.close()
+            raise AgentUnavailable(f"no agent at {path}: {exc.strerror or exc}") from None
+
+    def send(self, data: bytes) -> None:
+        self.sock.settimeout(self.timeout)
+        self.sock.sendall(data)
+
+    def recv(self, size: int) -> bytes:
+        self.sock.settimeout(self.timeout)
+        return self.sock.recv(size)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class SshTransport(Transport):
+    """`ssh HOST adaptyst-top bridge`: its standard input and output are the socket's."""
+
+    def __init__(self, host: str) -> None:
+        ssh = shlex.split(os.environ.get(SSH_ENV, "ssh"))
+        remote = os.environ.get(REMOTE_ENV, "adaptyst-top")
+        # BatchMode: a password prompt would hang under the monitor's screen.
+        argv = [*ssh, "-o", "BatchMode=yes", "--", host, remote, "bridge"]
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        except OSError as exc:
+            raise AgentUnavailable(f"cannot run {ssh[0]}: {exc.strerror or exc}") from None
+        self.host = host
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def recv(self, size: int) -> bytes:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], self.timeout)
+        if not ready:
+            raise TimeoutError(f"no answer from {self.host} in {self.timeout:g} s")
+        return os.read(fd, size)
+
+    def why_closed(self) -> str:
+        """What ssh said on its way out (its last line), once it has ended."""
+        try:
+            _, err = self.proc.communicate(timeout=1)
+        except subprocess.TimeoutExpired:
+            return ""
+        lines = err.decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else ""
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if f is not None:
+                f.close()
 
 
 class AgentUnavailable(OSError):
@@ -41,8 +139,12 @@ def absolute_spec(text: str, cwd: str | None = None) -> str:
 
 
 class AgentConnection:
-    def __init__(self, path: str) -> None:
+    """To the agent at PATH (a socket) or, with HOST, on that node through SSH."""
+
+    def __init__(self, path: str, host: str | None = None) -> None:
         self.path = path
+        self.host = host
+        self.where = f"{host} (ssh)" if host else path
         self._lock = threading.Lock()
         self._open: dict[str, Any] | None = None
         self._added: list[str] = []
@@ -50,38 +152,32 @@ class AgentConnection:
         self._connect()
 
     def _connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(CONNECT_TIMEOUT_S)
+        self.link: Transport = SshTransport(self.host) if self.host else SocketTransport(self.path)
+        self.reader = proto.LineReader(self.link, proto.MAX_SNAPSHOT_LINE)
         try:
-            sock.connect(self.path)
-        except OSError as exc:
-            sock.close()
-            raise AgentUnavailable(f"no agent at {self.path}: {exc.strerror or exc}") from None
-        self.sock = sock
-        self.reader = proto.LineReader(sock, proto.MAX_SNAPSHOT_LINE)
-        try:
-            sock.sendall(proto.encode("hello"))
+            self.link.send(proto.encode("hello"))
             hello = self.reader.read()
         except (OSError, proto.ProtocolError) as exc:
-            sock.close()
-            raise AgentUnavailable(f"the agent at {self.path} did not answer: {exc}") from None
+            self._closed_because(f"the agent at {self.where} did not answer: {exc}")
         if hello is None:
-            sock.close()
-            raise AgentUnavailable(f"the agent at {self.path} closed the connection")
+            self._closed_because(f"the agent at {self.where} closed the connection")
         if hello.get("type") == "error":
-            sock.close()
-            raise AgentUnavailable(f"the agent at {self.path}: {hello.get('message')}")
+            self._closed_because(f"the agent at {self.where}: {hello.get('message')}")
         try:
             proto.check_version(hello, "agent")
         except proto.ProtocolError as exc:
-            sock.close()
-            raise AgentUnavailable(str(exc)) from None
+            self._closed_because(str(exc))
+
+    def _closed_because(self, why: str) -> NoReturn:
+        said = self.link.why_closed() if isinstance(self.link, SshTransport) else ""
+        self.link.close()
+        raise AgentUnavailable(f"{why}: {said}" if said else why)
 
     def _ask(self, kind: str, **fields: Any) -> dict[str, Any]:
         """One request, its answer; AgentRefused for an error answer."""
         with self._lock:
-            self.sock.settimeout(ANSWER_TIMEOUT_S)
-            self.sock.sendall(proto.encode(kind, **fields))
+            self.link.timeout = ANSWER_TIMEOUT_S
+            self.link.send(proto.encode(kind, **fields))
             answer = self.reader.read()
         if answer is None:
             raise ConnectionResetError("the agent closed the connection")
@@ -102,7 +198,8 @@ class AgentConnection:
     ) -> None:
         self._open = {
             "pid": pid,
-            "probes": [absolute_spec(p) for p in probes],
+            # Paths on another node are that node's: only this node's are made absolute.
+            "probes": [p if self.host else absolute_spec(p) for p in probes],
             "budget": budget,
             "enforce_budget": enforce_budget,
             "max_probes": max_probes,
@@ -128,7 +225,7 @@ class AgentConnection:
         return snap
 
     def _reconnect(self, why: BaseException) -> Snapshot:
-        self.sock.close()
+        self.link.close()
         try:
             self._connect()
             if self._open is not None:
@@ -136,18 +233,21 @@ class AgentConnection:
             for spec in self._added:
                 self._ask("add", spec=spec)
         except (OSError, proto.ProtocolError, AgentRefused) as exc:
-            self.sock.close()
+            self.link.close()
             time.sleep(0.2)
             return Snapshot(
                 t=0.0,
                 host="",
-                warnings=(f"lost the agent at {self.path} ({why}); retrying: {exc}",),
+                warnings=(f"lost the agent at {self.where} ({why}); retrying: {exc}",),
             )
-        self._told.append(f"the agent at {self.path} restarted: probes re-added")
+        self._told.append(
+            f"the connection to the agent at {self.where} broke ({why}); "
+            "it is back: probes re-added"
+        )
         return self.snapshot(with_hist=False)
 
     def add(self, spec: str) -> None:
-        spec = absolute_spec(spec)
+        spec = spec if self.host else absolute_spec(spec)
         self._ask("add", spec=spec)
         self._added.append(spec)
 
@@ -165,7 +265,7 @@ class AgentConnection:
         return [s for s in specs if isinstance(s, str)] if isinstance(specs, list) else []
 
     def close(self) -> None:
-        self.sock.close()
+        self.link.close()
 
 
 class AgentHub:

@@ -20,9 +20,8 @@ error answer and the connection is closed; the agent goes on.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 VERSION = 1
 DEFAULT_SOCKET = Path("/run/adaptyst-top/agent.sock")
@@ -42,10 +41,15 @@ def encode(kind: str, **fields: Any) -> bytes:
     ).encode()
 
 
-class LineReader:
-    """Lines from a socket, each at most LIMIT bytes (a longer one is a ProtocolError)."""
+class Stream(Protocol):
+    def recv(self, size: int) -> bytes: ...
 
-    def __init__(self, sock: socket.socket, limit: int) -> None:
+
+class LineReader:
+    """Lines from a socket (or any stream with recv), each at most LIMIT bytes (a longer
+    one is a ProtocolError)."""
+
+    def __init__(self, sock: Stream, limit: int) -> None:
         self.sock = sock
         self.limit = limit
         self._buf = b""

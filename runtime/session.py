@@ -38,6 +38,7 @@ from adaptyst_top.runtime.agent_client import (
     AgentRefused,
     AgentUnavailable,
 )
+from adaptyst_top.runtime.agent_protocol import DEFAULT_SOCKET
 
 
 class SessionError(RuntimeError):
@@ -67,6 +68,7 @@ class SessionOptions:
     # The program of a command held at the door elsewhere (a client of the agent).
     command_path: str | None = None
     agent: str | None = None  # a node agent's socket: probes attach there, not here
+    host: str | None = None  # another node: its agent, through `ssh HOST adaptyst-top bridge`
     # Set (by a signal handler) to give up attaching: the command is then never started.
     cancel: threading.Event = field(default_factory=threading.Event)
 
@@ -148,8 +150,8 @@ class Session:
 def open_session(opts: SessionOptions) -> Session:
     """Everything attached and the command (if any) still held; call start() to release it.
     With an agent, the probes attach there (and the devices are read there)."""
-    if opts.agent is not None:
-        return open_remote_session(opts, opts.agent)
+    if opts.agent is not None or opts.host is not None:
+        return open_remote_session(opts)
     specs = []
     for text in opts.probes:
         try:
@@ -234,9 +236,10 @@ def new_engine(
     return engine, BackgroundCalibration(costs)
 
 
-def open_remote_session(opts: SessionOptions, agent: str) -> Session:
-    """A session whose probes the agent at AGENT attaches (this process needs no
-    privilege); a command is launched here, as the user, held until they are in."""
+def open_remote_session(opts: SessionOptions) -> Session:
+    """A session whose probes an agent attaches (this process needs no privilege): this
+    node's (opts.agent) or another's (opts.host). A command is launched here, as the
+    user, held until they are in."""
     for text in opts.probes:
         try:
             parse_spec(text)
@@ -244,6 +247,10 @@ def open_remote_session(opts: SessionOptions, agent: str) -> Session:
             raise SessionError(exc.one_line) from None
     if opts.pid is not None and opts.command:
         raise SessionError("give either --pid or -- CMD, not both")
+    if opts.host is not None and opts.command:
+        raise SessionError(
+            f"-- CMD would run here, not on {opts.host}: give --pid of a process there"
+        )
     child = None
     if opts.command:
         try:
@@ -252,7 +259,7 @@ def open_remote_session(opts: SessionOptions, agent: str) -> Session:
             raise SessionError(str(exc), exc.status) from None
     pid = child.pid if child else opts.pid
     try:
-        conn = AgentConnection(agent)
+        conn = AgentConnection(opts.agent or str(DEFAULT_SOCKET), opts.host)
     except AgentUnavailable as exc:
         if child is not None:
             child.end()

@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 KREL=$(uname -r)
-APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc libc6-dev gfortran)
+# openssh-server and passwd (useradd): the agent's tests run a real sshd and real users.
+APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc libc6-dev gfortran
+    openssh-server openssh-client passwd)
 
 say() { printf 'setup: %s\n' "$*"; }
 

@@ -50,8 +50,8 @@ class User:
     gid: int
 
 
-def _useradd(name: str) -> User:
-    subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", name], check=True)
+def _useradd(name: str, shell: str = "/usr/sbin/nologin") -> User:
+    subprocess.run(["useradd", "-M", "-s", shell, name], check=True)
     pw = pwd.getpwnam(name)
     return User(name, pw.pw_uid, pw.pw_gid)
 
@@ -464,7 +464,7 @@ def test_a_restarted_agent_is_found_again_and_the_probes_re_added(
         second = Agent(shared / "agent.sock")
         try:
             back = conn.snapshot(with_hist=False)
-            assert any("restarted: probes re-added" in w for w in back.warnings), back.warnings
+            assert any("is back: probes re-added" in w for w in back.warnings), back.warnings
             time.sleep(0.5)
             again = conn.snapshot(with_hist=False)
             assert again.probes[0].state == "attached" and again.probes[0].count > 0
@@ -541,3 +541,27 @@ def test_record_a_command_through_the_agent(agent: Agent, shared: Path, tmp_path
     assert r.returncode == 7, r.stderr
     last = json.loads(r.stdout.splitlines()[-1])
     assert last["final"] and last["probes"][0]["count"] == 3000
+
+
+def test_doctor_as_a_user_says_what_the_agent_lets_them_do(
+    agent: Agent, users: tuple[User, User]
+) -> None:
+    alice, _ = users
+    from adaptyst_top.runtime.agent_check import check_agent
+
+    def client(up: int, _down: int) -> None:
+        there, absent = check_agent(str(agent.path)), check_agent(str(agent.path) + ".none")
+        say(up, there=there.to_json(), absent=absent.to_json())
+
+    c = AsUser(alice, client)
+    got = c.read()
+    assert got["there"] == {
+        "name": "agent",
+        "status": "ok",
+        "detail": f"agent at {agent.path}: you may probe your own processes (--pid, -- CMD)",
+        "fix": "",
+    }
+    absent = got["absent"]
+    assert isinstance(absent, dict) and absent["status"] == "missing"
+    assert "no agent at" in absent["detail"] and "README" in absent["fix"]
+    assert c.wait() == 0

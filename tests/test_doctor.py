@@ -160,7 +160,7 @@ def test_doctor_cli_one_line_per_capability() -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
     names = [ln.split()[0] for ln in lines]
-    assert names == ["cpu", "ebpf", "nvml", "rapl", "amd-gpu", "opencl", "fpga"]
+    assert names == ["cpu", "ebpf", "nvml", "rapl", "amd-gpu", "opencl", "fpga", "agent"]
     status = {ln.split()[0]: ln.split()[1] for ln in lines}
     assert status["opencl"] == "ok"
     if IS_ROOT:

@@ -25,7 +25,7 @@ from adaptyst_top.tui.cli_common import (
     session_options,
 )
 
-SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay", "agent")
+SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay", "agent", "bridge")
 
 DESCRIPTION = (
     "Live monitor for CPU/GPU/FPGA nodes: eBPF/USDT function latencies, device power and "
@@ -38,6 +38,7 @@ EPILOG = """subcommands:
   doctor    which capabilities this machine has (eBPF, NVML, RAPL, OpenCL, FPGA)
   replay    play a recording in the TUI
   agent     the node agent (root): users probe their own processes through it
+  bridge    this node's agent on standard input and output (what --host runs over ssh)
 
 examples:
   adaptyst-top --probe 'uprobe:./app:solve*' -- ./app input.dat
@@ -117,6 +118,7 @@ def doctor_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-smoke", action="store_true", help="skip the one-probe eBPF smoke test (~1 s)"
     )
+    p.add_argument("--agent", metavar="PATH", help="the node agent's socket to ask about")
     return p
 
 
@@ -140,9 +142,11 @@ def demo_parser() -> argparse.ArgumentParser:
 
 def cmd_doctor(argv: Sequence[str]) -> int:
     from adaptyst_top.collectors.doctor import can_run, run_doctor
+    from adaptyst_top.runtime.agent_check import check_agent
+    from adaptyst_top.tui.cli_common import agent_socket
 
     args = doctor_parser().parse_args(argv)
-    caps = run_doctor(run_smoke=not args.no_smoke)
+    caps = [*run_doctor(run_smoke=not args.no_smoke), check_agent(agent_socket(args.agent))]
     if args.json:
         print(json.dumps([c.to_json() for c in caps], indent=None))
     else:
@@ -350,6 +354,10 @@ def _dispatch(argv: list[str]) -> int:
         from adaptyst_top.tui.cli_agent import cmd_agent
 
         return cmd_agent(argv[1:])
+    if argv and argv[0] == "bridge":
+        from adaptyst_top.tui.cli_agent import cmd_bridge
+
+        return cmd_bridge(argv[1:])
     opts, maybe_command = split_command(argv[1:] if argv and argv[0] in SUBCOMMANDS else argv)
     if maybe_command == []:
         # A bare `--` would otherwise watch the whole node, which is not what was asked.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import grp
+import os
 import signal
 import sys
 import threading
@@ -84,3 +85,22 @@ def cmd_agent(argv: Sequence[str]) -> int:
     agent.serve_forever()
     agent.stop()
     return 0
+
+
+def bridge_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="adaptyst-top bridge",
+        description="Join standard input and output to this node's agent: what "
+        "`adaptyst-top --host NODE` runs there through ssh.",
+    )
+    add_version(p)
+    p.add_argument("--agent", metavar="PATH", help="the agent's socket (the default one)")
+    return p
+
+
+def cmd_bridge(argv: Sequence[str]) -> int:
+    from adaptyst_top.runtime.agent_protocol import AGENT_ENV, DEFAULT_SOCKET
+    from adaptyst_top.runtime.bridge import bridge
+
+    args = bridge_parser().parse_args(argv)
+    return bridge(args.agent or os.environ.get(AGENT_ENV) or str(DEFAULT_SOCKET))

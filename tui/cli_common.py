@@ -140,6 +140,12 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         f"(${AGENT_ENV}; when not root, {DEFAULT_SOCKET} is used when it is there)",
     )
     parser.add_argument(
+        "--host",
+        metavar="NODE",
+        help="watch NODE (from a login node): its agent, through `ssh NODE adaptyst-top "
+        "bridge` (ssh from $ADAPTYST_TOP_SSH, adaptyst-top there from $ADAPTYST_TOP_REMOTE)",
+    )
+    parser.add_argument(
         "--cpu-power-model",
         type=power_model,
         metavar="IDLE_W:MAX_W",
@@ -163,6 +169,7 @@ def session_options(args: argparse.Namespace, command: Sequence[str]) -> Session
         auto=args.auto,
         keep_command=args.keep_command,
         agent=agent_socket(args.agent),
+        host=args.host,
     )
 
 

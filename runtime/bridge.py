@@ -1,0 +1,46 @@
+"""`adaptyst-top bridge`: standard input and output joined to this node's agent socket,
+for a client on a login node (`ssh NODE adaptyst-top bridge`). The agent sees this
+process's user — the one SSH authenticated — and decides as for a local client."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+
+CHUNK = 1 << 16
+
+
+def bridge(path: str, stdin: int = 0, stdout: int = 1) -> int:
+    """Copy both ways until either side ends; 0, or 1 when there is no agent (said on
+    stderr, which SSH carries back)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError as exc:
+        os.write(2, f"adaptyst-top bridge: no agent at {path}: {exc.strerror or exc}\n".encode())
+        sock.close()
+        return 1
+    sel = selectors.DefaultSelector()
+    sel.register(stdin, selectors.EVENT_READ, "in")
+    sel.register(sock, selectors.EVENT_READ, "agent")
+    try:
+        while True:
+            for key, _ in sel.select():
+                if key.data == "in":
+                    data = os.read(stdin, CHUNK)
+                    if not data:
+                        return 0  # the client went: the agent sees the socket close
+                    sock.sendall(data)
+                else:
+                    data = sock.recv(CHUNK)
+                    if not data:
+                        return 0
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(stdout, view) :]
+    except OSError:
+        return 0  # a side closed mid-copy: the same end
+    finally:
+        sel.close()
+        sock.close()
