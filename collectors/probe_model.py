@@ -13,7 +13,7 @@ from adaptyst_top.collectors.bpf_maps import MapReader
 from adaptyst_top.collectors.bpf_program import KernelError
 from adaptyst_top.collectors.probe_keys import KeyResolver
 from adaptyst_top.collectors.probe_spec import ProbeSpec
-from adaptyst_top.collectors.snapshot import Latency
+from adaptyst_top.collectors.snapshot import Latency, ProbeEntry
 
 KERNEL_ERRORS = {
     KernelError.MAP_FULL: "hits lost: a statistics map is full",
@@ -66,6 +66,8 @@ class Row:
     lat_cache: dict[Any, tuple[tuple[int, float], tuple[Latency, Latency]]] = field(
         default_factory=dict
     )
+    # The last snapshot entry per key, and what it was made from (reused while unchanged).
+    entry_cache: dict[Any, tuple[tuple[Any, ...], ProbeEntry]] = field(default_factory=dict)
     # Cumulative per key (None for an unsplit probe), refreshed by read():
     stats: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
     hist: dict[Any, dict[int, int]] = field(default_factory=dict)

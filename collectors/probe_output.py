@@ -19,6 +19,14 @@ def row_entries(
     entries = []
     for key in keys:
         count, total, lo, hi = row.stats.get(key, (0, 0, 0, 0))
+        rate = round(row.rates.get(key, 0.0), 3)
+        # Most rows of a wide glob are idle: their entry is the last one, as it was.
+        sig: tuple[object, ...] = (count, rate, row.state, row.error, cost.per_hit_ns)
+        sig += (cost.in_interval_ns, cost.source, bpf_ns, with_hist)
+        last = row.entry_cache.get(key)
+        if last is not None and last[0] == sig:
+            entries.append(last[1])
+            continue
         net, raw, hist = Latency(), None, None
         if row.spec.measures_latency:
             buckets = row.hist.get(key, {})
@@ -36,28 +44,28 @@ def row_entries(
                     cached = (count, tuple(sorted((b, c) for b, c in buckets.items() if c)))
                     row.hist_lists[key] = cached
                 hist = cached[1]
-        entries.append(
-            ProbeEntry(
-                group=row.group,
-                id=row.id,
-                spec=row.spec.text,
-                name=row.name,
-                kind=row.spec.kind,
-                key=key,
-                state=row.state,
-                target=row.path,
-                cost_class=row.cost_class,
-                count=count,
-                rate_hz=round(row.rates.get(key, 0.0), 3),
-                overhead_ns_per_hit=round(cost.per_hit_ns, 1),
-                overhead_source=cost.source,
-                bpf_ns_per_hit=None if bpf_ns is None else round(bpf_ns, 1),
-                latency=net,
-                raw=raw,
-                hist=hist,
-                error=row.error or None,
-            )
+        entry = ProbeEntry(
+            group=row.group,
+            id=row.id,
+            spec=row.spec.text,
+            name=row.name,
+            kind=row.spec.kind,
+            key=key,
+            state=row.state,
+            target=row.path,
+            cost_class=row.cost_class,
+            count=count,
+            rate_hz=rate,
+            overhead_ns_per_hit=round(cost.per_hit_ns, 1),
+            overhead_source=cost.source,
+            bpf_ns_per_hit=None if bpf_ns is None else round(bpf_ns, 1),
+            latency=net,
+            raw=raw,
+            hist=hist,
+            error=row.error or None,
         )
+        row.entry_cache[key] = (sig, entry)
+        entries.append(entry)
     return entries
 
 

@@ -195,7 +195,8 @@ class ProbeEntry:
 
 
 def _latency(d: _In) -> Latency:
-    return Latency(*(d.number(f) for f in LATENCY_FIELDS))
+    n = d.number
+    return Latency(n("mean_ns"), n("p50_ns"), n("p95_ns"), n("p99_ns"), n("min_ns"), n("max_ns"))
 
 
 def _hist(value: Any) -> tuple[tuple[int, int], ...] | None:
@@ -599,12 +600,17 @@ class _In:
         return SnapshotError(f"{self.where}: {k} is not {what}")
 
     def number(self, k: str) -> float | None:
-        v = self.d.get(k)
-        if v is None:
-            return None
-        if not _finite(v):
+        v: Any = self.d.get(k)
+        kind = type(v)
+        # Exact types first (the hot path of a replay or an agent's snapshot): a float is
+        # finite when v - v is 0 (inf - inf and nan - nan are nan); bool is not an int here.
+        if kind is float:
+            if v - v == 0.0:
+                return float(v)
             raise self._bad(k, "a finite number")
-        return float(v) if isinstance(v, float) else v  # an int stays an int (byte-equal JSON)
+        if kind is int or v is None:
+            return v  # type: ignore[no-any-return]  # an int stays an int (byte-equal JSON)
+        raise self._bad(k, "a finite number")
 
     def integer(self, k: str) -> int | None:
         v = self.d.get(k)

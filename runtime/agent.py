@@ -30,12 +30,13 @@ from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import ProbeRef
 from adaptyst_top.collectors.targets import TargetError, resolve_target
 from adaptyst_top.placement.control import peer_credentials
+from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.authorization import Peer, may_probe, may_read, peer_of
 from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 
-DEFAULT_SOCKET = proto.DEFAULT_SOCKET
+DEFAULT_SOCKET = agent_defaults.DEFAULT_SOCKET
 MAX_CLIENTS = 64
 SEND_TIMEOUT_S = 10.0
 GUARD_PERIOD_S = 0.25

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from adaptyst_top.collectors.capability import Capability
 from adaptyst_top.runtime.agent_client import AgentConnection, AgentUnavailable
-from adaptyst_top.runtime.agent_protocol import DEFAULT_SOCKET
+from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 
 INSTALL = "an admin installs systemd/adaptyst-top-agent.service (README: the node agent)"
 

@@ -19,13 +19,11 @@ error answer and the connection is closed; the agent goes on.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 VERSION = 1
-DEFAULT_SOCKET = Path("/run/adaptyst-top/agent.sock")
-AGENT_ENV = "ADAPTYST_TOP_AGENT"  # the socket to use, as --agent says it
 MAX_LINE = 1 << 20  # a request; snapshots (agent -> client) may be longer
 MAX_SNAPSHOT_LINE = 64 << 20
 REQUESTS = ("open", "snapshot", "add", "toggle", "remove", "candidates")
@@ -36,9 +34,8 @@ class ProtocolError(ValueError):
 
 
 def encode(kind: str, **fields: Any) -> bytes:
-    return (
-        json.dumps({"v": VERSION, "type": kind, **fields}, separators=(",", ":")) + "\n"
-    ).encode()
+    # orjson: a 200-row snapshot in a tenth of json's time, every second, per client.
+    return orjson.dumps({"v": VERSION, "type": kind, **fields}) + b"\n"
 
 
 class Stream(Protocol):
@@ -73,8 +70,8 @@ class LineReader:
 
 def decode(line: bytes) -> dict[str, Any]:
     try:
-        msg = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        msg = orjson.loads(line)  # UTF-8 checked too
+    except (orjson.JSONDecodeError, RecursionError):
         raise ProtocolError("a message that is not JSON") from None
     if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
         raise ProtocolError("a message without a type")

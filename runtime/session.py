@@ -38,7 +38,7 @@ from adaptyst_top.runtime.agent_client import (
     AgentRefused,
     AgentUnavailable,
 )
-from adaptyst_top.runtime.agent_protocol import DEFAULT_SOCKET
+from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 
 
 class SessionError(RuntimeError):

@@ -99,7 +99,7 @@ def bridge_parser() -> argparse.ArgumentParser:
 
 
 def cmd_bridge(argv: Sequence[str]) -> int:
-    from adaptyst_top.runtime.agent_protocol import AGENT_ENV, DEFAULT_SOCKET
+    from adaptyst_top.runtime.agent_defaults import AGENT_ENV, DEFAULT_SOCKET
     from adaptyst_top.runtime.bridge import bridge
 
     args = bridge_parser().parse_args(argv)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from adaptyst_top.collectors.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.version import package_version
-from adaptyst_top.runtime.agent_protocol import AGENT_ENV, DEFAULT_SOCKET
+from adaptyst_top.runtime.agent_defaults import AGENT_ENV, DEFAULT_SOCKET
 from adaptyst_top.runtime.limits import (
     BUDGET_RANGE,
     DEFAULT_INTERVAL,

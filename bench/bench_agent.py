@@ -1,0 +1,185 @@
+"""The node agent's costs, each against a peer in the same run (root; builds the test
+workload):
+
+- client memory: `record` through the agent against `record` in-process (bcc, LLVM);
+- the agent's own CPU at 1 s with 3 clients x ~50 probes, against `top -d 1`;
+- one snapshot's round trip for ~200 rows, against the in-process snapshot of the same;
+- another process calling a function one client probes in its own process: per-call time
+  against no probe at all, and against a node-wide probe of the same function.
+
+    .venv/bin/python bench/bench_agent.py [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from adaptyst_top.runtime.agent_client import AgentConnection  # noqa: E402
+from adaptyst_top.runtime.session import SessionOptions, open_session  # noqa: E402
+from tests.workload import build  # noqa: E402
+
+CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+TICK = os.sysconf("SC_CLK_TCK")
+WIDE = "uprobe:c:str*"  # ~50 functions of libc, in the target only
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def peak_rss_mib(argv: list[str]) -> float:
+    """The peak RSS of a command run to its end (alone: the children's maximum)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert after > before, "ru_maxrss is the largest child yet: run the smaller first"
+    return after / 1024
+
+
+class Workload:
+    def __init__(self, binary: Path, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [str(binary), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        if not args:
+            assert self.proc.stdout is not None
+            assert self.proc.stdout.readline().strip() == "ready"
+
+    def timed(self, command: str) -> float:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        t = time.perf_counter()
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "ok"
+        return time.perf_counter() - t
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def per_call_ns(w: Workload, n: int, reps: int = 7) -> float:
+    return statistics.median(w.timed(f"fast {n}") for _ in range(reps)) * 1e9 / n
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    d = Path(tempfile.mkdtemp(prefix="bench-agent-"))
+    d.chmod(0o755)
+    binary = build(d)
+    sock = d / "agent.sock"
+    agent = subprocess.Popen([*CLI, "agent", "--socket", str(sock)], stderr=subprocess.DEVNULL)
+    res: dict[str, float] = {}
+    try:
+        while not sock.is_socket():
+            time.sleep(0.05)
+        time.sleep(0.3)
+        spec = f"uprobe:{binary}:fast_fn"
+        target = Workload(binary, "forever", "100")
+        rec = ["record", "--pid", str(target.proc.pid), "--probe", spec, "--duration", "3"]
+        # Smaller first: ru_maxrss is the largest child so far.
+        res["client_rss_mib_agent"] = peak_rss_mib([*CLI, *rec, "--agent", str(sock)])
+        res["client_rss_mib_in_process"] = peak_rss_mib([*CLI, *rec])
+
+        # The agent's CPU: 3 clients, ~50 probes each, a snapshot a second, 20 s; top beside.
+        conns = [AgentConnection(str(sock)) for _ in range(3)]
+        for c in conns:
+            c.open(target.proc.pid, [WIDE], 0.02, False, 1000)
+        rows = len(conns[0].snapshot(with_hist=False).probes)
+        top = subprocess.Popen(["top", "-b", "-d", "1"], stdout=subprocess.DEVNULL)
+        a0, t0, w0 = cpu_seconds(agent.pid), cpu_seconds(top.pid), time.monotonic()
+        for _ in range(20):
+            for c in conns:
+                c.snapshot(with_hist=False)
+            time.sleep(1.0)
+        wall = time.monotonic() - w0
+        res[f"agent_cpu_pct_3x{rows}_rows"] = 100 * (cpu_seconds(agent.pid) - a0) / wall
+        res["top_cpu_pct"] = 100 * (cpu_seconds(top.pid) - t0) / wall
+        top.kill()
+        top.wait()
+        for c in conns:
+            c.close()
+
+        # One snapshot's round trip with ~200 rows, and the same in-process.
+        many = [WIDE, "uprobe:c:mem*", "uprobe:c:wcs*", "uprobe:c:*printf*"]
+        conn = AgentConnection(str(sock))
+        conn.open(target.proc.pid, many, 0.02, False, 1000)
+        rows = len(conn.snapshot(with_hist=False).probes)
+        trips = []
+        for _ in range(30):
+            t = time.perf_counter()
+            conn.snapshot(with_hist=False)
+            trips.append(time.perf_counter() - t)
+        conn.close()
+        res[f"snapshot_ms_agent_{rows}_rows"] = statistics.median(trips) * 1e3
+        local = open_session(SessionOptions(pid=target.proc.pid, probes=many))
+        local_trips = []
+        for _ in range(30):
+            t = time.perf_counter()
+            local.snapshot(with_hist=False)
+            local_trips.append(time.perf_counter() - t)
+        local.close()
+        res[f"snapshot_ms_in_process_{rows}_rows"] = statistics.median(local_trips) * 1e3
+        target.stop()
+
+        # Another process calling what one client probes in its own process.
+        mine, other = Workload(binary), Workload(binary)
+        n = 20_000_000
+        per_call_ns(other, n)  # warm: caches, frequency
+        # Alternated, so that a slow spell of the machine falls on both sides.
+        plain, probed = [], []
+        conn = AgentConnection(str(sock))
+        conn.open(mine.proc.pid, [], 0.02, False, 1000)
+        for _ in range(5):
+            plain.append(per_call_ns(other, n, reps=3))
+            conn.add(spec)
+            time.sleep(0.3)
+            probed.append(per_call_ns(other, n, reps=3))
+            snap = conn.snapshot(with_hist=False)
+            conn.remove(snap.probes[0].ref)
+            time.sleep(0.3)
+        conn.close()
+        res["other_per_call_ns_no_probe"] = statistics.median(plain)
+        res["other_per_call_ns_probe_on_mine"] = statistics.median(probed)
+        wide = AgentConnection(str(sock))
+        wide.open(None, [spec], 0.02, False, 1000)  # root: node-wide
+        res["other_per_call_ns_node_wide_probe"] = per_call_ns(other, n // 100)
+        wide.close()
+        res["other_ratio_probe_on_mine"] = (
+            res["other_per_call_ns_probe_on_mine"] / res["other_per_call_ns_no_probe"]
+        )
+        res["other_ratio_node_wide"] = (
+            res["other_per_call_ns_node_wide_probe"] / res["other_per_call_ns_no_probe"]
+        )
+        mine.stop()
+        other.stop()
+    finally:
+        agent.terminate()
+        agent.wait(60)
+    if args.json:
+        print(json.dumps(res, indent=1))
+    else:
+        for k, v in res.items():
+            print(f"{k:<45} {v:10.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
