@@ -10,7 +10,9 @@ checks every live session again four times a second: a process that stopped bein
 user's (a setuid exec) ends its probes.
 
 A thread per client: a slow or stalled client blocks only its own thread (and is
-dropped when a send has waited SEND_TIMEOUT_S); bounded at MAX_CLIENTS.
+dropped when a send has waited SEND_TIMEOUT_S); bounded at MAX_CLIENTS, and at
+MAX_PER_USER for a user who is not privileged, whose attach points are capped too
+(MAX_ATTACH_PER_USER across their sessions): one user cannot crowd out the others.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from adaptyst_top.runtime.sources import ActionError, LiveSource
 
 DEFAULT_SOCKET = agent_defaults.DEFAULT_SOCKET
 MAX_CLIENTS = 64
+MAX_PER_USER = 16
+MAX_ATTACH_PER_USER = 1000
 SEND_TIMEOUT_S = 10.0
 GUARD_PERIOD_S = 0.25
 
@@ -107,7 +111,22 @@ class Agent:
         conn.settimeout(None)
         reader = proto.LineReader(conn, proto.MAX_LINE)
         with self._lock:
-            self.clients.append(client)
+            mine = sum(1 for c in self.clients if c.peer.uid == uid)
+            crowded = not client.peer.privileged and mine >= MAX_PER_USER
+            if not crowded:
+                self.clients.append(client)
+        if crowded:
+            with contextlib.suppress(OSError):
+                self._send(
+                    client,
+                    proto.encode(
+                        "error",
+                        message=f"{client.peer.who} has {mine} connections to the agent, "
+                        f"the most a user may have ({MAX_PER_USER})",
+                    ),
+                )
+            conn.close()
+            return
         try:
             hello = reader.read()
             if hello is None:
@@ -192,7 +211,7 @@ class Agent:
             probes=probes,
             budget=_number(msg, "budget", 0.02),
             enforce_budget=bool(msg.get("enforce_budget")),
-            max_probes=int(_number(msg, "max_probes", 1000)),
+            max_probes=self._attach_room(peer, int(_number(msg, "max_probes", 1000))),
             command_path=command_path,
         )
         done = threading.Event()
@@ -211,6 +230,24 @@ class Agent:
         with client.lock:
             client.session = session
         return proto.encode("ok")
+
+    def _attach_room(self, peer: Peer, asked: int) -> int:
+        """What the client asked, within what the user has left (root: as asked)."""
+        if peer.privileged:
+            return max(1, asked)
+        with self._lock:  # what the user's other sessions may attach: a hard bound
+            used = sum(
+                c.session.options.max_probes
+                for c in self.clients
+                if c.peer.uid == peer.uid and c.session is not None
+            )
+        left = MAX_ATTACH_PER_USER - used
+        if left < 1:
+            raise SessionError(
+                f"{peer.who}'s other sessions may attach {used} points, the most a user "
+                f"may have on this node ({MAX_ATTACH_PER_USER})"
+            )
+        return max(1, min(asked, left))
 
     def _check_spec(self, peer: Peer, text: str, pid: int | None) -> None:
         """A spec a user may ask for: well-formed, and naming a file they could read."""

@@ -565,3 +565,37 @@ def test_doctor_as_a_user_says_what_the_agent_lets_them_do(
     assert isinstance(absent, dict) and absent["status"] == "missing"
     assert "no agent at" in absent["detail"] and "README" in absent["fix"]
     assert c.wait() == 0
+
+
+def test_one_user_cannot_crowd_out_the_others(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    from adaptyst_top.runtime.agent import MAX_ATTACH_PER_USER, MAX_PER_USER
+
+    alice, _ = users
+    target = workload_as(alice, shared / "workload")
+
+    def client(up: int, _down: int) -> None:
+        conns = [AgentConnection(str(agent.path)) for _ in range(MAX_PER_USER)]
+        try:
+            AgentConnection(str(agent.path))
+            one_more = "connected"
+        except OSError as exc:
+            one_more = str(exc)
+        conns[0].open(target.pid, [], 0.02, False, MAX_ATTACH_PER_USER)  # reserves them all
+        try:
+            conns[1].open(target.pid, [], 0.02, False, 10)
+            second = "opened"
+        except AgentRefused as exc:
+            second = str(exc)
+        say(up, one_more=one_more, second=second)
+
+    try:
+        c = AsUser(alice, client)
+        got = c.read()
+        assert f"the most a user may have ({MAX_PER_USER})" in str(got["one_more"])
+        assert f"may have on this node ({MAX_ATTACH_PER_USER})" in str(got["second"])
+        assert c.wait() == 0
+    finally:
+        target.kill()
+        target.wait()
