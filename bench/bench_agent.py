@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +74,15 @@ class Workload:
         self.proc.wait()
 
 
+def median_ms(fn: Callable[[], object], reps: int = 30) -> float:
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
 def per_call_ns(w: Workload, n: int, reps: int = 7) -> float:
     return statistics.median(w.timed(f"fast {n}") for _ in range(reps)) * 1e9 / n
 
@@ -122,21 +132,13 @@ def main() -> int:
         conn = AgentConnection(str(sock))
         conn.open(target.proc.pid, many, 0.02, False, 1000)
         rows = len(conn.snapshot(with_hist=False).probes)
-        trips = []
-        for _ in range(30):
-            t = time.perf_counter()
-            conn.snapshot(with_hist=False)
-            trips.append(time.perf_counter() - t)
+        res[f"snapshot_ms_agent_{rows}_rows"] = median_ms(lambda: conn.snapshot(with_hist=False))
         conn.close()
-        res[f"snapshot_ms_agent_{rows}_rows"] = statistics.median(trips) * 1e3
         local = open_session(SessionOptions(pid=target.proc.pid, probes=many))
-        local_trips = []
-        for _ in range(30):
-            t = time.perf_counter()
-            local.snapshot(with_hist=False)
-            local_trips.append(time.perf_counter() - t)
+        res[f"snapshot_ms_in_process_{rows}_rows"] = median_ms(
+            lambda: local.snapshot(with_hist=False)
+        )
         local.close()
-        res[f"snapshot_ms_in_process_{rows}_rows"] = statistics.median(local_trips) * 1e3
         target.stop()
 
         # Another process calling what one client probes in its own process.

@@ -22,6 +22,7 @@ import os
 import select
 import socket
 import stat
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,15 @@ class Agent:
     # ----- one client ---------------------------------------------------------------------
 
     def _serve(self, conn: socket.socket) -> None:
+        try:
+            self._serve_one(conn)
+        except Exception as exc:  # one client's fault ends that client only
+            # Its session was closed on the way out; the agent and the others go on.
+            print(f"adaptyst-top agent: a client ended on {exc!r}", file=sys.stderr)
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    def _serve_one(self, conn: socket.socket) -> None:
         pid, uid, gid = peer_credentials(conn)
         client = Client(peer_of(pid, uid, gid, self.admin_gid), conn)
         conn.settimeout(None)

@@ -214,7 +214,7 @@ class AgentConnection:
             answer = self._ask("snapshot", with_hist=with_hist)
             snap = Snapshot.from_json(answer.get("snapshot"))
         except (OSError, proto.ProtocolError, SnapshotError) as exc:
-            return self._reconnect(exc)
+            return self._reconnect(exc, with_hist)
         except AgentRefused as exc:
             return Snapshot(t=0.0, host="", warnings=(f"agent: {exc}",))
         if self._told:
@@ -224,7 +224,7 @@ class AgentConnection:
             return replace(snap, warnings=snap.warnings + told)
         return snap
 
-    def _reconnect(self, why: BaseException) -> Snapshot:
+    def _reconnect(self, why: BaseException, with_hist: bool) -> Snapshot:
         self.link.close()
         try:
             self._connect()
@@ -244,7 +244,7 @@ class AgentConnection:
             f"the connection to the agent at {self.where} broke ({why}); "
             "it is back: probes re-added"
         )
-        return self.snapshot(with_hist=False)
+        return self.snapshot(with_hist)
 
     def add(self, spec: str) -> None:
         spec = spec if self.host else absolute_spec(spec)

@@ -26,7 +26,7 @@ from adaptyst_top.collectors.probe_engine import (
     ProbeEngine,
     ProbeError,
 )
-from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import CommandState, DeviceReading, Snapshot
 from adaptyst_top.collectors.targets import TargetError, check_pid
 from adaptyst_top.placement.advisor import Advisor
@@ -152,25 +152,13 @@ def open_session(opts: SessionOptions) -> Session:
     With an agent, the probes attach there (and the devices are read there)."""
     if opts.agent is not None or opts.host is not None:
         return open_remote_session(opts)
-    specs = []
-    for text in opts.probes:
-        try:
-            specs.append(parse_spec(text))
-        except ProbeSpecError as exc:
-            raise SessionError(exc.one_line) from None
-    if opts.pid is not None and opts.command:
-        raise SessionError("give either --pid or -- CMD, not both")
+    specs = _parsed_specs(opts)
     if opts.pid is not None:
         try:
             check_pid(opts.pid)
         except TargetError as exc:
             raise SessionError(str(exc)) from None
-    child = None
-    if opts.command:
-        try:
-            child = HeldCommand(opts.command, stdout=opts.child_stdout, stderr=opts.child_stderr)
-        except LaunchError as exc:
-            raise SessionError(str(exc), exc.status) from None
+    child = _held_command(opts)
     pid = child.pid if child else opts.pid
     engine = None
     calibration = None
@@ -203,10 +191,7 @@ def open_session(opts: SessionOptions) -> Session:
         raise SessionError(str(exc)) from None
     sweep = DeviceSweep(pid=pid, power_model=opts.power_model)
     hub = Hub(engine, sweep)
-    placement = None
-    if opts.advisor:
-        placement = start_placement(opts.advisor, sweep.read())
-        placement.set_mode("auto" if opts.auto else "suggest")
+    placement = start_placement(opts, sweep.read()) if opts.advisor else None
     return Session(
         hub=hub,
         engine=engine,
@@ -240,23 +225,12 @@ def open_remote_session(opts: SessionOptions) -> Session:
     """A session whose probes an agent attaches (this process needs no privilege): this
     node's (opts.agent) or another's (opts.host). A command is launched here, as the
     user, held until they are in."""
-    for text in opts.probes:
-        try:
-            parse_spec(text)
-        except ProbeSpecError as exc:
-            raise SessionError(exc.one_line) from None
-    if opts.pid is not None and opts.command:
-        raise SessionError("give either --pid or -- CMD, not both")
+    _parsed_specs(opts)  # a bad spec is said here, before anything starts
     if opts.host is not None and opts.command:
         raise SessionError(
             f"-- CMD would run here, not on {opts.host}: give --pid of a process there"
         )
-    child = None
-    if opts.command:
-        try:
-            child = HeldCommand(opts.command, stdout=opts.child_stdout, stderr=opts.child_stderr)
-        except LaunchError as exc:
-            raise SessionError(str(exc), exc.status) from None
+    child = _held_command(opts)
     pid = child.pid if child else opts.pid
     try:
         conn = AgentConnection(opts.agent or str(DEFAULT_SOCKET), opts.host)
@@ -279,10 +253,9 @@ def open_remote_session(opts: SessionOptions) -> Session:
             child.end()
         raise SessionError(str(exc)) from None
     hub = AgentHub(conn)
-    placement = None
-    if opts.advisor:
-        placement = start_placement(opts.advisor, hub.snapshot(with_hist=False).devices)
-        placement.set_mode("auto" if opts.auto else "suggest")
+    placement = (
+        start_placement(opts, hub.snapshot(with_hist=False).devices) if opts.advisor else None
+    )
     return Session(
         hub=hub,
         remote=conn,
@@ -295,8 +268,32 @@ def open_remote_session(opts: SessionOptions) -> Session:
     )
 
 
-def start_placement(objective: str, readings: Sequence[DeviceReading]) -> PlacementLoop:
-    """The advisor over this node's execution targets, and the control channel."""
+def _parsed_specs(opts: SessionOptions) -> list[ProbeSpec]:
+    """Every spec parsed (a bad one is one line), and a target given at most one way."""
+    specs = []
+    for text in opts.probes:
+        try:
+            specs.append(parse_spec(text))
+        except ProbeSpecError as exc:
+            raise SessionError(exc.one_line) from None
+    if opts.pid is not None and opts.command:
+        raise SessionError("give either --pid or -- CMD, not both")
+    return specs
+
+
+def _held_command(opts: SessionOptions) -> HeldCommand | None:
+    """The command launched and held at the door (None without -- CMD)."""
+    if not opts.command:
+        return None
+    try:
+        return HeldCommand(opts.command, stdout=opts.child_stdout, stderr=opts.child_stderr)
+    except LaunchError as exc:
+        raise SessionError(str(exc), exc.status) from None
+
+
+def start_placement(opts: SessionOptions, readings: Sequence[DeviceReading]) -> PlacementLoop:
+    """The advisor (opts.advisor: its objective) over this node's execution targets, in
+    the mode asked, and the control channel."""
     targets = [r.id for r in readings if r.kind in ("cpu", "opencl")]
     if any(r.kind == "gpu" and r.id.startswith("gpu:") for r in readings):
         targets.append("cuda")
@@ -304,8 +301,10 @@ def start_placement(objective: str, readings: Sequence[DeviceReading]) -> Placem
         control: ControlServer | None = ControlServer()
     except OSError:
         control = None  # the socket cannot be made: advise, but push nothing
-    advisor = Advisor(targets, objective=objective)  # type: ignore[arg-type]
-    return PlacementLoop(advisor, control)
+    advisor = Advisor(targets, objective=opts.advisor)  # type: ignore[arg-type]
+    loop = PlacementLoop(advisor, control)
+    loop.set_mode("auto" if opts.auto else "suggest")
+    return loop
 
 
 def child_output_for(out_is_stdout: bool) -> IO[Any] | int | None:
