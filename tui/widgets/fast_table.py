@@ -57,7 +57,8 @@ class FastTable(ScrollView, can_focus=True):
         "fast-table--error",
     }
     DEFAULT_CSS = """
-    FastTable { height: 1fr; }
+    /* Rows are laid out to the width there is: nothing to scroll sideways. */
+    FastTable { height: 1fr; overflow-x: hidden; }
     FastTable > .fast-table--header { text-style: bold; color: $text-accent; }
     FastTable > .fast-table--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
     FastTable:blur > .fast-table--cursor { background: $block-cursor-blurred-background; }
@@ -154,7 +155,7 @@ class FastTable(ScrollView, can_focus=True):
         if selected in keys:
             self.cursor = keys.index(selected)
         self.cursor = min(self.cursor, max(0, len(keys) - 1))
-        self.virtual_size = Size(self.size.width, len(keys) + 1)
+        self.virtual_size = Size(self.text_width, len(keys) + 1)
         self.refresh()
 
     def _refresh_row(self, key: str) -> None:
@@ -164,7 +165,7 @@ class FastTable(ScrollView, can_focus=True):
             return
         y = index - int(self.scroll_offset.y) + 1
         if 1 <= y < self.size.height:
-            self.refresh(Region(0, y, self.size.width, 1))
+            self.refresh(Region(0, y, self.text_width, 1))
 
     # ----- cursor ----------------------------------------------------------------------
 
@@ -220,8 +221,14 @@ class FastTable(ScrollView, can_focus=True):
         parts = [_fit(cells.get(c.key, ""), w, c.right) for c, w in self.columns_for(width)]
         return " ".join(parts)[:width].ljust(width)
 
+    @property
+    def text_width(self) -> int:
+        """The cells a row's text has: the vertical scrollbar, when shown, has its own
+        (rows laid out over it lost their last column: `1.58 m`, `p9`)."""
+        return self.scrollable_content_region.width or self.size.width
+
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.text_width
         if y == 0:
             labels = {
                 c.key: c.label
@@ -258,7 +265,7 @@ class FastTable(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self._layout_width = -1
-        self.virtual_size = Size(self.size.width, len(self.order) + 1)
+        self.virtual_size = Size(self.text_width, len(self.order) + 1)
 
 
 def _default_filter(row: TableRow, text: str) -> bool:

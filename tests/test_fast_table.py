@@ -1,0 +1,48 @@
+"""The probe table at small sizes: a column shows whole or not at all, and the vertical
+scrollbar takes its own cells (it once covered the last column: `1.58 m`, `p9`)."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+
+from adaptyst_top.tui.rows import PROBE_COLUMNS
+from adaptyst_top.tui.widgets.fast_table import FastTable
+
+CELLS = {
+    "state": "attached",
+    "kind": "uprobe",
+    "target": "workload",
+    "name": "some_function_name",
+    "count": "1.2M",
+    "rate": "40.0k",
+    "mean": "98.8 µs",
+    "p50": "97.1 µs",
+    "p95": "1.20 ms",
+    "p99": "1.58 ms",
+    "max": "12.3 ms",
+    "cost": "1.5 µs",
+}
+
+
+class One(App[None]):
+    def compose(self) -> ComposeResult:
+        yield FastTable(PROBE_COLUMNS, id="t")
+
+
+async def test_more_rows_than_fit_keep_every_shown_value_whole() -> None:
+    app = One()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(FastTable)
+        for i in range(40):  # more than fit: a vertical scrollbar
+            table.upsert(f"r{i}", dict(CELLS, name=f"fn_{i}"))
+        await pilot.pause()
+        width = table.scrollable_content_region.width
+        assert width < table.size.width  # the scrollbar has its cells
+        assert not table.show_horizontal_scrollbar  # no bar over the last row either
+        header = table.render_line(0).text
+        row = table.render_line(1).text
+        assert len(row) == width and len(header) == width
+        shown = [c for c, _ in table.columns_for(width)]
+        for column in shown:
+            assert CELLS[column.key] in row or column.key == "name", (column.key, row)
+        assert header.rstrip().endswith(shown[-1].label)
