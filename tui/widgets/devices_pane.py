@@ -1,4 +1,7 @@
-"""The devices pane: one row per device, with its utilisation history."""
+"""The devices pane: one row per physical device, with its utilisation history. An
+OpenCL device that runs on one of them (PoCL on the CPU, a GPU's OpenCL driver) is that
+device's OpenCL view, not a second device whose figures could be added up: its name
+joins the physical device's row. The snapshot keeps listing it (the advisor needs it)."""
 
 from __future__ import annotations
 
@@ -23,12 +26,22 @@ class DevicesPane(FastTable):
         self._height = 0
 
     def show(self, devices: Sequence[DeviceReading]) -> None:
+        ids = {d.id for d in devices}
+        views: dict[str, list[str]] = {}  # physical device -> the OpenCL names it runs
+        for d in devices:
+            on = d.extra.get("maps_to") if d.kind == "opencl" else None
+            if on in ids:
+                views.setdefault(str(on), []).append(d.name)
         seen = set()
         for d in devices:
+            if d.kind == "opencl" and d.extra.get("maps_to") in ids:
+                continue
             seen.add(d.id)
             hist = self.history.setdefault(d.id, deque(maxlen=HISTORY))
             hist.append(d.util)
             cells, style = device_row(d, hist, self.ascii, self.util_warn)
+            if d.id in views:
+                cells["name"] += " · OpenCL: " + ", ".join(views[d.id])
             self.upsert(d.id, cells, style=style)
         self.retain(seen)
         for gone in set(self.history) - seen:
