@@ -32,3 +32,8 @@ def parse_key(key: str) -> tuple[str, str, int, int] | None:
         return parts[0], parts[1], int(parts[2]), int(parts[3])
     except ValueError:
         return None
+
+
+# The Python task API's USDT sites live in its C extension (placement/_sdt.c): the file a
+# task probe of a Python application names is that, not the application.
+PYTHON_SITES_PREFIX = "_sdt."

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from adaptyst_top.collectors.snapshot import AdviceEntry, DeviceReading, Latency, ProbeEntry
-from adaptyst_top.tui.rows import advice_row, device_row, probe_row
+from adaptyst_top.collectors.snapshot import (
+    AdviceEntry,
+    CommandState,
+    DeviceReading,
+    Latency,
+    ProbeEntry,
+)
+from adaptyst_top.tui.rows import advice_row, app_name, device_row, probe_row
 
 WARN_NS = 10e6
 
@@ -66,3 +72,20 @@ def test_an_advice_row() -> None:
         "confidence": "0.80",
         "why": "3.1x faster",
     }
+
+
+def test_a_python_apps_task_probes_name_the_app_not_the_extension() -> None:
+    task = entry(
+        kind="usdt",
+        name="adaptyst:task_begin..task_end",
+        key="spmv|cpu|12|0",
+        target="/venv/lib/adaptyst_top/placement/_sdt.cpython-311-x86_64-linux-gnu.so",
+    )
+    demo = CommandState(("/venv/bin/python3", "-m", "adaptyst_top.placement.demo"), 1, None, None)
+    script = CommandState(("python3", "-u", "/home/a/solver.py", "--n", "3"), 1, None, None)
+    assert probe_row(task, WARN_NS, app_name(demo))[0]["target"] == "demo"
+    assert probe_row(task, WARN_NS, app_name(script))[0]["target"] == "solver.py"
+    assert probe_row(task, WARN_NS)[0]["target"] == "python app"  # --pid: no command known
+    c_app = entry(kind="usdt", name="adaptyst:task_begin..task_end", key="a|cpu|1|0",
+                  target="/opt/app/bin/cfd")  # fmt: skip
+    assert probe_row(c_app, WARN_NS, "cfd-run")[0]["target"] == "cfd"  # its own binary

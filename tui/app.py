@@ -20,7 +20,7 @@ from textual.widgets import Footer
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
-from adaptyst_top.tui.rows import SORTABLE
+from adaptyst_top.tui.rows import SORTABLE, app_name
 from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen
 from adaptyst_top.tui.screens.picker import AddProbeScreen
@@ -147,7 +147,7 @@ class MonitorApp(App[None]):
             return
         self.snap = snap
         self.query_one(DevicesPane).show(snap.devices)
-        self.probes.show(snap.probes, self.source.read_only)
+        self.probes.show(snap.probes, self.source.read_only, app_name(snap.command))
         self.advisor.show(snap)
         self._show_header(snap)
         if snap.warnings:

@@ -6,8 +6,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from adaptyst_top.collectors.snapshot import AdviceEntry, DeviceReading, ProbeEntry
-from adaptyst_top.placement.task_keys import parse_key
+from adaptyst_top.collectors.snapshot import AdviceEntry, CommandState, DeviceReading, ProbeEntry
+from adaptyst_top.placement.task_keys import PYTHON_SITES_PREFIX, parse_key
 from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
 from adaptyst_top.tui.widgets.fast_table import Column
@@ -49,7 +49,29 @@ ADVICE_COLUMNS = (
 )
 
 
-def probe_row(p: ProbeEntry, p99_warn_ns: float) -> tuple[dict[str, str], dict[str, Any], str]:
+def app_name(command: CommandState | None) -> str | None:
+    """The launched application as its user knows it: a Python script or module by its
+    name (not `python3`), anything else by its program's name."""
+    if command is None or not command.argv:
+        return None
+    prog = os.path.basename(command.argv[0])
+    if prog.startswith("python"):
+        args = iter(command.argv[1:])
+        for a in args:
+            if a == "-m":
+                return next(args, prog).rsplit(".", 1)[-1]
+            if a == "-c":
+                return prog
+            if not a.startswith("-"):
+                return os.path.basename(a)
+    return prog
+
+
+def probe_row(
+    p: ProbeEntry, p99_warn_ns: float, app: str | None = None
+) -> tuple[dict[str, str], dict[str, Any], str]:
+    """APP: the application's name, shown for task probes of the Python task API (whose
+    probed file is the API's extension, which no user would recognise)."""
     name = p.name
     if p.kind == "usdt" and ":" in name:
         name = name.split(":", 1)[1]  # the provider is in the spec and the detail view
@@ -58,10 +80,13 @@ def probe_row(p: ProbeEntry, p99_warn_ns: float) -> tuple[dict[str, str], dict[s
         name = f"{task[0]} @{task[1]} n~2^{task[2]}" + (f" f{task[3]}" if task[3] else "")
     elif p.key is not None:
         name = f"{p.key} · {name}"
+    target = os.path.basename(p.target or "")
+    if task is not None and target.startswith(PYTHON_SITES_PREFIX):
+        target = app or "python app"
     cells = {
         "state": p.state,
         "kind": p.kind or "",
-        "target": os.path.basename(p.target or ""),
+        "target": target,
         "name": name if not p.error else f"{p.spec}: {p.error}",
         "count": fmt_count(p.count),
         "rate": fmt_rate(p.rate_hz),

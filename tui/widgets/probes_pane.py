@@ -21,14 +21,15 @@ class ProbesPane(FastTable):
         self.rate_history: dict[str, deque[float | None]] = {}
         self.p99_history: dict[str, deque[float | None]] = {}
 
-    def show(self, probes: Sequence[ProbeEntry], read_only: bool) -> None:
+    def show(self, probes: Sequence[ProbeEntry], read_only: bool, app: str | None = None) -> None:
+        """APP: the launched application's name (task probes show it as their target)."""
         entries = {}
         for p in probes:
             key = p.ref.text
             entries[key] = p
             self.rate_history.setdefault(key, deque(maxlen=HISTORY)).append(p.rate_hz)
             self.p99_history.setdefault(key, deque(maxlen=HISTORY)).append(p.p99_ns)
-            cells, sort, style = probe_row(p, self.p99_warn_ns)
+            cells, sort, style = probe_row(p, self.p99_warn_ns, app)
             self.upsert(key, cells, sort, style)
         self.retain(set(entries))
         for history in (self.rate_history, self.p99_history):
