@@ -268,3 +268,22 @@ def test_a_file_that_is_no_recording_is_one_line(tmp_path: Path) -> None:
         )
         assert r.returncode == 1 and "not an adaptyst-top recording" in r.stderr
         assert len(r.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)])
+async def test_no_number_is_cut_and_one_row_per_physical_device(size: tuple[int, int]) -> None:
+    app = replay_app()
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot)
+        devices = app.query_one("#devices", FastTable)
+        assert list(devices.rows) == ["cpu"]  # PoCL's OpenCL device is the CPU's view
+        probes = app.query_one("#probes", FastTable)
+        width = probes.text_width
+        numeric = {"count", "rate", "mean", "p50", "p95", "p99", "max", "cost"}
+        for y, key in enumerate(probes.order[: size[1] // 3], start=1):
+            line = probes.render_line(y).text
+            assert len(line) == width
+            for column, _w in probes.columns_for(width):
+                if column.key in numeric:
+                    value = probes.rows[key].cells[column.key]
+                    assert value in line, (size, column.key, value, line)
