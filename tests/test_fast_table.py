@@ -46,3 +46,21 @@ async def test_more_rows_than_fit_keep_every_shown_value_whole() -> None:
         for column in shown:
             assert CELLS[column.key] in row or column.key == "name", (column.key, row)
         assert header.rstrip().endswith(shown[-1].label)
+
+
+async def test_flexible_columns_share_the_room_by_what_their_text_needs() -> None:
+    class Devices(App[None]):
+        def compose(self) -> ComposeResult:
+            from adaptyst_top.tui.rows import DEVICE_COLUMNS
+
+            yield FastTable(DEVICE_COLUMNS, id="d")
+
+    note = "- energy unmeasured: no powercap RAPL zones (virtual machine or no driver)"
+    app = Devices()
+    async with app.run_test(size=(200, 10)) as pilot:
+        table = app.query_one(FastTable)
+        table.upsert("cpu", {"name": "AMD EPYC", "energy": note, "util": "50%"})
+        await pilot.pause()
+        widths = {c.key: w for c, w in table.columns_for(table.text_width)}
+        assert widths["energy"] >= len(note)  # the note, whole: the short name needs little
+        assert note in table.render_line(1).text

@@ -34,7 +34,7 @@ DEVICE_COLUMNS = (
     Column("hist", "History", 20, priority=3),
     Column("mem", "Memory", 19, right=True, priority=6),
     Column("power", "Power", 8, right=True, priority=7),
-    Column("energy", "Energy (source)", 22, priority=8),
+    Column("energy", "Energy (source)", 0, priority=8),  # its note is what to read
     Column("temp", "Temp", 6, right=True, priority=2),
 )
 

@@ -89,12 +89,15 @@ class FastTable(ScrollView, can_focus=True):
         self._strips: dict[tuple[str, int, int, bool], Strip] = {}
         self._layout: list[tuple[Column, int]] = []
         self._layout_width = -1
+        # The longest text of each flexible column: its width follows its content.
+        self._needs: dict[str, int] = {c.key: len(c.label) for c in self.columns if not c.width}
 
     # ----- data -----------------------------------------------------------------------
 
     def upsert(
         self, key: str, cells: dict[str, str], sort: dict[str, Any] | None = None, style: str = ""
     ) -> None:
+        self._note_needs(cells)
         row = self.rows.get(key)
         if row is None:
             self.rows[key] = TableRow(key, cells, sort or {}, style)
@@ -109,6 +112,13 @@ class FastTable(ScrollView, can_focus=True):
             self._reorder()  # its place may have changed
         else:
             self._refresh_row(key)
+
+    def _note_needs(self, cells: dict[str, str]) -> None:
+        for k, need in self._needs.items():
+            n = len(cells.get(k, ""))
+            if n > need:
+                self._needs[k] = n
+                self._layout_width = -1  # laid out again, for the longer text
 
     def remove_row(self, key: str) -> None:
         # Not `remove`: that is Widget.remove(), which Textual calls to unmount a widget.
@@ -211,8 +221,8 @@ class FastTable(ScrollView, can_focus=True):
             cols.remove(drop)
         fixed = sum(c.width + 1 for c in cols if c.width)
         flex = [c for c in cols if not c.width]
-        share = max(4, (width - fixed - len(flex)) // max(1, len(flex))) if flex else 0
-        self._layout = [(c, c.width or share) for c in cols]
+        shares = _shares(flex, width - fixed - max(0, len(flex) - 1), self._needs)
+        self._layout = [(c, c.width or shares[c.key]) for c in cols]
         self._layout_width = width
         self._strips.clear()
         return self._layout
@@ -266,6 +276,21 @@ class FastTable(ScrollView, can_focus=True):
     def on_resize(self) -> None:
         self._layout_width = -1
         self.virtual_size = Size(self.text_width, len(self.order) + 1)
+
+
+def _shares(flex: list[Column], room: int, needs: dict[str, int]) -> dict[str, int]:
+    """ROOM cells among the flexible columns by what their texts need, the shortest
+    served first (no column takes space another needs); what is left goes to the
+    first (the names)."""
+    shares: dict[str, int] = {}
+    left, pending = room, sorted(flex, key=lambda c: needs.get(c.key, 0))
+    while pending:
+        c = pending.pop(0)
+        shares[c.key] = max(4, min(needs.get(c.key, 0), left // (len(pending) + 1)))
+        left -= shares[c.key]
+    if flex and left > 0:
+        shares[flex[0].key] += left
+    return shares
 
 
 def _default_filter(row: TableRow, text: str) -> bool:
