@@ -287,3 +287,31 @@ async def test_no_number_is_cut_and_one_row_per_physical_device(size: tuple[int,
                 if column.key in numeric:
                     value = probes.rows[key].cells[column.key]
                     assert value in line, (size, column.key, value, line)
+
+
+async def test_the_detail_screen_shows_its_history_at_100x30() -> None:
+    """A histogram of many rows once pushed the rate and p99 history below the fold."""
+    from textual.app import App
+
+    from adaptyst_top.collectors.snapshot import Latency, ProbeEntry
+
+    wide = ProbeEntry(
+        group=0, id=0, spec="uprobe:./a:f", name="f", kind="uprobe", state="attached",
+        count=24_000, raw=Latency(1e5, 1e5, 1e6, 1e7, 10.0, 1e9),
+        hist=tuple((b, 1000) for b in range(40, 420, 16)),  # 24 buckets over 8 decades
+    )  # fmt: skip
+    app: App[None] = App()
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = DetailScreen("k")
+        await app.push_screen(screen)
+        screen.show(wide, [1.0, 2.0, 3.0], [1e5, 2e5, None])
+        await pilot.pause()
+        for part in ("#detail-title", "#detail-history", "#detail-hist"):
+            region = screen.query_one(part).region
+            assert region.height > 0 and region.bottom <= 30 - 1, (part, region)  # footer
+        assert "calls/s" in str(screen.query_one("#detail-history").render())
+
+
+def test_a_histogram_of_many_decades_fits_the_rows_it_has() -> None:
+    many = [[i, 1] for i in range(0, 1000, 3)]
+    assert len(histogram_rows(many, 8)) <= 8

@@ -20,21 +20,28 @@ from adaptyst_top.tui.glyphs import bar, sparkline
 MAX_ROWS = 24
 
 
-def histogram_rows(hist: Sequence[Sequence[int]]) -> list[tuple[float, float, int]]:
-    """(low_ns, high_ns, count) rows: every bucket when few, else merged per power of two."""
+def histogram_rows(
+    hist: Sequence[Sequence[int]], max_rows: int = MAX_ROWS
+) -> list[tuple[float, float, int]]:
+    """(low_ns, high_ns, count) rows: every bucket when few, else merged per power of two
+    (per two, four... powers of two while still more than MAX_ROWS)."""
     buckets = [(bucket_bounds(int(b)), int(c)) for b, c in hist if c]
-    if len(buckets) <= MAX_ROWS:
+    if len(buckets) <= max_rows:
         return [(float(lo), float(hi), c) for (lo, hi), c in buckets]
-    merged: dict[int, list[float]] = {}
-    for (lo, hi), c in buckets:
-        p = max(0, int(lo).bit_length() - 1)
-        row = merged.setdefault(p, [float(lo), float(hi), 0])
-        row[0], row[1], row[2] = min(row[0], lo), max(row[1], hi), row[2] + c
-    return [(lo, hi, int(c)) for _, (lo, hi, c) in sorted(merged.items())]
+    span = 1
+    while True:
+        merged: dict[int, list[float]] = {}
+        for (lo, hi), c in buckets:
+            p = max(0, int(lo).bit_length() - 1) // span
+            row = merged.setdefault(p, [float(lo), float(hi), 0])
+            row[0], row[1], row[2] = min(row[0], lo), max(row[1], hi), row[2] + c
+        if len(merged) <= max_rows or span >= 64:
+            return [(lo, hi, int(c)) for _, (lo, hi, c) in sorted(merged.items())]
+        span *= 2
 
 
-def render_histogram(p: ProbeEntry, width: int, ascii: bool) -> str:
-    rows = histogram_rows(p.hist or [])
+def render_histogram(p: ProbeEntry, width: int, ascii: bool, max_rows: int = MAX_ROWS) -> str:
+    rows = histogram_rows(p.hist or [], max_rows)
     if not rows:
         return "no latency samples yet" if p.raw is not None else "a count-only probe: no latency"
     raw = p.raw or Latency()
@@ -64,8 +71,10 @@ class DetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static("", id="detail-title")
-            yield Static("", id="detail-hist")
+            # The history before the histogram: on a short terminal it is never the part
+            # pushed below the fold (it was, at 100x30).
             yield Static("", id="detail-history")
+            yield Static("", id="detail-hist")
         yield Footer()
 
     def show(
@@ -87,11 +96,13 @@ class DetailScreen(Screen[None]):
         )
         self.query_one("#detail-title", Static).update(title)
         width = self.size.width or 80
-        self.query_one("#detail-hist", Static).update(render_histogram(p, width, self.ascii))
+        # Title (5 lines), history (3), footer: the histogram has the rest.
+        rows = max(6, min(MAX_ROWS, (self.size.height or 30) - 10))
+        self.query_one("#detail-hist", Static).update(render_histogram(p, width, self.ascii, rows))
         spark_w = max(10, min(100, width - 20))
         known_p99 = [v for v in p99s if v is not None]
         history = (
-            f"\ncalls/s {sparkline(rates, spark_w, self.ascii)}  {fmt_rate(rates[-1] if rates else None)}\n"
-            f"p99     {sparkline(p99s, spark_w, self.ascii)}  {fmt_ns(known_p99[-1] if known_p99 else None)}"
+            f"calls/s {sparkline(rates, spark_w, self.ascii)}  {fmt_rate(rates[-1] if rates else None)}\n"
+            f"p99     {sparkline(p99s, spark_w, self.ascii)}  {fmt_ns(known_p99[-1] if known_p99 else None)}\n"
         )
         self.query_one("#detail-history", Static).update(history)
