@@ -59,7 +59,11 @@ def node(workload_bin: Path) -> Iterator[tuple[Path, User, dict[str, str]]]:
             f"export PYTHONPATH={d / 'pkg'} ADAPTYST_TOP_AGENT={d / 'agent.sock'}\n"
             'exec /usr/bin/python3 -m adaptyst_top.tui.start "$@"\n'
         )
-        os.system(f"chmod -R a+rX {d}")
+        for folder, dirs, files in os.walk(d):  # readable by every user, as installed
+            for name in dirs:
+                os.chmod(os.path.join(folder, name), 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
         launcher.chmod(0o755)
         shutil.copy(workload_bin, d / "workload")
         (d / "workload").chmod(0o755)
