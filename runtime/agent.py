@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adaptyst_top.collectors.elf_info import NotELFError
 from adaptyst_top.collectors.private_files import private_dir
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import ProbeRef
@@ -36,6 +37,7 @@ from adaptyst_top.placement.control import peer_credentials
 from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.authorization import Peer, may_probe, may_read, peer_of
+from adaptyst_top.runtime.listing import entry_policy, list_objects
 from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 
@@ -176,6 +178,8 @@ class Agent:
         try:
             if kind == "open":
                 return self._open(client, msg)
+            if kind == "list":
+                return self._list(client.peer, msg)
             with client.lock:
                 if client.session is None:
                     raise ActionError(client.revoked or "open a session first")
@@ -240,6 +244,29 @@ class Agent:
         with client.lock:
             client.session = session
         return proto.encode("ok")
+
+    def _list(self, peer: Peer, msg: dict[str, Any]) -> bytes:
+        """What `list` shows, for a process or file this user may probe."""
+        pid = proto.field(msg, "pid", int, optional=True)
+        binary = proto.field(msg, "binary", str, optional=True)
+        pattern = proto.field(msg, "pattern", str, optional=True) or "*"
+        functions, usdt, every = (bool(msg.get(k)) for k in ("functions", "usdt", "all"))
+        if (pid is None) == (binary is None):
+            raise proto.ProtocolError("list: give either pid or binary")
+        if pid is not None and (why := may_probe(peer, pid)):
+            raise SessionError(why)
+        try:
+            if binary is not None:
+                if "/" in binary and not os.path.isabs(binary):
+                    raise SessionError(f"{binary}: give the agent an absolute path")
+                binary = binary if os.path.isabs(binary) else resolve_target(binary)
+                if why := may_read(peer, binary):
+                    raise SessionError(why)
+            policy = entry_policy() if functions else None
+            objects = list_objects(pid, binary, pattern, functions, usdt, every, policy)
+        except (TargetError, NotELFError, OSError) as exc:
+            raise SessionError(str(exc)) from None
+        return proto.encode("ok", objects=objects, policy_known=policy is not None)
 
     def _attach_room(self, peer: Peer, asked: int) -> int:
         """What the client asked, within what the user has left (root: as asked)."""

@@ -260,6 +260,15 @@ class AgentConnection:
             self._added.remove(spec)
         return spec
 
+    def list_objects(self, request: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+        """`list --json`'s objects as the agent sees them for this user, and whether the
+        boot's entry-check verdicts were known to it."""
+        answer = self._ask("list", **request)
+        objects = answer.get("objects")
+        if not isinstance(objects, list) or not all(isinstance(o, dict) for o in objects):
+            raise proto.ProtocolError("list: the agent's answer has no objects")
+        return objects, answer.get("policy_known") is True
+
     def candidates(self) -> list[str]:
         specs = self._ask("candidates").get("specs")
         return [s for s in specs if isinstance(s, str)] if isinstance(specs, list) else []

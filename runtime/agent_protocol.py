@@ -10,6 +10,9 @@
     {"type": "toggle", "ref": [G, R, K]}            {"type": "ok", "on": B}
     {"type": "remove", "ref": [G, R, K]}            {"type": "ok", "spec": SPEC}
     {"type": "candidates"}                          {"type": "ok", "specs": [SPEC]}
+    {"type": "list", "pid": P, "binary": B,         {"type": "ok", "objects": [...],
+     "pattern": G, "functions": B, "usdt": B,        "policy_known": B}  (list --json's)
+     "all": B}
 
 The snapshot is `Snapshot.to_json()` (collectors/snapshot.py): the record format. Every
 request gets one answer; an error answer is one line for the user. A line that is not
@@ -26,7 +29,7 @@ import orjson
 VERSION = 1
 MAX_LINE = 1 << 20  # a request; snapshots (agent -> client) may be longer
 MAX_SNAPSHOT_LINE = 64 << 20
-REQUESTS = ("open", "snapshot", "add", "toggle", "remove", "candidates")
+REQUESTS = ("open", "snapshot", "add", "toggle", "remove", "candidates", "list")
 
 
 class ProtocolError(ValueError):

@@ -599,3 +599,47 @@ def test_one_user_cannot_crowd_out_the_others(
     finally:
         target.kill()
         target.wait()
+
+
+def test_list_through_the_agent_for_what_the_user_may_probe(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    alice, _ = users
+    mine = workload_as(alice, shared / "workload")
+    roots = subprocess.Popen([str(shared / "workload")], stdin=subprocess.PIPE)
+
+    def client(up: int, _down: int) -> None:
+        out = []
+        for request in (
+            {"pid": mine.pid, "pattern": "*_fn"},
+            {"pid": roots.pid, "pattern": "*"},
+            {"binary": "c", "pattern": "strchr"},
+        ):
+            full = {"binary": None, "pid": None, "functions": True, "usdt": True, "all": False}
+            conn = AgentConnection(str(agent.path))
+            try:
+                objects, known = conn.list_objects({**full, **request})
+                out.append({"objects": objects, "known": known})
+            except AgentRefused as exc:
+                out.append({"refused": str(exc)})
+            conn.close()
+        say(up, answers=out)
+
+    try:
+        c = AsUser(alice, client)
+        own, other, libc = c.read()["answers"]  # type: ignore[misc]
+        names = {f["name"] for f in own["objects"][0]["functions"]}
+        assert {"fast_fn", "held_fn"} <= names and own["known"]
+        assert all("entry" in f for f in own["objects"][0]["functions"])
+        assert own["objects"][0]["usdt"] == []  # the glob matches no USDT probe name
+        assert other == {
+            "refused": f"PID {roots.pid} belongs to root; you may probe your own processes"
+        }
+        (strchr,) = libc["objects"][0]["functions"]
+        assert strchr["name"] == "strchr" and "entry" in strchr
+        assert c.wait() == 0
+    finally:
+        mine.kill()
+        mine.wait()
+        roots.kill()
+        roots.wait()

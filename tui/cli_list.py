@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from adaptyst_top.collectors.attach_plan import plan_function
-from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, NotELFError, read_elf
-from adaptyst_top.collectors.entry_safety import EntryPolicy, cached_policy, policy_for_this_boot
-from adaptyst_top.collectors.ifunc import IfuncError
-from adaptyst_top.collectors.targets import TargetError, check_pid, mapped_files, resolve_target
-from adaptyst_top.tui.cli_common import Parser, add_version
+from adaptyst_top.collectors.elf_info import NotELFError
+from adaptyst_top.collectors.targets import TargetError
+from adaptyst_top.runtime.agent_client import AgentRefused, AgentUnavailable
+from adaptyst_top.runtime.listing import entry_policy, list_objects
+from adaptyst_top.tui.cli_common import Parser, add_version, agent_socket
 
 
 def list_parser() -> argparse.ArgumentParser:
@@ -37,94 +35,61 @@ def list_parser() -> argparse.ArgumentParser:
     what.add_argument("--functions", action="store_true", help="functions only")
     what.add_argument("--usdt", action="store_true", help="USDT probes only")
     p.add_argument("pattern", nargs="?", default="*", help="glob on names (default: all)")
+    p.add_argument(
+        "--agent",
+        metavar="PATH",
+        help="ask the node agent (what you may probe; $ADAPTYST_TOP_AGENT; when not root, "
+        "the default socket when it is there)",
+    )
     return p
 
 
-def _entry_policy() -> EntryPolicy | None:
-    """The boot's entry-check verdicts: cached, or checked now as root (a few seconds)."""
-    if os.geteuid() == 0:
-        return policy_for_this_boot()
-    return cached_policy()
+def _list_through(agent: str, request: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+    from adaptyst_top.runtime.agent_client import AgentConnection
 
-
-def _function(
-    path: str, info: ElfInfo, f: FunctionSymbol, policy: EntryPolicy | None, pid: int | None
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": f.name, "address": f.address, "size": f.size, "ifunc": f.ifunc}
-    if policy is not None:
-        try:
-            planned = plan_function(path, info, f, policy.refusal, pid)
-            out["entry"], out["refused"] = planned.entry, planned.refused
-        except IfuncError as exc:
-            out["entry"], out["refused"] = None, str(exc)
-    return out
-
-
-def _describe(
-    path: str,
-    pattern: str,
-    functions: bool,
-    usdt: bool,
-    policy: EntryPolicy | None = None,
-    pid: int | None = None,
-) -> dict[str, Any]:
-    info = read_elf(path)
-    entry: dict[str, Any] = {"path": path, "stripped": info.stripped}
-    if functions:
-        entry["functions"] = [
-            _function(path, info, f, policy, pid)
-            for f in info.functions
-            if fnmatch.fnmatchcase(f.name, pattern)
-        ]
-    if usdt:
-        # One entry per probe, like tplist; a probe the compiler inlined has many sites.
-        probes: dict[tuple[str, str], dict[str, Any]] = {}
-        for u in info.usdt:
-            if not (
-                fnmatch.fnmatchcase(u.name, pattern) or fnmatch.fnmatchcase(u.provider, pattern)
-            ):
-                continue
-            p = probes.setdefault(
-                (u.provider, u.name),
-                {
-                    "provider": u.provider,
-                    "name": u.name,
-                    "locations": [],
-                    "arguments": u.arg_specs,
-                    "semaphore": u.semaphore or None,
-                },
-            )
-            p["locations"].append(u.address)
-        entry["usdt"] = list(probes.values())
-    return entry
+    conn = AgentConnection(agent)
+    try:
+        answer = conn.list_objects(request)
+    finally:
+        conn.close()
+    return answer
 
 
 def cmd_list(argv: Sequence[str]) -> int:
     args = list_parser().parse_args(argv)
     want_f, want_u = not args.usdt, not args.functions
-    policy = _entry_policy() if want_f else None
+    agent = agent_socket(args.agent)
+    binary = args.binary
+    if binary is not None and "/" in binary:
+        binary = os.path.abspath(binary)  # the agent runs elsewhere
+    request = {
+        "pid": args.pid,
+        "binary": binary,
+        "pattern": args.pattern,
+        "functions": want_f,
+        "usdt": want_u,
+        "all": args.all,
+    }
     try:
-        if args.pid is not None:
-            check_pid(args.pid)
-            files = mapped_files(args.pid)
-            objects = [
-                _describe(
-                    path, args.pattern, want_f and (args.all or i == 0), want_u, policy, args.pid
-                )
-                for i, path in enumerate(files)
-            ]
+        if agent is not None:
+            # The agent lists what this user may see, with the boot's entry verdicts.
+            objects, policy_known = _list_through(agent, request)
         else:
-            # A file here first; else a library or program name, resolved like bcc's
-            # tplist -l (`c` is libc).
-            path = args.binary if os.path.isfile(args.binary) else resolve_target(args.binary)
-            objects = [_describe(path, args.pattern, want_f, want_u, policy)]
+            policy = entry_policy() if want_f else None
+            objects = list_objects(
+                args.pid, args.binary, args.pattern, want_f, want_u, args.all, policy
+            )
+            policy_known = policy is not None
     except (TargetError, NotELFError, FileNotFoundError, PermissionError) as exc:
+        print(f"adaptyst-top: {exc}", file=sys.stderr)
+        return 1
+    except (AgentUnavailable, AgentRefused) as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({"objects": objects}))
         return 0
-    if want_f and policy is None:
+    if want_f and not policy_known:
         print(
             "(which functions a probe would refuse is known once root has run the entry "
             "check on this boot: `sudo adaptyst-top list ...`)"
