@@ -3,9 +3,7 @@ exits, a signal, the duration, or the target's end."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import threading
 import time
 from dataclasses import replace
@@ -50,14 +48,3 @@ def record_snapshots(
             return 0 if status is None or session.keep_command else status
         if snap.target_ended:
             return 0
-
-
-def open_output(path: str) -> IO[str]:
-    """The record file. In a folder others may write to (/tmp), a symlink planted at
-    PATH is refused rather than followed."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-    parent = os.path.dirname(os.path.abspath(path))
-    with contextlib.suppress(OSError):
-        if os.stat(parent).st_mode & 0o002:
-            flags |= os.O_NOFOLLOW
-    return os.fdopen(os.open(path, flags, 0o644), "w")

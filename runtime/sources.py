@@ -19,6 +19,7 @@ from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.collectors.targets import TargetError, mapped_files
 from adaptyst_top.runtime.agent_client import AgentRefused
+from adaptyst_top.runtime.record_file import open_recording
 from adaptyst_top.runtime.session import Session
 
 
@@ -157,7 +158,7 @@ class ReplaySource:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._file: IO[bytes] = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+        self._file: IO[bytes] = open_recording(self.path)
         self._lines: Iterator[bytes] = iter(self._file)
         self.ended = False
         self.count = 0
@@ -229,7 +230,7 @@ def check_recording(path: str) -> None:
         raise FileNotFoundError(f"{path}: no such file")
     if p.is_dir():
         raise ValueError(f"{path}: a directory, not a recording")
-    with open(p, "rb") as f:
+    with open_recording(p) as f:
         first = f.readline(1 << 20)
     if parse_snapshot_line(first) is None:
         raise ValueError(

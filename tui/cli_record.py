@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, DURATION_RANGE
-from adaptyst_top.runtime.record import open_output, record_snapshots
+from adaptyst_top.runtime.record import record_snapshots
+from adaptyst_top.runtime.record_file import open_output
 from adaptyst_top.runtime.session import SessionError, child_output_for, open_session
 from adaptyst_top.tui.cli_common import (
     Parser,
@@ -38,7 +39,13 @@ def record_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="stop after S seconds (on time, whatever the interval), ending the command",
     )
-    p.add_argument("--out", default="-", metavar="FILE|-", help="where to write (- = stdout)")
+    p.add_argument(
+        "--out",
+        default="-",
+        metavar="FILE|-",
+        help="where to write (- = stdout); a name ending in .zst is zstd-compressed (~25x), "
+        "flushed every interval",
+    )
     return p
 
 
