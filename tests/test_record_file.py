@@ -17,12 +17,14 @@ CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
 RECORDING = Path(__file__).parent / "data" / "recording.jsonl"
 
 
-def replayed(path: Path) -> list[float]:
+def replayed(path: Path, torn: int = 0) -> list[float]:
+    """The snapshot times a replay shows; at most TORN lines skipped (a killed record can
+    leave its last line half written)."""
     source = ReplaySource(path)
     times = []
     while (snap := source.snapshot()) is not None:
         times.append(snap.t)
-    assert source.skipped == 0
+    assert source.skipped <= torn
     source.close()
     return times
 
@@ -50,7 +52,9 @@ def test_a_killed_compressed_recording_replays_to_its_last_line(tmp_path: Path) 
     time.sleep(3.0)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    times = replayed(out)  # no frame end was written: read to the last flushed block
+    # No frame end was written: read to the last flushed block; the line being written
+    # when the kill came may be cut (replay skips it and says so).
+    times = replayed(out, torn=1)
     assert len(times) >= 5 and times == sorted(times)
 
 
