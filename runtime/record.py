@@ -45,6 +45,6 @@ def record_snapshots(
             return child.status or 0
         if stop.is_set() or timed_out:
             status = session.end_command()
-            return 0 if status is None or session.keep_command else status
+            return 0 if status is None or session.options.keep_command else status
         if snap.target_ended:
             return 0

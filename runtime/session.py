@@ -83,8 +83,6 @@ class Session:
     calibration: BackgroundCalibration | None = None
     options: SessionOptions = field(default_factory=SessionOptions)
     placement: PlacementLoop | None = None
-    keep_command: bool = False
-    command_log: str | None = None  # where the command's output goes, when to a file
     _exit_told: bool = False
     _log_told: bool = False
 
@@ -92,7 +90,7 @@ class Session:
         """Release the held command; SessionError (status 126/127) when it cannot run."""
         if self.child is not None:
             try:
-                self.child.release(keep=self.keep_command)
+                self.child.release(keep=self.options.keep_command)
             except LaunchError as exc:
                 raise SessionError(str(exc), exc.status) from None
 
@@ -108,15 +106,14 @@ class Session:
         self.child.poll()
         told = []
         name = os.path.basename(self.child.argv[0])
-        if self.command_log and not self._log_told:
+        log = self.options.command_log  # where the command's output goes, when to a file
+        if log and not self._log_told:
             self._log_told = True
-            told.append(f"{name}'s output: {self.command_log}")
+            told.append(f"{name}'s output: {log}")
         if self.child.status is not None and not self._exit_told:
             self._exit_told = True
             told.append(f"{name} exited with status {self.child.status}")
-        command = CommandState(
-            tuple(self.child.argv), self.child.pid, self.child.status, self.command_log
-        )
+        command = CommandState(tuple(self.child.argv), self.child.pid, self.child.status, log)
         return replace(snap, command=command, warnings=snap.warnings + tuple(told))
 
     def ensure_engine(self) -> ProbeEngine:
@@ -132,7 +129,7 @@ class Session:
         """End the launched command (unless it is kept); its status as a shell says it."""
         if self.child is None:
             return None
-        if self.keep_command and self.child.released:
+        if self.options.keep_command and self.child.released:
             return self.child.poll()
         return self.child.end()
 
@@ -200,8 +197,6 @@ def open_session(opts: SessionOptions) -> Session:
         calibration=calibration,
         options=opts,
         placement=placement,
-        keep_command=opts.keep_command,
-        command_log=opts.command_log,
     )
 
 
@@ -263,8 +258,6 @@ def open_remote_session(opts: SessionOptions) -> Session:
         pid=pid,
         options=opts,
         placement=placement,
-        keep_command=opts.keep_command,
-        command_log=opts.command_log,
     )
 
 

@@ -7,6 +7,14 @@ import os
 from collections.abc import Callable
 
 
+def become(uid: int, gid: int | None = None) -> None:
+    """This process turns into UID (and GID, by default the same number), for good."""
+    gid = uid if gid is None else gid
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+
+
 def run_as(uid: int, fn: Callable[[], bytes]) -> tuple[int, bytes]:
     """(exit code, what FN returned or the exception it raised) from a child that became
     UID (and its group) before calling FN. Never returns into pytest in the child."""
@@ -16,12 +24,10 @@ def run_as(uid: int, fn: Callable[[], bytes]) -> tuple[int, bytes]:
         code = 1
         try:
             os.close(r)
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
+            become(uid)
             os.write(w, fn())
             code = 0
-        except BaseException as exc:
+        except BaseException as exc:  # SystemExit too: the child never returns into pytest
             os.write(w, repr(exc).encode()[:4000])
         finally:
             os._exit(code)

@@ -34,6 +34,7 @@ from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
 from adaptyst_top.tui.cli import main as cli_main
 from adaptyst_top.tui.cli_record import record_parser
 
+from .as_user import become
 from .bpf_objects import none_left, our_programs, uprobe_event_lines
 from .conftest import requires_root
 
@@ -142,12 +143,10 @@ class AsUser:
             try:
                 os.close(up_r)
                 os.close(down_w)
-                os.setgroups([])
-                os.setresgid(user.gid, user.gid, user.gid)
-                os.setresuid(user.uid, user.uid, user.uid)
+                become(user.uid, user.gid)
                 fn(up_w, down_r)
                 code = 0
-            except BaseException as exc:
+            except BaseException as exc:  # SystemExit too: the child never returns into pytest
                 os.write(up_w, (json.dumps({"raised": repr(exc)}) + "\n").encode())
             finally:
                 os._exit(code)
