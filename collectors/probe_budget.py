@@ -4,7 +4,7 @@ same interval (of the node's busy time when there is no target)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from adaptyst_top.collectors import overhead as ov
@@ -19,17 +19,31 @@ class Overhead:
 
 
 class BudgetWatch:
-    def __init__(self, pid: int | None, budget: float) -> None:
-        self.pid = pid
+    """pids: the target's processes now (None: the whole node)."""
+
+    def __init__(self, pids: Callable[[], Iterable[int]] | None, budget: float) -> None:
+        self.pids = pids
         self.budget = budget
-        self._last_cpu: int | None = None
+        self._last: dict[int, int] | None = None
+
+    def _cpu(self) -> dict[int, int] | None:
+        if self.pids is None:
+            return {-1: ov.system_busy_ns()}
+        out = {}
+        for pid in self.pids():
+            ns = process_cpu_ns(pid)
+            if ns is not None:
+                out[pid] = ns
+        return out
 
     def update(self, rows: Sequence[Row], costs: ov.CostTable, dt: float | None) -> Overhead:
-        cpu = process_cpu_ns(self.pid) if self.pid is not None else ov.system_busy_ns()
-        last, self._last_cpu = self._last_cpu, cpu
+        cpu = self._cpu()
+        last, self._last = self._last, cpu
         if cpu is None or last is None or dt is None:
             return Overhead(None, None)
-        cpu_delta = cpu - last
+        # Over the processes read both times: one that came or went mid-interval would
+        # count its whole life, or less than nothing.
+        cpu_delta = sum(ns - last[pid] for pid, ns in cpu.items() if pid in last)
         cost = {r.id: r.interval_hits * costs.get(r.cost_class).per_hit_ns for r in rows}
         total = sum(cost.values())
         # Probe time is charged to the target's own CPU time, so it sits inside cpu_delta.

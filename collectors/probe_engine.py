@@ -9,6 +9,8 @@ detaches or re-attaches its already-loaded programs: no recompilation, a few ms.
 Long on purpose: what is left here is one state machine (pending, attached, detached,
 ended, error) shared by three threads (the caller's, the background worker's, the
 reader's) under one lock; split, its transitions would be read in several files.
+Which processes the probes attach to (one, a job's, the children they start, or every
+one) is part of that machine: a process joins or leaves while rows switch.
 Planning (attach_plan), kernel reading (probe_reading), the budget (probe_budget), the
 rows' data (probe_model), their snapshot entries (probe_output) and bcc's workarounds
 (bcc_extras) live apart.
@@ -23,7 +25,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from adaptyst_top.collectors import entry_safety
@@ -60,12 +62,19 @@ from adaptyst_top.collectors.probe_reading import (
     update_rates,
 )
 from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
+from adaptyst_top.collectors.process_follow import (
+    ProcessEvent,
+    ProcessFollower,
+    descendants,
+    is_thread,
+)
 from adaptyst_top.collectors.snapshot import ProbeEntry, ProbeRef
 from adaptyst_top.collectors.targets import (
     TargetError,
     check_pid,
     mapped_files,
     pid_alive,
+    process_start,
     resolve_target,
 )
 
@@ -91,7 +100,15 @@ class ProbeEngine:
         enforce_budget: bool = False,
         check_environment: bool = True,
         entry_policy: entry_safety.EntryPolicy | None = None,
+        scope: Iterable[int] | None = None,
+        follow: bool = False,
+        admit: Callable[[int], str | None] | None = None,
+        scope_name: str | None = None,
     ) -> None:
+        """pid: the target process (its exit ends the probes); scope: other processes to
+        probe from the start (a Slurm job's); follow: the processes these start join;
+        admit: a process's refusal (None: may join), asked before one joins and when one
+        execs; scope_name: what the scope is, for messages ("job 42")."""
         if check_environment:
             self.require_ebpf()
         if pid is not None:
@@ -100,6 +117,19 @@ class ProbeEngine:
             except TargetError as exc:
                 raise ProbeError(str(exc)) from None
         self.pid = pid
+        # The processes the probes attach to, each with its start (a PID reused by another
+        # process is never attached); None: every process (root's node-wide probes).
+        self.scope: dict[int, int] | None = None
+        if pid is not None or scope is not None:
+            self.scope = {}
+            for p in ([pid] if pid is not None else []) + list(scope or ()):
+                if (start := process_start(p)) is not None:
+                    self.scope[p] = start
+        self.scope_name = scope_name or (f"PID {pid}" if pid is not None else "the target")
+        self.admit = admit
+        self.joined = 0  # processes that joined the scope after the start
+        self._follower: ProcessFollower | None = None
+        self._main_gone_told = False
         self.command_path = command_path
         self.max_attach = max_attach
         self.costs = costs or ov.CostTable()
@@ -123,11 +153,16 @@ class ProbeEngine:
         self.bpf_stats_on = self.bpf_stats.available()
         self._last_read: float | None = None
         self._reads = 0
-        self.budget_watch = BudgetWatch(pid, budget)
+        self.budget_watch = BudgetWatch(
+            None if self.scope is None else lambda: list(self.scope or ()), budget
+        )
         self._closed = False
         self._exe: str | None = None  # the target's program, to notice an exec
         self._worker = threading.Thread(target=self._work, name="probe-compiler", daemon=True)
         self._worker.start()
+        if follow and self.scope is not None:
+            # First on the worker: followed before any probe attaches.
+            self._queue.put(self._start_following)
 
     # ----- environment ---------------------------------------------------------
 
@@ -196,7 +231,7 @@ class ProbeEngine:
             self.command_path.rsplit("/", 1)[-1],
         ):
             target = self.command_path
-        path = resolve_target(target, self.pid if self.pid and pid_alive(self.pid) else None)
+        path = resolve_target(target, self._reference_pid())
         return path, read_elf(path)
 
     def _build(self, group: ProbeGroup) -> None:
@@ -244,6 +279,12 @@ class ProbeEngine:
                 row.group = group.id
                 self.rows[row.id] = row
             group.rows = sorted(rows + refused, key=lambda r: r.name)
+            # Processes that joined while these attached (follow() did not see the rows).
+            for row in rows:
+                for pid in self._attach_pids():
+                    if pid not in row.pids and row.state == "attached":
+                        with contextlib.suppress(Exception):
+                            self._attach_pid(row, pid)
 
     def _new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
         with self._lock:
@@ -311,7 +352,8 @@ class ProbeEngine:
             return [row], slots, []
         # USDT(pid) needs the binary mapped; a command held before exec does not map it
         # yet, so it gets a path context and our PID filter.
-        pid = self.pid if self.pid and pid_alive(self.pid) and self._maps(path) else None
+        ref = self._reference_pid()
+        pid = ref if ref is not None and self._maps(ref, path) else None
         if ref_ctrs and pid is None:
             raise ProbeError(
                 f"{spec.text}: reading @arg{spec.arg} of a semaphore-gated probe needs the "
@@ -328,20 +370,132 @@ class ProbeEngine:
         row.usdt_ctx = ctx
         return [row], slots, [ctx]
 
-    def _maps(self, path: str) -> bool:
+    def _maps(self, pid: int, path: str) -> bool:
         try:
-            return path in mapped_files(self.pid) if self.pid else False
+            return path in mapped_files(pid)
         except TargetError:
             return False
 
-    # ----- attach / detach / toggle ---------------------------------------------
+    def _reference_pid(self) -> int | None:
+        """The process whose view resolves names (library short names, USDT): the target,
+        or another live process of the scope once it is gone."""
+        if self.pid is not None and pid_alive(self.pid):
+            return self.pid
+        return next(iter(self._attach_pids()), None) if self.scope else None
 
-    def _attach_pid(self) -> int:
-        return self.pid if self.pid is not None else -1
+    # ----- the processes probed ------------------------------------------------------
+
+    def _attach_pids(self) -> list[int]:
+        """The processes to attach for, alive and still the ones that joined; [-1] (every
+        process) for node-wide probes."""
+        if self.scope is None:
+            return [-1]
+        return [p for p, start in self.scope.items() if process_start(p) == start]
+
+    def scope_pids(self) -> list[int]:
+        """The processes probed now (empty for node-wide probes)."""
+        with self._lock:
+            return list(self.scope or ())
+
+    def _start_following(self) -> None:
+        try:
+            follower = ProcessFollower(list(self.scope or ()), self._on_process_event)
+        except Exception as exc:  # bcc raises plain Exception (no tracefs, say)
+            self.warnings.append(f"children are not followed: {_one_line(exc)}")
+            return
+        with self._lock:
+            if self._closed or self.target_ended:
+                follower.close()
+                return
+            self._follower = follower
+            known = list(self.scope or ())
+        # The children started before the follower: from /proc, after the kernel's map
+        # has the parents (a fork meanwhile is told, and follow() takes a PID once).
+        for pid in descendants(known):
+            self.follow(pid)
+
+    def _on_process_event(self, ev: ProcessEvent) -> None:
+        if ev.kind == "fork":
+            if is_thread(ev.pid):
+                if self._follower is not None:
+                    self._follower.discard(ev.pid)
+                return
+            self.follow(ev.pid)
+        elif ev.kind == "exec" and self.admit is not None:
+            # A setuid program may have made it someone else's: asked at once, not at the
+            # next guard round.
+            if why := self.admit(ev.pid):
+                self.unfollow(ev.pid, why)
+        elif ev.kind == "exit" and ev.pid != self.pid:
+            self.unfollow(ev.pid)
+
+    def follow(self, pid: int) -> bool:
+        """Probe PID too (a child of a followed process, a job's new task): every live
+        row attaches for it now. False when it is not taken (known, gone, refused)."""
+        with self._lock:
+            if self.scope is None or self._closed or self.target_ended or pid in self.scope:
+                return False
+        if self.admit is not None and (why := self.admit(pid)):
+            self.warnings.append(f"PID {pid} not probed: {why}")
+            return False
+        start = process_start(pid)
+        with self._lock:
+            if start is None or self._closed or self.target_ended or pid in self.scope:
+                return False
+            self.scope[pid] = start
+            self.joined += 1
+            if self._follower is not None:
+                self._follower.add(pid)
+            for row in self.rows.values():
+                if (
+                    row.state == "attached"
+                    and row.linked
+                    and not row.unlinking
+                    and row.module is not None
+                    and not row.module.closed
+                ):
+                    with contextlib.suppress(Exception):  # it exited meanwhile
+                        self._attach_pid(row, pid)
+        return True
+
+    def unfollow(self, pid: int, why: str | None = None) -> None:
+        """Stop probing PID. With a reason (it is no longer one the user may probe) its
+        probes are detached before this returns; otherwise in the background."""
+        with self._lock:
+            if self.scope is None or self.scope.pop(pid, None) is None:
+                return
+            if self._follower is not None:
+                self._follower.discard(pid)
+            if why:
+                self.warnings.append(f"PID {pid}: {why}; its probes ended")
+            rows = [r for r in self.rows.values() if pid in r.pids]
+        if why:
+            self._detach_pid(rows, pid)
+        else:
+            self._queue.put(lambda: self._detach_pid(rows, pid))
+
+    def _detach_pid(self, rows: list[Row], pid: int) -> None:
+        for row in rows:
+            if row.module is None:
+                continue
+            with row.module.lock:
+                if not row.module.closed and pid in row.pids:
+                    for a in sorted(row.attachments, key=lambda a: _closes(row, a)):
+                        self._detach_one(row.module.bpf, a, pid)
+                row.pids.discard(pid)
+
+    def _prune_scope(self) -> None:
+        """Drop the processes that exited (their PIDs may come back as someone else's)."""
+        if self.scope is None:
+            return
+        for pid, start in list(self.scope.items()):
+            if pid != self.pid and process_start(pid) != start:
+                self.unfollow(pid)
+
+    # ----- attach / detach / toggle ---------------------------------------------
 
     def _attach_row(self, row: Row) -> None:
         assert row.module is not None
-        bpf = row.module.bpf
         ctx = row.usdt_ctx
         if ctx is not None and not row.attachments:
             # Every location of every probe of the spec, as bcc resolved them.
@@ -351,30 +505,20 @@ class ProbeEngine:
                     path = binpath.decode() if isinstance(binpath, bytes) else binpath
                     ref = row.ref_ctrs.get(fn, 0)
                     row.attachments.append(Attachment(fn, path, addr=int(addr), ref_ctr=ref))
-        done: list[Attachment] = []
+        pids = self._attach_pids()
+        if not pids and self.pid is not None:
+            raise ProbeError(f"PID {self.pid} exited during attach")
         try:
-            # What closes an interval first (a uretprobe, a pair's END), then what opens
-            # it: in a process calling the function meanwhile, an entry seen before its
-            # return was probed would leave a frame no return ever pops, and the
-            # thread's stack, full of them, would measure nothing again.
-            for a in sorted(row.attachments, key=lambda a: not _closes(row, a)):
-                kw: dict[str, Any] = {
-                    "name": a.path,
-                    "fn_name": a.fn_name,
-                    "pid": self._attach_pid(),
-                }
-                if a.sym:
-                    kw["sym"] = a.sym
-                else:
-                    kw["addr"] = a.addr
-                if a.ref_ctr:
-                    attach_with_semaphore(bpf, a.path, a.addr, a.fn_name, kw["pid"], a.ref_ctr)
-                else:
-                    (bpf.attach_uretprobe if a.ret else bpf.attach_uprobe)(**kw)
-                done.append(a)
+            for pid in pids:
+                try:
+                    self._attach_pid(row, pid)
+                except Exception:
+                    if pid in (self.pid, -1) or pid_alive(pid):
+                        raise
+                    # a followed process that exited meanwhile: nothing to attach
         except Exception as exc:
-            for a in done:
-                self._detach_one(bpf, a)
+            for pid in list(row.pids):
+                self._detach_pid([row], pid)
             if self.pid is not None and not pid_alive(self.pid):
                 raise ProbeError(f"PID {self.pid} exited during attach") from None
             raise ProbeError(
@@ -382,8 +526,35 @@ class ProbeEngine:
             ) from None
         row.state, row.linked = "attached", True
 
-    def _detach_one(self, bpf: Any, a: Attachment) -> None:
-        kw: dict[str, Any] = {"name": a.path, "pid": self._attach_pid()}
+    def _attach_pid(self, row: Row, pid: int) -> None:
+        """Every attach point of ROW for one process (-1: every process), or none."""
+        assert row.module is not None
+        bpf = row.module.bpf
+        done: list[Attachment] = []
+        try:
+            # What closes an interval first (a uretprobe, a pair's END), then what opens
+            # it: in a process calling the function meanwhile, an entry seen before its
+            # return was probed would leave a frame no return ever pops, and the
+            # thread's stack, full of them, would measure nothing again.
+            for a in sorted(row.attachments, key=lambda a: not _closes(row, a)):
+                kw: dict[str, Any] = {"name": a.path, "fn_name": a.fn_name, "pid": pid}
+                if a.sym:
+                    kw["sym"] = a.sym
+                else:
+                    kw["addr"] = a.addr
+                if a.ref_ctr:
+                    attach_with_semaphore(bpf, a.path, a.addr, a.fn_name, pid, a.ref_ctr)
+                else:
+                    (bpf.attach_uretprobe if a.ret else bpf.attach_uprobe)(**kw)
+                done.append(a)
+        except Exception:
+            for a in done:
+                self._detach_one(bpf, a, pid)
+            raise
+        row.pids.add(pid)
+
+    def _detach_one(self, bpf: Any, a: Attachment, pid: int) -> None:
+        kw: dict[str, Any] = {"name": a.path, "pid": pid}
         if a.sym:
             kw["sym"] = a.sym
         else:
@@ -409,8 +580,10 @@ class ProbeEngine:
         with row.module.lock:
             if not row.module.closed:
                 # Openers first, for the same reason: no entry without its return.
-                for a in sorted(row.attachments, key=lambda a: _closes(row, a)):
-                    self._detach_one(row.module.bpf, a)
+                for pid in list(row.pids):
+                    for a in sorted(row.attachments, key=lambda a: _closes(row, a)):
+                        self._detach_one(row.module.bpf, a, pid)
+                row.pids.clear()
         with self._lock:
             row.linked = row.unlinking = False
             if row.state == "attached" and not row.module.closed:
@@ -485,10 +658,8 @@ class ProbeEngine:
         self._last_read = now
         self.bpf_stats.tick()
         with self._lock:
-            if self.pid is not None and not self.target_ended and not pid_alive(self.pid):
-                self._end_target()
-            elif self.pid is not None and not self.target_ended:
-                self._check_exec()
+            if not self.target_ended:
+                self._check_target()
             self._reads += 1
             for module in list(self.modules):
                 if module.closed:
@@ -519,6 +690,24 @@ class ProbeEngine:
             msg += " (disabled)"
         self.warnings.append(msg)
 
+    def _check_target(self) -> None:
+        """End the probes when no process of the target is left; notice an exec."""
+        self._prune_scope()
+        main_alive = self.pid is not None and pid_alive(self.pid)
+        others = [p for p in self.scope or () if p != self.pid]
+        if main_alive:
+            self._check_exec()
+        elif self.pid is not None and not others:
+            self._end_target(f"target PID {self.pid} exited")
+        elif self.pid is not None and not self._main_gone_told:
+            self._main_gone_told = True
+            self.warnings.append(
+                f"target PID {self.pid} exited; the {len(others)} process(es) it started "
+                "are still probed"
+            )
+        elif self.pid is None and self.scope is not None and not self.scope:
+            self._end_target(f"{self.scope_name} has no process left")
+
     def _check_exec(self) -> None:
         """A target that exec'd another program keeps its PID but not its probes: the rows
         on files it no longer maps end, with the reason."""
@@ -548,8 +737,10 @@ class ProbeEngine:
             f"PID {self.pid} exec'd {exe}: {len(gone)} probe(s) on the old program ended"
         )
 
-    def _end_target(self) -> None:
+    def _end_target(self, why: str) -> None:
         self.target_ended = True
+        if self._follower is not None:
+            self._follower.close()
         for module in self.modules:
             read_module(module)  # the final statistics stay in the rows
         for row in self.rows.values():
@@ -559,7 +750,7 @@ class ProbeEngine:
                 row.state = "ended"
         for module in self.modules:
             module.close()
-        self.warnings.append(f"target PID {self.pid} exited; final statistics kept")
+        self.warnings.append(f"{why}; final statistics kept")
 
     # ----- reporting -------------------------------------------------------------
 
@@ -600,6 +791,8 @@ class ProbeEngine:
         if threading.current_thread() is not self._worker:
             self._worker.join(WORKER_JOIN_S)
         with self._lock:
+            if self._follower is not None:
+                self._follower.close()
             for module in self.modules:
                 module.close()
             for row in self.rows.values():

@@ -60,6 +60,7 @@ class Row:
     error: str = ""
     module: ProbeModule | None = None
     linked: bool = False  # programs really attached (lags `state` while a detach is queued)
+    pids: set[int] = field(default_factory=set)  # the processes attached for (-1: every one)
     unlinking: bool = False  # a background detach is running
     bpf_ns: float | None = None  # BPF run time per hit, last read
     hist_lists: dict[Any, tuple[int, tuple[tuple[int, int], ...]]] = field(default_factory=dict)

@@ -34,6 +34,16 @@ def process_cpu_ns(pid: int) -> int | None:
     return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
+def process_start(pid: int) -> int | None:
+    """When the process started (clock ticks since boot): with the PID, who it is; a PID
+    reused by another process has another start."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 PF_KTHREAD = 0x00200000  # in /proc/PID/stat's flags
 
 

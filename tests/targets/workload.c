@@ -9,6 +9,9 @@
  *   nested N US    N times: outer begin, inner begin, held_fn(US), inner end, outer end
  *   tick N         N hits of the count-only USDT probe adaptyst_test:tick
  *   forever US     task_begin/held_fn(US)/task_end, 100 fast_fn, a tick, 1 ms sleep; forever
+ *   sleep MS       sleeps MS milliseconds
+ *   spawn K MS N   K child processes, each: sleep MS, N calls of fast_fn; waits for them
+ *   spawnexec MS N a child that execs this program ("sleep MS fast N"); waits for it
  *   exit CODE
  * Each command answers "ok" once done. Commands come from stdin, or from the
  * arguments when there are any ("workload held 10 100 exit 3"). */
@@ -19,6 +22,8 @@
 #include <time.h>
 #include <sys/sdt.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 
 static long now_ns(void) {
     struct timespec t;
@@ -45,7 +50,7 @@ __attribute__((noinline)) long leaf_fn(long x) { return x * 3 + 1; }
 
 int main(int argc, char **argv) {
     char cmd[32], name[64], script[4096] = "";
-    long n, us;
+    long n, us, k;
     FILE *in = stdin;
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 1) {
@@ -95,6 +100,29 @@ int main(int argc, char **argv) {
                 DTRACE_PROBE1(adaptyst_test, tick, i);
                 usleep(1000);
             }
+        } else if (!strcmp(cmd, "sleep") && fscanf(in, "%ld", &us) == 1) {
+            usleep(us * 1000);
+        } else if (!strcmp(cmd, "spawn") && fscanf(in, "%ld %ld %ld", &k, &us, &n) == 3) {
+            for (long c = 0; c < k; c++) {
+                if (fork() == 0) {
+                    usleep(us * 1000);
+                    for (long i = 0; i < n; i++) fast_fn(i);
+                    _exit(0);
+                }
+            }
+            while (wait(NULL) > 0) {}
+        } else if (!strcmp(cmd, "spawnexec") && fscanf(in, "%ld %ld", &us, &n) == 2) {
+            if (fork() == 0) {
+                char ms[24], count[24];
+                snprintf(ms, sizeof ms, "%ld", us);
+                snprintf(count, sizeof count, "%ld", n);
+                int null = open("/dev/null", O_WRONLY);
+                dup2(null, 1);  /* its "ready"/"ok" are not ours to say */
+                execl("/proc/self/exe", "workload", "sleep", ms, "fast", count, "exit", "0",
+                      (char *)NULL);
+                _exit(127);
+            }
+            while (wait(NULL) > 0) {}
         } else if (!strcmp(cmd, "exit") && fscanf(in, "%ld", &n) == 1) {
             return (int)n;
         } else {

@@ -1,0 +1,160 @@
+"""Following a target's children: the processes a probed process starts join its probes.
+
+A uprobe attached for one PID fires in that process only: a child it forks takes no
+trap, and is not counted, until probes are attached for the child too. The kernel says
+when a process forks, execs and exits (the `sched` tracepoints). One small BPF program
+keeps the followed processes in a map: a child of a followed process is followed at
+once, in the kernel (so that a grandchild forked before user space has caught up is not
+lost), and each fork, exec and exit of a followed process goes to user space through a
+ring buffer, where the engine attaches the probes for a new child, re-checks who owns a
+process that exec'd, and drops one that exited.
+
+Calls a child makes before its probes are attached are not seen: the delay from fork
+to attached is measured by tests/test_follow.py and reported in the engine's
+`follow_delay_ms`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from adaptyst_top.collectors.bcc_extras import COMPILE_LOCK, bcc_stderr_captured
+
+MAX_FOLLOWED = 65536
+POLL_MS = 100  # how long a poll waits: the longest close() waits for the thread
+
+EventKind = Literal["fork", "exec", "exit"]
+_KINDS: tuple[EventKind, ...] = ("fork", "exec", "exit")
+
+_SOURCE = r"""
+BPF_HASH(followed, u32, u8, %(max)d);
+BPF_RINGBUF_OUTPUT(events, 16);
+struct event { u32 kind; u32 pid; u32 parent; };
+
+static __always_inline void tell(u32 kind, u32 pid, u32 parent) {
+    struct event e = {kind, pid, parent};
+    events.ringbuf_output(&e, sizeof(e), 0);
+}
+
+/* In the parent's context: a new thread of a followed process lands here too, and is
+ * followed (harmless: user space drops what is not a process). */
+TRACEPOINT_PROBE(sched, sched_process_fork) {
+    u32 parent = bpf_get_current_pid_tgid() >> 32;
+    if (!followed.lookup(&parent)) return 0;
+    u32 child = args->child_pid;
+    u8 one = 1;
+    followed.update(&child, &one);
+    tell(0, child, parent);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exec) {
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    if (followed.lookup(&tgid)) tell(1, tgid, 0);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exit) {
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tid = id, tgid = id >> 32;
+    if (!followed.lookup(&tid)) return 0;
+    followed.delete(&tid);
+    if (tid == tgid) tell(2, tgid, 0);
+    return 0;
+}
+"""
+
+
+@dataclass(frozen=True)
+class ProcessEvent:
+    kind: EventKind
+    pid: int
+    parent: int = 0  # for a fork: the followed process that forked
+
+
+class ProcessFollower:
+    """Tells `on_event` of every fork, exec and exit of the followed processes and of
+    their descendants, from its own thread, until close()."""
+
+    def __init__(self, pids: Iterable[int], on_event: Callable[[ProcessEvent], None]) -> None:
+        from bcc import BPF  # type: ignore[import-not-found]
+
+        with COMPILE_LOCK, bcc_stderr_captured():
+            self._bpf: Any = BPF(text=_SOURCE % {"max": MAX_FOLLOWED})
+        self._on_event = on_event
+        self._map = self._bpf["followed"]
+        for pid in pids:
+            self.add(pid)
+        self._bpf["events"].open_ring_buffer(self._callback)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._poll, name="process-follower", daemon=True)
+        self._thread.start()
+
+    def add(self, pid: int) -> None:
+        self._map[ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
+
+    def discard(self, pid: int) -> None:
+        with contextlib.suppress(KeyError):
+            del self._map[ctypes.c_uint(pid)]
+
+    def _callback(self, _ctx: Any, data: Any, _size: int) -> None:
+        e = self._bpf["events"].event(data)
+        with contextlib.suppress(Exception):  # a failing handler must not stop the follower
+            self._on_event(ProcessEvent(_KINDS[e.kind], int(e.pid), int(e.parent)))
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                self._bpf.ring_buffer_poll(POLL_MS)
+
+    def close(self) -> None:
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(POLL_MS / 1000 * 20)
+        with self._lock, contextlib.suppress(Exception):
+            self._bpf.cleanup()
+
+
+def descendants(pids: Iterable[int]) -> list[int]:
+    """The processes started by PIDS, their children's, and so on (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out: list[int] = []
+    todo = list(pids)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def is_thread(pid: int) -> bool:
+    """Whether PID is a thread (not the first) of some process: not a process to follow."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Tgid:"):
+                    return int(line.split()[1]) != pid
+    except (OSError, ValueError):
+        pass
+    return True  # gone already: nothing to follow
+
+
+__all__ = ["ProcessEvent", "ProcessFollower", "descendants", "is_thread"]
