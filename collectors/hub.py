@@ -44,6 +44,7 @@ class Hub:
             devices=() if self.devices is None else tuple(self.devices.read()),
             device_sources=None if self.devices is None else tuple(self.devices.sources()),
             overhead=overhead,
+            target=None if self.engine is None else self.engine.target(),
             target_ended=self.engine is not None and self.engine.target_ended,
             warnings=tuple(warnings),
         )

@@ -68,7 +68,7 @@ from adaptyst_top.collectors.process_follow import (
     descendants,
     is_thread,
 )
-from adaptyst_top.collectors.snapshot import ProbeEntry, ProbeRef
+from adaptyst_top.collectors.snapshot import ProbeEntry, ProbeRef, ProbeTarget
 from adaptyst_top.collectors.targets import (
     TargetError,
     check_pid,
@@ -391,6 +391,12 @@ class ProbeEngine:
         if self.scope is None:
             return [-1]
         return [p for p, start in self.scope.items() if process_start(p) == start]
+
+    def target(self) -> ProbeTarget:
+        """What the probes attach to now, for the snapshot."""
+        if self.scope is None:
+            return ProbeTarget("every process")
+        return ProbeTarget(self.scope_name, tuple(sorted(self.scope_pids())))
 
     def scope_pids(self) -> list[int]:
         """The processes probed now (empty for node-wide probes)."""

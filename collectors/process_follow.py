@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -80,7 +81,11 @@ class ProcessEvent:
 
 class ProcessFollower:
     """Tells `on_event` of every fork, exec and exit of the followed processes and of
-    their descendants, from its own thread, until close()."""
+    their descendants, from its own thread, until close().
+
+    Two threads: one polls the ring buffer and only queues what it reads, one hands it
+    to `on_event`, which may take the engine's lock. So close() never waits on a poll
+    stuck behind that lock (close is called with the lock held)."""
 
     def __init__(self, pids: Iterable[int], on_event: Callable[[ProcessEvent], None]) -> None:
         from bcc import BPF  # type: ignore[import-not-found]
@@ -93,9 +98,11 @@ class ProcessFollower:
             self.add(pid)
         self._bpf["events"].open_ring_buffer(self._callback)
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._events: queue.SimpleQueue[ProcessEvent | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._poll, name="process-follower", daemon=True)
+        self._handler = threading.Thread(target=self._hand_on, name="process-events", daemon=True)
         self._thread.start()
+        self._handler.start()
 
     def add(self, pid: int) -> None:
         self._map[ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
@@ -106,22 +113,27 @@ class ProcessFollower:
 
     def _callback(self, _ctx: Any, data: Any, _size: int) -> None:
         e = self._bpf["events"].event(data)
-        with contextlib.suppress(Exception):  # a failing handler must not stop the follower
-            self._on_event(ProcessEvent(_KINDS[e.kind], int(e.pid), int(e.parent)))
+        self._events.put(ProcessEvent(_KINDS[e.kind], int(e.pid), int(e.parent)))
 
     def _poll(self) -> None:
         while not self._stop.is_set():
-            with self._lock:
-                if self._stop.is_set():
-                    return
-                self._bpf.ring_buffer_poll(POLL_MS)
+            self._bpf.ring_buffer_poll(POLL_MS)
+        with contextlib.suppress(Exception):
+            self._bpf.cleanup()  # here: never while a poll runs
+
+    def _hand_on(self) -> None:
+        while (event := self._events.get()) is not None:
+            with contextlib.suppress(Exception):  # a failing handler must not stop the rest
+                self._on_event(event)
 
     def close(self) -> None:
+        """Stops both threads; the BPF program is gone within one poll (POLL_MS)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
+        self._events.put(None)
         if threading.current_thread() is not self._thread:
             self._thread.join(POLL_MS / 1000 * 20)
-        with self._lock, contextlib.suppress(Exception):
-            self._bpf.cleanup()
 
 
 def descendants(pids: Iterable[int]) -> list[int]:

@@ -312,6 +312,26 @@ class Overhead:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeTarget:
+    """What the probes attach to now: a process and those it started, a Slurm job's
+    processes on this node, or every process (pids empty)."""
+
+    name: str  # "PID 4242", "job 42", "every process"
+    pids: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "pids": list(self.pids)}
+
+    @classmethod
+    def from_json(cls, value: Any) -> ProbeTarget:
+        d = _In(value, "target")
+        pids = d.value("pids") or []
+        if not isinstance(pids, list) or not all(_whole(p) and p > 0 for p in pids):
+            raise SnapshotError("target: pids is not a list of process IDs")
+        return cls(d.text("name"), tuple(int(p) for p in pids))
+
+
+@dataclass(frozen=True, slots=True)
 class CommandState:
     """The command launched with `-- CMD`."""
 
@@ -506,6 +526,7 @@ class Snapshot:
     advice: tuple[AdviceEntry, ...] = ()
     device_sources: tuple[SourceState, ...] | None = None  # None: devices not read
     overhead: Overhead | None = None  # None: no probe engine
+    target: ProbeTarget | None = None  # None: no probe engine
     advisor: AdvisorState | None = None  # None: the advisor is not running
     command: CommandState | None = None  # None: no `-- CMD`
     warnings: tuple[str, ...] = ()  # what happened since the last snapshot, a line each
@@ -526,6 +547,8 @@ class Snapshot:
             out["device_sources"] = [s.to_json() for s in self.device_sources]
         if self.overhead is not None:
             out["overhead"] = self.overhead.to_json()
+        if self.target is not None:
+            out["target"] = self.target.to_json()
         if self.target_ended:
             out["target_ended"] = True
         if self.advisor is not None:
@@ -560,6 +583,7 @@ class Snapshot:
             advice=tuple(AdviceEntry.from_json(x) for x in d.items("advice")),
             device_sources=_optional(lambda v: tuple(map(SourceState.from_json, v)), sources),
             overhead=_optional(Overhead.from_json, d.value("overhead")),
+            target=_optional(ProbeTarget.from_json, d.value("target")),
             advisor=_optional(AdvisorState.from_json, d.value("advisor")),
             command=_optional(CommandState.from_json, d.value("command")),
             warnings=tuple(warnings),

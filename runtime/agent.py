@@ -25,12 +25,14 @@ import stat
 import sys
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.elf_info import NotELFError
 from adaptyst_top.collectors.private_files import private_dir
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.slurm_jobs import JobError, job_info
 from adaptyst_top.collectors.snapshot import ProbeRef
 from adaptyst_top.collectors.targets import TargetError, resolve_target
 from adaptyst_top.placement.control import peer_credentials
@@ -202,6 +204,7 @@ class Agent:
 
     def _open(self, client: Client, msg: dict[str, Any]) -> bytes:
         pid = proto.field(msg, "pid", int, optional=True)
+        job = proto.field(msg, "job", str, optional=True)
         probes = proto.field(msg, "probes", list)
         if not all(isinstance(p, str) for p in probes):
             raise proto.ProtocolError("open: probes is not a list of strings")
@@ -209,10 +212,12 @@ class Agent:
         peer = client.peer
         if client.session is not None:
             raise SessionError("a session is open already on this connection")
-        if pid is None and not peer.privileged:
+        if job is not None:
+            self._check_job(peer, job)
+        elif pid is None and not peer.privileged:
             raise SessionError(
                 "node-wide probes are for root and the agent's admin group; you may probe "
-                "your own processes: give --pid PID or -- CMD"
+                "your own processes: give --pid PID, --job ID or -- CMD"
             )
         if pid is not None and (why := may_probe(peer, pid)):
             raise SessionError(why)
@@ -222,6 +227,9 @@ class Agent:
             raise SessionError(why)
         opts = SessionOptions(
             pid=pid,
+            job=job,
+            # Each process that joins (a child, a job's new task) is asked for again.
+            admit=None if peer.privileged else partial(may_probe, peer),
             probes=probes,
             budget=_number(msg, "budget", 0.02),
             enforce_budget=bool(msg.get("enforce_budget")),
@@ -268,6 +276,19 @@ class Agent:
             raise SessionError(str(exc)) from None
         return proto.encode("ok", objects=objects, policy_known=policy is not None)
 
+    def _check_job(self, peer: Peer, job: str) -> None:
+        """A user targets their own jobs (the controller's word); root and the admin group
+        any job. Each process of it is checked as it joins, too."""
+        try:
+            info = job_info(job)
+        except JobError as exc:
+            raise SessionError(str(exc)) from None
+        if peer.privileged or info.owner_uid is None or info.owner_uid == peer.uid:
+            return
+        raise SessionError(
+            f"job {info.job_id} belongs to user {info.owner}; you may target your own jobs"
+        )
+
     def _attach_room(self, peer: Peer, asked: int) -> int:
         """What the client asked, within what the user has left (root: as asked)."""
         if peer.privileged:
@@ -312,7 +333,14 @@ class Agent:
                 clients = list(self.clients)
             for c in clients:
                 s = c.session
-                if s is None or c.peer.privileged or s.pid is None:
+                if s is None or c.peer.privileged:
+                    continue
+                if s.engine is not None:  # the processes that joined: each one alone
+                    for p in s.engine.scope_pids():
+                        why = may_probe(c.peer, p)
+                        if p != s.pid and why is not None and "no such process" not in why:
+                            s.engine.unfollow(p, why)
+                if s.pid is None:
                     continue
                 why = may_probe(c.peer, s.pid)
                 if why is not None and "no such process" not in why:

@@ -195,9 +195,11 @@ class AgentConnection:
         enforce_budget: bool,
         max_probes: int,
         command_path: str | None = None,
+        job: str | None = None,
     ) -> None:
         self._open = {
             "pid": pid,
+            "job": job,
             # Paths on another node are that node's: only this node's are made absolute.
             "probes": [p if self.host else absolute_spec(p) for p in probes],
             "budget": budget,

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
@@ -27,6 +27,7 @@ from adaptyst_top.collectors.probe_engine import (
     ProbeError,
 )
 from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
+from adaptyst_top.collectors.slurm_jobs import JobError, JobScan
 from adaptyst_top.collectors.snapshot import CommandState, DeviceReading, Snapshot
 from adaptyst_top.collectors.targets import TargetError, check_pid
 from adaptyst_top.placement.advisor import Advisor
@@ -39,6 +40,7 @@ from adaptyst_top.runtime.agent_client import (
     AgentUnavailable,
 )
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
+from adaptyst_top.runtime.job_watch import JobWatch
 
 
 class SessionError(RuntimeError):
@@ -52,6 +54,10 @@ class SessionError(RuntimeError):
 @dataclass
 class SessionOptions:
     pid: int | None = None
+    job: str | None = None  # a Slurm job: its processes on this node, present and future
+    follow: bool = True  # the processes a probed process starts are probed too
+    # A process's refusal (None: it may be probed): the agent's rule for its user.
+    admit: Callable[[int], str | None] | None = None
     probes: Sequence[str] = ()
     command: Sequence[str] = ()
     budget: float = DEFAULT_BUDGET
@@ -83,6 +89,7 @@ class Session:
     calibration: BackgroundCalibration | None = None
     options: SessionOptions = field(default_factory=SessionOptions)
     placement: PlacementLoop | None = None
+    job_watch: JobWatch | None = None
     _exit_told: bool = False
     _log_told: bool = False
 
@@ -134,6 +141,8 @@ class Session:
         return self.child.end()
 
     def close(self) -> None:
+        if self.job_watch is not None:
+            self.job_watch.close()
         self.end_command()
         if self.placement is not None:
             self.placement.close()
@@ -155,13 +164,14 @@ def open_session(opts: SessionOptions) -> Session:
             check_pid(opts.pid)
         except TargetError as exc:
             raise SessionError(str(exc)) from None
+    scan, job_pids = _job_processes(opts) if opts.job is not None else (None, [])
     child = _held_command(opts)
     pid = child.pid if child else opts.pid
     engine = None
     calibration = None
     try:
-        if specs:
-            engine, calibration = new_engine(opts, pid, child)
+        if specs or scan is not None:  # a job's engine starts now: its processes come on
+            engine, calibration = new_engine(opts, pid, child, job_pids)
             groups = [engine.add(s) for s in specs]
             start = time.monotonic()
             while not engine.wait(0.1):
@@ -189,7 +199,9 @@ def open_session(opts: SessionOptions) -> Session:
     sweep = DeviceSweep(pid=pid, power_model=opts.power_model)
     hub = Hub(engine, sweep)
     placement = start_placement(opts, sweep.read()) if opts.advisor else None
+    job_watch = JobWatch(scan, engine) if scan is not None and engine is not None else None
     return Session(
+        job_watch=job_watch,
         hub=hub,
         engine=engine,
         child=child,
@@ -201,12 +213,19 @@ def open_session(opts: SessionOptions) -> Session:
 
 
 def new_engine(
-    opts: SessionOptions, pid: int | None, child: HeldCommand | None
+    opts: SessionOptions,
+    pid: int | None,
+    child: HeldCommand | None,
+    job_pids: Sequence[int] = (),
 ) -> tuple[ProbeEngine, BackgroundCalibration]:
     """The one place an engine is made: every option applies wherever it is started."""
     costs = CostTable()
     engine = ProbeEngine(
         pid=pid,
+        scope=job_pids if opts.job is not None else None,
+        follow=opts.follow,
+        admit=opts.admit,
+        scope_name=f"job {opts.job}" if opts.job is not None else None,
         command_path=child.path if child else opts.command_path,
         max_attach=opts.max_probes,
         costs=costs,
@@ -241,6 +260,7 @@ def open_remote_session(opts: SessionOptions) -> Session:
             opts.enforce_budget,
             opts.max_probes,
             child.path if child else None,
+            opts.job,
         )
     except (AgentRefused, OSError, ValueError) as exc:
         conn.close()
@@ -269,9 +289,26 @@ def _parsed_specs(opts: SessionOptions) -> list[ProbeSpec]:
             specs.append(parse_spec(text))
         except ProbeSpecError as exc:
             raise SessionError(exc.one_line) from None
-    if opts.pid is not None and opts.command:
-        raise SessionError("give either --pid or -- CMD, not both")
+    given = [w for w, v in (("--pid", opts.pid), ("--job", opts.job)) if v is not None]
+    given += ["-- CMD"] if opts.command else []
+    if len(given) > 1:
+        raise SessionError(f"give one target: {' or '.join(given)}, not both")
     return specs
+
+
+def _job_processes(opts: SessionOptions) -> tuple[JobScan, list[int]]:
+    """The job's processes here that may be probed; SessionError when there are none."""
+    assert opts.job is not None
+    try:
+        scan = JobScan(opts.job)
+    except JobError as exc:
+        raise SessionError(str(exc)) from None
+    found = scan.new_processes()
+    pids = [p for p in found if opts.admit is None or opts.admit(p) is None]
+    if not pids:
+        yours = " that you may probe" if found else ""
+        raise SessionError(f"job {scan.job_id} has no process on this node{yours}")
+    return scan, pids
 
 
 def _held_command(opts: SessionOptions) -> HeldCommand | None:

@@ -9,9 +9,10 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 KREL=$(uname -r)
-# openssh-server and passwd (useradd): the agent's tests run a real sshd and real users.
+# openssh-server and passwd (useradd): the agent's tests run a real sshd and real users;
+# slurmctld, slurmd, munge and slurm-client: --job's tests run a real one-node Slurm.
 APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc libc6-dev gfortran
-    openssh-server openssh-client passwd)
+    openssh-server openssh-client passwd slurmctld slurmd munge slurm-client)
 
 say() { printf 'setup: %s\n' "$*"; }
 

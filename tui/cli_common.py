@@ -77,7 +77,16 @@ def power_model(text: str) -> PowerModel:
 
 
 def add_session_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pid", type=bounded_int(1, 2**22), help="process to probe and follow")
+    parser.add_argument(
+        "--pid",
+        type=bounded_int(1, 2**22),
+        help="process to probe (and the processes it starts)",
+    )
+    parser.add_argument(
+        "--job",
+        metavar="ID",
+        help="every process of Slurm job ID on this node, present and future",
+    )
     parser.add_argument(
         "--probe",
         action="append",
@@ -159,6 +168,7 @@ def session_options(args: argparse.Namespace, command: Sequence[str]) -> Session
 
     return SessionOptions(
         pid=args.pid,
+        job=args.job,
         probes=args.probe,
         command=command,
         budget=DEFAULT_BUDGET if args.budget is None else args.budget,

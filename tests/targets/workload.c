@@ -10,6 +10,7 @@
  *   tick N         N hits of the count-only USDT probe adaptyst_test:tick
  *   forever US     task_begin/held_fn(US)/task_end, 100 fast_fn, a tick, 1 ms sleep; forever
  *   sleep MS       sleeps MS milliseconds
+ *   await PATH     waits until PATH exists
  *   spawn K MS N   K child processes, each: sleep MS, N calls of fast_fn; waits for them
  *   spawnexec MS N a child that execs this program ("sleep MS fast N"); waits for it
  *   exit CODE
@@ -49,7 +50,7 @@ void held_ss(long us);
 __attribute__((noinline)) long leaf_fn(long x) { return x * 3 + 1; }
 
 int main(int argc, char **argv) {
-    char cmd[32], name[64], script[4096] = "";
+    char cmd[32], name[64], script[4096] = "", path[4096];
     long n, us, k;
     FILE *in = stdin;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -100,6 +101,8 @@ int main(int argc, char **argv) {
                 DTRACE_PROBE1(adaptyst_test, tick, i);
                 usleep(1000);
             }
+        } else if (!strcmp(cmd, "await") && fscanf(in, "%4095s", path) == 1) {
+            while (access(path, F_OK) != 0) usleep(10000);
         } else if (!strcmp(cmd, "sleep") && fscanf(in, "%ld", &us) == 1) {
             usleep(us * 1000);
         } else if (!strcmp(cmd, "spawn") && fscanf(in, "%ld %ld %ld", &k, &us, &n) == 3) {

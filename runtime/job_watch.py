@@ -1,0 +1,34 @@
+"""A Slurm job's future: its processes that appear after the start join the probes.
+
+Children of the job's processes are followed by the engine as they fork; this finds the
+rest (a new step's tasks, started by slurmstepd) by looking again every PERIOD_S.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from adaptyst_top.collectors.probe_engine import ProbeEngine
+from adaptyst_top.collectors.slurm_jobs import JobScan
+
+PERIOD_S = 0.5
+
+
+class JobWatch:
+    def __init__(self, scan: JobScan, engine: ProbeEngine, period: float = PERIOD_S) -> None:
+        self.scan = scan
+        self.engine = engine
+        self.period = period
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="job-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period) and not self.engine.target_ended:
+            for pid in self.scan.new_processes():
+                self.engine.follow(pid)  # asks the engine's admit rule first
+
+    def close(self) -> None:
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(5)

@@ -1,0 +1,170 @@
+"""A real one-node Slurm for the tests, from Debian's packages (slurmctld, slurmd, munge,
+slurm-client): its own munge key and socket, its own config, state and ports, every
+daemon in the foreground as a child of the test, stopped at the end. Nothing under
+/etc is used or changed: the commands find it through $SLURM_CONF."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+START_TIMEOUT_S = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Slurm:
+    def __init__(self) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="adt-slurm-"))
+        self.base.chmod(0o755)  # users' commands read the config and munge's socket
+        self.conf = self.base / "slurm.conf"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.log = self.base / "log"
+        self.log.mkdir()
+        try:
+            self._munge()
+            self._config()
+            self._daemon(["slurmctld", "-D", "-i"], "slurmctld")
+            self._daemon(["slurmd", "-D"], "slurmd")
+            self._wait_idle()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _munge(self) -> None:
+        munge = pwd.getpwnam("munge")
+        key_dir, self.run_dir = self.base / "munge-key", self.base / "munge-run"
+        for d, mode in ((key_dir, 0o700), (self.run_dir, 0o755)):
+            d.mkdir()
+            os.chown(d, munge.pw_uid, munge.pw_gid)
+            d.chmod(mode)
+        key = key_dir / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        os.chown(key, munge.pw_uid, munge.pw_gid)
+        key.chmod(0o400)
+        self.munge_socket = self.run_dir / "munge.sock"
+        argv = [
+            "munged",
+            "-F",
+            f"--key-file={key}",
+            f"--socket={self.munge_socket}",
+            f"--pid-file={self.run_dir / 'munged.pid'}",
+            f"--log-file={self.run_dir / 'munged.log'}",
+            f"--seed-file={self.run_dir / 'seed'}",
+        ]
+        out = open(self.log / "munged.out", "wb")  # noqa: SIM115 - the daemon holds it
+        self.procs.append(
+            subprocess.Popen(argv, user=munge.pw_uid, group=munge.pw_gid, stdout=out, stderr=out)
+        )
+        self._until(self.munge_socket.exists, "munged made no socket")
+
+    def _config(self) -> None:
+        host = socket.gethostname().split(".")[0]
+        for d in ("state", "spool"):
+            (self.base / d).mkdir()
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=adtest",
+                    f"SlurmctldHost={host}",
+                    f"SlurmctldPort={_free_port()}",
+                    f"SlurmdPort={_free_port()}",
+                    "AuthType=auth/munge",
+                    f"AuthInfo=socket={self.munge_socket}",
+                    "CredType=cred/munge",
+                    "SlurmUser=root",
+                    "SlurmdUser=root",
+                    f"StateSaveLocation={self.base / 'state'}",
+                    f"SlurmdSpoolDir={self.base / 'spool'}",
+                    f"SlurmctldPidFile={self.base / 'slurmctld.pid'}",
+                    f"SlurmdPidFile={self.base / 'slurmd.pid'}",
+                    "ProctrackType=proctrack/linuxproc",
+                    "TaskPlugin=task/none",
+                    "JobAcctGatherType=jobacct_gather/none",
+                    "SelectType=select/cons_tres",
+                    "MpiDefault=none",
+                    "ReturnToService=2",
+                    f"SlurmctldLogFile={self.log / 'slurmctld.log'}",
+                    f"SlurmdLogFile={self.log / 'slurmd.log'}",
+                    f"NodeName={host} CPUs={os.cpu_count() or 1} State=UNKNOWN",
+                    f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
+                    "",
+                ]
+            )
+        )
+        self.conf.chmod(0o644)
+
+    def _daemon(self, argv: list[str], name: str) -> None:
+        out = open(self.log / f"{name}.out", "wb")  # noqa: SIM115 - the daemon holds it
+        self.procs.append(subprocess.Popen(argv, env=self.env, stdout=out, stderr=out))
+
+    def _until(self, ok: object, why: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not ok():  # type: ignore[operator]
+            for p in self.procs:
+                assert p.poll() is None, f"{p.args[0]} exited: {why}\n{self.logs()}"
+            assert time.monotonic() < deadline, f"{why}\n{self.logs()}"
+            time.sleep(0.1)
+
+    def _wait_idle(self) -> None:
+        def idle() -> bool:
+            out = subprocess.run(
+                ["sinfo", "-h", "-o", "%T"], env=self.env, capture_output=True, text=True
+            )
+            return out.stdout.strip() == "idle"
+
+        self._until(idle, "the node never became idle")
+
+    def logs(self) -> str:
+        return "\n".join(f"== {p.name}\n{p.read_text()[-2000:]}" for p in self.log.iterdir())
+
+    def sbatch(self, uid: int, gid: int, script: Path, *options: str) -> str:
+        """Submit SCRIPT as the user; the job's ID."""
+        done = subprocess.run(
+            ["sbatch", "--output=/dev/null", *options, str(script)],
+            env=self.env,
+            user=uid,
+            group=gid,
+            extra_groups=[],
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        m = re.search(r"Submitted batch job (\d+)", done.stdout)
+        assert m, done.stdout + done.stderr
+        return m.group(1)
+
+    def state(self, job: str) -> str:
+        out = subprocess.run(
+            ["scontrol", "show", "job", "-o", job], env=self.env, capture_output=True, text=True
+        )
+        m = re.search(r"JobState=(\S+)", out.stdout)
+        return m.group(1) if m else "?"
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(["scancel", "--full", "--state=RUNNING"], env=self.env, timeout=10)
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        shutil.rmtree(self.base, ignore_errors=True)

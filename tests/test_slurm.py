@@ -1,0 +1,195 @@
+"""`--job ID` against a real one-node Slurm (tests/slurm.py): a user's batch job, its
+tasks present and future, counted exactly through the agent; another user refused.
+And the job's processes found from the layout Slurm leaves, made by hand (no root)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adaptyst_top.collectors.slurm_jobs import JobError, JobScan, check_job_id, parse_scontrol
+from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+
+from .conftest import IS_ROOT
+from .test_agent import (  # noqa: F401 - fixtures
+    Agent,
+    AsUser,
+    User,
+    hear,
+    nothing_left,
+    say,
+    shared,
+    users,
+)
+
+COUNTS_TIMEOUT_S = 60.0
+
+
+# ----- discovery from the layout, by hand --------------------------------------------
+
+
+def fake_process(proc: Path, pid: int, comm: str, environ: bytes = b"", cgroup: str = "") -> None:
+    d = proc / str(pid)
+    d.mkdir(parents=True)
+    (d / "comm").write_text(comm + "\n")
+    (d / "environ").write_bytes(environ)
+    (d / "cgroup").write_text(cgroup)
+
+
+def test_a_jobs_processes_by_environment_or_cgroup_each_once(tmp_path: Path) -> None:
+    fake_process(tmp_path, 10, "solver", b"HOME=/x\0SLURM_JOB_ID=42\0PATH=/bin\0")
+    fake_process(tmp_path, 11, "solver", b"SLURM_JOB_ID=420\0")  # another job
+    fake_process(tmp_path, 12, "python", cgroup="0::/system.slice/slurmstepd.scope/job_42/step_0\n")
+    fake_process(tmp_path, 13, "bash", cgroup="0::/slurm/uid_1000/job_4/step_0\n")
+    fake_process(tmp_path, 14, "slurmstepd", b"SLURM_JOB_ID=42\0")  # Slurm, not the job
+    scan = JobScan("42", tmp_path)
+    assert scan.new_processes() == [10, 12]
+    assert scan.new_processes() == []  # each once
+    fake_process(tmp_path, 15, "solver", b"SLURM_JOB_ID=42")  # last, no trailing NUL
+    assert scan.new_processes() == [15]
+
+
+def test_job_ids_and_scontrol_lines() -> None:
+    assert check_job_id(" 42 ") == "42"
+    for bad in ("", "0", "abc", "42;rm", "-1", "1" * 11):
+        with pytest.raises(JobError, match="a Slurm job ID is a number"):
+            check_job_id(bad)
+    info = parse_scontrol(
+        "7", "JobId=7 JobName=x UserId=alice(1001) GroupId=alice(1001) JobState=RUNNING"
+    )
+    assert (info.owner, info.owner_uid, info.state) == ("alice", 1001, "RUNNING")
+
+
+# ----- a real Slurm ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[object]:
+    from .slurm import Slurm
+
+    s = Slurm()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def slurm_agent(slurm: object, shared: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agent]:  # noqa: F811
+    """The agent, finding this Slurm as a node's agent finds its site's."""
+    from .slurm import Slurm
+
+    assert isinstance(slurm, Slurm)
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    a = Agent(shared / "agent.sock")
+    try:
+        yield a
+    finally:
+        a.stop()
+        assert nothing_left(5.0)
+
+
+def workloads_of(job: str) -> list[int]:
+    """The job's tasks running tests/targets/workload (not its shell, not srun)."""
+    scan = JobScan(job)
+    return [
+        p for p in scan.new_processes() if Path(f"/proc/{p}/comm").read_text().strip() == "workload"
+    ]
+
+
+def until(ok: object, what: str, timeout: float = COUNTS_TIMEOUT_S) -> object:
+    deadline = time.monotonic() + timeout
+    while not (value := ok()):  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+    return value
+
+
+@pytest.mark.ebpf
+@pytest.mark.skipif(not IS_ROOT, reason="a Slurm of its own and eBPF need root")
+def test_a_users_job_counted_exactly_present_and_future_tasks_through_the_agent(
+    slurm: object,
+    slurm_agent: Agent,
+    users: tuple[User, User],  # noqa: F811
+    shared: Path,  # noqa: F811
+) -> None:
+    from .slurm import Slurm
+
+    assert isinstance(slurm, Slurm)
+    alice, bob = users
+    go1, go2 = shared / f"go1-{os.getpid()}", shared / f"go2-{os.getpid()}"
+    wl = shared / "workload"
+    script = shared / f"job-{os.getpid()}.sh"
+    # Step 1: two tasks there when --job attaches, each forks a child (followed); step 2
+    # starts after: its task is found by the job watch, not by following.
+    script.write_text(
+        "#!/bin/sh\n"
+        f"srun -n2 {wl} await {go1} fast 1000 spawn 1 100 50 exit 0\n"
+        f"srun -n1 {wl} await {go2} fast 300 exit 0\n"
+    )
+    script.chmod(0o755)
+    job = slurm.sbatch(alice.uid, alice.gid, script, "-n2")
+    spec = f"uprobe:{wl}:fast_fn"
+    try:
+        until(lambda: len(workloads_of(job)) == 2, f"job {job}'s step 1 never ran: {slurm.logs()}")
+
+        def client(up: int, down: int) -> None:
+            conn = AgentConnection(str(slurm_agent.path))
+            conn.open(None, [spec], 0.02, False, 1000, None, job)
+            say(up, ready=True)
+
+            def count() -> int:
+                return sum(p.count for p in conn.snapshot(with_hist=False).probes)
+
+            hear(down)
+            until(lambda: count() == 2 * (1000 + 50), "step 1")
+            say(up, step1=count())
+            new_pid = int(hear(down))
+            until(lambda: new_pid in conn.snapshot(False).target.pids, "step 2 joined")  # type: ignore[union-attr]
+            say(up, joined=True)
+            hear(down)
+            until(lambda: count() == 2 * (1000 + 50) + 300, "step 2")
+            snap = conn.snapshot(with_hist=False)
+            say(up, total=count(), target=snap.target.name if snap.target else None)
+
+        c = AsUser(alice, client)
+        assert c.read() == {"ready": True}
+
+        def refused(up: int, _down: int) -> None:
+            try:
+                AgentConnection(str(slurm_agent.path)).open(
+                    None, [spec], 0.02, False, 1000, None, job
+                )
+                say(up, refused=None)
+            except AgentRefused as exc:
+                say(up, refused=str(exc))
+
+        b = AsUser(bob, refused)
+        assert b.read() == {
+            "refused": f"job {job} belongs to user {alice.name}; you may target your own jobs"
+        }
+        assert b.wait() == 0
+
+        go1.touch()
+        c.tell()
+        assert c.read() == {"step1": 2100}
+        step2 = until(lambda: workloads_of(job), f"step 2 never ran: {slurm.logs()}")
+        c.tell(str(step2[0]))  # type: ignore[index]
+        assert c.read() == {"joined": True}
+        go2.touch()
+        c.tell()
+        assert c.read() == {"total": 2400, "target": f"job {job}"}
+        assert c.wait() == 0
+        until(lambda: slurm.state(job) == "COMPLETED", f"job {job}: {slurm.state(job)}")
+        assert nothing_left(1.0)
+    finally:
+        for f in (go1, go2, script):
+            f.touch()  # a job left waiting ends
+        until(lambda: slurm.state(job) not in ("RUNNING", "PENDING"), "job end", 30)
+        script.unlink()
+        go1.unlink()
+        go2.unlink()
