@@ -193,3 +193,59 @@ def test_a_users_job_counted_exactly_present_and_future_tasks_through_the_agent(
         script.unlink()
         go1.unlink()
         go2.unlink()
+
+
+@pytest.mark.ebpf
+@pytest.mark.skipif(not IS_ROOT, reason="a Slurm of its own and eBPF need root")
+def test_record_job_as_root_in_process(
+    slurm: object,
+    users: tuple[User, User],  # noqa: F811
+    shared: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from .slurm import Slurm
+
+    assert isinstance(slurm, Slurm)
+    alice, _ = users
+    go, wl = shared / f"go-rec-{os.getpid()}", shared / "workload"
+    script = shared / f"job-rec-{os.getpid()}.sh"
+    script.write_text(f"#!/bin/sh\nsrun -n2 {wl} await {go} fast 500 exit 0\n")
+    script.chmod(0o755)
+    job = slurm.sbatch(alice.uid, alice.gid, script, "-n2")
+    out = tmp_path / "job.jsonl"
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    try:
+        until(lambda: len(workloads_of(job)) == 2, f"job {job} never ran: {slurm.logs()}")
+        probe = ["--probe", f"uprobe:{wl}:fast_fn", "--interval", "0.2", "--out", str(out)]
+        rec = subprocess.Popen(
+            [sys.executable, "-m", "adaptyst_top.tui.start", "record", "--job", job, *probe],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        until(lambda: out.exists() and out.read_text().count("\n") >= 1, "record started")
+        go.touch()
+        assert rec.wait(60) == 0, rec.stderr.read() if rec.stderr else ""
+        lines = [json.loads(x) for x in out.read_text().splitlines()]
+        last = lines[-1]
+        assert sum(p["count"] for p in last["probes"]) == 1000
+        assert last["target_ended"] and last["target"]["name"] == f"job {job}"
+        assert any(len(x["target"]["pids"]) >= 2 for x in lines)
+    finally:
+        go.touch()
+        until(lambda: slurm.state(job) not in ("RUNNING", "PENDING"), "job end", 30)
+        script.unlink()
+        go.unlink()
+
+
+def test_one_target_at_a_time() -> None:
+    from adaptyst_top.runtime.session import SessionError, SessionOptions, open_session
+
+    with pytest.raises(SessionError, match="give one target: --pid or --job, not both"):
+        open_session(SessionOptions(pid=1, job="7"))
+    with pytest.raises(SessionError, match="a Slurm job ID is a number"):
+        open_session(SessionOptions(job="x"))

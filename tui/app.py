@@ -156,7 +156,13 @@ class MonitorApp(App[None]):
             self._update_detail(self.screen)
 
     def _show_header(self, snap: Snapshot) -> None:
-        parts = [snap.host or self.source.host, self.source.target, f"{self.interval:g}s"]
+        target = self.source.target
+        scope = snap.target  # how many processes the probes attach to now
+        if scope is not None and scope.name.startswith("job"):
+            target += f": {len(scope.pids)} processes"
+        elif scope is not None and len(scope.pids) > 1:
+            target += f" +{len(scope.pids) - 1} started"
+        parts = [snap.host or self.source.host, target, f"{self.interval:g}s"]
         if self.source.read_only:
             parts.append(f"t={snap.t:.0f}s x{self.speed:g}")
         over = snap.overhead

@@ -70,7 +70,7 @@ def add_display_options(p: argparse.ArgumentParser) -> None:
 def monitor_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="adaptyst-top",
-        usage="adaptyst-top [--pid PID] [--probe SPEC]... [--interval S] [-- CMD ARGS...]\n"
+        usage="adaptyst-top [--pid PID | --job ID] [--probe SPEC]... [--interval S] [-- CMD ARGS...]\n"
         "       adaptyst-top {demo,record,list,doctor,replay} ...",
         description=DESCRIPTION,
         epilog=EPILOG,

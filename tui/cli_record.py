@@ -25,7 +25,7 @@ from adaptyst_top.tui.cli_common import (
 def record_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="adaptyst-top record",
-        usage="adaptyst-top record [--pid PID] [--probe SPEC]... [--interval S] [--duration S] "
+        usage="adaptyst-top record [--pid PID | --job ID] [--probe SPEC]... [--interval S] [--duration S] "
         "[--out FILE|-] [-- CMD ARGS...]",
         description="Headless monitor: one JSON snapshot per line per interval. With -- CMD, "
         "probes attach before CMD starts, a final snapshot is written when it exits, and the "
