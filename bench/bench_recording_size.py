@@ -1,6 +1,7 @@
 """How big a day of `record` gets: 200 probe rows at 1 s, plain JSON lines against the
-zstd stream (`--out FILE.zst`) in the same run, on a synthetic 10 minutes extrapolated to
-24 h (rows with moving counts, rates and ~20-bucket histograms, as a busy target gives),
+zstd stream (`--out FILE.zst`) and the compact format in it (`--format compact`, the
+default for .zst: each line only what changed) in the same run, on a synthetic 10 minutes extrapolated to
+24 h (rows with moving counts, rates and histograms, as a busy target gives),
 and what compressing costs per interval.
 
     .venv/bin/python bench/bench_recording_size.py [--minutes 10] [--json]
@@ -19,35 +20,47 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from adaptyst_top.collectors.histogram import bucket_of  # noqa: E402
+from adaptyst_top.collectors.overhead import CostTable  # noqa: E402
+from adaptyst_top.collectors.probe_output import latency_fields  # noqa: E402
 from adaptyst_top.collectors.snapshot import (  # noqa: E402
     DeviceReading,
-    Latency,
     Overhead,
     ProbeEntry,
     Snapshot,
 )
 from adaptyst_top.runtime.record_file import open_output  # noqa: E402
+from adaptyst_top.runtime.record_format import CompactEncoder  # noqa: E402
 
 ROWS = 200
 GIB = 1 << 30
 
 
 def day_of_snapshots(seconds: int) -> list[Snapshot]:
+    """As the engine makes them: cumulative statistics per row (count, sum, min, max, a
+    log-linear histogram) and latencies from them (probe_output.latency_fields); a
+    quarter of the rows idle, the rest hit 0-5000 times a second, 30 sampled values a
+    second spread over a row's own latency distribution."""
     rng = random.Random(7)
-    counts = [0] * ROWS
+    cost = CostTable().get("uprobe-emulated")
+    counts, sums = [0] * ROWS, [0] * ROWS
+    lows, highs = [1 << 62] * ROWS, [0] * ROWS
     hists: list[dict[int, int]] = [{} for _ in range(ROWS)]
-    base = [rng.uniform(180, 320) for _ in range(ROWS)]  # each row's bucket area
+    centre = [rng.uniform(500, 200_000) for _ in range(ROWS)]  # each row's typical ns
     out = []
     for t in range(seconds):
         probes = []
         for i in range(ROWS):
-            hits = rng.randint(0, 5000) if i % 4 else 0  # a quarter of the rows idle
+            hits = rng.randint(0, 5000) if i % 4 else 0
             counts[i] += hits
-            for _ in range(min(hits, 30)):
-                b = int(rng.gauss(base[i], 4))
-                hists[i][b] = hists[i].get(b, 0) + hits // 30 + 1
-            mean = 1000.0 * (1 + i % 17) * rng.uniform(0.95, 1.05)
-            lat = Latency(mean, mean * 0.9, mean * 1.6, mean * 2.4, mean * 0.5, mean * 9)
+            for k in range(min(hits, 30)):
+                ns = int(rng.lognormvariate(0, 0.3) * centre[i])
+                weight = hits // 30 + (1 if k < hits % 30 else 0)
+                b = bucket_of(ns)
+                hists[i][b] = hists[i].get(b, 0) + weight
+                sums[i] += ns * weight
+                lows[i], highs[i] = min(lows[i], ns), max(highs[i], ns)
+            net, raw = latency_fields(counts[i], sums[i], lows[i], highs[i], hists[i], cost)
             probes.append(
                 ProbeEntry(
                     group=i // 50, id=i, spec=f"uprobe:/opt/app/bin/solver:kernel_{i // 50}*",
@@ -55,9 +68,7 @@ def day_of_snapshots(seconds: int) -> list[Snapshot]:
                     target="/opt/app/bin/solver", cost_class="uprobe-emulated",
                     count=counts[i], rate_hz=float(hits), overhead_ns_per_hit=1546.0,
                     overhead_source="calibrated", bpf_ns_per_hit=415.1,
-                    latency=Latency(*(round(v - 700, 1) for v in vars_of(lat))),
-                    raw=Latency(*(round(v, 1) for v in vars_of(lat))),
-                    hist=tuple(sorted(hists[i].items())),
+                    latency=net, raw=raw, hist=tuple(sorted(hists[i].items())),
                 )
             )  # fmt: skip
         cpu = DeviceReading("cpu", "cpu", "AMD EPYC", util=rng.random(), mem_used_bytes=5 << 30)
@@ -70,19 +81,19 @@ def day_of_snapshots(seconds: int) -> list[Snapshot]:
     return out
 
 
-def vars_of(lat: Latency) -> tuple[float, ...]:
-    return tuple(
-        getattr(lat, f) for f in ("mean_ns", "p50_ns", "p95_ns", "p99_ns", "min_ns", "max_ns")
-    )  # type: ignore[misc]
-
-
-def write(path: Path, snaps: list[Snapshot]) -> float:
-    """Seconds spent writing (encoding and, for .zst, compressing) all of them."""
+def write(path: Path, snaps: list[Snapshot], compact: bool = False) -> float:
+    """Seconds spent writing (encoding, for compact lines the diff, and for .zst
+    compressing) all of them."""
     f = open_output(str(path))
+    enc = CompactEncoder()
     spent = 0.0
     for s in snaps:
-        line = json.dumps(s.to_json()) + "\n"
+        full = s.to_json()
         t = time.perf_counter()
+        if compact:
+            line = json.dumps(enc.encode(full), separators=(",", ":")) + "\n"
+        else:
+            line = json.dumps(full) + "\n"
         f.write(line)
         f.flush()
         spent += time.perf_counter() - t
@@ -107,6 +118,11 @@ def main() -> int:
         res["zstd_gib_per_day"] = packed.stat().st_size * scale / GIB
         res["ratio"] = plain.stat().st_size / packed.stat().st_size
         res["zstd_ms_per_interval"] = zst_s * 1e3 / seconds
+        compact = Path(d) / "day-compact.zst"
+        compact_s = write(compact, snaps, compact=True)
+        res["compact_zstd_gib_per_day"] = compact.stat().st_size * scale / GIB
+        res["compact_ratio"] = plain.stat().st_size / compact.stat().st_size
+        res["compact_ms_per_interval"] = compact_s * 1e3 / seconds
     if args.json:
         print(json.dumps(res, indent=1))
     else:

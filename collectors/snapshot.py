@@ -202,6 +202,12 @@ def _latency(d: _In) -> Latency:
 def _hist(value: Any) -> tuple[tuple[int, int], ...] | None:
     if value is None:
         return None
+    # The common case first: JSON integers (a snapshot from the agent has only these).
+    if isinstance(value, list) and all(
+        type(b) is list and len(b) == 2 and type(b[0]) is int and type(b[1]) is int
+        for b in value
+    ):
+        return tuple((b, c) for b, c in value)
     if not isinstance(value, list) or not all(
         isinstance(b, list) and len(b) == 2 and all(_whole(x) for x in b) for b in value
     ):

@@ -31,14 +31,19 @@ from typing import Any
 
 from adaptyst_top.collectors.elf_info import NotELFError
 from adaptyst_top.collectors.private_files import private_dir
-from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
-from adaptyst_top.collectors.slurm_jobs import JobError, job_info
 from adaptyst_top.collectors.snapshot import ProbeRef
 from adaptyst_top.collectors.targets import TargetError, resolve_target
 from adaptyst_top.placement.control import peer_credentials
 from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
-from adaptyst_top.runtime.authorization import Peer, may_probe, may_read, peer_of
+from adaptyst_top.runtime.authorization import (
+    Peer,
+    job_refusal,
+    may_probe,
+    may_read,
+    peer_of,
+    spec_refusal,
+)
 from adaptyst_top.runtime.listing import entry_policy, list_objects
 from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
 from adaptyst_top.runtime.sources import ActionError, LiveSource
@@ -213,7 +218,8 @@ class Agent:
         if client.session is not None:
             raise SessionError("a session is open already on this connection")
         if job is not None:
-            self._check_job(peer, job)
+            if why := job_refusal(peer, job):
+                raise SessionError(why)
         elif pid is None and not peer.privileged:
             raise SessionError(
                 "node-wide probes are for root and the agent's admin group; you may probe "
@@ -276,19 +282,6 @@ class Agent:
             raise SessionError(str(exc)) from None
         return proto.encode("ok", objects=objects, policy_known=policy is not None)
 
-    def _check_job(self, peer: Peer, job: str) -> None:
-        """A user targets their own jobs (the controller's word); root and the admin group
-        any job. Each process of it is checked as it joins, too."""
-        try:
-            info = job_info(job)
-        except JobError as exc:
-            raise SessionError(str(exc)) from None
-        if peer.privileged or info.owner_uid is None or info.owner_uid == peer.uid:
-            return
-        raise SessionError(
-            f"job {info.job_id} belongs to user {info.owner}; you may target your own jobs"
-        )
-
     def _attach_room(self, peer: Peer, asked: int) -> int:
         """What the client asked, within what the user has left (root: as asked)."""
         if peer.privileged:
@@ -308,20 +301,7 @@ class Agent:
         return max(1, min(asked, left))
 
     def _check_spec(self, peer: Peer, text: str, pid: int | None) -> None:
-        """A spec a user may ask for: well-formed, and naming a file they could read."""
-        try:
-            spec = parse_spec(text)
-        except ProbeSpecError as exc:
-            raise SessionError(exc.one_line) from None
-        if peer.privileged:
-            return
-        if "/" in spec.target and not os.path.isabs(spec.target):
-            raise SessionError(f"{text}: give the agent an absolute path")
-        try:
-            path = resolve_target(spec.target, pid)
-        except TargetError as exc:
-            raise SessionError(str(exc)) from None
-        if why := may_read(peer, path):
+        if why := spec_refusal(peer, text, pid):
             raise SessionError(why)
 
     # ----- the guard -------------------------------------------------------------------------

@@ -6,7 +6,8 @@ ptrace: its real, effective, saved and filesystem uids are the user's, its real,
 effective and saved gids the user's group, and it is dumpable (the files in /proc/PID
 of one that is not are root's: a setuid program, or one that said so itself).
 Root and the members of the agent's admin group may probe anything, node-wide too.
-A file a probe names must be one the user could read.
+A file a probe names must be one the user could read. A Slurm job is its owner's
+(the controller's word), and each of its processes is asked for as it joins.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+
+from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.slurm_jobs import JobError, job_info
+from adaptyst_top.collectors.targets import TargetError, resolve_target
 
 
 @dataclass(frozen=True)
@@ -109,3 +114,33 @@ def _allowed(peer: Peer, path: str, user: int, group: int, other: int) -> bool:
     if st.st_gid == peer.gid or st.st_gid in peer.groups:
         return bool(st.st_mode & group)
     return bool(st.st_mode & other)
+
+
+def spec_refusal(peer: Peer, text: str, pid: int | None) -> str | None:
+    """Why a spec may not be asked for (malformed, or naming a file the user could not
+    read); None when it may."""
+    try:
+        spec = parse_spec(text)
+    except ProbeSpecError as exc:
+        return exc.one_line
+    if peer.privileged:
+        return None
+    if "/" in spec.target and not os.path.isabs(spec.target):
+        return f"{text}: give the agent an absolute path"
+    try:
+        path = resolve_target(spec.target, pid)
+    except TargetError as exc:
+        return str(exc)
+    return may_read(peer, path)
+
+
+def job_refusal(peer: Peer, job: str) -> str | None:
+    """A user targets their own jobs; root and the admin group any. None when allowed
+    (Slurm's commands absent: each process is still asked for as it joins)."""
+    try:
+        info = job_info(job)
+    except JobError as exc:
+        return str(exc)
+    if peer.privileged or info.owner_uid is None or info.owner_uid == peer.uid:
+        return None
+    return f"job {info.job_id} belongs to user {info.owner}; you may target your own jobs"

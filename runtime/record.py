@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from typing import IO
 
+from adaptyst_top.runtime.record_format import CompactEncoder
 from adaptyst_top.runtime.session import Session
 
 
@@ -18,9 +19,12 @@ def record_snapshots(
     interval: float,
     duration: float | None,
     stop: threading.Event,
+    compact: bool = False,
 ) -> int:
     """Snapshots until the command exits, a signal, the duration, or the target's end;
-    the status: the command's (ended by us or not), else 0."""
+    the status: the command's (ended by us or not), else 0. compact: each line says what
+    changed since the one before (runtime/record_format.py)."""
+    encoder = CompactEncoder() if compact else None
     child = session.child
     start = time.monotonic()
     end = None if duration is None else start + duration
@@ -38,7 +42,10 @@ def record_snapshots(
         snap = session.snapshot()
         if exited or timed_out or stop.is_set():
             snap = replace(snap, final=True)
-        out.write(json.dumps(snap.to_json()) + "\n")
+        if encoder is None:
+            out.write(json.dumps(snap.to_json()) + "\n")
+        else:
+            out.write(json.dumps(encoder.encode(snap.to_json()), separators=(",", ":")) + "\n")
         out.flush()
         if exited:
             assert child is not None

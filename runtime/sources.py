@@ -20,6 +20,7 @@ from adaptyst_top.collectors.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot,
 from adaptyst_top.collectors.targets import TargetError, mapped_files
 from adaptyst_top.runtime.agent_client import AgentRefused
 from adaptyst_top.runtime.record_file import open_recording
+from adaptyst_top.runtime.record_format import CompactDecoder
 from adaptyst_top.runtime.session import Session
 
 
@@ -169,12 +170,13 @@ class ReplaySource:
         self._newer_told = False
         self.host = "replay"
         self.target = f"replay of {self.path.name}"
+        self._decoder = CompactDecoder()
 
     def snapshot(self) -> Snapshot | None:
         for raw in self._lines:
             if not raw.strip():
                 continue
-            snap = parse_snapshot_line(raw)
+            snap = parse_snapshot_line(raw, self._decoder)
             if snap is None:
                 self.skipped += 1  # a torn last line of a recording cut short, or garbage
                 continue
@@ -216,13 +218,35 @@ class ReplaySource:
         self._file.close()
 
 
-def parse_snapshot_line(raw: bytes) -> Snapshot | None:
+def parse_snapshot_line(raw: bytes, decoder: CompactDecoder | None = None) -> Snapshot | None:
     """A recorded snapshot, or None when the line is not one (not UTF-8, not JSON, or
-    not of the snapshot's shape: Snapshot.from_json says what it checks)."""
+    not of the snapshot's shape: Snapshot.from_json says what it checks). A compact line
+    (record_format) needs the decoder that read the lines before it."""
     try:
-        return Snapshot.from_json(json.loads(raw.decode("utf-8")))
+        value = json.loads(raw.decode("utf-8"))
+        if decoder is not None and isinstance(value, dict):
+            value = decoder.decode(value)  # CompactError is a ValueError
+        return Snapshot.from_json(value)
     except (UnicodeDecodeError, ValueError, RecursionError, SnapshotError):
         return None
+
+
+def export_recording(path: str, out: IO[str]) -> tuple[int, int]:
+    """Every snapshot of a recording (full or compact, plain or .zst) as a full JSON line,
+    as `record --format full` writes it; (lines written, lines skipped)."""
+    decoder = CompactDecoder()
+    written = skipped = 0
+    with open_recording(Path(path)) as f:
+        for raw in f:
+            if not raw.strip():
+                continue
+            snap = parse_snapshot_line(raw, decoder)
+            if snap is None:
+                skipped += 1
+                continue
+            out.write(json.dumps(snap.to_json()) + "\n")
+            written += 1
+    return written, skipped
 
 
 def check_recording(path: str) -> None:

@@ -25,7 +25,7 @@ from adaptyst_top.tui.cli_common import (
     session_options,
 )
 
-SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay", "agent", "bridge")
+SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay", "export", "agent", "bridge")
 
 DESCRIPTION = (
     "Live monitor for CPU/GPU/FPGA nodes: eBPF/USDT function latencies, device power and "
@@ -37,6 +37,7 @@ EPILOG = """subcommands:
   list      function symbols and USDT probes of a PID or binary
   doctor    which capabilities this machine has (eBPF, NVML, RAPL, OpenCL, FPGA)
   replay    play a recording in the TUI
+  export    a recording (compact, .zst) as full JSON lines, for jq and other tools
   agent     the node agent (root): users probe their own processes through it
   bridge    this node's agent on standard input and output (what --host runs over ssh)
 
@@ -346,6 +347,10 @@ def _dispatch(argv: list[str]) -> int:
         return cmd_doctor(argv[1:])
     if argv and argv[0] == "replay":
         return cmd_replay(argv[1:])
+    if argv and argv[0] == "export":
+        from adaptyst_top.tui.cli_record import cmd_export
+
+        return cmd_export(argv[1:])
     if argv and argv[0] == "list":
         from adaptyst_top.tui.cli_list import cmd_list
 

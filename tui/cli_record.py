@@ -43,8 +43,15 @@ def record_parser() -> argparse.ArgumentParser:
         "--out",
         default="-",
         metavar="FILE|-",
-        help="where to write (- = stdout); a name ending in .zst is zstd-compressed (~25x), "
+        help="where to write (- = stdout); a name ending in .zst is zstd-compressed, "
         "flushed every interval",
+    )
+    p.add_argument(
+        "--format",
+        choices=("full", "compact"),
+        help="full: every line whole (for jq); compact: each line only what changed since "
+        "the last (`replay` reads it, `export` makes it full). Default: compact for .zst, "
+        "else full",
     )
     return p
 
@@ -81,7 +88,8 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
         return exc.status
     try:
         interval = DEFAULT_INTERVAL if args.interval is None else args.interval
-        return record_snapshots(session, out, interval, args.duration, opts.cancel)
+        compact = (args.format or ("compact" if args.out.endswith(".zst") else "full")) == "compact"
+        return record_snapshots(session, out, interval, args.duration, opts.cancel, compact)
     except BrokenPipeError:
         return 0  # a reader like `head` went away: not an error (the command is ended)
     except OSError as exc:
@@ -92,3 +100,42 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
         if out is not sys.stdout:
             with contextlib.suppress(OSError):
                 out.close()
+
+
+def export_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="adaptyst-top export",
+        usage="adaptyst-top export FILE [--out FILE|-]",
+        description="A recording (full or compact, plain or .zst) as full JSON lines, one "
+        "snapshot per line as `record --format full` writes them: for jq and other tools.",
+    )
+    add_version(p)
+    p.add_argument("file", metavar="FILE", help="what `record` wrote")
+    p.add_argument("--out", default="-", metavar="FILE|-", help="where to write (- = stdout)")
+    return p
+
+
+def cmd_export(argv: Sequence[str]) -> int:
+    from adaptyst_top.runtime.sources import check_recording, export_recording
+
+    args = export_parser().parse_args(argv)
+    try:
+        check_recording(args.file)
+        out: IO[str] = sys.stdout if args.out == "-" else open_output(args.out)
+    except (OSError, ValueError) as exc:
+        print(f"adaptyst-top: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return 1
+    try:
+        written, skipped = export_recording(args.file, out)
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:
+        print(f"adaptyst-top: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    finally:
+        if out is not sys.stdout:
+            with contextlib.suppress(OSError):
+                out.close()
+    if skipped:
+        print(f"adaptyst-top: skipped {skipped} malformed line(s) of {args.file}", file=sys.stderr)
+    return 0 if written else 1
