@@ -100,6 +100,19 @@ def _comm(pid: int, proc: Path) -> str:
         return ""
 
 
+def job_of(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """The Slurm job a process belongs to (SLURM_JOB_ID in its environment), if any."""
+    try:
+        data = (proc / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    for item in data.split(b"\0"):
+        if item.startswith(b"SLURM_JOB_ID="):
+            value = item.split(b"=", 1)[1].decode(errors="replace")
+            return value if _JOB_ID.fullmatch(value) else None
+    return None
+
+
 class JobScan:
     """The job's processes on this node, each reported once."""
 
@@ -125,4 +138,12 @@ class JobScan:
         return found
 
 
-__all__ = ["JobError", "JobInfo", "JobScan", "check_job_id", "job_info", "parse_scontrol"]
+__all__ = [
+    "JobError",
+    "JobInfo",
+    "JobScan",
+    "check_job_id",
+    "job_info",
+    "job_of",
+    "parse_scontrol",
+]

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import socket
-import stat
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -30,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.elf_info import NotELFError
-from adaptyst_top.collectors.private_files import private_dir
+from adaptyst_top.collectors.slurm_jobs import job_of
 from adaptyst_top.collectors.snapshot import ProbeRef
 from adaptyst_top.collectors.targets import TargetError, resolve_target
 from adaptyst_top.placement.control import peer_credentials
 from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.agent_socket import listen, watch_hangup
 from adaptyst_top.runtime.authorization import (
     Peer,
     job_refusal,
@@ -45,6 +44,7 @@ from adaptyst_top.runtime.authorization import (
     spec_refusal,
 )
 from adaptyst_top.runtime.listing import entry_policy, list_objects
+from adaptyst_top.runtime.metrics import ProbeSource
 from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 
@@ -54,10 +54,6 @@ MAX_PER_USER = 16
 MAX_ATTACH_PER_USER = 1000
 SEND_TIMEOUT_S = 10.0
 GUARD_PERIOD_S = 0.25
-
-
-class AgentError(RuntimeError):
-    """Why the agent cannot start, in one line."""
 
 
 @dataclass
@@ -76,7 +72,7 @@ class Agent:
         self.clients: list[Client] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.sock = _listen(path)
+        self.sock = listen(path)
 
     # ----- life cycle -------------------------------------------------------------------
 
@@ -244,7 +240,7 @@ class Agent:
         )
         done = threading.Event()
         watcher = threading.Thread(
-            target=_watch_hangup, args=(client.conn, opts.cancel, done), daemon=True
+            target=watch_hangup, args=(client.conn, opts.cancel, done), daemon=True
         )
         watcher.start()
         try:
@@ -304,6 +300,25 @@ class Agent:
         if why := spec_refusal(peer, text, pid):
             raise SessionError(why)
 
+    # ----- what the metrics show --------------------------------------------------------
+
+    def probe_sources(self) -> list[ProbeSource]:
+        """Each client's probes as they were last read, with whose and which job."""
+        with self._lock:
+            clients = list(self.clients)
+        out = []
+        for c in clients:
+            s = c.session
+            if s is None or s.engine is None:
+                continue
+            job = s.options.job or (job_of(s.pid) if s.pid is not None else None)
+            out.append(
+                ProbeSource(
+                    c.peer.who, job, s.engine.snapshot_rows(with_hist=True), s.engine.overhead_share
+                )
+            )
+        return out
+
     # ----- the guard -------------------------------------------------------------------------
 
     def _guard(self) -> None:
@@ -351,43 +366,3 @@ def _ref(msg: dict[str, Any]) -> ProbeRef:
 def _number(msg: dict[str, Any], name: str, default: float) -> float:
     value = proto.field(msg, name, (int, float), optional=True)
     return default if value is None else float(value)
-
-
-def _watch_hangup(conn: socket.socket, cancel: threading.Event, done: threading.Event) -> None:
-    """While probes attach, a client that goes away cancels the attach."""
-    while not done.is_set():
-        readable, _, _ = select.select([conn], [], [], 0.2)
-        if readable:
-            try:
-                peeked = conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                continue
-            except OSError:
-                peeked = b""
-            if not peeked:
-                cancel.set()
-                return
-            done.wait(0.2)  # a request queued behind the open: read after it
-
-
-def _listen(path: Path) -> socket.socket:
-    """The socket, in a folder only root can write (no one can replace it), that every
-    user can connect to: who they are is checked per connection."""
-    try:
-        private_dir(path.parent, mode=0o755)
-    except OSError as exc:
-        raise AgentError(str(exc)) from None
-    with contextlib.suppress(FileNotFoundError):
-        st = os.lstat(path)
-        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
-            raise AgentError(f"{path} exists and is not our socket: not replaced")
-        path.unlink()  # a socket left by an agent that was killed
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.bind(str(path))
-        os.chmod(path, 0o666)
-        sock.listen(MAX_CLIENTS)
-    except OSError as exc:
-        sock.close()
-        raise AgentError(f"cannot listen on {path}: {exc.strerror}") from None
-    return sock

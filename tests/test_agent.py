@@ -82,11 +82,11 @@ def shared(workload_bin: Path) -> Iterator[Path]:
 
 
 class Agent:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *options: str) -> None:
         self.path = path
         self.log = open(path.parent / "agent.log", "ab")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(
-            [*CLI, "agent", "--socket", str(path)], stderr=self.log, stdout=self.log
+            [*CLI, "agent", "--socket", str(path), *options], stderr=self.log, stdout=self.log
         )
         deadline = time.monotonic() + 30
         while not self.answers():  # a socket left by a killed agent is there, dead

@@ -10,13 +10,22 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import tomllib
 
 from adaptyst_top.tui.cli_common import Parser, add_version
 
+if TYPE_CHECKING:
+    from adaptyst_top.runtime.agent import Agent
+
 DEFAULT_CONFIG = Path("/etc/adaptyst-top/agent.toml")
-CONFIG_KEYS = {"socket": str, "admin_group": str}
+CONFIG_KEYS: dict[str, type] = {
+    "socket": str,
+    "admin_group": str,
+    "probe_metrics": str,  # none | jobs | all: which users' probes --metrics exports
+    "max_probe_series": int,  # probe label sets per node, the least active left out
+}
 
 
 def agent_parser() -> argparse.ArgumentParser:
@@ -33,13 +42,25 @@ def agent_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--config",
         metavar="FILE",
-        help=f"TOML with socket and admin_group (a group whose members may probe any process); "
-        f"default {DEFAULT_CONFIG} when it exists",
+        help=f"TOML with socket, admin_group (a group whose members may probe any process), "
+        f"probe_metrics (none, jobs, all) and max_probe_series; default {DEFAULT_CONFIG} "
+        "when it exists",
+    )
+    p.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (devices, probes, the agent)",
+    )
+    p.add_argument(
+        "--textfile",
+        metavar="DIR",
+        help="write the same metrics to DIR/adaptyst_top.prom every 15 s, atomically, for "
+        "node_exporter's textfile collector",
     )
     return p
 
 
-def _config(path: str | None) -> dict[str, str]:
+def _config(path: str | None) -> dict[str, Any]:
     file = Path(path) if path else DEFAULT_CONFIG
     if path is None and not file.exists():
         return {}
@@ -52,14 +73,20 @@ def _config(path: str | None) -> dict[str, str]:
     for key, value in data.items():
         if key not in CONFIG_KEYS:
             raise ValueError(f"{file}: unknown key {key!r} (known: {', '.join(CONFIG_KEYS)})")
-        if not isinstance(value, CONFIG_KEYS[key]):
-            raise ValueError(f"{file}: {key} must be a string")
+        kind = CONFIG_KEYS[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ValueError(f"{file}: {key} must be {'a string' if kind is str else 'a number'}")
+    if data.get("probe_metrics", "jobs") not in ("none", "jobs", "all"):
+        raise ValueError(f"{file}: probe_metrics must be none, jobs or all")
+    if not 0 <= data.get("max_probe_series", 0) <= 100_000:
+        raise ValueError(f"{file}: max_probe_series must be 0..100000")
     return dict(data)
 
 
 def cmd_agent(argv: Sequence[str]) -> int:
     args = agent_parser().parse_args(argv)
-    from adaptyst_top.runtime.agent import DEFAULT_SOCKET, Agent, AgentError
+    from adaptyst_top.runtime.agent import DEFAULT_SOCKET, Agent
+    from adaptyst_top.runtime.agent_socket import AgentError
 
     try:
         config = _config(args.config)
@@ -75,6 +102,13 @@ def cmd_agent(argv: Sequence[str]) -> int:
         print(f"adaptyst-top agent: {exc}", file=sys.stderr)
         return 1
 
+    try:
+        stops = _export(agent, args, config)
+    except (ValueError, OSError) as exc:
+        agent.stop()
+        print(f"adaptyst-top agent: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return 1
+
     def on_signal(_signum: int, _frame: object) -> None:
         # Off the signal handler: stop() joins nothing, but closes sockets and engines.
         threading.Thread(target=agent.stop, daemon=True).start()
@@ -83,8 +117,33 @@ def cmd_agent(argv: Sequence[str]) -> int:
         signal.signal(sig, on_signal)
     print(f"adaptyst-top agent: listening on {path}", file=sys.stderr, flush=True)
     agent.serve_forever()
+    for stop in stops:
+        stop()
     agent.stop()
     return 0
+
+
+def _export(agent: Agent, args: argparse.Namespace, config: dict[str, Any]) -> list[Any]:
+    """--metrics and --textfile started; what stops them."""
+    if not args.metrics and not args.textfile:
+        return []
+    from adaptyst_top.runtime import metrics
+
+    collector = metrics.AgentCollector(
+        metrics.node_devices(),
+        agent.probe_sources,
+        config.get("probe_metrics", metrics.DEFAULT_PROBE_EXPORT),
+        config.get("max_probe_series", metrics.DEFAULT_MAX_PROBE_SERIES),
+    )
+    registry = metrics.registry_for(collector)
+    stops = []
+    if args.metrics:
+        stops.append(metrics.serve(registry, args.metrics))
+        print(f"adaptyst-top agent: metrics on http://{args.metrics}/metrics", file=sys.stderr)
+    if args.textfile:
+        writer = metrics.TextfileWriter(registry, Path(args.textfile), metrics.TEXTFILE_PERIOD_S)
+        stops.append(writer.close)
+    return stops
 
 
 def bridge_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,304 @@
+"""The agent's figures as Prometheus metrics (prometheus-client): the node's devices, the
+users' probes, the agent itself. Served on `/metrics` (`agent --metrics HOST:PORT`,
+OpenMetrics when the scraper asks for it) or written for node_exporter's textfile
+collector (`agent --textfile DIR`).
+
+Names follow Prometheus' rules and sit beside DCGM's and node_exporter's: base units
+(`_seconds`, `_bytes`, `_watts`, `_joules`), `_total` on counters, a `node` label (the
+short host name) on every series so that dashboards join them by node. A value that is
+not known is absent, never 0.
+
+Probe latency is a Prometheus histogram whose `le` boundaries are the in-kernel
+histogram's own bucket edges at eight per power of two (LATENCY_BOUNDS_NS): every count
+lands exactly, and `histogram_quantile` interpolates within a bucket at most 1/8 of an
+octave wide (the monitor's percentiles come from the finer kernel buckets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from adaptyst_top.collectors.devices import DeviceSweep
+from adaptyst_top.collectors.histogram import bucket_bounds
+from adaptyst_top.collectors.snapshot import DeviceReading, ProbeEntry
+
+ProbeExport = Literal["none", "jobs", "all"]
+DEFAULT_PROBE_EXPORT: ProbeExport = "jobs"
+DEFAULT_MAX_PROBE_SERIES = 500  # probe label sets per node: each is ~200 series
+TEXTFILE_NAME = "adaptyst_top.prom"
+TEXTFILE_PERIOD_S = 15.0
+# 2^9 ns (0.5 us) to 2^34 ns (17 s), eight edges per power of two (the kernel's 16
+# sub-buckets per power of two, every other one).
+LATENCY_BOUNDS_NS: tuple[int, ...] = (
+    *((1 << e) + k * (1 << e) // 8 for e in range(9, 34) for k in range(8)),
+    1 << 34,
+)
+
+
+@dataclass(frozen=True)
+class ProbeSource:
+    """One client's probes, as the agent has them: whose, for which job."""
+
+    user: str
+    job: str | None
+    probes: Sequence[ProbeEntry]
+    overhead_share: float | None
+
+
+def node_name() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def cumulative_buckets(hist: Sequence[tuple[int, int]], offset_ns: float) -> list[int]:
+    """Counts at or below each of LATENCY_BOUNDS_NS, from the kernel's buckets (index,
+    count), each taken at its upper edge less OFFSET_NS (the probe's own cost)."""
+    out = [0] * len(LATENCY_BOUNDS_NS)
+    edges = LATENCY_BOUNDS_NS
+    for index, count in hist:
+        top = bucket_bounds(index)[1] - offset_ns
+        # the first boundary at or above the bucket's top: bisect by hand (small list)
+        lo, hi = 0, len(edges)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if edges[mid] < top:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(edges):
+            out[lo] += count
+    for i in range(1, len(out)):
+        out[i] += out[i - 1]
+    return out
+
+
+class AgentCollector(Collector):
+    """Everything the agent exports, read at each scrape."""
+
+    def __init__(
+        self,
+        devices: Callable[[], Sequence[DeviceReading]],
+        probes: Callable[[], Sequence[ProbeSource]],
+        export: ProbeExport = DEFAULT_PROBE_EXPORT,
+        max_series: int = DEFAULT_MAX_PROBE_SERIES,
+    ) -> None:
+        self.devices = devices
+        self.probes = probes
+        self.export = export
+        self.max_series = max_series
+        self.node = node_name()
+        self.dropped_total = 0
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:  # two scrapes at once would count the drops twice
+            start = time.perf_counter()
+            yield from self._devices()
+            yield from self._probes()
+            took = GaugeMetricFamily(
+                "adaptyst_scrape_duration_seconds",
+                "How long the agent took to gather these metrics",
+                labels=["node"],
+            )
+            took.add_metric([self.node], time.perf_counter() - start)
+            yield took
+
+    # ----- devices ---------------------------------------------------------------------
+
+    def _devices(self) -> Iterator[Metric]:
+        labels = ["node", "device", "kind", "name"]
+        fams: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+            "util": GaugeMetricFamily(
+                "adaptyst_device_utilization_ratio", "Device busy share, 0 to 1", labels=labels
+            ),
+            "mem_used": GaugeMetricFamily(
+                "adaptyst_device_memory_used_bytes", "Device memory in use", labels=labels
+            ),
+            "mem_total": GaugeMetricFamily(
+                "adaptyst_device_memory_total_bytes", "Device memory size", labels=labels
+            ),
+            "power": GaugeMetricFamily(
+                "adaptyst_device_power_watts",
+                "Device power draw, by where it comes from",
+                labels=[*labels, "source"],
+            ),
+            "energy": CounterMetricFamily(
+                "adaptyst_device_energy_joules",
+                "Device energy since the agent started, by where it comes from",
+                labels=[*labels, "source"],
+            ),
+            "temp": GaugeMetricFamily(
+                "adaptyst_device_temperature_celsius", "Device temperature", labels=labels
+            ),
+        }
+        for d in self.devices():
+            base = [self.node, d.id, d.kind, d.name]
+            source = [d.energy_source or "unknown"]
+            for key, value, extra in (
+                ("util", d.util, []),
+                ("mem_used", d.mem_used_bytes, []),
+                ("mem_total", d.mem_total_bytes, []),
+                ("power", d.power_w, source),
+                ("energy", d.energy_j, source),
+                ("temp", d.temp_c, []),
+            ):
+                if value is not None:  # unknown is absent, never 0
+                    fams[key].add_metric(base + extra, float(value))
+        yield from fams.values()
+
+    # ----- probes ----------------------------------------------------------------------
+
+    def _probes(self) -> Iterator[Metric]:
+        labels = ["node", "probe", "key", "user", "job"]
+        calls = CounterMetricFamily(
+            "adaptyst_probe_calls", "Calls (hits) of a probed function or USDT probe", labels=labels
+        )
+        latency = HistogramMetricFamily(
+            "adaptyst_probe_latency_seconds",
+            "Probed call latency, net of the probe's own cost",
+            labels=labels,
+        )
+        overhead = GaugeMetricFamily(
+            "adaptyst_probe_overhead_ratio",
+            "The probes' estimated cost as a share of the target's CPU time",
+            labels=["node", "user", "job"],
+        )
+        dropped = CounterMetricFamily(
+            "adaptyst_probe_series_dropped",
+            "Probe label sets left out over the cap (the least active first)",
+            labels=["node"],
+        )
+        rows: list[tuple[float, list[str], ProbeEntry]] = []
+        if self.export != "none":
+            for src in self.probes():
+                if self.export == "jobs" and src.job is None:
+                    continue
+                job = src.job or ""
+                if src.overhead_share is not None:
+                    overhead.add_metric([self.node, src.user, job], src.overhead_share)
+                for p in src.probes:
+                    if p.state in ("pending", "error"):
+                        continue
+                    key = "" if p.key is None else str(p.key)
+                    rows.append((p.rate_hz, [self.node, p.name, key, src.user, job], p))
+        if len(rows) > self.max_series:
+            rows.sort(key=lambda r: -r[0])  # the most active stay
+            self.dropped_total += len(rows) - self.max_series
+            rows = rows[: self.max_series]
+        for _rate, values, p in rows:
+            calls.add_metric(values, float(p.count))
+            if p.hist is not None and p.latency.mean_ns is not None:
+                off = 0.0
+                if p.raw is not None and p.raw.mean_ns is not None:
+                    off = max(0.0, p.raw.mean_ns - p.latency.mean_ns)
+                counts = cumulative_buckets(p.hist, off)
+                buckets = [
+                    (f"{b / 1e9:.9g}", float(c))
+                    for b, c in zip(LATENCY_BOUNDS_NS, counts, strict=True)
+                ]
+                buckets.append(("+Inf", float(p.count)))
+                latency.add_metric(values, buckets, p.latency.mean_ns * p.count / 1e9)
+        dropped.add_metric([self.node], float(self.dropped_total))
+        yield from (calls, latency, overhead, dropped)
+
+
+def registry_for(collector: AgentCollector) -> CollectorRegistry:
+    """Our metrics and the agent's own process (CPU seconds, memory: process_*)."""
+    from prometheus_client import ProcessCollector
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    ProcessCollector(registry=registry)
+    return registry
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT (a bare :PORT or PORT listens on every address)."""
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--metrics {text!r}: give HOST:PORT, e.g. 0.0.0.0:9464")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def serve(registry: CollectorRegistry, listen: str) -> Callable[[], None]:
+    """Serve /metrics; returns what stops it."""
+    host, port = parse_listen(listen)
+    server, thread = start_http_server(port, addr=host, registry=registry)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+    return stop
+
+
+class TextfileWriter:
+    """DIR/adaptyst_top.prom rewritten every period, atomically (prometheus-client writes
+    a temporary file in DIR and renames it): node_exporter never reads half a file."""
+
+    def __init__(self, registry: CollectorRegistry, directory: Path, period: float) -> None:
+        st = os.stat(directory)  # the admin's folder: never one another user could swap
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise ValueError(
+                f"--textfile {directory}: must be ours and writable by no one else "
+                "(node_exporter's textfile folder, owned by root)"
+            )
+        self.registry = registry
+        self.path = directory / TEXTFILE_NAME
+        self.period = period
+        self._stop = threading.Event()
+        self.write()
+        self._thread = threading.Thread(target=self._run, name="metrics-textfile", daemon=True)
+        self._thread.start()
+
+    def write(self) -> None:
+        write_to_textfile(str(self.path), self.registry)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            with contextlib.suppress(OSError):
+                self.write()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def node_devices() -> Callable[[], list[DeviceReading]]:
+    """The node's devices, read at each call (one sweep for the agent's life)."""
+    sweep = DeviceSweep(pid=None)
+    lock = threading.Lock()
+
+    def read() -> list[DeviceReading]:
+        with lock:
+            return sweep.read()
+
+    return read
+
+
+__all__ = [
+    "LATENCY_BOUNDS_NS",
+    "AgentCollector",
+    "ProbeSource",
+    "TextfileWriter",
+    "cumulative_buckets",
+    "registry_for",
+    "serve",
+]

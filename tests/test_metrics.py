@@ -1,0 +1,199 @@
+"""The agent's metrics scraped by a real Prometheus (Debian's `prometheus`, started here
+on a free port with its own config and storage): a user's probe as a Prometheus
+histogram whose quantiles match the monitor's, the node's devices, the agent's own
+process; OpenMetrics on request; the textfile for node_exporter accepted by promtool."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adaptyst_top.collectors.histogram import bucket_of
+from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.metrics import LATENCY_BOUNDS_NS, cumulative_buckets
+
+from .conftest import requires_root
+from .test_agent import (  # noqa: F401 - fixtures
+    Agent,
+    AsUser,
+    User,
+    hear,
+    nothing_left,
+    run,
+    say,
+    shared,
+    users,
+    workload_as,
+)
+
+QUANTILE_TOLERANCE = 0.10  # the issue's: histogram_quantile within 10% of the monitor's
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_every_count_lands_exactly_at_the_kernels_edges() -> None:
+    hist = [(bucket_of(v), 3) for v in (600, 1000, 70_000, 5_000_000)]
+    counts = cumulative_buckets(hist, 0.0)
+    at = {b: c for b, c in zip(LATENCY_BOUNDS_NS, counts, strict=True)}
+    assert at[512] == 0 and at[640] == 3  # 600 ns: in the 512..640 bucket
+    assert at[1024] == 6 and at[65536] == 6 and at[73728] == 9
+    assert counts[-1] == 12 and counts == sorted(counts)
+    assert len(set(LATENCY_BOUNDS_NS)) == len(LATENCY_BOUNDS_NS) == 201
+
+
+class Prometheus:
+    def __init__(self, base: Path, target: str) -> None:
+        self.url = f"http://127.0.0.1:{free_port()}"
+        config = base / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+            "scrape_configs:\n  - job_name: adaptyst\n"
+            f"    static_configs:\n      - targets: ['{target}']\n"
+        )
+        self.log = open(base / "prometheus.log", "wb")  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen(
+            [
+                "prometheus",
+                f"--config.file={config}",
+                f"--storage.tsdb.path={base / 'tsdb'}",
+                f"--web.listen-address={self.url.removeprefix('http://')}",
+            ],
+            stdout=self.log,
+            stderr=self.log,
+        )
+        self.until(lambda: self._get("/-/ready") is not None, "prometheus ready")
+
+    def _get(self, path: str) -> bytes | None:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=5) as r:
+                return bytes(r.read())
+        except OSError:
+            return None
+
+    def query(self, promql: str) -> list[dict[str, object]]:
+        raw = self._get("/api/v1/query?" + urllib.parse.urlencode({"query": promql}))
+        assert raw is not None, promql
+        answer = json.loads(raw)
+        assert answer["status"] == "success", answer
+        return list(answer["data"]["result"])
+
+    def value(self, promql: str) -> float | None:
+        result = self.query(promql)
+        return float(result[0]["value"][1]) if result else None  # type: ignore[index]
+
+    def until(self, ok: object, what: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not ok():  # type: ignore[operator]
+            assert self.proc.poll() is None, what
+            assert time.monotonic() < deadline, what
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+        self.log.close()
+
+
+@pytest.fixture
+def exporting_agent(shared: Path, tmp_path: Path) -> Iterator[tuple[Agent, str, Path]]:  # noqa: F811
+    config = shared / "agent-metrics.toml"
+    config.write_text('probe_metrics = "all"\n')
+    listen = f"127.0.0.1:{free_port()}"
+    textdir = tmp_path / "textfile"
+    textdir.mkdir(mode=0o755)
+    a = Agent(
+        shared / "agent.sock",
+        "--config",
+        str(config),
+        "--metrics",
+        listen,
+        "--textfile",
+        str(textdir),
+    )
+    try:
+        yield a, listen, textdir
+    finally:
+        a.stop()
+        config.unlink()
+        assert nothing_left(5.0)
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_a_real_prometheus_scrapes_probes_devices_and_the_agent(
+    exporting_agent: tuple[Agent, str, Path],
+    users: tuple[User, User],  # noqa: F811
+    shared: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    agent, listen, textdir = exporting_agent
+    alice, _ = users
+    target = workload_as(alice, shared / "workload")
+    spec = f"uprobe:{shared / 'workload'}:held_fn"
+
+    def client(up: int, down: int) -> None:
+        conn = AgentConnection(str(agent.path))
+        conn.open(target.pid, [spec], 0.02, False, 1000)
+        say(up, ready=True)
+        hear(down)
+        entry = conn.snapshot(with_hist=False).probes[0]
+        lat = entry.latency
+        say(up, count=entry.count, p=[lat.p50_ns, lat.p95_ns, lat.p99_ns])
+        hear(down)  # the probes stay until Prometheus has read them
+
+    prom = Prometheus(tmp_path, listen)
+    try:
+        c = AsUser(alice, client)
+        assert c.read() == {"ready": True}
+        # 1000 calls: p50 in the 100 us ones, p95 in the 1 ms ones, p99 in the 5 ms ones.
+        for command in ("held 900 100", "held 80 1000", "held 20 5000"):
+            run(target, command)
+        c.tell()
+        got = c.read()
+        assert got["count"] == 1000
+        ours = dict(zip((0.5, 0.95, 0.99), got["p"], strict=True))  # type: ignore[arg-type]
+        sel = f'{{probe="held_fn",user="{alice.name}"}}'
+        prom.until(lambda: prom.value(f"adaptyst_probe_calls_total{sel}") == 1000, "scraped calls")
+        for q, mine in ours.items():
+            theirs = prom.value(
+                f"histogram_quantile({q}, sum by (le) (adaptyst_probe_latency_seconds_bucket{sel}))"
+            )
+            assert theirs is not None and mine is not None
+            print(f"p{q * 100:g}: monitor {mine:.0f} ns, histogram_quantile {theirs * 1e9:.0f} ns")
+            assert abs(theirs * 1e9 - mine) <= QUANTILE_TOLERANCE * mine, (q, theirs * 1e9, mine)
+        assert (prom.value("count(adaptyst_device_utilization_ratio)") or 0) >= 1
+        assert prom.value('process_resident_memory_bytes{job="adaptyst"}') is not None
+        assert prom.value("adaptyst_scrape_duration_seconds") is not None
+        # OpenMetrics when the scraper asks for it; the Prometheus text format otherwise.
+        req = urllib.request.Request(
+            f"http://{listen}/metrics", headers={"Accept": "application/openmetrics-text"}
+        )
+        with urllib.request.urlopen(req, timeout=5) as r:
+            assert "openmetrics" in r.headers["Content-Type"]
+            assert r.read().endswith(b"# EOF\n")
+        c.tell()
+        assert c.wait() == 0
+        # The textfile: there, whole, and accepted by promtool's own lint.
+        text = textdir / "adaptyst_top.prom"
+        assert text.exists() and os.stat(text).st_mode & 0o777 == 0o644
+        check = subprocess.run(
+            ["promtool", "check", "metrics"], stdin=text.open("rb"), capture_output=True
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+    finally:
+        prom.stop()
+        target.kill()
+        target.wait()
