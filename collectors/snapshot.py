@@ -164,6 +164,9 @@ class ProbeEntry:
 
     @classmethod
     def from_json(cls, value: Any) -> ProbeEntry:
+        fast = _probe_fast(value)  # a row as this version writes it: checked in one pass
+        if fast is not None:
+            return fast
         d = _In(value, "probe")
         key = d.value("key")
         if key is not None and (not isinstance(key, (str, int)) or isinstance(key, bool)):
@@ -194,6 +197,87 @@ class ProbeEntry:
         )
 
 
+_LATENCY_KEYS = ("mean_ns", "p50_ns", "p95_ns", "p99_ns", "min_ns", "max_ns")
+_NUMBER_TYPES = (int, float)
+_TEXT_OR_NONE = (str, type(None))
+
+
+def _numbers(values: list[Any]) -> bool:
+    """Each None or a finite int/float (not bool): v - v is 0 only for finite numbers."""
+    for v in values:  # noqa: SIM110 - a loop, not all(): the hot path of every row read back
+        if v is not None and (type(v) not in _NUMBER_TYPES or v - v != 0):
+            return False
+    return True
+
+
+def _probe_fast(value: Any) -> ProbeEntry | None:
+    """The common row (every field of the type it should have) built with few checks;
+    None for anything else, which the field-by-field path then reads or refuses."""
+    if type(value) is not dict:
+        return None
+    g = value.get
+    group: Any = g("group")
+    key, count, ident = g("key"), g("count"), g("id")
+    spec, name, state = g("spec"), g("name"), g("state")
+    kind, target, cls, source, error = (
+        g("kind"),
+        g("target"),
+        g("class"),
+        g("overhead_source"),
+        g("error"),
+    )
+    lat = [g(k) for k in _LATENCY_KEYS]
+    rate, cost, bpf = g("rate_hz"), g("overhead_ns_per_hit"), g("bpf_ns_per_hit")
+    raw = g("raw")
+    if not (
+        type(group) in (int, str)
+        and (key is None or type(key) in (int, str))
+        and type(count) is int
+        and (ident is None or type(ident) is int)
+        and type(spec) is str
+        and type(name) is str
+        and type(state) is str
+        and type(kind) in _TEXT_OR_NONE
+        and type(target) in _TEXT_OR_NONE
+        and type(cls) in _TEXT_OR_NONE
+        and type(source) in _TEXT_OR_NONE
+        and type(error) in _TEXT_OR_NONE
+        and _numbers([rate, cost, bpf, *lat])
+        and (raw is None or type(raw) is dict)
+    ):
+        return None
+    raw_lat = None
+    if raw is not None:
+        raw_values = [raw.get(k) for k in _LATENCY_KEYS]
+        if not _numbers(raw_values):
+            return None
+        raw_lat = Latency(*raw_values)
+    try:
+        hist = _hist(g("hist"))
+    except SnapshotError:
+        return None
+    return ProbeEntry(
+        group=group,
+        id=ident,
+        spec=spec,
+        name=name,
+        kind=kind,
+        key=key,
+        state=state,
+        target=target,
+        cost_class=cls,
+        count=count,
+        rate_hz=rate or 0.0,
+        overhead_ns_per_hit=cost,
+        overhead_source=source,
+        bpf_ns_per_hit=bpf,
+        latency=Latency(*lat),
+        raw=raw_lat,
+        hist=hist,
+        error=error,
+    )
+
+
 def _latency(d: _In) -> Latency:
     n = d.number
     return Latency(n("mean_ns"), n("p50_ns"), n("p95_ns"), n("p99_ns"), n("min_ns"), n("max_ns"))
@@ -204,8 +288,7 @@ def _hist(value: Any) -> tuple[tuple[int, int], ...] | None:
         return None
     # The common case first: JSON integers (a snapshot from the agent has only these).
     if isinstance(value, list) and all(
-        type(b) is list and len(b) == 2 and type(b[0]) is int and type(b[1]) is int
-        for b in value
+        type(b) is list and len(b) == 2 and type(b[0]) is int and type(b[1]) is int for b in value
     ):
         return tuple((b, c) for b, c in value)
     if not isinstance(value, list) or not all(
