@@ -6,13 +6,13 @@ decides, it attaches nothing (and so needs no privileges: tests run it on any EL
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from adaptyst_top.collectors import entry_safety, ifunc
 from adaptyst_top.collectors import overhead as ov
 from adaptyst_top.collectors.bpf_program import Slot
+from adaptyst_top.collectors.demangle import demangle, matches
 from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, UsdtProbe, entry_bytes
 from adaptyst_top.collectors.probe_spec import ProbeSpec
 
@@ -42,7 +42,8 @@ def matching_functions(spec: ProbeSpec, elf: ElfInfo) -> list[FunctionSymbol]:
     glob = spec.func or "*"
     by_addr: dict[int, FunctionSymbol] = {}
     for sym in elf.functions:
-        if fnmatch.fnmatchcase(sym.name, glob):
+        name = demangle(sym.name)
+        if not name.cold and matches(name, glob):  # a .cold part is not a function
             best = by_addr.get(sym.address)
             if best is None or (best.name.startswith("_"), len(best.name)) > (
                 sym.name.startswith("_"),
@@ -104,7 +105,8 @@ def plan_function(
         variants = safe_variants(path, elf, sym, refusal) if sym.ifunc else []
         refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
     cls = ov.classify_entry(code, elf.machine)
-    return PlannedFunction(sym.name, cls, insn.text, sym=by_name, addr=addr, refused=refused)
+    shown = demangle(sym.name).display
+    return PlannedFunction(shown, cls, insn.text, sym=by_name, addr=addr, refused=refused)
 
 
 def safe_variants(path: str, elf: ElfInfo, sym: FunctionSymbol, refusal: Refusal) -> list[str]:

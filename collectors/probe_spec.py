@@ -17,7 +17,24 @@ from typing import Literal
 KeyType = Literal["auto", "str", "int"]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_GLOB = re.compile(r"^[A-Za-z0-9_.$*?\[\]!@-]+$")
+# A symbol or a demangled name (C++ `ns::Class::method`, templates, destructors); with
+# spaces or parentheses it is quoted.
+_GLOB = re.compile(r"^[A-Za-z0-9_.$*?\[\]!@:<>~,&+-]+$")
+_SINGLE_COLON = re.compile(r"(?<!:):(?!:)")
+
+
+def _split_function(rest: str) -> tuple[str, str, str]:
+    """TARGET and FUNC at the last colon that is not part of a C++ `::` (outside quotes)."""
+    quote = rest.find('"')
+    scan = rest if quote < 0 else rest[:quote]
+    last = None
+    for m in _SINGLE_COLON.finditer(scan):
+        last = m.start()
+    if last is None:
+        return rest, "", ""
+    return rest[:last], ":", rest[last + 1 :]
+
+
 _ARG = re.compile(r"^arg([1-9][0-9]?)(?::(str|int))?$")
 
 
@@ -91,9 +108,12 @@ def parse_spec(text: str) -> ProbeSpec:
             )
 
     if kind == "uprobe":
-        target, sep, func = rest.rpartition(":")
+        target, sep, func = _split_function(rest)
         if not sep or not target:
             raise ProbeSpecError(spec, body_start, len(rest), "expected uprobe:TARGET:FUNC")
+        if len(func) > 2 and func[0] == func[-1] == '"' and '"' not in func[1:-1]:
+            # Quoted: a demangled name with spaces or parentheses, "ns::f(int, char)".
+            return ProbeSpec(spec, "uprobe", target, func=func[1:-1])
         if not func or not _GLOB.match(func):
             raise ProbeSpecError(
                 spec, body_start + len(target) + 1, len(func) or 1, "bad function glob"

@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from adaptyst_top.collectors.attach_plan import plan_function
+from adaptyst_top.collectors.demangle import demangle, matches
 from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, read_elf
 from adaptyst_top.collectors.entry_safety import EntryPolicy, cached_policy, policy_for_this_boot
 from adaptyst_top.collectors.ifunc import IfuncError
@@ -25,7 +26,11 @@ def entry_policy() -> EntryPolicy | None:
 def _function(
     path: str, info: ElfInfo, f: FunctionSymbol, policy: EntryPolicy | None, pid: int | None
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": f.name, "address": f.address, "size": f.size, "ifunc": f.ifunc}
+    name = demangle(f.name)
+    out: dict[str, Any] = {"name": name.display, "address": f.address, "size": f.size}
+    out["ifunc"] = f.ifunc
+    if name.display != f.name:
+        out["symbol"] = f.name  # as the ELF file has it
     if policy is not None:
         try:
             planned = plan_function(path, info, f, policy.refusal, pid)
@@ -49,7 +54,7 @@ def describe(
         entry["functions"] = [
             _function(path, info, f, policy, pid)
             for f in info.functions
-            if fnmatch.fnmatchcase(f.name, pattern)
+            if matches(demangle(f.name), pattern)
         ]
     if usdt:
         # One entry per probe, like tplist; a probe the compiler inlined has many sites.

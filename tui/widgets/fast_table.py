@@ -44,6 +44,9 @@ FLEX_MIN = 26  # a flexible column (names) keeps at least this; minor columns go
 
 def _fit(text: str, width: int, right: bool) -> str:
     if len(text) > width:
+        if "::" in text and width > 1:
+            # A qualified name keeps its most telling end: the method, not the namespace.
+            return "…" + text[len(text) - width + 1 :]
         return text[: max(0, width - 1)] + "…" if width > 1 else text[:width]
     return text.rjust(width) if right else text.ljust(width)
 

@@ -1,0 +1,98 @@
+"""Function names as the source spells them: C++ (the system's `__cxa_demangle`, through
+cxxfilt), Rust (legacy and v0, through rust-demangler; the legacy hash dropped) and
+gfortran's module procedures (`__solver_MOD_step` is `solver::step`).
+
+Compiler suffixes (`.isra.0`, `.constprop.1`, `.part.0`, `.cold`...) name a copy the
+optimiser made of a function: they are kept apart from the name and shown after it;
+a `.cold` part is the unlikely branch of a function split off, not a function of its
+own, and is never probed as one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+_SUFFIX = re.compile(
+    r"((?:\.(?:isra|constprop|part|cold|lto_priv|localalias|clone|llvm)(?:\.[0-9]+)?)+)$"
+)
+_RUST_LEGACY_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_RUST_LEGACY = re.compile(r"^_ZN.*17h[0-9a-f]{16}E$")
+_FORTRAN_MODULE = re.compile(r"^__([A-Za-z][A-Za-z0-9_]*?)_MOD_([A-Za-z][A-Za-z0-9_]*)$")
+
+
+@dataclass(frozen=True)
+class Name:
+    raw: str  # the symbol, as the ELF file has it (what the kernel attaches to)
+    source: str  # as the source spells it: "solver::Kernel::step(int)"
+    suffix: str = ""  # a compiler's copy: ".isra.0" (without it in `source`)
+
+    @property
+    def cold(self) -> bool:
+        return ".cold" in self.suffix
+
+    @property
+    def display(self) -> str:
+        """What a row shows: the source name, the copy's suffix after it."""
+        return f"{self.source} [{self.suffix.lstrip('.')}]" if self.suffix else self.source
+
+    @property
+    def bare(self) -> str:
+        """The source name without its parameter list and a template's return type:
+        "solver::Kernel::step", "solver::twice<double>"."""
+        text = self.source
+        if text.endswith(")") and "(" in text:
+            depth = 0
+            for i in range(len(text) - 1, -1, -1):
+                depth += {")": 1, "(": -1}.get(text[i], 0)
+                if depth == 0:
+                    text = text[:i]
+                    break
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):  # a return type ends at a space outside <>
+            depth += {">": 1, "<": -1}.get(text[i], 0)
+            if depth == 0 and text[i] == " " and not text.startswith("operator", i + 1):
+                return text[i + 1 :]
+        return text
+
+
+@lru_cache(maxsize=65536)
+def demangle(raw: str) -> Name:
+    """RAW as its source spells it (itself when it is not mangled or cannot be read)."""
+    m = _SUFFIX.search(raw)
+    base, suffix = (raw[: m.start()], m.group(1)) if m and m.start() > 0 else (raw, "")
+    return Name(raw, _source(base), suffix)
+
+
+def _source(base: str) -> str:
+    if base.startswith("_R") or _RUST_LEGACY.match(base):
+        import rust_demangler  # type: ignore[import-untyped]
+
+        try:
+            return _RUST_LEGACY_HASH.sub("", str(rust_demangler.demangle(base)))
+        except Exception:
+            return base
+    if base.startswith("_Z"):
+        import cxxfilt  # type: ignore[import-untyped]
+
+        try:
+            return str(cxxfilt.demangle(base))
+        except Exception:
+            return base
+    if m := _FORTRAN_MODULE.match(base):
+        return f"{m.group(1)}::{m.group(2)}"
+    return base
+
+
+def matches(name: Name, glob: str) -> bool:
+    """A spec's glob against every spelling: the symbol, the source name with and
+    without its parameters, and the shown one."""
+    return any(
+        fnmatch.fnmatchcase(text, glob)
+        for text in dict.fromkeys((name.raw, name.source, name.bare, name.display))
+    )
+
+
+__all__ = ["Name", "demangle", "matches"]

@@ -1,0 +1,144 @@
+"""Names as the source spells them: C++, Rust (legacy and v0, symbols rustc made) and
+gfortran module procedures; compiler suffixes apart, `.cold` parts never probed; specs
+on demangled names; with real eBPF, exact counts on a C++ method called from 4 threads,
+a template, an overload, and a Fortran module procedure."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adaptyst_top.collectors.demangle import demangle, matches
+from adaptyst_top.collectors.probe_engine import ProbeEngine
+from adaptyst_top.collectors.probe_spec import parse_spec
+from adaptyst_top.tui.widgets.fast_table import _fit
+
+from .bpf_objects import none_left
+from .conftest import requires_root
+
+TARGETS = Path(__file__).parent / "targets"
+
+
+def test_cpp_rust_and_fortran_names() -> None:
+    step = demangle("_ZN6solver6Kernel4stepEi")
+    assert (step.source, step.bare, step.suffix) == (
+        "solver::Kernel::step(int)",
+        "solver::Kernel::step",
+        "",
+    )
+    copy = demangle("_ZN6solver6Kernel4stepEi.isra.0")
+    assert copy.source == "solver::Kernel::step(int)" and copy.display.endswith("[isra.0]")
+    assert demangle("_ZN6solver4nameEPKc.cold").cold
+    assert not demangle("_ZN6solver4nameEPKc.constprop.1").cold
+    assert demangle("_ZN6solver5twiceIdEET_S1_").source == "double solver::twice<double>(double)"
+    # Symbols rustc 1.x made for `pub mod solver { pub fn step }` in crate rs:
+    assert demangle("_ZN2rs6solver4step17hf5c570fcb94d9198E").source == "rs::solver::step"
+    assert demangle("_RNvNtCsbFYJioi4cCO_2rs6solver4step").source == "rs::solver::step"
+    assert demangle("__physics_MOD_advance").source == "physics::advance"
+    assert demangle("malloc").display == "malloc" and demangle("_Zbogus").source == "_Zbogus"
+
+
+def test_specs_and_globs_on_demangled_names() -> None:
+    spec = parse_spec("uprobe:./app:solver::Kernel::step*")
+    assert (spec.target, spec.func) == ("./app", "solver::Kernel::step*")
+    quoted = parse_spec('uprobe:./app:"solver::name(char const*)"')
+    assert quoted.func == "solver::name(char const*)"
+    assert parse_spec("uprobe:/opt/app:v2/bin:main").target == "/opt/app:v2/bin"
+    name = demangle("_ZN6solver6Kernel4stepEi")
+    for glob in ("solver::Kernel::step*", "solver::Kernel::step", "*::step(int)", "_ZN6solver*"):
+        assert matches(name, glob), glob
+    assert not matches(name, "solver::step")
+
+
+def test_a_long_qualified_name_keeps_its_end() -> None:
+    cut = _fit("solver::detail::Kernel<double>::step(int)", 16, False)
+    assert len(cut) == 16 and cut.startswith("…") and cut.endswith("::step(int)")
+    assert _fit("a_long_c_function_name", 10, False) == "a_long_c_…"
+
+
+def build(tmp: Path, source: str) -> Path:
+    binary = tmp / Path(source).stem
+    src = TARGETS / source
+    cmd = (
+        ["g++", "-O2", "-pthread", "-o", str(binary), str(src)]
+        if source.endswith(".cpp")
+        else ["gfortran", "-O1", "-fno-inline", "-o", str(binary), str(src)]
+    )
+    subprocess.run(cmd, check=True)
+    return binary
+
+
+def count(engine: ProbeEngine) -> dict[str, int]:
+    engine.read()
+    return {e.name: e.count for e in engine.snapshot_rows()}
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_cpp_methods_from_four_threads_counted_exactly(tmp_path: Path) -> None:
+    binary = build(tmp_path, "solver.cpp")
+    proc = subprocess.Popen(
+        [str(binary), "4", "2500"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        with ProbeEngine(pid=proc.pid) as engine:
+            groups = [
+                engine.add(f"uprobe:{binary}:solver::Kernel::step*"),
+                engine.add(f"uprobe:{binary}:solver::twice<double>*"),
+                engine.add(f'uprobe:{binary}:"solver::name(char const*)"'),
+            ]
+            assert engine.wait(120)
+            assert all(g.state == "attached" for g in groups), [g.error for g in groups]
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "ok"
+            assert count(engine) == {
+                "solver::Kernel::step(int)": 10_000,
+                "double solver::twice<double>(double)": 10_000,
+                "solver::name(char const*)": 4,
+            }
+        argv = ["list", "--binary", str(binary), "--functions", "--json", "solver::*"]
+        listed = subprocess.run(
+            [sys.executable, "-m", "adaptyst_top.tui.start", *argv],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        names = {
+            f["name"]: f.get("symbol")
+            for o in json.loads(listed.stdout)["objects"]
+            for f in o["functions"]
+        }
+        assert names["solver::Kernel::step(int)"] == "_ZN6solver6Kernel4stepEi"
+        assert "solver::name(int)" in names
+    finally:
+        proc.kill()
+        proc.wait()
+    assert none_left()
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_a_fortran_module_procedure_by_its_source_name(tmp_path: Path) -> None:
+    binary = build(tmp_path, "fmodule.f90")
+    proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        with ProbeEngine(pid=proc.pid) as engine:
+            group = engine.add(f"uprobe:{binary}:physics::advance")
+            assert engine.wait(120) and group.state == "attached", group.error
+            assert proc.stdin is not None
+            proc.stdin.write("3000\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "ok"
+            assert count(engine) == {"physics::advance": 3000}
+    finally:
+        proc.kill()
+        proc.wait()
+    assert none_left()
