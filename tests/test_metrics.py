@@ -55,13 +55,25 @@ def test_every_count_lands_exactly_at_the_kernels_edges() -> None:
 
 
 class Prometheus:
-    def __init__(self, base: Path, target: str) -> None:
+    """A Prometheus of its own; with PATHS, one target per path of the same address
+    (`/metrics/NAME`, as a test exporter serves many nodes)."""
+
+    def __init__(
+        self, base: Path, target: str, scrape_interval: str = "1s", paths: list[str] | None = None
+    ) -> None:
         self.url = f"http://127.0.0.1:{free_port()}"
         config = base / "prometheus.yml"
+        if paths is None:
+            targets = f"    static_configs:\n      - targets: ['{target}']\n"
+        else:
+            targets = "    static_configs:\n" + "".join(
+                f"      - targets: ['{target}']\n"
+                f"        labels: {{__metrics_path__: /metrics/{p}}}\n"
+                for p in paths
+            )
         config.write_text(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-            "scrape_configs:\n  - job_name: adaptyst\n"
-            f"    static_configs:\n      - targets: ['{target}']\n"
+            f"global:\n  scrape_interval: {scrape_interval}\n  scrape_timeout: 1s\n"
+            "scrape_configs:\n  - job_name: adaptyst\n" + targets
         )
         self.log = open(base / "prometheus.log", "wb")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(

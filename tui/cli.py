@@ -25,7 +25,17 @@ from adaptyst_top.tui.cli_common import (
     session_options,
 )
 
-SUBCOMMANDS = ("demo", "record", "list", "doctor", "replay", "export", "agent", "bridge")
+SUBCOMMANDS = (
+    "demo",
+    "record",
+    "list",
+    "doctor",
+    "replay",
+    "export",
+    "agent",
+    "bridge",
+    "cluster",
+)
 
 DESCRIPTION = (
     "Live monitor for CPU/GPU/FPGA nodes: eBPF/USDT function latencies, device power and "
@@ -40,6 +50,7 @@ EPILOG = """subcommands:
   export    a recording (compact, .zst) as full JSON lines, for jq and other tools
   agent     the node agent (root): users probe their own processes through it
   bridge    this node's agent on standard input and output (what --host runs over ssh)
+  cluster   every node (or a Slurm job's) from Prometheus, where the agents' metrics go
 
 examples:
   adaptyst-top --probe 'uprobe:./app:solve*' -- ./app input.dat
@@ -347,6 +358,10 @@ def _dispatch(argv: list[str]) -> int:
         return cmd_doctor(argv[1:])
     if argv and argv[0] == "replay":
         return cmd_replay(argv[1:])
+    if argv and argv[0] == "cluster":
+        from adaptyst_top.tui.cli_cluster import cmd_cluster
+
+        return cmd_cluster(argv[1:])
     if argv and argv[0] == "export":
         from adaptyst_top.tui.cli_record import cmd_export
 

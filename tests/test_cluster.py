@@ -1,0 +1,161 @@
+"""The cluster view against a real Prometheus (Debian's) holding 200 node targets, served
+by a test exporter that replays the agent's own metrics (runtime/metrics.py, this node's
+real devices) under 200 node names: every node listed, a job's nodes alone with --job,
+the slowest probe by p99, a node that stopped reporting marked stale, not dropped; the
+view at 80x24."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from adaptyst_top.collectors.histogram import bucket_of
+from adaptyst_top.collectors.snapshot import DeviceReading, Latency, ProbeEntry
+from adaptyst_top.runtime.cluster import Prometheus, read_cluster
+from adaptyst_top.runtime.metrics import AgentCollector, ProbeSource
+
+from .test_metrics import Prometheus as PrometheusServer
+from .test_metrics import free_port
+
+NODES = [f"cn{i:03d}" for i in range(200)]
+JOB_NODES = NODES[:5]  # these run Slurm job 100, with a probe each
+GONE = NODES[-1]  # stops reporting during the test
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("prometheus") is None and os.geteuid() != 0,
+    reason="Debian's prometheus (scripts/setup.sh installs it)",
+)
+
+
+def probe(node_index: int, calls: int) -> ProbeEntry:
+    """A probe whose calls take (index + 1) x 100 us: the slowest p99 differs by node."""
+    ns = (node_index + 1) * 100_000
+    lat = Latency(float(ns), float(ns), float(ns), float(ns), float(ns), float(ns))
+    return ProbeEntry(
+        group=1, id=0, spec="uprobe:/opt/app:solve", name="solve", kind="uprobe",
+        state="attached", count=calls, rate_hz=10.0, latency=lat, raw=lat,
+        hist=((bucket_of(ns), calls),),
+    )  # fmt: skip
+
+
+class Exporter:
+    """/metrics/NODE: the agent's metrics for NODE; counters advance with time."""
+
+    def __init__(self, devices: list[DeviceReading]) -> None:
+        self.start = time.monotonic()
+        self.gone: set[str] = set()
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                node = self.path.rsplit("/", 1)[-1]
+                if node not in NODES or node in exporter.gone:
+                    self.send_error(503)
+                    return
+                body = exporter.metrics(node)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.devices = devices
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def metrics(self, node: str) -> bytes:
+        calls = int(1000 * (1 + time.monotonic() - self.start))
+        index = NODES.index(node)
+        sources = (
+            [ProbeSource("alice", "100", [probe(index, calls)], 0.001)] if node in JOB_NODES else []
+        )
+        collector = AgentCollector(lambda: self.devices, lambda: sources, "jobs")
+        collector.node = node
+        registry = CollectorRegistry()
+        registry.register(collector)
+        return bytes(generate_latest(registry))
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, Exporter]]:
+    from adaptyst_top.collectors.devices import DeviceSweep
+
+    sweep = DeviceSweep(pid=None)
+    sweep.read()
+    time.sleep(0.2)
+    exporter = Exporter(sweep.read())  # this node's real devices
+    sweep.close()
+    base = tmp_path_factory.mktemp("prom")
+    server = PrometheusServer(base, exporter.address, scrape_interval="2s", paths=NODES)
+    prom = Prometheus(server.url)
+    try:
+        server.until(
+            lambda: len(prom.query("count by (node) (adaptyst_scrape_duration_seconds)")) == 200,
+            "200 nodes scraped",
+        )
+        yield prom, exporter
+    finally:
+        server.stop()
+        exporter.stop()
+
+
+def test_every_node_listed_and_a_jobs_nodes_alone(cluster: tuple[Prometheus, Exporter]) -> None:
+    prom, _ = cluster
+    start = time.monotonic()
+    rows = read_cluster(prom)
+    print(f"read_cluster over 200 nodes: {1000 * (time.monotonic() - start):.0f} ms")
+    assert [r.node for r in rows] == NODES
+    assert all(r.util.get("cpu") is not None and not r.stale for r in rows)
+    job_rows = read_cluster(prom, job="100")
+    assert [r.node for r in job_rows] == JOB_NODES
+    assert all(r.jobs == {"100"} for r in job_rows)
+    # The slowest probe by p99 once two scrapes give a rate: cn004's calls take 500 us.
+    deadline = time.monotonic() + 30
+    while (slow := read_cluster(prom, job="100")[4].slowest) is None:
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    assert slow[0] == "solve" and abs(slow[1] - 500e-6) <= 0.1 * 500e-6
+
+
+def test_a_node_that_stops_reporting_stays_marked_stale(
+    cluster: tuple[Prometheus, Exporter],
+) -> None:
+    prom, exporter = cluster
+    exporter.gone.add(GONE)
+    time.sleep(5)
+    rows = {r.node: r for r in read_cluster(prom, stale_after=4.0)}
+    assert len(rows) == 200 and rows[GONE].stale
+    assert time.time() - rows[GONE].last_seen >= 4.0
+    assert sum(r.stale for r in rows.values()) == 1
+
+
+async def test_the_view_at_80x24(cluster: tuple[Prometheus, Exporter]) -> None:
+    from adaptyst_top.tui.cluster_app import ClusterApp
+
+    prom, _ = cluster
+    app = ClusterApp(prom, job="100", interval=60)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if len(app.table.rows) == 5:
+                break
+        assert sorted(app.table.rows) == JOB_NODES
+        header = app.query_one("#header").text  # type: ignore[attr-defined]
+        assert "5 nodes" in header and "job 100" in header
+        layout = app.table.columns_for(app.table.text_width)
+        assert [c.key for c, _ in layout][:2] == ["node", "cpu"]
+        assert sum(w for _, w in layout) + len(layout) - 1 <= app.table.text_width

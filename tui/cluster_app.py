@@ -1,0 +1,160 @@
+"""The cluster view: a row per node from Prometheus (runtime/cluster.py), the same keys
+and looks as the node monitor; Enter opens the node's live monitor over SSH.
+
+Queries run on a thread worker; the table re-renders only the rows that changed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Footer
+
+from adaptyst_top.runtime.cluster import ClusterError, NodeRow, Prometheus, read_cluster
+from adaptyst_top.tui.format import fmt_ns
+from adaptyst_top.tui.widgets.fast_table import Column, FastTable
+from adaptyst_top.tui.widgets.text_line import TextLine
+
+CLUSTER_COLUMNS = [
+    Column("node", "NODE", 0, priority=10),
+    Column("cpu", "CPU%", 5, right=True, priority=9),
+    Column("gpu", "GPU%", 5, right=True, priority=8),
+    Column("fpga", "FPGA%", 6, right=True, priority=2),
+    Column("power", "POWER W", 8, right=True, priority=7),
+    Column("energy", "ENERGY W", 9, right=True, priority=3),
+    Column("jobs", "JOBS", 0, priority=5),
+    Column("p99", "SLOWEST P99", 0, priority=6),
+    Column("seen", "SEEN", 9, priority=4),
+]
+SORTS = ("node", "cpu", "gpu", "power", "p99")
+
+
+def _pct(v: float | None) -> str:
+    return "" if v is None else f"{100 * v:.0f}"
+
+
+def node_cells(row: NodeRow) -> tuple[dict[str, str], dict[str, object], str]:
+    """A node's cells, its sort values, and its style (stale nodes dim)."""
+    power = sum(row.power_w.values()) if row.power_w else None
+    energy = sum(row.energy_w.values()) if row.energy_w else None
+    slowest = f"{fmt_ns(row.slowest[1] * 1e9)} {row.slowest[0]}" if row.slowest else ""
+    seen = time.strftime("%H:%M:%S", time.localtime(row.last_seen))
+    cells = {
+        "node": row.node,
+        "cpu": _pct(row.util.get("cpu")),
+        "gpu": _pct(row.util.get("gpu")),
+        "fpga": _pct(row.util.get("fpga")),
+        "power": "" if power is None else f"{power:.0f}",
+        "energy": "" if energy is None else f"{energy:.0f}",
+        "jobs": ",".join(sorted(row.jobs)),
+        "p99": slowest,
+        "seen": f"stale {seen}" if row.stale else seen,
+    }
+    sort = {
+        "node": row.node,
+        "cpu": row.util.get("cpu", -1.0),
+        "gpu": row.util.get("gpu", -1.0),
+        "power": power if power is not None else -1.0,
+        "p99": row.slowest[1] if row.slowest else -1.0,
+    }
+    return cells, sort, "dim" if row.stale else ""
+
+
+class ClusterApp(App[None]):
+    CSS = """
+    #header { height: 1; background: $panel; text-style: bold; }
+    #nodes { height: 1fr; border: round $primary; border-title-color: $primary; }
+    #status { height: 1; color: $text-muted; }
+    """
+    TITLE = "adaptyst-top cluster"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("enter", "open_node", "Open node"),
+        Binding("s", "sort", "Sort"),
+        Binding("r", "refresh_now", "Refresh"),
+    ]
+
+    def __init__(self, prom: Prometheus, job: str | None = None, interval: float = 5.0) -> None:
+        super().__init__()
+        self.prom = prom
+        self.job = job
+        self.interval = interval
+        self.sort_index = 0
+        self.rows: list[NodeRow] = []
+
+    def compose(self) -> ComposeResult:
+        yield TextLine(id="header")
+        table = FastTable(CLUSTER_COLUMNS, id="nodes")
+        table.border_title = "Nodes"
+        yield table
+        yield TextLine(id="status")
+        yield Footer()
+
+    @property
+    def table(self) -> FastTable:
+        return self.query_one(FastTable)
+
+    def on_mount(self) -> None:
+        self.table.focus()
+        self.table.set_sort("node")
+        self.refresh_now()
+        self.set_interval(self.interval, self.refresh_now)
+
+    @work(thread=True, exclusive=True, group="query")
+    def refresh_now(self) -> None:
+        start = time.monotonic()
+        try:
+            rows = read_cluster(self.prom, self.job)
+        except ClusterError as exc:
+            self.call_from_thread(self.set_status, str(exc))
+            return
+        self.call_from_thread(self.show, rows, time.monotonic() - start)
+
+    def action_refresh_now(self) -> None:
+        self.refresh_now()
+
+    def show(self, rows: Sequence[NodeRow], took_s: float = 0.0) -> None:
+        self.rows = list(rows)
+        for row in rows:
+            cells, sort, style = node_cells(row)
+            self.table.upsert(row.node, cells, sort, style)
+        self.table.retain({r.node for r in rows})
+        stale = sum(r.stale for r in rows)
+        parts = [
+            "cluster",
+            f"{len(rows)} nodes" + (f" ({stale} stale)" if stale else ""),
+            f"job {self.job}" if self.job else self.prom.url,
+            f"{took_s * 1000:.0f} ms",
+        ]
+        self.query_one("#header", TextLine).text = "  │  ".join(parts)
+        if not rows:
+            self.set_status(
+                f"no node runs job {self.job}" if self.job else "no adaptyst-top agent reports"
+            )
+
+    def set_status(self, text: str) -> None:
+        self.query_one("#status", TextLine).text = text
+
+    def action_sort(self) -> None:
+        self.sort_index = (self.sort_index + 1) % len(SORTS)
+        key = SORTS[self.sort_index]
+        self.table.set_sort(key, reverse=key != "node")
+        self.set_status(f"sorted by {key}")
+
+    def action_open_node(self) -> None:
+        node = self.table.selected_key
+        if node is None:
+            return
+        argv = [sys.executable, "-m", "adaptyst_top.tui.start", "--host", node]
+        if self.job:
+            argv += ["--job", self.job]
+        with self.suspend():
+            status = subprocess.call(argv)
+        self.set_status(f"{node}: the monitor ended with status {status}")
