@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 from adaptyst_top.collectors.devices import DeviceSweep
 from adaptyst_top.collectors.histogram import bucket_bounds
 from adaptyst_top.collectors.snapshot import DeviceReading, ProbeEntry
+from adaptyst_top.runtime.job_energy import JobEnergy
 
 ProbeExport = Literal["none", "jobs", "all"]
 DEFAULT_PROBE_EXPORT: ProbeExport = "jobs"
@@ -104,12 +105,16 @@ class AgentCollector(Collector):
         self.max_series = max_series
         self.node = node_name()
         self.dropped_total = 0
+        self.job_energy = JobEnergy()
         self._lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:  # two scrapes at once would count the drops twice
             start = time.perf_counter()
-            yield from self._devices()
+            devices = list(self.devices())
+            self.job_energy.update(devices)
+            yield from self._devices(devices)
+            yield self._job_energy()
             yield from self._probes()
             took = GaugeMetricFamily(
                 "adaptyst_scrape_duration_seconds",
@@ -121,7 +126,18 @@ class AgentCollector(Collector):
 
     # ----- devices ---------------------------------------------------------------------
 
-    def _devices(self) -> Iterator[Metric]:
+    def _job_energy(self) -> Metric:
+        fam = CounterMetricFamily(
+            "adaptyst_job_energy_joules",
+            "Device energy attributed to each Slurm job on the node by its share of the "
+            "device (method); the rest is job=unattributed",
+            labels=["node", "job", "device", "method"],
+        )
+        for (job, device, method), joules in sorted(self.job_energy.totals.items()):
+            fam.add_metric([self.node, job, device, method], joules)
+        return fam
+
+    def _devices(self, devices: Sequence[DeviceReading]) -> Iterator[Metric]:
         labels = ["node", "device", "kind", "name"]
         fams: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
             "util": GaugeMetricFamily(
@@ -147,7 +163,7 @@ class AgentCollector(Collector):
                 "adaptyst_device_temperature_celsius", "Device temperature", labels=labels
             ),
         }
-        for d in self.devices():
+        for d in devices:
             base = [self.node, d.id, d.kind, d.name]
             source = [d.energy_source or "unknown"]
             for key, value, extra in (

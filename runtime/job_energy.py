@@ -1,0 +1,95 @@
+"""Each Slurm job's share of the node's device energy, for the agent's metrics.
+
+Between two readings, a CPU's energy is split by CPU time: a job gets the share of the
+node's busy CPU time its processes used (method `cpu-time`); what no job used (the
+system, other users, processes that exited between readings) stays `unattributed`.
+A device no method covers yet (a GPU: NVML's per-process utilisation is not read yet)
+is unattributed whole (method `none`). The shares never add up to more than the device
+measured: each reading's energy is split once, whole.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from adaptyst_top.collectors.overhead import system_busy_ns
+from adaptyst_top.collectors.slurm_jobs import job_of
+from adaptyst_top.collectors.snapshot import DeviceReading
+
+UNATTRIBUTED = "unattributed"
+_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_ns(pid: int, proc: Path) -> tuple[int, int] | None:
+    """(start, user+system ns) of a process, from its stat file."""
+    try:
+        fields = (proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19]), (int(fields[11]) + int(fields[12])) * _TICK_NS
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class JobEnergy:
+    def __init__(
+        self, proc: Path = Path("/proc"), busy_ns: Callable[[], int] = system_busy_ns
+    ) -> None:
+        self.proc = proc
+        self.busy_ns = busy_ns
+        # (job, device id, method) -> joules since the agent started
+        self.totals: dict[tuple[str, str, str], float] = {}
+        self._energy: dict[str, float] = {}  # device id -> its last energy reading
+        self._cpu: dict[int, tuple[int, int, str | None]] = {}  # pid -> start, ns, job
+        self._busy: int | None = None
+
+    def update(self, devices: Sequence[DeviceReading]) -> None:
+        job_cpu = self._job_cpu_deltas()
+        busy = self.busy_ns()
+        busy_delta = None if self._busy is None else busy - self._busy
+        self._busy = busy
+        for d in devices:
+            if d.energy_j is None or d.kind == "opencl":  # an OpenCL view is its device's
+                continue
+            last, self._energy[d.id] = self._energy.get(d.id), d.energy_j
+            spent = 0.0 if last is None else d.energy_j - last
+            if spent <= 0:
+                continue  # first reading, or a counter that restarted: nothing to split
+            if d.kind == "cpu" and busy_delta:
+                used = sum(job_cpu.values())
+                whole = max(busy_delta, used)  # never more than all of it
+                for job, ns in job_cpu.items():
+                    self._add(job, d.id, "cpu-time", spent * ns / whole)
+                self._add(UNATTRIBUTED, d.id, "cpu-time", spent * (1 - used / whole))
+            else:
+                self._add(UNATTRIBUTED, d.id, "none", spent)
+
+    def _add(self, job: str, device: str, method: str, joules: float) -> None:
+        key = (job, device, method)
+        self.totals[key] = self.totals.get(key, 0.0) + joules
+
+    def _job_cpu_deltas(self) -> dict[str, int]:
+        """CPU ns each job's processes used since the last call."""
+        out: dict[str, int] = {}
+        now: dict[int, tuple[int, int, str | None]] = {}
+        for entry in os.scandir(self.proc):
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            got = _cpu_ns(pid, self.proc)
+            if got is None:
+                continue
+            start, ns = got
+            before = self._cpu.get(pid)
+            if before is not None and before[0] == start:
+                job = before[2]
+                if job is not None and ns > before[1]:
+                    out[job] = out.get(job, 0) + ns - before[1]
+            else:
+                job = job_of(pid, self.proc)  # a new process: its environment once
+            now[pid] = (start, ns, job)
+        self._cpu = now
+        return out
+
+
+__all__ = ["UNATTRIBUTED", "JobEnergy"]

@@ -1,0 +1,57 @@
+"""Per-job energy: a CPU's energy split by the jobs' CPU time, the rest unattributed,
+never more than the device measured; a device without a method unattributed whole."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from adaptyst_top.collectors.snapshot import DeviceReading
+from adaptyst_top.runtime.job_energy import UNATTRIBUTED, JobEnergy
+
+TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def process(proc: Path, pid: int, ticks: int, job: str | None, start: int = 100) -> None:
+    d = proc / str(pid)
+    d.mkdir(parents=True, exist_ok=True)
+    fields = ["S", "1"] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 6 + [str(start)] + ["0"] * 30
+    (d / "stat").write_text(f"{pid} (app) " + " ".join(fields) + "\n")
+    (d / "environ").write_bytes(f"SLURM_JOB_ID={job}\0".encode() if job else b"HOME=/\0")
+
+
+def devices(cpu_j: float, gpu_j: float) -> list[DeviceReading]:
+    cpu = DeviceReading("cpu", "cpu", "CPU", energy_j=cpu_j, energy_source="rapl")
+    gpu = DeviceReading("gpu:0", "gpu", "GPU", energy_j=gpu_j, energy_source="nvml")
+    return [cpu, gpu]
+
+
+def test_split_by_cpu_time_and_never_more_than_measured(tmp_path: Path) -> None:
+    busy = [0]
+    energy = JobEnergy(tmp_path, busy_ns=lambda: busy[0])
+    for pid, job in ((10, "42"), (11, "43"), (12, None)):
+        process(tmp_path, pid, 0, job)
+    energy.update(devices(0.0, 0.0))
+    # 1 s of node busy time: job 42 used 0.5 s, job 43 0.25 s, a process of no job 0.1 s.
+    process(tmp_path, 10, int(0.5e9) // TICK_NS, "42")
+    process(tmp_path, 11, int(0.25e9) // TICK_NS, "43")
+    process(tmp_path, 12, int(0.1e9) // TICK_NS, None)
+    busy[0] = 1_000_000_000
+    energy.update(devices(100.0, 300.0))
+    t = energy.totals
+    assert abs(t[("42", "cpu", "cpu-time")] - 50.0) < 1e-6
+    assert abs(t[("43", "cpu", "cpu-time")] - 25.0) < 1e-6
+    assert abs(t[(UNATTRIBUTED, "cpu", "cpu-time")] - 25.0) < 1e-6
+    assert t[(UNATTRIBUTED, "gpu:0", "none")] == 300.0
+    # Jobs' CPU time above the node's busy time (clocks read apart): shares of the whole.
+    process(tmp_path, 10, int(1.5e9) // TICK_NS, "42")
+    busy[0] += 500_000_000
+    energy.update(devices(200.0, 300.0))
+    cpu_total = sum(v for (_, dev, _), v in energy.totals.items() if dev == "cpu")
+    assert abs(cpu_total - 200.0) < 1e-6
+    assert all(v >= 0 for v in energy.totals.values())
+    # A PID reused by another process is a new process: its old CPU time is not its job's.
+    process(tmp_path, 11, 0, "99", start=500)
+    busy[0] += 1
+    energy.update(devices(200.0, 300.0))
+    assert not any(job == "99" for job, _, _ in energy.totals)
