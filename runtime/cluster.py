@@ -89,11 +89,9 @@ def read_cluster(
     now = time.time()
     rows: dict[str, NodeRow] = {}
     # The nodes reporting now (their last sample's time), then those that stopped
-    # within LOOKBACK (a subquery, at 5 s steps) for the rest.
+    # within LOOKBACK: their series are stale, but a range keeps their last clock.
     live = "max by (node) (timestamp(adaptyst_scrape_duration_seconds))"
-    past = (
-        f"max by (node) (max_over_time(timestamp(adaptyst_scrape_duration_seconds)[{LOOKBACK}:5s]))"
-    )
+    past = f"max by (node) (last_over_time(adaptyst_time_seconds[{LOOKBACK}]))"
     for promql in (live, past):
         for s in prom.query(promql):
             node, t = s.get("metric", {}).get("node"), _value(s)

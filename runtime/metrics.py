@@ -123,6 +123,14 @@ class AgentCollector(Collector):
             )
             took.add_metric([self.node], time.perf_counter() - start)
             yield took
+            clock = GaugeMetricFamily(
+                "adaptyst_time_seconds",
+                "The node's clock at this scrape (when a node that stopped reporting was "
+                "last heard of, after its series went stale)",
+                labels=["node"],
+            )
+            clock.add_metric([self.node], time.time())
+            yield clock
 
     # ----- devices ---------------------------------------------------------------------
 

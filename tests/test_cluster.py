@@ -6,20 +6,24 @@ view at 80x24."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import generate_latest
 
 from adaptyst_top.collectors.histogram import bucket_of
 from adaptyst_top.collectors.snapshot import DeviceReading, Latency, ProbeEntry
 from adaptyst_top.runtime.cluster import Prometheus, read_cluster
-from adaptyst_top.runtime.metrics import AgentCollector, ProbeSource
+from adaptyst_top.runtime.metrics import AgentCollector, ProbeSource, registry_for
 
 from .test_metrics import Prometheus as PrometheusServer
 from .test_metrics import free_port
@@ -45,12 +49,26 @@ def probe(node_index: int, calls: int) -> ProbeEntry:
     )  # fmt: skip
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a scrape cut short by Prometheus stopping: nothing to say
+
+
 class Exporter:
-    """/metrics/NODE: the agent's metrics for NODE; counters advance with time."""
+    """/metrics/NODE: the agent's metrics for NODE. The job's nodes are live (counters
+    and the CPU's energy advance with time); the others' texts are made once."""
 
     def __init__(self, devices: list[DeviceReading]) -> None:
         self.start = time.monotonic()
         self.gone: set[str] = set()
+        self.devices = devices
+        self.live = {
+            node: self._collector(node, i) for i, node in enumerate(NODES) if node in JOB_NODES
+        }
+        self.static = {
+            node: self._text(self._collector(node, i)) for i, node in enumerate(NODES)
+            if node not in JOB_NODES
+        }  # fmt: skip
         exporter = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -68,22 +86,37 @@ class Exporter:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.devices = devices
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server = _QuietServer(("127.0.0.1", free_port()), Handler)
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def metrics(self, node: str) -> bytes:
-        calls = int(1000 * (1 + time.monotonic() - self.start))
-        index = NODES.index(node)
-        sources = (
-            [ProbeSource("alice", "100", [probe(index, calls)], 0.001)] if node in JOB_NODES else []
-        )
-        collector = AgentCollector(lambda: self.devices, lambda: sources, "jobs")
+    def _now_devices(self) -> list[DeviceReading]:
+        """This node's devices, the CPU with a power and an energy counter (RAPL's
+        units: this VM has none) so that every panel has data."""
+        joules = 100.0 * (1 + time.monotonic() - self.start)
+        return [
+            replace(d, power_w=100.0, energy_j=joules, energy_source="rapl")
+            if d.kind == "cpu"
+            else d
+            for d in self.devices
+        ]
+
+    def _collector(self, node: str, index: int) -> AgentCollector:
+        def sources() -> list[ProbeSource]:
+            calls = int(1000 * (1 + time.monotonic() - self.start))
+            return [ProbeSource("alice", "100", [probe(index, calls)], 0.001)]
+
+        live = node in JOB_NODES
+        collector = AgentCollector(self._now_devices, sources if live else list, "jobs")
         collector.node = node
-        registry = CollectorRegistry()
-        registry.register(collector)
-        return bytes(generate_latest(registry))
+        return collector
+
+    @staticmethod
+    def _text(collector: AgentCollector) -> bytes:
+        return bytes(generate_latest(registry_for(collector)))  # with this process's own
+
+    def metrics(self, node: str) -> bytes:
+        return self._text(self.live[node]) if node in self.live else self.static[node]
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -159,3 +192,21 @@ async def test_the_view_at_80x24(cluster: tuple[Prometheus, Exporter]) -> None:
         layout = app.table.columns_for(app.table.text_width)
         assert [c.key for c, _ in layout][:2] == ["node", "cpu"]
         assert sum(w for _, w in layout) + len(layout) - 1 <= app.table.text_width
+
+
+DASHBOARD = Path(__file__).parent.parent / "dashboards" / "adaptyst-top.json"
+
+
+def test_every_grafana_panel_query_parses_and_returns_data(
+    cluster: tuple[Prometheus, Exporter],
+) -> None:
+    prom, _ = cluster
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 10
+    deadline = time.monotonic() + 60  # rate() and increase() need two scrapes in range
+    for expr in exprs:
+        promql = re.sub(r"\$node\b", ".*", expr)  # the template variable at "All"
+        while not prom.query(promql):
+            assert time.monotonic() < deadline, f"no data: {promql}"
+            time.sleep(1)
