@@ -11,7 +11,9 @@ not known is absent, never 0.
 Probe latency is a Prometheus histogram whose `le` boundaries are the in-kernel
 histogram's own bucket edges at eight per power of two (LATENCY_BOUNDS_NS): every count
 lands exactly, and `histogram_quantile` interpolates within a bucket at most 1/8 of an
-octave wide (the monitor's percentiles come from the finer kernel buckets).
+octave wide (the monitor's percentiles come from the finer kernel buckets). Only the
+boundaries a probe's calls occupy are exported (`occupied`): the fixed set bounds the
+series, the occupied range keeps a scrape small.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from adaptyst_top.runtime.job_energy import JobEnergy
 
 ProbeExport = Literal["none", "jobs", "all"]
 DEFAULT_PROBE_EXPORT: ProbeExport = "jobs"
-DEFAULT_MAX_PROBE_SERIES = 500  # probe label sets per node: each is ~200 series
+DEFAULT_MAX_PROBE_SERIES = 200  # probe label sets per node (each ~15-110 series: docs/metrics.md)
 TEXTFILE_NAME = "adaptyst_top.prom"
 TEXTFILE_PERIOD_S = 15.0
 # 2^9 ns (0.5 us) to 2^34 ns (17 s), eight edges per power of two (the kernel's 16
@@ -87,6 +89,18 @@ def cumulative_buckets(hist: Sequence[tuple[int, int]], offset_ns: float) -> lis
     for i in range(1, len(out)):
         out[i] += out[i - 1]
     return out
+
+
+def occupied(counts: Sequence[int]) -> tuple[int, int]:
+    """The range of boundaries worth exporting: from the empty one just below the first
+    call (histogram_quantile takes a first bucket to start at 0: this one starts it where
+    it should) to the first that holds every call; +Inf says the rest. A narrow
+    distribution is ~10 series instead of 201."""
+    if not counts or counts[-1] == 0:
+        return 0, 0
+    first = next(i for i, c in enumerate(counts) if c)
+    last = next(i for i, c in enumerate(counts) if c == counts[-1])
+    return max(0, first - 1), last + 1
 
 
 class AgentCollector(Collector):
@@ -232,9 +246,9 @@ class AgentCollector(Collector):
                 if p.raw is not None and p.raw.mean_ns is not None:
                     off = max(0.0, p.raw.mean_ns - p.latency.mean_ns)
                 counts = cumulative_buckets(p.hist, off)
+                lo, hi = occupied(counts)
                 buckets = [
-                    (f"{b / 1e9:.9g}", float(c))
-                    for b, c in zip(LATENCY_BOUNDS_NS, counts, strict=True)
+                    (f"{LATENCY_BOUNDS_NS[i] / 1e9:.9g}", float(counts[i])) for i in range(lo, hi)
                 ]
                 buckets.append(("+Inf", float(p.count)))
                 latency.add_metric(values, buckets, p.latency.mean_ns * p.count / 1e9)
