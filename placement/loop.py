@@ -33,6 +33,15 @@ class _Seen:
     total_ns: float = 0.0
 
 
+def device_power(device: str, devices: Sequence[DeviceReading]) -> float | None:
+    """The power of the device a task ran on (an OpenCL device's: its physical device's)."""
+    by_id = {d.id: d for d in devices}
+    d = by_id.get(device)
+    if d is not None and d.kind == "opencl":
+        d = by_id.get(d.extra.get("maps_to", "")) or d
+    return None if d is None else d.power_w
+
+
 class PlacementLoop:
     def __init__(
         self, advisor: Advisor, control: ControlServer | None = None, mode: str = "suggest"
@@ -47,13 +56,6 @@ class PlacementLoop:
 
     def set_mode(self, mode: str) -> None:
         self.mode = "auto" if mode == "auto" else "suggest"
-
-    def _power_of(self, device: str, devices: Sequence[DeviceReading]) -> float | None:
-        by_id = {d.id: d for d in devices}
-        d = by_id.get(device)
-        if d is not None and d.kind == "opencl":
-            d = by_id.get(d.extra.get("maps_to", "")) or d
-        return None if d is None else d.power_w
 
     def update(self, snap: Snapshot) -> PlacementPart:
         """Learn from one snapshot; the tasks, advice and state for the snapshot to carry."""
@@ -78,7 +80,7 @@ class PlacementLoop:
                     # A few runs (an exploration) include the data's first upload to
                     # that device: their median says more about the steady cost.
                     mean_s = p.p50_ns / 1e9
-                power = self._power_of(device, snap.devices)
+                power = device_power(device, snap.devices)
                 energy = None if power is None else power * mean_s
                 self.advisor.observe(task, device, (sb, fb), mean_s, dn, energy, size=2**sb)
                 ran.setdefault(task, {}).setdefault(device, 0)

@@ -33,6 +33,7 @@ from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
+    InfoMetricFamily,
     Metric,
 )
 from prometheus_client.registry import Collector
@@ -40,6 +41,8 @@ from prometheus_client.registry import Collector
 from adaptyst_top.collectors.devices import DeviceSweep
 from adaptyst_top.collectors.histogram import bucket_bounds
 from adaptyst_top.collectors.snapshot import DeviceReading, ProbeEntry
+from adaptyst_top.placement.loop import TASK_PROBE_NAME, device_power
+from adaptyst_top.placement.task_keys import parse_key
 from adaptyst_top.runtime.job_energy import JobEnergy
 
 ProbeExport = Literal["none", "jobs", "all"]
@@ -120,6 +123,8 @@ class AgentCollector(Collector):
         self.node = node_name()
         self.dropped_total = 0
         self.job_energy = JobEnergy()
+        # (user, job, task) -> (device it ran on most at the last scrape, moves, runs seen)
+        self._placement: dict[tuple[str, str, str], tuple[str, int, dict[str, int]]] = {}
         self._lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
@@ -129,7 +134,14 @@ class AgentCollector(Collector):
             self.job_energy.update(devices)
             yield from self._devices(devices)
             yield self._job_energy()
-            yield from self._probes()
+            # What the admin exports (probe_metrics): every user's, only jobs', or none.
+            sources = [
+                s
+                for s in self.probes()
+                if self.export == "all" or (self.export == "jobs" and s.job)
+            ]
+            yield from self._tasks(sources, devices)
+            yield from self._probes(sources)
             took = GaugeMetricFamily(
                 "adaptyst_scrape_duration_seconds",
                 "How long the agent took to gather these metrics",
@@ -202,7 +214,76 @@ class AgentCollector(Collector):
 
     # ----- probes ----------------------------------------------------------------------
 
-    def _probes(self) -> Iterator[Metric]:
+    def _tasks(
+        self, sources: Sequence[ProbeSource], devices: Sequence[DeviceReading]
+    ) -> Iterator[Metric]:
+        """The placement API's tasks (their USDT pair's rows, keyed task|device|size|
+        features): runs per task and device, time and energy per run, where each runs."""
+        labels = ["node", "user", "job", "task", "device"]
+        runs = CounterMetricFamily(
+            "adaptyst_task_runs", "Runs of a task on a device", labels=labels
+        )
+        seconds = GaugeMetricFamily(
+            "adaptyst_task_run_seconds", "Mean time of a task's run on a device", labels=labels
+        )
+        joules = GaugeMetricFamily(
+            "adaptyst_task_run_joules",
+            "Energy of a task's run on a device: its mean time at the device's power",
+            labels=labels,
+        )
+        info = InfoMetricFamily(
+            "adaptyst_task_placement",
+            "The device a task ran on most since the last scrape",
+            labels=["node", "user", "job", "task"],
+        )
+        moves = CounterMetricFamily(
+            "adaptyst_task_moves",
+            "Times a task's device changed between scrapes",
+            labels=["node", "user", "job", "task"],
+        )
+        totals: dict[tuple[str, str, str, str], tuple[int, float]] = {}
+        for src in sources:
+            for p in src.probes:
+                parsed = (
+                    parse_key(p.key)
+                    if p.name == TASK_PROBE_NAME and isinstance(p.key, str)
+                    else None
+                )
+                if parsed is None or p.latency.mean_ns is None:
+                    continue
+                k = (src.user, src.job or "", parsed[0], parsed[1])
+                n, ns = totals.get(k, (0, 0.0))
+                totals[k] = (n + p.count, ns + p.latency.mean_ns * p.count)
+        for (user, job, task, device), (n, ns) in sorted(totals.items()):
+            values = [self.node, user, job, task, device]
+            runs.add_metric(values, float(n))
+            if n:
+                seconds.add_metric(values, ns / n / 1e9)
+                if (power := device_power(device, devices)) is not None:
+                    joules.add_metric(values, power * ns / n / 1e9)
+        for (user, job, task), done in self._placements(totals).items():
+            info.add_metric([self.node, user, job, task], {"current": done[0]})
+            moves.add_metric([self.node, user, job, task], float(done[1]))
+        yield from (runs, seconds, joules, info, moves)
+
+    def _placements(
+        self, totals: dict[tuple[str, str, str, str], tuple[int, float]]
+    ) -> dict[tuple[str, str, str], tuple[str, int, dict[str, int]]]:
+        """Each task's device now (most runs since the last scrape) and its moves."""
+        by_task: dict[tuple[str, str, str], dict[str, int]] = {}
+        for (user, job, task, device), (n, _) in totals.items():
+            by_task.setdefault((user, job, task), {})[device] = n
+        for key, counts in by_task.items():
+            current, moved, before = self._placement.get(key, ("", 0, {}))
+            recent = {d: n - before.get(d, 0) for d, n in counts.items()}
+            busiest = max(recent, key=lambda d: recent[d])
+            if recent[busiest] > 0 and busiest != current:
+                moved += 1 if current else 0
+                current = busiest
+            self._placement[key] = (current or busiest, moved, counts)
+        return {k: v for k, v in self._placement.items() if k in by_task}
+
+    def _probes(self, sources: Sequence[ProbeSource]) -> Iterator[Metric]:
         labels = ["node", "probe", "key", "user", "job"]
         calls = CounterMetricFamily(
             "adaptyst_probe_calls", "Calls (hits) of a probed function or USDT probe", labels=labels
@@ -223,18 +304,15 @@ class AgentCollector(Collector):
             labels=["node"],
         )
         rows: list[tuple[float, list[str], ProbeEntry]] = []
-        if self.export != "none":
-            for src in self.probes():
-                if self.export == "jobs" and src.job is None:
+        for src in sources:
+            job = src.job or ""
+            if src.overhead_share is not None:
+                overhead.add_metric([self.node, src.user, job], src.overhead_share)
+            for p in src.probes:
+                if p.state in ("pending", "error"):
                     continue
-                job = src.job or ""
-                if src.overhead_share is not None:
-                    overhead.add_metric([self.node, src.user, job], src.overhead_share)
-                for p in src.probes:
-                    if p.state in ("pending", "error"):
-                        continue
-                    key = "" if p.key is None else str(p.key)
-                    rows.append((p.rate_hz, [self.node, p.name, key, src.user, job], p))
+                key = "" if p.key is None else str(p.key)
+                rows.append((p.rate_hz, [self.node, p.name, key, src.user, job], p))
         if len(rows) > self.max_series:
             rows.sort(key=lambda r: -r[0])  # the most active stay
             self.dropped_total += len(rows) - self.max_series
