@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from adaptyst_top.collectors.histogram import bucket_of  # noqa: E402
 from adaptyst_top.collectors.snapshot import Latency, ProbeEntry  # noqa: E402
-from adaptyst_top.runtime import metrics  # noqa: E402
+from adaptyst_top.runtime import metrics, metrics_export  # noqa: E402
 
 REPS = 20
 
@@ -68,12 +68,12 @@ def main() -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     res: dict[str, float] = {}
-    devices = metrics.node_devices()
+    devices = metrics_export.node_devices()
     for n in (0, 10, 50, 200):
         sources = probes(n)
         collector = metrics.AgentCollector(devices, sources.copy, "all", max_series=1000)
         listen = f"127.0.0.1:{free_port()}"
-        stop = metrics.serve(metrics.registry_for(collector), listen)
+        stop = metrics_export.serve(metrics_export.registry_for(collector), listen)
         ms, size, samples = scrape(f"http://{listen}/metrics")
         stop()
         res[f"agent_{n}_probes_ms"], res[f"agent_{n}_probes_kib"] = ms, size / 1024

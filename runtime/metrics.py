@@ -1,7 +1,7 @@
 """The agent's figures as Prometheus metrics (prometheus-client): the node's devices, the
-users' probes, the agent itself. Served on `/metrics` (`agent --metrics HOST:PORT`,
-OpenMetrics when the scraper asks for it) or written for node_exporter's textfile
-collector (`agent --textfile DIR`).
+users' probes, the agent itself. Served on `/metrics` (`agent --metrics HOST:PORT`)
+or written for node_exporter's textfile collector (`agent --textfile DIR`): see
+metrics_export.py.
 
 Names follow Prometheus' rules and sit beside DCGM's and node_exporter's: base units
 (`_seconds`, `_bytes`, `_watts`, `_joules`), `_total` on counters, a `node` label (the
@@ -18,17 +18,13 @@ series, the occupied range keeps a scrape small.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -38,7 +34,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from adaptyst_top.collectors.devices import DeviceSweep
 from adaptyst_top.collectors.histogram import bucket_bounds
 from adaptyst_top.collectors.snapshot import DeviceReading, ProbeEntry
 from adaptyst_top.placement.loop import TASK_PROBE_NAME, device_power
@@ -48,8 +43,6 @@ from adaptyst_top.runtime.job_energy import JobEnergy
 ProbeExport = Literal["none", "jobs", "all"]
 DEFAULT_PROBE_EXPORT: ProbeExport = "jobs"
 DEFAULT_MAX_PROBE_SERIES = 200  # probe label sets per node (each ~15-110 series: docs/metrics.md)
-TEXTFILE_NAME = "adaptyst_top.prom"
-TEXTFILE_PERIOD_S = 15.0
 # 2^9 ns (0.5 us) to 2^34 ns (17 s), eight edges per power of two (the kernel's 16
 # sub-buckets per power of two, every other one).
 LATENCY_BOUNDS_NS: tuple[int, ...] = (
@@ -115,12 +108,13 @@ class AgentCollector(Collector):
         probes: Callable[[], Sequence[ProbeSource]],
         export: ProbeExport = DEFAULT_PROBE_EXPORT,
         max_series: int = DEFAULT_MAX_PROBE_SERIES,
+        node: str | None = None,
     ) -> None:
         self.devices = devices
         self.probes = probes
         self.export = export
         self.max_series = max_series
-        self.node = node_name()
+        self.node = node or node_name()
         self.dropped_total = 0
         self.job_energy = JobEnergy()
         # (user, job, task) -> (device it ran on most at the last scrape, moves, runs seen)
@@ -334,87 +328,4 @@ class AgentCollector(Collector):
         yield from (calls, latency, overhead, dropped)
 
 
-def registry_for(collector: AgentCollector) -> CollectorRegistry:
-    """Our metrics and the agent's own process (CPU seconds, memory: process_*)."""
-    from prometheus_client import ProcessCollector
-
-    registry = CollectorRegistry()
-    registry.register(collector)
-    ProcessCollector(registry=registry)
-    return registry
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """HOST:PORT (a bare :PORT or PORT listens on every address)."""
-    host, _, port = text.rpartition(":")
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--metrics {text!r}: give HOST:PORT, e.g. 0.0.0.0:9464")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def serve(registry: CollectorRegistry, listen: str) -> Callable[[], None]:
-    """Serve /metrics; returns what stops it."""
-    host, port = parse_listen(listen)
-    server, thread = start_http_server(port, addr=host, registry=registry)
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-    return stop
-
-
-class TextfileWriter:
-    """DIR/adaptyst_top.prom rewritten every period, atomically (prometheus-client writes
-    a temporary file in DIR and renames it): node_exporter never reads half a file."""
-
-    def __init__(self, registry: CollectorRegistry, directory: Path, period: float) -> None:
-        st = os.stat(directory)  # the admin's folder: never one another user could swap
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            raise ValueError(
-                f"--textfile {directory}: must be ours and writable by no one else "
-                "(node_exporter's textfile folder, owned by root)"
-            )
-        self.registry = registry
-        self.path = directory / TEXTFILE_NAME
-        self.period = period
-        self._stop = threading.Event()
-        self.write()
-        self._thread = threading.Thread(target=self._run, name="metrics-textfile", daemon=True)
-        self._thread.start()
-
-    def write(self) -> None:
-        write_to_textfile(str(self.path), self.registry)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period):
-            with contextlib.suppress(OSError):
-                self.write()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-
-def node_devices() -> Callable[[], list[DeviceReading]]:
-    """The node's devices, read at each call (one sweep for the agent's life)."""
-    sweep = DeviceSweep(pid=None)
-    lock = threading.Lock()
-
-    def read() -> list[DeviceReading]:
-        with lock:
-            return sweep.read()
-
-    return read
-
-
-__all__ = [
-    "LATENCY_BOUNDS_NS",
-    "AgentCollector",
-    "ProbeSource",
-    "TextfileWriter",
-    "cumulative_buckets",
-    "registry_for",
-    "serve",
-]
+__all__ = ["LATENCY_BOUNDS_NS", "AgentCollector", "ProbeSource", "cumulative_buckets", "occupied"]

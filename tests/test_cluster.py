@@ -23,7 +23,8 @@ from prometheus_client import generate_latest
 from adaptyst_top.collectors.histogram import bucket_of
 from adaptyst_top.collectors.snapshot import DeviceReading, Latency, ProbeEntry
 from adaptyst_top.runtime.cluster import Prometheus, read_cluster
-from adaptyst_top.runtime.metrics import AgentCollector, ProbeSource, registry_for
+from adaptyst_top.runtime.metrics import AgentCollector, ProbeSource
+from adaptyst_top.runtime.metrics_export import registry_for
 
 from .test_metrics import Prometheus as PrometheusServer
 from .test_metrics import free_port

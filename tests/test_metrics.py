@@ -59,11 +59,18 @@ class Prometheus:
     (`/metrics/NAME`, as a test exporter serves many nodes)."""
 
     def __init__(
-        self, base: Path, target: str, scrape_interval: str = "1s", paths: list[str] | None = None
+        self,
+        base: Path,
+        target: str | list[str],
+        scrape_interval: str = "1s",
+        paths: list[str] | None = None,
     ) -> None:
         self.url = f"http://127.0.0.1:{free_port()}"
         config = base / "prometheus.yml"
-        if paths is None:
+        if isinstance(target, list):
+            listed = ", ".join(f"'{t}'" for t in target)
+            targets = f"    static_configs:\n      - targets: [{listed}]\n"
+        elif paths is None:
             targets = f"    static_configs:\n      - targets: ['{target}']\n"
         else:
             targets = "    static_configs:\n" + "".join(
@@ -206,6 +213,121 @@ def test_a_real_prometheus_scrapes_probes_devices_and_the_agent(
         )
         assert check.returncode == 0, check.stdout + check.stderr
     finally:
+        prom.stop()
+        target.kill()
+        target.wait()
+
+
+NODE_NAMES = ("node-a", "node-b", "node-c")
+
+
+@pytest.fixture
+def three_agents(
+    shared: Path,  # noqa: F811
+) -> Iterator[list[tuple[Agent, str, str]]]:
+    """Three agents on this machine, each its own socket, metrics port and node name."""
+    config = shared / "agent-three.toml"
+    config.write_text('probe_metrics = "all"\n')
+    agents = []
+    try:
+        for name in NODE_NAMES:
+            listen = f"127.0.0.1:{free_port()}"
+            sock = shared / f"agent-{name}.sock"
+            a = Agent(sock, "--config", str(config), "--metrics", listen, "--node-name", name)
+            agents.append((a, listen, name))
+        yield agents
+    finally:
+        for a, _, _ in agents:
+            a.stop()
+        config.unlink()
+        assert nothing_left(5.0)
+
+
+@pytest.mark.ebpf
+@requires_root
+async def test_three_agents_a_record_and_the_cluster_view(
+    three_agents: list[tuple[Agent, str, str]],
+    users: tuple[User, User],  # noqa: F811
+    shared: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Series against what the agents measured (a probe's calls_total is its count in
+    `record`; energy absent where unknown), the OpenMetrics parser reads the output, and
+    the cluster view shows three nodes, marks a stopped one stale and opens one."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from adaptyst_top.collectors.devices import DeviceSweep
+    from adaptyst_top.runtime.cluster import Prometheus as PrometheusAPI
+    from adaptyst_top.tui.cli import main as cli_main
+    from adaptyst_top.tui.cluster_app import ClusterApp
+
+    alice, _ = users
+    (agent_a, listen_a, _), _, (agent_c, _, _) = three_agents
+    prom = Prometheus(tmp_path, [listen for _, listen, _ in three_agents])
+    target = workload_as(alice, shared / "workload")
+    out = shared / f"rec-{os.getpid()}.jsonl"
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchown(fd, alice.uid, alice.gid)
+
+    def recorder(up: int, _down: int) -> None:
+        import sys
+
+        sys.stdout = os.fdopen(fd, "w")
+        argv = ["record", "--agent", str(agent_a.path), "--pid", str(target.pid)]
+        argv += ["--probe", f"uprobe:{shared / 'workload'}:fast_fn"]
+        code = cli_main([*argv, "--interval", "0.5", "--duration", "5"])
+        sys.stdout.flush()
+        say(up, code=code)
+
+    try:
+        prom.until(lambda: prom.value("count(adaptyst_time_seconds)") == 3, "three nodes scraped")
+        c = AsUser(alice, recorder)
+        prom.until(lambda: out.stat().st_size > 0, "record attached")
+        run(target, "fast 4321")
+        assert c.read() == {"code": 0}
+        assert c.wait() == 0
+        last = json.loads(out.read_text().splitlines()[-1])
+        count = last["probes"][0]["count"]
+        assert count == 4321
+        sel = '{node="node-a",probe="fast_fn"}'
+        assert prom.value(f"max_over_time(adaptyst_probe_calls_total{sel}[1m])") == count
+        # Energy: absent for every device whose energy this machine cannot know.
+        sweep = DeviceSweep(pid=None)
+        unknown = [d.id for d in sweep.read() if d.energy_j is None]
+        sweep.close()
+        for device in unknown:
+            assert not prom.query(f'adaptyst_device_energy_joules_total{{device="{device}"}}')
+        # The OpenMetrics parser of prometheus-client reads what the agent serves.
+        req = urllib.request.Request(
+            f"http://{listen_a}/metrics", headers={"Accept": "application/openmetrics-text"}
+        )
+        with urllib.request.urlopen(req, timeout=5) as r:
+            names = {f.name for f in text_string_to_metric_families(r.read().decode())}
+        assert {"adaptyst_device_utilization_ratio", "adaptyst_time_seconds"} <= names
+        # The cluster view: three nodes; one stops (its agent ends): stale; Enter opens one.
+        agent_c.stop()
+        opened = tmp_path / "ssh-args"
+        fake_ssh = tmp_path / "ssh"
+        fake_ssh.write_text(f'#!/bin/sh\necho "$@" > {opened}\nexit 255\n')
+        fake_ssh.chmod(0o755)
+        monkeypatch.setenv("ADAPTYST_TOP_SSH", str(fake_ssh))
+        app = ClusterApp(PrometheusAPI(prom.url), interval=1, stale_after=3)
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(200):
+                await pilot.pause(0.1)
+                rows = {r.node: r for r in app.rows}
+                if len(rows) == 3 and rows["node-c"].stale:
+                    break
+            assert sorted(rows) == list(NODE_NAMES)
+            assert rows["node-c"].stale and not rows["node-a"].stale
+            await pilot.press("enter")  # the first row: node-a
+            await pilot.pause(0.5)
+        args = opened.read_text().split()  # ssh [options] NODE adaptyst-top bridge
+        assert "node-a" in args and args[-1] == "bridge"
+    finally:
+        os.close(fd)
+        out.unlink()
         prom.stop()
         target.kill()
         target.wait()

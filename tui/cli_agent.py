@@ -52,6 +52,12 @@ def agent_parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics on http://HOST:PORT/metrics (devices, probes, the agent)",
     )
     p.add_argument(
+        "--node-name",
+        metavar="NAME",
+        help="the metrics' node label (default: the short host name; for tests and "
+        "containers whose host name is not the node's)",
+    )
+    p.add_argument(
         "--textfile",
         metavar="DIR",
         help="write the same metrics to DIR/adaptyst_top.prom every 15 s, atomically, for "
@@ -127,21 +133,24 @@ def _export(agent: Agent, args: argparse.Namespace, config: dict[str, Any]) -> l
     """--metrics and --textfile started; what stops them."""
     if not args.metrics and not args.textfile:
         return []
-    from adaptyst_top.runtime import metrics
+    from adaptyst_top.runtime import metrics, metrics_export
 
     collector = metrics.AgentCollector(
-        metrics.node_devices(),
+        metrics_export.node_devices(),
         agent.probe_sources,
         config.get("probe_metrics", metrics.DEFAULT_PROBE_EXPORT),
         config.get("max_probe_series", metrics.DEFAULT_MAX_PROBE_SERIES),
+        node=args.node_name,
     )
-    registry = metrics.registry_for(collector)
+    registry = metrics_export.registry_for(collector)
     stops = []
     if args.metrics:
-        stops.append(metrics.serve(registry, args.metrics))
+        stops.append(metrics_export.serve(registry, args.metrics))
         print(f"adaptyst-top agent: metrics on http://{args.metrics}/metrics", file=sys.stderr)
     if args.textfile:
-        writer = metrics.TextfileWriter(registry, Path(args.textfile), metrics.TEXTFILE_PERIOD_S)
+        writer = metrics_export.TextfileWriter(
+            registry, Path(args.textfile), metrics_export.TEXTFILE_PERIOD_S
+        )
         stops.append(writer.close)
     return stops
 

@@ -13,11 +13,17 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer
 
-from adaptyst_top.runtime.cluster import ClusterError, NodeRow, Prometheus, read_cluster
+from adaptyst_top.runtime.cluster import (
+    STALE_AFTER_S,
+    ClusterError,
+    NodeRow,
+    Prometheus,
+    read_cluster,
+)
 from adaptyst_top.tui.format import fmt_ns
 from adaptyst_top.tui.widgets.fast_table import Column, FastTable
 from adaptyst_top.tui.widgets.text_line import TextLine
@@ -81,11 +87,18 @@ class ClusterApp(App[None]):
         Binding("r", "refresh_now", "Refresh"),
     ]
 
-    def __init__(self, prom: Prometheus, job: str | None = None, interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        prom: Prometheus,
+        job: str | None = None,
+        interval: float = 5.0,
+        stale_after: float = STALE_AFTER_S,
+    ) -> None:
         super().__init__()
         self.prom = prom
         self.job = job
         self.interval = interval
+        self.stale_after = stale_after
         self.sort_index = 0
         self.rows: list[NodeRow] = []
 
@@ -111,7 +124,7 @@ class ClusterApp(App[None]):
     def refresh_now(self) -> None:
         start = time.monotonic()
         try:
-            rows = read_cluster(self.prom, self.job)
+            rows = read_cluster(self.prom, self.job, self.stale_after)
         except ClusterError as exc:
             self.call_from_thread(self.set_status, str(exc))
             return
@@ -155,6 +168,9 @@ class ClusterApp(App[None]):
         argv = [sys.executable, "-m", "adaptyst_top.tui.start", "--host", node]
         if self.job:
             argv += ["--job", self.job]
-        with self.suspend():
-            status = subprocess.call(argv)
+        try:
+            with self.suspend():  # the node's monitor gets the terminal, then gives it back
+                status = subprocess.call(argv)
+        except SuspendNotSupported:  # no terminal to give (headless, tests)
+            status = subprocess.call(argv, stdin=subprocess.DEVNULL)
         self.set_status(f"{node}: the monitor ended with status {status}")

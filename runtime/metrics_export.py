@@ -1,0 +1,98 @@
+"""Where the agent's metrics go: served on /metrics (prometheus-client's HTTP server,
+OpenMetrics when asked for) or written for node_exporter's textfile collector; the
+registry with the agent's own process figures beside ours."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+
+from adaptyst_top.collectors.devices import DeviceSweep
+from adaptyst_top.collectors.snapshot import DeviceReading
+from adaptyst_top.runtime.metrics import AgentCollector
+
+TEXTFILE_NAME = "adaptyst_top.prom"
+TEXTFILE_PERIOD_S = 15.0
+
+
+def registry_for(collector: AgentCollector) -> CollectorRegistry:
+    """Our metrics and the agent's own process (CPU seconds, memory: process_*)."""
+    from prometheus_client import ProcessCollector
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    ProcessCollector(registry=registry)
+    return registry
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT (a bare :PORT or PORT listens on every address)."""
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--metrics {text!r}: give HOST:PORT, e.g. 0.0.0.0:9464")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def serve(registry: CollectorRegistry, listen: str) -> Callable[[], None]:
+    """Serve /metrics; returns what stops it."""
+    host, port = parse_listen(listen)
+    server, thread = start_http_server(port, addr=host, registry=registry)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+    return stop
+
+
+class TextfileWriter:
+    """DIR/adaptyst_top.prom rewritten every period, atomically (prometheus-client writes
+    a temporary file in DIR and renames it): node_exporter never reads half a file."""
+
+    def __init__(self, registry: CollectorRegistry, directory: Path, period: float) -> None:
+        st = os.stat(directory)  # the admin's folder: never one another user could swap
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise ValueError(
+                f"--textfile {directory}: must be ours and writable by no one else "
+                "(node_exporter's textfile folder, owned by root)"
+            )
+        self.registry = registry
+        self.path = directory / TEXTFILE_NAME
+        self.period = period
+        self._stop = threading.Event()
+        self.write()
+        self._thread = threading.Thread(target=self._run, name="metrics-textfile", daemon=True)
+        self._thread.start()
+
+    def write(self) -> None:
+        write_to_textfile(str(self.path), self.registry)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            with contextlib.suppress(OSError):
+                self.write()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def node_devices() -> Callable[[], list[DeviceReading]]:
+    """The node's devices, read at each call (one sweep for the agent's life)."""
+    sweep = DeviceSweep(pid=None)
+    lock = threading.Lock()
+
+    def read() -> list[DeviceReading]:
+        with lock:
+            return sweep.read()
+
+    return read
+
+
+__all__ = ["TextfileWriter", "node_devices", "parse_listen", "registry_for", "serve"]
