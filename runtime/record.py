@@ -13,6 +13,11 @@ from adaptyst_top.runtime.record_format import CompactEncoder
 from adaptyst_top.runtime.session import Session
 
 
+class WriteInterrupted(Exception):
+    """A signal came while a line waited on a reader that does not read (a full pipe):
+    raised from the signal handler, it gets the recording out of that write."""
+
+
 def record_snapshots(
     session: Session,
     out: IO[str],
@@ -20,6 +25,7 @@ def record_snapshots(
     duration: float | None,
     stop: threading.Event,
     compact: bool = False,
+    writing: threading.Event | None = None,
 ) -> int:
     """Snapshots until the command exits, a signal, the duration, or the target's end;
     the status: the command's (ended by us or not), else 0. compact: each line says what
@@ -43,10 +49,17 @@ def record_snapshots(
         if exited or timed_out or stop.is_set():
             snap = replace(snap, final=True)
         if encoder is None:
-            out.write(json.dumps(snap.to_json()) + "\n")
+            line = json.dumps(snap.to_json()) + "\n"
         else:
-            out.write(json.dumps(encoder.encode(snap.to_json()), separators=(",", ":")) + "\n")
-        out.flush()
+            line = json.dumps(encoder.encode(snap.to_json()), separators=(",", ":")) + "\n"
+        if writing is not None:
+            writing.set()  # a stop signal now may find this write blocked
+        try:
+            out.write(line)
+            out.flush()
+        finally:
+            if writing is not None:
+                writing.clear()
         if exited:
             assert child is not None
             return child.status or 0

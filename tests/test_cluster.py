@@ -190,6 +190,9 @@ async def test_the_view_at_80x24(cluster: tuple[Prometheus, Exporter]) -> None:
         assert sorted(app.table.rows) == JOB_NODES
         header = app.query_one("#header").text  # type: ignore[attr-defined]
         assert "5 nodes" in header and "job 100" in header
+        await pilot.press("slash", *"cn003", "enter")  # `/` filters, as in the monitor
+        await pilot.pause(0.1)
+        assert app.table.order == ["cn003"]
         layout = app.table.columns_for(app.table.text_width)
         assert [c.key for c, _ in layout][:2] == ["node", "cpu"]
         assert sum(w for _, w in layout) + len(layout) - 1 <= app.table.text_width

@@ -203,6 +203,21 @@ def test_a_killed_monitor_leaves_bpf_stats_as_they_were(workload: Workload, sig:
     assert none_left()
 
 
+def test_sigterm_while_the_reader_reads_nothing(workload: Workload) -> None:
+    """A record whose reader stopped reading (a full pipe) still ends on SIGTERM."""
+    cli = [sys.executable, "-m", "adaptyst_top.tui.start", "record", "--interval", "0.05"]
+    rec = subprocess.Popen(
+        [*cli, "--pid", str(workload.pid), "--probe", f"uprobe:{workload.binary}:fast_fn"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert rec.stdout is not None and rec.stdout.readline()  # attached
+    time.sleep(6)  # 20 lines a second of ~1 KiB: the 64 KiB pipe is full after ~3 s
+    rec.terminate()
+    assert rec.wait(15) == 0
+    assert none_left()
+
+
 def test_bpf_run_time_reported(workload: Workload) -> None:
     with ProbeEngine(pid=workload.pid) as engine:
         attached(engine, f"uprobe:{workload.binary}:fast_fn")

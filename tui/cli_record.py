@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
+import stat
 import sys
+import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, DURATION_RANGE
-from adaptyst_top.runtime.record import record_snapshots
+from adaptyst_top.runtime.record import WriteInterrupted, record_snapshots
 from adaptyst_top.runtime.record_file import open_output
 from adaptyst_top.runtime.session import SessionError, child_output_for, open_session
 from adaptyst_top.tui.cli_common import (
@@ -67,10 +70,13 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
     opts = session_options(args, command)
     opts.child_stdout = child_output_for(to_stdout)
     caught: list[int] = []
+    writing = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
         caught.append(signum)
         opts.cancel.set()  # also gives up an attach still under way
+        if writing.is_set():
+            raise WriteInterrupted  # out of a write a reader may never take
 
     # Installed before attaching: a signal then must not release a command with no probes.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -89,7 +95,24 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
     try:
         interval = DEFAULT_INTERVAL if args.interval is None else args.interval
         compact = (args.format or ("compact" if args.out.endswith(".zst") else "full")) == "compact"
-        return record_snapshots(session, out, interval, args.duration, opts.cancel, compact)
+        # Only a pipe (or a terminal) can block a write for ever; a file is written whole.
+        may_block = to_stdout and not stat.S_ISREG(os.fstat(sys.stdout.fileno()).st_mode)
+        return record_snapshots(
+            session,
+            out,
+            interval,
+            args.duration,
+            opts.cancel,
+            compact,
+            writing if may_block else None,
+        )
+    except WriteInterrupted:
+        # What is still buffered would block the exit the same way: it goes nowhere.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, out.fileno())
+        status = session.end_command()
+        return 0 if status is None or session.options.keep_command else status
     except BrokenPipeError:
         return 0  # a reader like `head` went away: not an error (the command is ended)
     except OSError as exc:

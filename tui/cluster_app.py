@@ -25,6 +25,7 @@ from adaptyst_top.runtime.cluster import (
     read_cluster,
 )
 from adaptyst_top.tui.format import fmt_ns
+from adaptyst_top.tui.screens.prompt import PromptScreen
 from adaptyst_top.tui.widgets.fast_table import Column, FastTable
 from adaptyst_top.tui.widgets.text_line import TextLine
 
@@ -83,6 +84,7 @@ class ClusterApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("enter", "open_node", "Open node"),
+        Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort"),
         Binding("r", "refresh_now", "Refresh"),
     ]
@@ -154,6 +156,16 @@ class ClusterApp(App[None]):
 
     def set_status(self, text: str) -> None:
         self.query_one("#status", TextLine).text = text
+
+    def action_filter(self) -> None:
+        table = self.table
+
+        def done(text: str | None) -> None:
+            if text is not None:
+                table.set_filter(text.strip())
+                self.set_status(f"filter: {text.strip()}" if text.strip() else "filter cleared")
+
+        self.push_screen(PromptScreen("filter nodes (empty clears)", table.filter_text), done)
 
     def action_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTS)
