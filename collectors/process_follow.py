@@ -28,7 +28,7 @@ from typing import Any, Literal
 from adaptyst_top.collectors.bcc_extras import COMPILE_LOCK, bcc_stderr_captured
 
 MAX_FOLLOWED = 65536
-POLL_MS = 100  # how long a poll waits: the longest close() waits for the thread
+POLL_MS = 500  # how long a poll waits (fewer wakeups; close() waits at most this for the thread)
 
 EventKind = Literal["fork", "exec", "exit"]
 _KINDS: tuple[EventKind, ...] = ("fork", "exec", "exit")
