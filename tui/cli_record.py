@@ -72,11 +72,19 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
     caught: list[int] = []
     writing = threading.Event()
 
+    main_thread = threading.get_ident()
+
     def on_signal(signum: int, _frame: Any) -> None:
         caught.append(signum)
         opts.cancel.set()  # also gives up an attach still under way
         if writing.is_set():
             raise WriteInterrupted  # out of a write a reader may never take
+        if len(caught) == 1:
+            # The last line is still to come, and may meet a reader that does not read:
+            # asked again in a second, a write blocked by then is left.
+            again = threading.Timer(1.0, signal.pthread_kill, (main_thread, signum))
+            again.daemon = True
+            again.start()
 
     # Installed before attaching: a signal then must not release a command with no probes.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
