@@ -39,8 +39,9 @@ def test_calibration_measures_every_class(tmp_path) -> None:  # type: ignore[no-
     for cls in (ov.USDT, "usdt-pair", ov.EMULATED, ov.SINGLESTEP):
         cost = table.get(cls)
         assert cost.source == "calibrated" and cost.per_hit_ns > 0, (cls, cost)
-    # A single-stepped entry is several times dearer than an emulated one (14x, docs/data-flow.md).
-    assert table.get(ov.SINGLESTEP).per_hit_ns > 3 * table.get(ov.EMULATED).per_hit_ns
+    # A single-stepped entry takes a second trap, so it is dearer than an emulated one
+    # (4-7x here, fastest of 5 runs; the bound leaves room for a busy CI machine).
+    assert table.get(ov.SINGLESTEP).per_hit_ns > 2 * table.get(ov.EMULATED).per_hit_ns
     # Part of each latency probe's cost lands inside the interval it measures.
     assert 0 < table.get(ov.EMULATED).in_interval_ns < table.get(ov.EMULATED).per_hit_ns
     assert none_left()
