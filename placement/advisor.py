@@ -1,25 +1,28 @@
 """The placement advisor (after DyPe): per task, predict time and energy on every
 device for the current input, keep the Pareto front, and advise a move only when
 the predicted gain beats a threshold and the uncertainty, for several decisions in
-a row; devices not yet measured are explored, within a bound.
+a row; devices not yet measured are explored when the exploration is worth its cost
+(exploration.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from adaptyst_top.collectors.snapshot import AdviceEntry
+from adaptyst_top.placement import exploration as ex
+from adaptyst_top.placement.exploration import EXPLORE_RUNS as EXPLORE_RUNS
 from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, bucket_size
 
 Objective = Literal["time", "energy", "edp", "weighted"]
-EXPLORE_RUNS = 5  # executions an exploration takes on the other device
-# A device measured in few runs whose optimistic estimate would still beat the current
-# one is measured again, until it has this many runs for the input: five runs on a
-# shared node can all land in a slow spell (seen here: PoCL at 14 ms, then 9 ms for good),
-# and a device never run again is never seen to be faster.
+# A device measured in fewer runs than this for an input, whose optimistic estimate
+# would still beat the current one, may be measured again: five runs on a shared node
+# can all land in a slow spell (seen here: PoCL at 14 ms, then 9 ms for good), and a
+# device never run again is never seen to be faster.
 RECHECK_SAMPLES = 15
+MOVE_MIN_SAMPLES = 2  # a move rests on at least this many runs there (one may carry a transfer)
 
 
 @dataclass
@@ -81,6 +84,10 @@ class TaskState:
     # device -> (input context, executions count) of its last run of this task: data a
     # recent run (an exploration) left there needs no second transfer.
     ran: dict[str, tuple[Context, int]] = field(default_factory=dict)
+    # input -> runs of the current device there that its explorations cost
+    explore_spent: dict[Context, float] = field(default_factory=dict)
+    explored_ctx: Context | None = None  # the input the last exploration was for
+    exploring: str = ""  # the device of an exploration under way
 
 
 class Advisor:
@@ -121,10 +128,17 @@ class Advisor:
     ) -> None:
         if device not in self.devices:
             self.devices.append(device)
-        self.model(task, device).observe(ctx, time_s, count, energy_j, size)
         st = self.tasks.setdefault(task, TaskState())
         if not st.current:
             st.current = device
+        if device != st.current:
+            # An exploration: charge what it cost over the current device's runs here.
+            here = self.models.get((task, st.current))
+            p = here.predict(ctx, size) if here else None
+            if p is not None and p.time_s > 0:
+                extra = count * max(0.0, time_s / p.time_s - 1)
+                st.explore_spent[ctx] = st.explore_spent.get(ctx, 0.0) + extra
+        self.model(task, device).observe(ctx, time_s, count, energy_j, size)
         st.context = ctx
         st.size = size if size is not None else int(bucket_size(ctx[0]))
         st.executions += count
@@ -132,10 +146,13 @@ class Advisor:
         st.ran[device] = (ctx, st.executions)
 
     def set_current(self, task: str, device: str) -> None:
-        """Where the task mostly ran in the last interval (explorations aside)."""
+        """Where the task mostly ran in the last interval (explorations aside: an
+        exploration of a few runs can be most of an interval's runs, once)."""
         st = self.tasks.get(task)
         if st is not None:
-            st.current = device
+            exploring, st.exploring = st.exploring, ""
+            if device != exploring:
+                st.current = device
 
     # ----- scoring -----------------------------------------------------------------------
 
@@ -165,6 +182,9 @@ class Advisor:
         return float(self.weight * t / ref.time_s + (1 - self.weight) * e / float(ref.energy_j))
 
     def predictions(self, task: str) -> dict[str, Prediction]:
+        """Every device's cost for the task's current input: measured, fitted over sizes,
+        or (a device that never ran this input) the current device's cost here times
+        the two devices' ratio at the nearest input both ran."""
         st = self.tasks[task]
         out = {}
         for d in self.devices:
@@ -172,6 +192,15 @@ class Advisor:
             p = m.predict(st.context, st.size) if m else None
             if p is not None:
                 out[d] = p
+        here = out.get(st.current)
+        cur_model = self.models.get((task, st.current))
+        if here is not None and cur_model is not None:
+            for d in self.devices:
+                m = self.models.get((task, d))
+                if d not in out and m is not None:
+                    q = ex.from_neighbours(m, cur_model, st.context, here)
+                    if q is not None:
+                        out[d] = q
         return out
 
     def pareto(self, task: str) -> list[tuple[str, float, float | None]]:
@@ -198,41 +227,43 @@ class Advisor:
             return None
         preds = self.predictions(task)
         cur = preds.get(st.current)
-        feasible = [d for d in self.devices if self._feasible(d, st.size)]
-        unmeasured = [d for d in feasible if d not in preds]
-        # Bounded exploration: one run on an unmeasured device every explore_every runs.
-        if unmeasured and st.since_explore >= self.explore_every and cur is not None:
-            d = unmeasured[0]
-            why = f"explore: no measurement of {task} on {d} for this input yet"
-            return self._explore(task, st, d, why, {st.current: cur})
-        if cur is None or len(preds) < 2:
+        if cur is None:
             return None
+        feasible = [d for d in self.devices if self._feasible(d, st.size)]
         scores = {
             d: self._score(p, cur, self._move_s(st, d)) for d, p in preds.items() if d in feasible
         }
-        best = min(scores, key=lambda d: scores[d])
-        if best == st.current:
-            st.streak = 0
-            return self._recheck(task, st, preds, scores)
-        if preds[best].source == "fit":
-            # Predicted from other input sizes only: measure it here before moving.
-            if st.since_explore < self.explore_every:
-                return None
-            why = (
-                f"explore: {best} predicted {_fmt(preds[best])} from other sizes; "
-                "measuring it for this input"
-            )
-            return self._explore(task, st, best, why, {best: preds[best]})
-        gain = (scores[st.current] - scores[best]) / scores[st.current]
-        uncertainty = preds[best].rel_err + cur.rel_err
-        if gain > self.threshold and gain > uncertainty:
-            st.streak = st.streak + 1 if st.streak_target == best else 1
-            st.streak_target = best
-        else:
-            st.streak = 0
-            return self._recheck(task, st, preds, scores)
-        if st.streak < self.sustain:
-            return None
+        # Moves go only where this input really ran; predictions lead to explorations.
+        movable = [
+            d
+            for d in scores
+            if d == st.current
+            or (preds[d].source == "measured" and preds[d].samples >= MOVE_MIN_SAMPLES)
+        ]
+        best = min(movable, key=lambda d: scores[d])
+        if best != st.current:
+            gain = (scores[st.current] - scores[best]) / scores[st.current]
+            uncertainty = preds[best].rel_err + cur.rel_err
+            if gain > self.threshold and gain > uncertainty:
+                st.streak = st.streak + 1 if st.streak_target == best else 1
+                st.streak_target = best
+                # Clear evidence moves at once; a gain near the noise must hold a while.
+                needed = 1 if gain > self.threshold + 2 * uncertainty else self.sustain
+                if st.streak < needed:
+                    return None
+                return self._move(task, st, best, preds, cur, uncertainty)
+        st.streak = 0
+        return self._exploration(task, st, preds, scores, feasible)
+
+    def _move(
+        self,
+        task: str,
+        st: TaskState,
+        best: str,
+        preds: dict[str, Prediction],
+        cur: Prediction,
+        uncertainty: float,
+    ) -> Advice:
         pb = preds[best]
         time_gain = 1 - (pb.time_s + self._move_s(st, best)) / cur.time_s
         energy_gain = (1 - pb.energy_j / cur.energy_j) if (pb.energy_j and cur.energy_j) else None
@@ -255,44 +286,73 @@ class Advisor:
             {best: _pred_json(pb), st.current: _pred_json(cur)},
         )
 
-    def _recheck(
-        self, task: str, st: TaskState, preds: dict[str, Prediction], scores: dict[str, float]
+    def _exploration(
+        self,
+        task: str,
+        st: TaskState,
+        preds: dict[str, Prediction],
+        scores: dict[str, float],
+        feasible: list[str],
     ) -> Advice | None:
-        """Measure again a device that few runs put behind but that could well be ahead:
-        its optimistic estimate (two standard errors better, or its best run) beats the
-        current device by more than the threshold. Bounded like any exploration, and by
-        RECHECK_SAMPLES runs of that device for this input."""
-        if st.since_explore < self.explore_every:
-            return None
+        """The exploration worth making now, if any (exploration.py: charged in runs of
+        the current device against a budget and the gain it could bring). Spaced by
+        explore_every runs, except for an input not explored yet (an input shift) and
+        for the measurement that follows a promising first run."""
+        spaced = st.since_explore >= self.explore_every or st.context != st.explored_ctx
         cur = preds[st.current]
-        hopeful = {
-            d: self._score(_optimistic(p), cur, self._move_s(st, d))
-            for d, p in preds.items()
-            if d != st.current
-            and d in scores
-            and p.source == "measured"
-            and p.samples < RECHECK_SAMPLES
-        }
-        hopeful = {
-            d: v for d, v in hopeful.items() if v < scores[st.current] * (1 - self.threshold)
-        }
-        if not hopeful:
+        s_cur = scores[st.current]
+        options = []
+        for d in feasible:
+            if d == st.current:
+                continue
+            p = preds.get(d)
+            if p is None:
+                if not spaced:
+                    continue
+                why = f"explore: no measurement of {task} on {d} for this input yet"
+                options.append(ex.Option(d, ex.PROBE_RUNS, ex.UNKNOWN_COST, ex.UNKNOWN_GAIN, why))
+                continue
+            if p.source == "measured" and p.samples >= RECHECK_SAMPLES:
+                continue  # measured enough here: it stands where it stands
+            if not spaced and not (p.source == "measured" and p.samples == 1):
+                continue
+            hope = self._score(ex.optimistic(p), cur, self._move_s(st, d))
+            gain = (s_cur - hope) / s_cur if s_cur > 0 else 0.0
+            if gain <= self.threshold:
+                continue
+            expect = self._score(ex.expected(p), cur, self._move_s(st, d))
+            ratio = expect / s_cur if s_cur > 0 else 1.0
+            runs = ex.EXPLORE_RUNS if ratio <= ex.CLOSE_RATIO else ex.PROBE_RUNS
+            what = {
+                "measured": f"±{100 * p.rel_err:.0f}% over {p.samples} runs",
+                "fit": "fitted over other sizes",
+                "ratio": "from the nearest input both ran",
+            }.get(p.source, p.source)
+            why = (
+                f"explore: {d} {_fmt(p)} ({what}) could beat {st.current} {_fmt(cur)} "
+                f"by up to {100 * gain:.0f}%; {runs} run{'s' if runs > 1 else ''} to measure it"
+            )
+            options.append(ex.Option(d, runs, runs * max(0.0, ratio - 1), gain, why))
+        pick = ex.choose(options, st.executions, st.explore_spent.get(st.context, 0.0))
+        if pick is None:
             return None
-        d = min(hopeful, key=lambda x: hopeful[x])
-        p = preds[d]
-        why = (
-            f"recheck: {d} {_fmt(p)} ±{100 * p.rel_err:.0f}% over {p.samples} runs could "
-            f"still beat {st.current} {_fmt(cur)}; measuring it again"
-        )
-        return self._explore(task, st, d, why, {d: p, st.current: cur})
+        st.explored_ctx = st.context
+        shown = {d: p for d, p in preds.items() if d in (pick.device, st.current)}
+        return self._explore(task, st, pick.device, pick.why, shown, pick.runs)
 
     def _explore(
-        self, task: str, st: TaskState, device: str, why: str, shown: dict[str, Prediction]
+        self,
+        task: str,
+        st: TaskState,
+        device: str,
+        why: str,
+        shown: dict[str, Prediction],
+        runs: int,
     ) -> Advice:
-        """EXPLORE_RUNS executions on a device, then back; the next one waits its turn."""
+        """A few executions on a device, then back; the next one waits its turn."""
         st.since_explore = 0
         predicted = {d: _pred_json(p) for d, p in shown.items()}
-        return Advice(task, st.current, device, 0.0, None, 0.0, why, predicted, True, EXPLORE_RUNS)
+        return Advice(task, st.current, device, 0.0, None, 0.0, why, predicted, True, runs)
 
     def accepted(self, advice: Advice) -> None:
         """The advice was applied: reset the hysteresis; a move changes the current device."""
@@ -300,19 +360,10 @@ class Advisor:
         if st is not None:
             st.streak, st.streak_target = 0, ""
             st.since_explore = 0
-            if not advice.explore:
+            if advice.explore:
+                st.exploring = advice.suggested
+            else:
                 st.current = advice.suggested
-
-
-def _optimistic(p: Prediction) -> Prediction:
-    """The prediction two standard errors better, or as good as the device's best run
-    if that is better still (never below a tenth of it)."""
-    f = 1 - 2 * p.rel_err
-    if p.best_s is not None and p.time_s > 0:
-        f = min(f, p.best_s / p.time_s)
-    f = max(0.1, f)
-    energy = None if p.energy_j is None else p.energy_j * f
-    return replace(p, time_s=p.time_s * f, energy_j=energy)
 
 
 def _fmt(p: Prediction) -> str:
