@@ -457,7 +457,7 @@ class TaskEntry:
     device: str
     executions: int
     input_bucket: tuple[int, int]  # (log2 size, feature bucket)
-    # device -> {"time_s", "energy_j", "samples"}
+    # device -> {"time_s", "energy_j", "samples", "source" (measured | fit | ratio)}
     predicted: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     pareto: tuple[tuple[Any, ...], ...] = ()  # (device, time_s, energy_j) not beaten on both
 

@@ -1,5 +1,6 @@
-"""The demo workload: SpMV, GEMM and a reduction on every device here, in phases whose
-input size and sparsity change so that the best device changes over time. It uses
+"""The demo workload: SpMV, GEMM, a reduction and the logistic map on every device
+here, in phases whose input size and sparsity change so that the best device changes
+over time. It uses
 the task API (its task times reach the monitor through USDT) and obeys the advisor
 (device_for). Run alone, it prints what ran where.
 
@@ -23,15 +24,19 @@ class Phase:
     spmv: tuple[int, float]  # rows, density
     gemm: int
     reduce: int
+    logistic: int
 
 
 # On this kind of machine (numpy/scipy vs PoCL on the same 2 cores): small SpMV is
-# best on the CPU path, large SpMV on OpenCL; GEMM and the reduction stay on the CPU.
+# best on the CPU path, large SpMV on OpenCL; GEMM and the reduction stay on the CPU
+# (launch cost, PoCL's GEMM); the logistic map, compute-heavy and element-wise, is
+# OpenCL's wherever it runs on every core in SIMD: 1.7x at 20,000 elements, 4x at 10^6
+# (bench/placement_eval.py's cases). A newcomer sees it move within the first phase.
 PHASES = (
-    Phase("small", (3000, 0.004), 96, 200_000),
-    Phase("large", (100_000, 0.003), 128, 2_000_000),
-    Phase("medium", (20_000, 0.005), 160, 500_000),
-    Phase("large-sparse", (120_000, 0.001), 128, 1_000_000),
+    Phase("small", (3000, 0.004), 96, 200_000, 200_000),
+    Phase("large", (100_000, 0.003), 128, 2_000_000, 1_000_000),
+    Phase("medium", (20_000, 0.005), 160, 500_000, 20_000),
+    Phase("large-sparse", (120_000, 0.001), 128, 1_000_000, 500_000),
 )
 
 
@@ -48,9 +53,12 @@ def run(duration: float, phase_s: float, quiet: bool) -> int:
             "spmv": make_inputs("spmv", phase.spmv[0], phase.spmv[1]),
             "gemm": make_inputs("gemm", phase.gemm),
             "reduce": make_inputs("reduce", phase.reduce),
+            "logistic": make_inputs("logistic", phase.logistic),
         }
         cache.clear()
         phase_end = time.monotonic() + phase_s
+        if duration > 0:  # --duration ends the run mid-phase too
+            phase_end = min(phase_end, start + duration)
         runs: dict[str, dict[str, int]] = {}
         while time.monotonic() < phase_end:
             for kind, inp in inputs.items():

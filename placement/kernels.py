@@ -53,7 +53,28 @@ __kernel void reduce(__global const float *x, __global float *partial,
     }
     if (lid == 0) partial[get_group_id(0)] = scratch[0];
 }
+
+// The logistic map iterated in place: compute-heavy and element-wise (r = 3.2: a
+// stable cycle, not chaos, so that rounding differences between devices die out). Eight lanes a
+// work-item (vload8), so that PoCL's CPU device spreads it over every core in SIMD,
+// where numpy makes a pass over memory per operation on one core.
+__kernel void logistic(__global const float *x, __global float *y, const int n,
+                       const int steps) {
+    int i = get_global_id(0);
+    if (i * 8 + 8 <= n) {
+        float8 v = vload8(i, x);
+        for (int k = 0; k < steps; k++) v = 3.2f * v * (1.0f - v);
+        vstore8(v, i, y);
+    } else {
+        for (int j = i * 8; j < n; j++) {
+            float v = x[j];
+            for (int k = 0; k < steps; k++) v = 3.2f * v * (1.0f - v);
+            y[j] = v;
+        }
+    }
+}
 """
+LOGISTIC_STEPS = 64  # iterations per element of the logistic kernel
 
 
 @dataclass
@@ -83,6 +104,9 @@ def make_inputs(kind: str, n: int, density: float = 0.01, seed: int = 0) -> Inpu
         return Inputs(kind, n * n, None, (a, b))
     if kind == "reduce":
         return Inputs(kind, n, None, rng.random(n, dtype=np.float32))
+    if kind == "logistic":
+        # In (0.05, 0.95): the map stays in (0, 1) and every device computes the same.
+        return Inputs(kind, n, None, 0.05 + 0.9 * rng.random(n, dtype=np.float32))
     raise ValueError(f"unknown kernel {kind!r}")
 
 
@@ -93,7 +117,19 @@ def run_cpu(inp: Inputs) -> Any:
     if inp.kind == "gemm":
         a, b = inp.data
         return a @ b
+    if inp.kind == "logistic":
+        return logistic(np, inp.data.copy())
     return np.float64(np.sum(inp.data, dtype=np.float64))
+
+
+def logistic(xp: Any, v: Any) -> Any:
+    """LOGISTIC_STEPS steps of v = 3.2 v (1 - v), in place (numpy or cupy)."""
+    tmp = xp.empty_like(v)
+    for _ in range(LOGISTIC_STEPS):
+        xp.subtract(np.float32(1.0), v, out=tmp)
+        xp.multiply(v, tmp, out=v)
+        xp.multiply(v, np.float32(3.2), out=v)
+    return v
 
 
 class Resident:
@@ -139,6 +175,7 @@ class OpenCLDevice:
         self.k_spmv = cl.Kernel(self.prog, "spmv")
         self.k_gemm = cl.Kernel(self.prog, "gemm")
         self.k_reduce = cl.Kernel(self.prog, "reduce")
+        self.k_logistic = cl.Kernel(self.prog, "logistic")
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
         self.resident = Resident(lambda arr: cl.Buffer(self.ctx, flags, hostbuf=arr))
 
@@ -175,6 +212,16 @@ class OpenCLDevice:
             self.k_gemm(q, (g, g), (16, 16), self._buf(a), self._buf(b), c_buf, np.int32(n))
             cl.enqueue_copy(q, c, c_buf)
             return c
+        if inp.kind == "logistic":
+            x = inp.data
+            y = np.empty_like(x)
+            y_buf = cl.Buffer(self.ctx, mf.WRITE_ONLY, y.nbytes)
+            steps = np.int32(LOGISTIC_STEPS)
+            self.k_logistic(
+                q, ((x.size + 7) // 8,), None, self._buf(x), y_buf, np.int32(x.size), steps
+            )
+            cl.enqueue_copy(q, y, y_buf)
+            return y
         x = inp.data
         groups, local = 64, 64
         partial = np.empty(groups, dtype=np.float32)
@@ -213,6 +260,8 @@ class CudaDevice:
         if inp.kind == "gemm":
             a, b = inp.data
             return cp.asnumpy(dev(a) @ dev(b))
+        if inp.kind == "logistic":
+            return cp.asnumpy(logistic(cp, dev(inp.data).copy()))
         return np.float64(float(cp.sum(dev(inp.data), dtype=cp.float64)))
 
 

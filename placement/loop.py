@@ -121,7 +121,12 @@ class PlacementLoop:
                     executions=st.executions,
                     input_bucket=st.context,
                     predicted={
-                        d: {"time_s": p.time_s, "energy_j": p.energy_j, "samples": p.samples}
+                        d: {
+                            "time_s": p.time_s,
+                            "energy_j": p.energy_j,
+                            "samples": p.samples,
+                            "source": p.source,
+                        }
                         for d, p in preds.items()
                     },
                     pareto=tuple(self.advisor.pareto(name)),

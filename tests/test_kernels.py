@@ -18,7 +18,12 @@ from adaptyst_top.placement.kernels import (
     run_cpu,
 )
 
-CASES = [("spmv", 3000, 0.01), ("gemm", 40, 1.0), ("reduce", 100_000, 1.0)]
+CASES = [
+    ("spmv", 3000, 0.01),
+    ("gemm", 40, 1.0),
+    ("reduce", 100_000, 1.0),
+    ("logistic", 10_003, 1.0),  # not a multiple of 8: the scalar tail too
+]
 
 
 def close(a: object, b: object) -> bool:
@@ -62,6 +67,8 @@ def fake_cupy(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
     cupy.asnumpy = np.asarray  # type: ignore[attr-defined]
     cupy.sum = np.sum  # type: ignore[attr-defined]
     cupy.float64 = np.float64  # type: ignore[attr-defined]
+    for name in ("empty_like", "subtract", "multiply"):
+        setattr(cupy, name, getattr(np, name))
     sparse = types.ModuleType("cupyx.scipy.sparse")
     sparse.csr_matrix = csr_matrix  # type: ignore[attr-defined]
     cupyx, scipy_ = types.ModuleType("cupyx"), types.ModuleType("cupyx.scipy")
@@ -83,5 +90,5 @@ def test_cuda_path_computes_and_keeps_inputs_resident(fake_cupy: types.SimpleNam
         inp = make_inputs(kind, n, density)
         for _ in range(3):
             assert close(dev.run(inp), run_cpu(inp)), kind
-    # spmv: the matrix and x; gemm: a and b; reduce: the vector. Once each.
-    assert (fake_cupy.csr, fake_cupy.asarray) == (1, 4)
+    # spmv: the matrix and x; gemm: a and b; reduce, logistic: the vector. Once each.
+    assert (fake_cupy.csr, fake_cupy.asarray) == (1, 5)

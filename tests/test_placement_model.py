@@ -204,3 +204,74 @@ def test_transfer_is_charged_unless_a_recent_run_left_the_data_there() -> None:
     adv.set_current("t", "cpu")
     move = next(a for a in (adv.decide("t") for _ in range(2)) if a is not None)
     assert move.suggested == "acc" and not move.explore and move.time_gain > 0.08
+
+
+def _drive(
+    adv: Advisor, cost: dict[str, float], sizes: list[int], first_run: float = 1.0
+) -> tuple[list[str], list[tuple[str, bool]]]:
+    """Run a task through `sizes` as the eval does: a decision every 5 runs and when an
+    exploration ends. cost[device] is seconds per item; a device's first run of an input
+    costs `first_run` times more (it carried the data). The device of every run, and
+    the advice given."""
+    assigned, trial, window = "cpu", None, 0
+    ran: list[str] = []
+    advice: list[tuple[str, bool]] = []
+    seen: set[tuple[str, int]] = set()
+    for n in sizes:
+        ends = False
+        if trial is not None:
+            dev, left = trial
+            trial = (dev, left - 1) if left > 1 else None
+            ends = trial is None
+        else:
+            dev = assigned
+        t = cost[dev] * n * (first_run if (dev, n) not in seen else 1.0)
+        seen.add((dev, n))
+        ran.append(dev)
+        adv.observe("t", dev, (size_bucket(n), 0), t, 1, t * 50, size=n)
+        window += 1
+        if window >= 5 or ends:
+            if window >= 5:
+                adv.set_current("t", max(set(ran[-5:]), key=ran[-5:].count))
+                window = 0
+            a = adv.decide("t")
+            if a is not None:
+                advice.append((a.suggested, a.explore))
+                adv.accepted(a)
+                if a.explore:
+                    trial = (a.suggested, a.runs or EXPLORE_RUNS)
+                else:
+                    assigned = a.suggested
+    return ran, advice
+
+
+def test_a_device_far_behind_costs_one_run_and_never_more() -> None:
+    # acc 70x slower (GEMM on PoCL here): one look, then never again in 300 runs.
+    adv = Advisor(["cpu", "acc"])
+    ran, advice = _drive(adv, {"cpu": 1e-9, "acc": 70e-9}, [100_000] * 300)
+    assert ran.count("acc") == PROBE_RUNS and advice == [("acc", True)]
+    # Not before the task has made enough runs to afford a run's worth (a tenth of them).
+    assert ran.index("acc") >= 10
+
+
+def test_an_input_shift_settles_within_ten_runs_with_one_move() -> None:
+    # acc 5x slower on small inputs, 2x faster on large ones; first runs cost 3x.
+    cost_small, cost_large = {"cpu": 1e-9, "acc": 5e-9}, {"cpu": 1e-9, "acc": 0.5e-9}
+    adv = Advisor(["cpu", "acc"])
+    _drive(adv, cost_small, [1_000] * 60, first_run=3.0)
+    # The same advisor; the input grows 1,000x, where the devices' costs differ.
+    ran, advice = _drive(adv, cost_large, [1_000_000] * 60, first_run=3.0)
+    settled = next(i for i in range(len(ran)) if all(d == "acc" for d in ran[i:]))
+    assert settled < 10, ran[:20]
+    assert [x for x in advice if not x[1]] == [("acc", False)]  # one move, no thrashing
+
+
+def test_a_device_far_behind_at_a_neighbouring_size_is_not_explored_there() -> None:
+    adv = Advisor(["cpu", "acc"])
+    # acc 50x slower at 9,216 items (GEMM 96): probed there.
+    _drive(adv, {"cpu": 1e-9, "acc": 50e-9}, [9_216] * 60)
+    # At 65,536 (GEMM 256, three buckets up) the ratio says it loses by far: no run there.
+    ran, advice = _drive(adv, {"cpu": 1e-9, "acc": 50e-9}, [65_536] * 60)
+    assert "acc" not in ran and advice == []
+    p = adv.predictions("t")["acc"]
+    assert p.source == "ratio" and p.time_s > 10 * adv.predictions("t")["cpu"].time_s

@@ -8,8 +8,9 @@ from adaptyst_top.collectors.snapshot import (
     DeviceReading,
     Latency,
     ProbeEntry,
+    TaskEntry,
 )
-from adaptyst_top.tui.rows import advice_row, app_name, device_row, probe_row
+from adaptyst_top.tui.rows import advice_row, app_name, device_row, probe_row, task_summary
 
 WARN_NS = 10e6
 
@@ -72,6 +73,30 @@ def test_an_advice_row() -> None:
         "confidence": "0.80",
         "why": "3.1x faster",
     }
+
+
+def test_advice_never_reads_plus_zero() -> None:
+    explore = AdviceEntry("spmv", "cpu", "opencl:0", 0.0, None, 0.0, "explore: ...", explore=True)
+    assert advice_row(explore)["time"] == "explore" and advice_row(explore)["confidence"] == "-"
+    energy_move = AdviceEntry("reduce", "opencl:0", "cpu", 0.003, 0.25, 0.9, "energy: ...")
+    assert advice_row(energy_move)["time"] == "+0.3%"
+    assert advice_row(energy_move)["energy"] == "+25%"
+
+
+def test_a_task_says_what_its_device_gained_measured() -> None:
+    def task(device: str, times: dict[str, tuple[float, str]]) -> TaskEntry:
+        pred = {d: {"time_s": t, "samples": 9, "source": src} for d, (t, src) in times.items()}
+        return TaskEntry("logistic", device, 100, (17, 0), pred)
+
+    moved = task("opencl:0", {"opencl:0": (0.0157, "measured"), "cpu": (0.0695, "measured")})
+    gain, text = task_summary(moved)
+    assert round(gain, 1) == 4.4
+    assert text == "logistic on opencl:0 15.7 ms, 4.4x faster than cpu (69.5 ms)"
+    # A device only predicted (from other sizes) is not a measured gain.
+    guessed = task("cpu", {"cpu": (0.002, "measured"), "opencl:0": (0.02, "ratio")})
+    assert task_summary(guessed) == (0.0, "logistic on cpu 2 ms")
+    slower = task("cpu", {"cpu": (0.004, "measured"), "opencl:0": (0.002, "measured")})
+    assert task_summary(slower)[1].endswith("opencl:0 2.0x faster (2 ms)")
 
 
 def test_a_python_apps_task_probes_name_the_app_not_the_extension() -> None:

@@ -149,6 +149,12 @@ def demo_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds per workload phase (12)",
     )
+    p.add_argument(
+        "--suggest",
+        action="store_true",
+        help="only suggest moves (m applies one, M switches to auto); the demo's default is "
+        "auto: its own workload follows the advisor",
+    )
     return p
 
 
@@ -285,6 +291,7 @@ def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
     args = demo_parser().parse_args(argv)
     ns = monitor_parser().parse_args(
         ["--interval", str(args.interval), "--advisor", args.objective, "--probe", TASK_SPEC]
+        + ([] if args.suggest else ["--auto"])
     )
     return run_monitor(ns, demo_command(phase_s=args.phase_s))
 

@@ -6,7 +6,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from adaptyst_top.collectors.snapshot import AdviceEntry, CommandState, DeviceReading, ProbeEntry
+from adaptyst_top.collectors.snapshot import (
+    AdviceEntry,
+    CommandState,
+    DeviceReading,
+    ProbeEntry,
+    TaskEntry,
+)
 from adaptyst_top.placement.task_keys import PYTHON_SITES_PREFIX, parse_key
 from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
@@ -151,8 +157,21 @@ def device_row(
 
 def advice_row(a: AdviceEntry) -> dict[str, str]:
     def pct(v: float | None) -> str:
-        return "-" if v is None else f"{v * 100:+.0f}%"
+        if v is None:
+            return "-"
+        # A gain under 1% keeps a decimal: never a "+0%" that reads as no reason at all.
+        return f"{v * 100:+.1f}%" if abs(v) < 0.01 else f"{v * 100:+.0f}%"
 
+    if a.explore:  # a measurement, not a move: nothing is predicted to be gained yet
+        return {
+            "task": a.task,
+            "current": a.current,
+            "suggested": a.suggested,
+            "time": "explore",
+            "energy": "-",
+            "confidence": "-",
+            "why": a.why,
+        }
     return {
         "task": a.task,
         "current": a.current,
@@ -162,3 +181,31 @@ def advice_row(a: AdviceEntry) -> dict[str, str]:
         "confidence": "-" if a.confidence is None else f"{a.confidence:.2f}",
         "why": a.why,
     }
+
+
+def task_summary(t: TaskEntry) -> tuple[float, str]:
+    """A task as the advisor pane's state line says it, and how much faster its device
+    is than the best other one measured on this input (the line puts the largest first):
+    "logistic on opencl:0 15.7 ms, 4.4x faster than cpu (69.5 ms)"."""
+
+    def measured(d: str) -> float | None:
+        p = t.predicted.get(d) or {}
+        time_s = p.get("time_s")
+        ok = p.get("source", "measured") == "measured" and isinstance(time_s, (int, float))
+        return float(time_s) if ok and time_s and time_s > 0 else None
+
+    here = measured(t.device)
+    text = f"{t.task} on {t.device}"
+    if here is None:
+        return 0.0, text
+    text += f" {fmt_ns(here * 1e9)}"
+    others = {d: v for d in t.predicted if d != t.device and (v := measured(d)) is not None}
+    if not others:
+        return 0.0, text
+    other = min(others, key=lambda d: others[d])
+    x = others[other] / here
+    if x >= 1.05:
+        return x, f"{text}, {x:.1f}x faster than {other} ({fmt_ns(others[other] * 1e9)})"
+    if x <= 1 / 1.05:
+        return x, f"{text}; {other} {1 / x:.1f}x faster ({fmt_ns(others[other] * 1e9)})"
+    return 1.0, f"{text}, as fast as {other}"

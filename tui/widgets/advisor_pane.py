@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from adaptyst_top.collectors.snapshot import Snapshot
-from adaptyst_top.tui.rows import ADVICE_COLUMNS, advice_row
+from adaptyst_top.tui.rows import ADVICE_COLUMNS, advice_row, task_summary
 from adaptyst_top.tui.widgets.fast_table import FastTable
 from adaptyst_top.tui.widgets.text_line import TextLine
 
@@ -43,7 +43,10 @@ class AdvisorPane(Vertical):
     def show_state(self) -> None:
         state = self._snap.advisor if self._snap else None
         if state is not None and self._snap is not None:
-            where = ", ".join(f"{t.task} on {t.device}" for t in self._snap.tasks)
+            # Tasks whose device beats the others most come first: a move and what it
+            # gained, measured, is what this line is for.
+            said = sorted((task_summary(t) for t in self._snap.tasks), key=lambda x: -x[0])
+            where = "; ".join(text for _, text in said)
             text = (
                 f"advisor {state.state or '?'} ({state.mode or self.mode}, "
                 f"{state.objective or '?'}): {where or 'no task seen yet'}; {state.detail}"
