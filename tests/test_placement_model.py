@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -136,33 +137,15 @@ def test_task_keys() -> None:
 
 
 def _run(adv: Advisor, times: dict[str, list[float]], runs: int) -> list[tuple[str, bool]]:
-    """Drive the advisor as the monitor does (a decision every 5 runs); the i-th run on a
-    device takes times[device][i] (the last value repeats). The advice it gave."""
-    ctx, assigned, trial, seen = (16, 2), "cpu", None, {d: 0 for d in times}
-    window: dict[str, int] = {}
-    advice: list[tuple[str, bool]] = []
-    for _ in range(runs):
-        if trial is not None:
-            dev, left = trial
-            trial = (dev, left - 1) if left > 1 else None
-        else:
-            dev = assigned
-        t = times[dev][min(seen[dev], len(times[dev]) - 1)]
+    """The i-th run on a device takes times[device][i] (the last value repeats), on one
+    input of 60,000 items. The advice the advisor gave."""
+    seen = dict.fromkeys(times, 0)
+
+    def time_of(dev: str, _n: int) -> float:
         seen[dev] += 1
-        adv.observe("spmv", dev, ctx, t, 1, t * 70, size=60_000)
-        window[dev] = window.get(dev, 0) + 1
-        if sum(window.values()) >= 5:
-            adv.set_current("spmv", max(window, key=lambda d: window[d]))
-            window = {}
-            a = adv.decide("spmv")
-            if a is not None:
-                advice.append((a.suggested, a.explore))
-                adv.accepted(a)
-                if a.explore:
-                    trial = (a.suggested, a.runs or EXPLORE_RUNS)
-                else:
-                    assigned = a.suggested
-    return advice
+        return times[dev][min(seen[dev] - 1, len(times[dev]) - 1)]
+
+    return _drive(adv, time_of, [60_000] * runs)[1]
 
 
 def test_a_device_first_met_in_a_slow_spell_is_measured_again() -> None:
@@ -183,7 +166,7 @@ def test_rechecks_are_bounded_and_skip_a_clearly_slower_device() -> None:
     times = {"cpu": [10e-3], "acc": [9e-3, 16e-3, 15e-3, 9.5e-3, 17e-3] * 20}
     advice = _run(noisy, times, 300)
     assert all(explore for _, explore in advice)
-    assert noisy.predictions("spmv")["acc"].samples <= RECHECK_SAMPLES + EXPLORE_RUNS
+    assert noisy.predictions("t")["acc"].samples <= RECHECK_SAMPLES + EXPLORE_RUNS
     # acc steadily 30% slower: one run to look, one measurement (the first run might
     # have carried the data there), never again.
     steady = Advisor(["cpu", "acc"])
@@ -207,16 +190,14 @@ def test_transfer_is_charged_unless_a_recent_run_left_the_data_there() -> None:
 
 
 def _drive(
-    adv: Advisor, cost: dict[str, float], sizes: list[int], first_run: float = 1.0
+    adv: Advisor, time_of: Callable[[str, int], float], sizes: list[int]
 ) -> tuple[list[str], list[tuple[str, bool]]]:
-    """Run a task through `sizes` as the eval does: a decision every 5 runs and when an
-    exploration ends. cost[device] is seconds per item; a device's first run of an input
-    costs `first_run` times more (it carried the data). The device of every run, and
-    the advice given."""
+    """Run a task through `sizes` as the monitor and the eval do: a decision every 5 runs
+    and when an exploration ends; time_of(device, size) is one run's time. The device
+    of every run, and the advice given."""
     assigned, trial, window = "cpu", None, 0
     ran: list[str] = []
     advice: list[tuple[str, bool]] = []
-    seen: set[tuple[str, int]] = set()
     for n in sizes:
         ends = False
         if trial is not None:
@@ -225,8 +206,7 @@ def _drive(
             ends = trial is None
         else:
             dev = assigned
-        t = cost[dev] * n * (first_run if (dev, n) not in seen else 1.0)
-        seen.add((dev, n))
+        t = time_of(dev, n)
         ran.append(dev)
         adv.observe("t", dev, (size_bucket(n), 0), t, 1, t * 50, size=n)
         window += 1
@@ -245,10 +225,23 @@ def _drive(
     return ran, advice
 
 
+def per_item(cost: dict[str, float], first_run: float = 1.0) -> Callable[[str, int], float]:
+    """cost[device] seconds per item; a device's first run of an input costs `first_run`
+    times more (it carried the data there)."""
+    seen: set[tuple[str, int]] = set()
+
+    def time_of(dev: str, n: int) -> float:
+        first = (dev, n) not in seen
+        seen.add((dev, n))
+        return cost[dev] * n * (first_run if first else 1.0)
+
+    return time_of
+
+
 def test_a_device_far_behind_costs_one_run_and_never_more() -> None:
     # acc 70x slower (GEMM on PoCL here): one look, then never again in 300 runs.
     adv = Advisor(["cpu", "acc"])
-    ran, advice = _drive(adv, {"cpu": 1e-9, "acc": 70e-9}, [100_000] * 300)
+    ran, advice = _drive(adv, per_item({"cpu": 1e-9, "acc": 70e-9}), [100_000] * 300)
     assert ran.count("acc") == PROBE_RUNS and advice == [("acc", True)]
     # Not before the task has made enough runs to afford a run's worth (a tenth of them).
     assert ran.index("acc") >= 10
@@ -258,9 +251,9 @@ def test_an_input_shift_settles_within_ten_runs_with_one_move() -> None:
     # acc 5x slower on small inputs, 2x faster on large ones; first runs cost 3x.
     cost_small, cost_large = {"cpu": 1e-9, "acc": 5e-9}, {"cpu": 1e-9, "acc": 0.5e-9}
     adv = Advisor(["cpu", "acc"])
-    _drive(adv, cost_small, [1_000] * 60, first_run=3.0)
+    _drive(adv, per_item(cost_small, first_run=3.0), [1_000] * 60)
     # The same advisor; the input grows 1,000x, where the devices' costs differ.
-    ran, advice = _drive(adv, cost_large, [1_000_000] * 60, first_run=3.0)
+    ran, advice = _drive(adv, per_item(cost_large, first_run=3.0), [1_000_000] * 60)
     settled = next(i for i in range(len(ran)) if all(d == "acc" for d in ran[i:]))
     assert settled < 10, ran[:20]
     assert [x for x in advice if not x[1]] == [("acc", False)]  # one move, no thrashing
@@ -269,9 +262,10 @@ def test_an_input_shift_settles_within_ten_runs_with_one_move() -> None:
 def test_a_device_far_behind_at_a_neighbouring_size_is_not_explored_there() -> None:
     adv = Advisor(["cpu", "acc"])
     # acc 50x slower at 9,216 items (GEMM 96): probed there.
-    _drive(adv, {"cpu": 1e-9, "acc": 50e-9}, [9_216] * 60)
+    gemm = per_item({"cpu": 1e-9, "acc": 50e-9})
+    _drive(adv, gemm, [9_216] * 60)
     # At 65,536 (GEMM 256, three buckets up) the ratio says it loses by far: no run there.
-    ran, advice = _drive(adv, {"cpu": 1e-9, "acc": 50e-9}, [65_536] * 60)
+    ran, advice = _drive(adv, gemm, [65_536] * 60)
     assert "acc" not in ran and advice == []
     p = adv.predictions("t")["acc"]
     assert p.source == "ratio" and p.time_s > 10 * adv.predictions("t")["cpu"].time_s
