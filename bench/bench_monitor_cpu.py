@@ -1,5 +1,6 @@
 """The monitor's own CPU use at 1 s refresh with ~50 probe rows and every pane, side by
-side with `top -d 1` in the same run, both in tmux (goal: <= 1% of one core).
+side with `top -d 1` and `htop -d 10` in the same run, all in tmux (goal: <= 0.5% of
+one core).
 
     sudo .venv/bin/python bench/bench_monitor_cpu.py [--seconds 60] [--json]
 
@@ -74,8 +75,9 @@ def main() -> int:
         print("bench_monitor_cpu: needs root (eBPF)", file=sys.stderr)
         return 1
     binary = build(Path(tempfile.mkdtemp()))
-    ours, top = "bench-ours", "bench-top"
-    for s in (ours, top):
+    ours, top, htop = "bench-ours", "bench-top", "bench-htop"
+    peers = {top: "exec top -d 1", htop: "exec htop -d 10"}
+    for s in (ours, *peers):
         subprocess.run(["tmux", "kill-session", "-t", s], capture_output=True)
     cmd = (
         f"exec {CLI} --interval 1 --probe 'uprobe:{binary}:*_fn' "
@@ -85,33 +87,38 @@ def main() -> int:
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", ours, "-x", "120", "-y", "60", cmd], check=True
     )
-    subprocess.run(
-        ["tmux", "new-session", "-d", "-s", top, "-x", "120", "-y", "60", "exec top -d 1"],
-        check=True,
-    )
+    for session, peer in peers.items():
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "60", peer],
+            check=True,
+        )
     try:
         time.sleep(15)  # attach, calibrate, settle
-        pid_ours, pid_top = pane_pid(ours), pane_pid(top)
+        pid_ours, pid_top, pid_htop = pane_pid(ours), pane_pid(top), pane_pid(htop)
         screen = subprocess.run(
             ["tmux", "capture-pane", "-p", "-t", ours], capture_output=True, text=True
         ).stdout
         rows = sum(1 for ln in screen.splitlines() if "attached" in ln)
-        a0, b0, t0 = cpu_seconds(pid_ours), cpu_seconds(pid_top), time.monotonic()
+        pids = (pid_ours, pid_top, pid_htop)
+        before, t0 = [cpu_seconds(p) for p in pids], time.monotonic()
         time.sleep(args.seconds)
-        a1, b1, t1 = cpu_seconds(pid_ours), cpu_seconds(pid_top), time.monotonic()
+        after, t1 = [cpu_seconds(p) for p in pids], time.monotonic()
+        (a0, b0, c0), (a1, b1, c1) = before, after
         res = {
             "seconds": t1 - t0,
             "probe_rows_visible": rows,
             "ours_pct_of_core": 100 * (a1 - a0) / (t1 - t0),
             "top_pct_of_core": 100 * (b1 - b0) / (t1 - t0),
+            "htop_pct_of_core": 100 * (c1 - c0) / (t1 - t0),
             "ours_rss_mib": rss_mib(pid_ours),
         }
         res["ours_vs_top"] = res["ours_pct_of_core"] / max(1e-9, res["top_pct_of_core"])
+        res["ours_vs_htop"] = res["ours_pct_of_core"] / max(1e-9, res["htop_pct_of_core"])
     finally:
-        for s in (ours, top):
+        for s in (ours, *peers):
             subprocess.run(["tmux", "send-keys", "-t", s, "q"], capture_output=True)
         time.sleep(2)
-        for s in (ours, top):
+        for s in (ours, *peers):
             subprocess.run(["tmux", "kill-session", "-t", s], capture_output=True)
     if args.json:
         print(json.dumps(res))

@@ -226,6 +226,10 @@ class ControlClient:
         self.rejected: list[str] = []
         self._stop = threading.Event()
         self._sock: socket.socket | None = None
+        # The hello and set_tasks() under one lock: a task added while the connection's
+        # first hello went out would otherwise never reach the monitor (seen under load:
+        # the demo's fourth task never moved).
+        self._hello_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="adaptyst-control", daemon=True)
         self._thread.start()
 
@@ -247,9 +251,10 @@ class ControlClient:
             self._reject(f"monitor uid {uid} is neither root nor uid {os.geteuid()}: ignored")
             sock.close()
             return
-        self._sock = sock
-        sock.sendall(encode("hello", pid=os.getpid(), tasks=self.tasks))
-        self.connected = True
+        with self._hello_lock:
+            self._sock = sock
+            sock.sendall(encode("hello", pid=os.getpid(), tasks=self.tasks))
+            self.connected = True
         for line in _lines(sock, self._stop):  # type: ignore[attr-defined]
             try:
                 msg = decode(line)
@@ -266,10 +271,11 @@ class ControlClient:
 
     def set_tasks(self, tasks: list[str]) -> None:
         """Tell the monitor about new tasks (a second hello on the same connection)."""
-        self.tasks = tasks
-        if self.connected and self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.sendall(encode("hello", pid=os.getpid(), tasks=self.tasks))
+        with self._hello_lock:
+            self.tasks = tasks
+            if self.connected and self._sock is not None:
+                with contextlib.suppress(OSError):
+                    self._sock.sendall(encode("hello", pid=os.getpid(), tasks=self.tasks))
 
     def _reject(self, why: str) -> None:
         log.warning("adaptyst control: %s", why)

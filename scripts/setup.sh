@@ -13,7 +13,8 @@ KREL=$(uname -r)
 # slurmctld, slurmd, munge and slurm-client: --job's tests run a real one-node Slurm;
 # prometheus (with promtool): the agent's metrics are scraped by a real one.
 APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc g++ libc6-dev gfortran
-    openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus)
+    openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
+    htop)
 
 say() { printf 'setup: %s\n' "$*"; }
 

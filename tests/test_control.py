@@ -296,3 +296,31 @@ def test_new_tasks_on_the_same_connection(sock_path: Path) -> None:
     finally:
         client.close()
         server.close()
+
+
+def test_a_task_added_while_the_first_hello_goes_out_reaches_the_monitor(
+    sock_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first hello takes a while to go out (a loaded machine); the application adds
+    # a task meanwhile. The monitor must learn of it all the same.
+    import adaptyst_top.placement.control as control
+
+    slow = {"first": True}
+
+    def slow_encode(kind: str, **fields: object) -> bytes:
+        if kind == "hello" and slow["first"]:
+            slow["first"] = False
+            time.sleep(0.4)
+        return encode(kind, **fields)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(control, "encode", slow_encode)
+    server = ControlServer(sock_path)
+    client = ControlClient(["a"], lambda t, d, r: None, sock_path, retry_s=0.05)
+    try:
+        time.sleep(0.2)  # the client thread is inside its first hello now
+        client.set_tasks(["a", "b"])
+        assert wait_until(lambda: bool(server.clients) and server.clients[0].tasks == ["a", "b"])
+        assert server.push("b", "cpu") == 1
+    finally:
+        client.close()
+        server.close()

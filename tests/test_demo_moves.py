@@ -25,9 +25,11 @@ pytestmark = [pytest.mark.ebpf, requires_root]
 
 def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "adaptyst_top.tui.start", "record", "--interval", "1"]
-        + ["--advisor", "--auto", "--probe", TASK_SPEC, "--"]
-        + demo.command(phase_s=60, duration=20),
+        [
+            *(sys.executable, "-m", "adaptyst_top.tui.start", "record", "--interval", "1"),
+            *("--advisor", "--auto", "--probe", TASK_SPEC, "--"),
+            *demo.command(phase_s=60, duration=20),
+        ],
         capture_output=True,
         text=True,
         timeout=240,
