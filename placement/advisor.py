@@ -34,6 +34,14 @@ class TransferModel:
     bytes_per_item: float = 8.0
     # A move is paid once and then serves many runs: it is spread over this many.
     horizon_runs: int = 20
+    # What a device's first run of an input may have spent moving it there, at its
+    # slowest (PoCL here: a first SpMV run of 45 million nonzeros took 255 ms more than
+    # the next ones, 1.4 GB/s): the rest was the run.
+    first_run_bandwidth_bps: float = 1e9
+
+    def upload_s(self, size: int) -> float:
+        """At most what a first run spent moving an input of `size` items."""
+        return self.latency_s + size * self.bytes_per_item / self.first_run_bandwidth_bps
 
     def cost_s(self, src: str, dst: str, size: int) -> float:
         """The one-time cost of moving the data, per run over the horizon."""
@@ -314,13 +322,14 @@ class Advisor:
                 continue
             if p.source == "measured" and p.samples >= RECHECK_SAMPLES:
                 continue  # measured enough here: it stands where it stands
-            if not spaced and not (p.source == "measured" and p.samples == 1):
-                continue
-            hope = self._score(ex.optimistic(p), cur, self._move_s(st, d))
+            if not spaced and not (p.source == "measured" and p.samples <= ex.EXPLORE_RUNS):
+                continue  # spaced, unless it follows up a promising first look
+            upload = self.transfer.upload_s(st.size)
+            hope = self._score(ex.optimistic(p, upload), cur, self._move_s(st, d))
             gain = (s_cur - hope) / s_cur if s_cur > 0 else 0.0
             if gain <= self.threshold:
                 continue
-            expect = self._score(ex.expected(p), cur, self._move_s(st, d))
+            expect = self._score(ex.expected(p, upload), cur, self._move_s(st, d))
             ratio = expect / s_cur if s_cur > 0 else 1.0
             runs = ex.EXPLORE_RUNS if ratio <= ex.CLOSE_RATIO else ex.PROBE_RUNS
             what = {
