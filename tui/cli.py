@@ -15,7 +15,7 @@ from typing import Any
 
 from adaptyst_top.collectors.private_files import private_log
 from adaptyst_top.runtime.config import Config
-from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, PHASE_RANGE, SPEED_RANGE
+from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, SPEED_RANGE
 from adaptyst_top.tui.cli_common import (
     Parser,
     add_session_options,
@@ -131,30 +131,6 @@ def doctor_parser() -> argparse.ArgumentParser:
         "--no-smoke", action="store_true", help="skip the one-probe eBPF smoke test (~1 s)"
     )
     p.add_argument("--agent", metavar="PATH", help="the node agent's socket to ask about")
-    return p
-
-
-def demo_parser() -> argparse.ArgumentParser:
-    p = Parser(
-        prog="adaptyst-top demo",
-        description="The demo workload with its probes and the placement advisor.",
-    )
-    add_version(p)
-    p.add_argument("--interval", type=interval_s, default=DEFAULT_INTERVAL, metavar="S")
-    p.add_argument("--objective", default="time", choices=("time", "energy", "edp", "weighted"))
-    p.add_argument(
-        "--phase-s",
-        type=bounded_float(*PHASE_RANGE),
-        default=12.0,
-        metavar="S",
-        help="seconds per workload phase (12)",
-    )
-    p.add_argument(
-        "--suggest",
-        action="store_true",
-        help="only suggest moves (m applies one, M switches to auto); the demo's default is "
-        "auto: its own workload follows the advisor",
-    )
     return p
 
 
@@ -276,26 +252,6 @@ def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
     return run_monitor(monitor_parser().parse_args(argv), command)
 
 
-def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
-    import importlib.util
-
-    if importlib.util.find_spec("scipy") is None:
-        print(
-            "adaptyst-top: the demo workload needs scipy: pip install 'adaptyst-top[demo]'",
-            file=sys.stderr,
-        )
-        return 1
-    from adaptyst_top.placement.demo import command as demo_command
-    from adaptyst_top.placement.task_api import TASK_SPEC
-
-    args = demo_parser().parse_args(argv)
-    ns = monitor_parser().parse_args(
-        ["--interval", str(args.interval), "--advisor", args.objective, "--probe", TASK_SPEC]
-        + ([] if args.suggest else ["--auto"])
-    )
-    return run_monitor(ns, demo_command(phase_s=args.phase_s))
-
-
 def cmd_replay(argv: Sequence[str]) -> int:
     from adaptyst_top.runtime.sources import ReplaySource, check_recording
     from adaptyst_top.tui.app import MonitorApp
@@ -396,6 +352,8 @@ def _dispatch(argv: list[str]) -> int:
 
         return cmd_record(opts, command)
     if argv and argv[0] == "demo":
+        from adaptyst_top.tui.cli_demo import cmd_demo
+
         return cmd_demo(opts, command)
     return cmd_monitor(opts, command)
 
