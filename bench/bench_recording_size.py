@@ -5,13 +5,21 @@ default for .zst: each line only what changed) in the same run, on a synthetic 1
 and what compressing costs per interval.
 
     .venv/bin/python bench/bench_recording_size.py [--minutes 10] [--json]
+
+With --real-minutes M (root: real probes), a real `record` of M minutes instead: the
+test workload running `forever`, probed on its functions, its USDT pair split by task,
+libc's *printf* family and libc's str* functions in it (about 200 rows); its plain
+JSON lines are written again as zstd and as compact zstd, and all are extrapolated
+to 24 h.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -101,29 +109,62 @@ def write(path: Path, snaps: list[Snapshot], compact: bool = False) -> float:
     return spent
 
 
+def real_record(minutes: float, d: Path) -> list[Snapshot]:
+    """The snapshots of a real `record` of the test workload, as its plain lines hold them."""
+    from tests.workload import build
+
+    binary = build(d)
+    out = d / "real.jsonl"
+    cli = Path(sys.executable).parent / "adaptyst-top"
+    specs = [
+        f"uprobe:{binary}:*_fn",
+        f"usdt:{binary}:adaptyst_test:task_begin..task_end@arg1",
+        "uprobe:c:*printf*",
+        "uprobe:c:str*",
+    ]
+    argv = [str(cli), "record", "--interval", "1", "--format", "full", "--out", str(out)]
+    argv += ["--duration", str(int(minutes * 60))]
+    for spec in specs:
+        argv += ["--probe", spec]
+    subprocess.run([*argv, "--", str(binary), "forever", str(int(minutes * 60) + 120)], check=True)
+    return [Snapshot.from_json(json.loads(line)) for line in out.read_text().splitlines()]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--real-minutes", type=float, default=0.0, metavar="M")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
-    seconds = int(args.minutes * 60)
-    snaps = day_of_snapshots(seconds)
-    scale = 86400 / seconds
-    res: dict[str, float] = {"rows": ROWS, "intervals": seconds}
+    if args.real_minutes > 0 and os.geteuid() != 0:
+        print("bench_recording_size: --real-minutes needs root (eBPF)", file=sys.stderr)
+        return 1
     with tempfile.TemporaryDirectory() as d:
-        plain, packed = Path(d) / "day.jsonl", Path(d) / "day.jsonl.zst"
-        write(plain, snaps)
-        zst_s = write(packed, snaps)
-        res["plain_gib_per_day"] = plain.stat().st_size * scale / GIB
-        res["zstd_gib_per_day"] = packed.stat().st_size * scale / GIB
-        res["ratio"] = plain.stat().st_size / packed.stat().st_size
-        res["zstd_ms_per_interval"] = zst_s * 1e3 / seconds
-        compact = Path(d) / "day-compact.zst"
-        compact_s = write(compact, snaps, compact=True)
-        res["compact_zstd_gib_per_day"] = compact.stat().st_size * scale / GIB
-        res["compact_ratio"] = plain.stat().st_size / compact.stat().st_size
-        res["compact_ms_per_interval"] = compact_s * 1e3 / seconds
-    if args.json:
+        if args.real_minutes > 0:
+            snaps = real_record(args.real_minutes, Path(d))
+        else:
+            snaps = day_of_snapshots(int(args.minutes * 60))
+        return report(snaps, Path(d), args.json)
+
+
+def report(snaps: list[Snapshot], d: Path, as_json: bool) -> int:
+    seconds = max(1, len(snaps))
+    scale = 86400 / seconds
+    rows = max(len(s.probes) for s in snaps)
+    res: dict[str, float] = {"rows": rows, "intervals": seconds}
+    plain, packed = Path(d) / "day.jsonl", Path(d) / "day.jsonl.zst"
+    write(plain, snaps)
+    zst_s = write(packed, snaps)
+    res["plain_gib_per_day"] = plain.stat().st_size * scale / GIB
+    res["zstd_gib_per_day"] = packed.stat().st_size * scale / GIB
+    res["ratio"] = plain.stat().st_size / packed.stat().st_size
+    res["zstd_ms_per_interval"] = zst_s * 1e3 / seconds
+    compact = Path(d) / "day-compact.zst"
+    compact_s = write(compact, snaps, compact=True)
+    res["compact_zstd_gib_per_day"] = compact.stat().st_size * scale / GIB
+    res["compact_ratio"] = plain.stat().st_size / compact.stat().st_size
+    res["compact_ms_per_interval"] = compact_s * 1e3 / seconds
+    if as_json:
         print(json.dumps(res, indent=1))
     else:
         for k, v in res.items():
