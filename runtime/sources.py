@@ -120,7 +120,8 @@ class LiveSource:
             self.session.placement.set_mode(mode)
 
     def candidates(self) -> list[str]:
-        """Probe specs the target offers: its executable's functions and every USDT probe."""
+        """Probe specs the target offers: the functions of its executable, then of every
+        library it maps, and every USDT probe in them (the picker filters them)."""
         if self.session.remote is not None:
             try:
                 return self.session.remote.candidates()
@@ -136,13 +137,12 @@ class LiveSource:
         if s.child is not None and s.child.path not in files:
             files.insert(0, s.child.path)
         specs: list[str] = []
-        for i, path in enumerate(files):
+        for path in files:
             try:
                 info = read_elf(path)
             except (OSError, ValueError):
                 continue
-            if i == 0:
-                specs += [f"uprobe:{path}:{f.name}" for f in info.functions]
+            specs += [f"uprobe:{path}:{f.name}" for f in info.functions]
             seen = set()
             for u in info.usdt:
                 if (u.provider, u.name) not in seen:
