@@ -1,6 +1,5 @@
 """`a`: add probes. Type to filter the functions of the target and of the libraries it
-maps, and their USDT probes, or type a
-whole spec; enter adds it."""
+maps, and their USDT probes, or type a whole spec; enter adds it."""
 
 from __future__ import annotations
 
