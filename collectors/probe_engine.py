@@ -73,6 +73,7 @@ from adaptyst_top.collectors.targets import (
     TargetError,
     check_pid,
     mapped_files,
+    mount_root,
     pid_alive,
     process_start,
     resolve_target,
@@ -351,9 +352,11 @@ class ProbeEngine:
             ]
             return [row], slots, []
         # USDT(pid) needs the binary mapped; a command held before exec does not map it
-        # yet, so it gets a path context and our PID filter.
+        # yet, so it gets a path context and our PID filter. So does a process in another
+        # mount namespace: bcc would resolve its paths inside it, where we cannot attach.
         ref = self._reference_pid()
-        pid = ref if ref is not None and self._maps(ref, path) else None
+        mapped = ref is not None and self._maps(ref, path) and not mount_root(ref)
+        pid = ref if mapped else None
         if ref_ctrs and pid is None:
             raise ProbeError(
                 f"{spec.text}: reading @arg{spec.arg} of a semaphore-gated probe needs the "

@@ -61,15 +61,29 @@ def check_pid(pid: int) -> None:
         raise TargetError(f"PID {pid} is a kernel thread: it runs no user code to probe")
 
 
+def mount_root(pid: int) -> str:
+    """Where PID's files are from here: "" when it sees the mounts we see, else
+    /proc/PID/root (a container's or any other mount namespace's root; its paths do
+    not name the same files on the host, and may not exist there at all)."""
+    try:
+        if os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+            return ""
+    except OSError:
+        return ""  # gone, or its namespace hidden from us: its paths as they are
+    return f"/proc/{pid}/root"
+
+
 def mapped_files(pid: int) -> list[str]:
-    """Files the process maps executable, in map order (the main binary first)."""
+    """Files the process maps executable, in map order (the main binary first), as
+    paths that open them from here (under /proc/PID/root for a container's process)."""
+    root = mount_root(pid)
     out: list[str] = []
     try:
         with open(f"/proc/{pid}/maps") as f:
             for line in f:
                 parts = line.split(maxsplit=5)
                 if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
-                    path = parts[5].strip()
+                    path = root + parts[5].strip()
                     if path not in out:
                         out.append(path)
     except FileNotFoundError:
@@ -113,7 +127,10 @@ def _ldconfig_cache() -> tuple[str, ...]:
 
 
 def resolve_target(target: str, pid: int | None = None) -> str:
-    """An absolute path to an ELF file for TARGET; raises TargetError."""
+    """An absolute path to an ELF file for TARGET; raises TargetError. For a process in
+    another mount namespace TARGET is a path or library as that process sees them."""
+    if pid is not None and (root := mount_root(pid)):
+        return _resolve_inside(target, pid, root)
     if "/" in target:
         p = Path(target)
         if not p.exists():
@@ -123,13 +140,9 @@ def resolve_target(target: str, pid: int | None = None) -> str:
         return str(p.resolve())
     if pid is not None:
         # What the process really maps wins over the system's library cache.
-        files = mapped_files(pid)
-        for strict in (True, False):
-            pattern = _lib_pattern(target, strict)
-            for path in files:
-                base = os.path.basename(path)
-                if base == target or pattern.match(base):
-                    return path
+        found = _mapped_library(target, pid)
+        if found:
+            return found
     found = _from_ldconfig(target, strict=True)
     if found:
         return found
@@ -141,3 +154,35 @@ def resolve_target(target: str, pid: int | None = None) -> str:
         return found
     where = f" mapped by PID {pid}" if pid is not None else ""
     raise TargetError(f"{target}: no such library or executable{where}")
+
+
+def _resolve_inside(target: str, pid: int, root: str) -> str:
+    """TARGET in the mount namespace of PID: a path under its root (never resolved
+    through symlinks from here: /proc/PID/root reads as "/" and would lead to the host's
+    file), or a library it maps; the host's library cache says nothing about it."""
+    if "/" in target:
+        if not target.startswith("/"):
+            raise TargetError(
+                f"{target}: PID {pid} runs in another mount namespace (a container): "
+                "give the path as it sees it, from its root"
+            )
+        p = Path(root + target)
+        if not p.is_file():
+            raise TargetError(f"{target}: no such file in PID {pid}'s container")
+        return str(p)
+    found = _mapped_library(target, pid)
+    if found:
+        return found
+    raise TargetError(f"{target}: no such library mapped by PID {pid} (in a container)")
+
+
+def _mapped_library(target: str, pid: int) -> str | None:
+    """The file PID maps whose name is TARGET or TARGET's library name, if any."""
+    files = mapped_files(pid)
+    for strict in (True, False):
+        pattern = _lib_pattern(target, strict)
+        for path in files:
+            base = os.path.basename(path)
+            if base == target or pattern.match(base):
+                return path
+    return None

@@ -13,6 +13,7 @@ A file a probe names must be one the user could read. A Slurm job is its owner's
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 
@@ -94,21 +95,51 @@ def may_read(peer: Peer, path: str) -> str | None:
     file readable, by the owner, group and other bits); else why not, in one line."""
     if peer.privileged:
         return None
+    inside = CONTAINER_PATH.match(path)
+    if inside:
+        return _may_read_inside(peer, path, f"/proc/{inside[1]}/root", inside[2])
     real = os.path.realpath(path)
     parts = real.split("/")
-    for depth in range(1, len(parts)):
-        folder = "/".join(parts[:depth]) or "/"
-        if not _allowed(peer, folder, stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH):
-            return f"{path}: you may not read it (the folder {folder}), so you may not probe it"
     try:
-        ok = _allowed(peer, real, stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth]) or "/"
+            if not _allowed(peer, os.stat(folder), stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH):
+                return f"{path}: you may not read it (the folder {folder}), so you may not probe it"
+        ok = _allowed(peer, os.stat(real), stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
     except OSError as exc:
         return f"{path}: {exc.strerror}"
     return None if ok else f"{path}: you may not read it, so you may not probe it"
 
 
-def _allowed(peer: Peer, path: str, user: int, group: int, other: int) -> bool:
-    st = os.stat(path)
+# A file of a process in another mount namespace, as targets.mount_root() names it.
+CONTAINER_PATH = re.compile(r"^/proc/(\d+)/root(/.*)$")
+
+
+def _may_read_inside(peer: Peer, path: str, root: str, inner: str) -> str | None:
+    """may_read() for a file in a container's tree, component by component and never
+    through a symbolic link: an absolute link there would be followed from the host's
+    root (the agent's), to a file the container never had."""
+    parts = inner.split("/")
+    for depth in range(2, len(parts) + 1):
+        here = root + "/".join(parts[:depth])
+        try:
+            st = os.lstat(here)
+        except OSError as exc:
+            return f"{path}: {exc.strerror}"
+        if stat.S_ISLNK(st.st_mode):
+            return f"{inner}: a symbolic link in a container is not followed; give the file itself"
+        last = depth == len(parts)
+        bits = (
+            (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
+            if last
+            else (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)
+        )
+        if not _allowed(peer, st, *bits):
+            return f"{inner}: you may not read it in your container, so you may not probe it"
+    return None
+
+
+def _allowed(peer: Peer, st: os.stat_result, user: int, group: int, other: int) -> bool:
     if st.st_uid == peer.uid:
         return bool(st.st_mode & user)
     if st.st_gid == peer.gid or st.st_gid in peer.groups:

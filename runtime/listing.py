@@ -13,7 +13,7 @@ from adaptyst_top.collectors.demangle import demangle, matches
 from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, read_elf
 from adaptyst_top.collectors.entry_safety import EntryPolicy, cached_policy, policy_for_this_boot
 from adaptyst_top.collectors.ifunc import IfuncError
-from adaptyst_top.collectors.targets import check_pid, mapped_files, resolve_target
+from adaptyst_top.collectors.targets import check_pid, mapped_files, mount_root, resolve_target
 
 
 def entry_policy() -> EntryPolicy | None:
@@ -91,10 +91,14 @@ def list_objects(
     """`list --json`'s objects. TargetError, NotELFError, OSError say what is wrong."""
     if pid is not None:
         check_pid(pid)
-        return [
-            describe(path, pattern, functions and (every_object or i == 0), usdt, policy, pid)
-            for i, path in enumerate(mapped_files(pid))
-        ]
+        root = mount_root(pid)
+        objects = []
+        for i, path in enumerate(mapped_files(pid)):
+            d = describe(path, pattern, functions and (every_object or i == 0), usdt, policy, pid)
+            if root:  # a container's process: its paths as it sees them, what specs name
+                d["path"], d["container_root"] = path[len(root) :], root
+            objects.append(d)
+        return objects
     assert binary is not None
     # A file here first; else a library or program name, resolved like bcc's tplist -l.
     path = binary if os.path.isfile(binary) else resolve_target(binary)

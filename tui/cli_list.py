@@ -99,7 +99,8 @@ def cmd_list(argv: Sequence[str]) -> int:
         if not funcs and not probes and args.pid is not None and obj is not objects[0]:
             continue
         stripped = "  (stripped: exported functions only)" if obj["stripped"] else ""
-        print(f"{obj['path']}{stripped}")
+        inside = f"  (in a container: {obj['container_root']})" if obj.get("container_root") else ""
+        print(f"{obj['path']}{stripped}{inside}")
         for f in funcs or []:
             kind = "ifunc" if f["ifunc"] else "func "
             print(f"  {kind} {f['name']:<40} 0x{f['address']:<12x} {f['size']:>8}")

@@ -1,0 +1,97 @@
+"""A process in its own mount namespace, as in a container (Apptainer, Podman): the path
+its binary has there does not exist on the host. Specs name it as the process sees it;
+the engine opens it under /proc/PID/root; `list --pid` shows the container's view."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from adaptyst_top.collectors.probe_engine import ProbeEngine
+from adaptyst_top.collectors.targets import TargetError, mount_root, resolve_target
+from adaptyst_top.runtime.authorization import Peer, may_read
+from adaptyst_top.runtime.listing import list_objects
+
+from .bpf_objects import none_left
+from .conftest import requires_root
+from .workload import Workload
+
+pytestmark = [pytest.mark.ebpf, requires_root]
+
+
+class Contained(Workload):
+    """The test workload copied into a tmpfs mounted in a mount namespace of its own."""
+
+    def __init__(self, binary: Path, inside: Path) -> None:
+        self.binary = inside / "app" / "solver"  # the path as the process sees it
+        script = (
+            f"mount -t tmpfs adt-container {inside} && mkdir {inside}/app && "
+            f"cp {binary} {self.binary} && ln -s /etc/shadow {inside}/app/shadow && "
+            f"exec {self.binary}"
+        )
+        self.proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "ready"
+        self.pid = self.proc.pid
+
+
+@pytest.fixture
+def contained(workload_bin: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    inside = tmp_path / "container-root"
+    inside.mkdir()
+    w = Contained(workload_bin, inside)
+    yield w
+    w.kill()
+
+
+def test_a_process_in_another_mount_namespace_is_probed_exactly(contained: Contained) -> None:
+    b = contained.binary
+    assert not b.exists()  # on the host: the file is only in the process's namespace
+    root = mount_root(contained.pid)
+    assert root == f"/proc/{contained.pid}/root"
+    assert resolve_target(str(b), contained.pid) == root + str(b)
+    with pytest.raises(TargetError, match="container"):
+        resolve_target("app/solver", contained.pid)  # relative: whose cwd?
+    with ProbeEngine(pid=contained.pid) as engine:
+        groups = [engine.add(f"uprobe:{b}:fast_fn"), engine.add(f"usdt:{b}:adaptyst_test:tick")]
+        assert engine.wait(120)
+        assert all(g.state == "attached" for g in groups), [g.error for g in groups]
+        contained.run("fast 3000")
+        contained.run("tick 700")
+        engine.read()
+        rows = {r.name: r for r in engine.snapshot_rows()}
+        assert rows["fast_fn"].count == 3000
+        assert rows["adaptyst_test:tick"].count == 700
+        # The row says where the file is: under the process's root, a container's.
+        assert rows["fast_fn"].target.startswith(root)
+    assert none_left()
+
+
+def test_list_shows_the_containers_view(contained: Contained) -> None:
+    objects = list_objects(contained.pid, None, "fast*", True, True, False, None)
+    main = objects[0]
+    assert main["path"] == str(contained.binary)
+    assert main["container_root"] == f"/proc/{contained.pid}/root"
+    assert [f["name"] for f in main["functions"]] == ["fast_fn"]
+    libc = resolve_target("c", contained.pid)  # a library short name: what it maps
+    assert libc.startswith(main["container_root"]) and "libc" in libc
+
+
+def test_the_agent_checks_a_containers_file_without_following_its_links(
+    contained: Contained,
+) -> None:
+    # An absolute link in the container would be followed from the host's root: the
+    # agent would read the host's /etc/shadow for a user who cannot.
+    # The owner of the test's folders (pytest's are 0700), taken as an ordinary user.
+    user = Peer(pid=1, uid=0, gid=0, groups=frozenset({0}), privileged=False)
+    root = mount_root(contained.pid)
+    assert may_read(user, root + str(contained.binary)) is None  # 0755, as copied
+    why = may_read(user, root + str(contained.binary.parent / "shadow"))
+    assert why is not None and "symbolic link" in why
