@@ -11,6 +11,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection, SymbolTableSection
 
+from adaptyst_top.collectors.targets import CONTAINER_PATH
+
 
 class NotELFError(ValueError):
     pass
@@ -172,7 +174,9 @@ def read_elf(path: str | Path) -> ElfInfo:
     with open(p, "rb") as f:
         if f.read(4) != b"\x7fELF":
             raise NotELFError(f"{path}: not an ELF file")
-    return _read(str(p.resolve()), st.st_mtime_ns)
+    # A container's file keeps its /proc/PID/root path: resolving it would name the host's.
+    real = str(p.absolute()) if CONTAINER_PATH.match(str(p)) else str(p.resolve())
+    return _read(real, st.st_mtime_ns)
 
 
 def entry_bytes(path: str, sym: FunctionSymbol, n: int = 16) -> bytes:

@@ -61,6 +61,11 @@ def check_pid(pid: int) -> None:
         raise TargetError(f"PID {pid} is a kernel thread: it runs no user code to probe")
 
 
+# A file of a process in another mount namespace, as mount_root() prefixes it: never
+# resolved through symlinks from here (/proc/PID/root reads as "/": the host's file).
+CONTAINER_PATH = re.compile(r"^/proc/(\d+)/root(/.*)$")
+
+
 def mount_root(pid: int) -> str:
     """Where PID's files are from here: "" when it sees the mounts we see, else
     /proc/PID/root (a container's or any other mount namespace's root; its paths do

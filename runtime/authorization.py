@@ -13,13 +13,12 @@ A file a probe names must be one the user could read. A Slurm job is its owner's
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.slurm_jobs import JobError, job_info
-from adaptyst_top.collectors.targets import TargetError, resolve_target
+from adaptyst_top.collectors.targets import CONTAINER_PATH, TargetError, resolve_target
 
 
 @dataclass(frozen=True)
@@ -109,10 +108,6 @@ def may_read(peer: Peer, path: str) -> str | None:
     except OSError as exc:
         return f"{path}: {exc.strerror}"
     return None if ok else f"{path}: you may not read it, so you may not probe it"
-
-
-# A file of a process in another mount namespace, as targets.mount_root() names it.
-CONTAINER_PATH = re.compile(r"^/proc/(\d+)/root(/.*)$")
 
 
 def _may_read_inside(peer: Peer, path: str, root: str, inner: str) -> str | None:
