@@ -57,13 +57,13 @@ def record(directory: Path) -> Path:
 
 
 def record_demo(directory: Path) -> Path:
-    """The demo workload under the advisor (suggest mode), as `make demo` runs it."""
+    """The demo workload under the advisor (auto mode), as `make demo` runs it."""
     from adaptyst_top.placement.demo import command as demo_command
     from adaptyst_top.placement.task_api import TASK_SPEC
 
     return record_to(
         directory / "demo.jsonl",
-        ["--interval", "1", "--advisor", "--probe", TASK_SPEC],
+        ["--interval", "1", "--advisor", "--auto", "--probe", TASK_SPEC],
         demo_command(phase_s=8, duration=20),
     )
 
