@@ -24,7 +24,7 @@ from adaptyst_top.tui.rows import SORTABLE, app_name
 from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen
 from adaptyst_top.tui.screens.picker import AddProbeScreen
-from adaptyst_top.tui.screens.prompt import PromptScreen
+from adaptyst_top.tui.screens.prompt import ask_filter
 from adaptyst_top.tui.widgets.advisor_pane import AdvisorPane
 from adaptyst_top.tui.widgets.devices_pane import DevicesPane
 from adaptyst_top.tui.widgets.probes_pane import ProbesPane
@@ -279,14 +279,7 @@ class MonitorApp(App[None]):
         )
 
     def action_filter(self) -> None:
-        table = self.probes
-
-        def done(text: str | None) -> None:
-            if text is not None:
-                table.set_filter(text.strip())
-                self.set_status(f"filter: {text.strip()}" if text.strip() else "filter cleared")
-
-        self.push_screen(PromptScreen("filter probes (empty clears)", table.filter_text), done)
+        ask_filter(self, self.probes, "probes", self.set_status)
 
     def action_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTABLE)

@@ -25,7 +25,7 @@ from adaptyst_top.runtime.cluster import (
     read_cluster,
 )
 from adaptyst_top.tui.format import fmt_ns
-from adaptyst_top.tui.screens.prompt import PromptScreen
+from adaptyst_top.tui.screens.prompt import ask_filter
 from adaptyst_top.tui.widgets.fast_table import Column, FastTable
 from adaptyst_top.tui.widgets.text_line import TextLine
 
@@ -158,14 +158,7 @@ class ClusterApp(App[None]):
         self.query_one("#status", TextLine).text = text
 
     def action_filter(self) -> None:
-        table = self.table
-
-        def done(text: str | None) -> None:
-            if text is not None:
-                table.set_filter(text.strip())
-                self.set_status(f"filter: {text.strip()}" if text.strip() else "filter cleared")
-
-        self.push_screen(PromptScreen("filter nodes (empty clears)", table.filter_text), done)
+        ask_filter(self, self.table, "nodes", self.set_status)
 
     def action_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTS)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
 
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import Input
@@ -25,3 +26,20 @@ class PromptScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class Filterable(Protocol):
+    filter_text: str
+
+    def set_filter(self, text: str) -> None: ...
+
+
+def ask_filter(app: App[Any], table: Filterable, what: str, say: Callable[[str], None]) -> None:
+    """`/`: ask for a table's filter text; empty clears it; escape leaves it as it was."""
+
+    def done(text: str | None) -> None:
+        if text is not None:
+            table.set_filter(text.strip())
+            say(f"filter: {text.strip()}" if text.strip() else "filter cleared")
+
+    app.push_screen(PromptScreen(f"filter {what} (empty clears)", table.filter_text), done)
