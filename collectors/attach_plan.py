@@ -34,6 +34,7 @@ class PlannedFunction:
     sym: str = ""  # attach by name...
     addr: int = 0  # ...or by address (an IFUNC's implementation)
     refused: str | None = None
+    offset: int | None = None  # its first instruction's file offset (multi-uprobe links)
 
 
 def matching_functions(spec: ProbeSpec, elf: ElfInfo) -> list[FunctionSymbol]:
@@ -106,7 +107,9 @@ def plan_function(
         refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
     cls = ov.classify_entry(code, elf.machine)
     shown = demangle(sym.name).display
-    return PlannedFunction(shown, cls, insn.text, sym=by_name, addr=addr, refused=refused)
+    return PlannedFunction(
+        shown, cls, insn.text, sym=by_name, addr=addr, refused=refused, offset=sym.file_offset
+    )
 
 
 def safe_variants(path: str, elf: ElfInfo, sym: FunctionSymbol, refusal: Refusal) -> list[str]:

@@ -55,6 +55,19 @@ def _c_enum(e: type[IntEnum], prefix: str) -> str:
 
 SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end"]
 
+# The two programs of a module whose functions attach through multi-uprobe links: the
+# link's cookie is the slot.
+MULTI_ENTRY, MULTI_RETURN = "at_multi", "at_multi_ret"
+MULTI_PROGRAMS = f"""
+int {MULTI_ENTRY}(struct pt_regs *ctx) {{
+    struct skey k = {{}}; k.slot = (u32)bpf_get_attach_cookie(ctx);
+    return push_frame(0, &k, PT_REGS_SP(ctx));
+}}
+int {MULTI_RETURN}(struct pt_regs *ctx) {{
+    return pop_frame(0, (u32)bpf_get_attach_cookie(ctx), PT_REGS_SP(ctx));
+}}
+"""
+
 PRELUDE = r"""
 #include <uapi/linux/ptrace.h>
 
@@ -69,7 +82,7 @@ struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
 struct stat { u64 count; u64 sum; u64 min; u64 max; };
 struct hkey { struct skey k; u32 bucket; u32 pad; };
 struct tkey { u64 tid; u32 chain; u32 pad; };
-struct frame { u64 ts; struct skey k; };
+struct frame { u64 ts; u64 sp; struct skey k; };  /* sp: a uprobe's at entry, else 0 */
 
 BPF_HASH(stats, struct skey, struct stat, %(max_keys)d);
 BPF_HASH(hist, struct hkey, u64, %(hist_entries)d);
@@ -145,14 +158,22 @@ static __always_inline struct stack *thread_stack(u32 chain, int create) {
     return st;
 }
 
-static __always_inline int push_frame(u32 chain, struct skey *k) {
+/* sp: the stack pointer at a function's entry (0 for USDT). The same call seen again
+ * at the same sp (by a second link while links are swapped, or after a return that was
+ * never seen) restarts the frame on top rather than pushing another. */
+static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
     if (gated(k->slot)) return 0;
     struct stack *st = thread_stack(chain, 1);
     if (!st) return 0;
     u32 depth = st->depth;
+    if (sp && depth > 0 && depth <= MAX_DEPTH && !st->over) {
+        struct frame *top = &st->f[(depth - 1) & (MAX_DEPTH - 1)];
+        if (top->sp == sp && top->k.slot == k->slot) { top->ts = bpf_ktime_get_ns(); return 0; }
+    }
     if (depth >= MAX_DEPTH) { st->over++; count_error(ERR_TOO_DEEP); return 0; }
     struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
     fr->k = *k;
+    fr->sp = sp;
     st->depth = depth + 1;
     fr->ts = bpf_ktime_get_ns();   /* last: the probe's own work before this stays outside */
     return 0;
@@ -160,9 +181,11 @@ static __always_inline int push_frame(u32 chain, struct skey *k) {
 
 /* slot: the probe whose return this is, or NO_SLOT for a USDT END (any BEGIN of the
  * chain matches). A return whose own entry was not recorded (switched off, or
- * attached mid-call) finds another probe's frame on top and leaves it alone. */
+ * attached mid-call) finds another probe's frame on top and leaves it alone.
+ * ret_sp: a uretprobe's stack pointer, one return address above the entry's (x86-64),
+ * so a return seen twice (two links meanwhile) pops its frame once; 0 for USDT. */
 #define NO_SLOT 0xffffffff
-static __always_inline int pop_frame(u32 chain, u32 slot) {
+static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
     u64 now = bpf_ktime_get_ns();  /* first: the rest of this handler stays outside */
     struct stack *st = thread_stack(chain, 0);
     if (!st || st->depth == 0) { count_error(ERR_NO_ENTRY); return 0; }
@@ -171,6 +194,7 @@ static __always_inline int pop_frame(u32 chain, u32 slot) {
     if (depth >= MAX_DEPTH) return 0;
     struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
     if (slot != NO_SLOT && fr->k.slot != slot) { count_error(ERR_NO_ENTRY); return 0; }
+    if (ret_sp && fr->sp && fr->sp + 8 != ret_sp) { count_error(ERR_NO_ENTRY); return 0; }
     st->depth = depth;
     struct skey k = fr->k;
     u64 delta = now - fr->ts;
@@ -233,21 +257,26 @@ def slot_program(slot: Slot) -> str:
             f" key_from_value(&k, v, ARG_{_ARG_TYPE[slot.arg_type].name});"
         )
     body = {
-        "uprobe-entry": "return push_frame(0, &k);",
-        "usdt-begin": f"return push_frame({slot.chain}, &k);",
+        "uprobe-entry": "return push_frame(0, &k, PT_REGS_SP(ctx));",
+        "usdt-begin": f"return push_frame({slot.chain}, &k, 0);",
         "usdt-count": f"if (gated({slot.index})) return 0; record(&k, 0, 0); return 0;",
-        "usdt-end": f"return pop_frame({slot.chain}, NO_SLOT);",
+        "usdt-end": f"return pop_frame({slot.chain}, NO_SLOT, 0);",
     }[slot.role]
     if slot.role == "usdt-end":
         key = ""  # the key travels in the frame pushed by BEGIN
     prog = f"int {slot.fn_name}(struct pt_regs *ctx) {{ {key} {body} }}"
     if slot.role == "uprobe-entry":
         # Its own return program: a return can check that the frame on top is its own.
-        prog += f"\nint {slot.ret_fn_name}(struct pt_regs *ctx) {{ return pop_frame(0, {slot.index}); }}"
+        prog += (
+            f"\nint {slot.ret_fn_name}(struct pt_regs *ctx) "
+            f"{{ return pop_frame(0, {slot.index}, PT_REGS_SP(ctx)); }}"
+        )
     return prog
 
 
-def module_source(slots: list[Slot]) -> str:
+def module_source(slots: list[Slot], multi: bool = False) -> str:
+    """The module's C source. MULTI: its functions attach through multi-uprobe links, so
+    they share two programs (keyed by cookie) instead of two each."""
     prelude = PRELUDE % {
         "keylen": KEYLEN,
         "max_depth": MAX_DEPTH,
@@ -262,4 +291,6 @@ def module_source(slots: list[Slot]) -> str:
         ),
         "nerrors": len(KernelError),
     }
+    if multi:
+        return prelude + MULTI_PROGRAMS
     return prelude + "\n" + "\n".join(slot_program(s) for s in slots) + "\n"

@@ -46,6 +46,7 @@ SSE = "sse"  # legacy-encoded SIMD (mmx/xmm)
 VEX = "vex"  # AVX/AVX2 (VEX prefix)
 EVEX = "evex"  # AVX-512 (EVEX prefix)
 OTHER = "other"  # x87, XOP, privileged or undecodable: never verified, always refused
+LOCKED = "locked"  # a LOCK prefix: the kernel refuses the probe itself (ENOTSUPP)
 
 ENCODING_NAMES = {
     GP: "general-purpose",
@@ -54,6 +55,7 @@ ENCODING_NAMES = {
     VEX: "AVX (VEX)",
     EVEX: "AVX-512 (EVEX)",
     OTHER: "unverifiable",
+    LOCKED: "LOCK-prefixed",
 }
 
 # The check target's functions per class (all must pass), and the CPU flags each needs.
@@ -105,6 +107,10 @@ def decode_entry(code: bytes, machine: str = "x86_64") -> EntryInsn:
         i += 1
     if i < insn.size and 0x40 <= code[i] <= 0x4F:  # REX
         i += 1
+    if 0xF0 in code[:i]:
+        # The kernel's uprobe decoder rejects it (pthread_spin_lock starts so): found
+        # here, one such function can no longer fail a multi-uprobe link of thousands.
+        return EntryInsn(text, LOCKED)
     lead = code[i] if i < insn.size else 0
     read, written = insn.regs_access()
     regs = {insn.reg_name(r) or "" for r in (*read, *written)}
@@ -148,7 +154,9 @@ class EntryPolicy:
         verdict = self.verdicts.get(insn.encoding)
         if verdict is not None and verdict.status == "verified":
             return None
-        if insn.encoding == OTHER:
+        if insn.encoding == LOCKED:
+            why = "the kernel does not put probes on LOCK-prefixed instructions"
+        elif insn.encoding == OTHER:
             why = "the kernel would single-step it and no check covers that class"
         elif verdict is None:
             why = "the kernel would single-step it and the entry check did not run"

@@ -38,7 +38,7 @@ from adaptyst_top.collectors.bcc_extras import (
     usdt_context,
     usdt_readers,
 )
-from adaptyst_top.collectors.bpf_program import Slot, module_source
+from adaptyst_top.collectors.bpf_program import MULTI_ENTRY, MULTI_RETURN, Slot, module_source
 from adaptyst_top.collectors.ebpf_env import check_bcc, check_kernel_headers, check_privileges
 from adaptyst_top.collectors.elf_info import (
     ElfInfo,
@@ -78,6 +78,7 @@ from adaptyst_top.collectors.targets import (
     process_start,
     resolve_target,
 )
+from adaptyst_top.collectors.uprobe_multi import MultiLinks, kernel_has_multi
 
 DEFAULT_MAX_ATTACH = ov.DEFAULT_MAX_ATTACH
 DEFAULT_BUDGET = ov.DEFAULT_BUDGET
@@ -105,11 +106,14 @@ class ProbeEngine:
         follow: bool = False,
         admit: Callable[[int], str | None] | None = None,
         scope_name: str | None = None,
+        multi_links: bool | None = None,
     ) -> None:
         """pid: the target process (its exit ends the probes); scope: other processes to
         probe from the start (a Slurm job's); follow: the processes these start join;
         admit: a process's refusal (None: may join), asked before one joins and when one
-        execs; scope_name: what the scope is, for messages ("job 42")."""
+        execs; scope_name: what the scope is, for messages ("job 42"); multi_links:
+        attach a spec's functions through multi-uprobe links (None: where the kernel
+        has them), else one uprobe per function."""
         if check_environment:
             self.require_ebpf()
         if pid is not None:
@@ -133,6 +137,7 @@ class ProbeEngine:
         self._main_gone_told = False
         self.command_path = command_path
         self.max_attach = max_attach
+        self.multi_links = kernel_has_multi() if multi_links is None else multi_links
         self.costs = costs or ov.CostTable()
         self.budget = budget
         self.enforce_budget = enforce_budget
@@ -238,14 +243,18 @@ class ProbeEngine:
     def _build(self, group: ProbeGroup) -> None:
         spec = group.spec
         assert spec is not None
+        started = time.monotonic()
         path, elf = self._resolve(spec)
+        multi = False
         if spec.kind == "uprobe":
             rows, slots, refused = self._plan_uprobes(spec, path, elf)
+            multi = self.multi_links and all(r.offset is not None for r in rows)
             usdt_contexts: list[Any] = []
         else:
             rows, slots, usdt_contexts = self._plan_usdt(spec, path, elf)
             refused = []
         group.planned = len(rows)
+        group.timings["plan_s"] = (planned_at := time.monotonic()) - started
         from bcc import BPF  # type: ignore[import-not-found]
 
         try:
@@ -253,24 +262,32 @@ class ProbeEngine:
             # usdt_contexts to BPF(), which would also attach every location itself,
             # with its own idea of the PID; we attach them with ours, so they can be toggled.
             with COMPILE_LOCK:
-                text = usdt_readers(usdt_contexts) + module_source(slots)
+                text = usdt_readers(usdt_contexts) + module_source(slots, multi)
                 bpf = BPF(text=text)
+            links = MultiLinks(bpf, path, MULTI_ENTRY, MULTI_RETURN) if multi else None
         except ProbeError:
             raise
         except Exception as exc:
             raise ProbeError(f"compiling probes for {spec.text} failed: {_one_line(exc)}") from None
-        module = ProbeModule(bpf, rows)
+        group.timings["compile_s"] = (compiled_at := time.monotonic()) - planned_at
+        module = ProbeModule(bpf, rows, links)
         for row in rows:
             row.module = module
+            if multi:
+                row.fns = [MULTI_ENTRY, MULTI_RETURN]
         try:
             with bcc_stderr_captured():
-                for row in rows:
+                if multi:
+                    self._attach_multi(module, spec)
+                for row in rows if not multi else ():
                     if self._closed:
                         raise ProbeError(f"{spec.text}: not attached: the monitor is closing")
                     self._attach_row(row)
         except Exception:
             module.close()
             raise
+        group.timings["attach_s"] = time.monotonic() - compiled_at
+        group.multi_links = multi
         with self._lock:
             if self._closed:
                 module.close()
@@ -281,11 +298,10 @@ class ProbeEngine:
                 self.rows[row.id] = row
             group.rows = sorted(rows + refused, key=lambda r: r.name)
             # Processes that joined while these attached (follow() did not see the rows).
-            for row in rows:
-                for pid in self._attach_pids():
-                    if pid not in row.pids and row.state == "attached":
-                        with contextlib.suppress(Exception):
-                            self._attach_pid(row, pid)
+            for pid in self._attach_pids():
+                missing = [r for r in rows if pid not in r.pids and r.state == "attached"]
+                with contextlib.suppress(Exception):
+                    self._attach_rows_pid(missing, pid)
 
     def _new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
         with self._lock:
@@ -314,6 +330,7 @@ class ProbeEngine:
                 continue
             slot = Slot(len(slots), "uprobe-entry")
             row = self._new_row(spec, p.name, path, p.cost_class, slot.index)
+            row.offset = p.offset
             row.attachments = [
                 Attachment(slot.fn_name, path, sym=p.sym, addr=p.addr),
                 Attachment(slot.ret_fn_name, path, sym=p.sym, addr=p.addr, ret=True),
@@ -455,16 +472,17 @@ class ProbeEngine:
             self.joined += 1
             if self._follower is not None:
                 self._follower.add(pid)
-            for row in self.rows.values():
-                if (
-                    row.state == "attached"
-                    and row.linked
-                    and not row.unlinking
-                    and row.module is not None
-                    and not row.module.closed
-                ):
-                    with contextlib.suppress(Exception):  # it exited meanwhile
-                        self._attach_pid(row, pid)
+            live = [
+                row
+                for row in self.rows.values()
+                if row.state == "attached"
+                and row.linked
+                and not row.unlinking
+                and row.module is not None
+                and not row.module.closed
+            ]
+            with contextlib.suppress(Exception):  # it exited meanwhile
+                self._attach_rows_pid(live, pid)
         return True
 
     def unfollow(self, pid: int, why: str | None = None) -> None:
@@ -484,14 +502,23 @@ class ProbeEngine:
             self._queue.put(lambda: self._detach_pid(rows, pid))
 
     def _detach_pid(self, rows: list[Row], pid: int) -> None:
+        multi: dict[int, ProbeModule] = {}
         for row in rows:
             if row.module is None:
+                continue
+            if row.module.multi is not None:
+                row.pids.discard(pid)
+                multi[id(row.module)] = row.module
                 continue
             with row.module.lock:
                 if not row.module.closed and pid in row.pids:
                     for a in sorted(row.attachments, key=lambda a: _closes(row, a)):
                         self._detach_one(row.module.bpf, a, pid)
                 row.pids.discard(pid)
+        for module in multi.values():
+            with module.lock, contextlib.suppress(OSError):
+                if not module.closed:
+                    self._relink(module, pid)
 
     def _prune_scope(self) -> None:
         """Drop the processes that exited (their PIDs may come back as someone else's)."""
@@ -535,9 +562,62 @@ class ProbeEngine:
             ) from None
         row.state, row.linked = "attached", True
 
+    def _attach_multi(self, module: ProbeModule, spec: ProbeSpec) -> None:
+        """Every row of a multi-link module for every process probed: one link per
+        process and direction, whatever the number of functions."""
+        pids = self._attach_pids()
+        if not pids and self.pid is not None:
+            raise ProbeError(f"PID {self.pid} exited during attach")
+        for pid in pids:
+            try:
+                self._attach_rows_pid(module.rows, pid)
+            except Exception as exc:
+                if pid in (self.pid, -1) or pid_alive(pid):
+                    if self.pid is not None and not pid_alive(self.pid):
+                        raise ProbeError(f"PID {self.pid} exited during attach") from None
+                    raise ProbeError(f"attaching {spec.text} failed: {_one_line(exc)}") from None
+        for row in module.rows:
+            if row.state != "error":
+                row.state, row.linked = "attached", True
+
+    def _attach_rows_pid(self, rows: list[Row], pid: int) -> None:
+        """ROWS for one more process: a multi-link module's in one relink."""
+        modules: dict[int, ProbeModule] = {}
+        for row in rows:
+            assert row.module is not None
+            if row.module.multi is None:
+                self._attach_pid(row, pid)
+            else:
+                row.pids.add(pid)
+                modules[id(row.module)] = row.module
+        for module in modules.values():
+            try:
+                self._relink(module, pid)
+            except Exception:
+                for row in rows:
+                    if row.module is module:
+                        row.pids.discard(pid)
+                raise
+
+    def _relink(self, module: ProbeModule, pid: int) -> None:
+        """Make a multi-link module's links for PID cover its rows probed there; a row
+        whose offset the kernel refused ends in error, gated, and the rest go on."""
+        assert module.multi is not None
+        wanted = {r.slot: r.offset for r in module.rows if pid in r.pids and r.offset is not None}
+        for slot, why in module.multi.relink(pid, wanted).items():
+            row = module.by_slot[slot]
+            self._set_gate(row, off=True)
+            row.pids.clear()
+            row.state, row.error, row.linked = "error", f"{row.name}: {why}", False
+
     def _attach_pid(self, row: Row, pid: int) -> None:
         """Every attach point of ROW for one process (-1: every process), or none."""
         assert row.module is not None
+        if row.module.multi is not None:
+            self._attach_rows_pid([row], pid)
+            if row.state == "error":
+                raise ProbeError(row.error)
+            return
         bpf = row.module.bpf
         done: list[Attachment] = []
         try:
@@ -587,7 +667,12 @@ class ProbeEngine:
                 return
             row.unlinking = True
         with row.module.lock:
-            if not row.module.closed:
+            if not row.module.closed and row.module.multi is not None:
+                pids, row.pids = list(row.pids), set()
+                for pid in pids:
+                    with contextlib.suppress(OSError):
+                        self._relink(row.module, pid)
+            elif not row.module.closed:
                 # Openers first, for the same reason: no entry without its return.
                 for pid in list(row.pids):
                     for a in sorted(row.attachments, key=lambda a: _closes(row, a)):

@@ -14,6 +14,7 @@ from adaptyst_top.collectors.bpf_program import KernelError
 from adaptyst_top.collectors.probe_keys import KeyResolver
 from adaptyst_top.collectors.probe_spec import ProbeSpec
 from adaptyst_top.collectors.snapshot import Latency, ProbeEntry
+from adaptyst_top.collectors.uprobe_multi import MultiLinks
 
 KERNEL_ERRORS = {
     KernelError.MAP_FULL: "hits lost: a statistics map is full",
@@ -56,6 +57,7 @@ class Row:
     fns: list[str] = field(default_factory=list)  # program names, for bpf run time
     ref_ctrs: dict[str, int] = field(default_factory=dict)  # program name -> semaphore offset
     usdt_ctx: Any = None  # bcc's USDT context, whose sites fill `attachments` once loaded
+    offset: int | None = None  # a function's file offset, for a multi-uprobe link
     state: str = "pending"  # pending | attached | detached | ended | error
     error: str = ""
     module: ProbeModule | None = None
@@ -89,13 +91,17 @@ class ProbeGroup:
     rows: list[Row] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     planned: int = 0  # attach points found, once planned: how long attaching may take
+    # Seconds spent planning, compiling and attaching (bench_wide_attach reads them).
+    timings: dict[str, float] = field(default_factory=dict)
+    multi_links: bool = False  # its functions attached through multi-uprobe links
 
 
 class ProbeModule:
     """One compiled BPF object and the attach points it serves."""
 
-    def __init__(self, bpf: Any, rows: list[Row]) -> None:
+    def __init__(self, bpf: Any, rows: list[Row], multi: MultiLinks | None = None) -> None:
         self.bpf = bpf
+        self.multi = multi  # its functions' multi-uprobe links (None: one uprobe each)
         self.rows = rows
         self.by_slot = {r.slot: r for r in rows}
         self.closed = False
@@ -117,5 +123,7 @@ class ProbeModule:
         with self.lock:
             if not self.closed:
                 self.closed = True
+                if self.multi is not None:
+                    self.multi.close()
                 with contextlib.suppress(Exception):
                     self.bpf.cleanup()

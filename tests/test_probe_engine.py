@@ -46,9 +46,15 @@ def within(value: float, truth: float, tol: float = 0.05) -> bool:
     return abs(value - truth) <= tol * truth
 
 
-def test_counts_exact_and_p50_within_5_percent(workload: Workload) -> None:
+# Functions attach through multi-uprobe links where the kernel has them (>= 6.6, as
+# here) and one uprobe per function where it does not: both ways are tested.
+BOTH_WAYS = pytest.mark.parametrize("multi", [True, False], ids=["multi-link", "per-function"])
+
+
+@BOTH_WAYS
+def test_counts_exact_and_p50_within_5_percent(workload: Workload, multi: bool) -> None:
     b = workload.binary
-    with ProbeEngine(pid=workload.pid) as engine:
+    with ProbeEngine(pid=workload.pid, multi_links=multi) as engine:
         attached(engine, f"uprobe:{b}:*_fn")
         workload.run("fast 5000")
         workload.run("held 40 2000")
@@ -117,8 +123,9 @@ def test_nested_pairs_match_last_in_first_out(workload: Workload) -> None:
         assert within(r[(name, "outer")]["p50_ns"], 800_000)
 
 
-def test_toggle_off_and_on_without_recompiling(workload: Workload) -> None:
-    with ProbeEngine(pid=workload.pid) as engine:
+@BOTH_WAYS
+def test_toggle_off_and_on_without_recompiling(workload: Workload, multi: bool) -> None:
+    with ProbeEngine(pid=workload.pid, multi_links=multi) as engine:
         attached(engine, f"uprobe:{workload.binary}:fast_fn")
         row = engine.groups[0].rows[0]
         module = row.module
@@ -349,9 +356,12 @@ def test_no_probe_left_after_signal(workload: Workload, sig: str) -> None:
     workload.run("fast 10")  # the target runs on, untouched
 
 
-def test_switching_a_nested_probe_off_keeps_its_parent_right(workload: Workload) -> None:
+@BOTH_WAYS
+def test_switching_a_nested_probe_off_keeps_its_parent_right(
+    workload: Workload, multi: bool
+) -> None:
     # held_ss enters held_fn (a tail jump): held_fn's interval nests inside held_ss's.
-    with ProbeEngine(pid=workload.pid) as engine:
+    with ProbeEngine(pid=workload.pid, multi_links=multi) as engine:
         attached(engine, f"uprobe:{workload.binary}:held_*")
         workload.run("heldss 20 1000")
         child = next(r for r in engine.groups[0].rows if r.name == "held_fn")
@@ -369,8 +379,9 @@ def test_switching_a_nested_probe_off_keeps_its_parent_right(workload: Workload)
 
 
 def test_close_during_a_long_attach_leaves_nothing(workload: Workload) -> None:
-    engine = ProbeEngine(pid=workload.pid)
-    group = engine.add("uprobe:c:str*")  # a hundred functions: seconds of attaching
+    # One uprobe per function (a kernel before 6.6): a hundred functions, seconds.
+    engine = ProbeEngine(pid=workload.pid, multi_links=False)
+    group = engine.add("uprobe:c:str*")
     deadline = time.monotonic() + 60
     while group.planned == 0 and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -3,6 +3,7 @@
  *   held N US      N calls of held_fn(US) (busy-waits US microseconds)
  *   heldss N US    N calls of held_ss(US): held_fn behind a single-stepped lea
  *   fast N         N calls of fast_fn (tiny, -O0 style: starts with push %rbp)
+ *   ppid N         N calls of libc's getppid (for probes on every libc function)
  *   other N        N calls of other_fn (like fast_fn)
  *   leaf N         N calls of leaf_fn (-O2 leaf: starts with lea, single-stepped)
  *   task NAME N US N pairs task_begin(NAME, US)/task_end(NAME) around held_fn(US)
@@ -69,6 +70,8 @@ int main(int argc, char **argv) {
             for (long i = 0; i < n; i++) held_ss(us);
         } else if (!strcmp(cmd, "fast") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) fast_fn(i);
+        } else if (!strcmp(cmd, "ppid") && fscanf(in, "%ld", &n) == 1) {
+            for (long i = 0; i < n; i++) getppid();  /* a libc function nothing else calls */
         } else if (!strcmp(cmd, "other") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) other_fn(i);
         } else if (!strcmp(cmd, "leaf") && fscanf(in, "%ld", &n) == 1) {
