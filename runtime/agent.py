@@ -195,7 +195,12 @@ class Agent:
                     source.add(spec)
                     return proto.encode("ok")
                 if kind == "candidates":
-                    return proto.encode("ok", specs=source.candidates())
+                    found = source.candidates()
+                    return proto.encode(
+                        "ok",
+                        specs=[c.spec for c in found],
+                        candidates=[c.to_json() for c in found],
+                    )
                 assert ref is not None
                 if kind == "toggle":
                     return proto.encode("ok", on=source.toggle(ref))

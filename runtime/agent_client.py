@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.listing import Candidate
 
 CONNECT_TIMEOUT_S = 5.0
 ANSWER_TIMEOUT_S = 300.0  # an open waits for the probes to attach (a wide glob: minutes)
@@ -271,9 +272,17 @@ class AgentConnection:
             raise proto.ProtocolError("list: the agent's answer has no objects")
         return objects, answer.get("policy_known") is True
 
-    def candidates(self) -> list[str]:
-        specs = self._ask("candidates").get("specs")
-        return [s for s in specs if isinstance(s, str)] if isinstance(specs, list) else []
+    def candidates(self) -> list[Candidate]:
+        reply = self._ask("candidates")
+        found = reply.get("candidates")
+        if isinstance(found, list):  # an agent that marks them
+            return [c for c in map(Candidate.from_json, found) if c is not None]
+        specs = reply.get("specs")  # an agent of before: the specs alone
+        return (
+            [Candidate(s, s) for s in specs if isinstance(s, str)]
+            if isinstance(specs, list)
+            else []
+        )
 
     def close(self) -> None:
         self.link.close()

@@ -9,7 +9,9 @@
     {"type": "add", "spec": SPEC}                   {"type": "ok"}
     {"type": "toggle", "ref": [G, R, K]}            {"type": "ok", "on": B}
     {"type": "remove", "ref": [G, R, K]}            {"type": "ok", "spec": SPEC}
-    {"type": "candidates"}                          {"type": "ok", "specs": [SPEC]}
+    {"type": "candidates"}                          {"type": "ok", "specs": [SPEC],
+                                                     "candidates": [{"spec": SPEC,
+                                                       "label": L, "refused": WHY}]}
     {"type": "list", "pid": P, "binary": B,         {"type": "ok", "objects": [...],
      "pattern": G, "functions": B, "usdt": B,        "policy_known": B}  (list --json's)
      "all": B}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from adaptyst_top.collectors.attach_plan import plan_function
@@ -14,6 +15,54 @@ from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, read_elf
 from adaptyst_top.collectors.entry_safety import EntryPolicy, cached_policy, policy_for_this_boot
 from adaptyst_top.collectors.ifunc import IfuncError
 from adaptyst_top.collectors.targets import check_pid, mapped_files, mount_root, resolve_target
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One line of the add-probe picker: the spec it adds (the raw symbol: it always
+    parses), what it shows (the name as the source spells it) and why a probe there
+    would be refused (None: it may be probed, or nothing is known yet)."""
+
+    spec: str
+    label: str
+    refused: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: object) -> Candidate | None:
+        """A candidate from the agent's answer; None for anything of another shape."""
+        if not isinstance(d, dict):
+            return None
+        spec, label, refused = d.get("spec"), d.get("label"), d.get("refused")
+        if not isinstance(spec, str) or not isinstance(label, str):
+            return None
+        return cls(spec, label, refused if isinstance(refused, str) else None)
+
+
+def candidates(files: list[str], pid: int | None, policy: EntryPolicy | None) -> list[Candidate]:
+    """Every function of FILES (in their order: the executable first, then the libraries
+    it maps) and every USDT probe in them, with the refused ones marked."""
+    out: list[Candidate] = []
+    for path in files:
+        try:
+            info = read_elf(path)
+        except (OSError, ValueError):
+            continue
+        for f in info.functions:
+            shown = demangle(f.name)
+            if shown.cold:
+                continue  # the split-off unlikely branch of a function, not a function
+            refused = _function(path, info, f, policy, pid).get("refused")
+            out.append(Candidate(f"uprobe:{path}:{f.name}", f"{path}:{shown.display}", refused))
+        seen: set[tuple[str, str]] = set()
+        for u in info.usdt:
+            if (u.provider, u.name) not in seen:
+                seen.add((u.provider, u.name))
+                spec = f"usdt:{path}:{u.provider}:{u.name}"
+                out.append(Candidate(spec, spec))
+    return out
 
 
 def entry_policy() -> EntryPolicy | None:

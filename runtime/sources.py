@@ -13,12 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Protocol
 
-from adaptyst_top.collectors.elf_info import read_elf
 from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.collectors.targets import TargetError, mapped_files
+from adaptyst_top.runtime import listing
 from adaptyst_top.runtime.agent_client import AgentRefused
+from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.record_file import open_recording
 from adaptyst_top.runtime.record_format import CompactDecoder
 from adaptyst_top.runtime.session import Session
@@ -46,7 +47,7 @@ class Source(Protocol):
     def toggle(self, ref: ProbeRef) -> bool: ...  # whether the row is now on
     def add(self, spec: str) -> None: ...  # queued; compiles in the background
     def remove(self, ref: ProbeRef) -> str: ...  # the removed spec's text
-    def candidates(self) -> list[str]: ...  # probe specs the target offers
+    def candidates(self) -> list[Candidate]: ...  # what the add-probe picker offers
     def apply_advice(self, task: str) -> None: ...
     def set_advisor_mode(self, mode: str) -> None: ...
 
@@ -119,9 +120,9 @@ class LiveSource:
         if self.session.placement is not None:
             self.session.placement.set_mode(mode)
 
-    def candidates(self) -> list[str]:
-        """Probe specs the target offers: the functions of its executable, then of every
-        library it maps, and every USDT probe in them (the picker filters them)."""
+    def candidates(self) -> list[Candidate]:
+        """What the picker offers: the functions of the target's executable, then of every
+        library it maps, and every USDT probe in them, the refused ones marked."""
         if self.session.remote is not None:
             try:
                 return self.session.remote.candidates()
@@ -136,19 +137,7 @@ class LiveSource:
                 files = []
         if s.child is not None and s.child.path not in files:
             files.insert(0, s.child.path)
-        specs: list[str] = []
-        for path in files:
-            try:
-                info = read_elf(path)
-            except (OSError, ValueError):
-                continue
-            specs += [f"uprobe:{path}:{f.name}" for f in info.functions]
-            seen = set()
-            for u in info.usdt:
-                if (u.provider, u.name) not in seen:
-                    seen.add((u.provider, u.name))
-                    specs.append(f"usdt:{path}:{u.provider}:{u.name}")
-        return specs
+        return listing.candidates(files, s.pid or None, listing.entry_policy())
 
 
 class ReplaySource:
@@ -211,7 +200,7 @@ class ReplaySource:
     def set_advisor_mode(self, mode: str) -> None:
         pass  # the recorded advisor's mode stays what it was; nothing to tell
 
-    def candidates(self) -> list[str]:
+    def candidates(self) -> list[Candidate]:
         return []
 
     def close(self) -> None:

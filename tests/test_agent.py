@@ -224,14 +224,21 @@ def test_a_user_probes_their_own_process_exactly(
         say(up, ready=True)
         hear(down)
         snap = conn.snapshot(with_hist=False)
-        say(up, counts=[p.count for p in snap.probes], states=[p.state for p in snap.probes])
+        offered = {c.spec: c for c in conn.candidates()}  # the picker, through the agent
+        fast = offered.get(spec)
+        say(
+            up,
+            counts=[p.count for p in snap.probes],
+            states=[p.state for p in snap.probes],
+            offered=fast is not None and fast.label.endswith(":fast_fn") and not fast.refused,
+        )
 
     try:
         c = AsUser(alice, client)
         assert c.read() == {"ready": True}
         run(target, "fast 5000")
         c.tell()
-        assert c.read() == {"counts": [5000], "states": ["attached"]}
+        assert c.read() == {"counts": [5000], "states": ["attached"], "offered": True}
         assert c.wait() == 0
         assert nothing_left(1.0), our_programs()  # gone with the connection
     finally:

@@ -1,5 +1,6 @@
 """What the add-probe picker offers for a running process: the functions of the
-executable and of every library it maps, and their USDT probes."""
+executable and of every library it maps, and their USDT probes; names as the source
+spells them, and the functions whose probe would be refused marked with why."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ import subprocess
 import sys
 import time
 import types
+from pathlib import Path
 
+from adaptyst_top.collectors.entry_safety import EntryPolicy
 from adaptyst_top.collectors.targets import mapped_files
+from adaptyst_top.runtime.listing import candidates
 from adaptyst_top.runtime.sources import LiveSource
+
+from .test_demangle import build
 
 
 def test_the_picker_offers_the_libraries_a_process_maps() -> None:
@@ -21,9 +27,14 @@ def test_the_picker_offers_the_libraries_a_process_maps() -> None:
             time.sleep(0.05)
         files = mapped_files(proc.pid)
         session = types.SimpleNamespace(remote=None, pid=proc.pid, child=None)
-        specs = LiveSource(session).candidates()  # type: ignore[arg-type]
+        found = LiveSource(session).candidates()  # type: ignore[arg-type]
+        specs = [c.spec for c in found]
         libc = next(f for f in files if "/libc.so" in f or "/libc-" in f)
         assert f"uprobe:{libc}:malloc" in specs
+        by_spec = {c.spec: c for c in found}
+        assert by_spec[f"uprobe:{libc}:malloc"].refused is None
+        # x87 first instruction: refused on any machine, with why.
+        assert "single-step" in (by_spec[f"uprobe:{libc}:copysignl"].refused or "")
         # Every mapped object contributes; the executable's own come first.
         paths = {s.split(":", 2)[1] for s in specs if s.startswith("uprobe:")}
         assert libc in paths and len(paths) >= 2
@@ -32,3 +43,11 @@ def test_the_picker_offers_the_libraries_a_process_maps() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_cpp_names_read_as_the_source_spells_them(tmp_path: Path) -> None:
+    binary = build(tmp_path, "solver.cpp")
+    found = candidates([str(binary)], None, EntryPolicy({}))
+    step = next(c for c in found if c.label.endswith(":solver::Kernel::step(int)"))
+    assert step.spec.startswith(f"uprobe:{binary}:_ZN6solver6Kernel4step")  # always parses
+    assert not [c for c in found if ".cold" in c.spec]  # a split-off branch is not offered

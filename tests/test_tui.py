@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.sources import ReplaySource
 from adaptyst_top.tui.app import MonitorApp
 from adaptyst_top.tui.screens.detail import DetailScreen, histogram_rows
@@ -315,3 +316,34 @@ async def test_the_detail_screen_shows_its_history_at_100x30() -> None:
 def test_a_histogram_of_many_decades_fits_the_rows_it_has() -> None:
     many = [[i, 1] for i in range(0, 1000, 3)]
     assert len(histogram_rows(many, 8)) <= 8
+
+
+async def test_the_picker_marks_refused_functions_and_never_picks_them() -> None:
+    from textual.app import App
+    from textual.widgets import OptionList
+
+    offered = [
+        Candidate("uprobe:/lib/libc.so.6:memset", "/lib/libc.so.6:memset", "starts with AVX-512"),
+        Candidate("uprobe:/lib/libc.so.6:memcpy", "/lib/libc.so.6:memcpy"),
+        Candidate("uprobe:./app:_ZN6solver4stepEi", "./app:solver::step(int)"),
+    ]
+    picked: list[str | None] = []
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(AddProbeScreen(lambda: offered), picked.append)
+
+    app = Host()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.3)
+        options = app.screen.query_one("#picker-list", OptionList)
+        marked = options.get_option_at_index(0)
+        assert marked.disabled and "AVX-512" in str(marked.prompt)
+        await pilot.press(*"mem", "enter")  # the first one that may be probed
+        await pilot.pause(0.1)
+        assert picked == ["uprobe:/lib/libc.so.6:memcpy"]
+        app.push_screen(AddProbeScreen(lambda: offered), picked.append)
+        await pilot.pause(0.3)
+        await pilot.press(*"solver::step", "enter")  # found by the name the source spells
+        await pilot.pause(0.1)
+        assert picked[-1] == "uprobe:./app:_ZN6solver4stepEi"

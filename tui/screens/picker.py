@@ -1,5 +1,7 @@
 """`a`: add probes. Type to filter the functions of the target and of the libraries it
-maps, and their USDT probes, or type a whole spec; enter adds it."""
+maps (by the name the source spells or the raw symbol), and their USDT probes, or type
+a whole spec; enter adds it. A function whose probe would be refused is listed, marked
+with why, and cannot be picked."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from adaptyst_top.runtime.listing import Candidate
+
 SHOWN = 300  # options listed at once: enough to pick from, cheap to filter
 
 
@@ -23,10 +27,10 @@ class AddProbeScreen(ModalScreen[str | None]):
         Binding("down", "focus_list", "List", show=False),
     ]
 
-    def __init__(self, load_candidates: Callable[[], list[str]]) -> None:
+    def __init__(self, load_candidates: Callable[[], list[Candidate]]) -> None:
         super().__init__()
         self.load = load_candidates
-        self.candidates: list[str] = []
+        self.candidates: list[Candidate] = []
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
@@ -48,7 +52,7 @@ class AddProbeScreen(ModalScreen[str | None]):
     def fill(self) -> None:
         self.app.call_from_thread(self._loaded, self.load())
 
-    def _loaded(self, found: list[str]) -> None:
+    def _loaded(self, found: list[Candidate]) -> None:
         self.candidates = found
         self._show(self.query_one("#picker-input", Input).value)
 
@@ -56,8 +60,12 @@ class AddProbeScreen(ModalScreen[str | None]):
         ol = self.query_one("#picker-list", OptionList)
         ol.clear_options()
         words = text.lower().split()
-        shown = [c for c in self.candidates if all(w in c.lower() for w in words)][:SHOWN]
-        ol.add_options([Option(c, id=c) for c in shown])
+        shown = [
+            c
+            for c in self.candidates
+            if all(w in c.label.lower() or w in c.spec.lower() for w in words)
+        ][:SHOWN]
+        ol.add_options([_option(c) for c in shown])
         if not self.candidates:
             ol.add_option(Option("no symbols found (type a whole spec)", disabled=True))
 
@@ -69,8 +77,11 @@ class AddProbeScreen(ModalScreen[str | None]):
         ol = self.query_one("#picker-list", OptionList)
         if text.startswith(("uprobe:", "usdt:", "u:")) and text.count(":") >= 2:
             self.dismiss(text)
-        elif ol.option_count and ol.get_option_at_index(0).id:
-            self.dismiss(str(ol.get_option_at_index(0).id))
+        else:
+            options = (ol.get_option_at_index(i) for i in range(ol.option_count))
+            first = next((o for o in options if o.id and not o.disabled), None)
+            if first is not None:
+                self.dismiss(str(first.id))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option.id:
@@ -81,3 +92,10 @@ class AddProbeScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+def _option(c: Candidate) -> Option:
+    if c.refused is None:
+        return Option(c.label, id=c.spec)
+    # Disabled: picked, it would only come back as an error row.
+    return Option(f"✗ {c.label}  — {c.refused}", id=c.spec, disabled=True)
