@@ -12,9 +12,11 @@ KREL=$(uname -r)
 # openssh-server and passwd (useradd): the agent's tests run a real sshd and real users;
 # slurmctld, slurmd, munge and slurm-client: --job's tests run a real one-node Slurm;
 # prometheus (with promtool): the agent's metrics are scraped by a real one.
+# podman and runc: a probe on a process in a real container (runc: this machine's cgroups
+# are hybrid, which crun refuses).
 APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
-    htop)
+    htop podman runc)
 
 say() { printf 'setup: %s\n' "$*"; }
 

@@ -4,6 +4,9 @@ the engine opens it under /proc/PID/root; `list --pid` shows the container's vie
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -95,3 +98,98 @@ def test_the_agent_checks_a_containers_file_without_following_its_links(
     assert may_read(user, root + str(contained.binary)) is None  # 0755, as copied
     why = may_read(user, root + str(contained.binary.parent / "shadow"))
     assert why is not None and "symbolic link" in why
+
+
+class PodmanContainer(Workload):
+    """The test workload in a real Podman container: an image imported from a root with
+    the binary at /app/workload (not a path on the host) and the libraries it needs."""
+
+    def __init__(self, binary: Path, tmp: Path) -> None:
+        root = tmp / "rootfs"
+        (root / "app").mkdir(parents=True)
+        shutil.copy(binary, root / "app" / "workload")
+        ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True)
+        for lib in re.findall(r"(/\S+)", ldd.stdout):
+            (root / lib.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(lib, root / lib.lstrip("/"))
+        tag = f"adaptyst-top-test-{os.getpid()}"
+        self.image, self.name = f"localhost/{tag}:latest", tag
+        tar = tmp / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(root), "-cf", str(tar), "."], check=True)
+        subprocess.run(
+            ["podman", "import", "-q", str(tar), self.image], check=True, stdout=subprocess.DEVNULL
+        )
+        self.binary = Path("/app/workload")  # as the process sees it
+        # runc and cgroupfs: this machine's cgroups are hybrid (crun refuses them); the
+        # limits: podman's default open-file limit is above what root may set here.
+        self.proc = subprocess.Popen(
+            [
+                "podman",
+                "run",
+                "--rm",
+                "-i",
+                "--name",
+                self.name,
+                "--network",
+                "none",
+                "--runtime",
+                "runc",
+                "--cgroup-manager",
+                "cgroupfs",
+                "--ulimit",
+                "nofile=1024:1024",
+                "--ulimit",
+                "nproc=1024:1024",
+                self.image,
+                str(self.binary),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "ready"
+        pid = subprocess.run(
+            ["podman", "inspect", "--format", "{{.State.Pid}}", self.name],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        self.pid = int(pid.stdout.strip())  # on the host
+
+    def kill(self) -> None:
+        subprocess.run(["podman", "rm", "-f", "-t", "0", self.name], capture_output=True)
+        super().kill()
+        subprocess.run(["podman", "rmi", "-f", self.image], capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("podman") is None, reason="scripts/setup.sh installs podman")
+def test_a_process_in_a_real_podman_container_is_probed_exactly(
+    workload_bin: Path, tmp_path: Path
+) -> None:
+    c = PodmanContainer(workload_bin, tmp_path)
+    try:
+        assert not c.binary.exists()
+        root = mount_root(c.pid)
+        assert root == f"/proc/{c.pid}/root"
+        with ProbeEngine(pid=c.pid) as engine:
+            groups = [
+                engine.add(f"uprobe:{c.binary}:fast_fn"),
+                engine.add(f"usdt:{c.binary}:adaptyst_test:tick"),
+                engine.add("uprobe:c:getppid"),  # the container's libc, by its short name
+            ]
+            assert engine.wait(120)
+            assert all(g.state == "attached" for g in groups), [g.error for g in groups]
+            c.run("fast 2500")
+            c.run("tick 300")
+            c.run("ppid 40")
+            engine.read()
+            rows = {r.name: r for r in engine.snapshot_rows()}
+            assert rows["fast_fn"].count == 2500
+            assert rows["adaptyst_test:tick"].count == 300
+            assert rows["getppid"].count == 40
+            assert rows["fast_fn"].target.startswith(root)
+            assert rows["getppid"].target.startswith(root)
+        assert none_left()
+    finally:
+        c.kill()
