@@ -14,9 +14,10 @@ KREL=$(uname -r)
 # prometheus (with promtool): the agent's metrics are scraped by a real one.
 # podman and runc: a probe on a process in a real container (runc: this machine's cgroups
 # are hybrid, which crun refuses).
+# rustc: a Rust target's functions probed by their demangled names.
 APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
-    htop podman runc)
+    htop podman runc rustc)
 
 say() { printf 'setup: %s\n' "$*"; }
 

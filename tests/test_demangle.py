@@ -6,6 +6,7 @@ a template, an overload, and a Fortran module procedure."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,36 @@ def test_a_fortran_module_procedure_by_its_source_name(tmp_path: Path) -> None:
             proc.stdin.flush()
             assert proc.stdout.readline().strip() == "ok"
             assert count(engine) == {"physics::advance": 3000}
+    finally:
+        proc.kill()
+        proc.wait()
+    assert none_left()
+
+
+@pytest.mark.ebpf
+@requires_root
+@pytest.mark.skipif(shutil.which("rustc") is None, reason="scripts/setup.sh installs rustc")
+@pytest.mark.parametrize("mangling", ["legacy", "v0"])
+def test_a_rust_function_by_its_source_name(tmp_path: Path, mangling: str) -> None:
+    binary = tmp_path / f"rs_{mangling}"
+    # The crate is "rs"; legacy is rustc's default mangling, v0 the one asked for.
+    flags = ["-C", "symbol-mangling-version=v0"] if mangling == "v0" else []
+    src = TARGETS / "rs_solver.rs"
+    subprocess.run(
+        ["rustc", "-O", "--crate-name", "rs", *flags, "-o", str(binary), str(src)], check=True
+    )
+    proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        with ProbeEngine(pid=proc.pid) as engine:
+            group = engine.add(f"uprobe:{binary}:rs::solver::*")
+            assert engine.wait(120) and group.state == "attached", group.error
+            assert [r.name for r in group.rows] == ["rs::solver::step"]
+            assert proc.stdin is not None
+            proc.stdin.write("step 4321\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "ok"
+            assert count(engine) == {"rs::solver::step": 4321}
     finally:
         proc.kill()
         proc.wait()
