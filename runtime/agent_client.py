@@ -7,6 +7,7 @@ its probes re-added, and the next snapshot says so."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shlex
@@ -115,8 +116,11 @@ class SshTransport(Transport):
                 self.proc.kill()
                 self.proc.wait()
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            # A send that met a closed pipe left its bytes in stdin's buffer: closing
+            # flushes them into the same closed pipe. Nothing is waiting for them.
             if f is not None:
-                f.close()
+                with contextlib.suppress(OSError):
+                    f.close()
 
 
 class AgentUnavailable(OSError):

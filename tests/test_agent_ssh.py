@@ -195,3 +195,17 @@ def test_a_broken_connection_is_reported_and_retried(
         conn.close()
         target.send_signal(signal.SIGKILL)
         target.wait()
+
+
+def test_closing_a_link_whose_ssh_has_gone_raises_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen in CI: a send into the pipe of an ssh that had just died left its bytes in
+    stdin's buffer, and close() flushed them into the same closed pipe (BrokenPipeError
+    out of the reconnect that was to report it)."""
+    from adaptyst_top.runtime.agent_client import SshTransport
+
+    monkeypatch.setenv(SSH_ENV, "true")  # an "ssh" that ends at once
+    link = SshTransport("nowhere")
+    link.proc.wait(10)
+    with pytest.raises(BrokenPipeError):
+        link.send(b'{"v":1,"type":"snapshot","with_hist":false}\n')
+    link.close()  # nothing raised: the bytes had nowhere to go
