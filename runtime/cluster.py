@@ -23,6 +23,9 @@ from typing import Any
 QUERY_TIMEOUT_S = 5.0
 LOOKBACK = "15m"  # how far back a node that stopped reporting is still listed
 STALE_AFTER_S = 30.0  # no sample for this long: stale
+# A failed scrape makes every series of its node stale at once: a job's node is still
+# counted in the job this long after its last sample (it shows stale meanwhile).
+JOB_WINDOW = f"{STALE_AFTER_S:.0f}s"
 JOB_LABELS = ("exported_job", "job")  # the Slurm job, as Prometheus stored it
 
 
@@ -103,7 +106,8 @@ def read_cluster(
         _put(rows, s, "power_w")
     for s in prom.query("sum by (node, kind) (rate(adaptyst_device_energy_joules_total[1m]))"):
         _put(rows, s, "energy_w")
-    for s in prom.query(f"count by (node, {', '.join(JOB_LABELS)}) (adaptyst_probe_calls_total)"):
+    by_job = f"count by (node, {', '.join(JOB_LABELS)})"
+    for s in prom.query(f"{by_job} (last_over_time(adaptyst_probe_calls_total[{JOB_WINDOW}]))"):
         labels = s.get("metric", {})
         if labels.get("node") in rows and (j := _job_of(labels)):
             rows[labels["node"]].jobs.add(j)

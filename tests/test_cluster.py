@@ -177,6 +177,27 @@ def test_a_node_that_stops_reporting_stays_marked_stale(
     assert sum(r.stale for r in rows.values()) == 1
 
 
+def test_a_jobs_node_that_misses_scrapes_stays_in_the_job_marked_stale(
+    cluster: tuple[Prometheus, Exporter],
+) -> None:
+    """Seen in CI: one failed scrape (a busy exporter) made a job's node vanish from the
+    job's view, since the failure marks every series of the node stale at once."""
+    prom, exporter = cluster
+    node = JOB_NODES[2]
+    exporter.gone.add(node)
+    try:
+        deadline = time.monotonic() + 30
+        # A failed scrape: the node's series are stale at once (an instant query has none).
+        while prom.query(f'adaptyst_scrape_duration_seconds{{node="{node}"}}'):
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        rows = {r.node: r for r in read_cluster(prom, job="100", stale_after=0.5)}
+        assert sorted(rows) == JOB_NODES
+        assert rows[node].stale and rows[node].jobs == {"100"}
+    finally:
+        exporter.gone.discard(node)
+
+
 async def test_the_view_at_80x24(cluster: tuple[Prometheus, Exporter]) -> None:
     from adaptyst_top.tui.cluster_app import ClusterApp
 
