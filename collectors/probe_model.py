@@ -108,6 +108,8 @@ class ProbeModule:
         # Held while detaching or closing, so that the two never race over the same fds.
         self.lock = threading.Lock()
         self.errors_seen = [0] * len(KERNEL_ERRORS)
+        # The statistics map as last read: unchanged, the histograms are not read again.
+        self.last_stats: dict[int, dict[Any, tuple[int, int, int, int]]] | None = None
         self._readers: dict[str, MapReader] = {}
         self.keys = KeyResolver(
             {r.slot: r.spec.arg_type for r in rows if r.spec.arg is not None and r.slot >= 0}

@@ -23,6 +23,9 @@ def read_module(module: ProbeModule) -> None:
         new = (int(v.count), int(v.sum), int(v.min), int(v.max))
         # Two kernel keys can be one user key (a string read here and in the kernel).
         per_slot[key] = merge_stats(per_slot[key], new) if key in per_slot else new
+    if stats == module.last_stats:
+        return  # no hit since the last read: the histograms cannot have changed either
+    module.last_stats = stats
     hists: dict[int, dict[Any, dict[int, int]]] = {}
     for k, v in module.reader("hist").items():
         per_key = hists.setdefault(int(k.k.slot), {}).setdefault(key_of(k.k), {})
