@@ -26,20 +26,38 @@ class MapReader:
         self.values = (self.table.Leaf * self.capacity)()
 
     def items(self) -> list[tuple[Any, Any]]:
+        """Every entry as bcc's key and value types."""
+        keys, values, n = self.raw()
+        key_t, leaf_t = self.table.Key, self.table.Leaf
+        ks, vs = ct.sizeof(key_t), ct.sizeof(leaf_t)
+        return [
+            (key_t.from_buffer_copy(keys, i * ks), leaf_t.from_buffer_copy(values, i * vs))
+            for i in range(n)
+        ]
+
+    def raw(self) -> tuple[bytes, bytes, int]:
+        """Every entry's key bytes and value bytes, each concatenated, and how many: what
+        a caller that parses them in bulk (struct.iter_unpack) needs, with no object per
+        entry."""
         if self.batch_ok:
             try:
                 return self._batch()
             except OSError:
                 self.batch_ok = False
-        return list(self.table.items())
+        entries = list(self.table.items())
+        return (
+            b"".join(bytes(k) for k, _ in entries),
+            b"".join(bytes(v) for _, v in entries),
+            len(entries),
+        )
 
-    def _batch(self) -> list[tuple[Any, Any]]:
+    def _batch(self) -> tuple[bytes, bytes, int]:
         from bcc.libbcc import lib  # type: ignore[import-not-found]
 
-        out: list[tuple[Any, Any]] = []
+        keys, values, total = bytearray(), bytearray(), 0
         in_batch, out_batch, count = ct.c_uint32(0), ct.c_uint32(0), ct.c_uint32(0)
         first = True
-        key_t, leaf_t = self.table.Key, self.table.Leaf
+        ks, vs = ct.sizeof(self.table.Key), ct.sizeof(self.table.Leaf)
         while True:
             count.value = self.capacity
             res = lib.bpf_lookup_batch(
@@ -52,13 +70,10 @@ class MapReader:
             )
             err = ct.get_errno()
             n = count.value
-            # Copies: the buffers are overwritten by the next call. (An element of an
-            # array of a simple ctypes type comes out as a plain int already.)
-            for i in range(n):
-                v = self.values[i]
-                if isinstance(v, ct.Structure):
-                    v = leaf_t.from_buffer_copy(v)
-                out.append((key_t.from_buffer_copy(self.keys[i]), v))
+            # Copies: the buffers are overwritten by the next call.
+            keys += ct.string_at(ct.addressof(self.keys), n * ks)
+            values += ct.string_at(ct.addressof(self.values), n * vs)
+            total += n
             if res == 0:
                 in_batch.value = out_batch.value
                 first = False
@@ -70,6 +85,6 @@ class MapReader:
                 self._alloc(min(self.table.max_entries, self.capacity * 4))
                 return self._batch()
             raise OSError(err, f"BPF_MAP_LOOKUP_BATCH: {errno.errorcode.get(err, err)}")
-        if len(out) >= self.capacity // 2 and self.capacity < self.table.max_entries:
+        if total >= self.capacity // 2 and self.capacity < self.table.max_entries:
             self._alloc(min(self.table.max_entries, self.capacity * 2))  # room to grow
-        return out
+        return bytes(keys), bytes(values), total

@@ -5,12 +5,20 @@ stacks of threads that have exited, the programs' own run time."""
 from __future__ import annotations
 
 import contextlib
+import ctypes as ct
 import os
+import struct
 from typing import Any
 
 from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.bpf_program import KEYLEN, KeyKind
 from adaptyst_top.collectors.probe_keys import merge_stats
 from adaptyst_top.collectors.probe_model import KERNEL_ERRORS, QUIET_ERRORS, ProbeModule, Row
+
+# struct hkey { struct skey k { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
+# u32 bucket; u32 pad; } and its u64 count, as bpf_program.PRELUDE lays them out.
+_HKEY = struct.Struct(f"<IIQ{KEYLEN}sII")
+_COUNT = struct.Struct("<Q")
 
 
 def read_module(module: ProbeModule) -> None:
@@ -27,10 +35,20 @@ def read_module(module: ProbeModule) -> None:
         return  # no hit since the last read: the histograms cannot have changed either
     module.last_stats = stats
     hists: dict[int, dict[Any, dict[int, int]]] = {}
-    for k, v in module.reader("hist").items():
-        per_key = hists.setdefault(int(k.k.slot), {}).setdefault(key_of(k.k), {})
-        b = int(k.bucket)
-        per_key[b] = per_key.get(b, 0) + int(getattr(v, "value", v))
+    reader = module.reader("hist")
+    keys, values, _n = reader.raw()
+    key_t = reader.table.Key
+    if ct.sizeof(key_t) != _HKEY.size:
+        raise RuntimeError(f"hist key of {ct.sizeof(key_t)} bytes, {_HKEY.size} expected")
+    # Parsed in bulk: an object per entry cost more than the rest of a read together.
+    for i, ((slot, kind, _num, _s, bucket, _pad), (count,)) in enumerate(
+        zip(_HKEY.iter_unpack(keys), _COUNT.iter_unpack(values), strict=True)
+    ):
+        key = (
+            None if kind == KeyKind.NONE else key_of(key_t.from_buffer_copy(keys, i * _HKEY.size).k)
+        )
+        per_key = hists.setdefault(slot, {}).setdefault(key, {})
+        per_key[bucket] = per_key.get(bucket, 0) + count
     for slot, row in module.by_slot.items():
         if slot in stats:
             row.stats = stats[slot]

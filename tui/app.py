@@ -13,8 +13,8 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import Footer
 
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
@@ -25,12 +25,21 @@ from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen
 from adaptyst_top.tui.screens.picker import AddProbeScreen
 from adaptyst_top.tui.screens.prompt import ask_filter
+from adaptyst_top.tui.snapshot_feed import SnapshotFeed
 from adaptyst_top.tui.widgets.advisor_pane import AdvisorPane
 from adaptyst_top.tui.widgets.devices_pane import DevicesPane
 from adaptyst_top.tui.widgets.probes_pane import ProbesPane
 from adaptyst_top.tui.widgets.text_line import TextLine
 
 MIN_INTERVAL, MAX_INTERVAL = 0.25, 60.0
+
+
+class Fed(Message):
+    """A snapshot from the feed (None: a replay's end)."""
+
+    def __init__(self, snap: Snapshot | None) -> None:
+        super().__init__()
+        self.snap = snap
 
 
 class MonitorApp(App[None]):
@@ -75,7 +84,7 @@ class MonitorApp(App[None]):
         self.paused = False
         self.snap: Snapshot | None = None
         self.sort_index = -1
-        self.timer: Timer | None = None
+        self.feed: SnapshotFeed[Snapshot] | None = None
         self._header = ""
         self._status = ""
 
@@ -109,25 +118,36 @@ class MonitorApp(App[None]):
             self.screen.add_class("ascii")
         self.probes.focus()
         if self.autoplay:
-            self.tick()
-            self._restart_timer()
+            self.feed = SnapshotFeed(
+                self.source.snapshot,
+                lambda snap: self.post_message(Fed(snap)),
+                self._period(),
+                paused=lambda: self.paused,
+                fail=lambda why: self.call_later(self.set_status, why),
+            )
+
+    def on_unmount(self) -> None:
+        if self.feed is not None:
+            self.feed.close()  # no snapshot is taken once the session may close
+
+    def _period(self) -> float:
+        return self.interval / (self.speed if self.source.read_only else 1.0)
 
     def _restart_timer(self) -> None:
-        if self.timer is not None:
-            self.timer.stop()
-        if not self.autoplay:
-            return
-        period = self.interval / (self.speed if self.source.read_only else 1.0)
-        self.timer = self.set_interval(period, self.tick)
+        if self.feed is not None:
+            self.feed.set_period(self._period())
 
     # ----- data -------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="tick")
+    def on_fed(self, message: Fed) -> None:
+        self.show(message.snap)
+
     def tick(self) -> None:
-        if self.paused:
-            return
-        snap = self.source.snapshot()
-        self.call_from_thread(self.show, snap)
+        """A snapshot as soon as can be (after a toggle, or for the detail screen)."""
+        if self.feed is not None:
+            self.feed.kick()
+        elif not self.paused:
+            self.step()
 
     def step(self) -> None:
         """One snapshot now, on the UI thread (replay stepping, tests)."""
@@ -140,9 +160,7 @@ class MonitorApp(App[None]):
             self.set_status("stepping is for replays")
 
     def show(self, snap: Snapshot | None) -> None:
-        if snap is None:
-            if self.timer is not None:
-                self.timer.stop()
+        if snap is None:  # the feed has ended with it
             self.set_status("replay ended: q quits")
             return
         self.snap = snap
