@@ -1,5 +1,6 @@
 """The monitor's own CPU use at 1 s refresh with ~50 probe rows and every pane, side by
-side with `top -d 1` and `htop -d 10` in the same run, all in tmux (goal: <= 0.5% of
+side with `top -d 1`, `htop -d 10` and the framework's floor (bench/textual_floor.py: a
+Textual app changing one line a second) in the same run, all in tmux (goal: <= 0.5% of
 one core).
 
     sudo .venv/bin/python bench/bench_monitor_cpu.py [--seconds 60] [--json]
@@ -75,8 +76,12 @@ def main() -> int:
         print("bench_monitor_cpu: needs root (eBPF)", file=sys.stderr)
         return 1
     binary = build(Path(tempfile.mkdtemp()))
-    ours, top, htop = "bench-ours", "bench-top", "bench-htop"
-    peers = {top: "exec top -d 1", htop: "exec htop -d 10"}
+    ours, top, htop, floor = "bench-ours", "bench-top", "bench-htop", "bench-floor"
+    peers = {
+        top: "exec top -d 1",
+        htop: "exec htop -d 10",
+        floor: f"exec {sys.executable} {ROOT / 'bench' / 'textual_floor.py'}",
+    }
     for s in (ours, *peers):
         subprocess.run(["tmux", "kill-session", "-t", s], capture_output=True)
     cmd = (
@@ -95,25 +100,30 @@ def main() -> int:
     try:
         time.sleep(15)  # attach, calibrate, settle
         pid_ours, pid_top, pid_htop = pane_pid(ours), pane_pid(top), pane_pid(htop)
+        pid_floor = pane_pid(floor)
         screen = subprocess.run(
             ["tmux", "capture-pane", "-p", "-t", ours], capture_output=True, text=True
         ).stdout
         rows = sum(1 for ln in screen.splitlines() if "attached" in ln)
-        pids = (pid_ours, pid_top, pid_htop)
+        pids = (pid_ours, pid_top, pid_htop, pid_floor)
         before, t0 = [cpu_seconds(p) for p in pids], time.monotonic()
         time.sleep(args.seconds)
         after, t1 = [cpu_seconds(p) for p in pids], time.monotonic()
-        (a0, b0, c0), (a1, b1, c1) = before, after
+        (a0, b0, c0, d0), (a1, b1, c1, d1) = before, after
         res = {
             "seconds": t1 - t0,
             "probe_rows_visible": rows,
             "ours_pct_of_core": 100 * (a1 - a0) / (t1 - t0),
             "top_pct_of_core": 100 * (b1 - b0) / (t1 - t0),
             "htop_pct_of_core": 100 * (c1 - c0) / (t1 - t0),
+            "textual_floor_pct_of_core": 100 * (d1 - d0) / (t1 - t0),
             "ours_rss_mib": rss_mib(pid_ours),
         }
         res["ours_vs_top"] = res["ours_pct_of_core"] / max(1e-9, res["top_pct_of_core"])
         res["ours_vs_htop"] = res["ours_pct_of_core"] / max(1e-9, res["htop_pct_of_core"])
+        res["ours_vs_textual_floor"] = res["ours_pct_of_core"] / max(
+            1e-9, res["textual_floor_pct_of_core"]
+        )
     finally:
         for s in (ours, *peers):
             subprocess.run(["tmux", "send-keys", "-t", s, "q"], capture_output=True)
