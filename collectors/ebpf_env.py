@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from adaptyst_top.collectors.capability import Capability, worst
+from adaptyst_top.collectors.uprobe_multi import release_has_multi
 
 CAP_SYS_ADMIN = 21
 CAP_PERFMON = 38
@@ -198,11 +199,26 @@ def smoke_test(timeout: float = 60.0) -> Capability:
     return Capability("smoke-test", "missing", f"one-probe test failed: {err}", FIX_SETUP)
 
 
+def check_uprobe_multi(release: str | None = None) -> Capability:
+    """Multi-uprobe links (kernel >= 6.6): a wide glob attaches in one call per process."""
+    release = release or os.uname().release
+    if release_has_multi(release):
+        return Capability("uprobe-multi", "ok", f"multi-uprobe links (kernel {release})")
+    return Capability(
+        "uprobe-multi",
+        "degraded",
+        f"kernel {release} has no multi-uprobe links (6.6+): one uprobe per function, "
+        "so wide globs attach and detach slowly",
+        "a kernel 6.6 or later",
+    )
+
+
 def check_ebpf(run_smoke: bool = True) -> Capability:
     parts = [
         check_privileges(),
         check_bpf_syscall(),
         check_uprobes(),
+        check_uprobe_multi(),
         check_tracefs(),
         check_bcc(),
         check_kernel_headers(),

@@ -36,16 +36,19 @@ DISABLE_ENV = "ADAPTYST_TOP_NO_UPROBE_MULTI"  # set: one uprobe per function, as
 _libc = ct.CDLL(None, use_errno=True)
 
 
-@functools.cache
-def kernel_has_multi() -> bool:
-    """Whether this kernel has multi-uprobe links (and they are not switched off)."""
-    if os.environ.get(DISABLE_ENV):
-        return False
+def release_has_multi(release: str) -> bool:
+    """Whether a kernel of this release (`uname -r`) has multi-uprobe links."""
     try:
-        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+        major, minor = (int(x) for x in release.split(".")[:2])
     except ValueError:
         return False
     return (major, minor) >= MIN_KERNEL
+
+
+@functools.cache
+def kernel_has_multi() -> bool:
+    """Whether this kernel has multi-uprobe links (and they are not switched off)."""
+    return not os.environ.get(DISABLE_ENV) and release_has_multi(os.uname().release)
 
 
 def create_link(

@@ -17,6 +17,7 @@ from adaptyst_top.collectors.ebpf_env import (
     check_ebpf,
     check_kernel_headers,
     check_privileges,
+    check_uprobe_multi,
 )
 from adaptyst_top.collectors.opencl_inventory import OpenCLDevice
 
@@ -37,6 +38,14 @@ def test_ebpf_usable_with_real_smoke_test() -> None:
     smoke = [p for p in cap.parts if p.name == "smoke-test"]
     assert smoke and smoke[0].status == "ok", cap.detail
     assert "counted" in smoke[0].detail
+
+
+def test_multi_uprobe_links_said_by_kernel_release() -> None:
+    assert check_uprobe_multi("6.18.44-fc").status == "ok"
+    assert check_uprobe_multi("6.6.0").status == "ok"
+    old = check_uprobe_multi("6.1.0-57-amd64")
+    assert old.status == "degraded" and "one uprobe per function" in old.detail
+    assert check_uprobe_multi("unknown").status == "degraded"
 
 
 def test_privileges_from_capabilities() -> None:
