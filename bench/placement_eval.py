@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from adaptyst_top.placement.advisor import EXPLORE_RUNS, Advisor  # noqa: E402
 from adaptyst_top.placement.kernels import Inputs, available_devices, make_inputs  # noqa: E402
+from adaptyst_top.placement.model import model_from_json, model_to_json  # noqa: E402
 from adaptyst_top.placement.task_api import feature_bucket, size_bucket  # noqa: E402
 
 Runner = Callable[[Inputs], Any]
@@ -161,6 +162,12 @@ def main() -> int:
     ap.add_argument("--cases", default=str(Path(__file__).with_name("placement_cases.json")))
     ap.add_argument("--json", action="store_true", help="end with one JSON line of totals")
     ap.add_argument("--rows", metavar="FILE", help="write every case's figures there (JSON)")
+    ap.add_argument(
+        "--warm",
+        action="store_true",
+        help="run every case a second time from the models the first run kept (as the "
+        "monitor does for an application it has seen), and report that run too",
+    )
     args = ap.parse_args()
     spec = json.loads(Path(args.cases).read_text())
     execs = int(spec.get("executions", 30))
@@ -188,6 +195,8 @@ def main() -> int:
     speed_acc: list[float] = []
     settled_cpu: list[float] = []
     settled_acc: list[float] = []
+    vs_best_warm: list[float] = []
+    warm_optimal = 0
     for case in spec["cases"]:
         inp = get(case["task"], case["n"], case.get("density"))
         obj = case["objective"]
@@ -226,6 +235,20 @@ def main() -> int:
         static = {d: score(obj, execs * v[0], execs * v[1], totals_ref) for d, v in orc.items()}
         online_score = score(obj, online.total_t, online.total_e, totals_ref)
         vs_best.append(min(static.values()) / online_score)
+        if args.warm:
+            # The next run of the application: the models kept from this one, through
+            # their JSON as the monitor keeps them, are its priors.
+            warm = Online(devices, obj, meter)
+            kept = [model_from_json(model_to_json(m)) for m in online.advisor.learned()]
+            warm.advisor.preload(m for m in kept if m is not None)
+            for _ in range(execs):
+                warm.step(case["task"], inp)
+            warm_score = score(obj, warm.total_t, warm.total_e, totals_ref)
+            vs_best_warm.append(min(static.values()) / warm_score)
+            warm_loss = (score(obj, *orc[warm.assigned], ref) - score(obj, *orc[best], ref)) / (
+                score(obj, *orc[best], ref)
+            )
+            warm_optimal += warm_loss <= 0.01
         speed_cpu.append(execs * orc["cpu"][0] / total_t)
         speed_acc.append(execs * orc[accel[0]][0] / total_t)
         settled_cpu.append(orc["cpu"][0] / orc[chosen][0])
@@ -239,6 +262,9 @@ def main() -> int:
                 "oracle_stable": stable,
                 "loss_pct": round(100 * loss, 2),
                 "vs_best_static_incl_learning": round(vs_best[-1], 3),
+                "vs_best_static_incl_learning_warm": round(vs_best_warm[-1], 3)
+                if args.warm
+                else None,
                 "moves": online.moves,
                 "explorations": online.explorations,
                 "oracle_ms": {d: round(v[0] * 1e3, 3) for d, v in orc.items()},
@@ -255,6 +281,11 @@ def main() -> int:
                 },
                 "online_ms": online.times_ms,
                 "decisions": online.decisions,
+                **(
+                    {"online_ms_warm": warm.times_ms, "decisions_warm": warm.decisions}
+                    if args.warm
+                    else {}
+                ),
             }
         )
         if not args.json:
@@ -262,6 +293,8 @@ def main() -> int:
                 f"{case['task']:<7} n={case['n']:<8} {obj:<8} best={best:<9} chosen={chosen:<9} "
                 f"{'ok ' if ok else 'MISS'} loss={100 * loss:5.1f}%{'' if stable else ' (tie)'} "
                 f"vs-best-static={vs_best[-1]:.2f}x  "
+                + (f"warm={vs_best_warm[-1]:.2f}x  " if args.warm else "")
+                + ""
                 + "  ".join(f"{d}={v[0] * 1e3:.3f}ms/{v[1]:.3f}J" for d, v in orc.items())
                 + (
                     ""
@@ -339,6 +372,18 @@ def main() -> int:
         "vs_best_static_incl_learning": round(statistics.geometric_mean(vs_best), 3),
         "vs_best_static_incl_learning_min": round(min(vs_best), 3),
         "cases_below_best_static": sum(v < 1.0 for v in vs_best),
+        **(
+            {
+                "vs_best_static_incl_learning_warm": round(
+                    statistics.geometric_mean(vs_best_warm), 3
+                ),
+                "vs_best_static_incl_learning_warm_min": round(min(vs_best_warm), 3),
+                "cases_below_best_static_warm": sum(v < 1.0 for v in vs_best_warm),
+                "optimal_warm": warm_optimal,
+            }
+            if args.warm
+            else {}
+        ),
         "shift_moves": shift_moves,
         "shift_explorations": shift_explorations,
         "energy_source": "estimate",

@@ -124,6 +124,18 @@ class Advisor:
     def model(self, task: str, device: str) -> TaskDeviceModel:
         return self.models.setdefault((task, device), TaskDeviceModel(task, device))
 
+    def preload(self, models: Iterable[TaskDeviceModel]) -> int:
+        """Priors kept from earlier runs (as StarPU's performance models): a task they
+        cover is placed at its first decision, unexplored. Taken: those of this node's
+        devices not learning here already; how many."""
+        new = [m for m in models if m.device in self.devices]
+        new = [m for m in new if (m.task, m.device) not in self.models]
+        self.models.update(((m.task, m.device), m) for m in new)
+        return len(new)
+
+    def learned(self) -> list[TaskDeviceModel]:
+        return [m for m in self.models.values() if m.samples > 0]  # worth keeping
+
     def observe(
         self,
         task: str,
@@ -279,7 +291,7 @@ class Advisor:
             1.0, min(pb.samples, cur.samples) / 5
         )
         why = (
-            f"{self.objective}: {best} {_fmt(pb)} vs {st.current} {_fmt(cur)} "
+            f"{self.objective}: {best} {pb.short()} vs {st.current} {cur.short()} "
             f"for inputs ~{int(bucket_size(st.context[0]))}; "
             f"{pb.samples}+{cur.samples} runs ({pb.source}/{cur.source})"
         )
@@ -291,7 +303,7 @@ class Advisor:
             energy_gain,
             confidence,
             why,
-            {best: _pred_json(pb), st.current: _pred_json(cur)},
+            {best: pb.to_json(), st.current: cur.to_json()},
         )
 
     def _exploration(
@@ -338,7 +350,7 @@ class Advisor:
                 "ratio": "from the nearest input both ran",
             }.get(p.source, p.source)
             why = (
-                f"explore: {d} {_fmt(p)} ({what}) could beat {st.current} {_fmt(cur)} "
+                f"explore: {d} {p.short()} ({what}) could beat {st.current} {cur.short()} "
                 f"by up to {100 * gain:.0f}%; {runs} run{'s' if runs > 1 else ''} to measure it"
             )
             options.append(ex.Option(d, runs, runs * max(0.0, ratio - 1), gain, why))
@@ -360,7 +372,7 @@ class Advisor:
     ) -> Advice:
         """A few executions on a device, then back; the next one waits its turn."""
         st.since_explore = 0
-        predicted = {d: _pred_json(p) for d, p in shown.items()}
+        predicted = {d: p.to_json() for d, p in shown.items()}
         return Advice(task, st.current, device, 0.0, None, 0.0, why, predicted, True, runs)
 
     def accepted(self, advice: Advice) -> None:
@@ -373,18 +385,3 @@ class Advisor:
                 st.exploring = advice.suggested
             else:
                 st.current = advice.suggested
-
-
-def _fmt(p: Prediction) -> str:
-    e = "" if p.energy_j is None else f", {p.energy_j * 1e3:.3g} mJ"
-    return f"{p.time_s * 1e3:.3g} ms{e}"
-
-
-def _pred_json(p: Prediction) -> dict[str, Any]:
-    return {
-        "time_s": p.time_s,
-        "energy_j": p.energy_j,
-        "rel_err": round(p.rel_err, 3),
-        "samples": p.samples,
-        "source": p.source,
-    }

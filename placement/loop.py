@@ -7,7 +7,7 @@ channel."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from adaptyst_top.collectors.snapshot import (
@@ -20,6 +20,7 @@ from adaptyst_top.collectors.snapshot import (
 )
 from adaptyst_top.placement.advisor import Advice, Advisor
 from adaptyst_top.placement.control import ControlServer
+from adaptyst_top.placement.model import TaskDeviceModel
 from adaptyst_top.placement.task_keys import parse_key
 
 TASK_PROBE_NAME = "adaptyst:task_begin..task_end"
@@ -44,11 +45,20 @@ def device_power(device: str, devices: Sequence[DeviceReading]) -> float | None:
 
 class PlacementLoop:
     def __init__(
-        self, advisor: Advisor, control: ControlServer | None = None, mode: str = "suggest"
+        self,
+        advisor: Advisor,
+        control: ControlServer | None = None,
+        mode: str = "suggest",
+        keep: Callable[[list[TaskDeviceModel]], object] | None = None,
+        prior: str = "",
     ) -> None:
+        """keep: where the learned models go when the loop closes (the next run's
+        priors); prior: a line on the models this run started from."""
         self.advisor = advisor
         self.control = control
         self.mode = mode
+        self.keep = keep
+        self.prior = prior
         self.seen: dict[str, _Seen] = {}
         self.advice: dict[str, Advice] = {}
         self.moves: list[Move] = []
@@ -105,7 +115,8 @@ class PlacementLoop:
                     state="learning" if not tasks else "running",
                     mode=self.mode,
                     objective=self.advisor.objective,
-                    detail=f"{len(tasks)} tasks, {clients} application(s) connected",
+                    detail=f"{len(tasks)} tasks, {clients} application(s) connected"
+                    + (f"; {self.prior}" if self.prior else ""),
                     moves=tuple(self.moves[-MOVES_SHOWN:]),
                 ),
             )
@@ -152,3 +163,7 @@ class PlacementLoop:
     def close(self) -> None:
         if self.control is not None:
             self.control.close()
+        if self.keep is not None:
+            with self._lock:
+                learned = self.advisor.learned()
+            self.keep(learned)

@@ -11,6 +11,7 @@ import math
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 MIN_BUCKET_SAMPLES = 2
 FIT_MIN_SAMPLES = 6
@@ -28,6 +29,10 @@ def bucket_size(size_bucket: int) -> float:
 
 
 RECENT_VALUES = 64  # values behind the uncertainty estimate
+# A model kept from an earlier run weighs as this many runs at most: a prior that the
+# first few runs of this one can overturn (the machine or the inputs may have changed).
+PRIOR_MAX_N = 6
+KEPT_RECENT = 16  # recent values kept with a model
 ROBUST_FIRST = 7  # the first values: their median is the mean (a first run carries a transfer)
 
 
@@ -123,6 +128,19 @@ class Prediction:
     source: str  # "measured" (this input bucket) or "fit"
     best_s: float | None = None  # the fastest measured run (interval mean) for this input
 
+    def short(self) -> str:
+        e = "" if self.energy_j is None else f", {self.energy_j * 1e3:.3g} mJ"
+        return f"{self.time_s * 1e3:.3g} ms{e}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "time_s": self.time_s,
+            "energy_j": self.energy_j,
+            "rel_err": round(self.rel_err, 3),
+            "samples": self.samples,
+            "source": self.source,
+        }
+
 
 def fit_power_law(points: list[tuple[float, float, int]]) -> tuple[float, float, float] | None:
     """Least squares of t = a*n^b + c over b in a grid (a, c linear for fixed b)."""
@@ -217,3 +235,86 @@ class TaskDeviceModel:
         ]
         energy = t * sum(watts) / len(watts) if watts else None
         return Prediction(t, energy, 0.25, self.samples, "fit")
+
+
+def _finite(x: object, low: float = 0.0) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) and x >= low else None
+
+
+def running_to_json(r: Running) -> dict[str, Any]:
+    return {
+        "n": r.n,
+        "mean": r.mean,
+        "m2": r.m2,
+        "lo": r.lo if math.isfinite(r.lo) else None,
+        "recent": list(r.recent_values)[-KEPT_RECENT:],
+    }
+
+
+def running_from_json(d: object) -> Running | None:
+    """A kept Running as a prior (at most PRIOR_MAX_N runs' weight); None when D is not
+    one (a hand-edited or damaged file): nothing of it is used."""
+    if not isinstance(d, dict):
+        return None
+    n, mean, m2 = d.get("n"), _finite(d.get("mean")), _finite(d.get("m2"))
+    recent = d.get("recent", [])
+    if not isinstance(n, int) or n < 1 or mean is None or mean <= 0 or m2 is None:
+        return None
+    if not isinstance(recent, list) or len(recent) > RECENT_VALUES:
+        return None
+    values = [_finite(v) for v in recent]
+    if any(v is None or v <= 0 for v in values):
+        return None
+    kept = min(n, PRIOR_MAX_N)
+    r = Running(n=kept, mean=mean, m2=m2 * (kept - 1) / (n - 1) if n > 1 else 0.0)
+    if n == 1:
+        # One run (a probe of a device): known, but loosely (±35%), so that a device one
+        # run showed far behind is not probed again at every start.
+        r.n, r.m2 = MIN_BUCKET_SAMPLES, (0.5 * mean) ** 2
+    r.first = [mean] * min(kept, ROBUST_FIRST)  # its median stays the prior's mean
+    r.recent = values[-1] if values else mean  # type: ignore[assignment]
+    r.recent_values.extend(v for v in values if v is not None)
+    lo = _finite(d.get("lo"))
+    r.lo = lo if lo is not None and lo > 0 else mean
+    return r
+
+
+def model_to_json(m: TaskDeviceModel) -> dict[str, Any]:
+    return {
+        "task": m.task,
+        "device": m.device,
+        "time": [[s, f, running_to_json(r), m.sizes.get((s, f))] for (s, f), r in m.time.items()],
+        "energy": [[s, f, running_to_json(r)] for (s, f), r in m.energy.items()],
+    }
+
+
+def model_from_json(d: object) -> TaskDeviceModel | None:
+    """A kept model, each of its inputs a prior; None when D is not one."""
+    if not isinstance(d, dict):
+        return None
+    task, device = d.get("task"), d.get("device")
+    if not isinstance(task, str) or not isinstance(device, str) or not task or not device:
+        return None
+    m = TaskDeviceModel(task, device)
+    for what, into in (("time", m.time), ("energy", m.energy)):
+        entries = d.get(what, [])
+        if not isinstance(entries, list):
+            return None
+        for e in entries:
+            if not isinstance(e, list) or len(e) < 3:
+                return None
+            s, f = e[0], e[1]
+            if (
+                not isinstance(s, int)
+                or not isinstance(f, int)
+                or not (0 <= s < 64 and 0 <= f < 64)
+            ):
+                return None
+            r = running_from_json(e[2])
+            if r is None:
+                return None
+            into[(s, f)] = r
+            size = _finite(e[3]) if what == "time" and len(e) > 3 else None
+            if size is not None and size > 0:
+                m.sizes[(s, f)] = size
+    return m if m.time else None

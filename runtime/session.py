@@ -41,6 +41,7 @@ from adaptyst_top.runtime.agent_client import (
 )
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.job_watch import JobWatch
+from adaptyst_top.runtime.model_store import app_of, kept_models
 
 
 class SessionError(RuntimeError):
@@ -70,6 +71,7 @@ class SessionOptions:
     advisor: str | None = None  # an objective (time, energy, edp, weighted): run the advisor
     auto: bool = False  # apply its advice
     keep_command: bool = False  # let a launched command outlive the monitor
+    kept_models: bool = True  # the advisor starts from the models of earlier runs, and keeps its
     command_log: str | None = None
     # The program of a command held at the door elsewhere (a client of the agent).
     command_path: str | None = None
@@ -332,7 +334,9 @@ def start_placement(opts: SessionOptions, readings: Sequence[DeviceReading]) -> 
     except OSError:
         control = None  # the socket cannot be made: advise, but push nothing
     advisor = Advisor(targets, objective=opts.advisor)  # type: ignore[arg-type]
-    loop = PlacementLoop(advisor, control)
+    app = app_of(opts.command, opts.pid) if opts.kept_models else None
+    keep, prior = kept_models(app, advisor)
+    loop = PlacementLoop(advisor, control, keep=keep, prior=prior)
     loop.set_mode("auto" if opts.auto else "suggest")
     return loop
 

@@ -16,6 +16,23 @@ if os.environ.get("CI"):
 IS_ROOT = os.geteuid() == 0
 
 
+@pytest.fixture(autouse=True, scope="session")
+def models_of_this_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The advisor's kept models go to a folder of this run (the monitors the tests start
+    inherit it): a test never starts from what an earlier run or test learned."""
+    from adaptyst_top.runtime.model_store import DIR_ENV
+
+    folder = tmp_path_factory.mktemp("models")
+    os.chmod(folder, 0o700)
+    old = os.environ.get(DIR_ENV)
+    os.environ[DIR_ENV] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop(DIR_ENV, None)
+    else:
+        os.environ[DIR_ENV] = old
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--require-ebpf-if-root",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 
@@ -14,7 +15,13 @@ from adaptyst_top.placement.advisor import (
     TransferModel,
 )
 from adaptyst_top.placement.exploration import PROBE_RUNS
-from adaptyst_top.placement.model import Running, TaskDeviceModel, fit_power_law
+from adaptyst_top.placement.model import (
+    Running,
+    TaskDeviceModel,
+    fit_power_law,
+    model_from_json,
+    model_to_json,
+)
 from adaptyst_top.placement.task_api import feature_bucket, parse_key, size_bucket, task_key
 
 # Two simulated devices: "cpu" cheap to start, linear; "acc" a launch cost, 5x faster per item.
@@ -269,3 +276,58 @@ def test_a_device_far_behind_at_a_neighbouring_size_is_not_explored_there() -> N
     assert "acc" not in ran and advice == []
     p = adv.predictions("t")["acc"]
     assert p.source == "ratio" and p.time_s > 10 * adv.predictions("t")["cpu"].time_s
+
+
+def _kept(adv: Advisor) -> list[TaskDeviceModel]:
+    """The advisor's models as the next run reads them: through their JSON, as saved."""
+    text = json.dumps([model_to_json(m) for m in adv.learned()])
+    models = [model_from_json(d) for d in json.loads(text)]
+    assert all(m is not None for m in models)
+    return [m for m in models if m is not None]
+
+
+def test_a_run_with_kept_models_places_the_task_at_once_without_exploring() -> None:
+    # acc 3x faster: a cold advisor spends runs on cpu and explores first.
+    time_of = per_item({"cpu": 3e-9, "acc": 1e-9}, first_run=2.0)
+    cold = Advisor(["cpu", "acc"])
+    ran_cold, _ = _drive(cold, time_of, [100_000] * 60)
+    warm = Advisor(["cpu", "acc"])
+    assert warm.preload(_kept(cold)) == 2
+    ran, advice = _drive(warm, per_item({"cpu": 3e-9, "acc": 1e-9}, first_run=2.0), [100_000] * 60)
+    assert advice == [("acc", False)]  # a move at the first decision, no exploration
+    assert ran.count("cpu") == 5 < ran_cold.count("cpu")
+    total = sum(per_item({"cpu": 3e-9, "acc": 1e-9})(d, 100_000) for d in ran)
+    best_static = 60 * 1e-9 * 100_000
+    # Only the first decision's five runs on cpu (3x slower) stand between it and the
+    # best device: 60 / (55 + 15).
+    assert best_static / total >= 0.85
+
+
+def test_kept_models_are_priors_the_run_can_overturn() -> None:
+    # The models say acc is 3x faster; on this run it is 3x slower (another machine).
+    cold = Advisor(["cpu", "acc"])
+    _drive(cold, per_item({"cpu": 3e-9, "acc": 1e-9}), [100_000] * 60)
+    warm = Advisor(["cpu", "acc"])
+    warm.preload(_kept(cold))
+    ran, _ = _drive(warm, per_item({"cpu": 1e-9, "acc": 3e-9}), [100_000] * 60)
+    assert all(d == "cpu" for d in ran[-20:]), ran
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        {"task": "t", "device": "cpu"},  # no inputs
+        {"task": "t", "device": "cpu", "time": [[3, 0, {"n": 5, "mean": float("nan"), "m2": 0}]]},
+        {"task": "t", "device": "cpu", "time": [[3, 0, {"n": -1, "mean": 1.0, "m2": 0}]]},
+        {"task": "t", "device": "cpu", "time": [[99, 0, {"n": 5, "mean": 1.0, "m2": 0}]]},
+        {"task": "", "device": "cpu", "time": [[3, 0, {"n": 5, "mean": 1.0, "m2": 0}]]},
+        {
+            "task": "t",
+            "device": "cpu",
+            "time": [[3, 0, {"n": 5, "mean": 1.0, "m2": 0, "recent": ["x"]}]],
+        },
+    ],
+)
+def test_a_damaged_kept_model_is_not_used(bad: object) -> None:
+    assert model_from_json(bad) is None

@@ -143,6 +143,12 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         help="with --advisor: apply its advice (push assignments to the application)",
     )
     parser.add_argument(
+        "--fresh-models",
+        action="store_true",
+        help="with --advisor: start without the performance models kept from earlier runs "
+        "of the application, and keep none from this one",
+    )
+    parser.add_argument(
         "--agent",
         metavar="PATH",
         help="the node agent's socket: probes attach there, as your user may "
@@ -177,6 +183,7 @@ def session_options(args: argparse.Namespace, command: Sequence[str]) -> Session
         power_model=args.cpu_power_model,
         advisor=args.advisor,
         auto=args.auto,
+        kept_models=not args.fresh_models,
         keep_command=args.keep_command,
         agent=agent_socket(args.agent),
         host=args.host,

@@ -1,0 +1,137 @@
+"""The advisor's performance models kept between runs of an application (as StarPU keeps
+its per-machine performance models): read when the advisor starts, written when the
+session ends. One private file per application and node, under the user's cache:
+`$XDG_CACHE_HOME/adaptyst-top/models/APP@HOST.json`. A file another user could steer is
+never read or written (collectors/private_files.py); a damaged one is not used, and says
+so in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from adaptyst_top.collectors.private_files import (
+    UnsafePathError,
+    cache_dir,
+    check_private_dir,
+    private_dir,
+    write_private,
+)
+from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.placement.model import TaskDeviceModel, model_from_json, model_to_json
+
+VERSION = 1
+DIR_ENV = "ADAPTYST_TOP_MODELS"  # another folder for them (the tests use their own)
+MAX_BYTES = 4 << 20  # a kept file larger than this is not ours to parse
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+@-]")
+
+
+_INTERPRETERS = re.compile(r"^(python[0-9.]*|pypy[0-9.]*|perl|ruby|node|julia|Rscript|bash|sh)$")
+
+
+def app_name(argv: Sequence[str]) -> str | None:
+    """An application's name from its command line: the program's, or for an interpreter
+    the script's or module's (`python3 -m pkg.app` is `pkg.app`, not every Python program)."""
+    if not argv:
+        return None
+    name = os.path.basename(argv[0])
+    if not _INTERPRETERS.match(name):
+        return name or None
+    args = list(argv[1:])
+    while args:
+        a = args.pop(0)
+        if a == "-m" and args:
+            return args[0]
+        if a in ("-c", "-e"):
+            return name  # code on the command line: nothing better to name it by
+        if not a.startswith("-"):
+            return os.path.basename(a)
+    return name
+
+
+def app_of(command: Sequence[str], pid: int | None) -> str | None:
+    """Whose models these are: the launched command's, or the target process's."""
+    if command:
+        return app_name(command)
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return app_name([a.decode(errors="replace") for a in f.read().split(b"\0") if a])
+    except OSError:
+        return None
+
+
+def kept_models(
+    app: str | None, advisor: Advisor
+) -> tuple[Callable[[list[TaskDeviceModel]], object] | None, str]:
+    """APP's kept models given to the advisor as priors; where this run's go when it
+    ends, and a line on what was read (for the advisor's state line)."""
+    if app is None:
+        return None, ""
+    try:
+        path = models_path(app)
+    except OSError as exc:
+        return None, f"models not kept: {exc}"
+    models, why = load_models(path)
+    taken = advisor.preload(models)
+    line = why or (f"{taken} model(s) from earlier runs of {app}" if taken else "")
+    return (lambda learned: save_models(path, learned)), line
+
+
+def models_path(app: str, host: str | None = None) -> Path:
+    """Where APP's models on this node are kept (the name made safe for a file)."""
+    name = _UNSAFE.sub("_", f"{app}@{host or socket.gethostname()}")[:200]
+    folder = os.environ.get(DIR_ENV)
+    return (Path(folder) if folder else cache_dir() / "models") / f"{name}.json"
+
+
+def load_models(path: Path) -> tuple[list[TaskDeviceModel], str | None]:
+    """The models kept at PATH, and a line saying why none were used (None: fine, or no
+    file yet)."""
+    if not os.path.lexists(path.parent):
+        return [], None  # nothing kept yet
+    try:
+        check_private_dir(path.parent)
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        return [], None
+    except UnsafePathError as exc:
+        return [], f"kept models not read: {exc}"
+    except OSError as exc:
+        return [], f"kept models not read: {path}: {exc.strerror}"
+    if len(raw) > MAX_BYTES:
+        return [], f"kept models not read: {path} is over {MAX_BYTES >> 20} MiB"
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        return [], f"kept models not read: {path} is not JSON"
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        return [], f"kept models not read: {path} is not a version {VERSION} models file"
+    entries = data.get("models")
+    models = [model_from_json(d) for d in entries] if isinstance(entries, list) else []
+    kept = [m for m in models if m is not None]
+    if isinstance(entries, list) and len(kept) < len(entries):
+        return kept, f"{path}: {len(entries) - len(kept)} damaged model(s) left out"
+    return kept, None
+
+
+def save_models(path: Path, models: list[TaskDeviceModel]) -> str | None:
+    """Keep MODELS at PATH (replaced atomically); a line saying why not, or None."""
+    if not models:
+        return None
+    data = {"version": VERSION, "models": [model_to_json(m) for m in models]}
+    try:
+        private_dir(path.parent)
+        write_private(path, json.dumps(data, allow_nan=False).encode())
+    except (OSError, ValueError) as exc:
+        return f"models not kept: {exc}"
+    return None
+
+
+__all__ = ["app_name", "app_of", "kept_models", "load_models", "models_path", "save_models"]
