@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.collectors.probe_engine import ProbeEngine
+from adaptyst_top.collectors.snapshot import ProbeEntry
 from adaptyst_top.collectors.targets import TargetError, mount_root, resolve_target
 from adaptyst_top.runtime.authorization import Peer, may_read
 from adaptyst_top.runtime.listing import list_objects
@@ -45,6 +46,19 @@ class Contained(Workload):
         self.pid = self.proc.pid
 
 
+def probed_rows(
+    engine: ProbeEngine, w: Workload, specs: list[str], commands: list[str]
+) -> dict[str, ProbeEntry]:
+    """SPECS attached, COMMANDS run in W: the rows by name."""
+    groups = [engine.add(spec) for spec in specs]
+    assert engine.wait(120)
+    assert all(g.state == "attached" for g in groups), [g.error for g in groups]
+    for command in commands:
+        w.run(command)
+    engine.read()
+    return {r.name: r for r in engine.snapshot_rows()}
+
+
 @pytest.fixture
 def contained(workload_bin: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
     inside = tmp_path / "container-root"
@@ -63,13 +77,8 @@ def test_a_process_in_another_mount_namespace_is_probed_exactly(contained: Conta
     with pytest.raises(TargetError, match="container"):
         resolve_target("app/solver", contained.pid)  # relative: whose cwd?
     with ProbeEngine(pid=contained.pid) as engine:
-        groups = [engine.add(f"uprobe:{b}:fast_fn"), engine.add(f"usdt:{b}:adaptyst_test:tick")]
-        assert engine.wait(120)
-        assert all(g.state == "attached" for g in groups), [g.error for g in groups]
-        contained.run("fast 3000")
-        contained.run("tick 700")
-        engine.read()
-        rows = {r.name: r for r in engine.snapshot_rows()}
+        specs = [f"uprobe:{b}:fast_fn", f"usdt:{b}:adaptyst_test:tick"]
+        rows = probed_rows(engine, contained, specs, ["fast 3000", "tick 700"])
         assert rows["fast_fn"].count == 3000
         assert rows["adaptyst_test:tick"].count == 700
         # The row says where the file is: under the process's root, a container's.
@@ -173,18 +182,12 @@ def test_a_process_in_a_real_podman_container_is_probed_exactly(
         root = mount_root(c.pid)
         assert root == f"/proc/{c.pid}/root"
         with ProbeEngine(pid=c.pid) as engine:
-            groups = [
-                engine.add(f"uprobe:{c.binary}:fast_fn"),
-                engine.add(f"usdt:{c.binary}:adaptyst_test:tick"),
-                engine.add("uprobe:c:getppid"),  # the container's libc, by its short name
+            specs = [
+                f"uprobe:{c.binary}:fast_fn",
+                f"usdt:{c.binary}:adaptyst_test:tick",
+                "uprobe:c:getppid",  # the container's libc, by its short name
             ]
-            assert engine.wait(120)
-            assert all(g.state == "attached" for g in groups), [g.error for g in groups]
-            c.run("fast 2500")
-            c.run("tick 300")
-            c.run("ppid 40")
-            engine.read()
-            rows = {r.name: r for r in engine.snapshot_rows()}
+            rows = probed_rows(engine, c, specs, ["fast 2500", "tick 300", "ppid 40"])
             assert rows["fast_fn"].count == 2500
             assert rows["adaptyst_test:tick"].count == 300
             assert rows["getppid"].count == 40
