@@ -95,10 +95,15 @@ def slurm_agent(slurm: object, shared: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def workloads_of(job: str) -> list[int]:
     """The job's tasks running tests/targets/workload (not its shell, not srun)."""
-    scan = JobScan(job)
-    return [
-        p for p in scan.new_processes() if Path(f"/proc/{p}/comm").read_text().strip() == "workload"
-    ]
+    found = []
+    for p in JobScan(job).new_processes():
+        try:
+            comm = Path(f"/proc/{p}/comm").read_text().strip()
+        except OSError:
+            continue  # it ended since the scan (a step's short-lived helper): seen in CI
+        if comm == "workload":
+            found.append(p)
+    return found
 
 
 def until(ok: object, what: str, timeout: float = COUNTS_TIMEOUT_S) -> object:
