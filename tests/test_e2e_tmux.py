@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from .bpf_objects import none_left, uprobe_event_lines
@@ -27,6 +29,10 @@ SESSION = "adaptyst-e2e"
 
 def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+
+
+def pane_pid() -> int:
+    return int(tmux("list-panes", "-t", SESSION, "-F", "#{pane_pid}").split()[0])
 
 
 def screen() -> str:
@@ -59,7 +65,8 @@ def line_of(text: str, word: str) -> str:
     return next((ln for ln in text.splitlines() if word in ln), "")
 
 
-def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
+def start_monitor(workload_bin: Path) -> None:
+    """The monitor at 80x24 over the workload, its exit status echoed after it."""
     assert shutil.which("tmux"), "tmux is installed by `make setup`"
     assert CLI.exists()
     tmux("kill-session", "-t", SESSION)
@@ -69,6 +76,10 @@ def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
         f"-- {workload_bin} forever 300; echo EXITED $?; sleep 30"
     )
     tmux("new-session", "-d", "-s", SESSION, "-x", "80", "-y", "24", command)
+
+
+def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
+    start_monitor(workload_bin)
     try:
         text = wait_for(lambda s: "fast_fn" in s and "spmv" in s)
         assert "attached" in line_of(text, "fast_fn")
@@ -76,12 +87,38 @@ def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
         assert all(len(ln) <= 80 for ln in text.splitlines())
         tmux("send-keys", "-t", SESSION, "Space")  # the cursor starts on the first row
         wait_for(lambda s: "detached" in line_of(s, "fast_fn"), 15)
+        # A lone Escape is told from the start of a key sequence only by a timeout: the
+        # input thread, which sleeps until input comes, must still wake for it.
+        tmux("send-keys", "-t", SESSION, "?")
+        wait_for(lambda s: "fast_fn" not in s, 15)
+        tmux("send-keys", "-t", SESSION, "Escape")
+        wait_for(lambda s: "fast_fn" in s, 5)
         tmux("send-keys", "-t", SESSION, "q")
         text = wait_for(lambda s: "EXITED" in s, 30)
         assert "EXITED 0" in text
         assert none_left()
         assert not uprobe_event_lines()
         # The command it launched went with it.
+        assert not running(workload_bin)
+    finally:
+        tmux("kill-session", "-t", SESSION)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
+def test_a_signal_ends_the_monitor_on_screen_and_leaves_nothing(
+    workload_bin: Path, sig: int
+) -> None:
+    """A closed SSH session (SIGHUP) or a kill ends the monitor like q does, though its
+    input thread sleeps until a key comes: the driver's stop wakes it."""
+    start_monitor(workload_bin)
+    try:
+        wait_for(lambda s: "fast_fn" in s and "spmv" in s)
+        monitor = next(p for p in psutil.Process(pane_pid()).children() if "adaptyst" in p.name())
+        monitor.send_signal(sig)
+        text = wait_for(lambda s: "EXITED" in s, 30)
+        assert "EXITED 0" in text and "Traceback" not in text
+        assert none_left()
+        assert not uprobe_event_lines()
         assert not running(workload_bin)
     finally:
         tmux("kill-session", "-t", SESSION)

