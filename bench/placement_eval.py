@@ -241,6 +241,8 @@ def main() -> int:
             warm = Online(devices, obj, meter)
             kept = [model_from_json(model_to_json(m)) for m in online.advisor.learned()]
             warm.advisor.preload(m for m in kept if m is not None)
+            # What the monitor pushes when the application registers, before its first run.
+            warm.assigned = warm.advisor.remembered(case["task"]) or warm.assigned
             for _ in range(execs):
                 warm.step(case["task"], inp)
             warm_score = score(obj, warm.total_t, warm.total_e, totals_ref)

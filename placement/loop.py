@@ -63,9 +63,30 @@ class PlacementLoop:
         self.advice: dict[str, Advice] = {}
         self.moves: list[Move] = []
         self._lock = threading.Lock()
+        self._placed: set[str] = set()  # tasks placed from the priors before they ran
 
     def set_mode(self, mode: str) -> None:
         self.mode = "auto" if mode == "auto" else "suggest"
+        if self.mode == "auto":
+            self._place_remembered()
+
+    def _place_remembered(self) -> None:
+        """Tasks that have not run yet start where the kept models place them: the
+        standing assignment an application gets when it registers, before its first run
+        (else the first interval's runs go to its default device)."""
+        if self.control is None:
+            return
+        with self._lock:
+            placed = []
+            for task in sorted({t for t, _d in self.advisor.models} - set(self.advisor.tasks)):
+                device = self.advisor.remembered(task)
+                if device is not None and task not in self._placed:
+                    self._placed.add(task)
+                    self.control.push(task, device, "where earlier runs placed it")
+                    placed.append(f"{task} on {device}")
+            if placed:
+                start = "placed at start: " + ", ".join(placed)
+                self.prior = f"{self.prior}; {start}" if self.prior else start
 
     def update(self, snap: Snapshot) -> PlacementPart:
         """Learn from one snapshot; the tasks, advice and state for the snapshot to carry."""

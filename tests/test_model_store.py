@@ -5,12 +5,15 @@ steer is never used, a damaged file is not used and says so in one line."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from adaptyst_top.collectors.snapshot import DeviceReading
 from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.placement.control import ControlClient, ControlServer
+from adaptyst_top.placement.loop import PlacementLoop
 from adaptyst_top.runtime.model_store import (
     DIR_ENV,
     app_name,
@@ -19,6 +22,8 @@ from adaptyst_top.runtime.model_store import (
     save_models,
 )
 from adaptyst_top.runtime.session import SessionOptions, start_placement
+
+from .test_control import wait_until
 
 
 def learned_advisor() -> Advisor:
@@ -114,3 +119,32 @@ def test_a_session_starts_from_the_kept_models_and_keeps_its_own(folder: Path) -
         assert fresh.prior == "" and fresh.keep is None and not fresh.advisor.models
     finally:
         fresh.close()
+
+
+@pytest.mark.parametrize("mode", ["auto", "suggest"])
+def test_an_application_starts_where_earlier_runs_placed_its_task(
+    tmp_path: Path, mode: str
+) -> None:
+    """In auto mode the remembered device is the task's standing assignment, sent over a
+    real socket when the application registers, before the task's first run; suggest
+    mode moves nothing without the user."""
+    server = ControlServer(tmp_path / "control.sock")
+    advisor = Advisor(["cpu", "opencl:0"])
+    advisor.preload(learned_advisor().learned())
+    loop = PlacementLoop(advisor, server)
+    loop.set_mode(mode)
+    got: list[tuple[str, str, int | None]] = []
+    client = ControlClient(["spmv"], lambda t, d, r: got.append((t, d, r)), server.path, 0.1)
+    try:
+        assert wait_until(lambda: any(c.registered for c in server.clients))
+        if mode == "auto":
+            assert wait_until(lambda: got == [("spmv", "opencl:0", None)])
+            assert loop.prior.endswith(
+                "placed at start: spmv on opencl:0"
+            )  # the advisor pane's line
+        else:
+            time.sleep(0.3)
+            assert got == [] and server.assignments == {}
+    finally:
+        client.close()
+        loop.close()
