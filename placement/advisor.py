@@ -140,7 +140,7 @@ class Advisor:
         is too close to call: the first decision then waits for the task's first runs to
         say which input it has."""
         known = [m for (t, _d), m in self.models.items() if t == task]
-        winners = set()
+        winners: set[str] = set()
         for ctx in {ctx for m in known for ctx in m.time}:
             preds = {
                 m.device: p
