@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from adaptyst_top.collectors.snapshot import AdviceEntry
 from adaptyst_top.placement import exploration as ex
+from adaptyst_top.placement import priors as pr
 from adaptyst_top.placement.exploration import EXPLORE_RUNS as EXPLORE_RUNS
 from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, bucket_size
 
@@ -134,33 +135,11 @@ class Advisor:
         return len(new)
 
     def remembered(self, task: str) -> str | None:
-        """Where the priors place TASK before it has run here: the device they measured
-        best at every input they hold, by more than the move threshold at each (at an
-        input only one device ran, that one). None when the best depends on the input or
-        is too close to call: the first decision then waits for the task's first runs to
-        say which input it has."""
+        """Where the priors place TASK before it has run here (priors.remembered)."""
         known = [m for (t, _d), m in self.models.items() if t == task]
-        winners: set[str] = set()
-        for ctx in {ctx for m in known for ctx in m.time}:
-            preds = {
-                m.device: p
-                for m in known
-                if (p := m.predict(ctx)) is not None
-                and p.source == "measured"
-                and p.samples >= MOVE_MIN_SAMPLES
-            }
-            if len(preds) == 1:
-                winners.update(preds)  # the one device that ran there: it stayed
-                continue
-            if not preds:
-                continue
-            ref = next(iter(preds.values()))
-            ranked = sorted(preds, key=lambda d: self._score(preds[d], ref, 0.0))
-            best, second = (self._score(preds[d], ref, 0.0) for d in ranked[:2])
-            if second <= 0 or (second - best) / second <= self.threshold:
-                return None
-            winners.add(ranked[0])
-        return winners.pop() if len(winners) == 1 else None
+        return pr.remembered(
+            known, lambda p, ref: self._score(p, ref, 0.0), self.threshold, MOVE_MIN_SAMPLES
+        )
 
     def learned(self) -> list[TaskDeviceModel]:
         return [m for m in self.models.values() if m.samples > 0]  # worth keeping
