@@ -124,25 +124,33 @@ def test_cpp_methods_from_four_threads_counted_exactly(tmp_path: Path) -> None:
     assert none_left()
 
 
-@pytest.mark.ebpf
-@requires_root
-def test_a_fortran_module_procedure_by_its_source_name(tmp_path: Path) -> None:
-    binary = build(tmp_path, "fmodule.f90")
+def probe_and_count(binary: Path, spec: str, line: str) -> tuple[list[str], dict[str, int]]:
+    """BINARY (a target that says "ready", runs what a LINE asks, says "ok") probed by
+    SPEC: the rows' names, and each row's count after that LINE."""
     proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         with ProbeEngine(pid=proc.pid) as engine:
-            group = engine.add(f"uprobe:{binary}:physics::advance")
+            group = engine.add(spec)
             assert engine.wait(120) and group.state == "attached", group.error
             assert proc.stdin is not None
-            proc.stdin.write("3000\n")
+            proc.stdin.write(line + "\n")
             proc.stdin.flush()
             assert proc.stdout.readline().strip() == "ok"
-            assert count(engine) == {"physics::advance": 3000}
+            names, counts = [r.name for r in group.rows], count(engine)
     finally:
         proc.kill()
         proc.wait()
     assert none_left()
+    return names, counts
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_a_fortran_module_procedure_by_its_source_name(tmp_path: Path) -> None:
+    binary = build(tmp_path, "fmodule.f90")
+    _, counts = probe_and_count(binary, f"uprobe:{binary}:physics::advance", "3000")
+    assert counts == {"physics::advance": 3000}
 
 
 @pytest.mark.ebpf
@@ -157,19 +165,6 @@ def test_a_rust_function_by_its_source_name(tmp_path: Path, mangling: str) -> No
     subprocess.run(
         ["rustc", "-O", "--crate-name", "rs", *flags, "-o", str(binary), str(src)], check=True
     )
-    proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        with ProbeEngine(pid=proc.pid) as engine:
-            group = engine.add(f"uprobe:{binary}:rs::solver::*")
-            assert engine.wait(120) and group.state == "attached", group.error
-            assert [r.name for r in group.rows] == ["rs::solver::step"]
-            assert proc.stdin is not None
-            proc.stdin.write("step 4321\n")
-            proc.stdin.flush()
-            assert proc.stdout.readline().strip() == "ok"
-            assert count(engine) == {"rs::solver::step": 4321}
-    finally:
-        proc.kill()
-        proc.wait()
-    assert none_left()
+    names, counts = probe_and_count(binary, f"uprobe:{binary}:rs::solver::*", "step 4321")
+    assert names == ["rs::solver::step"]
+    assert counts == {"rs::solver::step": 4321}
