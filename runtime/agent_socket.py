@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from adaptyst_top.collectors.private_files import private_dir
+from adaptyst_top.runtime.stop_flag import StopFlag
 
 MAX_PENDING = 64  # connections the kernel queues before accept()
 
@@ -19,7 +20,7 @@ class AgentError(RuntimeError):
     """Why the agent cannot start, in one line."""
 
 
-def watch_hangup(conn: socket.socket, cancel: threading.Event, done: threading.Event) -> None:
+def watch_hangup(conn: socket.socket, cancel: StopFlag, done: threading.Event) -> None:
     """While probes attach, a client that goes away cancels the attach."""
     while not done.is_set():
         readable, _, _ = select.select([conn], [], [], 0.2)

@@ -11,6 +11,7 @@ from typing import IO
 
 from adaptyst_top.runtime.record_format import CompactEncoder
 from adaptyst_top.runtime.session import Session
+from adaptyst_top.runtime.stop_flag import StopFlag
 
 
 class WriteInterrupted(Exception):
@@ -23,7 +24,7 @@ def record_snapshots(
     out: IO[str],
     interval: float,
     duration: float | None,
-    stop: threading.Event,
+    stop: StopFlag,
     compact: bool = False,
     writing: threading.Event | None = None,
 ) -> int:

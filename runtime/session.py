@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -42,6 +41,7 @@ from adaptyst_top.runtime.agent_client import (
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.job_watch import JobWatch
 from adaptyst_top.runtime.model_store import app_of, kept_models
+from adaptyst_top.runtime.stop_flag import StopFlag
 
 
 class SessionError(RuntimeError):
@@ -78,7 +78,7 @@ class SessionOptions:
     agent: str | None = None  # a node agent's socket: probes attach there, not here
     host: str | None = None  # another node: its agent, through `ssh HOST adaptyst-top bridge`
     # Set (by a signal handler) to give up attaching: the command is then never started.
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: StopFlag = field(default_factory=StopFlag)  # set by signal handlers
 
 
 @dataclass
