@@ -78,9 +78,10 @@ class PlacementLoop:
             return
         with self._lock:
             placed = []
-            for task in sorted({t for t, _d in self.advisor.models} - set(self.advisor.tasks)):
+            unplaced = {t for t, _d in self.advisor.models} - set(self.advisor.tasks) - self._placed
+            for task in sorted(unplaced):
                 device = self.advisor.remembered(task)
-                if device is not None and task not in self._placed:
+                if device is not None:
                     self._placed.add(task)
                     self.control.push(task, device, "where earlier runs placed it")
                     placed.append(f"{task} on {device}")

@@ -182,7 +182,7 @@ class FastTable(ScrollView, can_focus=True):
     def _repaint_rows(self) -> None:
         """One region over the changed lines when they are most of its lines, else one
         per line: Textual's compositor takes one region of 50 lines for less than 50
-        regions of one (0.15% of a core less at 1 s refresh, measured in tmux)."""
+        regions of one (a toy table of 50 changing rows in tmux: 1.23% of a core -> 1.02%)."""
         dirty, self._dirty_rows = self._dirty_rows, set()
         top, height = int(self.scroll_offset.y), self.size.height
         ys = sorted(
