@@ -15,6 +15,8 @@ from adaptyst_top.collectors.rapl import RaplReader
 from adaptyst_top.collectors.snapshot import DeviceReading
 from adaptyst_top.collectors.targets import process_cpu_ns
 
+FREQ_EVERY_S = 10.0  # the clock frequency is read this often (see CpuCollector._freq_mhz)
+
 
 @dataclass(frozen=True)
 class PowerModel:
@@ -54,6 +56,8 @@ class CpuCollector:
         self.rapl = RaplReader(sysfs)
         self.model = power_model
         self.estimate = EnergyAccount("estimate")
+        self._freq: float | None = None
+        self._freq_at: float | None = None
 
     def read(self, now: float | None = None) -> list[DeviceReading]:
         now = time.monotonic() if now is None else now
@@ -70,7 +74,7 @@ class CpuCollector:
             extra={
                 "per_core": [p / 100.0 for p in per_core],
                 "load": list(os.getloadavg()),
-                "freq_mhz": _freq_mhz(),
+                "freq_mhz": self._freq_mhz(now),
             },
         )
         target = self._target_cpu_s()
@@ -90,6 +94,14 @@ class CpuCollector:
             if self.rapl.state == "missing":
                 reading.note += "; --cpu-power-model IDLE_W:MAX_W gives an estimate"
         return [reading]
+
+    def _freq_mhz(self, now: float) -> float | None:
+        # Where cpufreq has no sysfs (VMs), psutil parses /proc/cpuinfo, a line per core:
+        # the costliest read of a sweep on a many-core node, for a figure a glance at
+        # the screen does not need every second.
+        if self._freq_at is None or now - self._freq_at >= FREQ_EVERY_S:
+            self._freq, self._freq_at = _freq_mhz(), now
+        return self._freq
 
     def _target_cpu_s(self) -> float | None:
         # The same figure the probe engine charges its overhead against.

@@ -164,6 +164,7 @@ class ProbeEngine:
         )
         self._closed = False
         self._exe: str | None = None  # the target's program, to notice an exec
+        self._exe_link: str | None = None  # its /proc link as last read (realpath on change)
         self._worker = threading.Thread(target=self._work, name="probe-compiler", daemon=True)
         self._worker.start()
         if follow and self.scope is not None:
@@ -807,9 +808,13 @@ class ProbeEngine:
         on files it no longer maps end, with the reason."""
         assert self.pid is not None
         try:
-            exe = os.path.realpath(os.readlink(f"/proc/{self.pid}/exe"))
+            link = os.readlink(f"/proc/{self.pid}/exe")
         except OSError:
             return
+        if link == self._exe_link:
+            return  # nothing exec'd since the last tick: no path to resolve
+        self._exe_link = link
+        exe = os.path.realpath(link)
         if self._exe is None:
             if self.command_path is not None and exe == os.path.realpath(sys.executable):
                 return  # a launched command still held at the door (the gate is Python)

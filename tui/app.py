@@ -21,7 +21,7 @@ from textual.widgets import Footer
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
-from adaptyst_top.tui.quiet_driver import quiet
+from adaptyst_top.tui.quiet_driver import quiet, quit_on_signals
 from adaptyst_top.tui.rows import SORTABLE, app_name
 from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen
@@ -122,6 +122,8 @@ class MonitorApp(App[None]):
         if self.ascii:
             self.screen.add_class("ascii")
         self.probes.focus()
+        if not self.is_headless:
+            quit_on_signals(self)
         if self.autoplay:
             self.feed = SnapshotFeed(
                 self.source.snapshot,

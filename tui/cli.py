@@ -17,6 +17,7 @@ from adaptyst_top.collectors.private_files import private_log
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, SPEED_RANGE
 from adaptyst_top.tui.cli_common import (
+    QUIT_SIGNALS,
     Parser,
     add_session_options,
     add_version,
@@ -205,7 +206,7 @@ def run_monitor(args: argparse.Namespace, command: Sequence[str]) -> int:
         if app is not None:
             app.exit()
 
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    for sig in QUIT_SIGNALS:
         signal.signal(sig, on_signal)
     try:
         try:
@@ -222,6 +223,10 @@ def run_monitor(args: argparse.Namespace, command: Sequence[str]) -> int:
             )
             app.run()
         finally:
+            # The app's loop took the signals while it ran and gave back the default
+            # actions as it closed: a SIGTERM now would end us with the command running.
+            for sig in QUIT_SIGNALS:
+                signal.signal(sig, on_signal)
             session.close()
     except SessionError as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
@@ -21,6 +22,9 @@ from adaptyst_top.runtime.limits import (
 if TYPE_CHECKING:  # imported when used: `adaptyst-top` starts fast, and Ctrl-C works early
     from adaptyst_top.collectors.cpu import PowerModel
     from adaptyst_top.runtime.session import SessionOptions
+
+# What ends the monitor like q: a kill, a closed SSH session, an interrupt.
+QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 class Parser(argparse.ArgumentParser):

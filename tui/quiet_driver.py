@@ -12,7 +12,9 @@ Textual is pinned (pyproject), and the parser's deadline is read from its privat
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import errno
 import os
 import selectors
 import threading
@@ -21,8 +23,11 @@ from typing import Any
 
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
+from textual.app import App
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
+
+from adaptyst_top.tui.cli_common import QUIT_SIGNALS
 
 POLL_S = 0.1  # Textual's own period, used when the parser's deadline can't be read
 
@@ -61,14 +66,29 @@ class QuietLinuxDriver(LinuxDriver):
                     if key.fd == self._wake_r:
                         os.read(self._wake_r, 512)
                         continue
-                    data = decode(os.read(self.fileno, 4096))
-                    if data:  # empty: stdin was a pipe that closed
-                        for event in parser.feed(data):
-                            self.process_message(event)
+                    try:
+                        raw = os.read(self.fileno, 4096)
+                    except OSError:  # EIO: the terminal is gone
+                        raw = b""
+                    if not raw:
+                        self._input_ended(selector)
+                        continue
+                    for event in parser.feed(decode(raw)):
+                        self.process_message(event)
                 for event in parser.tick():
                     self.process_message(event)
         finally:
             selector.close()
+
+    def _input_ended(self, selector: selectors.BaseSelector) -> None:
+        """Nothing more can be read: select() would say so at once, for ever (Textual's
+        thread spins there until the app ends). A terminal that hung up ends the app
+        as SIGHUP does, in case the signal never came (a closed SSH session sends it;
+        not every way of losing a terminal does)."""
+        selector.unregister(self.fileno)
+        if os.isatty(self.fileno) or _hung_up(self.fileno):
+            with contextlib.suppress(RuntimeError):  # the loop has closed: it is ending
+                self._loop.call_soon_threadsafe(self._app.exit)
 
     def close(self) -> None:
         super().close()
@@ -79,6 +99,27 @@ class QuietLinuxDriver(LinuxDriver):
 
 
 _UNKNOWN = object()
+
+
+def _hung_up(fd: int) -> bool:
+    # isatty() is False for a terminal that has hung up on some kernels: ask the tty.
+    try:
+        os.ttyname(fd)
+    except OSError as exc:
+        return exc.errno == errno.EIO
+    return True
+
+
+def quit_on_signals(app: App[Any]) -> None:
+    """SIGTERM, SIGHUP (a closed SSH session) and SIGINT end APP like q, taken inside its
+    event loop: a Python handler runs between any two bytecodes of the main thread,
+    and an exit() posted from there may find the loop's own queues mid-update. When
+    the loop closes, asyncio puts the default actions back: a caller with work to do
+    after run() installs its own handlers again."""
+    loop = asyncio.get_running_loop()
+    for sig in QUIT_SIGNALS:
+        with contextlib.suppress(RuntimeError, ValueError):  # not the main thread
+            loop.add_signal_handler(sig, app.exit)
 
 
 def _timeout(parser: XTermParser) -> float | None:

@@ -20,6 +20,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from adaptyst_top.tui.direct_paint import paint_lines
+
 
 @dataclass(frozen=True)
 class Column:
@@ -90,6 +92,9 @@ class FastTable(ScrollView, can_focus=True):
         self.sort_key: str | None = None
         self.sort_reverse = False
         self._strips: dict[tuple[str, int, int, bool], Strip] = {}
+        # A row's style by its class and cursor: Textual's rich_style walks every
+        # ancestor's styles on each call, and a row was rebuilt for each change.
+        self._row_styles: dict[tuple[str, bool], Style] = {}
         self._dirty_rows: set[str] = set()  # rows changed since the last repaint
         self._layout: list[tuple[Column, int]] = []
         self._layout_width = -1
@@ -180,7 +185,8 @@ class FastTable(ScrollView, can_focus=True):
         self._dirty_rows.add(key)
 
     def _repaint_rows(self) -> None:
-        """One region over the changed lines when they are most of its lines, else one
+        """Straight to the terminal when it can be (tui/direct_paint.py). Otherwise one
+        region over the changed lines when they are most of its lines, else one
         per line: Textual's compositor takes one region of 50 lines for less than 50
         regions of one (a toy table of 50 changing rows in tmux: 1.23% of a core -> 1.02%)."""
         dirty, self._dirty_rows = self._dirty_rows, set()
@@ -188,7 +194,7 @@ class FastTable(ScrollView, can_focus=True):
         ys = sorted(
             y for i, k in enumerate(self.order) if k in dirty and 1 <= (y := i - top + 1) < height
         )
-        if not ys:
+        if not ys or paint_lines(self, ys):
             return
         width, span = self.text_width, ys[-1] - ys[0] + 1
         if 2 * len(ys) >= span:
@@ -281,16 +287,30 @@ class FastTable(ScrollView, can_focus=True):
         cache_key = (key, row.version, width, is_cursor)
         strip = self._strips.get(cache_key)
         if strip is None:
-            style: Style = self.rich_style
-            if row.style:
-                style = style + self.get_component_rich_style(f"fast-table--{row.style}")
-            if is_cursor:
-                style = style + self.get_component_rich_style("fast-table--cursor")
-            strip = Strip([Segment(self._text_of(row.cells, width), style)])
+            strip = Strip(
+                [Segment(self._text_of(row.cells, width), self._row_style(row, is_cursor))]
+            )
             if len(self._strips) > 4 * (len(self.rows) + 8):
                 self._strips.clear()  # bounded: old versions go
             self._strips[cache_key] = strip
         return strip
+
+    def _row_style(self, row: TableRow, is_cursor: bool) -> Style:
+        style = self._row_styles.get((row.style, is_cursor))
+        if style is None:
+            style = self.rich_style
+            if row.style:
+                style = style + self.get_component_rich_style(f"fast-table--{row.style}")
+            if is_cursor:
+                style = style + self.get_component_rich_style("fast-table--cursor")
+            self._row_styles[(row.style, is_cursor)] = style
+        return style
+
+    def notify_style_update(self) -> None:
+        """Styles changed (a theme, focus, a class): rows are styled anew."""
+        super().notify_style_update()
+        self._row_styles.clear()
+        self._strips.clear()
 
     def on_resize(self) -> None:
         self._layout_width = -1

@@ -20,15 +20,22 @@ class ProbesPane(FastTable):
         self.entries: dict[str, ProbeEntry] = {}
         self.rate_history: dict[str, deque[float | None]] = {}
         self.p99_history: dict[str, deque[float | None]] = {}
+        self._cells_for: tuple[float, str | None] | None = None  # what probe_row depends on
 
     def show(self, probes: Sequence[ProbeEntry], read_only: bool, app: str | None = None) -> None:
         """APP: the launched application's name (task probes show it as their target)."""
         entries = {}
+        # The engine hands back the same entry for a row that did not change (most rows
+        # of a wide glob sit idle): its cells are the ones shown.
+        same_context = self._cells_for == (self.p99_warn_ns, app)
+        self._cells_for = (self.p99_warn_ns, app)
         for p in probes:
             key = p.ref.text
             entries[key] = p
             self.rate_history.setdefault(key, deque(maxlen=HISTORY)).append(p.rate_hz)
             self.p99_history.setdefault(key, deque(maxlen=HISTORY)).append(p.p99_ns)
+            if same_context and p is self.entries.get(key) and key in self.rows:
+                continue
             cells, sort, style = probe_row(p, self.p99_warn_ns, app)
             self.upsert(key, cells, sort, style)
         self.retain(set(entries))

@@ -1,19 +1,53 @@
-"""A line of text that repaints without a layout pass.
+"""A line of plain text that repaints without a layout pass.
 
 Static.update() asks for a new layout of the whole screen every time, which is most
 of a 1 s refresh's cost when the header changes every second; a fixed-height
-widget whose text is a repaint-only reactive does not."""
+widget whose text is a repaint-only reactive does not. A new text is written straight
+to the terminal when it can be (tui/direct_paint.py), so the compositor is not woken.
+The text is never read as markup: a probe spec or an error may hold brackets."""
 
 from __future__ import annotations
 
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widget import Widget
+
+from adaptyst_top.tui.direct_paint import paint_lines
 
 
 class TextLine(Widget):
     DEFAULT_CSS = "TextLine { height: 1; }"
 
-    text: reactive[str] = reactive("", layout=False)
+    text: reactive[str] = reactive("", layout=False, repaint=False)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, markup=False)
 
     def render(self) -> str:
         return self.text
+
+    def render_line(self, y: int) -> Strip:
+        if self.size.height != 1:
+            return super().render_line(y)  # wrapped over its lines by Textual
+        # One line needs no wrapping: a segment, 15x cheaper. It ends where Textual's
+        # wrap would end it (at the last whole word), and the style cache pads it.
+        text = _whole_words(self.text, self.size.width)
+        return Strip([Segment(text, self.visual_style.rich_style)])
+
+    def watch_text(self) -> None:
+        if not paint_lines(self, range(self.size.height)):
+            self.refresh()
+
+
+def _whole_words(text: str, width: int) -> str:
+    """TEXT cut to WIDTH cells after its last whole word (a single word longer than the
+    line is cut where it must be): never a number cut in two."""
+    if cell_len(text) <= width:
+        return text
+    head = set_cell_size(text, width)
+    if text[len(head)] == " ":
+        return head.rstrip()
+    cut = head.rstrip().rfind(" ")
+    return head[:cut].rstrip() if cut > 0 else head

@@ -1,0 +1,164 @@
+"""Lines painted straight to the terminal (tui/direct_paint.py) are the lines Textual's
+compositor paints: the same cells, the same colours, nothing painted over a widget in
+front. Checked in tmux, where the real driver runs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.screen import Screen
+from textual.widget import Widget
+
+from adaptyst_top.tui.direct_paint import _uncovered
+from adaptyst_top.tui.widgets.text_line import TextLine
+
+APP = Path(__file__).parent / "targets" / "paint_app.py"
+SESSION = "adaptyst-paint"
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+
+
+def capture(colours: bool = True) -> str:
+    return tmux("capture-pane", "-p", *(["-e"] if colours else []), "-t", SESSION)
+
+
+def wait_for(what: Callable[[str], bool], timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = capture(colours=False)
+        if what(text):
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"timed out; the screen was:\n{text}")
+
+
+@pytest.fixture
+def paint_app(tmp_path: Path) -> Iterator[Callable[[int, int], Path]]:
+    def start(width: int, height: int) -> Path:
+        tmux("kill-session", "-t", SESSION)
+        counts = tmp_path / "counts"
+        command = f"{sys.executable} {APP} {counts}; echo EXITED $?; sleep 30"
+        tmux("new-session", "-d", "-s", SESSION, "-x", str(width), "-y", str(height), command)
+        return counts
+
+    yield start
+    tmux("kill-session", "-t", SESSION)
+
+
+@needs_tmux
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_what_is_painted_directly_is_what_textual_paints(
+    paint_app: Callable[[int, int], Path], size: tuple[int, int]
+) -> None:
+    counts = paint_app(*size)
+    wait_for(lambda s: "tick 12 " in s)  # a dozen rounds of rows, header and status
+    tmux("send-keys", "-t", SESSION, "f")
+    wait_for(lambda s: "frozen at tick" in s)
+    time.sleep(0.5)
+    painted = capture()
+    tmux("send-keys", "-t", SESSION, "r")  # Textual paints every cell anew
+    time.sleep(1.0)
+    assert capture() == painted
+    assert "function_0" in painted and "▆" not in painted.split("function_0")[0]
+    tmux("send-keys", "-t", SESSION, "q")
+    wait_for(lambda s: "EXITED 0" in s)
+    direct, refresh = _counts(counts)
+    # Header, status and table each round (12 rounds or more); through Textual only
+    # what came before the first layout and the keys' own lines.
+    assert direct >= 3 * 10 and refresh <= 6, (direct, refresh)
+
+
+@needs_tmux
+def test_a_notification_in_front_stays_whole(paint_app: Callable[[int, int], Path]) -> None:
+    paint_app(100, 30)
+    wait_for(lambda s: "tick 3 " in s)
+    tmux("send-keys", "-t", SESSION, "n")
+    wait_for(lambda s: "a notification over the table" in s)
+    start = int(wait_for(lambda s: "tick" in s).split("tick ", 1)[1].split()[0])
+    wait_for(lambda s: f"tick {start + 10} " in s)  # ten rounds painted beside it
+    assert "a notification over the table" in capture(colours=False)
+    tmux("send-keys", "-t", SESSION, "f")
+    wait_for(lambda s: "frozen at tick" in s)
+    time.sleep(0.5)
+    painted = capture()
+    tmux("send-keys", "-t", SESSION, "r")
+    time.sleep(1.0)
+    assert capture() == painted
+
+
+def _counts(path: Path) -> tuple[int, int]:
+    words = path.read_text().split()
+    return int(words[words.index("direct") + 1]), int(words[words.index("refresh") + 1])
+
+
+def test_the_spans_left_between_widgets_in_front() -> None:
+    assert _uncovered(0, 10, []) == [(0, 10)]
+    assert _uncovered(0, 10, [(8, 10)]) == [(0, 8)]  # a scrollbar on the right edge
+    assert _uncovered(0, 10, [(3, 5), (4, 7)]) == [(0, 3), (7, 10)]
+    assert _uncovered(0, 10, [(0, 12)]) == []
+    assert _uncovered(2, 10, [(0, 3), (9, 20)]) == [(3, 9)]
+
+
+def test_the_textual_names_it_reads_are_there() -> None:
+    """Textual is pinned; a release that renames these fails here, not on a screen."""
+    for name in ("_driver", "_batch_count", "_running", "_closed", "_begin_update"):
+        assert hasattr(App(), name), name
+    screen = Screen()
+    assert hasattr(screen, "_layout_required")
+    assert hasattr(screen._compositor, "visible_widgets")
+    widget = Widget()
+    for name in ("_layout_required", "_set_dirty", "_exchange_repaint_regions"):
+        assert hasattr(widget, name), name
+    assert isinstance(widget._layout_cache.clear, Callable)  # type: ignore[arg-type]
+    cache = widget._styles_cache
+    for name in ("_cache", "_width", "_dirty_lines", "get_inner_outer"):
+        assert hasattr(cache, name), name
+
+
+class Lines(App[None]):
+    CSS = "#h { background: $panel; text-style: bold; } #s { color: $warning; }"
+
+    def compose(self) -> ComposeResult:
+        yield TextLine(id="h")
+        yield TextLine(id="s")
+
+
+TEXTS = [
+    "vm  │  pid 1 (x)  │  54 probes cost 26.8% of target CPU (budget 2%) OVER  │  1s",
+    "probe overhead 23.9% of the target's CPU time exceeds the budget of 2.0%; costliest",
+    "",
+    "x" * 80,
+    "a " + "y" * 70,
+    "[b]not markup[/b] [/]",
+    "日本語 wide 日本語 wide 日本語 wide 日本語 wide",
+]
+
+
+async def test_a_text_line_reads_as_textual_would_wrap_it() -> None:
+    """One line of text is a segment, not Textual's wrapped Content (15x cheaper), ended
+    where Textual's wrap ends it: at a whole word, never inside a number."""
+    app = Lines()
+    async with app.run_test(size=(40, 4)) as pilot:
+        for text in TEXTS:
+            for line in app.query(TextLine):
+                line.text = text
+                await pilot.pause()
+                ours = line.render_line(0)
+                line._dirty_regions.add(line.size.region)
+                line._layout_cache.clear()
+                theirs = Widget.render_line(line, 0)
+                assert [(s.text, s.style and s.style.clear_meta_and_links()) for s in ours] == [
+                    (s.text, s.style and s.style.clear_meta_and_links()) for s in theirs
+                ], text

@@ -1,0 +1,174 @@
+"""Repaint a few lines of a widget straight to the terminal, past Textual's compositor.
+
+Why: in Textual every repaint, however small, goes through the screen's update timer
+and the compositor, and the compositor renders every line of every widget that the
+union of the dirty regions touches. A monitor changes its header, a few probe rows
+and its status line every second; their union is the whole screen, so each second
+paid for all of it: 4.0-4.4 ms a refresh, most of the monitor's own CPU
+(docs/data-flow.md).
+
+Here a changed line is rendered by the widget's own style cache (border, padding,
+colours and filters exactly as the compositor would have them) and written at the
+widget's place on the screen, skipping the cells of any widget in front of it (its
+scrollbar). The style cache keeps the new line, so whatever Textual repaints later
+agrees with what is on the terminal.
+
+When anything is not the plain case, paint_lines() returns False and the caller
+refreshes as usual: another screen on top, a layout on its way, a batch update, the
+widget not on screen, or a driver that is not a terminal (headless tests, inline).
+
+Textual is pinned (pyproject.toml); the private names read here are checked by
+tests/test_direct_paint.py, which fails if a later Textual renames them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.control import Control
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+
+def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
+    """Write WIDGET's content LINES (as its render_line numbers them) to the terminal
+    now. False, with nothing written, when it has to go through refresh()."""
+    app = widget.app
+    driver = app._driver
+    if (
+        driver is None
+        or app.is_headless
+        or app.is_inline
+        or app._batch_count
+        or not app._running
+        or app._closed
+    ):
+        return False
+    screen = widget.screen
+    if screen is not app.screen or screen._layout_required or widget._layout_required:
+        return False
+    visible = screen._compositor.visible_widgets
+    where = visible.get(widget)
+    if where is None:
+        return False
+    region, clip = where
+    shown = region.intersection(clip)
+    # Widgets in front of this one (visible_widgets runs front to back): their cells stay.
+    front: list[Region] = []
+    for other, (r, c) in visible.items():
+        if other is widget:
+            break
+        area = r.intersection(c)
+        if area.overlaps(shown):
+            front.append(area)
+    top = widget.content_offset.y
+    wanted = sorted({y + top for y in lines})
+    widget._layout_cache.clear()  # it holds what render() returned (refresh() clears it too)
+    widget._set_dirty(*(Region(0, y - top, widget.size.width, 1) for y in wanted))
+    widget._exchange_repaint_regions()  # painted here: nothing left for the compositor
+    console = app.console
+    move_to = Control.move_to
+    out: list[str] = []
+    rows = [y for y in wanted if shown.y <= region.y + y < shown.bottom]
+    for y, strip in zip(rows, _render(widget, rows, region.width), strict=True):
+        screen_y = region.y + y
+        covered = [(f.x, f.right) for f in front if f.y <= screen_y < f.bottom]
+        for x0, x1 in _uncovered(shown.x, shown.right, covered):
+            out.append(move_to(x0, screen_y).segment.text)
+            out.append(strip.crop(x0 - region.x, x1 - region.x).render(console))
+    if not out:
+        return True
+    cursor = screen.outer_size.clamp_offset(app.cursor_position)
+    out.append(move_to(*cursor).segment.text)
+    app._begin_update()
+    try:
+        driver.write("".join(out))
+    finally:
+        app._end_update()
+    driver.flush()
+    return True
+
+
+def _render(widget: Widget, rows: list[int], width: int) -> list[Strip]:
+    """Lines ROWS of WIDGET (its own numbering, border included), as the compositor
+    would have them.
+
+    Textual's style cache builds each line anew (borders, padding, background blends):
+    about 0.2 ms a line here. When the widget's styles do nothing to its content but
+    pad it to width (no tint, opacity, hatch, outline or side padding), a content line
+    is the line the cache already holds with its content swapped: the border cells
+    are kept, the cache is given the new line, and the app's filters are applied as
+    the cache would apply them."""
+    cache = widget._styles_cache
+    styles = widget.styles
+    held: dict[int, Strip] = cache._cache
+    plain = (
+        cache._width == width
+        and not styles.tint.a
+        and widget.opacity == 1.0
+        and styles.text_opacity == 1.0
+        and not (styles.has_rule("hatch") and styles.hatch != "none")
+        and not any(edge for edge, _ in styles.outline)
+        and not styles.padding.left
+        and not styles.padding.right
+    )
+    gutter = styles.gutter
+    content_width, content_height = widget.content_region.size
+    left, right = gutter.left, gutter.left + content_width
+    filters = widget.get_line_filters()
+    base_background, background = widget.background_colors
+    inner: Style = cache.get_inner_outer(base_background, background)[0].rich_style
+    strips: list[Strip] = []
+    for y in rows:
+        old = held.get(y) if plain else None
+        edges = _edges(old, left, right) if old is not None else None
+        if edges is None or not gutter.top <= y < gutter.top + content_height:
+            strips.append(widget.render_lines(Region(0, y, width, 1))[0])
+            continue
+        content = widget.render_line(y - gutter.top).adjust_cell_length(content_width, inner)
+        line = Strip([*edges[0], *content, *edges[1]], width)
+        held[y] = line
+        cache._dirty_lines.discard(y)
+        for line_filter in filters:
+            line = line.apply_filter(line_filter, background)
+        strips.append(line)
+    return strips
+
+
+def _edges(line: Strip, left: int, right: int) -> tuple[list[Segment], list[Segment]] | None:
+    """LINE's segments before cell LEFT and from cell RIGHT on (a border's), or None
+    when a segment crosses either (then the line is rendered the long way)."""
+    segments = list(line)
+    cells = 0
+    head = 0
+    while cells < left and head < len(segments):
+        cells += segments[head].cell_length
+        head += 1
+    if cells != left:
+        return None
+    tail = len(segments)
+    cells = line.cell_length
+    while cells > right and tail > head:
+        tail -= 1
+        cells -= segments[tail].cell_length
+    if cells != right:
+        return None
+    return segments[:head], segments[tail:]
+
+
+def _uncovered(x0: int, x1: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans of [X0, X1) outside every span in COVERED."""
+    spans: list[tuple[int, int]] = []
+    at = x0
+    for a, b in sorted(covered):
+        if a > at:
+            spans.append((at, min(a, x1)))
+        at = max(at, b)
+        if at >= x1:
+            break
+    if at < x1:
+        spans.append((at, x1))
+    return [(a, b) for a, b in spans if b > a]
