@@ -40,9 +40,9 @@ class Floor(App[None]):
 class Rows(App[None]):
     CSS = "FastTable { border: round $secondary; }"
 
-    def __init__(self, rows: int) -> None:
+    def __init__(self, rows: int, period: float = 1.0) -> None:
         super().__init__()
-        self.rows, self.n = rows, 0
+        self.rows, self.n, self.period = rows, 0, period
 
     def get_driver_class(self) -> type[Driver]:
         return quiet(super().get_driver_class())
@@ -54,7 +54,7 @@ class Rows(App[None]):
 
     def on_mount(self) -> None:
         self.tick()
-        self.set_interval(1.0, self.tick)
+        self.set_interval(self.period, self.tick)
 
     def tick(self) -> None:
         self.n += 1
