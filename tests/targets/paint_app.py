@@ -36,7 +36,9 @@ text_line.paint_lines = counted  # type: ignore[assignment]
 
 
 class PaintApp(Rows):
-    CSS = Rows.CSS + "#header { background: $panel; text-style: bold; } #status { color: $warning; }"
+    CSS = (
+        Rows.CSS + "#header { background: $panel; text-style: bold; } #status { color: $warning; }"
+    )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f", "freeze", "Freeze"),
         Binding("r", "repaint", "Repaint"),
