@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -16,36 +17,76 @@ import psutil
 APP = Path(__file__).parent / "targets" / "paint_app.py"
 
 
-def test_a_terminal_that_hangs_up_ends_the_app_without_a_signal(tmp_path: Path) -> None:
-    """A terminal can go without SIGHUP reaching us (ignored here, as under nohup): the
-    input thread reads its end, stops reading (Textual's spun in select at 100% of a
-    core) and ends the app, which then exits like q."""
+def start_app(tmp_path: Path, ignore_hup: bool = False) -> tuple[subprocess.Popen[bytes], int]:
+    """The table app on a pty of its own, and the pty's other end (the terminal)."""
     master, slave = pty.openpty()
-    os.set_blocking(master, False)
     proc = subprocess.Popen(
         [sys.executable, str(APP), str(tmp_path / "counts")],
         stdin=slave,
         stdout=slave,
         stderr=slave,
         start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if ignore_hup else None,
         env={**os.environ, "COLUMNS": "100", "LINES": "30"},
     )
     os.close(slave)
+    os.set_blocking(master, False)
+    return proc, master
+
+
+def test_a_terminal_that_hangs_up_ends_the_app_without_a_signal(tmp_path: Path) -> None:
+    """A terminal can go without SIGHUP reaching us (ignored here, as under nohup): the
+    input thread reads its end, stops reading (Textual's spun in select at 100% of a
+    core) and ends the app, which then exits like q."""
+    proc, terminal = start_app(tmp_path, ignore_hup=True)
     try:
-        seen = b""
-        deadline = time.monotonic() + 30
-        while b"tick 3" not in seen and time.monotonic() < deadline:
-            time.sleep(0.1)
-            with contextlib.suppress(BlockingIOError):
-                seen += os.read(master, 65536)
-        assert b"tick 3" in seen
-        os.close(master)  # the terminal goes
+        assert _read_until(terminal, b"tick 3")
+        os.close(terminal)  # the terminal goes
         assert proc.wait(20) == 0
         assert (tmp_path / "counts").read_text().startswith("direct")
     finally:
-        if proc.poll() is None:
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                child.kill()
-            proc.kill()
-            proc.wait()
+        _kill(proc)
+
+
+def test_sigcont_without_a_stop_leaves_one_input_thread(tmp_path: Path) -> None:
+    """A hung-up terminal sends SIGCONT with SIGHUP, and `kill -CONT` can reach a
+    process that was never stopped: Textual then started a second input thread, the
+    exit joined only that one, and the first kept the process alive for ever."""
+    proc, terminal = start_app(tmp_path)
+    try:
+        assert _read_until(terminal, b"tick 3")
+        threads = psutil.Process(proc.pid).num_threads()
+        for _ in range(3):
+            proc.send_signal(signal.SIGCONT)
+            _read_until(terminal, b"never", 0.3)  # the app's output keeps flowing
+        assert psutil.Process(proc.pid).num_threads() == threads  # no second input thread
+        os.write(terminal, b"q")
+        assert _read_until(terminal, b"never", 20, lambda: proc.poll() is not None)
+        assert proc.wait(1) == 0
+    finally:
+        _kill(proc)
+        os.close(terminal)
+
+
+def _read_until(
+    fd: int, marker: bytes, timeout: float = 30.0, done: Callable[[], bool] | None = None
+) -> bool:
+    """Reads the terminal (an app whose output is not read blocks on its next write)
+    until MARKER shows, DONE says so, or TIMEOUT."""
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if marker in seen or (done is not None and done()):
+            return True
+        time.sleep(0.1)
+        with contextlib.suppress(BlockingIOError, OSError):
+            seen = (seen + os.read(fd, 65536))[-65536:]
+    return False
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+        proc.kill()
+        proc.wait()

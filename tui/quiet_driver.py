@@ -80,6 +80,17 @@ class QuietLinuxDriver(LinuxDriver):
         finally:
             selector.close()
 
+    def _sigcont_application(self, *_: object) -> None:
+        """SIGCONT starts application mode again only after a stop this driver made
+        (Ctrl+Z). A terminal that hangs up sends SIGCONT with SIGHUP (the kernel does,
+        to the foreground group), and `kill -CONT` may reach a process never stopped:
+        Textual started a second input thread then, the stop joined only the second,
+        and the first kept the process alive after exit (seen here after tmux
+        kill-session: spinning on the dead terminal in Textual's driver, asleep on a
+        closed pipe in ours)."""
+        if self._must_signal_resume:
+            super()._sigcont_application()
+
     def _input_ended(self, selector: selectors.BaseSelector) -> None:
         """Nothing more can be read: select() would say so at once, for ever (Textual's
         thread spins there until the app ends). A terminal that hung up ends the app
