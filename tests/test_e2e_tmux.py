@@ -124,6 +124,23 @@ def test_a_signal_ends_the_monitor_on_screen_and_leaves_nothing(
         tmux("kill-session", "-t", SESSION)
 
 
+def test_closing_the_terminal_leaves_nothing(workload_bin: Path) -> None:
+    """tmux kill-session takes the terminal away, as a dropped SSH connection does: the
+    kernel sends SIGHUP and SIGCONT. The monitor goes, with its probes and command
+    (its input thread once kept it alive after it had cleaned up)."""
+    start_monitor(workload_bin)
+    try:
+        wait_for(lambda s: "fast_fn" in s and "spmv" in s)
+        monitor = next(p for p in psutil.Process(pane_pid()).children() if "adaptyst" in p.name())
+    finally:
+        tmux("kill-session", "-t", SESSION)
+    gone, alive = psutil.wait_procs([monitor], timeout=30)
+    assert gone and not alive, [t.id for p in alive for t in p.threads()]
+    assert none_left()
+    assert not uprobe_event_lines()
+    assert not running(workload_bin)
+
+
 def test_the_commands_output_goes_to_a_private_file_removed_at_exit(tmp_path: Path) -> None:
     marker = tmp_path / "child.pid"
     command = (
