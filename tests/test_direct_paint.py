@@ -113,7 +113,7 @@ def test_the_spans_left_between_widgets_in_front() -> None:
 
 def test_the_textual_names_it_reads_are_there() -> None:
     """Textual is pinned; a release that renames these fails here, not on a screen."""
-    for name in ("_driver", "_batch_count", "_running", "_closed", "_begin_update"):
+    for name in ("_driver", "_batch_count", "_running", "_closed", "_sync_available"):
         assert hasattr(App(), name), name
     screen = Screen()
     assert hasattr(screen, "_layout_required")

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from rich.control import Control
 from rich.segment import Segment
 from rich.style import Style
+from textual._ansi_sequences import SYNC_END, SYNC_START
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -83,12 +84,10 @@ def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
         return True
     cursor = screen.outer_size.clamp_offset(app.cursor_position)
     out.append(move_to(*cursor).segment.text)
-    app._begin_update()
-    try:
-        driver.write("".join(out))
-    finally:
-        app._end_update()
-    driver.flush()
+    if app._sync_available:  # the terminal shows it whole (what _begin/_end_update write)
+        out = [SYNC_START, *out, SYNC_END]
+    # One write: each is a hand-off to Textual's writer thread (a wake-up each).
+    driver.write("".join(out))
     return True
 
 
