@@ -98,6 +98,28 @@ def test_a_notification_in_front_stays_whole(paint_app: Callable[[int, int], Pat
     assert capture() == painted
 
 
+@needs_tmux
+def test_a_refresh_pending_in_the_same_handler_is_not_lost(
+    paint_app: Callable[[int, int], Path],
+) -> None:
+    """A row removed (the whole table to repaint) and a row changed (painted directly)
+    in one handler: the table shows the order after the removal."""
+    paint_app(100, 30)
+    wait_for(lambda s: "tick 3" in s)
+    tmux("send-keys", "-t", SESSION, "f")
+    wait_for(lambda s: "frozen at tick" in s)
+    tmux("send-keys", "-t", SESSION, "d")
+    text = wait_for(lambda s: "dropped" in s)
+    first = next(ln for ln in text.splitlines() if "function_" in ln)
+    assert "function_1 " in first and "dropped" in first
+    assert "function_0 " not in text
+    time.sleep(0.5)
+    painted = capture()
+    tmux("send-keys", "-t", SESSION, "r")
+    time.sleep(1.0)
+    assert capture() == painted
+
+
 def _counts(path: Path) -> tuple[int, int]:
     words = path.read_text().split()
     return int(words[words.index("direct") + 1]), int(words[words.index("refresh") + 1])
@@ -119,7 +141,7 @@ def test_the_textual_names_it_reads_are_there() -> None:
     assert hasattr(screen, "_layout_required")
     assert hasattr(screen._compositor, "visible_widgets")
     widget = Widget()
-    for name in ("_layout_required", "_set_dirty", "_exchange_repaint_regions"):
+    for name in ("_layout_required", "_repaint_required", "_dirty_regions"):
         assert hasattr(widget, name), name
     assert isinstance(widget._layout_cache.clear, Callable)  # type: ignore[arg-type]
     cache = widget._styles_cache

@@ -51,6 +51,8 @@ def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
     screen = widget.screen
     if screen is not app.screen or screen._layout_required or widget._layout_required:
         return False
+    if widget._repaint_required:
+        return False  # a refresh of it is on its way (a row gone): these lines join it
     visible = screen._compositor.visible_widgets
     where = visible.get(widget)
     if where is None:
@@ -67,9 +69,12 @@ def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
             front.append(area)
     top = widget.content_offset.y
     wanted = sorted({y + top for y in lines})
-    widget._layout_cache.clear()  # it holds what render() returned (refresh() clears it too)
-    widget._set_dirty(*(Region(0, y - top, widget.size.width, 1) for y in wanted))
-    widget._exchange_repaint_regions()  # painted here: nothing left for the compositor
+    # What refresh() marks, but for the compositor: the render cache (what render()
+    # returned), the lines a widget renders itself, the style cache's lines.
+    widget._layout_cache.clear()
+    marked = [Region(0, y, widget.size.width, 1) for y in wanted]
+    widget._dirty_regions.update(marked)
+    widget._styles_cache.set_dirty(*marked)
     console = app.console
     move_to = Control.move_to
     out: list[str] = []

@@ -3,7 +3,7 @@ with more rows than fit (so a scrollbar stands over its right edge), a header an
 status line, all changed every 0.2 s and painted straight to the terminal.
 
 Keys: f freezes the figures; r has Textual repaint the whole screen; n shows a
-notification over the table. On exit it writes to the file it is given how many paints
+notification over the table; d drops the first row and changes the next. On exit it writes to the file it is given how many paints
 went straight to the terminal and how many fell back to Textual's refresh."""
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class PaintApp(Rows):
         Binding("f", "freeze", "Freeze"),
         Binding("r", "repaint", "Repaint"),
         Binding("n", "note", "Notify"),
+        Binding("d", "drop_first", "Drop a row"),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -64,6 +65,13 @@ class PaintApp(Rows):
 
     def action_repaint(self) -> None:
         self.screen.refresh()
+
+    def action_drop_first(self) -> None:
+        """A refresh of the whole table (a row gone) and a changed row in one handler."""
+        table = self.query_one(FastTable)
+        table.remove_row(table.order[0])
+        key = table.order[0]
+        table.upsert(key, {**table.rows[key].cells, "count": "dropped"})
 
     def action_note(self) -> None:
         self.notify("a notification over the table", timeout=30)
