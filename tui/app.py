@@ -21,7 +21,8 @@ from textual.widgets import Footer
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
-from adaptyst_top.tui.quiet_driver import quiet, quit_on_signals
+from adaptyst_top.tui.quiet_driver import quiet
+from adaptyst_top.tui.quit_signals import quit_on_signals
 from adaptyst_top.tui.rows import SORTABLE, app_name
 from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen

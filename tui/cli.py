@@ -17,7 +17,6 @@ from adaptyst_top.collectors.private_files import private_log
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, SPEED_RANGE
 from adaptyst_top.tui.cli_common import (
-    QUIT_SIGNALS,
     Parser,
     add_session_options,
     add_version,
@@ -25,6 +24,7 @@ from adaptyst_top.tui.cli_common import (
     interval_s,
     session_options,
 )
+from adaptyst_top.tui.quit_signals import QUIT_SIGNALS
 
 SUBCOMMANDS = (
     "demo",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
@@ -22,9 +21,6 @@ from adaptyst_top.runtime.limits import (
 if TYPE_CHECKING:  # imported when used: `adaptyst-top` starts fast, and Ctrl-C works early
     from adaptyst_top.collectors.cpu import PowerModel
     from adaptyst_top.runtime.session import SessionOptions
-
-# What ends the monitor like q: a kill, a closed SSH session, an interrupt.
-QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 class Parser(argparse.ArgumentParser):

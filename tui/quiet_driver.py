@@ -12,7 +12,6 @@ Textual is pinned (pyproject), and the parser's deadline is read from its privat
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import os
@@ -23,11 +22,8 @@ from typing import Any
 
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
-from textual.app import App
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
-
-from adaptyst_top.tui.cli_common import QUIT_SIGNALS
 
 POLL_S = 0.1  # Textual's own period, used when the parser's deadline can't be read
 
@@ -119,18 +115,6 @@ def _hung_up(fd: int) -> bool:
     except OSError as exc:
         return exc.errno == errno.EIO
     return True
-
-
-def quit_on_signals(app: App[Any]) -> None:
-    """SIGTERM, SIGHUP (a closed SSH session) and SIGINT end APP like q, taken inside its
-    event loop: a Python handler runs between any two bytecodes of the main thread,
-    and an exit() posted from there may find the loop's own queues mid-update. When
-    the loop closes, asyncio puts the default actions back: a caller with work to do
-    after run() installs its own handlers again."""
-    loop = asyncio.get_running_loop()
-    for sig in QUIT_SIGNALS:
-        with contextlib.suppress(RuntimeError, ValueError):  # not the main thread
-            loop.add_signal_handler(sig, app.exit)
 
 
 def _timeout(parser: XTermParser) -> float | None:
