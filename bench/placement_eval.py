@@ -15,7 +15,8 @@ executions it needs to settle on the new best device and the moves it made.
     .venv/bin/python bench/placement_eval.py [--cases FILE] [--json] [--rows FILE]
 
 Energy: no RAPL on this VM, so energy is an estimate, labelled as such: idle power
-times wall time plus per-core power times the process's measured CPU time.
+times wall time plus per-core power times the process's measured CPU time. With
+--gpu-energy, each run adds the NVIDIA GPUs' power from NVML times its wall time.
 """
 
 from __future__ import annotations
@@ -36,23 +37,42 @@ sys.path.insert(0, str(ROOT))
 from adaptyst_top.placement.advisor import EXPLORE_RUNS, Advisor  # noqa: E402
 from adaptyst_top.placement.kernels import Inputs, available_devices, make_inputs  # noqa: E402
 from adaptyst_top.placement.model import model_from_json, model_to_json  # noqa: E402
-from adaptyst_top.placement.task_api import feature_bucket, size_bucket  # noqa: E402
+from adaptyst_top.placement.task_keys import feature_bucket, size_bucket  # noqa: E402
 
 Runner = Callable[[Inputs], Any]
 DECIDE_EVERY = 5  # executions per decision: the monitor decides once per interval
 
 
 class Meter:
-    def __init__(self, idle_w: float, max_w: float) -> None:
+    def __init__(
+        self, idle_w: float, max_w: float, gpu_power: Callable[[], float] | None = None
+    ) -> None:
         self.idle_w = idle_w
         self.core_w = (max_w - idle_w) / (os.cpu_count() or 1)
+        self.gpu_power = gpu_power
 
     def run(self, runner: Runner, inp: Inputs) -> tuple[float, float]:
         c0, t0 = time.process_time(), time.perf_counter()
         runner(inp)
         t = time.perf_counter() - t0
         cpu = time.process_time() - c0
-        return t, self.idle_w * t + self.core_w * cpu
+        e = self.idle_w * t + self.core_w * cpu
+        if self.gpu_power is not None:
+            # The GPU draws whichever device runs the task. Its energy counter moves in
+            # steps coarser than a sub-millisecond run (bench/gpu_check.py measures the
+            # step), so a run is charged the power NVML reads as it ends.
+            e += self.gpu_power() * t
+        return t, e
+
+
+def nvml_power() -> Callable[[], float]:
+    """Instant power of every NVIDIA GPU, summed (W), as the NVML collector reads it."""
+    from adaptyst_top.collectors.nvml import NvmlCollector
+
+    nvml = NvmlCollector()
+    if not nvml.gpus:
+        raise SystemExit(f"placement_eval: --gpu-energy: {nvml.reason or 'no NVIDIA GPU'}")
+    return lambda: sum(nvml.power_w(g) or 0.0 for g in nvml.gpus)
 
 
 def score(objective: str, t: float, e: float, ref: tuple[float, float]) -> float:
@@ -168,11 +188,16 @@ def main() -> int:
         help="run every case a second time from the models the first run kept (as the "
         "monitor does for an application it has seen), and report that run too",
     )
+    ap.add_argument(
+        "--gpu-energy",
+        action="store_true",
+        help="add the NVIDIA GPUs' energy from NVML (power x time) to the CPU estimate",
+    )
     args = ap.parse_args()
     spec = json.loads(Path(args.cases).read_text())
     execs = int(spec.get("executions", 30))
     pm = spec.get("power_model", {"idle_w": 20.0, "max_w": 120.0})
-    meter = Meter(pm["idle_w"], pm["max_w"])
+    meter = Meter(pm["idle_w"], pm["max_w"], nvml_power() if args.gpu_energy else None)
     devices = available_devices()
     accel = [d for d in devices if d != "cpu"]
     if not accel:
@@ -388,7 +413,7 @@ def main() -> int:
         ),
         "shift_moves": shift_moves,
         "shift_explorations": shift_explorations,
-        "energy_source": "estimate",
+        "energy_source": "estimate+nvml" if args.gpu_energy else "estimate",
     }
     if args.rows:
         Path(args.rows).write_text(

@@ -1,0 +1,338 @@
+"""The NVIDIA path on a real GPU, in one run (scripts/gpu_check.sh calls it).
+
+1. Telemetry: `record --duration 26 --interval 1` while bench/gpu_load.py idles, runs a
+   GEMM loop at full load for 10 s and idles again: utilisation, power, memory and the
+   per-process entries are checked against what the load did.
+2. Energy truth: over the same window, the NVML total-energy counter against instant
+   power integrated (trapezoid, samples every 10 ms), and against the 1 s average power.
+3. Placement: bench/placement_eval.py on CPU vs CUDA cases (energy with NVML's power),
+   and each case's energy per run from NVML's counter over >= 1 s of runs.
+4. The cost of one device sweep with a real GPU against `nvidia-smi --query-gpu`.
+
+Every part's failure is reported and the others still run. Writes to --out:
+gpu_check.json (figures and checks), nvml_raw.json (what each NVML call returned, as
+the fakes in tests/ must return it), record.jsonl, power_samples.json,
+placement_rows.json, sweep.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gpu_figures import energy_truth, load_checks  # noqa: E402 - beside this file
+
+SAMPLE_EVERY_S = 0.01
+PARTS = ("nvml_raw", "telemetry_and_energy", "placement", "sweep")
+
+
+def plain(v: Any) -> Any:
+    """An NVML answer (ctypes structures, arrays, bytes) as JSON."""
+    if isinstance(v, bytes):
+        return v.decode(errors="replace")
+    if isinstance(v, (int, float, str, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    fields = getattr(v, "_fields_", None)
+    if fields is not None:
+        return {name: plain(getattr(v, name)) for name, *_ in fields}
+    if hasattr(v, "__dict__"):  # pynvml's nvmlFriendlyObject (process lists)
+        return {k: plain(x) for k, x in vars(v).items()}
+    try:
+        return [plain(x) for x in v]
+    except TypeError:
+        return repr(v)
+
+
+def device_calls(n: Any, h: Any) -> dict[str, Callable[[], Any]]:
+    """The NVML calls the collector makes on one GPU, by name."""
+    return {
+        "nvmlDeviceGetName": lambda: n.nvmlDeviceGetName(h),
+        "nvmlDeviceGetUUID": lambda: n.nvmlDeviceGetUUID(h),
+        "nvmlDeviceGetPciInfo": lambda: n.nvmlDeviceGetPciInfo(h),
+        "nvmlDeviceGetUtilizationRates": lambda: n.nvmlDeviceGetUtilizationRates(h),
+        "nvmlDeviceGetMemoryInfo": lambda: n.nvmlDeviceGetMemoryInfo(h),
+        "nvmlDeviceGetMemoryInfo_v2": lambda: n.nvmlDeviceGetMemoryInfo(h, n.nvmlMemory_v2),
+        "nvmlDeviceGetPowerUsage": lambda: n.nvmlDeviceGetPowerUsage(h),
+        "nvmlDeviceGetFieldValues_POWER_INSTANT": lambda: n.nvmlDeviceGetFieldValues(
+            h, [n.NVML_FI_DEV_POWER_INSTANT]
+        ),
+        "nvmlDeviceGetTotalEnergyConsumption": lambda: n.nvmlDeviceGetTotalEnergyConsumption(h),
+        "nvmlDeviceGetTemperature": lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+        "nvmlDeviceGetClockInfo_SM": lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+        "nvmlDeviceGetMigMode": lambda: n.nvmlDeviceGetMigMode(h),
+        "nvmlDeviceGetMaxMigDeviceCount": lambda: n.nvmlDeviceGetMaxMigDeviceCount(h),
+        "nvmlDeviceGetComputeRunningProcesses": lambda: n.nvmlDeviceGetComputeRunningProcesses(h),
+        "nvmlDeviceGetProcessUtilization": lambda: n.nvmlDeviceGetProcessUtilization(h, 0),
+        "nvmlDeviceGetEnforcedPowerLimit": lambda: n.nvmlDeviceGetEnforcedPowerLimit(h),
+    }
+
+
+def nvml_raw(n: Any, reps: int = 20) -> dict[str, Any]:
+    """Every NVML call the collector makes, once as data, timed over `reps` calls."""
+    out: dict[str, Any] = {}
+    for name, call in (
+        ("driver", n.nvmlSystemGetDriverVersion),
+        ("nvml", n.nvmlSystemGetNVMLVersion),
+        ("cuda_driver", n.nvmlSystemGetCudaDriverVersion),
+    ):
+        out[name] = plain(call())
+    gpus = []
+    for i in range(n.nvmlDeviceGetCount()):
+        h = n.nvmlDeviceGetHandleByIndex(i)
+        calls = device_calls(n, h)
+        gpu: dict[str, Any] = {}
+        for name, call in calls.items():
+            entry: dict[str, Any] = {}
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                try:
+                    value = call()
+                except Exception as exc:  # the error is the finding
+                    entry = {"error": type(exc).__name__, "message": str(exc)}
+                    break
+                times.append(time.perf_counter() - t0)
+                entry = {"value": plain(value)}
+            if times:
+                entry["median_us"] = round(statistics.median(times) * 1e6, 1)
+            gpu[name] = entry
+        gpus.append(gpu)
+    out["gpus"] = gpus
+    return out
+
+
+class PowerSampler(threading.Thread):
+    """Instant power, 1 s average power and the energy counter of GPU 0, every 10 ms."""
+
+    def __init__(self, n: Any) -> None:
+        super().__init__(daemon=True)
+        self.n = n
+        self.h = n.nvmlDeviceGetHandleByIndex(0)
+        self.samples: list[tuple[float, float | None, float | None, float | None]] = []
+        self.stop = threading.Event()
+
+    def _read(self, f: Callable[[], float]) -> float | None:
+        try:
+            return f()
+        except self.n.NVMLError:
+            return None
+
+    def _instant_w(self) -> float:
+        v = self.n.nvmlDeviceGetFieldValues(self.h, [self.n.NVML_FI_DEV_POWER_INSTANT])[0]
+        if v.nvmlReturn != self.n.NVML_SUCCESS:
+            raise self.n.NVMLError(v.nvmlReturn)
+        return float(v.value.uiVal) / 1000.0
+
+    def run(self) -> None:
+        n, h = self.n, self.h
+        while not self.stop.is_set():
+            t = time.monotonic()
+            self.samples.append(
+                (
+                    t,
+                    self._read(self._instant_w),
+                    self._read(lambda: n.nvmlDeviceGetPowerUsage(h) / 1000.0),
+                    self._read(lambda: n.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0),
+                )
+            )
+            self.stop.wait(max(0.0, SAMPLE_EVERY_S - (time.monotonic() - t)))
+
+
+def python_cmd(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def telemetry_and_energy(n: Any, out: Path, record_s: float) -> dict[str, Any]:
+    rec_path = out / "record.jsonl"
+    info_path = Path(tempfile.mkdtemp()) / "load_info.json"
+    sampler = PowerSampler(n)
+    sampler.start()
+    rec = subprocess.Popen(
+        python_cmd(
+            "-m",
+            "adaptyst_top.tui.start",
+            "record",
+            "--duration",
+            str(record_s),
+            "--interval",
+            "1",
+            "--out",
+            str(rec_path),
+        )
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (rec_path.exists() and rec_path.stat().st_size):
+        time.sleep(0.02)
+    rec_start = time.monotonic() - 1.0  # the first line is written one interval in
+    load = subprocess.Popen(
+        python_cmd(str(ROOT / "bench" / "gpu_load.py"), "--info", str(info_path))
+    )
+    raw_under_load = None
+    while load.poll() is None:
+        time.sleep(0.1)
+        if raw_under_load is None and info_path.exists():
+            started = json.loads(info_path.read_text())["allocated_at"]
+            if time.monotonic() > started + 6.0:  # 3 s into the GEMM loop
+                raw_under_load = nvml_raw(n, reps=1)
+    rc = rec.wait(timeout=record_s + 60)
+    sampler.stop.set()
+    sampler.join()
+    lines = [json.loads(x) for x in rec_path.read_text().splitlines() if x.strip()]
+    info = json.loads(info_path.read_text())
+    (out / "power_samples.json").write_text(json.dumps(sampler.samples))
+    return {
+        "record_status": rc,
+        "load_status": load.returncode,
+        "nvml_raw_under_load": raw_under_load,
+        "load": info,
+        "record_started": rec_start,
+        "telemetry": load_checks(lines, info, rec_start),
+        "energy": energy_truth(sampler.samples, lines),
+    }
+
+
+def energy_per_run(n: Any, cases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each case's input on each device: NVML counter over >= 1 s of runs, per run, and
+    the same less the GPU's idle power over the run's time."""
+    import numpy as np
+
+    from adaptyst_top.placement.kernels import available_devices, make_inputs
+
+    h = n.nvmlDeviceGetHandleByIndex(0)
+
+    def counter_j() -> float:
+        return float(n.nvmlDeviceGetTotalEnergyConsumption(h)) / 1000.0
+
+    c0, t0 = counter_j(), time.monotonic()
+    time.sleep(2.0)
+    idle_w = (counter_j() - c0) / (time.monotonic() - t0)
+    devices = available_devices()
+    rows, seen = [], set()
+    for case in cases:
+        key = (case["task"], case["n"], case.get("density"))
+        if key in seen:
+            continue
+        seen.add(key)
+        inp = make_inputs(case["task"], case["n"], case.get("density") or 0.01)
+        row: dict[str, Any] = {"task": case["task"], "n": case["n"], "idle_w": round(idle_w, 1)}
+        answers = {}
+        for name, run in devices.items():
+            for _ in range(3):
+                answers[name] = run(inp)  # uploads, compiles, warms
+            runs, c0, t0 = 0, counter_j(), time.monotonic()
+            while runs < 3 or time.monotonic() - t0 < 1.0:
+                run(inp)
+                runs += 1
+            dt, de = time.monotonic() - t0, counter_j() - c0
+            row[name] = {
+                "ms": round(1e3 * dt / runs, 3),
+                "gpu_j": round(de / runs, 5),
+                "gpu_j_above_idle": round((de - idle_w * dt) / runs, 5),
+                "runs": runs,
+            }
+        # Every device's answer against the CPU's (float32 sums differ in rounding).
+        row["agree_with_cpu"] = {
+            name: bool(np.allclose(np.asarray(a), np.asarray(answers["cpu"]), rtol=1e-3, atol=1e-3))
+            for name, a in answers.items()
+        }
+        rows.append(row)
+    return rows
+
+
+def placement(n: Any, out: Path, cases_file: Path) -> dict[str, Any]:
+    proc = subprocess.run(
+        python_cmd(
+            str(ROOT / "bench" / "placement_eval.py"),
+            "--cases",
+            str(cases_file),
+            "--json",
+            "--gpu-energy",
+            "--rows",
+            str(out / "placement_rows.json"),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    print(proc.stdout + proc.stderr, flush=True)
+    totals = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
+    cases = json.loads(cases_file.read_text())["cases"]
+    return {
+        "eval_status": proc.returncode,
+        "totals": totals,
+        "energy_per_run": energy_per_run(n, cases),
+    }
+
+
+def sweep_cost(out: Path) -> dict[str, Any]:
+    proc = subprocess.run(
+        python_cmd(str(ROOT / "bench" / "bench_device_sweep.py"), "--json", "--nvidia-smi"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    print(proc.stdout + proc.stderr, flush=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench_device_sweep.py exited {proc.returncode}")
+    (out / "sweep.json").write_text(proc.stdout)
+    figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--record-s", type=float, default=26.0)
+    ap.add_argument("--cases", type=Path, default=ROOT / "bench" / "placement_cases_cuda.json")
+    ap.add_argument("--parts", help="a comma-separated subset of: " + ",".join(PARTS))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    import pynvml
+
+    pynvml.nvmlInit()
+    result: dict[str, Any] = {}
+    parts: list[tuple[str, Callable[[], Any]]] = [
+        ("nvml_raw", lambda: nvml_raw(pynvml)),
+        ("telemetry_and_energy", lambda: telemetry_and_energy(pynvml, args.out, args.record_s)),
+        ("placement", lambda: placement(pynvml, args.out, args.cases)),
+        ("sweep", lambda: sweep_cost(args.out)),
+    ]
+    for name, part in parts:
+        if args.parts and name not in args.parts.split(","):
+            continue
+        t0 = time.monotonic()
+        print(f"== {name}", flush=True)
+        try:
+            value = part()
+        except Exception:
+            value = {"failed": traceback.format_exc()}
+            print(value["failed"], flush=True)
+        if name == "nvml_raw":
+            (args.out / "nvml_raw.json").write_text(json.dumps(value, indent=1))
+        result[name] = value
+        result.setdefault("seconds", {})[name] = round(time.monotonic() - t0, 1)
+        (args.out / "gpu_check.json").write_text(json.dumps(result, indent=1))
+    summary = {k: v for k, v in result.items() if k != "nvml_raw"}
+    print(json.dumps(summary, indent=1), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

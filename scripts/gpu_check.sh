@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The NVIDIA path on a real GPU (bench/gpu_check.py says what it checks), on a machine
+# with nothing from the network: python3 with nvidia-ml-py, cupy, numpy, scipy and
+# psutil, and the project as checked out (not installed). Wheels the project needs
+# beyond those (pyelftools, capstone, orjson, zstandard for `record`) may travel in
+# .whl/; they go to a private folder, never into the system's Python.
+#
+#   scripts/gpu_check.sh OUT_DIR [--record-s S] [--cases FILE]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: scripts/gpu_check.sh OUT_DIR [gpu_check.py options]}
+shift
+python=${PYTHON:-python3}
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+paths=()
+if compgen -G "$root/.whl/*.whl" >/dev/null; then
+    "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --target "$work/site" "$root"/.whl/*.whl
+    paths+=("$work/site")
+fi
+if ! "$python" -c 'import adaptyst_top.collectors' 2>/dev/null; then
+    # Not installed: the package's four folders under its namespace, as pyproject maps them.
+    mkdir "$work/pkg" "$work/pkg/adaptyst_top"
+    for d in collectors placement runtime tui; do ln -s "$root/$d" "$work/pkg/adaptyst_top/$d"; done
+    paths+=("$work/pkg")
+fi
+export PYTHONPATH
+PYTHONPATH=$(IFS=:; echo "${paths[*]}")${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,mig.mode.current \
+    --format=csv 2>&1 | tee "$out/log.txt" || true
+"$python" "$root/bench/gpu_check.py" --out "$out" "$@" 2>&1 | tee -a "$out/log.txt"
