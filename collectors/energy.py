@@ -6,6 +6,12 @@ plausible; one that goes backwards otherwise was reset (the energy since the res
 is its new value). A counter that stops moving while power is drawn is stale: the
 interval is integrated from power instead (trapezoid, monotonic clock). With no
 counter at all, power is integrated. Every figure names its source.
+
+A counter that is costly to read (NVML's takes ~3 ms of CPU on an H200) may be read
+less often than power: between two readings power is integrated provisionally, and
+the next reading replaces that estimate with the counter's delta. The energy shown
+never goes backwards (job accounting and Prometheus counters take differences): where
+the counter comes in below the estimate, the figure holds until the counter passes it.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ class EnergyAccount:
         self._last_counter: float | None = None
         self._last_power: float | None = None
         self._counter_moved_t: float | None = None
+        self._last_counter_t: float | None = None
+        self._counted_j = 0.0  # energy as of the last counter reading: never an estimate
+        self._shown_j = 0.0
         self.resets = 0
         self.wraps = 0
 
@@ -52,7 +61,7 @@ class EnergyAccount:
         """Feed one sample (monotonic seconds); returns energy since the first sample."""
         if self._last_t is None:
             self._last_t, self._last_counter, self._last_power = now, counter_j, power_w
-            self._counter_moved_t = now
+            self._counter_moved_t = self._last_counter_t = now
             self.method = (
                 "counter" if counter_j is not None else ("power" if power_w is not None else None)
             )
@@ -60,8 +69,9 @@ class EnergyAccount:
             return EnergyReading(0.0 if self.source else None, power_w, self.source, self.method)
         dt = now - self._last_t
         delta: float | None = None
+        counter_dt = now - (self._last_counter_t if self._last_counter_t is not None else now)
         if counter_j is not None and self._last_counter is not None:
-            delta = self._counter_delta(self._last_counter, counter_j, dt, counter_range_j)
+            delta = self._counter_delta(self._last_counter, counter_j, counter_dt, counter_range_j)
             stale = (
                 delta == 0.0
                 and power_w is not None
@@ -75,21 +85,25 @@ class EnergyAccount:
                 delta = None  # fall back to power for this interval
             else:
                 self.source, self.method = self.counter_source, "counter"
-        if delta is None and power_w is not None and dt > 0:
-            prev = self._last_power if self._last_power is not None else power_w
-            delta = (prev + power_w) / 2.0 * dt
-            self.source, self.method = self.counter_source, "power"
-        if delta is not None:
-            self.total_j += delta
         implied_power = power_w
-        if power_w is None and delta is not None and dt > 0 and self.method == "counter":
-            implied_power = delta / dt
+        if delta is not None:  # the counter's: it replaces any estimate since its last read
+            self.total_j = self._counted_j = self._counted_j + delta
+            if power_w is None and counter_dt > 0:
+                implied_power = delta / counter_dt
+        elif power_w is not None and dt > 0:
+            prev = self._last_power if self._last_power is not None else power_w
+            self.total_j += (prev + power_w) / 2.0 * dt
+            self.source, self.method = self.counter_source, "power"
+            if counter_j is not None or self._last_counter is None:
+                # A stale counter, or none at all: power is this interval's measure.
+                self._counted_j = self.total_j
         self._last_t, self._last_power = now, power_w
         if counter_j is not None:
-            self._last_counter = counter_j
+            self._last_counter, self._last_counter_t = counter_j, now
         if self.source is None:
             return EnergyReading(None, implied_power, None)
-        return EnergyReading(self.total_j, implied_power, self.source, self.method)
+        self._shown_j = max(self._shown_j, self.total_j)
+        return EnergyReading(self._shown_j, implied_power, self.source, self.method)
 
     def _counter_delta(
         self, prev: float, cur: float, dt: float, counter_range_j: float | None

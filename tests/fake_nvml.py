@@ -17,7 +17,8 @@ class FakeGpu:
     bus_id: str = "00000000:17:00.0"
     util: int = 50  # %
     mem_util: int = 20
-    mem_used: int = 10 << 30
+    mem_used: int = 10 << 30  # NVML v2's used: the driver's reservation apart
+    mem_reserved: int = 0  # v1 counts it as used (an idle H200: 644939776 bytes)
     mem_total: int = 141 << 30
     power_mw: int = 300_000
     instant_mw: int | None = 310_000  # None: field not supported
@@ -37,6 +38,9 @@ class FakeNvml:
     NVMLError_NoPermission = pynvml.NVMLError_NoPermission
     NVMLError_GpuIsLost = pynvml.NVMLError_GpuIsLost
     NVMLError_NotFound = pynvml.NVMLError_NotFound
+    NVMLError_FunctionNotFound = pynvml.NVMLError_FunctionNotFound
+    NVMLError_ArgumentVersionMismatch = pynvml.NVMLError_ArgumentVersionMismatch
+    nvmlMemory_v2 = pynvml.nvmlMemory_v2
     NVMLError_LibraryNotFound = pynvml.NVMLError_LibraryNotFound
     NVML_ERROR_LIBRARY_NOT_FOUND = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
     NVML_ERROR_DRIVER_NOT_LOADED = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
@@ -92,9 +96,15 @@ class FakeNvml:
         g = self._call("nvmlDeviceGetUtilizationRates", h)
         return SimpleNamespace(gpu=g.util, memory=g.mem_util)
 
-    def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:
-        g = self._call("nvmlDeviceGetMemoryInfo", h)
-        return SimpleNamespace(used=g.mem_used, total=g.mem_total, free=g.mem_total - g.mem_used)
+    def nvmlDeviceGetMemoryInfo(self, h: int, version: int | None = None) -> Any:
+        free = max(0, g.mem_total - g.mem_used - g.mem_reserved) if (g := self.gpus[h]) else 0
+        if version is None:
+            g = self._call("nvmlDeviceGetMemoryInfo", h)
+            return SimpleNamespace(used=g.mem_used + g.mem_reserved, total=g.mem_total, free=free)
+        g = self._call("nvmlDeviceGetMemoryInfo_v2", h)
+        return SimpleNamespace(
+            version=version, used=g.mem_used, reserved=g.mem_reserved, total=g.mem_total, free=free
+        )
 
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
         return self._call("nvmlDeviceGetPowerUsage", h).power_mw
@@ -141,9 +151,12 @@ class FakeNvml:
 
     def nvmlDeviceGetProcessUtilization(self, h: int, last: int) -> list[Any]:
         g = self._call("nvmlDeviceGetProcessUtilization", h)
-        return [
+        samples = [
             SimpleNamespace(pid=p, smUtil=u, timeStamp=t) for p, u, t in g.proc_util if t > last
         ]
+        if not samples:  # as an H200 answers with no sample newer than `last`
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return samples
 
 
 def mig_aware(fake: FakeNvml) -> FakeNvml:
@@ -153,8 +166,10 @@ def mig_aware(fake: FakeNvml) -> FakeNvml:
     def uuid_of(h: int) -> str:
         return f"MIG-{h}" if h >= 1000 else uuid(h)
 
-    def mem_of(h: int) -> Any:
-        return SimpleNamespace(used=1 << 30, total=18 << 30) if h >= 1000 else mem(h)
+    def mem_of(h: int, version: int | None = None) -> Any:
+        if h >= 1000:
+            return SimpleNamespace(used=1 << 30, total=18 << 30, reserved=0)
+        return mem(h, version)
 
     fake.nvmlDeviceGetUUID = uuid_of  # type: ignore[method-assign]
     fake.nvmlDeviceGetMemoryInfo = mem_of  # type: ignore[method-assign]

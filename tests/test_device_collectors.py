@@ -13,7 +13,7 @@ from adaptyst_top.collectors.amd_gpu import AmdGpuCollector
 from adaptyst_top.collectors.cpu import CpuCollector, PowerModel
 from adaptyst_top.collectors.devices import DeviceSweep
 from adaptyst_top.collectors.fpga import FpgaCollector
-from adaptyst_top.collectors.nvml import NvmlCollector
+from adaptyst_top.collectors.nvml import COUNTER_EVERY_S, NvmlCollector
 from adaptyst_top.collectors.opencl_devices import OpenCLCollector
 from adaptyst_top.collectors.opencl_inventory import OpenCLDevice
 from adaptyst_top.collectors.rapl import RaplReader
@@ -121,17 +121,53 @@ def test_rapl_denied_is_a_state_never_zero(tmp_path: Path, request: pytest.Fixtu
 def test_nvml_full_reading() -> None:
     fake = FakeNvml([FakeGpu(procs=[(4242, 2 << 30)], proc_util=[(4242, 87, 1000)])])
     c = NvmlCollector(fake)
-    c.read(now=0.0)
-    fake.gpus[0].energy_mj += 250_000  # +250 J in 1 s
-    (r,) = c.read(now=1.0)
+    (first,) = c.read(now=0.0)
+    assert first.extra["processes"] == [{"pid": 4242, "mem_bytes": 2 << 30, "sm_util": 0.87}]
+    fake.gpus[0].energy_mj += 250_000  # +250 J by the next read of the counter
+    (r,) = c.read(now=COUNTER_EVERY_S)
     assert r.id == "gpu:0" and r.kind == "gpu" and r.name == "NVIDIA H200"
     assert r.util == 0.5 and r.extra["mem_util"] == 0.2
     assert r.mem_used_bytes == 10 << 30 and r.mem_total_bytes == 141 << 30
     assert r.power_w == 310.0  # the instant field, in W
     assert r.energy_j == 250.0 and r.energy_source == "nvml" and r.energy_method == "counter"
     assert r.temp_c == 45.0 and r.extra["sm_clock_mhz"] == 1980
-    assert r.extra["processes"] == [{"pid": 4242, "mem_bytes": 2 << 30, "sm_util": 0.87}]
+    # No utilisation sample newer than the last one (NVML answers NOT_FOUND): memory only.
+    assert r.extra["processes"] == [{"pid": 4242, "mem_bytes": 2 << 30}]
     assert r.extra["pci_bus_id"] == "00000000:17:00.0"
+
+
+def test_nvml_energy_counter_read_every_few_seconds_power_in_between() -> None:
+    # On an H200 the counter costs ~3.2 ms of CPU a read and moves every 100 ms; power
+    # (instant field, 5 us) fills the seconds between two reads, the counter then rules.
+    fake = FakeNvml([FakeGpu(instant_mw=300_000, energy_mj=1_000_000)])
+    c = NvmlCollector(fake)
+    readings = []
+    for t in range(int(2 * COUNTER_EVERY_S) + 1):
+        readings.append(c.read(now=float(t))[0])
+        fake.gpus[0].energy_mj += 320_000  # the counter: 320 W where power reads 300 W
+    assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 3  # at 0, 5 and 10 s
+    assert readings[1].energy_method == "power" and readings[1].energy_j == 300.0
+    at = int(COUNTER_EVERY_S)
+    assert readings[at].energy_method == "counter"
+    assert readings[at].energy_j == pytest.approx(320.0 * at)  # the counter replaced power
+    assert readings[-1].energy_j == pytest.approx(320.0 * 2 * at)
+    shown = [r.energy_j for r in readings]
+    assert shown == sorted(shown)  # never backwards
+
+
+def test_nvml_memory_leaves_out_the_drivers_reservation() -> None:
+    # An idle H200 (driver 580): v1 used = 644939776 = v2 reserved, v2 used = 0.
+    fake = FakeNvml([FakeGpu(mem_used=0, mem_reserved=644939776, mem_total=150754820096)])
+    (r,) = NvmlCollector(fake).read(now=0.0)
+    assert r.mem_used_bytes == 0 and r.extra["mem_reserved_bytes"] == 644939776
+    # A driver without nvmlDeviceGetMemoryInfo_v2: v1, asked once for v2 and never again.
+    old = FakeNvml([FakeGpu(mem_used=0, mem_reserved=644939776)])
+    old.gpus[0].errors["nvmlDeviceGetMemoryInfo_v2"] = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
+    c = NvmlCollector(old)
+    for t in range(3):
+        (r,) = c.read(now=float(t))
+    assert r.mem_used_bytes == 644939776 and "mem_reserved_bytes" not in r.extra
+    assert old.calls["nvmlDeviceGetMemoryInfo_v2"] == 1
 
 
 def test_nvml_not_supported_is_not_asked_again() -> None:

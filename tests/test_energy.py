@@ -71,3 +71,19 @@ def test_monotone_counter_sums_exactly(increments: list[float]) -> None:
         counter += inc
         r = a.update(float(i), counter_j=counter)
     assert abs(r.energy_j - sum(increments)) < 1e-6 * max(1.0, sum(increments))
+
+
+def test_counter_read_now_and_then_replaces_the_power_estimate() -> None:
+    # Power fills in between two readings of the counter; the counter's delta replaces
+    # that estimate, and the energy shown never goes backwards.
+    a = EnergyAccount("nvml")
+    a.update(0.0, counter_j=1000.0, power_w=100.0)
+    for t in range(1, 5):
+        r = a.update(float(t), power_w=100.0)
+        assert (r.energy_j, r.method) == (100.0 * t, "power")
+    r = a.update(5.0, counter_j=1350.0, power_w=100.0)  # 350 J: below the 400 J shown
+    assert (r.energy_j, r.method) == (400.0, "counter")  # held, not taken back
+    r = a.update(6.0, power_w=100.0)
+    assert r.energy_j == 450.0  # the counter's 350 + 100 since
+    r = a.update(10.0, counter_j=2100.0, power_w=100.0)  # 750 J more: above the estimate
+    assert (r.energy_j, r.method) == (1100.0, "counter")
