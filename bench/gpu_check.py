@@ -5,7 +5,7 @@
    per-process entries are checked against what the load did.
 2. Energy truth: over the same window, the NVML total-energy counter against instant
    power integrated (trapezoid, samples every 10 ms), and against the 1 s average power.
-3. Placement: bench/placement_eval.py on CPU vs CUDA cases (energy with NVML's power),
+3. Placement: bench/placement_eval.py --warm on CPU vs CUDA cases (energy with NVML power),
    and each case's energy per run from NVML's counter over >= 1 s of runs.
 4. The cost of one device sweep with a real GPU against `nvidia-smi --query-gpu`.
 
@@ -262,6 +262,7 @@ def placement(n: Any, out: Path, cases_file: Path) -> dict[str, Any]:
             str(cases_file),
             "--json",
             "--gpu-energy",
+            "--warm",
             "--rows",
             str(out / "placement_rows.json"),
         ),

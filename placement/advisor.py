@@ -226,7 +226,7 @@ class Advisor:
             for d in self.devices:
                 m = self.models.get((task, d))
                 if d not in out and m is not None:
-                    q = ex.from_neighbours(m, cur_model, st.context, here)
+                    q = ex.from_neighbours(m, cur_model, st.context, here, st.size)
                     if q is not None:
                         out[d] = q
         return out

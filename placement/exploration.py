@@ -23,9 +23,10 @@ and a device that is close gets EXPLORE_RUNS more before any move.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
-from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel
+from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, bucket_size
 
 EXPLORE_RUNS = 3  # a measuring exploration: enough for a median that drops the first run
 PROBE_RUNS = 1  # the first look at a device nothing predicts, or one predicted far behind
@@ -86,11 +87,19 @@ def expected(p: Prediction, upload_s: float = 0.0) -> Prediction:
 
 
 def from_neighbours(
-    device: TaskDeviceModel, current: TaskDeviceModel, ctx: Context, here: Prediction
+    device: TaskDeviceModel,
+    current: TaskDeviceModel,
+    ctx: Context,
+    here: Prediction,
+    size: float | None = None,
 ) -> Prediction | None:
     """The device's cost for this input as the current device's cost here times their
     ratio at the nearest input both ran (size and feature buckets apart, summed); the
-    farther that input, the wider the bound (rel_err) around it."""
+    farther that input, the wider the bound (rel_err) around it. For a smaller input
+    than that one, the bound also reaches the device's own best time there scaled down
+    with the size: a ratio does not survive a shift to inputs where one device's launch
+    cost dominates (an H200's CUDA at 1.4 ms whatever the size, 25x faster than the CPU
+    at 1M items and 8x slower at 4,000)."""
     near: tuple[int, int, Context] | None = None
     for c, r in device.time.items():
         other = current.time.get(c)
@@ -116,7 +125,12 @@ def from_neighbours(
     spread = 2 ** (RATIO_SPREAD_PER_BUCKET * dist) * (FIRST_RUN_OPTIMISM**-1.5 if first else 1)
     rel_err = (1 - 1 / spread) / 2
     time_s = here.time_s * ratio
-    return Prediction(time_s, energy, rel_err, 0, "ratio", best_s=time_s / spread)
+    best_s = time_s / spread
+    there = bucket_size(c[0])
+    n = float(size) if size is not None else bucket_size(ctx[0])
+    if n < there and math.isfinite(device.time[c].lo):
+        best_s = min(best_s, device.time[c].lo * n / there)
+    return Prediction(time_s, energy, rel_err, 0, "ratio", best_s=best_s)
 
 
 def budget(executions: int, spent: float) -> float:

@@ -266,6 +266,23 @@ def test_an_input_shift_settles_within_ten_runs_with_one_move() -> None:
     assert [x for x in advice if not x[1]] == [("acc", False)]  # one move, no thrashing
 
 
+def test_a_shift_to_inputs_where_launch_cost_dominates_goes_back() -> None:
+    # Seen on an H200 (bench/h200/placement_rows.json): the logistic map on 1M items is
+    # 25x faster on CUDA (1.9 vs 48.9 ms); on 4,000 items CUDA is launch-bound (1.4 ms)
+    # and the CPU 8x faster (0.19 ms). The ratio one size bucket pair showed (25x) said
+    # nothing of 8 buckets down: the advisor stayed on CUDA for 180 runs.
+    def time_of(dev: str, n: int) -> float:
+        return 48.9e-9 * n if dev == "cpu" else 1.4e-3 + 0.5e-9 * n
+
+    adv = Advisor(["cpu", "cuda"])
+    ran, _ = _drive(adv, time_of, [1_000_000] * 60)
+    assert ran[-1] == "cuda"
+    ran, advice = _drive(adv, time_of, [4_000] * 60, start="cuda")
+    settled = next(i for i in range(len(ran)) if all(d == "cpu" for d in ran[i:]))
+    assert settled < 10, ran[:20]
+    assert [x for x in advice if not x[1]] == [("cpu", False)]  # one move, no thrashing
+
+
 def test_a_device_far_behind_at_a_neighbouring_size_is_not_explored_there() -> None:
     adv = Advisor(["cpu", "acc"])
     # acc 50x slower at 9,216 items (GEMM 96): probed there.
