@@ -290,6 +290,30 @@ async def test_no_number_is_cut_and_one_row_per_physical_device(size: tuple[int,
                     assert value in line, (size, column.key, value, line)
 
 
+H200_RECORDING = Path(__file__).parent.parent / "bench" / "h200" / "record.jsonl"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)])
+async def test_a_real_h200_recording_shows_whole_figures(size: tuple[int, int]) -> None:
+    """What `record` wrote on an H200 under a cupy GEMM load (scripts/gpu_check.sh):
+    the GPU is one row beside the CPU, and its figures are whole in its line."""
+    app = MonitorApp(ReplaySource(H200_RECORDING), interval=1.0, autoplay=False)
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot, 12)  # under load: 100%, ~640 W, 5.3 GiB
+        devices = app.query_one("#devices", FastTable)
+        assert list(devices.rows) == ["cpu", "gpu:0"]
+        width = devices.text_width
+        shown = [c.key for c, _w in devices.columns_for(width)]
+        assert {"name", "util", "power", "energy"} <= set(shown)
+        line = devices.render_line(1 + devices.order.index("gpu:0")).text
+        assert len(line) == width and "NVIDIA H200" in line
+        for key in ("util", "mem", "power", "energy"):
+            if key in shown:
+                value = devices.rows["gpu:0"].cells[key]
+                assert value and value in line, (size, key, value, line)
+        assert "100%" in line and " W" in line and "(nvml)" in line
+
+
 async def test_the_detail_screen_shows_its_history_at_100x30() -> None:
     """A histogram of many rows once pushed the rate and p99 history below the fold."""
     from textual.app import App
