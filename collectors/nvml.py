@@ -10,6 +10,9 @@ Measured on an H200 (driver 580, bench/gpu_check.py): every call answers in 2-16
 but the energy counter, ~3.2 ms of CPU, and the MIG mode, ~0.15 ms. The counter (like
 instant power) moves every 100 ms, so it is read every COUNTER_EVERY_S, with power
 integrated in between (collectors/energy.py), and the MIG mode with the process list.
+NVML lists every user's processes on a GPU to anyone: a user of the monitor is shown
+their own, and the others as a count and their memory together.
+
 Memory "used" is NVML's v2 figure, which leaves out the driver's reservation (615 MiB
 of an idle H200 that v1 counts as used), as nvidia-smi does.
 """
@@ -17,6 +20,7 @@ of an idle H200 that v1 counts as used), as nvidia-smi does.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +53,7 @@ class Gpu:
     processes_at: float = -1e9
     counter_at: float = -1e9
     mig: list[dict[str, Any]] | None = None
+    others: dict[str, int] | None = None  # other users' processes, in total
     last_util_ts: int = 0
 
 
@@ -60,6 +65,7 @@ class NvmlCollector:
     def __init__(self, nvml: Any | None = None) -> None:
         self.nvml: Any = nvml
         self.gpus: list[Gpu] = []
+        self.euid = os.geteuid()
         self.state = "ok"
         self.reason = ""
         if self.nvml is None:
@@ -171,6 +177,8 @@ class NvmlCollector:
         if gpu.mig is not None:
             r.extra["mig"] = gpu.mig
         r.extra["processes"] = gpu.processes
+        if gpu.others is not None:
+            r.extra["processes_of_others"] = gpu.others
         if gpu.denied:
             r.note = (
                 (r.note + "; " if r.note else "")
@@ -247,7 +255,29 @@ class NvmlCollector:
             entry = by_pid.setdefault(int(s.pid), {"pid": int(s.pid), "mem_bytes": None})
             entry["sm_util"] = s.smUtil / 100.0
             gpu.last_util_ts = max(gpu.last_util_ts, int(s.timeStamp))
-        return sorted(by_pid.values(), key=lambda e: e["pid"])
+        return self._own(sorted(by_pid.values(), key=lambda e: e["pid"]), gpu)
+
+    def _own(self, procs: list[dict[str, Any]], gpu: Gpu) -> list[dict[str, Any]]:
+        """The processes a user may see: NVML lists every user's (their PIDs and memory
+        on the GPU) to anyone. Root sees them all; a user, their own, and the others
+        only as a count and their memory together (`others` of the reading)."""
+        gpu.others = None
+        if self.euid == 0:
+            return procs
+        mine: list[dict[str, Any]] = []
+        others: list[dict[str, Any]] = []
+        for p in procs:
+            try:
+                owner = os.stat(f"/proc/{p['pid']}").st_uid
+            except OSError:  # gone, hidden (hidepid) or in another PID namespace
+                owner = -1
+            (mine if owner == self.euid else others).append(p)
+        if others:
+            gpu.others = {
+                "count": len(others),
+                "mem_bytes": sum(int(p["mem_bytes"] or 0) for p in others),
+            }
+        return mine
 
     def close(self) -> None:
         if self.state in ("ok", "degraded") and self.nvml is not None:

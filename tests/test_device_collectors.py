@@ -3,7 +3,9 @@ errors for NVML, RAPL, AMD hwmon, XRT and DFL."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pynvml
@@ -18,6 +20,8 @@ from adaptyst_top.collectors.opencl_devices import OpenCLCollector
 from adaptyst_top.collectors.opencl_inventory import OpenCLDevice
 from adaptyst_top.collectors.rapl import RaplReader
 
+from .as_user import run_as
+from .conftest import IS_ROOT
 from .fake_nvml import FakeGpu, FakeNvml, mig_aware
 
 
@@ -326,3 +330,33 @@ def test_sweep_rate_and_sources(tmp_path: Path) -> None:
     assert {"cpu", "gpu", "opencl"} <= kinds
     states = {s.name: s.state for s in sweep.sources()}
     assert states["nvml"] == "ok" and states["rapl"] == "missing" and states["fpga"] == "missing"
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
+def test_a_user_sees_their_own_gpu_processes_and_the_others_only_in_total() -> None:
+    # NVML hands every user the PIDs and memory of all processes on the GPU (as it did
+    # on the H200); a user of the monitor sees their own, the rest as a count.
+    def as_nobody() -> bytes:
+        mine = subprocess.Popen(["sleep", "30"])  # a process of this user, exec'd
+        try:
+            fake = FakeNvml(
+                [FakeGpu(procs=[(mine.pid, 1 << 30), (1, 2 << 30)], proc_util=[(1, 90, 5)])]
+            )
+            (r,) = NvmlCollector(fake).read(now=0.0)
+            return json.dumps(
+                [mine.pid, r.extra["processes"], r.extra.get("processes_of_others")]
+            ).encode()
+        finally:
+            mine.kill()
+            mine.wait()
+
+    code, out = run_as(65534, as_nobody)
+    assert code == 0, out
+    pid, procs, others = json.loads(out)
+    assert procs == [{"pid": pid, "mem_bytes": 1 << 30}]
+    assert others == {"count": 1, "mem_bytes": 2 << 30}
+    # Root sees every process, as nvidia-smi shows them to root.
+    fake = FakeNvml([FakeGpu(procs=[(os.getpid(), 1 << 30), (1, 2 << 30)])])
+    (r,) = NvmlCollector(fake).read(now=0.0)
+    assert [p["pid"] for p in r.extra["processes"]] == sorted([1, os.getpid()])
+    assert "processes_of_others" not in r.extra
