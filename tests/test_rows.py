@@ -60,6 +60,10 @@ def test_a_device_row_says_why_a_figure_is_missing() -> None:
     g.energy_source = "nvml"
     cells, style = device_row(g, [], ascii=False, util_warn=0.9)
     assert cells["power"] == "120.0 W" and cells["energy"] == "5.5 J (nvml)" and style == ""
+    # A day of an H200 reads in MJ, not as eight digits of joules.
+    for joules, shown in [(4327.3, "4.33 kJ"), (25_920_000.0, "25.9 MJ"), (999.94, "999.9 J")]:
+        g.energy_j = joules
+        assert device_row(g, [], ascii=False, util_warn=0.9)[0]["energy"] == f"{shown} (nvml)"
 
 
 def test_an_advice_row() -> None:

@@ -14,6 +14,17 @@ def fmt_bytes(n: int | float | None) -> str:
     return f"{value:.1f} TiB"
 
 
+def fmt_energy(j: float) -> str:
+    """Joules to three figures or so: an H200 draws ~2 MJ an hour at full load, which
+    reads better as "2.52 MJ" than as "2520000.0 J"."""
+    for unit, scale in (("GJ", 1e9), ("MJ", 1e6), ("kJ", 1e3)):
+        if abs(j) >= scale:
+            value = j / scale
+            digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
+            return f"{value:.{digits}f} {unit}"
+    return f"{j:.1f} J"
+
+
 def fmt_ns(ns: float | None) -> str:
     if ns is None:
         return "-"

@@ -14,7 +14,7 @@ from adaptyst_top.collectors.snapshot import (
     TaskEntry,
 )
 from adaptyst_top.placement.task_keys import PYTHON_SITES_PREFIX, parse_key
-from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_ns, fmt_rate
+from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_energy, fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
 from adaptyst_top.tui.widgets.fast_table import Column
 
@@ -137,7 +137,7 @@ def device_row(
         )
     )
     if d.energy_j is not None:
-        energy = f"{d.energy_j:.1f} J ({d.energy_source})"
+        energy = f"{fmt_energy(d.energy_j)} ({d.energy_source})"
     else:
         energy = "- " + (d.note or "unmeasured")
     cells = {
