@@ -8,6 +8,8 @@
 3. Placement: bench/placement_eval.py --warm on CPU vs CUDA cases (energy with NVML power),
    and each case's energy per run from NVML's counter over >= 1 s of runs.
 4. The cost of one device sweep with a real GPU against `nvidia-smi --query-gpu`.
+5. An ordinary user's view (uid 65534) while root's load runs: NVML works for the user,
+   and the load shows only as another user's process.
 
 Every part's failure is reported and the others still run. Writes to --out:
 gpu_check.json (figures and checks), nvml_raw.json (what each NVML call returned, as
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -36,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from gpu_figures import energy_truth, load_checks  # noqa: E402 - beside this file
 
 SAMPLE_EVERY_S = 0.01
-PARTS = ("nvml_raw", "telemetry_and_energy", "placement", "sweep")
+PARTS = ("user_view", "nvml_raw", "telemetry_and_energy", "placement", "sweep")
 
 
 def plain(v: Any) -> Any:
@@ -280,6 +283,74 @@ def placement(n: Any, out: Path, cases_file: Path) -> dict[str, Any]:
     }
 
 
+NOBODY = 65534
+
+
+def user_view() -> dict[str, Any]:
+    """What an ordinary user's monitor reads while root's cupy load runs: NVML as that
+    user (the device nodes' permissions decide), and the load only as another user's."""
+    from adaptyst_top.collectors.nvml import NvmlCollector
+
+    info_path = Path(tempfile.mkdtemp()) / "load_info.json"
+    info_path.parent.chmod(0o755)
+    load = subprocess.Popen(
+        python_cmd(
+            str(ROOT / "bench" / "gpu_load.py"),
+            "--info",
+            str(info_path),
+            "--idle-before",
+            "0",
+            "--busy",
+            "3",
+            "--idle-after",
+            "0",
+        )
+    )
+    while load.poll() is None and not info_path.exists():
+        time.sleep(0.05)
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # the user's side: never returns into this program
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            c = NvmlCollector()
+            seen = {"state": c.state, "reason": c.reason, "gpus": len(c.gpus)}
+            seen["readings"] = [x.to_json() for x in c.read()]
+            os.write(w, json.dumps(seen).encode())
+        except BaseException:
+            os.write(w, json.dumps({"failed": traceback.format_exc()}).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    os.waitpid(child, 0)
+    load.wait(timeout=120)
+    seen = json.loads(data)
+    info = json.loads(info_path.read_text())
+    gpus = [x for x in seen.get("readings", []) if x.get("kind") == "gpu"]
+    extra = gpus[0]["extra"] if gpus else {}
+    return {
+        "load_pid": info["pid"],
+        "as_user": seen,
+        "checks": {
+            "nvml_works_as_a_user": bool(gpus) and gpus[0].get("util") is not None,
+            "the_load_is_not_listed": all(
+                p["pid"] != info["pid"] for p in extra.get("processes", [])
+            ),
+            "the_load_is_counted_as_another_users": (extra.get("processes_of_others") or {}).get(
+                "count", 0
+            )
+            >= 1,
+        },
+    }
+
+
 def sweep_cost(out: Path) -> dict[str, Any]:
     proc = subprocess.run(
         python_cmd(str(ROOT / "bench" / "bench_device_sweep.py"), "--json", "--nvidia-smi"),
@@ -307,16 +378,19 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     import pynvml
 
-    pynvml.nvmlInit()
     result: dict[str, Any] = {}
     parts: list[tuple[str, Callable[[], Any]]] = [
+        # First, before this process opens NVML: the user's side is a fork of it, and
+        # must open the device as that user, not inherit root's open driver.
+        ("user_view", user_view),
+        ("nvml_init", pynvml.nvmlInit),
         ("nvml_raw", lambda: nvml_raw(pynvml)),
         ("telemetry_and_energy", lambda: telemetry_and_energy(pynvml, args.out, args.record_s)),
         ("placement", lambda: placement(pynvml, args.out, args.cases)),
         ("sweep", lambda: sweep_cost(args.out)),
     ]
     for name, part in parts:
-        if args.parts and name not in args.parts.split(","):
+        if args.parts and name not in (*args.parts.split(","), "nvml_init"):
             continue
         t0 = time.monotonic()
         print(f"== {name}", flush=True)
