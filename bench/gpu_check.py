@@ -160,9 +160,16 @@ def python_cmd(*args: str) -> list[str]:
     return [sys.executable, *args]
 
 
-def telemetry_and_energy(n: Any, out: Path, record_s: float) -> dict[str, Any]:
+def start_load(info: Path, *timing: str) -> subprocess.Popen[bytes]:
+    """bench/gpu_load.py, writing what it did to INFO (TIMING: its idle and busy options)."""
+    return subprocess.Popen(
+        python_cmd(str(ROOT / "bench" / "gpu_load.py"), "--info", str(info), *timing)
+    )
+
+
+def telemetry_and_energy(n: Any, out: Path, scratch: Path, record_s: float) -> dict[str, Any]:
     rec_path = out / "record.jsonl"
-    info_path = Path(tempfile.mkdtemp()) / "load_info.json"
+    info_path = scratch / "load_info.json"
     sampler = PowerSampler(n)
     sampler.start()
     rec = subprocess.Popen(
@@ -182,9 +189,7 @@ def telemetry_and_energy(n: Any, out: Path, record_s: float) -> dict[str, Any]:
     while time.monotonic() < deadline and not (rec_path.exists() and rec_path.stat().st_size):
         time.sleep(0.02)
     rec_start = time.monotonic() - 1.0  # the first line is written one interval in
-    load = subprocess.Popen(
-        python_cmd(str(ROOT / "bench" / "gpu_load.py"), "--info", str(info_path))
-    )
+    load = start_load(info_path)
     raw_under_load = None
     while load.poll() is None:
         time.sleep(0.1)
@@ -286,26 +291,13 @@ def placement(n: Any, out: Path, cases_file: Path) -> dict[str, Any]:
 NOBODY = 65534
 
 
-def user_view() -> dict[str, Any]:
+def user_view(scratch: Path) -> dict[str, Any]:
     """What an ordinary user's monitor reads while root's cupy load runs: NVML as that
     user (the device nodes' permissions decide), and the load only as another user's."""
     from adaptyst_top.collectors.nvml import NvmlCollector
 
-    info_path = Path(tempfile.mkdtemp()) / "load_info.json"
-    info_path.parent.chmod(0o755)
-    load = subprocess.Popen(
-        python_cmd(
-            str(ROOT / "bench" / "gpu_load.py"),
-            "--info",
-            str(info_path),
-            "--idle-before",
-            "0",
-            "--busy",
-            "3",
-            "--idle-after",
-            "0",
-        )
-    )
+    info_path = scratch / "user_view_load.json"
+    load = start_load(info_path, "--idle-before", "0", "--busy", "3", "--idle-after", "0")
     while load.poll() is None and not info_path.exists():
         time.sleep(0.05)
     r, w = os.pipe()
@@ -320,7 +312,7 @@ def user_view() -> dict[str, Any]:
             seen = {"state": c.state, "reason": c.reason, "gpus": len(c.gpus)}
             seen["readings"] = [x.to_json() for x in c.read()]
             os.write(w, json.dumps(seen).encode())
-        except BaseException:
+        except BaseException:  # SystemExit too: the child reports, then _exit below
             os.write(w, json.dumps({"failed": traceback.format_exc()}).encode())
         finally:
             os._exit(0)
@@ -378,14 +370,22 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     import pynvml
 
+    with tempfile.TemporaryDirectory(prefix="gpu_check-") as scratch:
+        return run_parts(args, pynvml, Path(scratch))
+
+
+def run_parts(args: argparse.Namespace, pynvml: Any, scratch: Path) -> int:
     result: dict[str, Any] = {}
     parts: list[tuple[str, Callable[[], Any]]] = [
         # First, before this process opens NVML: the user's side is a fork of it, and
         # must open the device as that user, not inherit root's open driver.
-        ("user_view", user_view),
+        ("user_view", lambda: user_view(scratch)),
         ("nvml_init", pynvml.nvmlInit),
         ("nvml_raw", lambda: nvml_raw(pynvml)),
-        ("telemetry_and_energy", lambda: telemetry_and_energy(pynvml, args.out, args.record_s)),
+        (
+            "telemetry_and_energy",
+            lambda: telemetry_and_energy(pynvml, args.out, scratch, args.record_s),
+        ),
         ("placement", lambda: placement(pynvml, args.out, args.cases)),
         ("sweep", lambda: sweep_cost(args.out)),
     ]
@@ -396,7 +396,7 @@ def main() -> int:
         print(f"== {name}", flush=True)
         try:
             value = part()
-        except Exception:
+        except Exception:  # the part's failure is a finding; the other parts still run
             value = {"failed": traceback.format_exc()}
             print(value["failed"], flush=True)
         if name == "nvml_raw":
