@@ -21,6 +21,7 @@ from adaptyst_top.collectors.private_files import (
     private_dir,
     write_private,
 )
+from adaptyst_top.collectors.process_names import app_name, process_name
 from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.model import TaskDeviceModel, model_from_json, model_to_json
 
@@ -30,40 +31,11 @@ MAX_BYTES = 4 << 20  # a kept file larger than this is not ours to parse
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+@-]")
 
 
-_INTERPRETERS = re.compile(r"^(python[0-9.]*|pypy[0-9.]*|perl|ruby|node|julia|Rscript|bash|sh)$")
-
-
-def app_name(argv: Sequence[str]) -> str | None:
-    """An application's name from its command line: the program's, or for an interpreter
-    the script's or module's (`python3 -m pkg.app` is `pkg.app`, not every Python program)."""
-    if not argv:
-        return None
-    name = os.path.basename(argv[0])
-    if not _INTERPRETERS.match(name):
-        return name or None
-    args = list(argv[1:])
-    while args:
-        a = args.pop(0)
-        if a == "-m" and args:
-            return args[0]
-        if a in ("-c", "-e"):
-            return name  # code on the command line: nothing better to name it by
-        if not a.startswith("-"):
-            return os.path.basename(a)
-    return name
-
-
 def app_of(command: Sequence[str], pid: int | None) -> str | None:
     """Whose models these are: the launched command's, or the target process's."""
     if command:
         return app_name(command)
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return app_name([a.decode(errors="replace") for a in f.read().split(b"\0") if a])
-    except OSError:
-        return None
+    return None if pid is None else process_name(pid)
 
 
 def kept_models(
