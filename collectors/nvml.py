@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from adaptyst_top.collectors.energy import EnergyAccount
+from adaptyst_top.collectors.process_names import process_name
 from adaptyst_top.collectors.snapshot import DeviceReading
 
 T = TypeVar("T")
@@ -263,7 +264,7 @@ class NvmlCollector:
         only as a count and their memory together (`others` of the reading)."""
         gpu.others = None
         if self.euid == 0:
-            return procs
+            return [self._named(p) for p in procs]
         mine: list[dict[str, Any]] = []
         others: list[dict[str, Any]] = []
         for p in procs:
@@ -271,13 +272,23 @@ class NvmlCollector:
                 owner = os.stat(f"/proc/{p['pid']}").st_uid
             except OSError:  # gone, hidden (hidepid) or in another PID namespace
                 owner = -1
-            (mine if owner == self.euid else others).append(p)
+            if owner == self.euid:
+                mine.append(self._named(p))
+            else:
+                others.append(p)
         if others:
             gpu.others = {
                 "count": len(others),
                 "mem_bytes": sum(int(p["mem_bytes"] or 0) for p in others),
             }
         return mine
+
+    @staticmethod
+    def _named(p: dict[str, Any]) -> dict[str, Any]:
+        """The entry with its application's name, as the user knows it (the script a
+        Python process runs, not `python3`), where /proc still has it."""
+        name = process_name(p["pid"])
+        return {**p, "name": name} if name else p
 
     def close(self) -> None:
         if self.state in ("ok", "degraded") and self.nvml is not None:

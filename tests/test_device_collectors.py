@@ -353,7 +353,7 @@ def test_a_user_sees_their_own_gpu_processes_and_the_others_only_in_total() -> N
     code, out = run_as(65534, as_nobody)
     assert code == 0, out
     pid, procs, others = json.loads(out)
-    assert procs == [{"pid": pid, "mem_bytes": 1 << 30}]
+    assert procs == [{"pid": pid, "mem_bytes": 1 << 30, "name": "sleep"}]
     assert others == {"count": 1, "mem_bytes": 2 << 30}
     # Root sees every process, as nvidia-smi shows them to root.
     fake = FakeNvml([FakeGpu(procs=[(os.getpid(), 1 << 30), (1, 2 << 30)])])

@@ -10,7 +10,14 @@ from adaptyst_top.collectors.snapshot import (
     ProbeEntry,
     TaskEntry,
 )
-from adaptyst_top.tui.rows import advice_row, app_name, device_row, probe_row, task_summary
+from adaptyst_top.tui.rows import (
+    advice_row,
+    app_name,
+    device_row,
+    gpu_process_rows,
+    probe_row,
+    task_summary,
+)
 
 WARN_NS = 10e6
 
@@ -118,3 +125,26 @@ def test_a_python_apps_task_probes_name_the_app_not_the_extension() -> None:
     c_app = entry(kind="usdt", name="adaptyst:task_begin..task_end", key="a|cpu|1|0",
                   target="/opt/app/bin/cfd")  # fmt: skip
     assert probe_row(c_app, WARN_NS, "cfd-run")[0]["target"] == "cfd"  # its own binary
+
+
+def test_a_gpus_processes_are_rows_under_it() -> None:
+    g = DeviceReading("gpu:0", "gpu", "H200")
+    g.extra = {
+        "processes": [
+            {"pid": 11, "mem_bytes": 1 << 30, "sm_util": 0.99, "name": "train.py"},
+            {"pid": 12, "mem_bytes": 4 << 30, "name": "serve"},
+            {"pid": 13, "mem_bytes": None},
+            {"pid": 14, "mem_bytes": 2 << 30},
+            {"pid": 15, "mem_bytes": 3 << 30},
+            {"pid": "x", "mem_bytes": 9},
+            "junk",  # a damaged recording: left out
+        ],
+        "processes_of_others": {"count": 2, "mem_bytes": 6 << 30},
+    }
+    rows = dict(gpu_process_rows(g))
+    assert list(rows) == ["gpu:0/12", "gpu:0/15", "gpu:0/14", "gpu:0/more", "gpu:0/others"]
+    assert rows["gpu:0/12"]["name"] == " └ 12 serve" and rows["gpu:0/12"]["mem"] == "4.0 GiB"
+    assert rows["gpu:0/more"] == {"name": " └ 2 more", "mem": "1.0 GiB"}
+    assert rows["gpu:0/others"] == {"name": " └ 2 of other users", "mem": "6.0 GiB"}
+    g.extra = {"processes": "not a list", "processes_of_others": {"count": 0}}
+    assert gpu_process_rows(g) == []

@@ -296,12 +296,15 @@ H200_RECORDING = Path(__file__).parent.parent / "bench" / "h200" / "record.jsonl
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)])
 async def test_a_real_h200_recording_shows_whole_figures(size: tuple[int, int]) -> None:
     """What `record` wrote on an H200 under a cupy GEMM load (scripts/gpu_check.sh):
-    the GPU is one row beside the CPU, and its figures are whole in its line."""
+    the GPU is one row beside the CPU, its figures whole in its line, and the load's
+    process under it."""
     app = MonitorApp(ReplaySource(H200_RECORDING), interval=1.0, autoplay=False)
     async with app.run_test(size=size) as pilot:
         await loaded(pilot, 12)  # under load: 100%, ~640 W, 5.3 GiB
         devices = app.query_one("#devices", FastTable)
-        assert list(devices.rows) == ["cpu", "gpu:0"]
+        assert devices.order == ["cpu", "gpu:0", "gpu:0/479"]
+        process = devices.render_line(3).text
+        assert process.startswith(" └ 479 ") and "SM " in process
         width = devices.text_width
         shown = [c.key for c, _w in devices.columns_for(width)]
         assert {"name", "util", "power", "energy"} <= set(shown)

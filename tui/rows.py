@@ -55,6 +55,60 @@ ADVICE_COLUMNS = (
 )
 
 
+GPU_PROCESS_ROWS = 3  # a GPU's own processes shown under it; the rest on one line
+
+
+def _whole(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def gpu_process_rows(d: DeviceReading) -> list[tuple[str, dict[str, str]]]:
+    """A GPU's processes as rows under its own, as nvitop lists them: the user's largest
+    by memory with their SM share, then the rest of theirs and the other users' each in
+    one line (a user is never shown another user's PID: collectors/nvml.py). Keys are
+    the device's id and the PID. Entries a damaged recording mangled are left out."""
+    raw = d.extra.get("processes")
+    procs = [
+        p
+        for p in (raw if isinstance(raw, list) else [])
+        if isinstance(p, dict) and _whole(p.get("pid"))
+    ]
+    procs.sort(key=lambda p: -(_whole(p.get("mem_bytes")) or 0))
+    rows: list[tuple[str, dict[str, str]]] = []
+    for p in procs[:GPU_PROCESS_ROWS]:
+        sm, name, mem = p.get("sm_util"), p.get("name"), _whole(p.get("mem_bytes"))
+        label = f" └ {p['pid']} {name}" if isinstance(name, str) else f" └ {p['pid']}"
+        rows.append(
+            (
+                f"{d.id}/{p['pid']}",
+                {
+                    "name": label,
+                    "util": f"SM {sm * 100:.0f}%"
+                    if isinstance(sm, (int, float)) and 0 <= sm <= 1
+                    else "",
+                    "mem": "-" if mem is None else fmt_bytes(mem),
+                },
+            )
+        )
+    rest = procs[GPU_PROCESS_ROWS:]
+    if rest:
+        mem = sum(_whole(p.get("mem_bytes")) or 0 for p in rest)
+        rows.append((f"{d.id}/more", {"name": f" └ {len(rest)} more", "mem": fmt_bytes(mem)}))
+    others = d.extra.get("processes_of_others")
+    if isinstance(others, dict) and (count := _whole(others.get("count"))):
+        mem = _whole(others.get("mem_bytes"))
+        rows.append(
+            (
+                f"{d.id}/others",
+                {
+                    "name": f" └ {count} of other users",
+                    "mem": "-" if mem is None else fmt_bytes(mem),
+                },
+            )
+        )
+    return rows
+
+
 def app_name(command: CommandState | None) -> str | None:
     """The launched application as its user knows it: a Python script or module by its
     name (not `python3`), anything else by its program's name."""

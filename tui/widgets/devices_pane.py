@@ -1,4 +1,5 @@
-"""The devices pane: one row per physical device, with its utilisation history. An
+"""The devices pane: one row per physical device, with its utilisation history, and
+under a GPU the user's processes on it (tui/rows.py: gpu_process_rows). An
 OpenCL device that runs on one of them (PoCL on the CPU, a GPU's OpenCL driver) is that
 device's OpenCL view, not a second device whose figures could be added up: its name
 joins the physical device's row. The snapshot keeps listing it (the advisor needs it)."""
@@ -9,7 +10,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from adaptyst_top.collectors.snapshot import DeviceReading
-from adaptyst_top.tui.rows import DEVICE_COLUMNS, device_row
+from adaptyst_top.tui.rows import DEVICE_COLUMNS, device_row, gpu_process_rows
 from adaptyst_top.tui.widgets.fast_table import FastTable
 
 HISTORY = 120  # samples kept per row: bounded, however long the run
@@ -19,6 +20,7 @@ MAX_HEIGHT = 10
 class DevicesPane(FastTable):
     def __init__(self, ascii: bool = False, util_warn: float = 0.9) -> None:
         super().__init__(DEVICE_COLUMNS, id="devices")
+        self.sort_key = "at"  # a GPU's process rows stay under it, in the snapshot's order
         self.border_title = "Devices"
         self.ascii = ascii
         self.util_warn = util_warn
@@ -32,8 +34,8 @@ class DevicesPane(FastTable):
             on = d.extra.get("maps_to") if d.kind == "opencl" else None
             if on in ids:
                 views.setdefault(str(on), []).append(d.name)
-        seen = set()
-        for d in devices:
+        seen, shown = set(), set()
+        for i, d in enumerate(devices):
             if d.kind == "opencl" and d.extra.get("maps_to") in ids:
                 continue
             seen.add(d.id)
@@ -42,8 +44,13 @@ class DevicesPane(FastTable):
             cells, style = device_row(d, hist, self.ascii, self.util_warn)
             if d.id in views:
                 cells["name"] += " · OpenCL: " + ", ".join(views[d.id])
-            self.upsert(d.id, cells, style=style)
-        self.retain(seen)
+            self.upsert(d.id, cells, {"at": (i, 0)}, style=style)
+            shown.add(d.id)
+            if d.kind == "gpu":
+                for j, (key, row) in enumerate(gpu_process_rows(d), 1):
+                    self.upsert(key, row, {"at": (i, j)}, style="dim")
+                    shown.add(key)
+        self.retain(shown)
         for gone in set(self.history) - seen:
             del self.history[gone]
         height = min(MAX_HEIGHT, len(self.rows) + 3)
