@@ -4,6 +4,7 @@ that dies takes it along, a signal during attach never releases it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -203,21 +204,27 @@ def test_the_command_never_outlives_record(tmp_path: Path, sig: int) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    shell, _sleep = pids(tmp_path)
+    shell, sleep = pids(tmp_path)
     rec.send_signal(sig)
     try:
-        status = rec.wait(30)
-    except subprocess.TimeoutExpired:
-        # Seen once in a full run (not alone in 32): what each thread waited on, to say why.
-        where = threads_of(rec.pid)
-        rec.kill()
-        _, err = rec.communicate()
-        raise AssertionError(f"record still ran 30 s after {sig!r}:\n{where}\n{err}") from None
-    assert gone(shell)  # SIGKILL included: the kernel kills it with its monitor
-    if sig != signal.SIGKILL:
-        assert status == 128 + signal.SIGTERM  # the command's own: ended with SIGTERM
-        assert "Traceback" not in (rec.stderr.read() if rec.stderr else "")
-        assert all(gone(p) for p in pids(tmp_path))
+        try:
+            status = rec.wait(30)
+        except subprocess.TimeoutExpired:
+            # Seen once in a full run (not alone in 32): what each thread waited on, to say why.
+            where = threads_of(rec.pid)
+            rec.kill()
+            _, err = rec.communicate()
+            raise AssertionError(f"record still ran 30 s after {sig!r}:\n{where}\n{err}") from None
+        assert gone(shell)  # SIGKILL included: the kernel kills it with its monitor
+        if sig != signal.SIGKILL:
+            assert status == 128 + signal.SIGTERM  # the command's own: ended with SIGTERM
+            assert "Traceback" not in (rec.stderr.read() if rec.stderr else "")
+            assert all(gone(p) for p in pids(tmp_path))
+    finally:
+        # After a SIGKILL of record the command's own children outlive it (nothing is
+        # left to end them: docs/safety.md); the test does not leave them behind.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(sleep, signal.SIGKILL)
 
 
 def test_keep_command_lets_it_outlive_record(tmp_path: Path) -> None:
