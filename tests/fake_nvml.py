@@ -97,11 +97,12 @@ class FakeNvml:
         return SimpleNamespace(gpu=g.util, memory=g.mem_util)
 
     def nvmlDeviceGetMemoryInfo(self, h: int, version: int | None = None) -> Any:
-        free = max(0, g.mem_total - g.mem_used - g.mem_reserved) if (g := self.gpus[h]) else 0
+        g = self._call(
+            "nvmlDeviceGetMemoryInfo" if version is None else "nvmlDeviceGetMemoryInfo_v2", h
+        )
+        free = max(0, g.mem_total - g.mem_used - g.mem_reserved)
         if version is None:
-            g = self._call("nvmlDeviceGetMemoryInfo", h)
             return SimpleNamespace(used=g.mem_used + g.mem_reserved, total=g.mem_total, free=free)
-        g = self._call("nvmlDeviceGetMemoryInfo_v2", h)
         return SimpleNamespace(
             version=version, used=g.mem_used, reserved=g.mem_reserved, total=g.mem_total, free=free
         )
