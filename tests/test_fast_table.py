@@ -64,3 +64,31 @@ async def test_flexible_columns_share_the_room_by_what_their_text_needs() -> Non
         widths = {c.key: w for c, w in table.columns_for(table.text_width)}
         assert widths["energy"] >= len(note)  # the note, whole: the short name needs little
         assert note in table.render_line(1).text
+
+
+async def test_a_sorted_table_repaints_only_a_row_whose_place_holds() -> None:
+    """A sorted pane whose figures change every second (the devices pane sorts by its
+    order) once sent its whole self through Textual's compositor on every change."""
+    app = One()
+    async with app.run_test(size=(100, 12)) as pilot:
+        table = app.query_one(FastTable)
+        table.set_sort("count")
+        for i in range(3):
+            table.upsert(f"r{i}", dict(CELLS, count=str(i)), {"count": i})
+        await pilot.pause()
+        whole: list[object] = []
+        real = table.refresh
+
+        def refresh(*regions: object, **kw: object) -> object:
+            if not regions:
+                whole.append(kw)
+            return real(*regions, **kw)
+
+        table.refresh = refresh  # type: ignore[method-assign]
+        table.upsert("r1", dict(CELLS, count="1", p99="2.00 ms"), {"count": 1})
+        await pilot.pause()
+        assert whole == [] and table.order == ["r0", "r1", "r2"]
+        assert "2.00 ms" in table.render_line(2).text
+        table.upsert("r0", dict(CELLS, count="9"), {"count": 9})  # now it moves
+        await pilot.pause()
+        assert table.order == ["r1", "r2", "r0"] and len(whole) == 1

@@ -117,9 +117,10 @@ class FastTable(ScrollView, can_focus=True):
             return
         row.cells, row.style, row.version = cells, style, row.version + 1
         row.sort = sort or row.sort
-        if self.sort_key is not None or self.filter_text:
-            self._reorder()  # its place may have changed
-        else:
+        # Its place may have changed; where it did not, only its line is repainted (a
+        # sorted pane whose figures change every second would otherwise go through
+        # Textual's compositor whole, every second).
+        if not ((self.sort_key is not None or self.filter_text) and self._reorder(True)):
             self._refresh_row(key)
 
     def _note_needs(self, cells: dict[str, str]) -> None:
@@ -155,7 +156,9 @@ class FastTable(ScrollView, can_focus=True):
             return self.order[self.cursor]
         return None
 
-    def _reorder(self) -> None:
+    def _reorder(self, only_if_moved: bool = False) -> bool:
+        """Rows in the filter's and the sort's order; the whole table repainted. With
+        ONLY_IF_MOVED, nothing is done when the order stays as it is. True if done."""
         keys = [
             k
             for k, r in self.rows.items()
@@ -169,6 +172,8 @@ class FastTable(ScrollView, can_focus=True):
                 return (0, v) if v is not None else (1, 0)
 
             keys.sort(key=value, reverse=self.sort_reverse)
+        if only_if_moved and keys == self.order:
+            return False
         selected = self.selected_key
         self.order = keys
         if selected in keys:
@@ -176,6 +181,7 @@ class FastTable(ScrollView, can_focus=True):
         self.cursor = min(self.cursor, max(0, len(keys) - 1))
         self.virtual_size = Size(self.text_width, len(keys) + 1)
         self.refresh()
+        return True
 
     def _refresh_row(self, key: str) -> None:
         """KEY's line is repainted once the current handler is done, with the others
