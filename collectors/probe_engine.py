@@ -859,11 +859,26 @@ class ProbeEngine:
         Read from fdinfo only when fresh (read() asks just after each sampling window,
         when the figure can have changed); otherwise the last figure."""
         if fresh and self.bpf_stats_on:
-            row.bpf_ns = bpf_run_ns(row) or row.bpf_ns
+            # A program's run time changes only when it runs: a row with no hit since
+            # the last read keeps its figure (one fdinfo read per program saved).
+            hits = sum(s[0] for s in row.stats.values())
+            if hits != row.bpf_ns_hits or row.bpf_ns is None:
+                row.bpf_ns = bpf_run_ns(row) or row.bpf_ns
+                row.bpf_ns_hits = hits
         return row.bpf_ns
 
     def _row_entries(self, row: Row, with_hist: bool = True) -> list[ProbeEntry]:
-        return row_entries(row, self.costs.get(row.cost_class), self.bpf_run_ns(row), with_hist)
+        cost = self.costs.get(row.cost_class)
+        bpf_ns = self.bpf_run_ns(row)
+        # Same figures, no hit in this interval or the last (so every rate reads 0 both
+        # times): the entries handed out last time, as they were.
+        sig = (row.stats_version, row.interval_hits or None, row.state, row.error, bpf_ns)
+        sig += (cost.per_hit_ns, cost.in_interval_ns, cost.source, with_hist)
+        if row.entries is not None and row.entries[0] == sig and not row.interval_hits:
+            return row.entries[1]
+        entries = row_entries(row, cost, bpf_ns, with_hist)
+        row.entries = (sig, entries)
+        return entries
 
     def snapshot_rows(self, with_hist: bool = True) -> list[ProbeEntry]:
         """Every group's entries, in the order the specs were added."""

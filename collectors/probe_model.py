@@ -65,12 +65,17 @@ class Row:
     pids: set[int] = field(default_factory=set)  # the processes attached for (-1: every one)
     unlinking: bool = False  # a background detach is running
     bpf_ns: float | None = None  # BPF run time per hit, last read
+    bpf_ns_hits: int = -1  # the row's hits when bpf_ns was read: unchanged, so is it
     hist_lists: dict[Any, tuple[int, tuple[tuple[int, int], ...]]] = field(default_factory=dict)
     lat_cache: dict[Any, tuple[tuple[int, float], tuple[Latency, Latency]]] = field(
         default_factory=dict
     )
     # The last snapshot entry per key, and what it was made from (reused while unchanged).
     entry_cache: dict[Any, tuple[tuple[Any, ...], ProbeEntry]] = field(default_factory=dict)
+    # The row's entries as a whole, and what they were made from: an idle row's are
+    # handed back without a look at each key.
+    entries: tuple[tuple[Any, ...], list[ProbeEntry]] | None = None
+    stats_version: int = 0  # bumped whenever read() gives `stats` new figures
     # Cumulative per key (None for an unsplit probe), refreshed by read():
     stats: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
     hist: dict[Any, dict[int, int]] = field(default_factory=dict)

@@ -19,6 +19,7 @@ from adaptyst_top.collectors.probe_model import KERNEL_ERRORS, QUIET_ERRORS, Pro
 # u32 bucket; u32 pad; } and its u64 count, as bpf_program.PRELUDE lays them out.
 _HKEY = struct.Struct(f"<IIQ{KEYLEN}sII")
 _COUNT = struct.Struct("<Q")
+_INDEX = struct.Struct("<I")  # an array map's key
 
 
 def read_module(module: ProbeModule) -> None:
@@ -34,6 +35,11 @@ def read_module(module: ProbeModule) -> None:
     if stats == module.last_stats:
         return  # no hit since the last read: the histograms cannot have changed either
     module.last_stats = stats
+    # Only the slots hit since the last read: most rows of a wide glob sit idle, and an
+    # idle row keeps its statistics, its histogram and so its snapshot entries as they were.
+    changed = {s for s, row in module.by_slot.items() if s in stats and stats[s] != row.stats}
+    if not changed:
+        return
     hists: dict[int, dict[Any, dict[int, int]]] = {}
     reader = module.reader("hist")
     keys, values, _n = reader.raw()
@@ -44,20 +50,28 @@ def read_module(module: ProbeModule) -> None:
     for i, ((slot, kind, _num, _s, bucket, _pad), (count,)) in enumerate(
         zip(_HKEY.iter_unpack(keys), _COUNT.iter_unpack(values), strict=True)
     ):
+        if slot not in changed:
+            continue
         key = (
             None if kind == KeyKind.NONE else key_of(key_t.from_buffer_copy(keys, i * _HKEY.size).k)
         )
         per_key = hists.setdefault(slot, {}).setdefault(key, {})
         per_key[bucket] = per_key.get(bucket, 0) + count
-    for slot, row in module.by_slot.items():
-        if slot in stats:
-            row.stats = stats[slot]
-            row.hist = hists.get(slot, {})
+    for slot in changed:
+        row = module.by_slot[slot]
+        row.stats = stats[slot]
+        row.hist = hists.get(slot, {})
+        row.stats_version += 1
 
 
 def new_kernel_errors(module: ProbeModule) -> list[str]:
     """A line per kind of error the programs counted since the last call."""
-    counts = [int(v.value) for v in module.bpf["errors"].values()]
+    # One batch read (bcc's values() is a lookup per index, a syscall each).
+    keys, values, _n = module.reader("errors").raw()
+    counts = [0] * len(module.errors_seen)
+    for (i,), (count,) in zip(_INDEX.iter_unpack(keys), _COUNT.iter_unpack(values), strict=True):
+        if i < len(counts):
+            counts[i] = count
     lines = []
     for i, what in KERNEL_ERRORS.items():
         new = counts[i] - module.errors_seen[i]

@@ -99,6 +99,31 @@ def test_a_notification_in_front_stays_whole(paint_app: Callable[[int, int], Pat
 
 
 @needs_tmux
+@pytest.mark.parametrize(
+    "keys", ["b", "bt", "g", "gg"], ids=["blurred", "focused-again", "background", "back-again"]
+)
+def test_lines_painted_after_a_style_change_wear_the_new_style(
+    paint_app: Callable[[int, int], Path], keys: str
+) -> None:
+    """A paint keeps what it read of the widget (where it is, its styles' layout) from
+    one paint to the next: after the table loses the focus (its border and cursor change
+    colour) or gets another background, and maybe goes back, the rows painted directly
+    are still the rows Textual paints."""
+    paint_app(100, 30)
+    for key in keys:
+        start = _tick(wait_for(lambda s: _tick(s) > 0))
+        tmux("send-keys", "-t", SESSION, key)
+        wait_for(lambda s, n=start: _tick(s) >= n + 5)  # rows painted in the new style
+    tmux("send-keys", "-t", SESSION, "f")
+    wait_for(lambda s: "frozen at tick" in s)
+    time.sleep(0.5)
+    painted = capture()
+    tmux("send-keys", "-t", SESSION, "r")
+    time.sleep(1.0)
+    assert capture() == painted
+
+
+@needs_tmux
 def test_a_refresh_pending_in_the_same_handler_is_not_lost(
     paint_app: Callable[[int, int], Path],
 ) -> None:
@@ -118,6 +143,12 @@ def test_a_refresh_pending_in_the_same_handler_is_not_lost(
     tmux("send-keys", "-t", SESSION, "r")
     time.sleep(1.0)
     assert capture() == painted
+
+
+def _tick(screen: str) -> int:
+    """The round the header shows (0 before the first)."""
+    words = screen.split("tick ", 1)
+    return int(words[1].split()[0]) if len(words) == 2 and words[1][:1].isdigit() else 0
 
 
 def _counts(path: Path) -> tuple[int, int]:

@@ -421,3 +421,54 @@ def test_attaching_to_a_process_calling_the_function_meanwhile_measures_it(
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_idle_rows_hand_back_their_entries_and_hit_rows_new_ones(workload: Workload) -> None:
+    """Most rows of a wide glob sit idle: their entries are the last ones, the very
+    objects (the monitor repaints nothing for them), while a row hit again is read anew
+    with exact counts, and so is its neighbour's after it stops."""
+    b = workload.binary
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"uprobe:{b}:*_fn")
+        workload.run("fast 300")
+        engine.read()
+        engine.read()  # the interval with the hits is over: their rates read 0 now
+        first = {(e.name, e.key): e for e in engine.snapshot_rows()}
+        engine.read()
+        again = {(e.name, e.key): e for e in engine.snapshot_rows()}
+        assert all(again[k] is first[k] for k in first)
+        workload.run("other 7")
+        engine.read()
+        hit = {(e.name, e.key): e for e in engine.snapshot_rows()}
+        assert hit[("other_fn", None)].count == 7 and hit[("other_fn", None)].rate_hz > 0
+        assert hit[("fast_fn", None)] is first[("fast_fn", None)]
+        assert hit[("fast_fn", None)].count == 300
+        engine.read()  # no hit since: its rate falls to 0, a new entry once
+        quiet = {(e.name, e.key): e for e in engine.snapshot_rows()}
+        assert quiet[("other_fn", None)].rate_hz == 0 and quiet[("other_fn", None)].count == 7
+        engine.read()
+        assert {(e.name, e.key): e for e in engine.snapshot_rows()} == quiet
+
+
+def test_errors_the_programs_counted_are_told_once(workload: Workload) -> None:
+    """The programs count what they could not measure in an `errors` array; each new
+    count is a warning line, once (read in one batch, not a lookup per index)."""
+    import ctypes as ct
+
+    from adaptyst_top.collectors.bpf_program import KernelError
+
+    b = workload.binary
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"uprobe:{b}:fast_fn")
+        engine.read()
+        before = len(engine.warnings)
+        errors = engine.modules[0].bpf["errors"]
+        errors[ct.c_int(int(KernelError.TOO_DEEP))] = ct.c_ulonglong(3)
+        engine.read()
+        told = engine.warnings[before:]
+        assert told == ["fast_fn: 3 calls nested deeper than the per-thread stack: not measured"]
+        engine.read()
+        assert engine.warnings[before:] == told
+        errors[ct.c_int(int(KernelError.MAP_FULL))] = ct.c_ulonglong(2)
+        engine.read()
+        assert engine.warnings[before + 1 :] == ["fast_fn: 2 hits lost: a statistics map is full"]

@@ -34,6 +34,71 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 
+class _Frame:
+    """What painting a line of a widget needs and does not change from one paint to the
+    next: where it is, what stands in front of it, how its styles lay out a line.
+    Reading it from Textual walks the widget's ancestors and styles (about half of a
+    paint); it is kept until Textual would render the widget anew itself."""
+
+    def __init__(self, widget: Widget, visible: dict[Widget, tuple[Region, Region]]) -> None:
+        self.visible = visible
+        self.where = visible[widget]
+        region, clip = self.where
+        self.shown = shown = region.intersection(clip)
+        # Widgets in front of this one (visible_widgets runs front to back): their cells stay.
+        self.front: list[Region] = []
+        for other, (r, c) in visible.items():
+            if other is widget:
+                break
+            area = r.intersection(c)
+            if area.overlaps(shown):
+                self.front.append(area)
+        self.top = widget.content_offset.y
+        styles = widget.styles
+        cache = widget._styles_cache
+        self.width = region.width
+        self.plain = (
+            cache._width == region.width
+            and not styles.tint.a
+            and widget.opacity == 1.0
+            and styles.text_opacity == 1.0
+            and not (styles.has_rule("hatch") and styles.hatch != "none")
+            and not any(edge for edge, _ in styles.outline)
+            and not styles.padding.left
+            and not styles.padding.right
+        )
+        gutter = styles.gutter
+        self.content_width, self.content_height = widget.content_region.size
+        self.gutter_top = gutter.top
+        self.left, self.right = gutter.left, gutter.left + self.content_width
+        self.filters = widget.get_line_filters()
+        base_background, self.background = widget.background_colors
+        self.inner: Style = cache.get_inner_outer(base_background, self.background)[0].rich_style
+
+
+# The key a widget's frame is kept under in its style cache's line dict: Textual looks
+# lines up by number only, and empties the dict whenever it renders the widget anew
+# (a style, theme, focus or size change), which is when the frame goes too.
+_FRAME_KEY = "adaptyst-top frame"
+
+
+def _frame(widget: Widget, visible: dict[Widget, tuple[Region, Region]]) -> _Frame | None:
+    where = visible.get(widget)
+    if where is None:
+        return None
+    held: dict[object, object] = widget._styles_cache._cache  # type: ignore[assignment]
+    frame = held.get(_FRAME_KEY)
+    if (
+        not isinstance(frame, _Frame)
+        or frame.visible is not visible
+        or frame.where != where
+        or frame.width != widget._styles_cache._width
+    ):
+        frame = _Frame(widget, visible)
+        held[_FRAME_KEY] = frame
+    return frame
+
+
 def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
     """Write WIDGET's content LINES (as its render_line numbers them) to the terminal
     now. False, with nothing written, when it has to go through refresh()."""
@@ -48,40 +113,31 @@ def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
         or app._closed
     ):
         return False
-    screen = widget.screen
-    if screen is not app.screen or screen._layout_required or widget._layout_required:
+    screen = app.screen
+    if screen._layout_required or widget._layout_required:
         return False
     if widget._repaint_required:
         return False  # a refresh of it is on its way (a row gone): these lines join it
-    visible = screen._compositor.visible_widgets
-    where = visible.get(widget)
-    if where is None:
+    # Only the top screen's compositor holds the widget when it is on the top screen.
+    frame = _frame(widget, screen._compositor.visible_widgets)
+    if frame is None:
         return False
-    region, clip = where
-    shown = region.intersection(clip)
-    # Widgets in front of this one (visible_widgets runs front to back): their cells stay.
-    front: list[Region] = []
-    for other, (r, c) in visible.items():
-        if other is widget:
-            break
-        area = r.intersection(c)
-        if area.overlaps(shown):
-            front.append(area)
-    top = widget.content_offset.y
-    wanted = sorted({y + top for y in lines})
+    region, shown = frame.where[0], frame.shown
+    wanted = sorted({y + frame.top for y in lines})
     # What refresh() marks, but for the compositor: the render cache (what render()
     # returned), the lines a widget renders itself, the style cache's lines.
     widget._layout_cache.clear()
-    marked = [Region(0, y, widget.size.width, 1) for y in wanted]
+    width = widget.size.width
+    marked = [Region(0, y, width, 1) for y in wanted]
     widget._dirty_regions.update(marked)
     widget._styles_cache.set_dirty(*marked)
     console = app.console
     move_to = Control.move_to
     out: list[str] = []
     rows = [y for y in wanted if shown.y <= region.y + y < shown.bottom]
-    for y, strip in zip(rows, _render(widget, rows, region.width), strict=True):
+    for y, strip in zip(rows, _render(widget, frame, rows), strict=True):
         screen_y = region.y + y
-        covered = [(f.x, f.right) for f in front if f.y <= screen_y < f.bottom]
+        covered = [(f.x, f.right) for f in frame.front if f.y <= screen_y < f.bottom]
         for x0, x1 in _uncovered(shown.x, shown.right, covered):
             out.append(move_to(x0, screen_y).segment.text)
             out.append(strip.crop(x0 - region.x, x1 - region.x).render(console))
@@ -96,7 +152,7 @@ def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
     return True
 
 
-def _render(widget: Widget, rows: list[int], width: int) -> list[Strip]:
+def _render(widget: Widget, frame: _Frame, rows: list[int]) -> list[Strip]:
     """Lines ROWS of WIDGET (its own numbering, border included), as the compositor
     would have them.
 
@@ -107,37 +163,21 @@ def _render(widget: Widget, rows: list[int], width: int) -> list[Strip]:
     are kept, the cache is given the new line, and the app's filters are applied as
     the cache would apply them."""
     cache = widget._styles_cache
-    styles = widget.styles
     held: dict[int, Strip] = cache._cache
-    plain = (
-        cache._width == width
-        and not styles.tint.a
-        and widget.opacity == 1.0
-        and styles.text_opacity == 1.0
-        and not (styles.has_rule("hatch") and styles.hatch != "none")
-        and not any(edge for edge, _ in styles.outline)
-        and not styles.padding.left
-        and not styles.padding.right
-    )
-    gutter = styles.gutter
-    content_width, content_height = widget.content_region.size
-    left, right = gutter.left, gutter.left + content_width
-    filters = widget.get_line_filters()
-    base_background, background = widget.background_colors
-    inner: Style = cache.get_inner_outer(base_background, background)[0].rich_style
+    top, bottom = frame.gutter_top, frame.gutter_top + frame.content_height
     strips: list[Strip] = []
     for y in rows:
-        old = held.get(y) if plain else None
-        edges = _edges(old, left, right) if old is not None else None
-        if edges is None or not gutter.top <= y < gutter.top + content_height:
-            strips.append(widget.render_lines(Region(0, y, width, 1))[0])
+        old = held.get(y) if frame.plain else None
+        edges = _edges(old, frame.left, frame.right) if old is not None else None
+        if edges is None or not top <= y < bottom:
+            strips.append(widget.render_lines(Region(0, y, frame.width, 1))[0])
             continue
-        content = widget.render_line(y - gutter.top).adjust_cell_length(content_width, inner)
-        line = Strip([*edges[0], *content, *edges[1]], width)
+        content = widget.render_line(y - top).adjust_cell_length(frame.content_width, frame.inner)
+        line = Strip([*edges[0], *content, *edges[1]], frame.width)
         held[y] = line
         cache._dirty_lines.discard(y)
-        for line_filter in filters:
-            line = line.apply_filter(line_filter, background)
+        for line_filter in frame.filters:
+            line = line.apply_filter(line_filter, frame.background)
         strips.append(line)
     return strips
 

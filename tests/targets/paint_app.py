@@ -3,7 +3,9 @@ with more rows than fit (so a scrollbar stands over its right edge), a header an
 status line, all changed every 0.2 s and painted straight to the terminal.
 
 Keys: f freezes the figures; r has Textual repaint the whole screen; n shows a
-notification over the table; d drops the first row and changes the next. On exit it writes to the file it is given how many paints
+notification over the table; d drops the first row and changes the next; b takes the
+focus off the table (its border and cursor colours change) and t gives it back; g gives
+the table another background. On exit it writes to the file it is given how many paints
 went straight to the terminal and how many fell back to Textual's refresh."""
 
 from __future__ import annotations
@@ -37,13 +39,18 @@ text_line.paint_lines = counted  # type: ignore[assignment]
 
 class PaintApp(Rows):
     CSS = (
-        Rows.CSS + "#header { background: $panel; text-style: bold; } #status { color: $warning; }"
+        Rows.CSS
+        + "#header { background: $panel; text-style: bold; } #status { color: $warning; }"
+        + "FastTable.-other { background: $error 40%; }"
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f", "freeze", "Freeze"),
         Binding("r", "repaint", "Repaint"),
         Binding("n", "note", "Notify"),
         Binding("d", "drop_first", "Drop a row"),
+        Binding("b", "blur", "Blur"),
+        Binding("t", "focus_table", "Focus"),
+        Binding("g", "other_background", "Background"),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -72,6 +79,15 @@ class PaintApp(Rows):
         table.remove_row(table.order[0])
         key = table.order[0]
         table.upsert(key, {**table.rows[key].cells, "count": "dropped"})
+
+    def action_blur(self) -> None:
+        self.screen.set_focus(None)
+
+    def action_focus_table(self) -> None:
+        self.query_one(FastTable).focus()
+
+    def action_other_background(self) -> None:
+        self.query_one(FastTable).toggle_class("-other")
 
     def action_note(self) -> None:
         self.notify("a notification over the table", timeout=30)
