@@ -872,8 +872,8 @@ class ProbeEngine:
         bpf_ns = self.bpf_run_ns(row)
         # Same figures, no hit in this interval or the last (so every rate reads 0 both
         # times): the entries handed out last time, as they were.
-        sig = (row.stats_version, row.interval_hits or None, row.state, row.error, bpf_ns)
-        sig += (cost.per_hit_ns, cost.in_interval_ns, cost.source, with_hist)
+        sig: tuple[object, ...] = (row.stats_version, row.interval_hits or None, row.state)
+        sig += (row.error, bpf_ns, cost.per_hit_ns, cost.in_interval_ns, cost.source, with_hist)
         if row.entries is not None and row.entries[0] == sig and not row.interval_hits:
             return row.entries[1]
         entries = row_entries(row, cost, bpf_ns, with_hist)
