@@ -860,9 +860,10 @@ class ProbeEngine:
         when the figure can have changed); otherwise the last figure."""
         if fresh and self.bpf_stats_on:
             # A program's run time changes only when it runs: a row with no hit since
-            # the last read keeps its figure (one fdinfo read per program saved).
+            # the last read keeps its figure, None for one never hit (one fdinfo read
+            # per program saved: most rows of a wide glob are never hit).
             hits = sum(s[0] for s in row.stats.values())
-            if hits != row.bpf_ns_hits or row.bpf_ns is None:
+            if hits != row.bpf_ns_hits:
                 row.bpf_ns = bpf_run_ns(row) or row.bpf_ns
                 row.bpf_ns_hits = hits
         return row.bpf_ns

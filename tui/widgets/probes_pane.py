@@ -21,6 +21,7 @@ class ProbesPane(FastTable):
         self.rate_history: dict[str, deque[float | None]] = {}
         self.p99_history: dict[str, deque[float | None]] = {}
         self._cells_for: tuple[float, str | None] | None = None  # what probe_row depends on
+        self._key_of: dict[int, tuple[ProbeEntry, str]] = {}  # id(entry): it, its row key
 
     def show(self, probes: Sequence[ProbeEntry], read_only: bool, app: str | None = None) -> None:
         """APP: the launched application's name (task probes show it as their target)."""
@@ -29,8 +30,13 @@ class ProbesPane(FastTable):
         # of a wide glob sit idle): its cells are the ones shown.
         same_context = self._cells_for == (self.p99_warn_ns, app)
         self._cells_for = (self.p99_warn_ns, app)
+        # An entry handed back unchanged keeps its key: no ProbeRef and string per row
+        # per tick. Each is held with its entry, so an id is never another entry's.
+        known, self._key_of = self._key_of, {}
         for p in probes:
-            key = p.ref.text
+            last = known.get(id(p))
+            key = last[1] if last is not None and last[0] is p else p.ref.text
+            self._key_of[id(p)] = (p, key)
             entries[key] = p
             self.rate_history.setdefault(key, deque(maxlen=HISTORY)).append(p.rate_hz)
             self.p99_history.setdefault(key, deque(maxlen=HISTORY)).append(p.p99_ns)
