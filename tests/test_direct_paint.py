@@ -63,14 +63,8 @@ def test_what_is_painted_directly_is_what_textual_paints(
     paint_app: Callable[[int, int], Path], size: tuple[int, int]
 ) -> None:
     counts = paint_app(*size)
-    wait_for(lambda s: "tick 20" in s)  # twenty rounds of rows, header and status
-    tmux("send-keys", "-t", SESSION, "f")
-    wait_for(lambda s: "frozen at tick" in s)
-    time.sleep(0.5)
-    painted = capture()
-    tmux("send-keys", "-t", SESSION, "r")  # Textual paints every cell anew
-    time.sleep(1.0)
-    assert capture() == painted
+    wait_for(lambda s: _tick(s) >= 20)  # twenty rounds of rows, header and status
+    painted = _freeze_and_compare_with_a_full_repaint()
     assert "function_0" in painted and "▆" not in painted.split("function_0")[0]
     tmux("send-keys", "-t", SESSION, "q")
     wait_for(lambda s: "EXITED 0" in s)
@@ -83,19 +77,13 @@ def test_what_is_painted_directly_is_what_textual_paints(
 @needs_tmux
 def test_a_notification_in_front_stays_whole(paint_app: Callable[[int, int], Path]) -> None:
     paint_app(100, 30)
-    wait_for(lambda s: "tick 3" in s)
+    wait_for(lambda s: _tick(s) >= 3)
     tmux("send-keys", "-t", SESSION, "n")
     wait_for(lambda s: "a notification over the table" in s)
-    start = int(wait_for(lambda s: "tick" in s).split("tick ", 1)[1].split()[0])
-    wait_for(lambda s: f"tick {start + 10}" in s)  # ten rounds painted beside it
+    start = _tick(wait_for(lambda s: _tick(s) > 0))
+    wait_for(lambda s: _tick(s) >= start + 10)  # ten rounds painted beside it
     assert "a notification over the table" in capture(colours=False)
-    tmux("send-keys", "-t", SESSION, "f")
-    wait_for(lambda s: "frozen at tick" in s)
-    time.sleep(0.5)
-    painted = capture()
-    tmux("send-keys", "-t", SESSION, "r")
-    time.sleep(1.0)
-    assert capture() == painted
+    _freeze_and_compare_with_a_full_repaint()
 
 
 @needs_tmux
@@ -114,13 +102,7 @@ def test_lines_painted_after_a_style_change_wear_the_new_style(
         start = _tick(wait_for(lambda s: _tick(s) > 0))
         tmux("send-keys", "-t", SESSION, key)
         wait_for(lambda s, n=start: _tick(s) >= n + 5)  # rows painted in the new style
-    tmux("send-keys", "-t", SESSION, "f")
-    wait_for(lambda s: "frozen at tick" in s)
-    time.sleep(0.5)
-    painted = capture()
-    tmux("send-keys", "-t", SESSION, "r")
-    time.sleep(1.0)
-    assert capture() == painted
+    _freeze_and_compare_with_a_full_repaint()
 
 
 @needs_tmux
@@ -130,7 +112,7 @@ def test_a_refresh_pending_in_the_same_handler_is_not_lost(
     """A row removed (the whole table to repaint) and a row changed (painted directly)
     in one handler: the table shows the order after the removal."""
     paint_app(100, 30)
-    wait_for(lambda s: "tick 3" in s)
+    wait_for(lambda s: _tick(s) >= 3)
     tmux("send-keys", "-t", SESSION, "f")
     wait_for(lambda s: "frozen at tick" in s)
     tmux("send-keys", "-t", SESSION, "d")
@@ -143,6 +125,19 @@ def test_a_refresh_pending_in_the_same_handler_is_not_lost(
     tmux("send-keys", "-t", SESSION, "r")
     time.sleep(1.0)
     assert capture() == painted
+
+
+def _freeze_and_compare_with_a_full_repaint() -> str:
+    """Freeze the figures, then have Textual paint every cell anew: the screen must not
+    change. The screen, as it was painted."""
+    tmux("send-keys", "-t", SESSION, "f")
+    wait_for(lambda s: "frozen at tick" in s)
+    time.sleep(0.5)
+    painted = capture()
+    tmux("send-keys", "-t", SESSION, "r")
+    time.sleep(1.0)
+    assert capture() == painted
+    return painted
 
 
 def _tick(screen: str) -> int:
