@@ -12,11 +12,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from rich.segment import Segment
+from rich.style import Style
 from textual.app import App, ComposeResult
 from textual.screen import Screen
+from textual.strip import Strip
 from textual.widget import Widget
 
-from adaptyst_top.tui.direct_paint import _uncovered
+from adaptyst_top.tui.direct_paint import _cells, _uncovered
 from adaptyst_top.tui.widgets.text_line import TextLine
 
 APP = Path(__file__).parent / "targets" / "paint_app.py"
@@ -210,3 +213,17 @@ async def test_a_text_line_reads_as_textual_would_wrap_it() -> None:
                 assert [(s.text, s.style and s.style.clear_meta_and_links()) for s in ours] == [
                     (s.text, s.style and s.style.clear_meta_and_links()) for s in theirs
                 ], text
+
+
+def test_a_line_cut_around_a_widget_in_front_is_textual_s_crop() -> None:
+    """Cells in front (a scrollbar, a notification) are cut out of a line as segments;
+    every cut, wide characters included, is Strip.crop's, segment for segment."""
+    edge, text = Style(bold=True), Style(color="red")
+    line = [Segment("│", edge), Segment("p99 1.58 ms 世界", text), Segment("  ", edge)]
+    line.append(Segment("│", edge))
+    n = sum(s.cell_length for s in line)
+    for x0 in range(n):
+        for x1 in range(x0 + 1, n + 1):
+            mine = [(s.text, s.style) for s in _cells(line, x0, x1) if s.text]
+            theirs = [(s.text, s.style) for s in Strip(line, n).crop(x0, x1) if s.text]
+            assert mine == theirs, (x0, x1)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.color import ColorSystem
 from rich.control import Control
 from rich.segment import Segment
 from rich.style import Style
@@ -131,16 +132,16 @@ def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
     marked = [Region(0, y, width, 1) for y in wanted]
     widget._dirty_regions.update(marked)
     widget._styles_cache.set_dirty(*marked)
-    console = app.console
+    color_system = app.console._color_system or ColorSystem.TRUECOLOR
     move_to = Control.move_to
     out: list[str] = []
     rows = [y for y in wanted if shown.y <= region.y + y < shown.bottom]
-    for y, strip in zip(rows, _render(widget, frame, rows), strict=True):
+    for y, line in zip(rows, _render(widget, frame, rows), strict=True):
         screen_y = region.y + y
         covered = [(f.x, f.right) for f in frame.front if f.y <= screen_y < f.bottom]
         for x0, x1 in _uncovered(shown.x, shown.right, covered):
             out.append(move_to(x0, screen_y).segment.text)
-            out.append(strip.crop(x0 - region.x, x1 - region.x).render(console))
+            out.append(_ansi(_cells(line, x0 - region.x, x1 - region.x), color_system))
     if not out:
         return True
     cursor = screen.outer_size.clamp_offset(app.cursor_position)
@@ -152,7 +153,7 @@ def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
     return True
 
 
-def _render(widget: Widget, frame: _Frame, rows: list[int]) -> list[Strip]:
+def _render(widget: Widget, frame: _Frame, rows: list[int]) -> list[list[Segment]]:
     """Lines ROWS of WIDGET (its own numbering, border included), as the compositor
     would have them.
 
@@ -161,25 +162,51 @@ def _render(widget: Widget, frame: _Frame, rows: list[int]) -> list[Strip]:
     pad it to width (no tint, opacity, hatch, outline or side padding), a content line
     is the line the cache already holds with its content swapped: the border cells
     are kept, the cache is given the new line, and the app's filters are applied as
-    the cache would apply them."""
+    the cache would apply them. A line is its segments: a `Strip` builds seven small
+    caches, and Textual's way through padding, filters and crops made five of them."""
     cache = widget._styles_cache
     held: dict[int, Strip] = cache._cache
     top, bottom = frame.gutter_top, frame.gutter_top + frame.content_height
-    strips: list[Strip] = []
+    lines: list[list[Segment]] = []
     for y in rows:
         old = held.get(y) if frame.plain else None
         edges = _edges(old, frame.left, frame.right) if old is not None else None
         if edges is None or not top <= y < bottom:
-            strips.append(widget.render_lines(Region(0, y, frame.width, 1))[0])
+            lines.append(list(widget.render_lines(Region(0, y, frame.width, 1))[0]))
             continue
-        content = widget.render_line(y - top).adjust_cell_length(frame.content_width, frame.inner)
-        line = Strip([*edges[0], *content, *edges[1]], frame.width)
-        held[y] = line
+        content = widget.render_line(y - top)
+        short = frame.content_width - content.cell_length
+        if short > 0:  # padded as adjust_cell_length pads
+            middle = [*content, Segment(" " * short, frame.inner)]
+        else:
+            middle = list(content.adjust_cell_length(frame.content_width, frame.inner))
+        line = [*edges[0], *middle, *edges[1]]
+        held[y] = Strip(line, frame.width)
         cache._dirty_lines.discard(y)
         for line_filter in frame.filters:
-            line = line.apply_filter(line_filter, frame.background)
-        strips.append(line)
-    return strips
+            line = line_filter.apply(line, frame.background)
+        lines.append(line)
+    return lines
+
+
+def _cells(line: list[Segment], start: int, end: int) -> list[Segment]:
+    """The segments of LINE's cells [START, END), split where a cut falls in one."""
+    if start <= 0 and end >= sum(seg.cell_length for seg in line):
+        return line
+    return (
+        list(Segment.divide(line, [start, end]))[1]
+        if start > 0
+        else next(iter(Segment.divide(line, [end])))
+    )
+
+
+def _ansi(line: list[Segment], color_system: ColorSystem) -> str:
+    """LINE as the terminal's sequences, as Strip.render writes them."""
+    render = Strip.render_style
+    return "".join(
+        text if style is None else render(style, text, color_system=color_system)
+        for text, style, _ in line
+    )
 
 
 def _edges(line: Strip, left: int, right: int) -> tuple[list[Segment], list[Segment]] | None:
