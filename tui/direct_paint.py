@@ -193,11 +193,7 @@ def _cells(line: list[Segment], start: int, end: int) -> list[Segment]:
     """The segments of LINE's cells [START, END), split where a cut falls in one."""
     if start <= 0 and end >= sum(seg.cell_length for seg in line):
         return line
-    return (
-        list(Segment.divide(line, [start, end]))[1]
-        if start > 0
-        else next(iter(Segment.divide(line, [end])))
-    )
+    return list(Segment.divide(line, [max(0, start), end]))[1]
 
 
 def _ansi(line: list[Segment], color_system: ColorSystem) -> str:
