@@ -57,7 +57,7 @@ class _Frame:
         self.top = widget.content_offset.y
         styles = widget.styles
         cache = widget._styles_cache
-        self.width = region.width
+        self.cache_width = cache._width  # what the held lines were rendered for
         self.plain = (
             cache._width == region.width
             and not styles.tint.a
@@ -76,6 +76,10 @@ class _Frame:
         base_background, self.background = widget.background_colors
         self.inner: Style = cache.get_inner_outer(base_background, self.background)[0].rich_style
 
+    @property
+    def width(self) -> int:
+        return self.where[0].width
+
 
 # The key a widget's frame is kept under in its style cache's line dict: Textual looks
 # lines up by number only, and empties the dict whenever it renders the widget anew
@@ -93,7 +97,7 @@ def _frame(widget: Widget, visible: dict[Widget, tuple[Region, Region]]) -> _Fra
         not isinstance(frame, _Frame)
         or frame.visible is not visible
         or frame.where != where
-        or frame.width != widget._styles_cache._width
+        or frame.cache_width != widget._styles_cache._width
     ):
         frame = _Frame(widget, visible)
         held[_FRAME_KEY] = frame
