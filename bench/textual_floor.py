@@ -18,6 +18,7 @@ from textual.app import App, ComposeResult
 from textual.driver import Driver
 from textual.widgets import Static
 
+from adaptyst_top.tui.direct_paint import one_write
 from adaptyst_top.tui.quiet_driver import quiet
 from adaptyst_top.tui.rows import PROBE_COLUMNS
 from adaptyst_top.tui.widgets.fast_table import FastTable
@@ -57,6 +58,10 @@ class Rows(App[None]):
         self.set_interval(self.period, self.tick)
 
     def tick(self) -> None:
+        with one_write(self):  # as the monitor's refresh: its paints in one write
+            self._change_all()
+
+    def _change_all(self) -> None:
         self.n += 1
         table = self.query_one(FastTable)
         for i in range(self.rows):

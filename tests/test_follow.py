@@ -9,9 +9,14 @@ from collections.abc import Iterator
 import pytest
 
 from adaptyst_top.collectors.probe_engine import ProbeEngine
-from adaptyst_top.collectors.process_follow import descendants, is_thread
+from adaptyst_top.collectors.process_follow import (
+    POLL_MS,
+    ProcessFollower,
+    descendants,
+    is_thread,
+)
 
-from .bpf_objects import none_left, our_programs, uprobe_event_lines
+from .bpf_objects import loaded_program_names, none_left, our_programs, uprobe_event_lines
 from .conftest import requires_root
 from .workload import Workload
 
@@ -107,3 +112,29 @@ def test_descendants_and_threads(workload: Workload) -> None:
     assert workload.pid in descendants([os.getpid()])
     assert not is_thread(workload.pid)
     assert is_thread(2**22 + 1)  # no such process: nothing to follow
+
+
+def follower_programs() -> int:
+    """The follower's programs loaded now (named after their tracepoints, sched__sched_
+    process_*, cut to the kernel's 15 characters)."""
+    return sum(1 for n in loaded_program_names() if n == "sched__sched_pr")
+
+
+def test_close_wakes_the_poll_at_once_and_unloads_the_programs() -> None:
+    """The poll waits long (a wake-up less every half second); close() does not wait
+    that out: it makes an event the poll returns for."""
+    import os
+
+    before = follower_programs()
+    follower = ProcessFollower([os.getpid()], lambda _event: None)
+    assert follower_programs() == before + 3  # fork, exec, exit
+    time.sleep(0.2)  # the poll is under way
+    t0 = time.monotonic()
+    follower.close()
+    took = time.monotonic() - t0
+    assert not follower._thread.is_alive()
+    assert took < POLL_MS / 1000 / 4, took  # woken, not timed out
+    deadline = time.monotonic() + 5  # the kernel frees a program a moment after its fd
+    while follower_programs() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert follower_programs() == before

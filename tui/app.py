@@ -21,6 +21,7 @@ from textual.widgets import Footer
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
+from adaptyst_top.tui.direct_paint import one_write
 from adaptyst_top.tui.quiet_driver import quiet
 from adaptyst_top.tui.quit_signals import quit_on_signals
 from adaptyst_top.tui.rows import SORTABLE, app_name
@@ -172,12 +173,13 @@ class MonitorApp(App[None]):
             self.set_status("replay ended: q quits")
             return
         self.snap = snap
-        self.query_one(DevicesPane).show(snap.devices)
-        self.probes.show(snap.probes, self.source.read_only, app_name(snap.command))
-        self.advisor.show(snap)
-        self._show_header(snap)
-        if snap.warnings:
-            self.set_status(snap.warnings[-1])
+        with one_write(self):  # the panes' direct paints: one hand-off to the writer
+            self.query_one(DevicesPane).show(snap.devices)
+            self.probes.show(snap.probes, self.source.read_only, app_name(snap.command))
+            self.advisor.show(snap)
+            self._show_header(snap)
+            if snap.warnings:
+                self.set_status(snap.warnings[-1])
         if isinstance(self.screen, DetailScreen):
             self._update_detail(self.screen)
 

@@ -23,16 +23,68 @@ tests/test_direct_paint.py, which fails if a later Textual renames them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from rich.color import ColorSystem
 from rich.control import Control
 from rich.segment import Segment
 from rich.style import Style
 from textual._ansi_sequences import SYNC_END, SYNC_START
+from textual.app import App
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
+
+
+class _Block:
+    """What a one_write block holds: the paints made in it, and the repaints to run at
+    its end (see when_done)."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.pending: list[Callable[[], object]] = []
+
+
+_blocks: weakref.WeakKeyDictionary[App[Any], _Block] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def one_write(app: App[Any]) -> Iterator[None]:
+    """The direct paints made inside, and the repaints deferred in it (when_done), go to
+    the terminal as one write when it ends.
+
+    Each write is a hand-off to Textual's writer thread, which wakes for it; a refresh
+    paints several widgets (header, tables, status line), and a thread's wake-up after
+    a second asleep costs about as much as a paint here. Nothing of Textual's can
+    write in between: the block runs on the UI thread and does not await."""
+    if app in _blocks:
+        yield  # an outer block writes it all
+        return
+    block = _blocks[app] = _Block()
+    try:
+        yield
+    finally:
+        try:
+            while block.pending:  # run even after an error: a table waits on its repaint
+                block.pending.pop(0)()
+        finally:
+            del _blocks[app]
+            if block.out and app._driver is not None and not app._closed:
+                _write(app, block.out)
+
+
+def when_done(widget: Widget, repaint: Callable[[], object]) -> None:
+    """REPAINT once the current handler is done with the widget: at the end of the
+    one_write block it is in, so that its paints join that write, else after the
+    handler (Textual's call_later)."""
+    block = _blocks.get(widget.app)
+    if block is not None:
+        block.pending.append(repaint)
+    else:
+        widget.call_later(repaint)
 
 
 class _Frame:
@@ -146,15 +198,25 @@ def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
         for x0, x1 in _uncovered(shown.x, shown.right, covered):
             out.append(move_to(x0, screen_y).segment.text)
             out.append(_ansi(_cells(line, x0 - region.x, x1 - region.x), color_system))
-    if not out:
-        return True
-    cursor = screen.outer_size.clamp_offset(app.cursor_position)
-    out.append(move_to(*cursor).segment.text)
+    block = _blocks.get(app)
+    if block is not None:
+        block.out.extend(out)
+    elif out:
+        _write(app, out)
+    return True
+
+
+def _write(app: App[Any], out: list[str]) -> None:
+    """OUT, then the cursor back where the app has it, as one write."""
+    driver = app._driver
+    if driver is None:
+        return
+    cursor = app.screen.outer_size.clamp_offset(app.cursor_position)
+    out = [*out, Control.move_to(*cursor).segment.text]
     if app._sync_available:  # the terminal shows it whole (what _begin/_end_update write)
         out = [SYNC_START, *out, SYNC_END]
     # One write: each is a hand-off to Textual's writer thread (a wake-up each).
     driver.write("".join(out))
-    return True
 
 
 def _render(widget: Widget, frame: _Frame, rows: list[int]) -> list[list[Segment]]:

@@ -6,7 +6,8 @@ Keys: f freezes the figures; r has Textual repaint the whole screen; n shows a
 notification over the table; d drops the first row and changes the next; b takes the
 focus off the table (its border and cursor colours change) and t gives it back; g gives
 the table another background. On exit it writes to the file it is given how many paints
-went straight to the terminal and how many fell back to Textual's refresh."""
+went straight to the terminal, how many fell back to Textual's refresh, how many writes
+reached the driver, and how many had when it was frozen after how many rounds."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from adaptyst_top.tui.widgets.text_line import TextLine
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from textual_floor import Rows
 
-COUNTS = {"direct": 0, "refresh": 0}
+COUNTS = {"direct": 0, "refresh": 0, "writes": 0, "frozen_after_writes": 0, "rounds": 0}
 
 
 def counted(widget, lines) -> bool:  # type: ignore[no-untyped-def]
@@ -59,6 +60,15 @@ class PaintApp(Rows):
         self.frozen = False
 
     def on_mount(self) -> None:
+        driver = self._driver
+        assert driver is not None
+        write = driver.write
+
+        def counted_write(data: str) -> None:
+            COUNTS["writes"] += 1
+            write(data)
+
+        driver.write = counted_write  # type: ignore[method-assign]
         super().on_mount()
         self.query_one(FastTable).focus()
 
@@ -68,6 +78,7 @@ class PaintApp(Rows):
 
     def action_freeze(self) -> None:
         self.frozen = True
+        COUNTS["frozen_after_writes"], COUNTS["rounds"] = COUNTS["writes"], self.n
         self.query_one("#status", TextLine).text = f"frozen at tick {self.n} [not markup]"
 
     def action_repaint(self) -> None:
@@ -96,4 +107,4 @@ class PaintApp(Rows):
 if __name__ == "__main__":
     PaintApp().run()
     with open(sys.argv[1], "w") as out:  # Textual's own output goes to stderr
-        print(f"direct {COUNTS['direct']} refresh {COUNTS['refresh']}", file=out)
+        print(" ".join(f"{k} {v}" for k, v in COUNTS.items()), file=out)

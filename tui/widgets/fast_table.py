@@ -20,7 +20,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from adaptyst_top.tui.direct_paint import paint_lines
+from adaptyst_top.tui.direct_paint import paint_lines, when_done
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ class FastTable(ScrollView, can_focus=True):
         """KEY's line is repainted once the current handler is done, with the others
         that changed in it (see _repaint_rows)."""
         if not self._dirty_rows:
-            self.call_later(self._repaint_rows)
+            when_done(self, self._repaint_rows)
         self._dirty_rows.add(key)
 
     def _repaint_rows(self) -> None:
