@@ -18,6 +18,13 @@ class Overhead:
     costliest: int | None  # the row that cost most, when the share is over the budget
 
 
+def share_text(share: float) -> str:
+    """A share as a person reads it at a glance: whole percent from 10% up, else one
+    decimal (33%, 2.4%, 0.1%). A figure that moves by a tenth of a point at 30% says
+    nothing more and repaints its line every second."""
+    return f"{share:.0%}" if share >= 0.095 else f"{share:.1%}"
+
+
 class BudgetWatch:
     """pids: the target's processes now (None: the whole node)."""
 

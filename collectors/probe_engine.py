@@ -45,7 +45,7 @@ from adaptyst_top.collectors.elf_info import (
     NotELFError,
     read_elf,
 )
-from adaptyst_top.collectors.probe_budget import BudgetWatch
+from adaptyst_top.collectors.probe_budget import BudgetWatch, share_text
 from adaptyst_top.collectors.probe_model import (
     Attachment,
     ProbeError,
@@ -773,11 +773,11 @@ class ProbeEngine:
     def _update_overhead(self, dt: float | None) -> None:
         over = self.budget_watch.update(list(self.rows.values()), self.costs, dt)
         self.overhead_share = over.share
-        if over.costliest is None:
+        if over.costliest is None or over.share is None:  # a costliest only when over
             return
         worst = self.rows[over.costliest]
         msg = (
-            f"probe overhead {over.share:.1%} of the target's CPU time exceeds "
+            f"probe overhead {share_text(over.share)} of the target's CPU time exceeds "
             f"the budget of {self.budget:.1%}; costliest: {worst.name}"
         )
         if self.enforce_budget and worst.state == "attached":

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.probe_budget import share_text
 from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
 
 from .bpf_objects import none_left, our_programs, uprobe_event_lines
@@ -246,6 +247,19 @@ def test_overhead_budget_enforced(workload: Workload) -> None:
         assert r[("leaf_fn", None)]["state"] == "detached"  # the costliest
         assert r[("fast_fn", None)]["state"] == "attached"
         assert any("budget" in w for w in engine.warnings)
+
+
+def test_a_share_reads_in_two_figures_at_most() -> None:
+    """Whole percent from 10% up: a share that moves by a tenth of a point each second
+    would repaint the header and the status line each second for nothing."""
+    assert [share_text(s) for s in (0.3271, 0.3249, 0.0996, 0.0949, 0.0234, 0.0004)] == [
+        "33%",
+        "32%",
+        "10%",
+        "9.5%",
+        "2.3%",
+        "0.0%",
+    ]
 
 
 # --- errors: one line each -------------------------------------------------------

@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from adaptyst_top.collectors.probe_budget import share_text
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
@@ -196,7 +197,7 @@ class MonitorApp(App[None]):
         over = snap.overhead
         n = len(self.probes.entries)
         if over is not None:
-            text = "?" if over.share is None else f"{over.share:.1%}"
+            text = "?" if over.share is None else share_text(over.share)
             flag = " OVER" if over.share is not None and over.share > over.budget else ""
             parts.insert(
                 2, f"{n} probes cost {text} of target CPU (budget {over.budget:.0%}){flag}"
