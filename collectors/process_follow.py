@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import os
 import queue
+import shutil
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -31,7 +32,9 @@ MAX_FOLLOWED = 65536
 # How long a poll waits when nothing happens. close() wakes it at once (_wake_poll), so
 # this is only the fallback when that cannot be done: each timeout is a wake-up of the
 # thread, and a wake-up after an idle wait costs ~0.15 ms of CPU here.
-POLL_MS = 10_000
+POLL_MS = 5_000
+
+_TRUE = shutil.which("true") or "/bin/true"  # what close() spawns to wake the poll
 
 EventKind = Literal["fork", "exec", "exit"]
 _KINDS: tuple[EventKind, ...] = ("fork", "exec", "exit")
@@ -142,19 +145,20 @@ class ProcessFollower:
 
     def _wake_poll(self) -> None:
         """An event in the ring buffer now, so that the poll returns and sees the stop:
-        this process is followed for a moment and starts a thread, which the fork
-        tracepoint tells (it fires for threads too). What it tells comes after the
-        handler's end and is dropped."""
+        this process is followed for a moment and spawns a child that exits at once,
+        which the fork tracepoint tells. What it tells comes after the handler's end and
+        is dropped. A spawned process, not a thread: starting a Python thread takes the
+        threading module's locks, and close() can run anywhere (with the engine's lock
+        held, on a thread a signal started, while the interpreter winds down)."""
         me = os.getpid()
         try:
             self.add(me)
         except Exception:  # bcc's error for a full map: the poll ends at its timeout
             return
         try:
-            poke = threading.Thread(target=lambda: None, name="process-follower-stop")
-            poke.start()
-            poke.join()
-        except RuntimeError:  # no thread to be had now: the same
+            child = os.posix_spawn(_TRUE, [_TRUE], {})
+            os.waitpid(child, 0)
+        except OSError:  # no process to be had now: the same
             pass
         finally:
             self.discard(me)
