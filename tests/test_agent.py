@@ -314,6 +314,33 @@ def test_node_wide_and_unreadable_files_are_refused(
         shutil.rmtree(secret)
 
 
+def test_a_sigterm_the_kernel_hands_to_another_thread_still_stops_the_agent(
+    agent: Agent,
+) -> None:
+    """The kernel may deliver a process's signal to any of its threads. Python's handler
+    then runs only when the main thread is back in Python, and a main thread blocked in
+    accept() never was: the agent went on listening (seen in CI)."""
+    import ctypes
+
+    pid = agent.proc.pid
+    others = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    others.remove(pid)
+    assert others  # the guard thread at least
+    # The main thread asleep in accept() again after the connection that found the
+    # agent up (the fix's accept sleeps in poll(), the old one in the socket's wait).
+    deadline, asleep = time.monotonic() + 10, 0
+    while asleep < 5:
+        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+        asleep = asleep + 1 if stat.rsplit(")", 1)[1].split()[0] == "S" else 0
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    libc = ctypes.CDLL(None, use_errno=True)
+    sys_tgkill = 234  # x86-64
+    assert libc.syscall(sys_tgkill, agent.proc.pid, others[0], signal.SIGTERM) == 0
+    assert agent.proc.wait(15) == 0
+    assert not agent.path.exists()
+
+
 def test_a_killed_client_leaves_no_probe_within_a_second(
     agent: Agent, users: tuple[User, User], shared: Path
 ) -> None:
