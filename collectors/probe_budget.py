@@ -51,7 +51,12 @@ class BudgetWatch:
         # Over the processes read both times: one that came or went mid-interval would
         # count its whole life, or less than nothing.
         cpu_delta = sum(ns - last[pid] for pid, ns in cpu.items() if pid in last)
-        cost = {r.id: r.interval_hits * costs.get(r.cost_class).per_hit_ns for r in rows}
+        # Rows hit in the interval only: most rows of a wide glob are idle.
+        cost = {
+            r.id: r.interval_hits * costs.get(r.cost_class).per_hit_ns
+            for r in rows
+            if r.interval_hits
+        }
         total = sum(cost.values())
         # Probe time is charged to the target's own CPU time, so it sits inside cpu_delta.
         share = total / cpu_delta if cpu_delta > 0 else (None if total == 0 else 1.0)

@@ -82,6 +82,7 @@ class Row:
     last_counts: dict[Any, int] = field(default_factory=dict)
     rates: dict[Any, float] = field(default_factory=dict)
     interval_hits: int = 0
+    rates_version: int = -1  # the stats_version the rates were last worked out from
 
 
 @dataclass

@@ -84,6 +84,9 @@ def new_kernel_errors(module: ProbeModule) -> list[str]:
 
 def update_rates(row: Row, dt: float | None) -> None:
     """Hits per second per key over the last interval, and the row's hits in it."""
+    if row.rates_version == row.stats_version and not row.interval_hits:
+        return  # no new figures and none in the last interval: every rate stays 0
+    row.rates_version = row.stats_version
     hits = 0
     for key, (count, *_rest) in row.stats.items():
         prev = row.last_counts.get(key, 0)

@@ -437,6 +437,25 @@ def test_attaching_to_a_process_calling_the_function_meanwhile_measures_it(
         proc.wait()
 
 
+def test_rates_of_a_row_through_hits_and_idle_intervals() -> None:
+    """An idle row's rates are not worked out again (a wide glob's rows mostly sit idle),
+    and read the same as if they were: zero after an interval without a hit."""
+    from adaptyst_top.collectors import overhead as ov_
+    from adaptyst_top.collectors.probe_model import Row
+    from adaptyst_top.collectors.probe_reading import update_rates
+    from adaptyst_top.collectors.probe_spec import parse_spec
+
+    row = Row(0, parse_spec("uprobe:/bin/true:main"), "main", "/bin/true", ov_.EMULATED, 0)
+    seen = []
+    for count in (10, 30, 30, 30, 35):  # cumulative, as read_module leaves them
+        if row.stats.get(None, (0,))[0] != count:
+            row.stats = {None: (count, 0, 0, 0)}
+            row.stats_version += 1
+        update_rates(row, 0.5)
+        seen.append((row.interval_hits, row.rates[None]))
+    assert seen == [(10, 20.0), (20, 40.0), (0, 0.0), (0, 0.0), (5, 10.0)]
+
+
 def test_idle_rows_hand_back_their_entries_and_hit_rows_new_ones(workload: Workload) -> None:
     """Most rows of a wide glob sit idle: their entries are the last ones, the very
     objects (the monitor repaints nothing for them), while a row hit again is read anew
