@@ -81,7 +81,9 @@ PRELUDE = r"""
 %(enums)s
 
 struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
-struct stat { u64 count; u64 sum; u64 min; u64 max; };
+/* buckets: how many histogram entries this key has (the reader looks up only those
+ * while the number holds, instead of walking the whole histogram map) */
+struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; };
 struct hkey { struct skey k; u32 bucket; u32 pad; };
 struct tkey { u64 tid; u32 chain; u32 pad; };
 struct frame { u64 ts; u64 sp; struct skey k; };  /* sp: a uprobe's at entry, else 0 */
@@ -140,8 +142,13 @@ static __always_inline void record(struct skey *k, u64 delta, int latency) {
     struct hkey h = {};
     h.k = *k;
     h.bucket = bucket_of(delta);
-    u64 hz = 0;
-    u64 *c = hist.lookup_or_try_init(&h, &hz);
+    u64 *c = hist.lookup(&h);
+    if (!c) {
+        u64 hz = 0;
+        /* NOEXIST: of two CPUs making the same bucket, one counts it */
+        if (hist.insert(&h, &hz) == 0) __sync_fetch_and_add(&s->buckets, 1);
+        c = hist.lookup(&h);
+    }
     if (c) __sync_fetch_and_add(c, 1); else count_error(ERR_MAP_FULL);
 }
 

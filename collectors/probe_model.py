@@ -116,6 +116,8 @@ class ProbeModule:
         self.errors_seen = [0] * len(KERNEL_ERRORS)
         # The statistics map as last read: unchanged, the histograms are not read again.
         self.last_stats: dict[int, dict[Any, tuple[int, int, int, int]]] | None = None
+        # Each kernel key's histogram as last read (its skey's bytes: bucket -> count).
+        self.buckets: dict[bytes, dict[int, int]] = {}
         self._readers: dict[str, MapReader] = {}
         self.keys = KeyResolver(
             {r.slot: r.spec.arg_type for r in rows if r.spec.arg is not None and r.slot >= 0}
