@@ -20,7 +20,6 @@ import contextlib
 import ctypes
 import os
 import queue
-import shutil
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,7 +33,10 @@ MAX_FOLLOWED = 65536
 # thread, and a wake-up after an idle wait costs ~0.15 ms of CPU here.
 POLL_MS = 5_000
 
-_TRUE = shutil.which("true") or "/bin/true"  # what close() spawns to wake the poll
+# What close() spawns to wake the poll: a fixed system path, never one looked up in
+# PATH (as root, a directory of PATH can be another user's). Only its fork counts: if
+# it were missing, the failed exec would still have been a fork.
+_TRUE = "/bin/true"
 
 EventKind = Literal["fork", "exec", "exit"]
 _KINDS: tuple[EventKind, ...] = ("fork", "exec", "exit")

@@ -72,7 +72,7 @@ def one_write(app: App[Any]) -> Iterator[None]:
                 block.pending.pop(0)()
         finally:
             del _blocks[app]
-            if block.out and app._driver is not None and not app._closed:
+            if block.out and not app._closed:
                 _write(app, block.out)
 
 
