@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from adaptyst_top.collectors.opencl_platforms import platforms_in_use
+
 # cl_device_type bits (CL/cl.h)
 CL_DEVICE_TYPE_CPU = 1 << 1
 CL_DEVICE_TYPE_GPU = 1 << 2
@@ -77,7 +79,7 @@ def list_opencl_devices(module: Any | None = None) -> list[OpenCLDevice]:
     except Exception as exc:  # pyopencl.LogicError / RuntimeError: no ICD, no platform
         raise RuntimeError(f"no OpenCL platform: {str(exc).strip()}") from exc
     out: list[OpenCLDevice] = []
-    for plat in platforms:
+    for plat in platforms_in_use(platforms):
         try:
             devices = plat.get_devices()
         except Exception:  # a platform with no device of any type

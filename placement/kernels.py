@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from adaptyst_top.collectors.opencl_platforms import platforms_in_use
+
 OPENCL_SOURCE = r"""
 __kernel void spmv(__global const int *ptr, __global const int *idx,
                    __global const float *val, __global const float *x,
@@ -157,18 +159,23 @@ class Resident:
         return dev
 
 
+LOCAL = 64  # work-items per work-group of the 1-D kernels: fixed, so compiled once
+
+
+def padded(items: int) -> int:
+    """A global size of at least ITEMS, in whole work-groups (the kernels skip the rest)."""
+    return max(1, -(-items // LOCAL)) * LOCAL
+
+
 class OpenCLDevice:
     """One OpenCL device with the program built once and buffers per call."""
 
-    def __init__(self, index: int = 0) -> None:
+    def __init__(self, device: Any, name: str) -> None:
         import pyopencl as cl
 
-        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
-        if index >= len(devices):
-            raise RuntimeError(f"no OpenCL device {index} (found {len(devices)})")
         self.cl = cl
-        self.device = devices[index]
-        self.name = f"opencl:{index}"
+        self.device = device
+        self.name = name
         self.ctx = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.ctx)
         self.prog = cl.Program(self.ctx, OPENCL_SOURCE).build()
@@ -177,7 +184,27 @@ class OpenCLDevice:
         self.k_reduce = cl.Kernel(self.prog, "reduce")
         self.k_logistic = cl.Kernel(self.prog, "logistic")
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        self.resident = Resident(lambda arr: cl.Buffer(self.ctx, flags, hostbuf=arr))
+        upload = lambda arr: cl.Buffer(self.ctx, flags, hostbuf=arr)  # noqa: E731
+        self.resident = Resident(upload)
+        self._warm()
+        self.resident = Resident(upload)  # the warm-up's inputs are no task's
+
+    def _warm(self) -> None:
+        """Compile every kernel before a task's first run. PoCL compiles a kernel's code
+        at its first launch for each work-group size, and again for grids past about
+        32,768 work-items (35-800 ms here, then kept in its cache on disk). A task's
+        first run that carries a compile looks like a device 10x slower than it is,
+        and the advisor would not look at it again. With the work-group sizes fixed
+        (LOCAL), a small run and an empty launch over a large grid (n = 0: every
+        work-item returns at once) compile them for every input."""
+        for kind, n in (("spmv", 64), ("gemm", 16), ("reduce", 64), ("logistic", 64)):
+            self.run(make_inputs(kind, n, 0.1))
+        one = self.cl.Buffer(self.ctx, self.cl.mem_flags.READ_WRITE, 64)
+        big, zero = LOCAL * 4096, np.int32(0)
+        self.k_spmv(self.queue, (big,), (LOCAL,), one, one, one, one, one, zero)
+        self.k_logistic(self.queue, (big,), (LOCAL,), one, one, zero, zero)
+        self.k_gemm(self.queue, (1024, 1024), (16, 16), one, one, one, zero)
+        self.queue.finish()
 
     def _buf(self, arr: np.ndarray) -> Any:
         return self.resident.get(arr)
@@ -192,8 +219,8 @@ class OpenCLDevice:
             y_buf = cl.Buffer(self.ctx, mf.WRITE_ONLY, y.nbytes)
             self.k_spmv(
                 q,
-                (rows,),
-                None,
+                (padded(rows),),
+                (LOCAL,),
                 self._buf(m.indptr),
                 self._buf(m.indices),
                 self._buf(m.data),
@@ -218,21 +245,27 @@ class OpenCLDevice:
             y_buf = cl.Buffer(self.ctx, mf.WRITE_ONLY, y.nbytes)
             steps = np.int32(LOGISTIC_STEPS)
             self.k_logistic(
-                q, ((x.size + 7) // 8,), None, self._buf(x), y_buf, np.int32(x.size), steps
+                q,
+                (padded((x.size + 7) // 8),),
+                (LOCAL,),
+                self._buf(x),
+                y_buf,
+                np.int32(x.size),
+                steps,
             )
             cl.enqueue_copy(q, y, y_buf)
             return y
         x = inp.data
-        groups, local = 64, 64
+        groups = 64
         partial = np.empty(groups, dtype=np.float32)
         p_buf = cl.Buffer(self.ctx, mf.WRITE_ONLY, partial.nbytes)
         self.k_reduce(
             q,
-            (groups * local,),
-            (local,),
+            (groups * LOCAL,),
+            (LOCAL,),
             self._buf(x),
             p_buf,
-            cl.LocalMemory(4 * local),
+            cl.LocalMemory(4 * LOCAL),
             np.int32(x.size),
         )
         cl.enqueue_copy(q, partial, p_buf)
@@ -265,21 +298,29 @@ class CudaDevice:
         return np.float64(float(cp.sum(dev(inp.data), dtype=cp.float64)))
 
 
-def available_devices() -> dict[str, Any]:
-    """name -> runner for every device here: cpu always, OpenCL and CUDA where present."""
-    out: dict[str, Any] = {"cpu": run_cpu}
+def opencl_devices() -> list[OpenCLDevice]:
+    """Every OpenCL device that builds the kernels, named as the inventory names it
+    (opencl:N over collectors.opencl_inventory.platforms_in_use), so that the advisor's
+    targets and the demo's devices are the same ones."""
     try:
         import pyopencl as cl
 
-        n = sum(len(p.get_devices()) for p in cl.get_platforms())
+        found = [d for p in platforms_in_use(cl.get_platforms()) for d in p.get_devices()]
     except Exception:  # no ICD, no platform
-        n = 0
-    for i in range(n):
+        return []
+    out: list[OpenCLDevice] = []
+    for i, dev in enumerate(found):
         try:
-            dev = OpenCLDevice(i)
-            out[dev.name] = dev.run
+            out.append(OpenCLDevice(dev, f"opencl:{i}"))
         except Exception:  # a device whose compiler rejects the program: not a target
             continue
+    return out
+
+
+def available_devices() -> dict[str, Any]:
+    """name -> runner for every device here: cpu always, OpenCL and CUDA where present."""
+    out: dict[str, Any] = {"cpu": run_cpu}
+    out.update((d.name, d.run) for d in opencl_devices())
     try:
         cuda = CudaDevice()
         out["cuda"] = cuda.run

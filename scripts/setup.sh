@@ -15,9 +15,12 @@ KREL=$(uname -r)
 # podman and runc: a probe on a process in a real container (runc: this machine's cgroups
 # are hybrid, which crun refuses).
 # rustc: a Rust target's functions probed by their demangled names.
+# pocl-opencl-icd: the OpenCL CPU device the placement runs on. pip's PoCL 3.0 (LLVM 14)
+# builds nothing on a CPU its LLVM does not know (a Zen 5: "unknown target CPU
+# 'generic'"); Debian's 3.1 picks its code generation target by the CPU's features.
 APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
-    htop podman runc rustc)
+    htop podman runc rustc pocl-opencl-icd)
 
 say() { printf 'setup: %s\n' "$*"; }
 

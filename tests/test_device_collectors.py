@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import types
 from pathlib import Path
 
 import pynvml
@@ -18,6 +19,7 @@ from adaptyst_top.collectors.fpga import FpgaCollector
 from adaptyst_top.collectors.nvml import COUNTER_EVERY_S, NvmlCollector
 from adaptyst_top.collectors.opencl_devices import OpenCLCollector
 from adaptyst_top.collectors.opencl_inventory import OpenCLDevice
+from adaptyst_top.collectors.opencl_platforms import platforms_in_use
 from adaptyst_top.collectors.rapl import RaplReader
 
 from .as_user import run_as
@@ -305,6 +307,23 @@ def test_opencl_pocl_maps_to_cpu() -> None:
     pocl = [r for r in readings if "Portable Computing Language" in r.name]
     assert pocl and pocl[0].extra["maps_to"] == "cpu" and pocl[0].kind == "opencl"
     assert pocl[0].util == cpu[0].util
+
+
+def test_a_second_pocl_is_not_a_second_device() -> None:
+    """pip's PoCL inside pyopencl and the distribution's both offer the CPU: the newest
+    is the one device (the real one here: setup installs Debian's beside pip's)."""
+
+    def plat(name: str, version: str) -> types.SimpleNamespace:
+        return types.SimpleNamespace(name=name, version=version)
+
+    pip = plat("Portable Computing Language", "OpenCL 3.0 PoCL 3.0-rc2  Linux, Release")
+    debian = plat("Portable Computing Language ", "OpenCL 3.0 PoCL 3.1+debian  Linux")
+    nvidia = plat("NVIDIA CUDA", "OpenCL 3.0 CUDA 12.4.131")
+    assert platforms_in_use([pip, nvidia, debian]) == [nvidia, debian]
+    assert platforms_in_use([debian, pip]) == [debian]
+    assert platforms_in_use([nvidia]) == [nvidia]
+    real = OpenCLCollector().devices
+    assert sum(d.platform == "Portable Computing Language" for d in real) == 1
 
 
 def test_opencl_gpu_maps_to_nvml_by_pci_bus_id() -> None:

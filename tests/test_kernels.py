@@ -4,17 +4,20 @@ for real on PoCL; the CUDA path against a fake cupy with cupy's names."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from adaptyst_top.placement.kernels import (
     CudaDevice,
-    OpenCLDevice,
     available_devices,
     make_inputs,
+    opencl_devices,
     run_cpu,
 )
 
@@ -40,7 +43,7 @@ def test_every_device_computes_what_numpy_computes(kind: str, n: int, density: f
 
 
 def test_opencl_inputs_go_to_the_device_once() -> None:
-    dev = OpenCLDevice(0)
+    dev = opencl_devices()[0]
     inp = make_inputs("spmv", 2000, 0.01)
     for _ in range(5):
         dev.run(inp)
@@ -92,3 +95,38 @@ def test_cuda_path_computes_and_keeps_inputs_resident(fake_cupy: types.SimpleNam
             assert close(dev.run(inp), run_cpu(inp)), kind
     # spmv: the matrix and x; gemm: a and b; reduce, logistic: the vector. Once each.
     assert (fake_cupy.csr, fake_cupy.asarray) == (1, 5)
+
+
+WARM_CHECK = """
+import sys
+from pathlib import Path
+from adaptyst_top.placement.kernels import make_inputs, opencl_devices
+
+def compiled():
+    return {str(p) for p in Path(sys.argv[1]).rglob("*") if p.is_file()}
+
+dev = opencl_devices()[0]
+before = compiled()
+for kind, n in (("logistic", 10**6), ("logistic", 20_000), ("spmv", 3000), ("spmv", 50_000),
+                ("gemm", 96), ("gemm", 256), ("reduce", 2 * 10**6)):
+    dev.run(make_inputs(kind, n, 0.004))
+print(len(before), len(compiled() - before))
+"""
+
+
+def test_a_task_s_first_run_on_pocl_compiles_nothing(tmp_path: Path) -> None:
+    """PoCL compiles a kernel at its first launch per work-group size and grid class
+    (35-800 ms): a first run that carried it would make the device look 10x slower than
+    it is. The device compiles everything when it is made, so that the runs of every
+    size add nothing to PoCL's cache (a fresh one: POCL_CACHE_DIR)."""
+    env = {**os.environ, "POCL_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", WARM_CHECK, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split()
+    assert int(out[0]) > 0, "the warm-up compiled nothing into the cache"
+    assert int(out[1]) == 0, f"{out[1]} kernels compiled at a task's first run"
