@@ -35,7 +35,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from adaptyst_top.placement.advisor import EXPLORE_RUNS, Advisor  # noqa: E402
-from adaptyst_top.placement.kernels import Inputs, available_devices, make_inputs  # noqa: E402
+from adaptyst_top.placement.kernels import (  # noqa: E402
+    Inputs,
+    available_devices,
+    forget_inputs,
+    make_inputs,
+)
 from adaptyst_top.placement.model import model_from_json, model_to_json  # noqa: E402
 from adaptyst_top.placement.task_keys import feature_bucket, size_bucket  # noqa: E402
 
@@ -111,12 +116,6 @@ def medians(*parts: Samples) -> dict[str, tuple[float, float]]:
         xs = [x for part in parts for x in part[d]]
         out[d] = (statistics.median(x[0] for x in xs), statistics.median(x[1] for x in xs))
     return out
-
-
-def oracle(
-    devices: dict[str, Runner], inp: Inputs, meter: Meter, reps: int = 16
-) -> dict[str, tuple[float, float]]:
-    return medians(measure(devices, inp, meter, reps))
 
 
 class Online:
@@ -228,6 +227,7 @@ def main() -> int:
         # The oracle is measured half before and half after the online run, so that it
         # sees the machine the online run saw (on a shared VM speeds drift over minutes).
         before = measure(devices, inp, meter, 8)
+        forget_inputs(devices)  # the oracle's copies are not the application's
         online = Online(devices, obj, meter)
         for _ in range(execs):
             online.step(case["task"], inp)
@@ -268,6 +268,7 @@ def main() -> int:
             warm.advisor.preload(m for m in kept if m is not None)
             # What the monitor pushes when the application registers, before its first run.
             warm.assigned = warm.advisor.remembered(case["task"]) or warm.assigned
+            forget_inputs(devices)
             for _ in range(execs):
                 warm.step(case["task"], inp)
             warm_score = score(obj, warm.total_t, warm.total_e, totals_ref)
@@ -345,28 +346,47 @@ def main() -> int:
         obj = shift["objective"]
         a = get(shift["task"], shift["from"]["n"], shift["from"].get("density"))
         b = get(shift["task"], shift["to"]["n"], shift["to"].get("density"))
-        orc_b = oracle(devices, b, meter)
-        best_b = min(orc_b, key=lambda d: score(obj, *orc_b[d], orc_b["cpu"]))
+        # As for a case, the oracle is measured half before and half after the run.
+        before_b = measure(devices, b, meter, 8)
+        forget_inputs(devices)
         online = Online(devices, obj, meter)
         for _ in range(execs):
             online.step(shift["task"], a)
         moves0, explorations0 = online.moves, online.explorations
-        settled = None
-        for i in range(1, 3 * execs + 1):
+        states = []  # per execution after the shift: its device, and no exploration under way
+        for _ in range(3 * execs):
             online.step(shift["task"], b)
-            on_best = online.assigned == best_b and online.trial is None
-            # The first execution from which it stays on the new best device.
-            settled = (settled or i) if on_best else None
+            states.append((online.assigned, online.trial is None))
+        after_b = measure(devices, b, meter, 8)
+        orc_b = medians(before_b, after_b)
+        best_b = min(orc_b, key=lambda d: score(obj, *orc_b[d], orc_b["cpu"]))
+        halves = [medians(h) for h in (before_b, after_b)]
+        tie = len({min(h, key=lambda d: score(obj, *h[d], h["cpu"])) for h in halves}) > 1
+        # Settled: from the first execution on which it stays on the new best device (on
+        # a tie, where the oracle's halves name different devices: on whichever it ends).
+        target = states[-1][0] if tie else best_b
+        settled = None
+        for i, (dev, idle) in enumerate(states, 1):
+            settled = (settled or i) if dev == target and idle else None
         converge.append(settled if settled is not None else 3 * execs)
         shift_moves.append(online.moves - moves0)
         shift_explorations.append(online.explorations - explorations0)
         shift_rows.append(
-            {**shift, "best": best_b, "settled": converge[-1], "decisions": online.decisions}
+            {
+                **shift,
+                "best": best_b,
+                "oracle_stable": not tie,
+                "oracle_ms": {d: round(v[0] * 1e3, 3) for d, v in orc_b.items()},
+                "settled": converge[-1],
+                "decisions": online.decisions,
+                "online_ms": online.times_ms,
+            }
         )
         if not args.json:
             print(
                 f"shift {shift['task']} {shift['from']['n']}->{shift['to']['n']} ({obj}): "
-                f"best after shift {best_b}, settled after {converge[-1]} executions, "
+                f"best after shift {best_b}{'' if not tie else ' (tie)'}, "
+                f"settled after {converge[-1]} executions, "
                 f"{shift_moves[-1]} moves, {shift_explorations[-1]} explorations",
                 flush=True,
             )
