@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from adaptyst_top.collectors.snapshot import AdviceEntry
 from adaptyst_top.placement import exploration as ex
 from adaptyst_top.placement import priors as pr
+from adaptyst_top.placement.advice import Advice as Advice
 from adaptyst_top.placement.exploration import EXPLORE_RUNS as EXPLORE_RUNS
 from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, bucket_size
 from adaptyst_top.placement.transfer import TransferModel as TransferModel
@@ -24,35 +24,10 @@ Objective = Literal["time", "energy", "edp", "weighted"]
 # can all land in a slow spell (seen here: PoCL at 14 ms, then 9 ms for good), and a
 # device never run again is never seen to be faster.
 RECHECK_SAMPLES = 15
+# A gain under the move threshold is real once both devices ran the input this often,
+# in rechecks spread over the task's run (a slow spell lasts seconds here).
+SETTLED_SAMPLES = 8
 MOVE_MIN_SAMPLES = 2  # a move rests on at least this many runs there (one may carry a transfer)
-
-
-@dataclass
-class Advice:
-    task: str
-    current: str
-    suggested: str
-    time_gain: float  # predicted fraction of the current time saved
-    energy_gain: float | None
-    confidence: float
-    why: str
-    predicted: dict[str, dict[str, Any]] = field(default_factory=dict)
-    explore: bool = False
-    runs: int | None = None  # an exploration: only this many executions there
-
-    def entry(self) -> AdviceEntry:
-        """As the snapshot carries it."""
-        return AdviceEntry(
-            task=self.task,
-            current=self.current,
-            suggested=self.suggested,
-            time_gain=round(self.time_gain, 4),
-            energy_gain=None if self.energy_gain is None else round(self.energy_gain, 4),
-            confidence=round(self.confidence, 3),
-            why=self.why,
-            predicted=self.predicted,
-            explore=self.explore,
-        )
 
 
 @dataclass
@@ -71,6 +46,7 @@ class TaskState:
     explore_spent: dict[Context, float] = field(default_factory=dict)
     explored_ctx: Context | None = None  # the input the last exploration was for
     exploring: str = ""  # the device of an exploration under way
+    switch_in: str = ""  # the device of a recheck whose first run is still to come
 
 
 class Advisor:
@@ -140,16 +116,19 @@ class Advisor:
             here = self.models.get((task, st.current))
             p = here.predict(ctx, size) if here else None
             if p is not None and p.time_s > 0:
-                spent = time_s
                 there = self.models.get((task, device))
-                if there is None or ctx not in there.time or there.time[ctx].n == 0:
-                    # Its first run of this input moved the data there: an investment
-                    # that a move keeps (the data stays), not a loss of learning.
-                    n = size if size is not None else int(bucket_size(ctx[0]))
-                    spent = max(0.0, time_s - self.transfer.upload_s(n) / count)
-                extra = count * max(0.0, spent / p.time_s - 1)
+                first = there is None or ctx not in there.time or there.time[ctx].n == 0
+                n = size if size is not None else int(bucket_size(ctx[0]))
+                upload = self.transfer.upload_s(n) if first else 0.0
+                extra = ex.charged_runs(time_s, count, p.time_s, upload)
                 st.explore_spent[ctx] = st.explore_spent.get(ctx, 0.0) + extra
-        self.model(task, device).observe(ctx, time_s, count, energy_j, size)
+        if count == 1 and device == st.switch_in:
+            # The first run of a recheck follows the other device's runs: cold (PoCL here:
+            # 12-13 ms for a 7 ms SpMV), as the first run after a move is, once. Charged,
+            # not learned from, as the oracle leaves out the first run of each block.
+            st.switch_in = ""
+        else:
+            self.model(task, device).observe(ctx, time_s, count, energy_j, size)
         st.context = ctx
         st.size = size if size is not None else int(bucket_size(ctx[0]))
         st.executions += count
@@ -270,13 +249,13 @@ class Advisor:
     def _threshold(self, there: Prediction, here: Prediction) -> float:
         """The gain a move must beat. A few runs of a device on a shared node can all
         fall in one slow or fast spell, so a gain under `threshold` is taken for noise;
-        once both devices ran this input RECHECK_SAMPLES times (spread over the task's
+        once both devices ran this input SETTLED_SAMPLES times (spread over the task's
         run by the rechecks, and reset by the drift detector when a device changes), a
         smaller gain (`settled_threshold`) is real: the 3-6% gains of devices near
         their crossover were otherwise lost for good (placement_eval: 5.8% lost on
         SpMV 80,000 rows under the weighted objective)."""
         measured = there.source == here.source == "measured"
-        if measured and min(there.samples, here.samples) >= RECHECK_SAMPLES:
+        if measured and min(there.samples, here.samples) >= SETTLED_SAMPLES:
             return min(self.threshold, self.settled_threshold)
         return self.threshold
 
@@ -354,6 +333,8 @@ class Advisor:
             expect = self._score(ex.expected(p, upload), cur, self._move_s(st, d))
             ratio = expect / s_cur if s_cur > 0 else 1.0
             runs = ex.EXPLORE_RUNS if ratio <= ex.CLOSE_RATIO else ex.PROBE_RUNS
+            if p.source == "measured" and p.samples >= MOVE_MIN_SAMPLES:
+                runs = max(runs, 2)  # a recheck's first run is cold: one more to learn from
             what = {
                 "measured": f"±{100 * p.rel_err:.0f}% over {p.samples} runs",
                 "fit": "fitted over other sizes",
@@ -393,5 +374,8 @@ class Advisor:
             st.since_explore = 0
             if advice.explore:
                 st.exploring = advice.suggested
+                m = self.models.get((advice.task, advice.suggested))
+                r = m.time.get(st.context) if m is not None else None
+                st.switch_in = advice.suggested if r and r.n >= MOVE_MIN_SAMPLES else ""
             else:
                 st.current = advice.suggested

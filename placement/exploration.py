@@ -133,6 +133,17 @@ def from_neighbours(
     return Prediction(time_s, energy, rel_err, 0, "ratio", best_s=best_s)
 
 
+def charged_runs(time_s: float, count: int, current_s: float, upload_s: float = 0.0) -> float:
+    """Runs of the current device (current_s each) that COUNT runs elsewhere, TIME_S
+    each, cost beyond what they replaced. UPLOAD_S: what moving the input there may have
+    taken, on a device's first run of it; an investment a move keeps (the data stays
+    there), not a loss of learning. Charged in full, the 50 ms first run of SpMV at
+    60,000 rows on PoCL (7 ms after it, 11 ms on the CPU) spent the budget of the task's
+    first 40 runs, and the runs that follow a promising first look came too late."""
+    spent = max(0.0, time_s - upload_s / count)
+    return count * max(0.0, spent / current_s - 1)
+
+
 def budget(executions: int, spent: float) -> float:
     """Runs of the current device the task's next exploration may still cost."""
     return EXPLORE_SHARE * executions - spent

@@ -11,6 +11,7 @@ import pytest
 from adaptyst_top.placement.advisor import (
     EXPLORE_RUNS,
     RECHECK_SAMPLES,
+    SETTLED_SAMPLES,
     Advisor,
     TransferModel,
 )
@@ -108,7 +109,7 @@ def test_a_small_gain_moves_once_measured_enough_and_never_flaps() -> None:
             moves.append((i, advice.suggested))
             adv.accepted(advice)
             current = advice.suggested
-    assert moves == [(RECHECK_SAMPLES, "acc")]
+    assert moves == [(SETTLED_SAMPLES, "acc")]
 
 
 def test_energy_objective_keeps_the_frugal_device() -> None:
