@@ -112,6 +112,38 @@ def test_a_small_gain_moves_once_measured_enough_and_never_flaps() -> None:
     assert moves == [(SETTLED_SAMPLES, "acc")]
 
 
+def test_a_first_run_s_upload_is_an_investment_not_a_learning_cost() -> None:
+    """A device's first run of an input moves the data there: that part (at the first-run
+    bandwidth) is not charged to the exploration budget; what is beyond it is, and so is
+    every later run's excess."""
+    adv = Advisor(["cpu", "acc"])
+    ctx, size = (20, 0), 10**7  # 80 MB: at most 80 ms to move at 1 GB/s
+    adv.observe("t", "cpu", ctx, 0.010, 20, size=size)
+    upload = adv.transfer.upload_s(size)
+    adv.observe("t", "acc", ctx, 0.010 + upload, size=size)  # the run itself: as fast
+    assert adv.tasks["t"].explore_spent[ctx] == pytest.approx(0.0, abs=1e-9)
+    adv.observe("t", "acc", ctx, 0.030, size=size)  # 3x the CPU's run: 2 runs' worth
+    assert adv.tasks["t"].explore_spent[ctx] == pytest.approx(2.0, rel=0.01)
+
+
+def test_a_recheck_s_cold_first_run_is_charged_not_learned_from() -> None:
+    adv = Advisor(["cpu", "acc"])
+    ctx = (10, 0)
+    adv.observe("t", "cpu", ctx, 1.0, 30)
+    adv.observe("t", "acc", ctx, 0.93, 3)  # measured: better, under the move threshold
+    adv.set_current("t", "cpu")
+    recheck = adv.decide("t")
+    assert recheck is not None and recheck.explore and recheck.suggested == "acc"
+    assert recheck.runs is not None and recheck.runs >= 2  # one cold run, one to learn from
+    adv.accepted(recheck)
+    spent = adv.tasks["t"].explore_spent.get(ctx, 0.0)
+    adv.observe("t", "acc", ctx, 1.6)  # right after the CPU's runs: cold
+    assert adv.predictions("t")["acc"].samples == 3  # not learned from ...
+    assert adv.tasks["t"].explore_spent[ctx] == pytest.approx(spent + 0.6)  # ... but paid
+    adv.observe("t", "acc", ctx, 0.93)
+    assert adv.predictions("t")["acc"].samples == 4
+
+
 def test_energy_objective_keeps_the_frugal_device() -> None:
     n = 100_000
     for objective, expected in (("time", "acc"), ("energy", "cpu")):
