@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import socket
 import sys
 import threading
@@ -47,6 +48,7 @@ from adaptyst_top.runtime.listing import entry_policy, list_objects
 from adaptyst_top.runtime.metrics import ProbeSource
 from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
 from adaptyst_top.runtime.sources import ActionError, LiveSource
+from adaptyst_top.runtime.stop_flag import StopFlag
 
 DEFAULT_SOCKET = agent_defaults.DEFAULT_SOCKET
 MAX_CLIENTS = 64
@@ -54,7 +56,7 @@ MAX_PER_USER = 16
 MAX_ATTACH_PER_USER = 1000
 SEND_TIMEOUT_S = 10.0
 GUARD_PERIOD_S = 0.25
-# accept() returns this often with nothing to accept: a signal the kernel hands to
+# The wait for a client ends this often with nothing to accept: a signal the kernel hands to
 # another thread (a library's worker) does not interrupt accept() in the main thread,
 # and Python runs a handler only when that thread is back in Python. Seen in the tests:
 # a SIGTERM lost, the agent still listening a minute later. A wake-up every 2 s costs
@@ -77,7 +79,7 @@ class Agent:
         self.admin_gid = admin_gid
         self.clients: list[Client] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._stop = StopFlag()  # set from a signal handler: no lock (stop_flag.py)
         self.sock = listen(path)
 
     # ----- life cycle -------------------------------------------------------------------
@@ -87,11 +89,17 @@ class Agent:
         guard.start()
         self.sock.settimeout(ACCEPT_WAKE_S)
         while not self._stop.is_set():
+            # A stop wakes this at once (its pipe); back here, a signal's handler runs.
+            listening = self.sock.fileno()
+            if listening < 0:  # closed by stop()
+                break
+            stop = self._stop.fileno()
+            ready, _, _ = select.select([listening, stop], [], [], ACCEPT_WAKE_S)
+            if listening not in ready:
+                continue
             try:
                 conn, _ = self.sock.accept()
-            except OSError:  # TimeoutError among them: back here, a signal's handler runs
-                if self._stop.is_set():
-                    break
+            except OSError:  # the client gave up, or the socket closed by stop()
                 continue
             with self._lock:
                 full = len(self.clients) >= MAX_CLIENTS
@@ -101,6 +109,13 @@ class Agent:
                 conn.close()
                 continue
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def request_stop(self) -> None:
+        """Safe in a signal handler: a flag and a byte to a pipe; no lock taken, no
+        thread started (a handler that started one could land while the main thread
+        starts a client's, and wait for ever on threading's lock). The main thread
+        leaves serve_forever() at once and stops the rest."""
+        self._stop.set()
 
     def stop(self) -> None:
         self._stop.set()

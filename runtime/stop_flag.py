@@ -36,6 +36,10 @@ class StopFlag:
     def is_set(self) -> bool:
         return self._set
 
+    def fileno(self) -> int:
+        """Readable once set (for a select() that waits on other files too)."""
+        return self._read
+
     def wait(self, timeout: float | None = None) -> bool:
         """True once set; else after TIMEOUT seconds (None: until set), False."""
         deadline = None if timeout is None else time.monotonic() + timeout

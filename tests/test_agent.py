@@ -676,3 +676,40 @@ def test_list_through_the_agent_for_what_the_user_may_probe(
         mine.wait()
         roots.kill()
         roots.wait()
+
+
+def test_a_stop_asked_from_a_signal_handler_ends_serving_at_once_and_starts_no_thread(
+    tmp_path: Path,
+) -> None:
+    """The agent's signal handler only asks (a flag, a shutdown): a handler that started
+    a thread could land while the main thread starts a client's and wait for ever on
+    threading's lock. The main thread, asleep in accept(), leaves serve_forever() at
+    once, and stops the rest itself."""
+    import threading
+
+    from adaptyst_top.runtime.agent import ACCEPT_WAKE_S
+    from adaptyst_top.runtime.agent import Agent as RealAgent
+
+    agent = RealAgent(tmp_path / "agent.sock")
+    threads_started: list[int] = []
+
+    def handler(_signum: int, _frame: object) -> None:
+        before = threading.active_count()
+        agent.request_stop()
+        threads_started.append(threading.active_count() - before)
+
+    main = threading.get_ident()
+    old = signal.signal(signal.SIGUSR1, handler)
+    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGUSR1))
+    try:
+        timer.start()
+        t0 = time.monotonic()
+        agent.serve_forever()
+        took = time.monotonic() - t0
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, old)
+        agent.stop()
+    assert threads_started == [0]
+    assert took < ACCEPT_WAKE_S  # woken by the shutdown, not by accept's timeout
+    assert not (tmp_path / "agent.sock").exists()

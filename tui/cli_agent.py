@@ -7,7 +7,6 @@ import grp
 import os
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,8 +115,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
         return 1
 
     def on_signal(_signum: int, _frame: object) -> None:
-        # Off the signal handler: stop() joins nothing, but closes sockets and engines.
-        threading.Thread(target=agent.stop, daemon=True).start()
+        agent.request_stop()  # the main thread leaves serve_forever() and stops the rest
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
