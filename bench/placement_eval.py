@@ -118,6 +118,17 @@ def medians(*parts: Samples) -> dict[str, tuple[float, float]]:
     return out
 
 
+def oracle_best(objective: str, before: Samples, after: Samples) -> tuple[str, bool]:
+    """The best device over both halves of the oracle, and whether each half names it
+    too: where the halves name different devices, they are within this machine's drift
+    of each other (a tie)."""
+
+    def best(m: dict[str, tuple[float, float]]) -> str:
+        return min(m, key=lambda d: score(objective, *m[d], m["cpu"]))
+
+    return best(medians(before, after)), len({best(medians(h)) for h in (before, after)}) == 1
+
+
 class Online:
     """The advisor driving real executions, as the monitor and the task API do."""
 
@@ -236,11 +247,7 @@ def main() -> int:
         after = measure(devices, inp, meter, 8)
         orc = medians(before, after)
         ref = orc["cpu"]
-        best = min(orc, key=lambda d: score(obj, *orc[d], ref))
-        # Does the oracle agree with itself? Where its two halves name different best
-        # devices, the devices are within this machine's drift of each other.
-        halves = [medians(h) for h in (before, after)]
-        stable = len({min(h, key=lambda d: score(obj, *h[d], h["cpu"])) for h in halves}) == 1
+        best, stable = oracle_best(obj, before, after)
         learned = online.advisor.predictions(case["task"])
         loss = (score(obj, *orc[chosen], ref) - score(obj, *orc[best], ref)) / score(
             obj, *orc[best], ref
@@ -359,9 +366,8 @@ def main() -> int:
             states.append((online.assigned, online.trial is None))
         after_b = measure(devices, b, meter, 8)
         orc_b = medians(before_b, after_b)
-        best_b = min(orc_b, key=lambda d: score(obj, *orc_b[d], orc_b["cpu"]))
-        halves = [medians(h) for h in (before_b, after_b)]
-        tie = len({min(h, key=lambda d: score(obj, *h[d], h["cpu"])) for h in halves}) > 1
+        best_b, stable_b = oracle_best(obj, before_b, after_b)
+        tie = not stable_b
         # Settled: from the first execution on which it stays on the new best device (on
         # a tie, where the oracle's halves name different devices: on whichever it ends).
         target = states[-1][0] if tie else best_b

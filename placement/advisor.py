@@ -256,8 +256,11 @@ class Advisor:
         SpMV 80,000 rows under the weighted objective)."""
         measured = there.source == here.source == "measured"
         if measured and min(there.samples, here.samples) >= SETTLED_SAMPLES:
-            return min(self.threshold, self.settled_threshold)
+            return self._settled()
         return self.threshold
+
+    def _settled(self) -> float:
+        return min(self.threshold, self.settled_threshold)
 
     def _move(
         self,
@@ -321,19 +324,20 @@ class Advisor:
             if not spaced and not (p.source == "measured" and p.samples <= ex.EXPLORE_RUNS):
                 continue  # spaced, unless it follows up a promising first look
             upload = self.transfer.upload_s(st.size)
-            hope = self._score(ex.optimistic(p, upload), cur, self._move_s(st, d))
+            move = self._move_s(st, d)
+            hope = self._score(ex.optimistic(p, upload), cur, move)
             gain = (s_cur - hope) / s_cur if s_cur > 0 else 0.0
+            recheck = p.source == "measured" and p.samples >= MOVE_MIN_SAMPLES
             # A device measured here as better than the current one, by less than the
             # move threshold, its data still there, is rechecked until it has the runs
             # that decide it (nearly free: it runs faster).
-            close = p.source == "measured" and p.samples >= MOVE_MIN_SAMPLES
-            close = close and self._move_s(st, d) == 0 and scores.get(d, s_cur) < s_cur
-            if gain <= (min(self.threshold, self.settled_threshold) if close else self.threshold):
+            close = recheck and move == 0 and scores.get(d, s_cur) < s_cur
+            if gain <= (self._settled() if close else self.threshold):
                 continue
-            expect = self._score(ex.expected(p, upload), cur, self._move_s(st, d))
+            expect = self._score(ex.expected(p, upload), cur, move)
             ratio = expect / s_cur if s_cur > 0 else 1.0
             runs = ex.EXPLORE_RUNS if ratio <= ex.CLOSE_RATIO else ex.PROBE_RUNS
-            if p.source == "measured" and p.samples >= MOVE_MIN_SAMPLES:
+            if recheck:
                 runs = max(runs, 2)  # a recheck's first run is cold: one more to learn from
             what = {
                 "measured": f"±{100 * p.rel_err:.0f}% over {p.samples} runs",
