@@ -279,12 +279,13 @@ def test_a_signal_while_attaching_never_releases_the_command(tmp_path: Path, sig
         stderr=subprocess.PIPE,
         text=True,
     )
-    # Once the command is held (a child of record), attaching a hundred libc functions
-    # takes seconds: the signal lands in the middle of it.
+    # The signal goes the moment the command is held (a child of record). Compiling and
+    # attaching take about 0.5 s more here (multi-uprobe links attach a hundred functions
+    # in 10 ms), so waiting any longer raced the release: CI once saw the command run
+    # with a signal sent 0.5 s after the hold.
     deadline = time.monotonic() + 60
     while not psutil.Process(rec.pid).children() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
+        time.sleep(0.002)
     rec.send_signal(sig)
     out, err = rec.communicate(timeout=120)
     assert rec.returncode == 1, err
