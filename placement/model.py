@@ -18,6 +18,7 @@ FIT_MIN_SAMPLES = 6
 FIT_MIN_BUCKETS = 3
 OUTLIER_SIGMAS = 4.0
 DRIFT_RATIO = 0.35  # recent mean this far from the long one, sustained: the device changed
+DRIFT_RUNS = 3  # ... for this many values in a row: the model starts over from them
 EWMA_ALPHA = 0.3
 
 Context = tuple[int, int]  # (size bucket, feature bucket)
@@ -54,6 +55,8 @@ class Running:
     lo: float = math.inf  # the best value seen: what the device did at its best
     # The last values as given (single runs, or the mean of an interval's runs).
     recent_values: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_VALUES))
+    # The last values, rejected ones too: what a start-over rests on.
+    last: deque[float] = field(default_factory=lambda: deque(maxlen=DRIFT_RUNS))
 
     @property
     def std(self) -> float:
@@ -77,14 +80,15 @@ class Running:
 
     def add(self, x: float, weight: int = 1) -> bool:
         """Add a value (the mean of `weight` executions); False when rejected as an outlier."""
+        self.last.append(x)
         if self.n >= 5 and self.std > 0:
             off = abs(x - self.mean)
             if off > OUTLIER_SIGMAS * self.std and off > 0.5 * self.mean:
                 self.rejected += 1
                 # Many "outliers" in a row are not outliers: the cost moved.
                 self.drift_streak += 1
-                if self.drift_streak >= 3:
-                    self.reset(x, weight)
+                if self.drift_streak >= DRIFT_RUNS:
+                    self.reset()
                     return True
                 return False
         self.lo = min(self.lo, x)
@@ -101,22 +105,31 @@ class Running:
         self.recent = x if self.n == 1 else EWMA_ALPHA * x + (1 - EWMA_ALPHA) * self.recent
         if self.n >= 8 and abs(self.recent - self.mean) > DRIFT_RATIO * self.mean:
             self.drift_streak += 1
-            if self.drift_streak >= 3:
-                self.reset(self.recent, 3)
+            if self.drift_streak >= DRIFT_RUNS:
+                self.reset()
         else:
             self.drift_streak = 0
         return True
 
-    def reset(self, x: float, weight: int) -> None:
-        self.n, self.mean, self.m2, self.recent, self.drift_streak = 0, 0.0, 0.0, x, 0
-        self.lo = x
-        self.recent_values = deque([x], maxlen=RECENT_VALUES)
-        self.first = [x] * min(weight, ROBUST_FIRST)
-        for _ in range(weight):
+    def reset(self) -> None:
+        """Start over from the last values (the cost moved): their median and spread.
+        The best run stays: what the device did before may come back (a slow spell: PoCL
+        here at 21.7 ms, then 24-42 ms for a few runs), and the advisor's optimistic
+        bound, which rests on it, has a device that fell behind rechecked now and then
+        (at most RECHECK_SAMPLES runs in all) instead of never again, as when the start
+        over claimed three runs of one value with no spread and no better past."""
+        values = list(self.last)
+        self.n, self.mean, self.m2, self.drift_streak = 0, 0.0, 0.0, 0
+        for x in values:
             self.n += 1
             d = x - self.mean
             self.mean += d / self.n
             self.m2 += d * (x - self.mean)
+        self.mean = statistics.median(values)
+        self.first = values[:ROBUST_FIRST]
+        self.recent = values[-1]
+        self.lo = min(self.lo, *values)
+        self.recent_values = deque(values, maxlen=RECENT_VALUES)
 
 
 @dataclass

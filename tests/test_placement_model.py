@@ -129,8 +129,9 @@ def test_a_first_run_s_upload_is_an_investment_not_a_learning_cost() -> None:
 def test_a_recheck_s_cold_first_run_is_charged_not_learned_from() -> None:
     adv = Advisor(["cpu", "acc"])
     ctx = (10, 0)
-    adv.observe("t", "cpu", ctx, 1.0, 30)
+    adv.observe("t", "cpu", ctx, 1.0, 1)
     adv.observe("t", "acc", ctx, 0.93, 3)  # measured: better, under the move threshold
+    adv.observe("t", "cpu", ctx, 1.0, 15)  # then back on the CPU (acc's data still there)
     adv.set_current("t", "cpu")
     recheck = adv.decide("t")
     assert recheck is not None and recheck.explore and recheck.suggested == "acc"
@@ -285,6 +286,79 @@ def per_item(cost: dict[str, float], first_run: float = 1.0) -> Callable[[str, i
         return cost[dev] * n * (first_run if first else 1.0)
 
     return time_of
+
+
+def test_a_recheck_seen_as_an_interval_s_mean_is_learned_and_ends_the_cold_run() -> None:
+    """The monitor reports an interval's runs as one observation (loop.py takes their
+    median when few): there is no first run to leave out, and the next single run there,
+    warm or not, is no longer taken for the recheck's cold one."""
+    adv = Advisor(["cpu", "acc"])
+    ctx = (10, 0)
+    adv.observe("t", "cpu", ctx, 1.0, 1)
+    adv.observe("t", "acc", ctx, 0.93, 3)
+    adv.observe("t", "cpu", ctx, 1.0, 15)
+    adv.set_current("t", "cpu")
+    recheck = adv.decide("t")
+    assert recheck is not None and recheck.explore
+    adv.accepted(recheck)
+    adv.observe("t", "acc", ctx, 0.95, 2)  # one interval: both runs, as their median
+    assert adv.predictions("t")["acc"].samples == 5
+    adv.observe("t", "acc", ctx, 0.93)
+    assert adv.predictions("t")["acc"].samples == 6
+
+
+def test_a_cold_first_look_after_a_shift_takes_one_run_more_and_one_look() -> None:
+    """Seen in placement_eval (unseen SpMV 150,000 -> 5,000 rows, EDP): the CPU's first
+    runs of the new input, after PoCL's runs, took 0.163 and 0.148 ms, then 0.11 (PoCL:
+    0.107). Its three-run look learned 0.148, a second look came before the move, and
+    the shift settled after 11 executions. A cold first look has one run more, its first
+    charged and not learned from."""
+    cost = {1_000_000: {"cpu": 1e-8, "acc": 0.5e-8}, 1_000: {"cpu": 1e-6, "acc": 1.3e-6}}
+    last, streak = "", 0
+
+    def time_of(dev: str, n: int) -> float:  # caches warm over a device's first runs
+        nonlocal last, streak
+        streak = streak + 1 if dev == last else 0
+        last = dev
+        return cost[n][dev] * n * (1.5, 1.4, 1.0)[min(streak, 2)]
+
+    adv = Advisor(["cpu", "acc"])
+    ran, _ = _drive(adv, time_of, [1_000_000] * 60)
+    assert ran[-1] == "acc"
+    ran, advice = _drive(adv, time_of, [1_000] * 60, start="acc")
+    assert advice == [("cpu", True), ("cpu", False)]  # one look, then the move
+    first = ran.index("cpu")
+    assert ran[first : first + EXPLORE_RUNS + 1] == ["cpu"] * (EXPLORE_RUNS + 1)
+    assert first + EXPLORE_RUNS + 1 <= 10  # settled within ten runs of the shift
+    assert adv.predictions("t")["cpu"].samples == ran.count("cpu") - 1  # the cold run
+
+
+@pytest.mark.parametrize("spell_ends", [80, None])
+def test_a_device_back_from_a_slow_spell_is_regained_and_a_lasting_one_costs_little(
+    spell_ends: int | None,
+) -> None:
+    """Seen in placement_eval (SpMV 150,000 rows, EDP): PoCL at 21.7 ms, then 24-42 ms for
+    a few runs (the CPU had a 42 ms run too): the drift detector started PoCL's model over,
+    the task went back to the CPU, and stayed there for good; the start-over claimed three
+    runs of one value, with no spread and no better past. The best run now outlives it."""
+    runs = 0
+
+    def time_of(dev: str, n: int) -> float:
+        nonlocal runs
+        runs += 1
+        slow = runs >= 70 and (spell_ends is None or runs < spell_ends)
+        return 35e-3 if dev == "cpu" else (40e-3 if slow else 22e-3)
+
+    adv = Advisor(["cpu", "acc"])
+    ran, _ = _drive(adv, time_of, [10**6] * 200)
+    assert ran[60:70] == ["acc"] * 10 and "cpu" in ran[70:90]  # moved back in the spell
+    back = ran.index("cpu", 70)
+    if spell_ends is not None:
+        assert ran[-50:] == ["acc"] * 50  # ... and to acc again once it was over
+    else:
+        # Rechecked while it has fewer than RECHECK_SAMPLES runs since the start over.
+        assert ran[back:].count("acc") <= RECHECK_SAMPLES + EXPLORE_RUNS + 1
+        assert ran[-50:] == ["cpu"] * 50
 
 
 def test_a_device_far_behind_costs_one_run_and_never_more() -> None:
