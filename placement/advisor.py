@@ -47,6 +47,8 @@ class TaskState:
     explored_ctx: Context | None = None  # the input the last exploration was for
     exploring: str = ""  # the device of an exploration under way
     switch_in: str = ""  # the device of a recheck whose first run is still to come
+    # device -> (input context, executions count) when its model there last started over
+    started_over: dict[str, tuple[Context, int]] = field(default_factory=dict)
 
 
 class Advisor:
@@ -125,6 +127,8 @@ class Advisor:
         cold = device == st.switch_in
         if cold:
             st.switch_in = ""
+        model = self.model(task, device)
+        starts = model.time[ctx].starts if ctx in model.time else 0
         if not (cold and count == 1):
             # The first run of a measuring exploration that follows the other device's
             # runs is cold (PoCL here: 12-13 ms for a 7 ms SpMV; the CPU 0.16 ms for a
@@ -132,10 +136,12 @@ class Advisor:
             # Charged above, not learned from, as the oracle leaves out the first run of
             # each block. An interval's mean of several runs (the monitor) keeps it: the
             # monitor takes those runs' median instead (loop.py).
-            self.model(task, device).observe(ctx, time_s, count, energy_j, size)
+            model.observe(ctx, time_s, count, energy_j, size)
         st.context = ctx
         st.size = size if size is not None else int(bucket_size(ctx[0]))
         st.executions += count
+        if ctx in model.time and model.time[ctx].starts > starts:
+            st.started_over[device] = (ctx, st.executions)
         st.since_explore += count
         st.ran[device] = (ctx, st.executions)
 
@@ -159,6 +165,19 @@ class Advisor:
         if ctx == st.context and st.executions - at <= self.transfer.horizon_runs:
             return 0.0
         return self.transfer.cost_s(st.current, device, st.size)
+
+    @staticmethod
+    def _stale(st: TaskState, device: str) -> bool:
+        """The device last ran this input before the current device's cost there moved
+        (its model started over). A slow spell of the whole node (seen here: PoCL 0.25
+        -> 0.4-0.7 ms and the CPU 0.5 -> 0.9-1.0 ms at once) made the current device
+        look worse than the other's runs from 160 executions before, and the task moved
+        to the CPU in the middle of the spell: the other device is measured again first."""
+        ctx, at = st.started_over.get(st.current, ((-1, -1), -1))
+        if ctx != st.context:
+            return False
+        ran_ctx, last = st.ran.get(device, ((-1, -1), -1))
+        return ran_ctx != ctx or last < at
 
     @staticmethod
     def _cold(st: TaskState, device: str) -> bool:
@@ -233,12 +252,17 @@ class Advisor:
         scores = {
             d: self._score(p, cur, self._move_s(st, d)) for d, p in preds.items() if d in feasible
         }
-        # Moves go only where this input really ran; predictions lead to explorations.
+        # Moves go only where this input really ran, since the current device's cost
+        # last moved; predictions and older runs lead to explorations.
         movable = [
             d
             for d in scores
             if d == st.current
-            or (preds[d].source == "measured" and preds[d].samples >= MOVE_MIN_SAMPLES)
+            or (
+                preds[d].source == "measured"
+                and preds[d].samples >= MOVE_MIN_SAMPLES
+                and not self._stale(st, d)
+            )
         ]
         best = min(movable, key=lambda d: scores[d])
         if best != st.current:
@@ -329,7 +353,8 @@ class Advisor:
                 why = f"explore: no measurement of {task} on {d} for this input yet"
                 options.append(ex.Option(d, ex.PROBE_RUNS, ex.UNKNOWN_COST, ex.UNKNOWN_GAIN, why))
                 continue
-            if p.source == "measured" and p.samples >= RECHECK_SAMPLES:
+            stale = self._stale(st, d)
+            if p.source == "measured" and p.samples >= RECHECK_SAMPLES and not stale:
                 continue  # measured enough here: it stands where it stands
             if not spaced and not (p.source == "measured" and p.samples <= ex.EXPLORE_RUNS):
                 continue  # spaced, unless it follows up a promising first look

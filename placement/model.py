@@ -53,6 +53,7 @@ class Running:
     recent: float = 0.0
     rejected: int = 0
     drift_streak: int = 0
+    starts: int = 0  # start-overs (reset): the cost moved this many times
     first: list[float] = field(default_factory=list)
     lo: float = math.inf  # the best value seen: what the device did at its best
     # The last values as given (single runs, or the mean of an interval's runs).
@@ -125,6 +126,7 @@ class Running:
         over claimed three runs of one value with no spread and no better past."""
         values = list(self.last)
         self.n, self.mean, self.m2, self.drift_streak = 0, 0.0, 0.0, 0
+        self.starts += 1
         for x in values:
             self.n += 1
             d = x - self.mean
