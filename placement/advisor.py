@@ -8,7 +8,6 @@ a row; devices not yet measured are explored when the exploration is worth its c
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Literal
 
 from adaptyst_top.placement import exploration as ex
@@ -16,6 +15,7 @@ from adaptyst_top.placement import priors as pr
 from adaptyst_top.placement.advice import Advice as Advice
 from adaptyst_top.placement.exploration import EXPLORE_RUNS as EXPLORE_RUNS
 from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, bucket_size
+from adaptyst_top.placement.task_state import TaskState as TaskState
 from adaptyst_top.placement.transfer import TransferModel as TransferModel
 
 Objective = Literal["time", "energy", "edp", "weighted"]
@@ -28,27 +28,6 @@ RECHECK_SAMPLES = 15
 # in rechecks spread over the task's run (a slow spell lasts seconds here).
 SETTLED_SAMPLES = 8
 MOVE_MIN_SAMPLES = 2  # a move rests on at least this many runs there (one may carry a transfer)
-
-
-@dataclass
-class TaskState:
-    current: str = ""
-    context: Context = (0, 0)
-    size: int = 1
-    executions: int = 0
-    since_explore: int = 0
-    streak: int = 0
-    streak_target: str = ""
-    # device -> (input context, executions count) of its last run of this task: data a
-    # recent run (an exploration) left there needs no second transfer.
-    ran: dict[str, tuple[Context, int]] = field(default_factory=dict)
-    # input -> runs of the current device there that its explorations cost
-    explore_spent: dict[Context, float] = field(default_factory=dict)
-    explored_ctx: Context | None = None  # the input the last exploration was for
-    exploring: str = ""  # the device of an exploration under way
-    switch_in: str = ""  # the device of a recheck whose first run is still to come
-    # device -> (input context, executions count) when its model there last started over
-    started_over: dict[str, tuple[Context, int]] = field(default_factory=dict)
 
 
 class Advisor:
@@ -166,25 +145,6 @@ class Advisor:
             return 0.0
         return self.transfer.cost_s(st.current, device, st.size)
 
-    @staticmethod
-    def _stale(st: TaskState, device: str) -> bool:
-        """The device last ran this input before the current device's cost there moved
-        (its model started over). A slow spell of the whole node (seen here: PoCL 0.25
-        -> 0.4-0.7 ms and the CPU 0.5 -> 0.9-1.0 ms at once) made the current device
-        look worse than the other's runs from 160 executions before, and the task moved
-        to the CPU in the middle of the spell: the other device is measured again first."""
-        ctx, at = st.started_over.get(st.current, ((-1, -1), -1))
-        if ctx != st.context:
-            return False
-        ran_ctx, last = st.ran.get(device, ((-1, -1), -1))
-        return ran_ctx != ctx or last < at
-
-    @staticmethod
-    def _cold(st: TaskState, device: str) -> bool:
-        """The device's next run of the task would follow another device's runs, or be
-        its first of this input: caches and the device's copy of the data are not warm."""
-        return st.ran.get(device) != (st.context, st.executions)
-
     def _feasible(self, device: str, size: int) -> bool:
         limit = self.memory_bytes.get(device)
         return limit is None or size * self.transfer.bytes_per_item <= limit
@@ -261,7 +221,7 @@ class Advisor:
             or (
                 preds[d].source == "measured"
                 and preds[d].samples >= MOVE_MIN_SAMPLES
-                and not self._stale(st, d)
+                and not st.stale(d)
             )
         ]
         best = min(movable, key=lambda d: scores[d])
@@ -353,7 +313,7 @@ class Advisor:
                 why = f"explore: no measurement of {task} on {d} for this input yet"
                 options.append(ex.Option(d, ex.PROBE_RUNS, ex.UNKNOWN_COST, ex.UNKNOWN_GAIN, why))
                 continue
-            stale = self._stale(st, d)
+            stale = st.stale(d)
             if p.source == "measured" and p.samples >= RECHECK_SAMPLES and not stale:
                 continue  # measured enough here: it stands where it stands
             if not spaced and not (p.source == "measured" and p.samples <= ex.EXPLORE_RUNS):
@@ -372,7 +332,7 @@ class Advisor:
             expect = self._score(ex.expected(p, upload), cur, move)
             ratio = expect / s_cur if s_cur > 0 else 1.0
             runs = ex.EXPLORE_RUNS if ratio <= ex.CLOSE_RATIO else ex.PROBE_RUNS
-            if self._cold(st, d) and (recheck or runs > 1):
+            if st.cold(d) and (recheck or runs > 1):
                 runs += 1  # its first run is cold (observe): one more to learn from
             what = {
                 "measured": f"±{100 * p.rel_err:.0f}% over {p.samples} runs",
@@ -413,7 +373,7 @@ class Advisor:
             st.since_explore = 0
             if advice.explore:
                 st.exploring = advice.suggested
-                cold = self._cold(st, advice.suggested) and (advice.runs or 1) > 1
+                cold = st.cold(advice.suggested) and (advice.runs or 1) > 1
                 st.switch_in = advice.suggested if cold else ""
             else:
                 st.current = advice.suggested
