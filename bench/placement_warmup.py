@@ -24,12 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adaptyst_top.placement.kernels import (  # noqa: E402
-    Inputs,
-    available_devices,
-    forget_inputs,
-    make_inputs,
-)
+from adaptyst_top.placement import kernels  # noqa: E402
 
 CASES = (
     ("spmv", 8000, 0.02),
@@ -39,15 +34,17 @@ CASES = (
 )
 
 
-def ms(run: Callable[[Inputs], Any], inp: Inputs) -> float:
+def ms(run: Callable[[kernels.Inputs], Any], inp: kernels.Inputs) -> float:
     t0 = time.perf_counter()
     run(inp)
     return (time.perf_counter() - t0) * 1e3
 
 
-def measure(devices: dict[str, Any], device: str, inp: Inputs, rounds: int) -> dict[str, float]:
+def measure(
+    devices: dict[str, Any], device: str, inp: kernels.Inputs, rounds: int
+) -> dict[str, float]:
     cpu, dev = devices["cpu"], devices[device]
-    forget_inputs(devices)
+    kernels.forget_inputs(devices)
     ms(dev, inp)  # the upload: a move's cost, not a run's
     short: list[float] = []
     long_head: list[float] = []
@@ -78,7 +75,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--json", action="store_true", help="one JSON line of every figure")
     args = ap.parse_args()
-    devices = available_devices()
+    devices = kernels.available_devices()
     if args.device not in devices or args.device == "cpu":
         print(f"placement_warmup: no device {args.device} here", file=sys.stderr)
         return 1
@@ -86,7 +83,7 @@ def main() -> int:
     out = {}
     for kind, n, density in CASES:
         out[f"{kind}:{n}"] = row = measure(
-            devices, args.device, make_inputs(kind, n, density), rounds
+            devices, args.device, kernels.make_inputs(kind, n, density), rounds
         )
         if not args.json:
             print(
