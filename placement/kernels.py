@@ -313,7 +313,7 @@ class CudaDevice:
 
 def opencl_devices() -> list[OpenCLDevice]:
     """Every OpenCL device that builds the kernels, named as the inventory names it
-    (opencl:N over collectors.opencl_inventory.platforms_in_use), so that the advisor's
+    (opencl:N over collectors.opencl_platforms.platforms_in_use), so that the advisor's
     targets and the demo's devices are the same ones."""
     try:
         import pyopencl as cl

@@ -97,10 +97,7 @@ class Running:
         self.lo = min(self.lo, x)
         self.recent_values.append(x)
         for _ in range(max(1, min(weight, 50))):
-            self.n += 1
-            d = x - self.mean
-            self.mean += d / self.n
-            self.m2 += d * (x - self.mean)
+            self._count(x)
             if len(self.first) < ROBUST_FIRST:
                 self.first.append(x)
         # The median, not the running mean: a slow spell of a few runs (PoCL here: 30-47
@@ -117,6 +114,13 @@ class Running:
             self.drift_streak = 0
         return True
 
+    def _count(self, x: float) -> None:
+        """One more value in the count and the Welford sums."""
+        self.n += 1
+        d = x - self.mean
+        self.mean += d / self.n
+        self.m2 += d * (x - self.mean)
+
     def reset(self) -> None:
         """Start over from the last values (the cost moved): their median and spread.
         The best run stays: what the device did before may come back (a slow spell: PoCL
@@ -128,10 +132,7 @@ class Running:
         self.n, self.mean, self.m2, self.drift_streak = 0, 0.0, 0.0, 0
         self.starts += 1
         for x in values:
-            self.n += 1
-            d = x - self.mean
-            self.mean += d / self.n
-            self.m2 += d * (x - self.mean)
+            self._count(x)
         self.mean = statistics.median(values)
         self.first = values[:ROBUST_FIRST]
         self.recent = values[-1]
