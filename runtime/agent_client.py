@@ -159,13 +159,24 @@ class AgentConnection:
     def _connect(self) -> None:
         self.link: Transport = SshTransport(self.host) if self.host else SocketTransport(self.path)
         self.reader = proto.LineReader(self.link, proto.MAX_SNAPSHOT_LINE)
+        unsent: OSError | None = None
         try:
             self.link.send(proto.encode("hello"))
+        except OSError as exc:
+            # An agent that turns this connection away says why and closes at once,
+            # maybe before the hello went out (a broken pipe): its reason is still here
+            # to read, and is the one to show.
+            unsent = exc
+        try:
             hello = self.reader.read()
         except (OSError, proto.ProtocolError) as exc:
-            self._closed_because(f"the agent at {self.where} did not answer: {exc}")
+            self._closed_because(f"the agent at {self.where} did not answer: {unsent or exc}")
         if hello is None:
-            self._closed_because(f"the agent at {self.where} closed the connection")
+            self._closed_because(
+                f"the agent at {self.where} did not answer: {unsent}"
+                if unsent
+                else f"the agent at {self.where} closed the connection"
+            )
         if hello.get("type") == "error":
             self._closed_because(f"the agent at {self.where}: {hello.get('message')}")
         try:

@@ -30,7 +30,7 @@ import adaptyst_top.runtime.record
 import adaptyst_top.tui.cli_record  # noqa: F401
 from adaptyst_top.collectors.version import package_version
 from adaptyst_top.runtime import agent_protocol as proto
-from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused, SocketTransport
 from adaptyst_top.tui.cli import main as cli_main
 from adaptyst_top.tui.cli_record import record_parser
 
@@ -600,8 +600,9 @@ def test_doctor_as_a_user_says_what_the_agent_lets_them_do(
     assert c.wait() == 0
 
 
+@pytest.mark.parametrize("hello_after_the_close", [False, True])
 def test_one_user_cannot_crowd_out_the_others(
-    agent: Agent, users: tuple[User, User], shared: Path
+    agent: Agent, users: tuple[User, User], shared: Path, hello_after_the_close: bool
 ) -> None:
     from adaptyst_top.runtime.agent import MAX_ATTACH_PER_USER, MAX_PER_USER
 
@@ -610,11 +611,24 @@ def test_one_user_cannot_crowd_out_the_others(
 
     def client(up: int, _down: int) -> None:
         conns = [AgentConnection(str(agent.path)) for _ in range(MAX_PER_USER)]
+        if hello_after_the_close:
+            # The agent turns the connection away before the client's hello goes out
+            # (on a loaded node, and so in CI once): the hello meets a broken pipe.
+            send = SocketTransport.send
+
+            def late(link: SocketTransport, data: bytes) -> None:
+                link.sock.recv(1, socket.MSG_PEEK)  # the agent's reason is here...
+                time.sleep(0.3)  # ...and it has closed the connection
+                send(link, data)
+
+            SocketTransport.send = late  # type: ignore[method-assign]
         try:
             AgentConnection(str(agent.path))
             one_more = "connected"
         except OSError as exc:
             one_more = str(exc)
+        if hello_after_the_close:
+            SocketTransport.send = send  # type: ignore[method-assign]
         conns[0].open(target.pid, [], 0.02, False, MAX_ATTACH_PER_USER)  # reserves them all
         try:
             conns[1].open(target.pid, [], 0.02, False, 10)
