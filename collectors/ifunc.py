@@ -17,15 +17,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-import time
 
 from adaptyst_top.collectors.elf_info import read_elf
-
-# An auxiliary vector with only its AT_NULL pair (two 8-byte words): a new memory whose
-# process has not finished execve.
-_AUXV_TERMINATOR = 16
-# How long a process may take to finish its execve before its environment is read as is.
-_EXEC_WAIT_S = 1.0
+from adaptyst_top.collectors.proc_exec import read_proc
 
 
 class IfuncError(RuntimeError):
@@ -45,33 +39,10 @@ def mapped_start(path: str) -> int | None:
     return None
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def _tunables(pid: int) -> str | None:
-    """PID's GLIBC_TUNABLES, or None where it has none.
-
-    A process in the middle of execve has its new memory but not yet the pointers to its
-    arguments and environment: /proc/PID/environ reads empty then, for a few
-    microseconds, though the program will run with its environment. Its auxiliary vector
-    is filled in the same step, just before, so an environment read empty is trusted only
-    once the auxiliary vector holds more than its terminator, and read again after.
-    """
-    deadline = time.monotonic() + _EXEC_WAIT_S
+    """PID's GLIBC_TUNABLES, or None where it has none."""
     try:
-        while True:
-            environ = _read(f"/proc/{pid}/environ")
-            if environ:
-                break
-            if len(_read(f"/proc/{pid}/auxv")) > _AUXV_TERMINATOR:
-                time.sleep(0.001)  # the environment's pointers are set right after
-                environ = _read(f"/proc/{pid}/environ")
-                break
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.001)
+        environ = read_proc(pid, "environ")
     except OSError:
         return os.environ.get("GLIBC_TUNABLES")  # cannot tell: assume the same
     for entry in environ.split(b"\0"):

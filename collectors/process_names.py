@@ -7,6 +7,8 @@ import os
 import re
 from collections.abc import Sequence
 
+from adaptyst_top.collectors.proc_exec import read_proc
+
 _INTERPRETERS = re.compile(r"^(python[0-9.]*|pypy[0-9.]*|perl|ruby|node|julia|Rscript|bash|sh)$")
 
 
@@ -34,8 +36,7 @@ def process_name(pid: int) -> str | None:
     """PID's application name from /proc/PID/cmdline; None when it is gone or not ours
     to read (another user's under hidepid, a kernel thread)."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        argv = [a.decode(errors="replace") for a in read_proc(pid, "cmdline").split(b"\0") if a]
     except OSError:
         return None
     return app_name(argv)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import types
 from pathlib import Path
 
@@ -20,11 +19,12 @@ from .test_demangle import build
 
 def test_the_picker_offers_the_libraries_a_process_maps() -> None:
     # A Python interpreter maps libc, libm and the rest; its own binary comes first.
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    # It says when it runs its code: every library it links is mapped by then (three
+    # mapped files were not enough under load: libc was not yet among them).
+    code = "import time; print('ready', flush=True); time.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 10
-        while len(mapped_files(proc.pid)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         files = mapped_files(proc.pid)
         session = types.SimpleNamespace(remote=None, pid=proc.pid, child=None)
         found = LiveSource(session).candidates()  # type: ignore[arg-type]
