@@ -12,6 +12,7 @@ holds more than its terminator, and is made again after.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 # An auxiliary vector with only its AT_NULL pair (two 8-byte words): a new memory whose
 # process has not finished execve.
@@ -22,21 +23,17 @@ _AUXV_TERMINATOR = 16
 EXEC_WAIT_S = 0.5
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def read_proc(pid: int, name: str) -> bytes:
-    """/proc/PID/NAME (cmdline or environ) as the program runs with it; OSError as open
+def read_proc(pid: int, name: str, proc: Path = Path("/proc")) -> bytes:
+    """PROC/PID/NAME (cmdline or environ) as the program runs with it; OSError as open
     raises it (the process gone, not ours to read, a kernel thread's environ)."""
+    here = proc / str(pid)
     deadline = time.monotonic() + EXEC_WAIT_S
     while True:
-        data = _read(f"/proc/{pid}/{name}")
+        data = (here / name).read_bytes()
         if data:
             return data
         try:
-            settled = len(_read(f"/proc/{pid}/auxv")) > _AUXV_TERMINATOR
+            settled = len((here / "auxv").read_bytes()) > _AUXV_TERMINATOR
         except PermissionError:
             # The new memory is not marked dumpable until later in the same execve: to
             # another process of the same user, its auxiliary vector is closed for as
@@ -44,7 +41,7 @@ def read_proc(pid: int, name: str) -> bytes:
             settled = False
         if settled:
             time.sleep(0.001)  # the pointers are set right after the auxiliary vector
-            return _read(f"/proc/{pid}/{name}")
+            return (here / name).read_bytes()
         if time.monotonic() > deadline:
             return data
         time.sleep(0.001)

@@ -19,6 +19,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from adaptyst_top.collectors.proc_exec import read_proc
+
 SCONTROL_TIMEOUT_S = 5.0
 # slurmstepd (root's) carries the job in its cgroup: it is Slurm, not the job's code.
 SLURM_DAEMONS = frozenset({"slurmstepd", "slurmd", "slurmctld"})
@@ -79,7 +81,7 @@ def parse_scontrol(job_id: str, text: str) -> JobInfo:
 
 def _environ_has(pid: int, needle: bytes, proc: Path) -> bool:
     try:
-        data = (proc / str(pid) / "environ").read_bytes()
+        data = read_proc(pid, "environ", proc)
     except OSError:
         return False
     return needle in data.split(b"\0")
@@ -103,7 +105,7 @@ def _comm(pid: int, proc: Path) -> str:
 def job_of(pid: int, proc: Path = Path("/proc")) -> str | None:
     """The Slurm job a process belongs to (SLURM_JOB_ID in its environment), if any."""
     try:
-        data = (proc / str(pid) / "environ").read_bytes()
+        data = read_proc(pid, "environ", proc)
     except OSError:
         return None
     for item in data.split(b"\0"):

@@ -22,11 +22,15 @@ UNATTRIBUTED = "unattributed"
 _TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_ns(pid: int, proc: Path) -> tuple[int, int] | None:
-    """(start, user+system ns) of a process, from its stat file."""
+def _cpu_ns(pid: int, proc: Path) -> tuple[tuple[int, str], int] | None:
+    """((start, program), user+system ns) of a process, from its stat file. A PID reused
+    starts later; an exec (a Slurm daemon's fork becoming the job's task) changes the
+    program, not the start, and may bring the job's environment."""
     try:
-        fields = (proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[19]), (int(fields[11]) + int(fields[12])) * _TICK_NS
+        head, tail = (proc / str(pid) / "stat").read_text().rsplit(")", 1)
+        fields = tail.split()
+        ident = (int(fields[19]), head.split("(", 1)[1])
+        return ident, (int(fields[11]) + int(fields[12])) * _TICK_NS
     except (OSError, IndexError, ValueError):
         return None
 
@@ -40,7 +44,8 @@ class JobEnergy:
         # (job, device id, method) -> joules since the agent started
         self.totals: dict[tuple[str, str, str], float] = {}
         self._energy: dict[str, float] = {}  # device id -> its last energy reading
-        self._cpu: dict[int, tuple[int, int, str | None]] = {}  # pid -> start, ns, job
+        # pid -> (start, program), ns, job
+        self._cpu: dict[int, tuple[tuple[int, str], int, str | None]] = {}
         self._busy: int | None = None
 
     def update(self, devices: Sequence[DeviceReading]) -> None:
@@ -71,7 +76,7 @@ class JobEnergy:
     def _job_cpu_deltas(self) -> dict[str, int]:
         """CPU ns each job's processes used since the last call."""
         out: dict[str, int] = {}
-        now: dict[int, tuple[int, int, str | None]] = {}
+        now: dict[int, tuple[tuple[int, str], int, str | None]] = {}
         for entry in os.scandir(self.proc):
             if not entry.name.isdigit():
                 continue
@@ -79,15 +84,17 @@ class JobEnergy:
             got = _cpu_ns(pid, self.proc)
             if got is None:
                 continue
-            start, ns = got
+            ident, ns = got
             before = self._cpu.get(pid)
-            if before is not None and before[0] == start:
+            if before is not None and before[0][0] == ident[0]:  # the same process
                 job = before[2]
                 if job is not None and ns > before[1]:
                     out[job] = out.get(job, 0) + ns - before[1]
+                if before[0][1] != ident[1]:  # it runs another program: asked again
+                    job = job_of(pid, self.proc)
             else:
                 job = job_of(pid, self.proc)  # a new process: its environment once
-            now[pid] = (start, ns, job)
+            now[pid] = (ident, ns, job)
         self._cpu = now
         return out
 

@@ -12,11 +12,13 @@ from adaptyst_top.runtime.job_energy import UNATTRIBUTED, JobEnergy
 TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
-def process(proc: Path, pid: int, ticks: int, job: str | None, start: int = 100) -> None:
+def process(
+    proc: Path, pid: int, ticks: int, job: str | None, start: int = 100, comm: str = "app"
+) -> None:
     d = proc / str(pid)
     d.mkdir(parents=True, exist_ok=True)
     fields = ["S", "1"] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 6 + [str(start)] + ["0"] * 30
-    (d / "stat").write_text(f"{pid} (app) " + " ".join(fields) + "\n")
+    (d / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields) + "\n")
     (d / "environ").write_bytes(f"SLURM_JOB_ID={job}\0".encode() if job else b"HOME=/\0")
 
 
@@ -55,3 +57,25 @@ def test_split_by_cpu_time_and_never_more_than_measured(tmp_path: Path) -> None:
     busy[0] += 1
     energy.update(devices(200.0, 300.0))
     assert not any(job == "99" for job, _, _ in energy.totals)
+
+
+def test_a_slurm_daemon_s_fork_that_becomes_a_job_s_task_is_the_job_s(tmp_path: Path) -> None:
+    # slurmstepd forks, and the fork execs the task with SLURM_JOB_ID: the same PID and
+    # start, another program and environment. Read before the exec, it was no job's.
+    busy = [0]
+    energy = JobEnergy(tmp_path, busy_ns=lambda: busy[0])
+    process(tmp_path, 20, 0, None, comm="slurmstepd")
+    energy.update(devices(0.0, 0.0))
+    process(tmp_path, 20, int(0.1e9) // TICK_NS, "42", comm="solver (x)")  # after exec
+    busy[0] = 1_000_000_000
+    energy.update(devices(100.0, 0.0))
+    assert ("42", "cpu", "cpu-time") not in energy.totals  # its time as the fork: no job's
+    process(tmp_path, 20, int(0.6e9) // TICK_NS, "42", comm="solver (x)")
+    busy[0] += 1_000_000_000
+    energy.update(devices(200.0, 0.0))
+    assert abs(energy.totals[("42", "cpu", "cpu-time")] - 50.0) < 1e-6
+    # A task that names itself (prctl) keeps its job and its CPU time.
+    process(tmp_path, 20, int(1.1e9) // TICK_NS, "42", comm="solver-main")
+    busy[0] += 1_000_000_000
+    energy.update(devices(300.0, 0.0))
+    assert abs(energy.totals[("42", "cpu", "cpu-time")] - 100.0) < 1e-6
