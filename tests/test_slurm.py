@@ -5,6 +5,7 @@ And the job's processes found from the layout Slurm leaves, made by hand (no roo
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,3 +255,60 @@ def test_one_target_at_a_time() -> None:
         open_session(SessionOptions(pid=1, job="7"))
     with pytest.raises(SessionError, match="a Slurm job ID is a number"):
         open_session(SessionOptions(job="x"))
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="a Slurm of its own needs root")
+def test_a_job_s_share_of_the_cpu_energy_is_its_cpu_time(
+    slurm: object,
+    users: tuple[User, User],  # noqa: F811
+    shared: Path,  # noqa: F811
+) -> None:
+    """The agent's per-job energy on a real job: a task spinning for 2 s, slurmstepd's
+    fork exec'd, read every 50 ms or so from before the job is submitted. The CPU's
+    energy reads one joule per busy CPU second, so the job's joules are its CPU seconds."""
+    from adaptyst_top.collectors.overhead import system_busy_ns
+    from adaptyst_top.collectors.snapshot import DeviceReading
+    from adaptyst_top.runtime.job_energy import JobEnergy
+
+    from .slurm import Slurm
+
+    assert isinstance(slurm, Slurm)
+    alice, _ = users
+    script = shared / f"spin-{os.getpid()}.sh"
+    # The spinning process is the one slurmstepd's fork execs (not a child of it); it
+    # writes the CPU time it used, in a file of alice's.
+    said = shared / f"spin-{os.getpid()}"
+    said.mkdir()
+    os.chown(said, alice.uid, alice.gid)
+    spin = (
+        "import time; t = time.monotonic() + 2; all(iter(lambda: time.monotonic() < t, False));"
+        f" open('{said}/cpu', 'w').write(str(time.process_time()))"
+    )
+    script.write_text(f'#!/bin/sh\nsrun -n1 python3 -c "{spin}"\n')
+    script.chmod(0o755)
+
+    def cpu() -> list[DeviceReading]:
+        joules = system_busy_ns() / 1e9
+        return [DeviceReading("cpu", "cpu", "CPU", energy_j=joules, energy_source="rapl")]
+
+    energy = JobEnergy()
+    energy.update(cpu())
+    job = slurm.sbatch(alice.uid, alice.gid, script, "-n1")
+    try:
+        deadline = time.monotonic() + COUNTS_TIMEOUT_S
+        gap, last = 0.0, time.monotonic()
+        while slurm.state(job) in ("PENDING", "RUNNING", "?"):
+            assert time.monotonic() < deadline, f"job {job} never ended: {slurm.logs()}"
+            energy.update(cpu())
+            gap, last = max(gap, time.monotonic() - last), time.monotonic()
+            time.sleep(0.05)
+        spent = energy.totals.get((job, "cpu", "cpu-time"), 0.0)
+        used = float((said / "cpu").read_text())
+        print(f"job {job}: {spent:.3f} J attributed, its task used {used:.3f} CPU s")
+        # A process's CPU time counts from its first reading to its last: an interval at
+        # each end (one thread) is not seen, and /proc counts in 10 ms ticks. The batch
+        # shell's and srun's milliseconds are the job's too.
+        assert used - 2 * gap - 0.03 <= spent <= used + 0.2, (spent, used, gap)
+    finally:
+        script.unlink()
+        shutil.rmtree(said, ignore_errors=True)
