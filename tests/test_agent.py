@@ -613,7 +613,7 @@ def test_one_user_cannot_crowd_out_the_others(
         conns = [AgentConnection(str(agent.path)) for _ in range(MAX_PER_USER)]
         if hello_after_the_close:
             # The agent turns the connection away before the client's hello goes out
-            # (on a loaded node, and so in CI once): the hello meets a broken pipe.
+            # (seen beside four busy loops): the hello meets a broken pipe.
             send = SocketTransport.send
 
             def late(link: SocketTransport, data: bytes) -> None:
