@@ -6,7 +6,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
+# shellcheck source=scripts/bcc_python.sh
+. scripts/bcc_python.sh
 VENV=${VENV:-.venv}
 KREL=$(uname -r)
 # openssh-server and passwd (useradd): the agent's tests run a real sshd and real users;
@@ -20,7 +21,11 @@ KREL=$(uname -r)
 # 'generic'"); Debian's 3.1 picks its code generation target by the CPU's features.
 APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
-    htop podman runc rustc pocl-opencl-icd)
+    htop podman runc rustc pocl-opencl-icd python3-venv)
+# install_agent.sh asks for the agent's packages alone, and the system part only.
+[ -n "${SETUP_PACKAGES:-}" ] && read -r -a APT_PACKAGES <<< "$SETUP_PACKAGES"
+SYSTEM_ONLY=0
+[ "${1:-}" = --system-only ] && SYSTEM_ONLY=1
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -104,9 +109,17 @@ tracefs() {
 }
 
 venv() {
-    if [ ! -x "$VENV/bin/python" ]; then
-        say "creating $VENV with $($PYTHON --version 2>&1)"
-        "$PYTHON" -m venv "$VENV"
+    choose_python || exit 1
+    if [ -x "$VENV/bin/python" ]; then
+        local base
+        base=$(venv_base_python "$VENV")
+        if [ "$base" != "$(realpath "$BCC_PY")" ]; then
+            say "$VENV was built on $base, not on $BCC_PY (the interpreter the distribution's bcc belongs to): run \`make clean setup\`"
+            exit 1
+        fi
+    else
+        say "creating $VENV on $BCC_PY ($("$BCC_PY" --version 2>&1)${BCC_DIR:+, the interpreter of $BCC_DIR})"
+        "$BCC_PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.installed"
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
@@ -115,16 +128,16 @@ venv() {
         "$VENV/bin/python" -m pip install -q -e '.[test,demo]'
         touch "$stamp"
     else
-        say "ok: $VENV is up to date"
+        say "ok: $VENV (on $BCC_PY) is up to date"
     fi
 }
 
 bcc_in_venv() {
     # Debian's bcc is pure Python over libbcc; PyPI's "bcc" is an unrelated project.
     # Expose that one package alone (not all of dist-packages) through a .pth file.
-    local dist=/usr/lib/python3/dist-packages/bcc
-    if [ ! -d "$dist" ]; then
-        say "bcc: $dist absent (install python3-bpfcc as root); eBPF probes unavailable"
+    local dist=${BCC_DIR:-}
+    if [ -z "$dist" ] || [ ! -d "$dist" ]; then
+        say "bcc: the distribution's package is absent (install python3-bpfcc as root); eBPF probes unavailable"
         return
     fi
     local shim="$PWD/$VENV/distro-bcc"
@@ -138,7 +151,7 @@ bcc_in_venv() {
     mkdir -p "$shim"
     ln -sfn "$dist" "$shim/bcc"
     printf '%s\n' "$shim" > "$purelib/distro-bcc.pth"
-    say "linked distribution bcc into $VENV"
+    say "linked distribution bcc ($dist) into $VENV"
 }
 
 if is_root && command -v apt-get >/dev/null 2>&1; then
@@ -150,6 +163,7 @@ elif ! is_root; then
 else
     say "no apt-get: install bcc (python3 module), kernel headers and sys/sdt.h by hand"
 fi
+[ "$SYSTEM_ONLY" -eq 1 ] && exit 0
 venv
 bcc_in_venv
 say "done: $VENV/bin/adaptyst-top"
