@@ -2,7 +2,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup demo test check lint typecheck bench screenshots clean
+.PHONY: setup demo test check lint typecheck bench screenshots clean install-agent
 
 # Every target sets up first: the script is idempotent (a second run only checks,
 # in well under a second) and re-mounts tracefs after a reboot.
@@ -19,6 +19,9 @@ test: setup lint typecheck
 lint: setup
 	$(VENV)/bin/ruff check collectors placement runtime tui tests bench
 	$(VENV)/bin/ruff format --check collectors placement runtime tui tests bench
+	@# requires-python (>=3.10) is checked: which stdlib modules and syntax each version has
+	$(VENV)/bin/vermin --target=3.10- --violations --no-tips --eval-annotations -q \
+		collectors placement runtime tui bench
 
 typecheck: setup
 	VENV=$(VENV) ./scripts/typecheck.sh
@@ -30,6 +33,11 @@ bench: setup
 
 screenshots: setup
 	$(PY) scripts/screenshots.py
+
+# An admin's one command for a node's agent (root): see README, "For admins".
+PREFIX ?= /opt/adaptyst-top
+install-agent:
+	PREFIX=$(PREFIX) ./scripts/install_agent.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

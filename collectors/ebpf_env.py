@@ -126,14 +126,44 @@ def bcc_origin() -> Path | None:
         return None
 
 
+def distro_bcc_dir() -> Path | None:
+    """Where the distribution put its bcc package (Debian's python3-bpfcc, RHEL's
+    python3-bcc), whichever interpreter runs now."""
+    for pattern in ("python3/dist-packages/bcc", "python3*/site-packages/bcc"):
+        for root in (Path("/usr/lib"), Path("/usr/lib64")):
+            for found in sorted(root.glob(pattern)):
+                if (found / "libbcc.py").exists():
+                    return found
+    return None
+
+
+def bcc_fix(checkout: Path | None = None) -> str:
+    """The exact command that gives this install an interpreter that sees bcc."""
+    here = Path(__file__).resolve().parents[1]
+    checkout = checkout or (here if (here / "scripts" / "setup.sh").exists() else None)
+    if checkout is not None:  # an editable install of a checkout: its .venv
+        return f"`make clean setup` in {checkout} (the venv is built on bcc's interpreter)"
+    return f"`make install-agent PREFIX={sys.prefix}` from the adaptyst-top source, as root"
+
+
 def check_bcc() -> Capability:
     spec = importlib.util.find_spec("bcc")
     if spec is None:
+        found = distro_bcc_dir()
+        who = f"{sys.executable} (Python {sys.version_info[0]}.{sys.version_info[1]})"
+        if found is None:
+            return Capability(
+                "bcc",
+                "missing",
+                f"python module bcc not importable by {who}; the distribution's is not installed",
+                f"apt install python3-bpfcc (dnf install python3-bcc), then {bcc_fix()}",
+            )
         return Capability(
             "bcc",
             "missing",
-            "python module bcc not importable",
-            "apt install python3-bpfcc, then `make setup` (exposes it to the venv)",
+            f"python module bcc not importable by {who}: the distribution's bcc in {found} "
+            "belongs to the system's interpreter",
+            bcc_fix(),
         )
     origin = bcc_origin()
     if origin is None and spec.origin and not os.access(Path(spec.origin).parent, os.R_OK):

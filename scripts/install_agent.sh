@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# An admin's one command for a node's agent (as root; runnable again to update):
+# a venv at PREFIX on the interpreter the distribution's bcc belongs to, the package
+# installed into it, the systemd unit pointing at it, a commented agent.toml when there
+# is none, and the service enabled where systemd runs (otherwise the command to start it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bcc_python.sh
+. scripts/bcc_python.sh
+PREFIX=${PREFIX:-/opt/adaptyst-top}
+UNITDIR=${UNITDIR:-/etc/systemd/system}
+CONFDIR=${CONFDIR:-/etc/adaptyst-top}
+UNIT=adaptyst-top-agent.service
+
+say() { printf 'install-agent: %s\n' "$*"; }
+die() { say "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "run as root (the agent attaches probes for every user of the node)"
+case $PREFIX in /*) ;; *) die "PREFIX must be an absolute path, not $PREFIX" ;; esac
+umask 022  # the venv is run by every user of the node, the agent's clients included
+
+# System packages, kernel headers and tracefs: the agent's part of setup only.
+SETUP_PACKAGES="python3-bpfcc python3-venv systemtap-sdt-dev gcc libc6-dev" ./scripts/setup.sh --system-only
+
+choose_python || exit 1
+[ -n "$BCC_DIR" ] || die "the distribution's bcc is not installed (python3-bpfcc); the agent needs it"
+
+if [ -x "$PREFIX/bin/python" ]; then
+    base=$(venv_base_python "$PREFIX")
+    [ "$base" = "$(realpath "$BCC_PY")" ] ||
+        die "$PREFIX is a venv on $base, not on $BCC_PY (the interpreter of the distribution's bcc): remove it, then run this again"
+    say "ok: $PREFIX (on $BCC_PY)"
+elif [ -e "$PREFIX" ] && [ -n "$(ls -A "$PREFIX")" ]; then
+    die "$PREFIX exists and is not a venv: choose another PREFIX or remove it"
+else
+    say "creating $PREFIX on $BCC_PY ($("$BCC_PY" --version 2>&1), the interpreter of $BCC_DIR)"
+    "$BCC_PY" -m venv "$PREFIX"
+fi
+say "installing adaptyst-top into $PREFIX"
+"$PREFIX/bin/python" -m pip install -q --disable-pip-version-check --upgrade .
+purelib=$("$PREFIX/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+mkdir -p "$PREFIX/distro-bcc"
+ln -sfn "$BCC_DIR" "$PREFIX/distro-bcc/bcc"
+printf '%s\n' "$PREFIX/distro-bcc" > "$purelib/distro-bcc.pth"
+"$PREFIX/bin/python" -I -c 'import bcc' 2>/dev/null || die "$PREFIX cannot import bcc from $BCC_DIR"
+say "ok: $PREFIX sees the distribution's bcc ($BCC_DIR)"
+
+mkdir -p "$UNITDIR"
+sed "s|^ExecStart=.*|ExecStart=$PREFIX/bin/adaptyst-top agent --config $CONFDIR/agent.toml|" \
+    systemd/$UNIT > "$UNITDIR/$UNIT.new"
+chmod 0644 "$UNITDIR/$UNIT.new"
+mv -f "$UNITDIR/$UNIT.new" "$UNITDIR/$UNIT"
+say "unit: $UNITDIR/$UNIT"
+
+mkdir -p "$CONFDIR"
+if [ -e "$CONFDIR/agent.toml" ]; then
+    say "ok: $CONFDIR/agent.toml kept as it is"
+else
+    install -m 0644 systemd/agent.toml "$CONFDIR/agent.toml"
+    say "config: $CONFDIR/agent.toml (every key commented out: the defaults)"
+fi
+
+if [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && [ "$UNITDIR" = /etc/systemd/system ]; then
+    systemctl daemon-reload
+    systemctl enable "$UNIT" >/dev/null
+    systemctl restart "$UNIT"
+    say "started: systemctl status $UNIT"
+else
+    say "systemd is not running here; start the agent with: $PREFIX/bin/adaptyst-top agent --config $CONFDIR/agent.toml"
+fi
