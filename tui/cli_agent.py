@@ -11,12 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import tomllib
-
 from adaptyst_top.tui.cli_common import Parser, add_version
 
 if TYPE_CHECKING:
     from adaptyst_top.runtime.agent import Agent
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 DEFAULT_CONFIG = Path("/etc/adaptyst-top/agent.toml")
 CONFIG_KEYS: dict[str, type] = {
