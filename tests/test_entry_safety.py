@@ -125,6 +125,9 @@ def test_a_probe_that_would_corrupt_strchr_is_refused_or_exact(tmp_path: Path) -
         assert r.stderr.count("\n") == 1 and "refused strchr" in r.stderr
         assert insn and insn.split()[0] in r.stderr
         assert "Traceback" not in r.stderr and r.stdout == ""
+    elif "the kernel refused the probe" in r.stderr:  # an entry this kernel won't probe
+        assert "Traceback" not in r.stderr
+        assert r.returncode == 1 or "150" in r.stderr, r.stderr
     else:  # a safe entry: the probe runs and the answer is right
         assert r.returncode == 0, r.stderr
         assert "150" in r.stderr  # the command's stdout goes to stderr beside the JSON
@@ -149,14 +152,35 @@ def test_every_string_function_probed_at_once_changes_no_byte(tmp_path: Path) ->
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout == plain  # byte-identical to the unprobed run
     probes = json.loads(out.read_text().splitlines()[-1])["probes"]
-    counted = {p["name"]: p["count"] for p in probes if p["state"] != "error"}
-    assert counted["strlen"] >= 40 and counted["wcslen"] == 40 and counted["strcmp"] == 40
-    policy = es.policy_for_this_boot()
+    rows = {p["name"]: p for p in probes}
+    # What this machine answers decides what is expected: glibc picks its IFUNC variants
+    # by CPU (EVEX here, AVX2 on a CPU without AVX-512), the entry check refuses what
+    # failed or was never verified on this boot, and the kernel refuses some
+    # instructions outright ("not supported by uprobes" for some AVX2 entries).
+    refused_by_check = {
+        f["name"]
+        for f in json.loads(
+            subprocess.run(
+                [*CLI, "list", "--binary", "c", "--json", "--functions"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )["objects"][0]["functions"]
+        if f["refused"]
+    }
     for p in probes:
-        if p["state"] == "error":  # refused: says why, names its instruction
+        if p["name"] in refused_by_check:  # refused: says why, names its instruction
+            assert p["state"] == "error", p
             assert p["error"].startswith(f"refused {p['name']}") and "starts with `" in p["error"]
-    if policy.verdicts.get(es.EVEX, es.Verdict("", "")).status == "failed":
-        assert {"strchr", "memset"} <= {p["name"] for p in probes if p["state"] == "error"}
+        elif p["state"] == "error":  # the kernel's own refusal, with its reason
+            assert "the kernel refused the probe: " in p["error"], p
+    # Calls of the battery (40 rounds) counted exactly wherever the probe is in.
+    for name, calls in (("wcslen", 40), ("strcmp", 40)):
+        if rows[name]["state"] != "error":
+            assert rows[name]["count"] == calls, rows[name]
+    assert rows["strlen"]["state"] == "error" or rows["strlen"]["count"] >= 40
+    assert sum(1 for p in probes if p["state"] != "error" and p["count"] > 0) >= 5
     assert none_left()
 
 

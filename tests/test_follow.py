@@ -16,7 +16,7 @@ from adaptyst_top.collectors.process_follow import (
     is_thread,
 )
 
-from .bpf_objects import loaded_program_names, none_left, our_programs, uprobe_event_lines
+from .bpf_objects import none_left, our_programs, programs_held_by_us, uprobe_event_lines
 from .conftest import requires_root
 from .workload import Workload
 
@@ -118,9 +118,9 @@ def test_descendants_and_threads(workload: Workload) -> None:
 
 
 def follower_programs() -> int:
-    """The follower's programs loaded now (named after their tracepoints, sched__sched_
-    process_*, cut to the kernel's 15 characters)."""
-    return sum(1 for n in loaded_program_names() if n == "sched__sched_pr")
+    """This run's follower programs loaded now (named after their tracepoints, sched__sched_
+    process_*, cut to the kernel's 15 characters; another monitor's are not counted)."""
+    return programs_held_by_us("sched__sched_pr")
 
 
 def test_close_wakes_the_poll_at_once_and_unloads_the_programs() -> None:
