@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from adaptyst_top.collectors import entry_safety
@@ -45,6 +46,7 @@ from adaptyst_top.collectors.elf_info import (
     NotELFError,
     read_elf,
 )
+from adaptyst_top.collectors.held_processes import HeldProcesses
 from adaptyst_top.collectors.probe_budget import BudgetWatch, share_text
 from adaptyst_top.collectors.probe_model import (
     Attachment,
@@ -125,10 +127,11 @@ class ProbeEngine:
         # The processes the probes attach to, each with its start (a PID reused by another
         # process is never attached); None: every process (root's node-wide probes).
         self.scope: dict[int, int] | None = None
+        self.held = HeldProcesses()  # each process of the scope, as it was checked
         if pid is not None or scope is not None:
             self.scope = {}
             for p in ([pid] if pid is not None else []) + list(scope or ()):
-                if (start := process_start(p)) is not None:
+                if (start := process_start(p)) is not None and self.held.hold(p, start):
                     self.scope[p] = start
         self.scope_name = scope_name or (f"PID {pid}" if pid is not None else "the target")
         self.admit = admit
@@ -272,6 +275,8 @@ class ProbeEngine:
             raise ProbeError(f"compiling probes for {spec.text} failed: {_one_line(exc)}") from None
         group.timings["compile_s"] = (compiled_at := time.monotonic()) - planned_at
         module = ProbeModule(bpf, rows, links)
+        if self.scope is not None:  # a key's string is read from the process checked
+            module.keys.open_mem = partial(self.held.opened, name="mem")
         for row in rows:
             row.module = module
             if multi:
@@ -469,6 +474,8 @@ class ProbeEngine:
         with self._lock:
             if start is None or self._closed or self.target_ended or pid in self.scope:
                 return False
+            if not self.held.hold(pid, start):
+                return False
             self.scope[pid] = start
             self.joined += 1
             if self._follower is not None:
@@ -492,6 +499,7 @@ class ProbeEngine:
         with self._lock:
             if self.scope is None or self.scope.pop(pid, None) is None:
                 return
+            self.held.release(pid)
             if self._follower is not None:
                 self._follower.discard(pid)
             if why:
@@ -913,6 +921,7 @@ class ProbeEngine:
             for row in self.rows.values():
                 if row.state == "attached":
                     row.state = "detached"
+        self.held.release_all()
         self.bpf_stats.restore()
 
     def __enter__(self) -> ProbeEngine:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from adaptyst_top.collectors.bpf_program import KEYLEN, KeyKind
@@ -24,12 +25,23 @@ UNREADABLE = "<unreadable>"
 Key = str | int | None
 
 
-def read_c_string(pid: int, address: int, limit: int = KEYLEN - 1) -> bytes | None:
+def read_c_string(
+    pid: int,
+    address: int,
+    limit: int = KEYLEN - 1,
+    open_mem: Callable[[int], int | None] | None = None,
+) -> bytes | None:
     """At most LIMIT bytes of the C string at ADDRESS in PID, as the kernel's read would
-    truncate it; None when nothing can be read there."""
-    try:
-        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    truncate it; None when nothing can be read there. open_mem: opens the memory of the
+    process that was checked (never another that got its PID since)."""
+    if open_mem is not None:
+        fd = open_mem(pid)
+    else:
+        try:
+            fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            fd = None
+    if fd is None:
         return None
     try:
         # Up to the end of the page first: a string near a page's end is still read.
@@ -50,10 +62,17 @@ def read_c_string(pid: int, address: int, limit: int = KEYLEN - 1) -> bytes | No
 
 
 class KeyResolver:
-    """Turns kernel keys into user keys, per slot's argument type (auto, int, str)."""
+    """Turns kernel keys into user keys, per slot's argument type (auto, int, str).
 
-    def __init__(self, arg_types: dict[int, str]) -> None:
+    open_mem: opens the memory of a probed process as it was checked, by PID (None: not
+    a process of the probes' scope, or gone); unset for node-wide probes. A key's string
+    is read from the process that made the hit, never from a later owner of its PID."""
+
+    def __init__(
+        self, arg_types: dict[int, str], open_mem: Callable[[int], int | None] | None = None
+    ) -> None:
         self.arg_types = arg_types
+        self.open_mem = open_mem
         self._resolved: dict[tuple[int, int], Key] = {}
 
     def key_of(self, k: Any) -> Key:
@@ -73,16 +92,26 @@ class KeyResolver:
         cached = self._resolved.get((tgid, address))
         if cached is not None:
             return cached
-        text = read_c_string(tgid, address) if address >= 0x10000 else None
+        text = read_c_string(tgid, address, open_mem=self.open_mem) if address >= 0x10000 else None
         if text:  # the same rule as in the kernel: a non-empty string is a string
             key: Key = text.decode(errors="replace")
         elif text == b"" and arg_type == "str":
             key = ""
         else:
             key = UNREADABLE if arg_type == "str" else address
-        if text is not None or not os.path.exists(f"/proc/{tgid}"):
+        if text is not None or not self._alive(tgid):
             self._resolved[(tgid, address)] = key  # settled; retried while it may yet read
         return key
+
+    def _alive(self, tgid: int) -> bool:
+        """Whether the process that made the hit can still be read."""
+        if self.open_mem is None:
+            return os.path.exists(f"/proc/{tgid}")
+        fd = self.open_mem(tgid)
+        if fd is None:
+            return False
+        os.close(fd)
+        return True
 
 
 def merge_stats(

@@ -34,12 +34,19 @@ def process_cpu_ns(pid: int) -> int | None:
     return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
-def process_start(pid: int) -> int | None:
+def process_start(pid: int, proc_dir: int | None = None) -> int | None:
     """When the process started (clock ticks since boot): with the PID, who it is; a PID
-    reused by another process has another start."""
+    reused by another process has another start. proc_dir: an open /proc/PID folder,
+    read through (the process it was opened for, whatever has its PID now)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
+        if proc_dir is None:
+            with open(f"/proc/{pid}/stat") as f:
+                text = f.read()
+        else:
+            fd = os.open("stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc_dir)
+            with os.fdopen(fd) as f:
+                text = f.read()
+        return int(text.rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
 

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.elf_info import NotELFError
+from adaptyst_top.collectors.held_processes import HeldProcesses
 from adaptyst_top.collectors.slurm_jobs import job_of
 from adaptyst_top.collectors.snapshot import ProbeRef
-from adaptyst_top.collectors.targets import TargetError, resolve_target
+from adaptyst_top.collectors.targets import TargetError, process_start, resolve_target
 from adaptyst_top.placement.control import peer_credentials
 from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
@@ -71,6 +72,8 @@ class Client:
     session: Session | None = None
     revoked: str = ""  # why its probes were ended by the guard
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # The session's process, held from its check on: a later owner of its PID is not it.
+    target: HeldProcesses = field(default_factory=HeldProcesses)
 
 
 class Agent:
@@ -212,6 +215,8 @@ class Agent:
                 if kind == "snapshot":
                     source.want_hist = with_hist
                     return proto.encode("snapshot", snapshot=source.snapshot().to_json())
+                if kind in ("add", "candidates"):  # they read the process as it is now
+                    _recheck(client)
                 if kind == "add":
                     self._check_spec(client.peer, spec, client.session.pid)
                     source.add(spec)
@@ -248,8 +253,12 @@ class Agent:
                 "node-wide probes are for root and the agent's admin group; you may probe "
                 "your own processes: give --pid PID, --job ID or -- CMD"
             )
-        if pid is not None and (why := may_probe(peer, pid)):
-            raise SessionError(why)
+        if pid is not None:
+            start = process_start(pid)
+            if start is None or not client.target.hold(pid, start):
+                raise SessionError(f"no such process: PID {pid}")
+            if why := may_probe(peer, pid):  # asked of the process held
+                raise SessionError(why)
         for spec in probes:
             self._check_spec(peer, spec, pid)
         if command_path is not None and (why := may_read(peer, command_path)):
@@ -371,8 +380,20 @@ class Agent:
                         _end(c)
 
 
+def _recheck(client: Client) -> None:
+    """The session's process is still the one checked at open, and still the user's."""
+    pid = client.session.pid if client.session is not None else None
+    if pid is None or client.peer.privileged:
+        return
+    if not client.target.alive(pid):
+        raise ActionError(f"PID {pid} has exited: its session reads no process any more")
+    if why := may_probe(client.peer, pid):
+        raise ActionError(why)
+
+
 def _end(client: Client) -> None:
     session, client.session = client.session, None
+    client.target.release_all()
     if session is not None:
         session.close()
 

@@ -414,6 +414,63 @@ def test_a_process_that_stops_being_the_users_ends_its_probes(
         target.wait()
 
 
+def test_candidates_after_an_exec_of_another_users_private_program_are_refused(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    """The picker's list is asked for the process as it is at that moment: after alice's
+    process execs bob's execute-only program (which makes it not dumpable), bob's
+    private path and function names never reach alice, not even before the guard's
+    next round."""
+    alice, bob = users
+    private = shared / f"bob-{uuid.uuid4().hex[:6]}"
+    private.mkdir(mode=0o711)
+    prog = private / "secret-prog"
+    shutil.copy(shared / "workload", prog)
+    prog.chmod(0o711)
+    os.chown(private, bob.uid, bob.gid)
+    os.chown(prog, bob.uid, bob.gid)
+    target = subprocess.Popen(
+        ["/bin/sh", "-c", f"read x; exec {prog} forever 100"],
+        user=alice.uid,
+        group=alice.gid,
+        extra_groups=[],
+        stdin=subprocess.PIPE,
+        text=True,
+    )
+
+    def client(up: int, down: int) -> None:
+        conn = AgentConnection(str(agent.path))
+        conn.open(target.pid, [], 0.02, False, 1000)
+        before = [c.spec for c in conn.candidates()]
+        say(up, ready=bool(before))
+        hear(down)
+        try:
+            found = [c.spec for c in conn.candidates()]
+            say(up, found=found)
+        except Exception as exc:
+            say(up, refused=str(exc))
+
+    try:
+        c = AsUser(alice, client)
+        assert c.read() == {"ready": True}
+        assert target.stdin is not None
+        target.stdin.write("now\n")
+        target.stdin.flush()
+        deadline = time.monotonic() + 10
+        while os.readlink(f"/proc/{target.pid}/exe") != str(prog):
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        c.tell()
+        answer = c.read()
+        assert "secret-prog" not in json.dumps(answer), answer
+        assert "not dumpable" in str(answer.get("refused")), answer
+        assert c.wait() == 0
+    finally:
+        target.kill()
+        target.wait()
+        shutil.rmtree(private, ignore_errors=True)
+
+
 def raw_client(path: Path) -> socket.socket:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
