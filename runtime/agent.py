@@ -38,6 +38,7 @@ from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_socket import listen, watch_hangup
 from adaptyst_top.runtime.authorization import (
+    EXEC_SETTLE_S,
     Peer,
     job_refusal,
     may_probe,
@@ -267,7 +268,7 @@ class Agent:
             pid=pid,
             job=job,
             # Each process that joins (a child, a job's new task) is asked for again.
-            admit=None if peer.privileged else partial(may_probe, peer),
+            admit=None if peer.privileged else partial(may_probe, peer, settle_s=EXEC_SETTLE_S),
             probes=probes,
             budget=_number(msg, "budget", 0.02),
             enforce_budget=bool(msg.get("enforce_budget")),
@@ -368,12 +369,12 @@ class Agent:
                     continue
                 if s.engine is not None:  # the processes that joined: each one alone
                     for p in s.engine.scope_pids():
-                        why = may_probe(c.peer, p)
+                        why = may_probe(c.peer, p, EXEC_SETTLE_S)
                         if p != s.pid and why is not None and "no such process" not in why:
                             s.engine.unfollow(p, why)
                 if s.pid is None:
                     continue
-                why = may_probe(c.peer, s.pid)
+                why = may_probe(c.peer, s.pid, EXEC_SETTLE_S)
                 if why is not None and "no such process" not in why:
                     with c.lock:
                         c.revoked = f"probes ended: {why}"
