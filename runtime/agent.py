@@ -32,7 +32,7 @@ from adaptyst_top.collectors.elf_info import NotELFError
 from adaptyst_top.collectors.held_processes import HeldProcesses
 from adaptyst_top.collectors.slurm_jobs import job_of
 from adaptyst_top.collectors.snapshot import ProbeRef
-from adaptyst_top.collectors.targets import TargetError, process_start, resolve_target
+from adaptyst_top.collectors.targets import TargetError, resolve_target
 from adaptyst_top.placement.control import peer_credentials
 from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
@@ -40,11 +40,13 @@ from adaptyst_top.runtime.agent_socket import listen, watch_hangup
 from adaptyst_top.runtime.authorization import (
     EXEC_SETTLE_S,
     Peer,
+    hold_and_check,
     job_refusal,
     may_probe,
     may_read,
     peer_of,
     spec_refusal,
+    still_theirs,
 )
 from adaptyst_top.runtime.listing import entry_policy, list_objects
 from adaptyst_top.runtime.metrics import ProbeSource
@@ -201,7 +203,7 @@ class Agent:
             raise proto.ProtocolError(f"unknown request {kind!r}")
         # Every field checked first: a malformed request closes the connection, whatever
         # state the session is in.
-        ref = _ref(msg) if kind in ("toggle", "remove") else None
+        ref = ProbeRef(*proto.ref_field(msg)) if kind in ("toggle", "remove") else None
         spec = proto.field(msg, "spec", str) if kind == "add" else ""
         with_hist = bool(proto.field(msg, "with_hist", bool, optional=True))
         try:
@@ -217,7 +219,9 @@ class Agent:
                     source.want_hist = with_hist
                     return proto.encode("snapshot", snapshot=source.snapshot().to_json())
                 if kind in ("add", "candidates"):  # they read the process as it is now
-                    _recheck(client)
+                    pid = client.session.pid
+                    if why := still_theirs(client.peer, client.target, pid):
+                        raise ActionError(why)
                 if kind == "add":
                     self._check_spec(client.peer, spec, client.session.pid)
                     source.add(spec)
@@ -254,12 +258,8 @@ class Agent:
                 "node-wide probes are for root and the agent's admin group; you may probe "
                 "your own processes: give --pid PID, --job ID or -- CMD"
             )
-        if pid is not None:
-            start = process_start(pid)
-            if start is None or not client.target.hold(pid, start):
-                raise SessionError(f"no such process: PID {pid}")
-            if why := may_probe(peer, pid):  # asked of the process held
-                raise SessionError(why)
+        if pid is not None and (why := hold_and_check(peer, client.target, pid)):
+            raise SessionError(why)
         for spec in probes:
             self._check_spec(peer, spec, pid)
         if command_path is not None and (why := may_read(peer, command_path)):
@@ -381,35 +381,11 @@ class Agent:
                         _end(c)
 
 
-def _recheck(client: Client) -> None:
-    """The session's process is still the one checked at open, and still the user's."""
-    pid = client.session.pid if client.session is not None else None
-    if pid is None or client.peer.privileged:
-        return
-    if not client.target.alive(pid):
-        raise ActionError(f"PID {pid} has exited: its session reads no process any more")
-    if why := may_probe(client.peer, pid):
-        raise ActionError(why)
-
-
 def _end(client: Client) -> None:
     session, client.session = client.session, None
     client.target.release_all()
     if session is not None:
         session.close()
-
-
-def _ref(msg: dict[str, Any]) -> ProbeRef:
-    ref = msg.get("ref")
-    if not (
-        isinstance(ref, list)
-        and len(ref) == 3
-        and isinstance(ref[0], (int, str))
-        and (ref[1] is None or isinstance(ref[1], int))
-        and (ref[2] is None or isinstance(ref[2], (int, str)))
-    ):
-        raise proto.ProtocolError(f"{msg['type']}: ref is not [group, row, key]")
-    return ProbeRef(ref[0], ref[1], ref[2])
 
 
 def _number(msg: dict[str, Any], name: str, default: float) -> float:

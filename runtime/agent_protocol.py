@@ -104,3 +104,17 @@ def field(
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise ProtocolError(f"{msg.get('type')}: {name} is missing or of the wrong type")
     return value
+
+
+def ref_field(msg: dict[str, Any]) -> tuple[int | str, int | None, int | str | None]:
+    """A toggle's or remove's `ref`: [group, row, key], exactly; else ProtocolError."""
+    ref = msg.get("ref")
+    if not (
+        isinstance(ref, list)
+        and len(ref) == 3
+        and isinstance(ref[0], (int, str))
+        and (ref[1] is None or isinstance(ref[1], int))
+        and (ref[2] is None or isinstance(ref[2], (int, str)))
+    ):
+        raise ProtocolError(f"{msg['type']}: ref is not [group, row, key]")
+    return ref[0], ref[1], ref[2]

@@ -17,9 +17,15 @@ import stat
 import time
 from dataclasses import dataclass
 
+from adaptyst_top.collectors.held_processes import HeldProcesses
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.slurm_jobs import JobError, job_info
-from adaptyst_top.collectors.targets import CONTAINER_PATH, TargetError, resolve_target
+from adaptyst_top.collectors.targets import (
+    CONTAINER_PATH,
+    TargetError,
+    process_start,
+    resolve_target,
+)
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,24 @@ def _may_probe(peer: Peer, pid: int) -> str | None:
     if owner != peer.uid:
         return f"PID {pid} {_NOT_DUMPABLE}"
     return None
+
+
+def hold_and_check(peer: Peer, held: HeldProcesses, pid: int) -> str | None:
+    """Hold PID (the process it is now), then ask the rule of it: None when PEER may
+    probe it."""
+    start = process_start(pid)
+    if start is None or not held.hold(pid, start):
+        return f"no such process: PID {pid}"
+    return may_probe(peer, pid)
+
+
+def still_theirs(peer: Peer, held: HeldProcesses, pid: int | None) -> str | None:
+    """None while PID is still the process HELD since its check, and still PEER's."""
+    if pid is None or peer.privileged:
+        return None
+    if not held.alive(pid):
+        return f"PID {pid} has exited: its session reads no process any more"
+    return may_probe(peer, pid)
 
 
 def may_read(peer: Peer, path: str) -> str | None:
