@@ -204,6 +204,18 @@ def workload_as(user: User, binary: Path, *args: str) -> subprocess.Popen[str]:
     return proc
 
 
+def driven_as(user: User, *argv: str) -> subprocess.Popen[str]:
+    """ARGV as USER, with a pipe to its standard input (it acts when told)."""
+    return subprocess.Popen(
+        list(argv),
+        user=user.uid,
+        group=user.gid,
+        extra_groups=[],
+        stdin=subprocess.PIPE,
+        text=True,
+    )
+
+
 def run(proc: subprocess.Popen[str], command: str) -> None:
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(command + "\n")
@@ -373,20 +385,14 @@ def test_a_process_that_stops_being_the_users_ends_its_probes(
     alice, _ = users
     python = shutil.which("python3", path="/usr/bin")
     assert python, "Debian's /usr/bin/python3"
-    target = subprocess.Popen(
-        [
-            python,
-            "-c",
-            "import ctypes, sys, time\n"
-            "sys.stdin.readline()\n"
-            "ctypes.CDLL(None).prctl(4, 0)\n"  # PR_SET_DUMPABLE 0
-            "time.sleep(60)\n",
-        ],
-        user=alice.uid,
-        group=alice.gid,
-        extra_groups=[],
-        stdin=subprocess.PIPE,
-        text=True,
+    target = driven_as(
+        alice,
+        python,
+        "-c",
+        "import ctypes, sys, time\n"
+        "sys.stdin.readline()\n"
+        "ctypes.CDLL(None).prctl(4, 0)\n"  # PR_SET_DUMPABLE 0
+        "time.sleep(60)\n",
     )
 
     def client(up: int, down: int) -> None:
@@ -429,14 +435,7 @@ def test_candidates_after_an_exec_of_another_users_private_program_are_refused(
     prog.chmod(0o711)
     os.chown(private, bob.uid, bob.gid)
     os.chown(prog, bob.uid, bob.gid)
-    target = subprocess.Popen(
-        ["/bin/sh", "-c", f"read x; exec {prog} forever 100"],
-        user=alice.uid,
-        group=alice.gid,
-        extra_groups=[],
-        stdin=subprocess.PIPE,
-        text=True,
-    )
+    target = driven_as(alice, "/bin/sh", "-c", f"read x; exec {prog} forever 100")
 
     def client(up: int, down: int) -> None:
         conn = AgentConnection(str(agent.path))
