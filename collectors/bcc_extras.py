@@ -110,11 +110,6 @@ def bcc_stderr_captured() -> Iterator[list[str]]:
             lines.extend(sink.read().decode(errors="replace").splitlines())
 
 
-# bcc's clang/LLVM front end is not thread-safe: one compilation at a time per
-# process, whichever engine asks (the calibration runs an engine of its own).
-COMPILE_LOCK = threading.Lock()
-
-
 # bcc 0.26 closes the /proc/PID/root descriptor of a PID USDT context twice, the second
 # time when the context is destroyed, by which time another thread may own that
 # descriptor number. Such contexts are kept here and never freed.

@@ -88,8 +88,9 @@ struct hkey { struct skey k; u32 bucket; u32 pad; };
 struct tkey { u64 tid; u32 chain; u32 pad; };
 struct frame { u64 ts; u64 sp; struct skey k; };  /* sp: a uprobe's at entry, else 0 */
 
-BPF_HASH(stats, struct skey, struct stat, %(max_keys)d);
-BPF_HASH(hist, struct hkey, u64, %(hist_entries)d);
+/* keyed (@argN): allocated as keys come, so the kernel holds what is used, not the most */
+BPF_F_TABLE("hash", struct skey, struct stat, stats, %(max_keys)d, %(map_flags)s);
+BPF_F_TABLE("hash", struct hkey, u64, hist, %(hist_entries)d, %(map_flags)s);
 /* One stack of open intervals per thread and chain, written in place: a hit costs one
  * map lookup at entry and one at return (no update, no delete). Allocated on a
  * thread's first hit; the engine removes the stacks of threads that have exited. */
@@ -297,7 +298,9 @@ def module_source(slots: list[Slot], multi: bool = False) -> str:
     """The module's C source. MULTI: its functions attach through multi-uprobe links, so
     they share two programs (keyed by cookie) instead of two each."""
     max_keys, hist_entries = map_sizes(slots)
+    keyed = any(s.arg is not None for s in slots)
     prelude = PRELUDE % {
+        "map_flags": "BPF_F_NO_PREALLOC" if keyed else "0",
         "keylen": KEYLEN,
         "max_depth": MAX_DEPTH,
         "sub": SUB,

@@ -25,21 +25,22 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from functools import partial
 from typing import Any
 
 from adaptyst_top.collectors import entry_safety
 from adaptyst_top.collectors import overhead as ov
+from adaptyst_top.collectors.attach_account import AttachAccount
 from adaptyst_top.collectors.attach_plan import PlanError, plan_uprobes, plan_usdt
 from adaptyst_top.collectors.bcc_extras import (
-    COMPILE_LOCK,
     attach_with_semaphore,
     bcc_stderr_captured,
     usdt_context,
     usdt_readers,
 )
 from adaptyst_top.collectors.bpf_program import MULTI_ENTRY, MULTI_RETURN, Slot, module_source
+from adaptyst_top.collectors.compile_turns import COMPILE_TURNS
 from adaptyst_top.collectors.ebpf_env import check_bcc, check_kernel_headers, check_privileges
 from adaptyst_top.collectors.elf_info import (
     ElfInfo,
@@ -109,13 +110,17 @@ class ProbeEngine:
         admit: Callable[[int], str | None] | None = None,
         scope_name: str | None = None,
         multi_links: bool | None = None,
+        owner: Hashable = None,
+        account: AttachAccount | None = None,
     ) -> None:
         """pid: the target process (its exit ends the probes); scope: other processes to
         probe from the start (a Slurm job's); follow: the processes these start join;
         admit: a process's refusal (None: may join), asked before one joins and when one
         execs; scope_name: what the scope is, for messages ("job 42"); multi_links:
         attach a spec's functions through multi-uprobe links (None: where the kernel
-        has them), else one uprobe per function."""
+        has them), else one uprobe per function; owner: whose turn at the compiler this
+        engine takes (the agent's users take turns); account: the bound on attach
+        points its owner's engines share (the agent's, per user)."""
         if check_environment:
             self.require_ebpf()
         if pid is not None:
@@ -140,6 +145,10 @@ class ProbeEngine:
         self._main_gone_told = False
         self.command_path = command_path
         self.max_attach = max_attach
+        self.owner = owner
+        self.account = account
+        if account is not None:
+            account.join(self)
         self.multi_links = kernel_has_multi() if multi_links is None else multi_links
         self.costs = costs or ov.CostTable()
         self.budget = budget
@@ -250,14 +259,15 @@ class ProbeEngine:
         started = time.monotonic()
         path, elf = self._resolve(spec)
         multi = False
-        if spec.kind == "uprobe":
-            rows, slots, refused = self._plan_uprobes(spec, path, elf)
-            multi = self.multi_links and all(r.offset is not None for r in rows)
-            usdt_contexts: list[Any] = []
-        else:
-            rows, slots, usdt_contexts = self._plan_usdt(spec, path, elf)
-            refused = []
-        group.planned = len(rows)
+        with self.account.planning if self.account else contextlib.nullcontext():
+            if spec.kind == "uprobe":
+                rows, slots, refused = self._plan_uprobes(spec, path, elf)
+                multi = self.multi_links and all(r.offset is not None for r in rows)
+                usdt_contexts: list[Any] = []
+            else:
+                rows, slots, usdt_contexts = self._plan_usdt(spec, path, elf)
+                refused = []
+            group.planned = len(rows)
         group.timings["plan_s"] = (planned_at := time.monotonic()) - started
         from bcc import BPF  # type: ignore[import-not-found]
 
@@ -265,7 +275,7 @@ class ProbeEngine:
             # The USDT argument readers are generated here rather than by passing
             # usdt_contexts to BPF(), which would also attach every location itself,
             # with its own idea of the PID; we attach them with ours, so they can be toggled.
-            with COMPILE_LOCK:
+            with COMPILE_TURNS.turn(self.owner):
                 text = usdt_readers(usdt_contexts) + module_source(slots, multi)
                 bpf = BPF(text=text)
             links = MultiLinks(bpf, path, MULTI_ENTRY, MULTI_RETURN) if multi else None
@@ -320,9 +330,7 @@ class ProbeEngine:
     ) -> tuple[list[Row], list[Slot], list[Row]]:
         """The rows to attach, their slots, and the rows refused (state error, with why)."""
         try:
-            planned = plan_uprobes(
-                spec, path, elf, self._entry_refusal, self.max_attach - len(self.rows), self.pid
-            )
+            planned = plan_uprobes(spec, path, elf, self._entry_refusal, self._room(), self.pid)
         except PlanError as exc:
             raise ProbeError(str(exc)) from None
         rows: list[Row] = []
@@ -346,6 +354,27 @@ class ProbeEngine:
             slots.append(slot)
         return rows, slots, refused
 
+    def _room(self) -> int:
+        """Attach points this engine may still add."""
+        own = self.max_attach - len(self.rows)
+        return own if self.account is None else min(own, self.account.room())
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def points_held(self) -> int:
+        """Attach points held: rows, and rows planned for a spec still being built."""
+        with self._lock:
+            building = sum(g.planned for g in self.groups if g.state == "compiling")
+            return len(self.rows) + building
+
+    def groups_held(self) -> tuple[int, int]:
+        """(modules, keyed modules) held or being built."""
+        with self._lock:
+            live = [g for g in self.groups if g.state != "error"]
+            return len(live), sum(1 for g in live if g.spec is not None and g.spec.arg)
+
     def _entry_refusal(self, insn: entry_safety.EntryInsn) -> str | None:
         """The boot's verdict on a single-stepped first instruction (checked on first use)."""
         if self._entry_policy is None:
@@ -356,7 +385,7 @@ class ProbeEngine:
         self, spec: ProbeSpec, path: str, elf: ElfInfo
     ) -> tuple[list[Row], list[Slot], list[Any]]:
         try:
-            plan = plan_usdt(spec, path, elf, self.max_attach - len(self.rows))
+            plan = plan_usdt(spec, path, elf, self._room())
         except PlanError as exc:
             raise ProbeError(str(exc)) from None
         names, slots, ref_ctrs = plan.names, plan.slots, plan.ref_ctrs

@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from adaptyst_top.collectors.bcc_extras import COMPILE_LOCK, bcc_stderr_captured
+from adaptyst_top.collectors.bcc_extras import bcc_stderr_captured
+from adaptyst_top.collectors.compile_turns import COMPILE_TURNS
 
 MAX_FOLLOWED = 65536
 # How long a poll waits when nothing happens. close() wakes it at once (_wake_poll), so
@@ -98,7 +99,7 @@ class ProcessFollower:
     def __init__(self, pids: Iterable[int], on_event: Callable[[ProcessEvent], None]) -> None:
         from bcc import BPF  # type: ignore[import-not-found]
 
-        with COMPILE_LOCK, bcc_stderr_captured():
+        with COMPILE_TURNS.turn(), bcc_stderr_captured():
             self._bpf: Any = BPF(text=_SOURCE % {"max": MAX_FOLLOWED})
         self._on_event = on_event
         self._map = self._bpf["followed"]

@@ -10,15 +10,16 @@ checks every live session again four times a second: a process that stopped bein
 user's (a setuid exec) ends its probes.
 
 A thread per client: a slow or stalled client blocks only its own thread (and is
-dropped when a send has waited SEND_TIMEOUT_S); bounded at MAX_CLIENTS, and at
-MAX_PER_USER for a user who is not privileged, whose attach points are capped too
-(MAX_ATTACH_PER_USER across their sessions): one user cannot crowd out the others.
+dropped when a send has waited SEND_TIMEOUT_S). What one user may hold is bounded by
+the settings (runtime/agent_settings.py): connections (root and the admin group have
+room of their own), attach points, modules and keyed probes across their sessions; a
+connection that says no hello, or stops asking, is closed; users take turns at the
+compiler (collectors/compile_turns.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import socket
 import sys
@@ -28,14 +29,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.elf_info import NotELFError
+from adaptyst_top.collectors.attach_account import AttachAccount
 from adaptyst_top.collectors.held_processes import HeldProcesses
+from adaptyst_top.collectors.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.slurm_jobs import job_of
 from adaptyst_top.collectors.snapshot import ProbeRef
-from adaptyst_top.collectors.targets import TargetError, resolve_target
-from adaptyst_top.placement.control import peer_credentials
 from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.agent_bounds import crowded, room_refusal
+from adaptyst_top.runtime.agent_listing import list_for
+from adaptyst_top.runtime.agent_settings import AgentSettings
 from adaptyst_top.runtime.agent_socket import listen, watch_hangup
 from adaptyst_top.runtime.authorization import (
     EXEC_SETTLE_S,
@@ -48,16 +51,13 @@ from adaptyst_top.runtime.authorization import (
     spec_refusal,
     still_theirs,
 )
-from adaptyst_top.runtime.listing import entry_policy, list_objects
+from adaptyst_top.runtime.limits import BUDGET_RANGE, MAX_PROBES_RANGE
 from adaptyst_top.runtime.metrics import ProbeSource
 from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 from adaptyst_top.runtime.stop_flag import StopFlag
 
 DEFAULT_SOCKET = agent_defaults.DEFAULT_SOCKET
-MAX_CLIENTS = 64
-MAX_PER_USER = 16
-MAX_ATTACH_PER_USER = 1000
 SEND_TIMEOUT_S = 10.0
 GUARD_PERIOD_S = 0.25
 # The wait for a client ends this often with nothing to accept: a signal the kernel hands to
@@ -80,10 +80,17 @@ class Client:
 
 
 class Agent:
-    def __init__(self, path: Path = DEFAULT_SOCKET, admin_gid: int | None = None) -> None:
+    def __init__(
+        self,
+        path: Path = DEFAULT_SOCKET,
+        admin_gid: int | None = None,
+        settings: AgentSettings | None = None,
+    ) -> None:
         self.path = path
         self.admin_gid = admin_gid
+        self.settings = settings or AgentSettings()
         self.clients: list[Client] = []
+        self._accounts: dict[int, AttachAccount] = {}  # per user, across their sessions
         self._lock = threading.Lock()
         self._stop = StopFlag()  # set from a signal handler: no lock (stop_flag.py)
         self.sock = listen(path)
@@ -93,7 +100,7 @@ class Agent:
     def serve_forever(self) -> None:
         guard = threading.Thread(target=self._guard, name="agent-guard", daemon=True)
         guard.start()
-        self.sock.settimeout(ACCEPT_WAKE_S)
+        self.sock.setblocking(False)  # select() waits; accept() drains what is queued
         while not self._stop.is_set():
             # A stop wakes this at once (its pipe); back here, a signal's handler runs.
             listening = self.sock.fileno()
@@ -103,18 +110,33 @@ class Agent:
             ready, _, _ = select.select([listening, stop], [], [], ACCEPT_WAKE_S)
             if listening not in ready:
                 continue
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:  # the client gave up, or the socket closed by stop()
-                continue
-            with self._lock:
-                full = len(self.clients) >= MAX_CLIENTS
-            if full:
-                with contextlib.suppress(OSError):
-                    conn.sendall(proto.encode("error", message="the agent is full: try later"))
-                conn.close()
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            while True:  # every connection queued: a flood is drained, not met one a wake
+                try:
+                    conn, _ = self.sock.accept()
+                except OSError:  # none left, a client that gave up, or stop()
+                    break
+                self._admit(conn)
+
+    def _admit(self, conn: socket.socket) -> None:
+        """A thread for CONN, or a one-line reason and a close (no thread) when its user,
+        or every user, has all the connections they may have."""
+        try:
+            peer = peer_of(conn, self.admin_gid)
+        except OSError:
+            conn.close()
+            return
+        client = Client(peer, conn)
+        with self._lock:
+            why = crowded(peer, [c.peer for c in self.clients], self.settings)
+            if why is None:
+                self.clients.append(client)
+        if why is not None:
+            with contextlib.suppress(OSError):
+                conn.setblocking(False)  # a full buffer drops the reason, never waits
+                conn.send(proto.encode("error", message=why))
+            conn.close()
+            return
+        threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def request_stop(self) -> None:
         """Safe in a signal handler: a flag and a byte to a pipe; no lock taken, no
@@ -139,44 +161,31 @@ class Agent:
 
     # ----- one client ---------------------------------------------------------------------
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, client: Client) -> None:
         try:
-            self._serve_one(conn)
+            self._serve_one(client)
         except Exception as exc:  # one client's fault ends that client only
             # Its session was closed on the way out; the agent and the others go on.
             print(f"adaptyst-top agent: a client ended on {exc!r}", file=sys.stderr)
             with contextlib.suppress(OSError):
-                conn.close()
+                client.conn.close()
 
-    def _serve_one(self, conn: socket.socket) -> None:
-        pid, uid, gid = peer_credentials(conn)
-        client = Client(peer_of(pid, uid, gid, self.admin_gid), conn)
-        conn.settimeout(None)
+    def _serve_one(self, client: Client) -> None:
+        conn = client.conn
         reader = proto.LineReader(conn, proto.MAX_LINE)
-        with self._lock:
-            mine = sum(1 for c in self.clients if c.peer.uid == uid)
-            crowded = not client.peer.privileged and mine >= MAX_PER_USER
-            if not crowded:
-                self.clients.append(client)
-        if crowded:
-            with contextlib.suppress(OSError):
-                self._send(
-                    client,
-                    proto.encode(
-                        "error",
-                        message=f"{client.peer.who} has {mine} connections to the agent, "
-                        f"the most a user may have ({MAX_PER_USER})",
-                    ),
-                )
-            conn.close()
-            return
+        hello_s, idle_s = self.settings.hello_timeout_s, self.settings.idle_timeout_s
         try:
-            hello = reader.read()
+            conn.settimeout(hello_s)
+            hello = _read(reader, f"no hello in {hello_s:g} s")
             if hello is None:
                 return
             proto.check_version(hello, "client")
-            self._send(client, proto.encode("hello", uid=uid))
-            while (msg := reader.read()) is not None:
+            self._send(client, proto.encode("hello", uid=client.peer.uid))
+            while True:
+                conn.settimeout(idle_s)
+                msg = _read(reader, f"no request in {idle_s:g} s: closed")
+                if msg is None:
+                    break
                 self._send(client, self._answer(client, msg))
         except proto.ProtocolError as exc:
             with contextlib.suppress(OSError):
@@ -210,7 +219,7 @@ class Agent:
             if kind == "open":
                 return self._open(client, msg)
             if kind == "list":
-                return self._list(client.peer, msg)
+                return list_for(client.peer, msg)
             with client.lock:
                 if client.session is None:
                     raise ActionError(client.revoked or "open a session first")
@@ -224,6 +233,7 @@ class Agent:
                         raise ActionError(why)
                 if kind == "add":
                     self._check_spec(client.peer, spec, client.session.pid)
+                    self._check_room(client.peer, [spec])
                     source.add(spec)
                     return proto.encode("ok")
                 if kind == "candidates":
@@ -247,6 +257,13 @@ class Agent:
         if not all(isinstance(p, str) for p in probes):
             raise proto.ProtocolError("open: probes is not a list of strings")
         command_path = proto.field(msg, "command_path", str, optional=True)
+        # A fraction on the wire; the command line's percent range.
+        budget = proto.bounded(
+            msg, "budget", DEFAULT_BUDGET, BUDGET_RANGE[0], BUDGET_RANGE[1] / 100
+        )
+        max_probes = int(
+            proto.bounded(msg, "max_probes", DEFAULT_MAX_ATTACH, *MAX_PROBES_RANGE, whole=True)
+        )
         peer = client.peer
         if client.session is not None:
             raise SessionError("a session is open already on this connection")
@@ -262,6 +279,7 @@ class Agent:
             raise SessionError(why)
         for spec in probes:
             self._check_spec(peer, spec, pid)
+        self._check_room(peer, probes)
         if command_path is not None and (why := may_read(peer, command_path)):
             raise SessionError(why)
         opts = SessionOptions(
@@ -270,10 +288,12 @@ class Agent:
             # Each process that joins (a child, a job's new task) is asked for again.
             admit=None if peer.privileged else partial(may_probe, peer, settle_s=EXEC_SETTLE_S),
             probes=probes,
-            budget=_number(msg, "budget", 0.02),
+            budget=budget,
             enforce_budget=bool(msg.get("enforce_budget")),
-            max_probes=self._attach_room(peer, int(_number(msg, "max_probes", 1000))),
+            max_probes=max_probes,
             command_path=command_path,
+            owner=peer.uid,  # users take turns at the compiler
+            account=None if peer.privileged else self._account(peer),
         )
         done = threading.Event()
         watcher = threading.Thread(
@@ -292,46 +312,17 @@ class Agent:
             client.session = session
         return proto.encode("ok")
 
-    def _list(self, peer: Peer, msg: dict[str, Any]) -> bytes:
-        """What `list` shows, for a process or file this user may probe."""
-        pid = proto.field(msg, "pid", int, optional=True)
-        binary = proto.field(msg, "binary", str, optional=True)
-        pattern = proto.field(msg, "pattern", str, optional=True) or "*"
-        functions, usdt, every = (bool(msg.get(k)) for k in ("functions", "usdt", "all"))
-        if (pid is None) == (binary is None):
-            raise proto.ProtocolError("list: give either pid or binary")
-        if pid is not None and (why := may_probe(peer, pid)):
-            raise SessionError(why)
-        try:
-            if binary is not None:
-                if "/" in binary and not os.path.isabs(binary):
-                    raise SessionError(f"{binary}: give the agent an absolute path")
-                binary = binary if os.path.isabs(binary) else resolve_target(binary)
-                if why := may_read(peer, binary):
-                    raise SessionError(why)
-            policy = entry_policy() if functions else None
-            objects = list_objects(pid, binary, pattern, functions, usdt, every, policy)
-        except (TargetError, NotELFError, OSError) as exc:
-            raise SessionError(str(exc)) from None
-        return proto.encode("ok", objects=objects, policy_known=policy is not None)
+    def _account(self, peer: Peer) -> AttachAccount:
+        with self._lock:
+            return self._accounts.setdefault(
+                peer.uid, AttachAccount(self.settings.max_attach_per_user)
+            )
 
-    def _attach_room(self, peer: Peer, asked: int) -> int:
-        """What the client asked, within what the user has left (root: as asked)."""
-        if peer.privileged:
-            return max(1, asked)
-        with self._lock:  # what the user's other sessions may attach: a hard bound
-            used = sum(
-                c.session.options.max_probes
-                for c in self.clients
-                if c.peer.uid == peer.uid and c.session is not None
-            )
-        left = MAX_ATTACH_PER_USER - used
-        if left < 1:
-            raise SessionError(
-                f"{peer.who}'s other sessions may attach {used} points, the most a user "
-                f"may have on this node ({MAX_ATTACH_PER_USER})"
-            )
-        return max(1, min(asked, left))
+    def _check_room(self, peer: Peer, specs: list[str]) -> None:
+        if not peer.privileged and (
+            why := room_refusal(peer, self._account(peer), specs, self.settings)
+        ):
+            raise SessionError(why)
 
     def _check_spec(self, peer: Peer, text: str, pid: int | None) -> None:
         if why := spec_refusal(peer, text, pid):
@@ -388,6 +379,8 @@ def _end(client: Client) -> None:
         session.close()
 
 
-def _number(msg: dict[str, Any], name: str, default: float) -> float:
-    value = proto.field(msg, name, (int, float), optional=True)
-    return default if value is None else float(value)
+def _read(reader: proto.LineReader, silent: str) -> dict[str, Any] | None:
+    try:
+        return reader.read()
+    except TimeoutError:
+        raise proto.ProtocolError(silent) from None

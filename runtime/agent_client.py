@@ -49,13 +49,24 @@ class Transport(ABC):
 
 class SocketTransport(Transport):
     def __init__(self, path: str) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(CONNECT_TIMEOUT_S)
-        try:
-            self.sock.connect(path)
-        except OSError as exc:
-            self.sock.close()
-            raise AgentUnavailable(f"no agent at {path}: {exc.strerror or exc}") from None
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while True:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(CONNECT_TIMEOUT_S)
+            try:
+                self.sock.connect(path)
+                return
+            except BlockingIOError:
+                # The agent's queue is full (another user's connect flood): it drains
+                # the queue at once, so a moment later there is room.
+                self.sock.close()
+                if time.monotonic() < deadline:
+                    time.sleep(0.01)
+                    continue
+                raise AgentUnavailable(f"the agent at {path} is too busy: try later") from None
+            except OSError as exc:
+                self.sock.close()
+                raise AgentUnavailable(f"no agent at {path}: {exc.strerror or exc}") from None
 
     def send(self, data: bytes) -> None:
         self.sock.settimeout(self.timeout)

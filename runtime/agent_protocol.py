@@ -28,6 +28,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from adaptyst_top.runtime.limits import check_range
+
 VERSION = 1
 MAX_LINE = 1 << 20  # a request; snapshots (agent -> client) may be longer
 MAX_SNAPSHOT_LINE = 64 << 20
@@ -87,7 +89,7 @@ def check_version(msg: dict[str, Any], side: str) -> None:
     """A hello from the other SIDE: ProtocolError, in one line, when versions differ."""
     if msg.get("type") != "hello":
         raise ProtocolError(f"the {side} did not say hello first")
-    if msg.get("v") != VERSION:
+    if not _whole(msg.get("v")) or msg.get("v") != VERSION:  # true == 1 in Python
         raise ProtocolError(
             f"the {side} speaks protocol version {msg.get('v')!r}, this adaptyst-top "
             f"{VERSION}: use the same version on both sides"
@@ -106,15 +108,33 @@ def field(
     return value
 
 
+def bounded(
+    msg: dict[str, Any], name: str, default: float, lo: float, hi: float, whole: bool = False
+) -> float:
+    """MSG[NAME], a finite number (WHOLE: an integer) in lo..hi (lo excluded when 0), or
+    DEFAULT when absent; else ProtocolError."""
+    value = field(msg, name, int if whole else (int, float), optional=True)
+    if value is None:
+        return default
+    try:
+        return check_range(float(value), lo, hi, f"{msg.get('type')}: {name} ")
+    except (ValueError, OverflowError) as exc:
+        raise ProtocolError(str(exc)) from None
+
+
+def _whole(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def ref_field(msg: dict[str, Any]) -> tuple[int | str, int | None, int | str | None]:
     """A toggle's or remove's `ref`: [group, row, key], exactly; else ProtocolError."""
     ref = msg.get("ref")
     if not (
         isinstance(ref, list)
         and len(ref) == 3
-        and isinstance(ref[0], (int, str))
-        and (ref[1] is None or isinstance(ref[1], int))
-        and (ref[2] is None or isinstance(ref[2], (int, str)))
+        and _whole(ref[0])  # the engine's group id; a recording's spec text is no ref here
+        and (ref[1] is None or _whole(ref[1]))
+        and (ref[2] is None or _whole(ref[2]) or isinstance(ref[2], str))
     ):
         raise ProtocolError(f"{msg['type']}: ref is not [group, row, key]")
     return ref[0], ref[1], ref[2]

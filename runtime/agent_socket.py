@@ -13,7 +13,9 @@ from pathlib import Path
 from adaptyst_top.collectors.private_files import private_dir
 from adaptyst_top.runtime.stop_flag import StopFlag
 
-MAX_PENDING = 64  # connections the kernel queues before accept()
+# Connections the kernel queues before accept() (capped by net.core.somaxconn): room
+# for every user's connects while one user floods it.
+MAX_PENDING = socket.SOMAXCONN
 
 
 class AgentError(RuntimeError):

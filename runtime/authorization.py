@@ -12,8 +12,11 @@ A file a probe names must be one the user could read. A Slurm job is its owner's
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import stat
+import struct
 import time
 from dataclasses import dataclass
 
@@ -26,6 +29,8 @@ from adaptyst_top.collectors.targets import (
     process_start,
     resolve_target,
 )
+
+SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux 4.13; Python names it in 3.13
 
 
 @dataclass(frozen=True)
@@ -43,21 +48,27 @@ class Peer:
         return _user_name(self.uid)
 
 
-def peer_of(pid: int, uid: int, gid: int, admin_gid: int | None) -> Peer:
-    groups = frozenset(_groups_of(pid)) | {gid}
+def peer_of(conn: socket.socket, admin_gid: int | None) -> Peer:
+    """Who CONN's other end is, as the kernel took it at connect(): its groups too, so
+    a client that exits and leaves its PID to an admin's process never passes for one."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", creds)
+    groups = frozenset(_peer_groups(conn)) | {gid}
     privileged = uid == 0 or (admin_gid is not None and admin_gid in groups)
     return Peer(pid, uid, gid, groups, privileged)
 
 
-def _groups_of(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Groups:"):
-                    return [int(g) for g in line.split()[1:]]
-    except OSError:
-        pass
-    return []
+def _peer_groups(conn: socket.socket) -> list[int]:
+    size = 4 * 64
+    while True:
+        try:
+            raw = conn.getsockopt(socket.SOL_SOCKET, SO_PEERGROUPS, size)
+        except OSError as exc:
+            if exc.errno != errno.ERANGE or size >= 4 * 65536:
+                raise
+            size *= 4
+            continue
+        return list(struct.unpack(f"{len(raw) // 4}I", raw))
 
 
 def _ids(pid: int, which: str) -> list[int]:

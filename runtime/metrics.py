@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -38,11 +38,13 @@ from adaptyst_top.collectors.histogram import bucket_bounds
 from adaptyst_top.collectors.snapshot import DeviceReading, ProbeEntry
 from adaptyst_top.placement.loop import TASK_PROBE_NAME, device_power
 from adaptyst_top.placement.task_keys import parse_key
+from adaptyst_top.runtime.agent_settings import AgentSettings
 from adaptyst_top.runtime.job_energy import JobEnergy
 
 ProbeExport = Literal["none", "jobs", "all"]
-DEFAULT_PROBE_EXPORT: ProbeExport = "jobs"
-DEFAULT_MAX_PROBE_SERIES = 200  # probe label sets per node (each ~15-110 series: docs/metrics.md)
+DEFAULT_PROBE_EXPORT: ProbeExport = cast(ProbeExport, AgentSettings.probe_metrics)
+# Probe label sets per node (each ~15-110 series: docs/metrics.md).
+DEFAULT_MAX_PROBE_SERIES: int = AgentSettings.max_probe_series
 # 2^9 ns (0.5 us) to 2^34 ns (17 s), eight edges per power of two (the kernel's 16
 # sub-buckets per power of two, every other one).
 LATENCY_BOUNDS_NS: tuple[int, ...] = (

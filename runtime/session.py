@@ -8,10 +8,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
+from adaptyst_top.collectors.attach_account import AttachAccount
 from adaptyst_top.collectors.calibration import BackgroundCalibration
 from adaptyst_top.collectors.cpu import PowerModel
 from adaptyst_top.collectors.devices import DeviceSweep
@@ -64,6 +65,8 @@ class SessionOptions:
     budget: float = DEFAULT_BUDGET
     enforce_budget: bool = False
     max_probes: int = DEFAULT_MAX_ATTACH
+    owner: Hashable = None  # whose turn at the compiler (the agent: a user's uid)
+    account: AttachAccount | None = None  # the owner's bound across their sessions
     attach_timeout: float = 120.0
     child_stdout: IO[Any] | int | None = None
     child_stderr: IO[Any] | int | None = None
@@ -230,6 +233,8 @@ def new_engine(
         scope_name=f"job {opts.job}" if opts.job is not None else None,
         command_path=child.path if child else opts.command_path,
         max_attach=opts.max_probes,
+        owner=opts.owner,
+        account=opts.account,
         costs=costs,
         budget=opts.budget,
         enforce_budget=opts.enforce_budget,

@@ -31,6 +31,7 @@ import adaptyst_top.tui.cli_record  # noqa: F401
 from adaptyst_top.collectors.version import package_version
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused, SocketTransport
+from adaptyst_top.runtime.agent_settings import AgentSettings
 from adaptyst_top.tui.cli import main as cli_main
 from adaptyst_top.tui.cli_record import record_parser
 
@@ -470,6 +471,9 @@ def test_candidates_after_an_exec_of_another_users_private_program_are_refused(
         shutil.rmtree(private, ignore_errors=True)
 
 
+HELLO = b'{"v": 1, "type": "hello"}\n'
+
+
 def raw_client(path: Path) -> socket.socket:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
@@ -494,8 +498,19 @@ def answers(s: socket.socket) -> list[dict[str, object]]:
         (b'{"v": 1, "type": "hello"}\n{"type": "toggle", "ref": {"a": 1}}\n', "ref is not"),
         (b'{"v": 1, "type": "hello"}\n{"type": "snapshot", "with_hist": "yes"}\n', "with_hist"),
         (b"x" * (proto.MAX_LINE + 10), "longer than"),
+        (b'{"v": true, "type": "hello"}\n', "protocol version True"),
+        (HELLO + b'{"type": "open", "pid": null, "probes": [], "budget": 1e308}\n', "budget"),
+        (HELLO + b'{"type": "open", "pid": null, "probes": [], "budget": -1}\n', "budget"),
+        (HELLO + b'{"type": "open", "probes": [], "max_probes": 1000000000000000000}\n', "max_"),
+        (HELLO + b'{"type": "open", "probes": [], "max_probes": 2.5}\n', "max_probes"),
+        (HELLO + b'{"type": "toggle", "ref": [true, true, null]}\n', "ref is not"),
+        (HELLO + b'{"type": "remove", "ref": ["1", 1, null]}\n', "ref is not"),
     ],
-    ids=["version", "not-json", "unknown", "bad-pid", "bad-ref", "bad-flag", "oversized"],
+    ids=[
+        *("version", "not-json", "unknown", "bad-pid", "bad-ref", "bad-flag", "oversized"),
+        *("v-true", "budget-huge", "budget-negative", "max-probes-huge", "max-probes-float"),
+        *("ref-bools", "ref-text-group"),
+    ],
 )
 def test_bad_messages_close_that_connection_with_one_line(
     agent: Agent, sent: bytes, words: str
@@ -660,13 +675,12 @@ def test_doctor_as_a_user_says_what_the_agent_lets_them_do(
 def test_one_user_cannot_crowd_out_the_others(
     agent: Agent, users: tuple[User, User], shared: Path, hello_after_the_close: bool
 ) -> None:
-    from adaptyst_top.runtime.agent import MAX_ATTACH_PER_USER, MAX_PER_USER
+    most = AgentSettings().max_connections_per_user
 
     alice, _ = users
-    target = workload_as(alice, shared / "workload")
 
     def client(up: int, _down: int) -> None:
-        conns = [AgentConnection(str(agent.path)) for _ in range(MAX_PER_USER)]
+        conns = [AgentConnection(str(agent.path)) for _ in range(most)]
         if hello_after_the_close:
             # The agent turns the connection away before the client's hello goes out
             # (seen beside four busy loops): the hello meets a broken pipe.
@@ -685,23 +699,12 @@ def test_one_user_cannot_crowd_out_the_others(
             one_more = str(exc)
         if hello_after_the_close:
             SocketTransport.send = send  # type: ignore[method-assign]
-        conns[0].open(target.pid, [], 0.02, False, MAX_ATTACH_PER_USER)  # reserves them all
-        try:
-            conns[1].open(target.pid, [], 0.02, False, 10)
-            second = "opened"
-        except AgentRefused as exc:
-            second = str(exc)
-        say(up, one_more=one_more, second=second)
+        say(up, one_more=one_more, held=len(conns))
 
-    try:
-        c = AsUser(alice, client)
-        got = c.read()
-        assert f"the most a user may have ({MAX_PER_USER})" in str(got["one_more"])
-        assert f"may have on this node ({MAX_ATTACH_PER_USER})" in str(got["second"])
-        assert c.wait() == 0
-    finally:
-        target.kill()
-        target.wait()
+    c = AsUser(alice, client)
+    got = c.read()
+    assert f"the most a user may have ({most})" in str(got["one_more"])
+    assert c.wait() == 0
 
 
 def test_list_through_the_agent_for_what_the_user_may_probe(

@@ -111,11 +111,10 @@ def test_the_venv_is_on_the_interpreter_of_the_distributions_bcc(
         line[2:] for line in (conf / "agent.toml").read_text().splitlines() if " = " in line
     )
     code = (
-        "import sys, tomllib; from adaptyst_top.runtime import metrics, agent_defaults as d;"
+        "import sys, tomllib, dataclasses;"
+        "from adaptyst_top.runtime.agent_settings import AgentSettings;"
         "c = tomllib.loads(sys.stdin.read());"
-        "assert c == {'socket': str(d.DEFAULT_SOCKET), 'admin_group': c['admin_group'],"
-        "'probe_metrics': metrics.DEFAULT_PROBE_EXPORT,"
-        "'max_probe_series': metrics.DEFAULT_MAX_PROBE_SERIES}, c"
+        "assert c == dataclasses.asdict(AgentSettings()), c"
     )
     r = subprocess.run([str(prefix / "bin/python"), "-c", code], input=text, text=True)
     assert r.returncode == 0

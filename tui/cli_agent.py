@@ -11,23 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adaptyst_top.runtime.agent_settings import DEFAULT_CONFIG
 from adaptyst_top.tui.cli_common import Parser, add_version
 
 if TYPE_CHECKING:
     from adaptyst_top.runtime.agent import Agent
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-DEFAULT_CONFIG = Path("/etc/adaptyst-top/agent.toml")
-CONFIG_KEYS: dict[str, type] = {
-    "socket": str,
-    "admin_group": str,
-    "probe_metrics": str,  # none | jobs | all: which users' probes --metrics exports
-    "max_probe_series": int,  # probe label sets per node, the least active left out
-}
+    from adaptyst_top.runtime.agent_settings import AgentSettings
 
 
 def agent_parser() -> argparse.ArgumentParser:
@@ -44,9 +33,8 @@ def agent_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--config",
         metavar="FILE",
-        help=f"TOML with socket, admin_group (a group whose members may probe any process), "
-        f"probe_metrics (none, jobs, all) and max_probe_series; default {DEFAULT_CONFIG} "
-        "when it exists",
+        help=f"the agent's settings, TOML (every key with its default: {DEFAULT_CONFIG} as "
+        "`make install-agent` writes it); default that file when it exists",
     )
     p.add_argument(
         "--metrics",
@@ -68,50 +56,31 @@ def agent_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _config(path: str | None) -> dict[str, Any]:
-    file = Path(path) if path else DEFAULT_CONFIG
-    if path is None and not file.exists():
-        return {}
-    try:
-        data = tomllib.loads(file.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{file}: {getattr(exc, 'strerror', None) or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{file}: {exc}") from None
-    for key, value in data.items():
-        if key not in CONFIG_KEYS:
-            raise ValueError(f"{file}: unknown key {key!r} (known: {', '.join(CONFIG_KEYS)})")
-        kind = CONFIG_KEYS[key]
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise ValueError(f"{file}: {key} must be {'a string' if kind is str else 'a number'}")
-    if data.get("probe_metrics", "jobs") not in ("none", "jobs", "all"):
-        raise ValueError(f"{file}: probe_metrics must be none, jobs or all")
-    if not 0 <= data.get("max_probe_series", 0) <= 100_000:
-        raise ValueError(f"{file}: max_probe_series must be 0..100000")
-    return dict(data)
-
-
 def cmd_agent(argv: Sequence[str]) -> int:
     args = agent_parser().parse_args(argv)
-    from adaptyst_top.runtime.agent import DEFAULT_SOCKET, Agent
+    from adaptyst_top.runtime.agent import Agent
+    from adaptyst_top.runtime.agent_settings import load_settings
     from adaptyst_top.runtime.agent_socket import AgentError
 
     try:
-        config = _config(args.config)
-        admin = config.get("admin_group")
+        settings = load_settings(args.config)
+        admin = settings.admin_group
         admin_gid = grp.getgrnam(admin).gr_gid if admin else None
-    except (ValueError, KeyError) as exc:
+    except ValueError as exc:
         print(f"adaptyst-top agent: {exc}", file=sys.stderr)
         return 1
-    path = Path(args.socket or config.get("socket") or DEFAULT_SOCKET)
+    except KeyError:
+        print(f"adaptyst-top agent: admin_group {admin!r}: no such group", file=sys.stderr)
+        return 1
+    path = Path(args.socket or settings.socket)
     try:
-        agent = Agent(path, admin_gid)
+        agent = Agent(path, admin_gid, settings)
     except AgentError as exc:
         print(f"adaptyst-top agent: {exc}", file=sys.stderr)
         return 1
 
     try:
-        stops = _export(agent, args, config)
+        stops = _export(agent, args, settings)
     except (ValueError, OSError) as exc:
         agent.stop()
         print(f"adaptyst-top agent: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
@@ -130,7 +99,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
     return 0
 
 
-def _export(agent: Agent, args: argparse.Namespace, config: dict[str, Any]) -> list[Any]:
+def _export(agent: Agent, args: argparse.Namespace, settings: AgentSettings) -> list[Any]:
     """--metrics and --textfile started; what stops them."""
     if not args.metrics and not args.textfile:
         return []
@@ -139,8 +108,8 @@ def _export(agent: Agent, args: argparse.Namespace, config: dict[str, Any]) -> l
     collector = metrics.AgentCollector(
         metrics_export.node_devices(),
         agent.probe_sources,
-        config.get("probe_metrics", metrics.DEFAULT_PROBE_EXPORT),
-        config.get("max_probe_series", metrics.DEFAULT_MAX_PROBE_SERIES),
+        settings.probe_metrics,  # type: ignore[arg-type]  # checked: one of PROBE_EXPORTS
+        settings.max_probe_series,
         node=args.node_name,
     )
     registry = metrics_export.registry_for(collector)

@@ -1,0 +1,49 @@
+"""Turns at bcc's compiler, shared fairly between their owners.
+
+bcc's clang/LLVM front end is not thread-safe: one compilation at a time per process,
+whichever engine asks. In the agent the engines are different users': with a plain
+lock, one user's flood of compilations could keep another's waiting behind all of
+them. Here the waiting owners are served in rotation (first come first within one), so
+each waits for at most one compilation of each other owner."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+
+
+class CompileTurns:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._waiting: OrderedDict[Hashable, deque[object]] = OrderedDict()
+        self._busy = False
+
+    @contextmanager
+    def turn(self, owner: Hashable = None) -> Iterator[None]:
+        """Holds the compiler for OWNER's one compilation."""
+        ticket = object()
+        with self._cond:
+            self._waiting.setdefault(owner, deque()).append(ticket)
+            while self._busy or self._first() is not ticket:
+                self._cond.wait()
+            self._busy = True
+            queue = self._waiting.pop(owner)
+            queue.popleft()
+            if queue:  # its next waits behind every other owner's first
+                self._waiting[owner] = queue
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def _first(self) -> object | None:
+        for queue in self._waiting.values():
+            return queue[0]
+        return None
+
+
+COMPILE_TURNS = CompileTurns()

@@ -1,0 +1,47 @@
+"""What one user may hold in the agent: connections, and what their sessions attach
+together (attach points, modules, keyed probes). Root and the admin group are bounded
+only by room of their own for connections, so a crowd of users never locks them out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from adaptyst_top.collectors.attach_account import AttachAccount
+from adaptyst_top.runtime.agent_settings import AgentSettings
+from adaptyst_top.runtime.authorization import Peer
+
+
+def crowded(peer: Peer, connected: Sequence[Peer], s: AgentSettings) -> str | None:
+    """Why PEER may not connect beside CONNECTED (None: it may)."""
+    alike = [p for p in connected if p.privileged == peer.privileged]
+    mine = sum(1 for p in alike if p.uid == peer.uid)
+    if not peer.privileged and mine >= s.max_connections_per_user:
+        return (
+            f"{peer.who} has {mine} connections to the agent, the most a user may "
+            f"have ({s.max_connections_per_user})"
+        )
+    if len(alike) >= s.max_clients:
+        return "the agent is full: try later"
+    return None
+
+
+def room_refusal(
+    peer: Peer, account: AttachAccount, specs: Sequence[str], s: AgentSettings
+) -> str | None:
+    """Why SPECS would take the user past what their sessions may hold together."""
+    if not specs:
+        return None
+    modules, keyed = account.groups()
+    new_keyed = sum(1 for t in specs if "@arg" in t)
+    if account.room() < 1:
+        bound = f"{account.limit} attach points (max_attach_per_user)"
+    elif modules + len(specs) > s.modules_per_user:
+        bound = f"{s.modules_per_user} probe modules (modules_per_user)"
+    elif new_keyed and keyed + new_keyed > s.keyed_probes_per_user:
+        bound = f"{s.keyed_probes_per_user} keyed @argN probes (keyed_probes_per_user)"
+    else:
+        return None
+    return (
+        f"{peer.who}'s sessions hold the most a user may have on this node: {bound}; "
+        "remove some first"
+    )
