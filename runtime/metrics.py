@@ -53,6 +53,12 @@ LATENCY_BOUNDS_NS: tuple[int, ...] = (
 )
 
 
+ProbeRow = tuple[float, list[str], ProbeEntry]  # (rate, label values, the entry)
+TaskKey = tuple[str, str, str, str]  # (user, job, task, device)
+TaskTotals = dict[TaskKey, tuple[int, float]]  # runs, total ns
+MAX_DROPPED_REMEMBERED = 100_000  # distinct label sets counted as dropped (~7 MB at most)
+
+
 @dataclass(frozen=True)
 class ProbeSource:
     """One client's probes, as the agent has them: whose, for which job."""
@@ -117,7 +123,7 @@ class AgentCollector(Collector):
         self.export = export
         self.max_series = max_series
         self.node = node or node_name()
-        self.dropped_total = 0
+        self._dropped: set[int] = set()  # label sets ever left out (hashes), each once
         self.job_energy = JobEnergy()
         # (user, job, task) -> (device it ran on most at the last scrape, moves, runs seen)
         self._placement: dict[tuple[str, str, str], tuple[str, int, dict[str, int]]] = {}
@@ -136,8 +142,9 @@ class AgentCollector(Collector):
                 for s in self.probes()
                 if self.export == "all" or (self.export == "jobs" and s.job)
             ]
-            yield from self._tasks(sources, devices)
-            yield from self._probes(sources)
+            rows, tasks = self._within_cap(sources)
+            yield from self._tasks(tasks, devices)
+            yield from self._probes(sources, rows)
             took = GaugeMetricFamily(
                 "adaptyst_scrape_duration_seconds",
                 "How long the agent took to gather these metrics",
@@ -210,9 +217,45 @@ class AgentCollector(Collector):
 
     # ----- probes ----------------------------------------------------------------------
 
-    def _tasks(
-        self, sources: Sequence[ProbeSource], devices: Sequence[DeviceReading]
-    ) -> Iterator[Metric]:
+    def _within_cap(self, sources: Sequence[ProbeSource]) -> tuple[list[ProbeRow], TaskTotals]:
+        """Probe rows and task label sets, the most active of both together up to the
+        cap (one bound over every per-user series); what is left out is counted once
+        per label set."""
+        rows: list[ProbeRow] = []
+        totals: dict[TaskKey, tuple[int, float, float]] = {}
+        for src in sources:
+            job = src.job or ""
+            for p in src.probes:
+                if p.state in ("pending", "error"):
+                    continue
+                key = "" if p.key is None else str(p.key)
+                rows.append((p.rate_hz, [self.node, p.name, key, src.user, job], p))
+                parsed = (
+                    parse_key(p.key)
+                    if p.name == TASK_PROBE_NAME and isinstance(p.key, str)
+                    else None
+                )
+                if parsed is None or p.latency.mean_ns is None:
+                    continue
+                k = (src.user, job, parsed[0], parsed[1])
+                n, ns, hz = totals.get(k, (0, 0.0, 0.0))
+                totals[k] = (n + p.count, ns + p.latency.mean_ns * p.count, hz + p.rate_hz)
+        ranked = [(r[0], 0, tuple(r[1]), r) for r in rows] + [
+            (v[2], 1, k, (k, v)) for k, v in totals.items()
+        ]
+        if len(ranked) > self.max_series:
+            ranked.sort(key=lambda r: -r[0])  # the most active stay
+            for _, kind, labels, _ in ranked[self.max_series :]:
+                if len(self._dropped) < MAX_DROPPED_REMEMBERED:
+                    self._dropped.add(hash((kind, labels)))
+            ranked = ranked[: self.max_series]
+        kept_rows = [cast(ProbeRow, r[3]) for r in ranked if r[1] == 0]
+        kept_tasks = dict(
+            cast(tuple[TaskKey, tuple[int, float, float]], r[3]) for r in ranked if r[1] == 1
+        )
+        return kept_rows, {k: (n, ns) for k, (n, ns, _) in kept_tasks.items()}
+
+    def _tasks(self, totals: TaskTotals, devices: Sequence[DeviceReading]) -> Iterator[Metric]:
         """The placement API's tasks (their USDT pair's rows, keyed task|device|size|
         features): runs per task and device, time and energy per run, where each runs."""
         labels = ["node", "user", "job", "task", "device"]
@@ -237,19 +280,6 @@ class AgentCollector(Collector):
             "Times a task's device changed between scrapes",
             labels=["node", "user", "job", "task"],
         )
-        totals: dict[tuple[str, str, str, str], tuple[int, float]] = {}
-        for src in sources:
-            for p in src.probes:
-                parsed = (
-                    parse_key(p.key)
-                    if p.name == TASK_PROBE_NAME and isinstance(p.key, str)
-                    else None
-                )
-                if parsed is None or p.latency.mean_ns is None:
-                    continue
-                k = (src.user, src.job or "", parsed[0], parsed[1])
-                n, ns = totals.get(k, (0, 0.0))
-                totals[k] = (n + p.count, ns + p.latency.mean_ns * p.count)
         for (user, job, task, device), (n, ns) in sorted(totals.items()):
             values = [self.node, user, job, task, device]
             runs.add_metric(values, float(n))
@@ -277,9 +307,11 @@ class AgentCollector(Collector):
                 moved += 1 if current else 0
                 current = busiest
             self._placement[key] = (current or busiest, moved, counts)
-        return {k: v for k, v in self._placement.items() if k in by_task}
+        # Only the tasks shown now are remembered: a flood of names leaves nothing behind.
+        self._placement = {k: v for k, v in self._placement.items() if k in by_task}
+        return self._placement
 
-    def _probes(self, sources: Sequence[ProbeSource]) -> Iterator[Metric]:
+    def _probes(self, sources: Sequence[ProbeSource], rows: list[ProbeRow]) -> Iterator[Metric]:
         labels = ["node", "probe", "key", "user", "job"]
         calls = CounterMetricFamily(
             "adaptyst_probe_calls", "Calls (hits) of a probed function or USDT probe", labels=labels
@@ -296,23 +328,13 @@ class AgentCollector(Collector):
         )
         dropped = CounterMetricFamily(
             "adaptyst_probe_series_dropped",
-            "Probe label sets left out over the cap (the least active first)",
+            "Probe and task label sets left out over the cap (the least active first), "
+            "each counted once",
             labels=["node"],
         )
-        rows: list[tuple[float, list[str], ProbeEntry]] = []
         for src in sources:
-            job = src.job or ""
             if src.overhead_share is not None:
-                overhead.add_metric([self.node, src.user, job], src.overhead_share)
-            for p in src.probes:
-                if p.state in ("pending", "error"):
-                    continue
-                key = "" if p.key is None else str(p.key)
-                rows.append((p.rate_hz, [self.node, p.name, key, src.user, job], p))
-        if len(rows) > self.max_series:
-            rows.sort(key=lambda r: -r[0])  # the most active stay
-            self.dropped_total += len(rows) - self.max_series
-            rows = rows[: self.max_series]
+                overhead.add_metric([self.node, src.user, src.job or ""], src.overhead_share)
         for _rate, values, p in rows:
             calls.add_metric(values, float(p.count))
             if p.hist is not None and p.latency.mean_ns is not None:
@@ -324,9 +346,13 @@ class AgentCollector(Collector):
                 buckets = [
                     (f"{LATENCY_BOUNDS_NS[i] / 1e9:.9g}", float(counts[i])) for i in range(lo, hi)
                 ]
-                buckets.append(("+Inf", float(p.count)))
-                latency.add_metric(values, buckets, p.latency.mean_ns * p.count / 1e9)
-        dropped.add_metric([self.node], float(self.dropped_total))
+                # The count and the buckets come from two maps read one after the
+                # other: calls between the two reads are in one only. +Inf is never
+                # below a finite bucket.
+                total = max(float(p.count), float(counts[hi - 1]) if hi > lo else 0.0)
+                buckets.append(("+Inf", total))
+                latency.add_metric(values, buckets, p.latency.mean_ns * total / 1e9)
+        dropped.add_metric([self.node], float(len(self._dropped)))
         yield from (calls, latency, overhead, dropped)
 
 

@@ -331,3 +331,34 @@ async def test_three_agents_a_record_and_the_cluster_view(
         prom.stop()
         target.kill()
         target.wait()
+
+
+def test_half_open_connections_take_a_few_threads_and_scrapes_come_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """300 connections that never send a request once made 300 of the agent's threads
+    (root's); the server takes MAX_SCRAPES at once and closes silent ones."""
+    import threading
+
+    from prometheus_client import CollectorRegistry
+
+    from adaptyst_top.runtime import metrics_export
+
+    monkeypatch.setattr(metrics_export._QuietHandler, "timeout", 0.5)
+    port = free_port()
+    stop = metrics_export.serve(CollectorRegistry(), f"127.0.0.1:{port}")
+    before = threading.active_count()
+    half_open = []
+    try:
+        for _ in range(300):
+            s = socket.create_connection(("127.0.0.1", port))
+            half_open.append(s)
+        time.sleep(0.2)
+        assert threading.active_count() - before <= metrics_export.MAX_SCRAPES
+        time.sleep(1.0)  # each silent connection is closed after the header timeout
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            assert r.status == 200
+    finally:
+        for s in half_open:
+            s.close()
+        stop()

@@ -4,12 +4,14 @@ and what the admin's export level lets out."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from adaptyst_top.collectors.snapshot import DeviceReading, Latency, ProbeEntry
 from adaptyst_top.placement.loop import TASK_PROBE_NAME
-from adaptyst_top.placement.task_keys import task_key
+from adaptyst_top.placement.task_keys import parse_key, task_key
 from adaptyst_top.runtime.metrics import AgentCollector, ProbeSource
 
 CPU = DeviceReading("cpu", "cpu", "CPU", power_w=50.0)
@@ -63,3 +65,45 @@ def test_runs_time_energy_current_device_and_moves() -> None:
     # The export level: a user's session outside any job is not exported at "jobs".
     outside = AgentCollector(lambda: [CPU], lambda: [ProbeSource("bob", None, rows, None)], "jobs")
     assert samples(outside) == {}
+
+
+def test_one_cap_over_task_and_probe_series_and_drops_counted_once() -> None:
+    """One user's 10,000 task names: the cap holds over tasks and probes together, the
+    dropped counter counts each label set once however often it is scraped."""
+    flood = [
+        dataclasses.replace(row("cpu", 1, 1e3), key=task_key(f"t{i}", "cpu", 1), rate_hz=i)
+        for i in range(10_000)
+    ]
+    src = [ProbeSource("mallory", "7", flood, None)]
+    collector = AgentCollector(lambda: [CPU], lambda: src, "all", max_series=200)
+    for _ in range(2):
+        registry = CollectorRegistry()
+        registry.register(collector)
+        fams = {
+            f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())
+        }
+        kept_tasks = {s.labels["task"] for s in fams["adaptyst_task_runs"].samples}
+        kept_probes = {s.labels["key"] for s in fams["adaptyst_probe_calls"].samples}
+        assert len(kept_tasks) + len(kept_probes) == 200
+        # The most active stay: the highest rates.
+        assert "t9999" in kept_tasks | {parse_key(k)[0] for k in kept_probes if parse_key(k)}
+        dropped = fams["adaptyst_probe_series_dropped"].samples[0].value
+        assert dropped == 2 * 10_000 - 200  # a row and a task label set each, once
+
+
+def test_a_histogram_read_between_hits_never_has_inf_below_a_bucket() -> None:
+    """The count and the buckets come from two maps read one after the other: hits
+    landing between the two reads were once in the buckets only."""
+    hist = ((213, 7),)  # 7 calls in one bucket (~10 us), while the count read before said 5
+    entry = dataclasses.replace(row("cpu", 5, 1e4), name="f", key=None, hist=hist)
+    collector = AgentCollector(lambda: [CPU], lambda: [ProbeSource("a", "1", [entry], None)], "all")
+    registry = CollectorRegistry()
+    registry.register(collector)
+    fam = next(
+        f
+        for f in text_string_to_metric_families(generate_latest(registry).decode())
+        if f.name == "adaptyst_probe_latency_seconds"
+    )
+    buckets = [s for s in fam.samples if s.name.endswith("_bucket")]
+    inf = next(s.value for s in buckets if s.labels["le"] == "+Inf")
+    assert buckets and all(s.value <= inf for s in buckets)
