@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from adaptyst_top.collectors.energy import EnergyAccount
+from adaptyst_top.collectors.gpu_processes import split_for
 from adaptyst_top.collectors.process_names import process_name
 from adaptyst_top.collectors.snapshot import DeviceReading
 
@@ -265,23 +266,8 @@ class NvmlCollector:
         gpu.others = None
         if self.euid == 0:
             return [self._named(p) for p in procs]
-        mine: list[dict[str, Any]] = []
-        others: list[dict[str, Any]] = []
-        for p in procs:
-            try:
-                owner = os.stat(f"/proc/{p['pid']}").st_uid
-            except OSError:  # gone, hidden (hidepid) or in another PID namespace
-                owner = -1
-            if owner == self.euid:
-                mine.append(self._named(p))
-            else:
-                others.append(p)
-        if others:
-            gpu.others = {
-                "count": len(others),
-                "mem_bytes": sum(int(p["mem_bytes"] or 0) for p in others),
-            }
-        return mine
+        mine, gpu.others = split_for(procs, self.euid)
+        return [self._named(p) for p in mine]
 
     @staticmethod
     def _named(p: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ compiler (collectors/compile_turns.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import select
 import socket
 import sys
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.attach_account import AttachAccount
+from adaptyst_top.collectors.gpu_processes import visible_to
 from adaptyst_top.collectors.held_processes import HeldProcesses
 from adaptyst_top.collectors.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.slurm_jobs import job_of
@@ -226,7 +228,11 @@ class Agent:
                 source = LiveSource(client.session)
                 if kind == "snapshot":
                     source.want_hist = with_hist
-                    return proto.encode("snapshot", snapshot=source.snapshot().to_json())
+                    snap = source.snapshot()
+                    if not client.peer.privileged:  # the agent reads GPUs as root
+                        devices = visible_to(snap.devices, client.peer.uid)
+                        snap = dataclasses.replace(snap, devices=devices)
+                    return proto.encode("snapshot", snapshot=snap.to_json())
                 if kind in ("add", "candidates"):  # they read the process as it is now
                     pid = client.session.pid
                     if why := still_theirs(client.peer, client.target, pid):
