@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 import psutil
@@ -65,7 +65,9 @@ class HeldCommand:
         argv: Sequence[str],
         stdout: IO[Any] | int | None = None,
         stderr: IO[Any] | int | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """ENV: variables added to the command's environment."""
         if not argv or not argv[0]:
             raise LaunchError("no command given after --")
         exe = shutil.which(argv[0])
@@ -95,6 +97,7 @@ class HeldCommand:
                     *list(argv),
                 ],
                 pass_fds=(r, err_w),
+                env={**os.environ, **env} if env else None,
                 stdout=stdout,
                 stderr=stderr,
             )

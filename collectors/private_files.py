@@ -10,8 +10,11 @@ replace others atomically by rename.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import errno
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -74,17 +77,97 @@ def cache_dir() -> Path:
 def runtime_dir() -> Path:
     """Where sockets and a launched command's output go: /run/adaptyst-top for root,
     else $XDG_RUNTIME_DIR/adaptyst-top, else /tmp/adaptyst-top-UID, made by us and checked
-    (a folder another user made first is refused, never used)."""
+    (a folder another user made first is never used: a fresh private one instead)."""
     if os.geteuid() == 0:
         # Searchable by all: other users' applications connect to root's sockets here.
         return private_dir(Path("/run/adaptyst-top"), 0o755)
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg:
         return private_dir(Path(xdg) / "adaptyst-top")
-    return private_dir(Path(tempfile.gettempdir()) / f"adaptyst-top-{os.getuid()}")
+    try:
+        return private_dir(Path(tempfile.gettempdir()) / f"adaptyst-top-{os.getuid()}")
+    except UnsafePathError:
+        # Another user made it first (or put something there): never used, and never a
+        # reason not to run. A fresh folder with an unpredictable name, ours alone.
+        return _fresh_runtime_dir()
+
+
+_FRESH: list[Path] = []
+
+
+def _fresh_runtime_dir() -> Path:
+    if not _FRESH:
+        made = Path(tempfile.mkdtemp(prefix=f"adaptyst-top-{os.getuid()}-"))  # 0700
+        _FRESH.append(made)
+        atexit.register(shutil.rmtree, made, True)
+    return _FRESH[0]
 
 
 def private_log(prefix: str) -> tuple[int, Path]:
     """A new file (O_EXCL, mode 0600) with an unpredictable name in runtime_dir()."""
     fd, name = tempfile.mkstemp(dir=runtime_dir(), prefix=f"{prefix}-{os.getpid()}-", suffix=".log")
     return fd, Path(name)
+
+
+def _others_may_write(st: os.stat_result) -> bool:
+    return st.st_uid != os.geteuid() or bool(st.st_mode & 0o022)
+
+
+def open_for_writing(path: str, mode: int = 0o644) -> int:
+    """PATH opened to write (created, or emptied), never through a link that someone
+    else could have planted: the path is walked a folder at a time from a descriptor;
+    in a folder another user can write (theirs, or /tmp), a symbolic link is refused,
+    not followed, and an existing file must be ours, a plain file with one name. A FIFO
+    without a reader is an error, not a wait."""
+    parts = [p for p in os.path.abspath(path).split("/") if p]
+    if not parts:
+        raise UnsafePathError(f"{path}: not a file")
+    folder = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in parts[:-1]:
+            nxt = _open_in(folder, name, os.O_RDONLY | os.O_DIRECTORY, path)
+            os.close(folder)
+            folder = nxt
+        hostile = _others_may_write(os.fstat(folder))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
+        fd = _open_in(folder, parts[-1], flags | (0 if hostile else os.O_TRUNC), path, mode)
+    finally:
+        os.close(folder)
+    try:
+        st = os.fstat(fd)
+        if hostile and (
+            st.st_uid != os.geteuid() or st.st_nlink != 1 or not stat.S_ISREG(st.st_mode)
+        ):
+            raise UnsafePathError(
+                f"{path}: a file another user could have put there (its folder is "
+                "writable by others): not overwritten"
+            )
+        if hostile:
+            os.ftruncate(fd, 0)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_in(folder: int, name: str, flags: int, path: str, mode: int = 0o777) -> int:
+    hostile = _others_may_write(os.fstat(folder))
+    try:
+        return os.open(name, flags | (os.O_NOFOLLOW if hostile else 0), mode, dir_fd=folder)
+    except OSError as exc:
+        if hostile and exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(folder, name):
+            raise UnsafePathError(
+                f"{path}: {name} is a symbolic link in a folder another user can write: "
+                "not followed"
+            ) from None
+        if exc.errno == errno.ENXIO:
+            raise UnsafePathError(f"{path}: a FIFO with no reader: not waited for") from None
+        raise
+
+
+def _is_link(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

@@ -22,14 +22,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adaptyst_top.collectors.private_files import private_dir
+from adaptyst_top.collectors.private_files import private_dir, runtime_dir
 from adaptyst_top.placement.protocol import MAX_LINE, Message, ProtocolError, decode, encode
 
 log = logging.getLogger("adaptyst_top.control")
 
 
+CONTROL_ENV = "ADAPTYST_TOP_CONTROL"  # the monitor's socket, as it tells a command it launches
+
+
+def server_socket_path() -> Path:
+    """Where the monitor listens: in runtime_dir(), made and checked (a fresh private
+    folder when another user squatted the conventional one)."""
+    return runtime_dir() / "control.sock"
+
+
 def default_socket_path() -> Path:
-    """Where the monitor listens: the folder runtime_dir() makes and checks."""
+    """Where an application looks for the monitor: where the monitor said (its launched
+    command's environment), else the conventional place runtime_dir() makes."""
+    if told := os.environ.get(CONTROL_ENV):
+        return Path(told)
     if os.geteuid() == 0:
         return Path("/run/adaptyst-top/control.sock")
     xdg = os.environ.get("XDG_RUNTIME_DIR")
@@ -88,7 +100,7 @@ class ControlServer:
     """The monitor's side."""
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or default_socket_path()
+        self.path = path or server_socket_path()
         self.clients: list[Client] = []
         self.rejected: list[str] = []  # reasons, newest last (bounded)
         self.acks: list[tuple[int, str, str]] = []
@@ -288,4 +300,11 @@ class ControlClient:
                 self._sock.close()
 
 
-__all__ = ["ControlClient", "ControlServer", "Message", "default_socket_path"]
+__all__ = [
+    "CONTROL_ENV",
+    "ControlClient",
+    "ControlServer",
+    "Message",
+    "default_socket_path",
+    "server_socket_path",
+]

@@ -8,26 +8,23 @@ them by their first bytes, not their names.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 from typing import IO, BinaryIO
 
 import zstandard
 
+from adaptyst_top.collectors.private_files import open_for_writing
+
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZSTD_LEVEL = 6  # ~25x on snapshot lines at a few ms per second of a 200-row run
 
 
 def open_output(path: str) -> IO[str]:
-    """The record file, compressed when PATH ends in .zst. In a folder others may write to
-    (/tmp), a symlink planted at PATH is refused rather than followed."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-    parent = os.path.dirname(os.path.abspath(path))
-    with contextlib.suppress(OSError):
-        if os.stat(parent).st_mode & 0o002:
-            flags |= os.O_NOFOLLOW
-    fd = os.open(path, flags, 0o644)
+    """The record file, compressed when PATH ends in .zst. In a folder another user may
+    write to (/tmp, a user's folder for root), a symlink planted there is refused rather
+    than followed (collectors/private_files.py)."""
+    fd = open_for_writing(path)
     if not path.endswith(".zst"):
         return os.fdopen(fd, "w")
     raw = os.fdopen(fd, "wb")

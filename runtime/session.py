@@ -31,7 +31,7 @@ from adaptyst_top.collectors.slurm_jobs import JobError, JobScan
 from adaptyst_top.collectors.snapshot import CommandState, DeviceReading, Snapshot
 from adaptyst_top.collectors.targets import TargetError, check_pid
 from adaptyst_top.placement.advisor import Advisor
-from adaptyst_top.placement.control import ControlServer
+from adaptyst_top.placement.control import CONTROL_ENV, ControlServer, server_socket_path
 from adaptyst_top.placement.loop import PlacementLoop
 from adaptyst_top.runtime.agent_client import (
     AgentConnection,
@@ -322,8 +322,12 @@ def _held_command(opts: SessionOptions) -> HeldCommand | None:
     """The command launched and held at the door (None without -- CMD)."""
     if not opts.command:
         return None
+    # The advisor's socket, told to the command (it may not be where an app looks first).
+    env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor else None
     try:
-        return HeldCommand(opts.command, stdout=opts.child_stdout, stderr=opts.child_stderr)
+        return HeldCommand(
+            opts.command, stdout=opts.child_stdout, stderr=opts.child_stderr, env=env
+        )
     except LaunchError as exc:
         raise SessionError(str(exc), exc.status) from None
 

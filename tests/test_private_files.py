@@ -69,9 +69,9 @@ def test_private_logs_have_unpredictable_names(tmp_path: Path, monkeypatch) -> N
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
-def test_a_users_fallback_runtime_folder_made_by_someone_else_is_refused() -> None:
+def test_a_users_fallback_runtime_folder_made_by_someone_else_is_not_used() -> None:
     """Without XDG_RUNTIME_DIR a user's sockets go to /tmp/adaptyst-top-UID: another
-    user who creates it first must not get to own them."""
+    user who creates it first must neither own them nor keep the monitor from running."""
     squat = Path(tempfile.gettempdir()) / f"adaptyst-top-{NOBODY}"
     if squat.is_symlink() or squat.is_file():
         squat.unlink()
@@ -83,11 +83,12 @@ def test_a_users_fallback_runtime_folder_made_by_someone_else_is_refused() -> No
         os.environ.pop("XDG_RUNTIME_DIR", None)
         from adaptyst_top.placement.control import ControlServer
 
-        try:
-            ControlServer()
-        except pf.UnsafePathError as exc:
-            return str(exc).encode()
-        raise AssertionError("the squatted folder was used")
+        server = ControlServer()
+        where = Path(server.path).parent
+        st = where.stat()
+        said = f"{where} {st.st_uid} {st.st_mode & 0o777:o}"
+        server.close()
+        return said.encode()
 
     try:
         code, out = run_as(NOBODY, serve)
@@ -95,4 +96,49 @@ def test_a_users_fallback_runtime_folder_made_by_someone_else_is_refused() -> No
         shutil.rmtree(squat, ignore_errors=True)  # never leave a world-writable folder
     said = out.decode()
     assert code == 0, said
-    assert "belongs to uid 0" in said
+    folder, uid, mode = said.split()
+    assert Path(folder) != squat and Path(folder).name.startswith(f"adaptyst-top-{NOBODY}-")
+    assert (int(uid), mode) == (NOBODY, "700")
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="a second user needs root")
+def test_roots_output_never_follows_a_link_another_user_planted(tmp_path: Path) -> None:
+    """Root records into a folder a user owns: a symlink the user put at the file, or at a
+    folder on the way, would turn root's write into an overwrite of a root-only file."""
+    from adaptyst_top.runtime.record_file import open_output
+
+    vault = tmp_path / "vault"
+    vault.mkdir(mode=0o700)
+    secret = vault / "secret"
+    secret.write_text("root's\n")
+    secret.chmod(0o600)
+    shared = Path(tempfile.mkdtemp(prefix="adt-out-"))
+    shared.chmod(0o755)
+    users = shared / "users"
+    users.mkdir()
+    os.chown(users, NOBODY, NOBODY)
+
+    def plant() -> bytes:
+        (users / "out.jsonl").symlink_to(secret)
+        (users / "sub").symlink_to(vault)
+        (users / "mine.jsonl").write_text("x")
+        os.link(users / "mine.jsonl", users / "second-name.jsonl")
+        return b"ok"
+
+    try:
+        assert run_as(NOBODY, plant) == (0, b"ok")
+        for name in ("out.jsonl", "sub/secret", "mine.jsonl", "second-name.jsonl"):
+            with pytest.raises(pf.UnsafePathError) as got:
+                open_output(str(users / name))
+            assert "\n" not in str(got.value) and str(users / name) in str(got.value)
+        assert secret.read_text() == "root's\n"
+        assert (users / "mine.jsonl").read_text() == "x"
+        # A file new to the folder is written; so is one through root's own link.
+        with open_output(str(users / "new.jsonl")) as f:
+            f.write("{}\n")
+        (shared / "mine").symlink_to(tmp_path)
+        with open_output(str(shared / "mine" / "ok.jsonl")) as f:
+            f.write("{}\n")
+        assert (tmp_path / "ok.jsonl").read_text() == "{}\n"
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
