@@ -48,6 +48,7 @@ from adaptyst_top.collectors.elf_info import (
     read_elf,
 )
 from adaptyst_top.collectors.held_processes import HeldProcesses
+from adaptyst_top.collectors.inert import inert
 from adaptyst_top.collectors.probe_budget import BudgetWatch, share_text
 from adaptyst_top.collectors.probe_model import (
     Attachment,
@@ -321,7 +322,7 @@ class ProbeEngine:
 
     def _new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
         with self._lock:
-            row = Row(self._next_row, spec, name, path, cls, slot)
+            row = Row(self._next_row, spec, inert(name), path, cls, slot)  # a symbol: any bytes
             self._next_row += 1
         return row
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adaptyst_top.collectors.bpf_program import KEYLEN, KeyKind
+from adaptyst_top.collectors.inert import inert
 
 UNREADABLE = "<unreadable>"
 
@@ -78,7 +79,7 @@ class KeyResolver:
     def key_of(self, k: Any) -> Key:
         kind = int(k.kind)
         if kind == KeyKind.STR:
-            return bytes(k.str).split(b"\0", 1)[0].decode(errors="replace")
+            return inert(bytes(k.str).split(b"\0", 1)[0].decode(errors="replace"))
         if kind == KeyKind.INT:
             return int(k.num)
         if kind == KeyKind.PTR:
@@ -94,7 +95,7 @@ class KeyResolver:
             return cached
         text = read_c_string(tgid, address, open_mem=self.open_mem) if address >= 0x10000 else None
         if text:  # the same rule as in the kernel: a non-empty string is a string
-            key: Key = text.decode(errors="replace")
+            key: Key = inert(text.decode(errors="replace"))
         elif text == b"" and arg_type == "str":
             key = ""
         else:

@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Sequence
 
+from adaptyst_top.collectors.inert import inert
 from adaptyst_top.collectors.proc_exec import read_proc
 
 _INTERPRETERS = re.compile(r"^(python[0-9.]*|pypy[0-9.]*|perl|ruby|node|julia|Rscript|bash|sh)$")
@@ -39,4 +40,5 @@ def process_name(pid: int) -> str | None:
         argv = [a.decode(errors="replace") for a in read_proc(pid, "cmdline").split(b"\0") if a]
     except OSError:
         return None
-    return app_name(argv)
+    name = app_name(argv)
+    return None if name is None else inert(name)

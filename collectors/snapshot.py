@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from adaptyst_top.collectors.energy import EnergyReading
+from adaptyst_top.collectors.inert import has_unsafe, inert
 
 SCHEMA_VERSION = 1
 T = TypeVar("T")
@@ -171,6 +172,7 @@ class ProbeEntry:
         key = d.value("key")
         if key is not None and (not isinstance(key, (str, int)) or isinstance(key, bool)):
             raise SnapshotError("probe: key is neither a string nor an integer")
+        key = inert(key) if isinstance(key, str) else key
         spec = d.text("spec")
         group = d.value("group")
         if not isinstance(group, (int, str)) or isinstance(group, bool):
@@ -246,6 +248,9 @@ def _probe_fast(value: Any) -> ProbeEntry | None:
         and (raw is None or type(raw) is dict)
     ):
         return None
+    texts = [spec, name, state, *(t for t in (key, kind, target, cls, source, error) if t)]
+    if has_unsafe("".join(t for t in texts if type(t) is str)):
+        return None  # the field-by-field path makes it inert
     raw_lat = None
     if raw is not None:
         raw_values = [raw.get(k) for k in _LATENCY_KEYS]
@@ -359,7 +364,7 @@ class DeviceReading:
             energy_method=d.opt_text("energy_method"),
             temp_c=d.number("temp_c"),
             note=d.text("note"),
-            extra=extra if isinstance(extra, dict) else {},
+            extra=_inert_values(extra) if isinstance(extra, dict) else {},
         )
 
 
@@ -443,7 +448,12 @@ class CommandState:
         argv = d.value("argv")
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             raise SnapshotError("command: argv is not a list of strings")
-        return cls(tuple(argv), d.integer("pid"), d.integer("status"), d.opt_text("output"))
+        return cls(
+            tuple(inert(a) for a in argv),
+            d.integer("pid"),
+            d.integer("status"),
+            d.opt_text("output"),
+        )
 
 
 # ----- the advisor's part --------------------------------------------------------------
@@ -675,7 +685,7 @@ class Snapshot:
             target=_optional(ProbeTarget.from_json, d.value("target")),
             advisor=_optional(AdvisorState.from_json, d.value("advisor")),
             command=_optional(CommandState.from_json, d.value("command")),
-            warnings=tuple(warnings),
+            warnings=tuple(inert(w) for w in warnings),
             target_ended=d.value("target_ended") is True,
             final=d.value("final") is True,
             schema_version=d.integer("schema_version") or 0,
@@ -695,6 +705,17 @@ def _finite(v: Any) -> bool:
 
 def _whole(v: Any) -> bool:
     return _finite(v) and float(v).is_integer()
+
+
+def _inert_values(value: Any) -> Any:
+    """VALUE with every string in it inert (a device's extra: GPU process names...)."""
+    if isinstance(value, str):
+        return inert(value)
+    if isinstance(value, dict):
+        return {k: _inert_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_inert_values(v) for v in value]
+    return value
 
 
 class _In:
@@ -739,7 +760,7 @@ class _In:
             return default
         if not isinstance(v, str):
             raise self._bad(k, "a string")
-        return v
+        return inert(v)  # from a recording, an agent or a remote: shown, never acted on
 
     def opt_text(self, k: str) -> str | None:
         return None if self.d.get(k) is None else self.text(k)

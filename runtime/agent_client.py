@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from adaptyst_top.collectors.inert import inert
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.runtime import agent_protocol as proto
@@ -116,7 +117,7 @@ class SshTransport(Transport):
         except subprocess.TimeoutExpired:
             return ""
         lines = err.decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else ""
+        return inert(lines[-1]) if lines else ""  # the remote's words
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -189,7 +190,7 @@ class AgentConnection:
                 else f"the agent at {self.where} closed the connection"
             )
         if hello.get("type") == "error":
-            self._closed_because(f"the agent at {self.where}: {hello.get('message')}")
+            self._closed_because(f"the agent at {self.where}: {inert(str(hello.get('message')))}")
         try:
             proto.check_version(hello, "agent")
         except proto.ProtocolError as exc:
@@ -209,7 +210,7 @@ class AgentConnection:
         if answer is None:
             raise ConnectionResetError("the agent closed the connection")
         if answer.get("type") == "error":
-            raise AgentRefused(str(answer.get("message", "refused")))
+            raise AgentRefused(inert(str(answer.get("message", "refused"))))
         return answer
 
     # ----- requests ---------------------------------------------------------------------

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from adaptyst_top.collectors.inert import inert
+
 QUERY_TIMEOUT_S = 5.0
 LOOKBACK = "15m"  # how far back a node that stopped reporting is still listed
 STALE_AFTER_S = 30.0  # no sample for this long: stale
@@ -70,7 +72,12 @@ class Prometheus:
         if not isinstance(answer, dict) or answer.get("status") != "success":
             raise ClusterError(f"Prometheus at {self.url}: {answer.get('error', answer)}")
         result = answer.get("data", {}).get("result", [])
-        return result if isinstance(result, list) else []
+        if not isinstance(result, list):
+            return []
+        for s in result:  # label values are any user's text (a job name, a function)
+            if isinstance(s, dict) and isinstance(s.get("metric"), dict):
+                s["metric"] = {str(k): inert(str(v)) for k, v in s["metric"].items()}
+        return result
 
 
 def _value(sample: dict[str, Any]) -> float | None:

@@ -14,6 +14,7 @@ from adaptyst_top.collectors.demangle import demangle, matches
 from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, read_elf
 from adaptyst_top.collectors.entry_safety import EntryPolicy, cached_policy, policy_for_this_boot
 from adaptyst_top.collectors.ifunc import IfuncError
+from adaptyst_top.collectors.inert import inert
 from adaptyst_top.collectors.targets import check_pid, mapped_files, mount_root, resolve_target
 
 
@@ -38,7 +39,7 @@ class Candidate:
         spec, label, refused = d.get("spec"), d.get("label"), d.get("refused")
         if not isinstance(spec, str) or not isinstance(label, str):
             return None
-        return cls(spec, label, refused if isinstance(refused, str) else None)
+        return cls(spec, inert(label), inert(refused) if isinstance(refused, str) else None)
 
 
 def candidates(files: list[str], pid: int | None, policy: EntryPolicy | None) -> list[Candidate]:
@@ -55,7 +56,8 @@ def candidates(files: list[str], pid: int | None, policy: EntryPolicy | None) ->
             if shown.cold:
                 continue  # the split-off unlikely branch of a function, not a function
             refused = _function(path, info, f, policy, pid).get("refused")
-            out.append(Candidate(f"uprobe:{path}:{f.name}", f"{path}:{shown.display}", refused))
+            label = inert(f"{path}:{shown.display}")
+            out.append(Candidate(f"uprobe:{path}:{f.name}", label, refused))
         seen: set[tuple[str, str]] = set()
         for u in info.usdt:
             if (u.provider, u.name) not in seen:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from adaptyst_top.collectors.elf_info import NotELFError
+from adaptyst_top.collectors.inert import inert
 from adaptyst_top.collectors.targets import TargetError
 from adaptyst_top.runtime.agent_client import AgentRefused, AgentUnavailable
 from adaptyst_top.runtime.listing import entry_policy, list_objects
@@ -100,16 +101,17 @@ def cmd_list(argv: Sequence[str]) -> int:
             continue
         stripped = "  (stripped: exported functions only)" if obj["stripped"] else ""
         inside = f"  (in a container: {obj['container_root']})" if obj.get("container_root") else ""
-        print(f"{obj['path']}{stripped}{inside}")
+        print(f"{inert(obj['path'])}{stripped}{inside}")
         for f in funcs or []:
             kind = "ifunc" if f["ifunc"] else "func "
-            print(f"  {kind} {f['name']:<40} 0x{f['address']:<12x} {f['size']:>8}")
+            print(f"  {kind} {inert(f['name']):<40} 0x{f['address']:<12x} {f['size']:>8}")
             if f.get("refused"):
-                print(f"        {f['refused']}")
+                print(f"        {inert(f['refused'])}")
         for u in probes or []:
             sem = f" semaphore=0x{u['semaphore']:x}" if u["semaphore"] else ""
             print(
-                f"  usdt  {u['provider'] + ':' + u['name']:<40} locations={len(u['locations'])} "
-                f"args={len(u['arguments'])} [{' '.join(u['arguments'])}]{sem}"
+                f"  usdt  {inert(u['provider'] + ':' + u['name']):<40} "
+                f"locations={len(u['locations'])} "
+                f"args={len(u['arguments'])} [{inert(' '.join(u['arguments']))}]{sem}"
             )
     return 0
