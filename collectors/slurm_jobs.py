@@ -1,10 +1,13 @@
-"""A Slurm job's processes on this node, from what Slurm leaves there.
+"""A Slurm job's processes on this node, from what Slurm itself placed there.
 
-slurmd starts a job's tasks with SLURM_JOB_ID in their environment, and, with a cgroup
-plugin, in a cgroup whose path names the job (`.../job_42/...`): either marks a process
-as the job's. Its owner is the controller's word (`scontrol show job`); where Slurm's
-commands are absent, the processes' own uid is all there is. Reading another user's
-environment needs root: the agent (or root) scans, a user asks it.
+A process is a job's when Slurm says so: its cgroup in Slurm's hierarchy names the job
+(`/system.slice/slurmstepd.scope/job_42/...`, or `/slurm/uid_U/job_42/...` with cgroup
+v1), which no user can join; or, without a cgroup plugin (`proctrack/linuxproc`), one
+of its ancestors is the job's step daemon (root's `slurmstepd`, titled
+`slurmstepd: [42.batch]`) and it runs as the user of the task that daemon started.
+SLURM_JOB_ID in a process's environment is never believed: any user can set it.
+The job's owner is the controller's word (`scontrol show job`); where Slurm's commands
+are absent, the processes' own uid is all there is.
 
 A job is "present and future": `JobScan.new_processes()` returns the job's processes
 not seen before, reading only the processes that appeared since the last call.
@@ -79,20 +82,13 @@ def parse_scontrol(job_id: str, text: str) -> JobInfo:
     return JobInfo(job_id, uid, owner, fields.get("JobState"))
 
 
-def _environ_has(pid: int, needle: bytes, proc: Path) -> bool:
-    try:
-        data = read_proc(pid, "environ", proc)
-    except OSError:
-        return False
-    return needle in data.split(b"\0")
-
-
-def _cgroup_has(pid: int, pattern: re.Pattern[str], proc: Path) -> bool:
-    try:
-        text = (proc / str(pid) / "cgroup").read_text()
-    except OSError:
-        return False
-    return pattern.search(text) is not None
+_SLURM_CGROUP = re.compile(
+    r"^(?:0::/system\.slice/slurmstepd\.scope|[0-9]+:[^:\n]*:/slurm/uid_[0-9]+)"
+    r"/job_([1-9][0-9]{0,9})(?:/|$)",
+    re.MULTILINE,
+)
+_STEPD_TITLE = re.compile(rb"^slurmstepd: \[([1-9][0-9]{0,9})\.[A-Za-z0-9_]+\]")
+MAX_ANCESTORS = 64
 
 
 def _comm(pid: int, proc: Path) -> str:
@@ -102,17 +98,53 @@ def _comm(pid: int, proc: Path) -> str:
         return ""
 
 
-def job_of(pid: int, proc: Path = Path("/proc")) -> str | None:
-    """The Slurm job a process belongs to (SLURM_JOB_ID in its environment), if any."""
+def _parent(pid: int, proc: Path) -> int:
     try:
-        data = read_proc(pid, "environ", proc)
+        return int((proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _owner(pid: int, proc: Path) -> int:
+    try:
+        return (proc / str(pid)).stat().st_uid
+    except OSError:
+        return -1
+
+
+def _cgroup_job(pid: int, proc: Path) -> str | None:
+    try:
+        m = _SLURM_CGROUP.search((proc / str(pid) / "cgroup").read_text())
     except OSError:
         return None
-    for item in data.split(b"\0"):
-        if item.startswith(b"SLURM_JOB_ID="):
-            value = item.split(b"=", 1)[1].decode(errors="replace")
-            return value if _JOB_ID.fullmatch(value) else None
+    return m.group(1) if m else None
+
+
+def _stepd_job(pid: int, proc: Path) -> str | None:
+    """The job of the step daemon above PID (root's, naming its job in its title), when
+    PID runs as the user of the task that daemon started."""
+    below = pid
+    here = _parent(pid, proc)
+    for _ in range(MAX_ANCESTORS):
+        if here <= 1:
+            return None
+        if _comm(here, proc) == "slurmstepd" and _owner(here, proc) == 0:
+            try:
+                m = _STEPD_TITLE.match(read_proc(here, "cmdline", proc))
+            except OSError:
+                return None
+            same_user = _owner(pid, proc) == _owner(below, proc)
+            return m.group(1).decode() if m and same_user else None
+        below, here = here, _parent(here, proc)
     return None
+
+
+def job_of(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """The Slurm job a process belongs to, as Slurm placed it (its cgroup, else its step
+    daemon among its ancestors); None for none, and for Slurm's own daemons."""
+    if _comm(pid, proc) in SLURM_DAEMONS:
+        return None  # Slurm, not the job (a daemon's fork is asked again after its exec)
+    return _cgroup_job(pid, proc) or _stepd_job(pid, proc)
 
 
 class JobScan:
@@ -121,8 +153,6 @@ class JobScan:
     def __init__(self, job_id: str, proc: Path = Path("/proc")) -> None:
         self.job_id = check_job_id(job_id)
         self.proc = proc
-        self._env = f"SLURM_JOB_ID={self.job_id}".encode()
-        self._cgroup = re.compile(rf"/job_{self.job_id}(/|$)", re.MULTILINE)
         self._seen: set[int] = set()
 
     def new_processes(self) -> list[int]:
@@ -132,9 +162,7 @@ class JobScan:
             # A Slurm daemon's fork about to exec a task is asked again next time.
             if _comm(pid, self.proc) in SLURM_DAEMONS:
                 now.discard(pid)
-            elif _environ_has(pid, self._env, self.proc) or _cgroup_has(
-                pid, self._cgroup, self.proc
-            ):
+            elif job_of(pid, self.proc) == self.job_id:
                 found.append(pid)
         self._seen = now  # PIDs that went may come back as other processes: asked again
         return found

@@ -15,10 +15,21 @@ TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 def process(
     proc: Path, pid: int, ticks: int, job: str | None, start: int = 100, comm: str = "app"
 ) -> None:
+    """A process of JOB (below the job's step daemon, as Slurm starts tasks; it also
+    says SLURM_JOB_ID, as tasks do), or of none; 99 only says it is the job's."""
+    parent = 1
+    if job and job != "99":
+        parent = 1000 + int(job)
+        stepd = proc / str(parent)
+        stepd.mkdir(parents=True, exist_ok=True)
+        (stepd / "comm").write_text("slurmstepd\n")
+        (stepd / "stat").write_text(f"{parent} (slurmstepd) S 1 " + "0 " * 40 + "\n")
+        (stepd / "cmdline").write_bytes(f"slurmstepd: [{job}.batch]\0".encode())
     d = proc / str(pid)
     d.mkdir(parents=True, exist_ok=True)
-    fields = ["S", "1"] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 6 + [str(start)] + ["0"] * 30
-    (d / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields) + "\n")
+    fields = ["S", str(parent)] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 6 + [str(start)]
+    (d / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields + ["0"] * 30) + "\n")
+    (d / "comm").write_text(comm.split(" (")[0] + "\n")
     (d / "environ").write_bytes(f"SLURM_JOB_ID={job}\0".encode() if job else b"HOME=/\0")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,30 +29,56 @@ from .test_agent import (  # noqa: F401 - fixtures
 )
 
 COUNTS_TIMEOUT_S = 60.0
+# A process that spins for 4 s (any user may set SLURM_JOB_ID in its environment).
+LIAR = "import time; t = time.monotonic() + 4; all(iter(lambda: time.monotonic() < t, False))"
 
 
 # ----- discovery from the layout, by hand --------------------------------------------
 
 
-def fake_process(proc: Path, pid: int, comm: str, environ: bytes = b"", cgroup: str = "") -> None:
+def fake_process(
+    proc: Path,
+    pid: int,
+    comm: str,
+    environ: bytes = b"",
+    cgroup: str = "",
+    ppid: int = 1,
+    cmdline: bytes = b"",
+) -> None:
     d = proc / str(pid)
     d.mkdir(parents=True)
     (d / "comm").write_text(comm + "\n")
+    (d / "stat").write_text(f"{pid} ({comm}) S {ppid} " + "0 " * 40 + "\n")
     (d / "environ").write_bytes(environ)
     (d / "cgroup").write_text(cgroup)
+    (d / "cmdline").write_bytes(cmdline)
 
 
-def test_a_jobs_processes_by_environment_or_cgroup_each_once(tmp_path: Path) -> None:
-    fake_process(tmp_path, 10, "solver", b"HOME=/x\0SLURM_JOB_ID=42\0PATH=/bin\0")
-    fake_process(tmp_path, 11, "solver", b"SLURM_JOB_ID=420\0")  # another job
+@pytest.mark.skipif(not IS_ROOT, reason="a step daemon is root's: the fake one needs root")
+def test_a_jobs_processes_are_those_slurm_placed_never_an_environment(tmp_path: Path) -> None:
+    fake_process(tmp_path, 14, "slurmstepd", cmdline=b"slurmstepd: [42.batch]\0")  # root's
+    fake_process(tmp_path, 10, "solver", b"HOME=/x\0PATH=/bin\0", ppid=14)
+    fake_process(tmp_path, 9, "mpi_rank", ppid=10)  # a task's child: the job's too
+    fake_process(tmp_path, 11, "solver", b"SLURM_JOB_ID=42\0")  # says so: not placed there
     fake_process(tmp_path, 12, "python", cgroup="0::/system.slice/slurmstepd.scope/job_42/step_0\n")
     fake_process(tmp_path, 13, "bash", cgroup="0::/slurm/uid_1000/job_4/step_0\n")
-    fake_process(tmp_path, 14, "slurmstepd", b"SLURM_JOB_ID=42\0")  # Slurm, not the job
+    # A user's own (delegated) cgroup named like Slurm's: not Slurm's.
+    fake_process(
+        tmp_path, 16, "x", cgroup="0::/user.slice/user-1000.slice/slurmstepd.scope/job_42/a\n"
+    )
+    fake_process(tmp_path, 17, "slurmstepd", cmdline=b"slurmstepd: [42.0]\0")  # a user's, named so
+    os.chown(tmp_path / "17", 1000, 1000)
+    fake_process(tmp_path, 18, "y", ppid=17)
+    os.chown(tmp_path / "18", 1000, 1000)
     scan = JobScan("42", tmp_path)
-    assert scan.new_processes() == [10, 12]
+    assert scan.new_processes() == [9, 10, 12]
     assert scan.new_processes() == []  # each once
-    fake_process(tmp_path, 15, "solver", b"SLURM_JOB_ID=42")  # last, no trailing NUL
+    fake_process(tmp_path, 15, "solver", ppid=14)
     assert scan.new_processes() == [15]
+    # Another user's process below the job's daemon (a setuid program's) is not the job's.
+    fake_process(tmp_path, 19, "passwd", ppid=10)
+    os.chown(tmp_path / "19", 1000, 1000)
+    assert scan.new_processes() == []
 
 
 def test_job_ids_and_scontrol_lines() -> None:
@@ -273,7 +300,7 @@ def test_a_job_s_share_of_the_cpu_energy_is_its_cpu_time(
     from .slurm import Slurm
 
     assert isinstance(slurm, Slurm)
-    alice, _ = users
+    alice, bob = users
     script = shared / f"spin-{os.getpid()}.sh"
     # The spinning process is the one slurmstepd's fork execs (not a child of it); it
     # writes the CPU time it used, in a file of alice's.
@@ -294,6 +321,15 @@ def test_a_job_s_share_of_the_cpu_energy_is_its_cpu_time(
     energy = JobEnergy()
     energy.update(cpu())
     job = slurm.sbatch(alice.uid, alice.gid, script, "-n1")
+    # Bob spins beside it, saying he is alice's job: his CPU time is not hers (it was
+    # charged to her job when the environment was believed).
+    liar = subprocess.Popen(
+        ["/usr/bin/python3", "-c", LIAR],
+        user=bob.uid,
+        group=bob.gid,
+        extra_groups=[],
+        env={"SLURM_JOB_ID": job, "PATH": "/usr/bin:/bin"},
+    )
     try:
         deadline = time.monotonic() + COUNTS_TIMEOUT_S
         gap, last = 0.0, time.monotonic()
@@ -310,5 +346,7 @@ def test_a_job_s_share_of_the_cpu_energy_is_its_cpu_time(
         # shell's and srun's milliseconds are the job's too.
         assert used - 2 * gap - 0.03 <= spent <= used + 0.2, (spent, used, gap)
     finally:
+        liar.kill()
+        liar.wait()
         script.unlink()
         shutil.rmtree(said, ignore_errors=True)
