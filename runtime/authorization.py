@@ -147,7 +147,9 @@ def still_theirs(peer: Peer, held: HeldProcesses, pid: int | None) -> str | None
 
 def may_read(peer: Peer, path: str) -> str | None:
     """None when PEER could read PATH itself (every folder on the way searchable, the
-    file readable, by the owner, group and other bits); else why not, in one line."""
+    file readable, by the owner, group and other bits); else why not, in one line, the
+    same whether the file is missing or hidden from them (the agent looks as root: a
+    different answer would tell a user which files exist in folders they cannot read)."""
     if peer.privileged:
         return None
     inside = CONTAINER_PATH.match(path)
@@ -159,11 +161,15 @@ def may_read(peer: Peer, path: str) -> str | None:
         for depth in range(1, len(parts)):
             folder = "/".join(parts[:depth]) or "/"
             if not _allowed(peer, os.stat(folder), stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH):
-                return f"{path}: you may not read it (the folder {folder}), so you may not probe it"
+                return unreadable(path)
         ok = _allowed(peer, os.stat(real), stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
-    except OSError as exc:
-        return f"{path}: {exc.strerror}"
-    return None if ok else f"{path}: you may not read it, so you may not probe it"
+    except OSError:
+        return unreadable(path)
+    return None if ok else unreadable(path)
+
+
+def unreadable(path: str) -> str:
+    return f"{path}: no such file, or one you may not read, so you may not probe it"
 
 
 def _may_read_inside(peer: Peer, path: str, root: str, inner: str) -> str | None:
@@ -212,7 +218,8 @@ def spec_refusal(peer: Peer, text: str, pid: int | None) -> str | None:
     try:
         path = resolve_target(spec.target, pid)
     except TargetError as exc:
-        return str(exc)
+        # A path: missing or hidden answer alike. A library name: nothing private in it.
+        return unreadable(spec.target) if "/" in spec.target else str(exc)
     return may_read(peer, path)
 
 

@@ -305,6 +305,7 @@ def test_node_wide_and_unreadable_files_are_refused(
         for pid, spec in (
             (None, f"uprobe:{shared / 'workload'}:fast_fn"),
             (target.pid, f"uprobe:{secret / 'workload'}:fast_fn"),
+            (target.pid, f"uprobe:{secret / 'nothing'}:fast_fn"),  # missing: the same answer
         ):
             conn = AgentConnection(str(agent.path))
             try:
@@ -317,9 +318,10 @@ def test_node_wide_and_unreadable_files_are_refused(
 
     try:
         c = AsUser(alice, client)
-        node_wide, unreadable = c.read()["answers"]  # type: ignore[misc]
+        node_wide, unreadable, missing = c.read()["answers"]  # type: ignore[misc]
         assert "node-wide probes are for root" in node_wide
-        assert "Permission denied" in unreadable or "may not read it" in unreadable
+        assert "you may not read" in unreadable
+        assert unreadable.replace("workload", "X") == missing.replace("nothing", "X")
         assert c.wait() == 0
     finally:
         target.kill()
