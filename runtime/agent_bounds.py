@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from adaptyst_top.collectors.attach_account import AttachAccount
+from adaptyst_top.collectors.probe_spec import parse_spec
 from adaptyst_top.runtime.agent_settings import AgentSettings
 from adaptyst_top.runtime.authorization import Peer
 
@@ -32,7 +33,7 @@ def room_refusal(
     if not specs:
         return None
     modules, keyed = account.groups()
-    new_keyed = sum(1 for t in specs if "@arg" in t)
+    new_keyed = sum(1 for t in specs if parse_spec(t).arg)  # checked by spec_refusal
     if account.room() < 1:
         bound = f"{account.limit} attach points (max_attach_per_user)"
     elif modules + len(specs) > s.modules_per_user:

@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import os
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,8 +72,8 @@ def test_a_second_session_has_what_the_first_did_not_attach(
     shared: Path,  # noqa: F811
 ) -> None:
     alice, _ = users
-    target = workload_as(alice, shared / "workload")
     fn = f"uprobe:{shared / 'workload'}:"
+    target = workload_as(alice, shared / "workload")
 
     def client(up: int, _down: int) -> None:
         first = AgentConnection(str(bounded.path))
@@ -87,15 +88,12 @@ def test_a_second_session_has_what_the_first_did_not_attach(
         states = [p.state for p in first.snapshot(False).probes + second.snapshot(False).probes]
         say(up, fourth=fourth, states=states)
 
-    try:
+    with ended(target):
         c = AsUser(alice, client)
         got = c.read()
         assert got["states"] == ["attached"] * 3
         assert "3 attach points (max_attach_per_user)" in str(got["fourth"])
         assert c.wait() == 0
-    finally:
-        target.kill()
-        target.wait()
 
 
 def test_keyed_probes_and_modules_are_bounded_per_user_and_keyed_maps_sized_to_need(
@@ -119,7 +117,7 @@ def test_keyed_probes_and_modules_are_bounded_per_user_and_keyed_maps_sized_to_n
             keyed = str(exc)
         say(up, keyed=keyed)
 
-    try:
+    with ended(target):
         c = AsUser(alice, client)
         assert c.read() == {"opened": True}
         # One keyed module: a preallocated one locked 19.5 MB (16,384 keys, 131,072
@@ -128,6 +126,13 @@ def test_keyed_probes_and_modules_are_bounded_per_user_and_keyed_maps_sized_to_n
         assert 0 < locked < 8 << 20, locked
         assert "1 keyed @argN probes (keyed_probes_per_user)" in str(c.read()["keyed"])
         assert c.wait() == 0
+
+
+@contextlib.contextmanager
+def ended(target: subprocess.Popen[str]) -> Iterator[None]:
+    """TARGET killed and reaped however the block ends."""
+    try:
+        yield
     finally:
         target.kill()
         target.wait()
