@@ -15,6 +15,7 @@ from enum import IntEnum
 from typing import Literal
 
 from adaptyst_top.collectors.histogram import SUB, SUB_BITS
+from adaptyst_top.collectors.kernel_btf import member_offset
 
 KEYLEN = 32
 MAX_DEPTH = 16  # a power of two (the verifier needs the mask)
@@ -101,7 +102,7 @@ BPF_ARRAY(errors, u64, %(nerrors)d);   /* counts per KernelError */
 /* Per slot: 1 = switched off. Detaching a uprobe waits ~0.1 s in the kernel, so a
  * switch takes effect here at once and the detach follows in the background. */
 BPF_ARRAY(gate, u8, %(nslots)d);
-
+%(theirs)s
 static __always_inline int gated(u32 slot) {
     u8 *g = gate.lookup(&slot);
     return g && *g;
@@ -172,7 +173,7 @@ static __always_inline struct stack *thread_stack(u32 chain, int create) {
  * at the same sp (by a second link while links are swapped, or after a return that was
  * never seen) restarts the frame on top rather than pushing another. */
 static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
-    if (gated(k->slot)) return 0;
+    if (!theirs() || gated(k->slot)) return 0;   /* a return needs no asking: it was let in */
     struct stack *st = thread_stack(chain, 1);
     if (!st) return 0;
     u32 depth = st->depth;
@@ -195,16 +196,21 @@ static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
  * ret_sp: a uretprobe's stack pointer, one return address above the entry's (x86-64),
  * so a return seen twice (two links meanwhile) pops its frame once; 0 for USDT. */
 #define NO_SLOT 0xffffffff
+/* A return with no entry of its own; not counted in a process that is not the user's
+ * (its returns pass here, the entries having been turned away): that count would tell. */
+static __always_inline void no_entry(void) {
+    if (theirs()) count_error(ERR_NO_ENTRY);
+}
 static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
     u64 now = bpf_ktime_get_ns();  /* first: the rest of this handler stays outside */
     struct stack *st = thread_stack(chain, 0);
-    if (!st || st->depth == 0) { count_error(ERR_NO_ENTRY); return 0; }
+    if (!st || st->depth == 0) { no_entry(); return 0; }
     if (st->over) { st->over--; return 0; }   /* the matching push was too deep to record */
     u32 depth = st->depth - 1;
     if (depth >= MAX_DEPTH) return 0;
     struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
-    if (slot != NO_SLOT && fr->k.slot != slot) { count_error(ERR_NO_ENTRY); return 0; }
-    if (ret_sp && fr->sp && fr->sp + 8 != ret_sp) { count_error(ERR_NO_ENTRY); return 0; }
+    if (slot != NO_SLOT && fr->k.slot != slot) { no_entry(); return 0; }
+    if (ret_sp && fr->sp && fr->sp + 8 != ret_sp) { no_entry(); return 0; }
     st->depth = depth;
     struct skey k = fr->k;
     u64 delta = now - fr->ts;
@@ -269,7 +275,7 @@ def slot_program(slot: Slot) -> str:
     body = {
         "uprobe-entry": "return push_frame(0, &k, PT_REGS_SP(ctx));",
         "usdt-begin": f"return push_frame({slot.chain}, &k, 0);",
-        "usdt-count": f"if (gated({slot.index})) return 0; record(&k, 0, 0); return 0;",
+        "usdt-count": f"if (!theirs() || gated({slot.index})) return 0; record(&k, 0, 0); return 0;",
         "usdt-end": f"return pop_frame({slot.chain}, NO_SLOT, 0);",
     }[slot.role]
     if slot.role == "usdt-end":
@@ -294,9 +300,45 @@ def map_sizes(slots: list[Slot]) -> tuple[int, int]:
     return keys, min(HIST_ENTRIES, keys * HIST_PER_KEY)
 
 
-def module_source(slots: list[Slot], multi: bool = False) -> str:
+# Every entry a user's probes see (the agent's, for a user that is not root or an
+# admin) asks first whether its process is still theirs: their real uid, and dumpable as the
+# user. A setuid, setgid or file-capability exec, an execute-only program or
+# PR_SET_DUMPABLE 0 makes it not, before its first instruction, so no hit in it counts
+# (the agent's guard then ends the probes). Offsets: the running kernel's BTF.
+THEIRS = r"""
+static __always_inline int theirs(void) {
+    if ((u32)bpf_get_current_uid_gid() != %(uid)d) return 0;
+    char *task = (char *)bpf_get_current_task();
+    char *mm = 0;
+    u64 flags = 0;
+    if (bpf_probe_read_kernel(&mm, sizeof(mm), task + %(task_mm)d) || !mm) return 0;
+    if (bpf_probe_read_kernel(&flags, sizeof(flags), mm + %(mm_flags)d)) return 0;
+    return (flags & 3) == 1;  /* SUID_DUMP_USER */
+}
+"""
+ANYONES = "static __always_inline int theirs(void) { return 1; }\n"
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """Whose processes alone a module counts in (see THEIRS)."""
+
+    uid: int
+    task_mm: int
+    mm_flags: int
+
+    @classmethod
+    def of(cls, uid: int) -> Confinement:
+        """BTFError when the running kernel does not describe itself."""
+        return cls(uid, member_offset("task_struct", "mm"), member_offset("mm_struct", "flags"))
+
+
+def module_source(
+    slots: list[Slot], multi: bool = False, confine: Confinement | None = None
+) -> str:
     """The module's C source. MULTI: its functions attach through multi-uprobe links, so
-    they share two programs (keyed by cookie) instead of two each."""
+    they share two programs (keyed by cookie) instead of two each. CONFINE: hits count
+    only in that user's processes, while they are theirs."""
     max_keys, hist_entries = map_sizes(slots)
     keyed = any(s.arg is not None for s in slots)
     prelude = PRELUDE % {
@@ -313,6 +355,10 @@ def module_source(slots: list[Slot], multi: bool = False) -> str:
             (_c_enum(KeyKind, "KEY_"), _c_enum(ArgType, "ARG_"), _c_enum(KernelError, "ERR_"))
         ),
         "nerrors": len(KernelError),
+        "theirs": ANYONES
+        if confine is None
+        else THEIRS
+        % {"uid": confine.uid, "task_mm": confine.task_mm, "mm_flags": confine.mm_flags},
     }
     if multi:
         return prelude + MULTI_PROGRAMS

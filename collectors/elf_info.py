@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import struct
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
+from typing import BinaryIO
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -157,69 +160,92 @@ def _symbols64(
     return out
 
 
-@lru_cache(maxsize=64)
-def _read(path: str, mtime_ns: int) -> ElfInfo:
+def _read(f: BinaryIO, path: str) -> ElfInfo:
     try:
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            funcs: dict[tuple[str, int], FunctionSymbol] = {}
-            have_symtab = False
-            versym = elf.get_section_by_name(".gnu.version")
-            loads = _loads(elf)
-            for section in elf.iter_sections():
-                if not isinstance(section, SymbolTableSection):
+        elf = ELFFile(f)
+        funcs: dict[tuple[str, int], FunctionSymbol] = {}
+        have_symtab = False
+        versym = elf.get_section_by_name(".gnu.version")
+        loads = _loads(elf)
+        for section in elf.iter_sections():
+            if not isinstance(section, SymbolTableSection):
+                continue
+            if section.name == ".symtab":
+                have_symtab = True
+            if elf.elfclass == 64 and elf.little_endian and section["sh_entsize"] == 24:
+                for fn in _symbols64(elf, section, versym, loads):
+                    funcs.setdefault((fn.name, fn.address), fn)
+                continue
+            for i, sym in enumerate(section.iter_symbols()):
+                kind = sym["st_info"]["type"]
+                if kind not in FUNC_TYPES:
                     continue
-                if section.name == ".symtab":
-                    have_symtab = True
-                if elf.elfclass == 64 and elf.little_endian and section["sh_entsize"] == 24:
-                    for fn in _symbols64(elf, section, versym, loads):
-                        funcs.setdefault((fn.name, fn.address), fn)
+                if sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
                     continue
-                for i, sym in enumerate(section.iter_symbols()):
-                    kind = sym["st_info"]["type"]
-                    if kind not in FUNC_TYPES:
-                        continue
-                    if sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
-                        continue
-                    if section.name == ".dynsym" and _hidden_version(versym, i):
-                        continue  # memcpy@GLIBC_2.2.5: only binaries linked in 2002 call it
-                    name = sym.name.split("@")[0]
-                    addr = int(sym["st_value"])
-                    funcs.setdefault(
-                        (name, addr),
-                        FunctionSymbol(
-                            name,
-                            addr,
-                            int(sym["st_size"]),
-                            _offset_in(loads, addr),
-                            ifunc=kind != "STT_FUNC",
-                        ),
-                    )
-            return ElfInfo(
-                path=path,
-                functions=tuple(sorted(funcs.values(), key=lambda s: (s.name, s.address))),
-                usdt=tuple(_parse_stapsdt(elf)),
-                stripped=not have_symtab,
-                machine=str(elf["e_machine"]),
-                loads=loads,
-            )
+                if section.name == ".dynsym" and _hidden_version(versym, i):
+                    continue  # memcpy@GLIBC_2.2.5: only binaries linked in 2002 call it
+                name = sym.name.split("@")[0]
+                addr = int(sym["st_value"])
+                funcs.setdefault(
+                    (name, addr),
+                    FunctionSymbol(
+                        name,
+                        addr,
+                        int(sym["st_size"]),
+                        _offset_in(loads, addr),
+                        ifunc=kind != "STT_FUNC",
+                    ),
+                )
+        return ElfInfo(
+            path=path,
+            functions=tuple(sorted(funcs.values(), key=lambda s: (s.name, s.address))),
+            usdt=tuple(_parse_stapsdt(elf)),
+            stripped=not have_symtab,
+            machine=str(elf["e_machine"]),
+            loads=loads,
+        )
     except ELFError as exc:
         raise NotELFError(f"{path}: not an ELF file ({exc})") from exc
 
 
-def read_elf(path: str | Path) -> ElfInfo:
-    """Symbols and USDT notes of an ELF file (cached until the file changes)."""
-    p = Path(path)
+def _opened(p: Path) -> BinaryIO:
     try:
-        st = p.stat()
+        return open(p, "rb")
     except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such file") from None
-    with open(p, "rb") as f:
+        raise FileNotFoundError(f"{p}: no such file") from None
+
+
+_CACHE: OrderedDict[tuple[str, int, int, int, int], ElfInfo] = OrderedDict()
+_CACHE_SIZE = 64
+_CACHE_LOCK = threading.Lock()
+
+
+def read_elf(path: str | Path) -> ElfInfo:
+    """Symbols and USDT notes of an ELF file, read from the one file opened here (cached
+    by its inode until it changes): a path swapped meanwhile is never read instead."""
+    p = Path(path)
+    with _opened(p) as f:
+        st = os.fstat(f.fileno())
         if f.read(4) != b"\x7fELF":
             raise NotELFError(f"{path}: not an ELF file")
-    # A container's file keeps its /proc/PID/root path: resolving it would name the host's.
-    real = str(p.absolute()) if CONTAINER_PATH.match(str(p)) else str(p.resolve())
-    return _read(real, st.st_mtime_ns)
+        f.seek(0)
+        # A container's file keeps its /proc/PID/root path: resolving it would name the
+        # host's. Else the file opened, as the kernel names it (a /proc/self/fd/N too).
+        if CONTAINER_PATH.match(str(p)):
+            real = str(p.absolute())
+        else:
+            real = os.readlink(f"/proc/self/fd/{f.fileno()}")
+        key = (real, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        with _CACHE_LOCK:
+            if (hit := _CACHE.get(key)) is not None:
+                _CACHE.move_to_end(key)
+                return hit
+        info = _read(f, real)
+    with _CACHE_LOCK:
+        _CACHE[key] = info
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return info
 
 
 def entry_bytes(path: str, sym: FunctionSymbol, n: int = 16) -> bytes:
