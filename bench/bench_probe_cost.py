@@ -98,10 +98,13 @@ class Funclatency:
         return None
 
 
-def ours(binary: Path, pid: int, spec: str, multi: bool | None = None) -> ProbeEngine:
+def ours(
+    binary: Path, pid: int, spec: str, multi: bool | None = None, confine: bool = False
+) -> ProbeEngine:
     """SPEC attached for PID: through a multi-uprobe link where the kernel has them (None),
-    or as asked."""
-    engine = ProbeEngine(pid=pid, multi_links=multi)
+    or as asked. CONFINE: as the agent attaches a user's (each hit asks whether the
+    process is still theirs)."""
+    engine = ProbeEngine(pid=pid, multi_links=multi, confine_uid=os.getuid() if confine else None)
     g = engine.add(spec)
     engine.wait(120)
     if g.state != "attached":
@@ -167,9 +170,11 @@ def main() -> int:
 
         return stop
 
-    def engine_for(spec: str, multi: bool | None = None) -> Callable[[], Callable[[], None]]:
+    def engine_for(
+        spec: str, multi: bool | None = None, confine: bool = False
+    ) -> Callable[[], Callable[[], None]]:
         def setup() -> Callable[[], None]:
-            e = ours(binary, w.pid, spec, multi)
+            e = ours(binary, w.pid, spec, multi, confine)
             return e.close
 
         return setup
@@ -190,6 +195,7 @@ def main() -> int:
             "funclatency": funclat,
             "multi": engine_for(f"uprobe:{binary}:fast_fn", True),
             "per_function": engine_for(f"uprobe:{binary}:fast_fn", False),
+            "confined": engine_for(f"uprobe:{binary}:fast_fn", True, confine=True),
         },
     )
     funclat_ns, ours_ns = ways["funclatency"], ways["multi"]
@@ -199,6 +205,8 @@ def main() -> int:
     res["ours_per_function_uprobe_latency_ns"] = ways["per_function"]
     res["ours_per_function_vs_funclatency"] = ways["per_function"] / funclat_ns
     res["ours_multi_vs_per_function"] = ours_ns / ways["per_function"]
+    res["ours_confined_uprobe_latency_ns"] = ways["confined"]
+    res["ours_confined_vs_unconfined"] = ways["confined"] / ours_ns
     res["ours_usdt_count_ns"] = cost_with(
         w, "tick", n, reps, engine_for(f"usdt:{binary}:adaptyst_test:tick")
     )
@@ -225,12 +233,20 @@ def main() -> int:
 
     try:
         # In turns, median of 3x the repeats: one run's figure moves by a third here.
-        runs: dict[str, list[float]] = {"funclatency": [], "multi": [], "per_function": []}
+        runs: dict[str, list[float]] = {
+            "funclatency": [],
+            "multi": [],
+            "per_function": [],
+            "confined": [],
+        }
         for _ in range(3 * reps):
             runs["funclatency"].append(bpf_ns_per_hit(funclat, False))
             runs["multi"].append(bpf_ns_per_hit(engine_for(f"uprobe:{binary}:fast_fn", True), True))
             runs["per_function"].append(
                 bpf_ns_per_hit(engine_for(f"uprobe:{binary}:fast_fn", False), True)
+            )
+            runs["confined"].append(
+                bpf_ns_per_hit(engine_for(f"uprobe:{binary}:fast_fn", True, confine=True), True)
             )
     finally:
         os.close(stats_fd)
@@ -242,6 +258,9 @@ def main() -> int:
     res["ours_vs_funclatency_bpf"] = mine_bpf / theirs_bpf
     res["ours_per_function_bpf_ns_per_hit"] = per_fn_bpf
     res["ours_multi_vs_per_function_bpf"] = mine_bpf / per_fn_bpf
+    confined_bpf = statistics.median(runs["confined"])
+    res["ours_confined_bpf_ns_per_hit"] = confined_bpf
+    res["ours_confined_vs_unconfined_bpf"] = confined_bpf / mine_bpf
 
     # Highest sustained hit rate with exact counts.
     e = ours(binary, w.pid, f"uprobe:{binary}:fast_fn")

@@ -58,10 +58,17 @@ def matching_functions(spec: ProbeSpec, elf: ElfInfo) -> list[FunctionSymbol]:
 
 
 def plan_uprobes(
-    spec: ProbeSpec, path: str, elf: ElfInfo, refusal: Refusal, room: int, pid: int | None = None
+    spec: ProbeSpec,
+    path: str,
+    elf: ElfInfo,
+    refusal: Refusal,
+    room: int,
+    pid: int | None = None,
+    source: str | None = None,
 ) -> list[PlannedFunction]:
     """Every function the spec matches in PATH, planned; PlanError when none can be probed
-    or more than ROOM attach points would be needed."""
+    or more than ROOM attach points would be needed. SOURCE: where PATH's bytes are read
+    (the descriptor the agent opened as its user), when not PATH itself."""
     matched = matching_functions(spec, elf)
     if not matched:
         hint = " (binary is stripped: only exported functions are visible)" if elf.stripped else ""
@@ -75,7 +82,7 @@ def plan_uprobes(
     unresolved: list[str] = []
     for sym in matched:
         try:
-            planned.append(plan_function(path, elf, sym, refusal, pid))
+            planned.append(plan_function(path, elf, sym, refusal, pid, source))
         except ifunc.IfuncError as exc:
             unresolved.append(str(exc))
     if not planned:
@@ -88,7 +95,12 @@ def plan_uprobes(
 
 
 def plan_function(
-    path: str, elf: ElfInfo, sym: FunctionSymbol, refusal: Refusal, pid: int | None = None
+    path: str,
+    elf: ElfInfo,
+    sym: FunctionSymbol,
+    refusal: Refusal,
+    pid: int | None = None,
+    source: str | None = None,
 ) -> PlannedFunction:
     """One function planned (what `list` shows too); IfuncError when an IFUNC's
     implementation cannot be known."""
@@ -98,12 +110,12 @@ def plan_function(
         impl = ifunc.resolve(path, sym.name, pid)
         sym = replace(sym, address=impl, file_offset=elf.offset_of(impl))
         by_name, addr = "", impl
-    code = entry_bytes(path, sym)
+    code = entry_bytes(source or path, sym)
     insn = entry_safety.decode_entry(code, elf.machine)
     reason = None if insn.encoding == entry_safety.EMULATED else refusal(insn)
     refused = None
     if reason is not None:
-        variants = safe_variants(path, elf, sym, refusal) if sym.ifunc else []
+        variants = safe_variants(source or path, elf, sym, refusal) if sym.ifunc else []
         refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
     cls = ov.classify_entry(code, elf.machine)
     shown = demangle(sym.name).display

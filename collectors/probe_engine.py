@@ -39,7 +39,13 @@ from adaptyst_top.collectors.bcc_extras import (
     usdt_context,
     usdt_readers,
 )
-from adaptyst_top.collectors.bpf_program import MULTI_ENTRY, MULTI_RETURN, Slot, module_source
+from adaptyst_top.collectors.bpf_program import (
+    MULTI_ENTRY,
+    MULTI_RETURN,
+    Confinement,
+    Slot,
+    module_source,
+)
 from adaptyst_top.collectors.compile_turns import COMPILE_TURNS
 from adaptyst_top.collectors.ebpf_env import check_bcc, check_kernel_headers, check_privileges
 from adaptyst_top.collectors.elf_info import (
@@ -49,6 +55,8 @@ from adaptyst_top.collectors.elf_info import (
 )
 from adaptyst_top.collectors.held_processes import HeldProcesses
 from adaptyst_top.collectors.inert import inert
+from adaptyst_top.collectors.kernel_btf import BTFError
+from adaptyst_top.collectors.pinned_files import PinnedFiles
 from adaptyst_top.collectors.probe_budget import BudgetWatch, share_text
 from adaptyst_top.collectors.probe_model import (
     Attachment,
@@ -113,6 +121,8 @@ class ProbeEngine:
         multi_links: bool | None = None,
         owner: Hashable = None,
         account: AttachAccount | None = None,
+        confine_uid: int | None = None,
+        pinned: PinnedFiles | None = None,
     ) -> None:
         """pid: the target process (its exit ends the probes); scope: other processes to
         probe from the start (a Slurm job's); follow: the processes these start join;
@@ -121,7 +131,10 @@ class ProbeEngine:
         attach a spec's functions through multi-uprobe links (None: where the kernel
         has them), else one uprobe per function; owner: whose turn at the compiler this
         engine takes (the agent's users take turns); account: the bound on attach
-        points its owner's engines share (the agent's, per user)."""
+        points its owner's engines share (the agent's, per user); confine_uid: hits
+        count only in that user's processes while they are theirs (the agent's users);
+        pinned: the files specs may name, opened when checked (the agent's users: a spec
+        naming any other is refused); the engine closes them."""
         if check_environment:
             self.require_ebpf()
         if pid is not None:
@@ -148,6 +161,14 @@ class ProbeEngine:
         self.max_attach = max_attach
         self.owner = owner
         self.account = account
+        self.pinned = pinned
+        try:
+            self.confine = None if confine_uid is None else Confinement.of(confine_uid)
+        except BTFError as exc:
+            raise ProbeError(
+                f"{exc}: without the kernel's BTF the agent cannot keep a user's probes "
+                "out of the setuid programs their processes run"
+            ) from None
         if account is not None:
             account.join(self)
         self.multi_links = kernel_has_multi() if multi_links is None else multi_links
@@ -226,6 +247,11 @@ class ProbeEngine:
         while True:
             group = self._queue.get()
             if group is None:
+                # Closed: no build reads the files after this, and module.close() detaches
+                # without naming them (a toggle would: it is queued here, never after).
+                if self.pinned is not None:
+                    with self._lock:  # a toggle attaching now (by the file) ends first
+                        self.pinned.close()
                 return
             if not isinstance(group, ProbeGroup):
                 with contextlib.suppress(Exception):
@@ -244,29 +270,33 @@ class ProbeEngine:
                     self.warnings.append(group.error)  # the status line's latest word
                 group.done.set()
 
-    def _resolve(self, spec: ProbeSpec) -> tuple[str, ElfInfo]:
+    def _resolve(self, spec: ProbeSpec) -> tuple[str, str, ElfInfo]:
+        """(the file's path, the path its bytes are read from, its ELF)."""
         target = spec.target
         if self.command_path and target in (
             self.command_path,
             self.command_path.rsplit("/", 1)[-1],
         ):
             target = self.command_path
-        path = resolve_target(target, self._reference_pid())
-        return path, read_elf(path)
+        if self.pinned is not None:
+            path, source = self.pinned.source(target)
+        else:
+            path = source = resolve_target(target, self._reference_pid())
+        return path, source, read_elf(source)
 
     def _build(self, group: ProbeGroup) -> None:
         spec = group.spec
         assert spec is not None
         started = time.monotonic()
-        path, elf = self._resolve(spec)
+        path, source, elf = self._resolve(spec)
         multi = False
         with self.account.planning if self.account else contextlib.nullcontext():
             if spec.kind == "uprobe":
-                rows, slots, refused = self._plan_uprobes(spec, path, elf)
+                rows, slots, refused = self._plan_uprobes(spec, path, source, elf)
                 multi = self.multi_links and all(r.offset is not None for r in rows)
                 usdt_contexts: list[Any] = []
             else:
-                rows, slots, usdt_contexts = self._plan_usdt(spec, path, elf)
+                rows, slots, usdt_contexts = self._plan_usdt(spec, path, source, elf)
                 refused = []
             group.planned = len(rows)
         group.timings["plan_s"] = (planned_at := time.monotonic()) - started
@@ -277,9 +307,9 @@ class ProbeEngine:
             # usdt_contexts to BPF(), which would also attach every location itself,
             # with its own idea of the PID; we attach them with ours, so they can be toggled.
             with COMPILE_TURNS.turn(self.owner):
-                text = usdt_readers(usdt_contexts) + module_source(slots, multi)
+                text = usdt_readers(usdt_contexts) + module_source(slots, multi, self.confine)
                 bpf = BPF(text=text)
-            links = MultiLinks(bpf, path, MULTI_ENTRY, MULTI_RETURN) if multi else None
+            links = MultiLinks(bpf, source, MULTI_ENTRY, MULTI_RETURN) if multi else None
         except ProbeError:
             raise
         except Exception as exc:
@@ -327,11 +357,13 @@ class ProbeEngine:
         return row
 
     def _plan_uprobes(
-        self, spec: ProbeSpec, path: str, elf: ElfInfo
+        self, spec: ProbeSpec, path: str, source: str, elf: ElfInfo
     ) -> tuple[list[Row], list[Slot], list[Row]]:
         """The rows to attach, their slots, and the rows refused (state error, with why)."""
         try:
-            planned = plan_uprobes(spec, path, elf, self._entry_refusal, self._room(), self.pid)
+            planned = plan_uprobes(
+                spec, path, elf, self._entry_refusal, self._room(), self.pid, source
+            )
         except PlanError as exc:
             raise ProbeError(str(exc)) from None
         rows: list[Row] = []
@@ -347,8 +379,8 @@ class ProbeEngine:
             row = self._new_row(spec, p.name, path, p.cost_class, slot.index)
             row.offset = p.offset
             row.attachments = [
-                Attachment(slot.fn_name, path, sym=p.sym, addr=p.addr),
-                Attachment(slot.ret_fn_name, path, sym=p.sym, addr=p.addr, ret=True),
+                Attachment(slot.fn_name, source, sym=p.sym, addr=p.addr),
+                Attachment(slot.ret_fn_name, source, sym=p.sym, addr=p.addr, ret=True),
             ]
             row.fns = [slot.fn_name, slot.ret_fn_name]
             rows.append(row)
@@ -383,7 +415,7 @@ class ProbeEngine:
         return self._entry_policy.refusal(insn)
 
     def _plan_usdt(
-        self, spec: ProbeSpec, path: str, elf: ElfInfo
+        self, spec: ProbeSpec, path: str, source: str, elf: ElfInfo
     ) -> tuple[list[Row], list[Slot], list[Any]]:
         try:
             plan = plan_usdt(spec, path, elf, self._room())
@@ -399,7 +431,7 @@ class ProbeEngine:
             # Nothing to read from the probe: bcc's USDT context (which would raise the
             # semaphore itself) is not needed. Every site, from the ELF notes.
             row.attachments = [
-                Attachment(s.fn_name, path, addr=p.address, ref_ctr=ref_ctrs.get(n, 0))
+                Attachment(s.fn_name, source, addr=p.address, ref_ctr=ref_ctrs.get(n, 0))
                 for n, s in zip(names, slots, strict=False)
                 for p in plan.sites[n]
             ]
@@ -418,7 +450,7 @@ class ProbeEngine:
             )
         assert spec.provider is not None
         try:
-            ctx = usdt_context(pid, path, spec.provider, names, slots, ref_ctrs)
+            ctx = usdt_context(pid, source, spec.provider, names, slots, ref_ctrs)
         except Exception as exc:
             raise ProbeError(f"{spec.text}: enabling USDT failed: {_one_line(exc)}") from None
         # Filled after loading, from what bcc really attached (it resolves every location).
@@ -737,7 +769,12 @@ class ProbeEngine:
         """Switch a known row on or off: a map write now, never a recompilation."""
         with self._lock:
             row = self.rows[row_id]
-            if row.state in ("ended", "error") or row.module is None or row.module.closed:
+            if (
+                self._closed
+                or row.state in ("ended", "error")
+                or row.module is None
+                or row.module.closed
+            ):
                 raise ProbeError(f"{row.name}: cannot toggle a probe that is {row.state}")
             if enabled and row.state == "detached":
                 if row.unlinking:

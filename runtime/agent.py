@@ -34,12 +34,12 @@ from adaptyst_top.collectors.attach_account import AttachAccount
 from adaptyst_top.collectors.gpu_processes import visible_to
 from adaptyst_top.collectors.held_processes import HeldProcesses
 from adaptyst_top.collectors.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
-from adaptyst_top.collectors.slurm_jobs import job_of
+from adaptyst_top.collectors.pinned_files import PinnedFiles
 from adaptyst_top.collectors.snapshot import ProbeRef
 from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_bounds import crowded, room_refusal
-from adaptyst_top.runtime.agent_listing import list_for
+from adaptyst_top.runtime.agent_listing import candidates_for, list_for
 from adaptyst_top.runtime.agent_settings import AgentSettings
 from adaptyst_top.runtime.agent_socket import listen, watch_hangup
 from adaptyst_top.runtime.authorization import (
@@ -48,8 +48,8 @@ from adaptyst_top.runtime.authorization import (
     hold_and_check,
     job_refusal,
     may_probe,
-    may_read,
     peer_of,
+    pin_file,
     spec_refusal,
     still_theirs,
 )
@@ -238,12 +238,17 @@ class Agent:
                     if why := still_theirs(client.peer, client.target, pid):
                         raise ActionError(why)
                 if kind == "add":
-                    self._check_spec(client.peer, spec, client.session.pid)
+                    s = client.session
+                    self._check_spec(client.peer, spec, s.pid, s.options.pinned)
                     self._check_room(client.peer, [spec])
                     source.add(spec)
                     return proto.encode("ok")
                 if kind == "candidates":
-                    found = source.candidates()
+                    found = (
+                        source.candidates()
+                        if client.peer.privileged
+                        else candidates_for(client.peer, client.session.pid)
+                    )
                     return proto.encode(
                         "ok",
                         specs=[c.spec for c in found],
@@ -283,24 +288,42 @@ class Agent:
             )
         if pid is not None and (why := hold_and_check(peer, client.target, pid)):
             raise SessionError(why)
-        for spec in probes:
-            self._check_spec(peer, spec, pid)
-        self._check_room(peer, probes)
-        if command_path is not None and (why := may_read(peer, command_path)):
-            raise SessionError(why)
-        opts = SessionOptions(
-            pid=pid,
-            job=job,
-            # Each process that joins (a child, a job's new task) is asked for again.
-            admit=None if peer.privileged else partial(may_probe, peer, settle_s=EXEC_SETTLE_S),
-            probes=probes,
-            budget=budget,
-            enforce_budget=bool(msg.get("enforce_budget")),
-            max_probes=max_probes,
-            command_path=command_path,
-            owner=peer.uid,  # users take turns at the compiler
-            account=None if peer.privileged else self._account(peer),
-        )
+        pinned = None if peer.privileged else PinnedFiles()  # a user's files, opened as them
+        try:
+            for spec in probes:
+                self._check_spec(peer, spec, pid, pinned)
+            self._check_room(peer, probes)
+            if command_path is not None and (why := pin_file(peer, command_path, None, pinned)):
+                raise SessionError(why)
+            session = self._start(
+                client,
+                SessionOptions(
+                    pid=pid,
+                    job=job,
+                    # Each process that joins (a child, a job's new task) is asked again.
+                    admit=None
+                    if peer.privileged
+                    else partial(may_probe, peer, settle_s=EXEC_SETTLE_S),
+                    probes=probes,
+                    budget=budget,
+                    enforce_budget=bool(msg.get("enforce_budget")),
+                    max_probes=max_probes,
+                    command_path=command_path,
+                    owner=peer.uid,  # users take turns at the compiler
+                    account=None if peer.privileged else self._account(peer),
+                    confine_uid=None if peer.privileged else peer.uid,
+                    pinned=pinned,
+                ),
+            )
+        except BaseException:
+            if pinned is not None:
+                pinned.close()
+            raise
+        with client.lock:
+            client.session = session
+        return proto.encode("ok")
+
+    def _start(self, client: Client, opts: SessionOptions) -> Session:
         done = threading.Event()
         watcher = threading.Thread(
             target=watch_hangup, args=(client.conn, opts.cancel, done), daemon=True
@@ -311,12 +334,10 @@ class Agent:
         finally:
             done.set()
         # The PID could have changed hands while the probes attached: asked again.
-        if pid is not None and (why := may_probe(peer, pid)):
+        if opts.pid is not None and (why := may_probe(client.peer, opts.pid)):
             session.close()
             raise SessionError(why)
-        with client.lock:
-            client.session = session
-        return proto.encode("ok")
+        return session
 
     def _account(self, peer: Peer) -> AttachAccount:
         with self._lock:
@@ -330,30 +351,17 @@ class Agent:
         ):
             raise SessionError(why)
 
-    def _check_spec(self, peer: Peer, text: str, pid: int | None) -> None:
-        if why := spec_refusal(peer, text, pid):
+    def _check_spec(
+        self, peer: Peer, text: str, pid: int | None, pinned: PinnedFiles | None
+    ) -> None:
+        if why := spec_refusal(peer, text, pid, pinned):
             raise SessionError(why)
-
-    # ----- what the metrics show --------------------------------------------------------
 
     def probe_sources(self) -> list[ProbeSource]:
         """Each client's probes as they were last read, with whose and which job."""
         with self._lock:
-            clients = list(self.clients)
-        out = []
-        for c in clients:
-            s = c.session
-            if s is None or s.engine is None:
-                continue
-            job = s.options.job or (job_of(s.pid) if s.pid is not None else None)
-            out.append(
-                ProbeSource(
-                    c.peer.who, job, s.engine.snapshot_rows(with_hist=True), s.engine.overhead_share
-                )
-            )
-        return out
-
-    # ----- the guard -------------------------------------------------------------------------
+            live = [(c.peer.who, c.session) for c in self.clients if c.session is not None]
+        return [p for who, s in live if (p := ProbeSource.of(who, s)) is not None]
 
     def _guard(self) -> None:
         """Probes end as soon as their process is no longer the user's to probe."""

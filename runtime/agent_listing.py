@@ -1,17 +1,38 @@
-"""The agent's answer to `list`: the functions and USDT probes of a process or file
-that this user may probe."""
+"""The agent's answers to `list` and to the picker (`candidates`): the functions and
+USDT probes of a process or file that this user may probe, read from files opened as
+that user, the process asked about again once they are open."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from adaptyst_top.collectors.elf_info import NotELFError
-from adaptyst_top.collectors.targets import TargetError, resolve_target
+from adaptyst_top.collectors.targets import TargetError, mapped_files, resolve_target
 from adaptyst_top.runtime import agent_protocol as proto
-from adaptyst_top.runtime.authorization import Peer, may_probe, may_read
-from adaptyst_top.runtime.listing import entry_policy, list_objects
+from adaptyst_top.runtime.authorization import Peer, may_probe, open_for, unreadable
+from adaptyst_top.runtime.listing import Candidate, candidates, entry_policy, list_objects
 from adaptyst_top.runtime.session import SessionError
+
+
+@contextlib.contextmanager
+def opened_as(peer: Peer, paths: list[str]) -> Iterator[dict[str, str] | None]:
+    """Where each of PATHS is read for PEER: the descriptors opened as them (paths they
+    may not read are left out), closed at the end; None for root and the admin group."""
+    if peer.privileged:
+        yield None
+        return
+    fds, why = open_for(peer, paths)
+    if why is not None:
+        raise SessionError(why)
+    try:
+        yield {p: f"/proc/self/fd/{fd}" for p, fd in zip(paths, fds, strict=True) if fd is not None}
+    finally:
+        for fd in fds:
+            if fd is not None:
+                os.close(fd)
 
 
 def list_for(peer: Peer, msg: dict[str, Any]) -> bytes:
@@ -25,14 +46,33 @@ def list_for(peer: Peer, msg: dict[str, Any]) -> bytes:
     if pid is not None and (why := may_probe(peer, pid)):
         raise SessionError(why)
     try:
-        if binary is not None:
-            if "/" in binary and not os.path.isabs(binary):
-                raise SessionError(f"{binary}: give the agent an absolute path")
-            binary = binary if os.path.isabs(binary) else resolve_target(binary)
-            if why := may_read(peer, binary):
-                raise SessionError(why)
+        if binary is not None and "/" in binary and not os.path.isabs(binary):
+            raise SessionError(f"{binary}: give the agent an absolute path")
+        if binary is not None and not os.path.isabs(binary):
+            binary = resolve_target(binary)  # a library or program name: nothing private
+        paths = [binary] if binary is not None else mapped_files(pid)  # type: ignore[arg-type]
         policy = entry_policy() if functions else None
-        objects = list_objects(pid, binary, pattern, functions, usdt, every, policy)
+        with opened_as(peer, paths) as sources:
+            if binary is not None and sources is not None and binary not in sources:
+                raise SessionError(unreadable(binary))
+            if pid is not None and (why := may_probe(peer, pid)):
+                raise SessionError(why)  # the PID changed hands while its files opened
+            objects = list_objects(pid, binary, pattern, functions, usdt, every, policy, sources)
     except (TargetError, NotELFError, OSError) as exc:
         raise SessionError(str(exc)) from None
     return proto.encode("ok", objects=objects, policy_known=policy is not None)
+
+
+def candidates_for(peer: Peer, pid: int | None) -> list[Candidate]:
+    """The picker's list for a session of PEER's on PID: what its process maps, read
+    as PEER (whose process it was asked to be just before)."""
+    if pid is None:
+        return []
+    try:
+        files = mapped_files(pid)
+    except TargetError:
+        return []
+    with opened_as(peer, files) as sources:
+        if may_probe(peer, pid) is not None:
+            return []
+        return candidates(files, pid, entry_policy(), sources)

@@ -21,14 +21,17 @@ import time
 from dataclasses import dataclass
 
 from adaptyst_top.collectors.held_processes import HeldProcesses
+from adaptyst_top.collectors.pinned_files import PinnedFiles
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.slurm_jobs import JobError, job_info
 from adaptyst_top.collectors.targets import (
     CONTAINER_PATH,
     TargetError,
+    mount_root,
     process_start,
     resolve_target,
 )
+from adaptyst_top.runtime.open_as_user import NotOpened, open_as
 
 SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux 4.13; Python names it in 3.13
 
@@ -145,37 +148,15 @@ def still_theirs(peer: Peer, held: HeldProcesses, pid: int | None) -> str | None
     return may_probe(peer, pid)
 
 
-def may_read(peer: Peer, path: str) -> str | None:
-    """None when PEER could read PATH itself (every folder on the way searchable, the
-    file readable, by the owner, group and other bits); else why not, in one line, the
-    same whether the file is missing or hidden from them (the agent looks as root: a
-    different answer would tell a user which files exist in folders they cannot read)."""
-    if peer.privileged:
-        return None
-    inside = CONTAINER_PATH.match(path)
-    if inside:
-        return _may_read_inside(peer, path, f"/proc/{inside[1]}/root", inside[2])
-    real = os.path.realpath(path)
-    parts = real.split("/")
-    try:
-        for depth in range(1, len(parts)):
-            folder = "/".join(parts[:depth]) or "/"
-            if not _allowed(peer, os.stat(folder), stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH):
-                return unreadable(path)
-        ok = _allowed(peer, os.stat(real), stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
-    except OSError:
-        return unreadable(path)
-    return None if ok else unreadable(path)
-
-
 def unreadable(path: str) -> str:
     return f"{path}: no such file, or one you may not read, so you may not probe it"
 
 
 def _may_read_inside(peer: Peer, path: str, root: str, inner: str) -> str | None:
-    """may_read() for a file in a container's tree, component by component and never
-    through a symbolic link: an absolute link there would be followed from the host's
-    root (the agent's), to a file the container never had."""
+    """Whether PEER could read a file in a container's tree, component by component and
+    never through a symbolic link: an absolute link there would be followed from the
+    host's root (the agent's), to a file the container never had. (The file is then
+    opened as the user all the same: this only says why not, and keeps to the tree.)"""
     parts = inner.split("/")
     for depth in range(2, len(parts) + 1):
         here = root + "/".join(parts[:depth])
@@ -204,9 +185,11 @@ def _allowed(peer: Peer, st: os.stat_result, user: int, group: int, other: int) 
     return bool(st.st_mode & other)
 
 
-def spec_refusal(peer: Peer, text: str, pid: int | None) -> str | None:
+def spec_refusal(
+    peer: Peer, text: str, pid: int | None, pinned: PinnedFiles | None = None
+) -> str | None:
     """Why a spec may not be asked for (malformed, or naming a file the user could not
-    read); None when it may."""
+    read); None when it may, its file then held open in PINNED."""
     try:
         spec = parse_spec(text)
     except ProbeSpecError as exc:
@@ -215,12 +198,43 @@ def spec_refusal(peer: Peer, text: str, pid: int | None) -> str | None:
         return None
     if "/" in spec.target and not os.path.isabs(spec.target):
         return f"{text}: give the agent an absolute path"
+    return pin_file(peer, spec.target, pid, pinned)
+
+
+def pin_file(peer: Peer, target: str, pid: int | None, pinned: PinnedFiles | None) -> str | None:
+    """Open the file TARGET names (a path, or a library or program name as the engine
+    resolves it, for PID) as PEER, and hold it in PINNED; None when done, else why not,
+    the same whether it is missing or hidden from them."""
     try:
-        path = resolve_target(spec.target, pid)
+        if "/" in target and not (pid is not None and mount_root(pid)):
+            path = target  # resolved by the kernel, as the user: no look as root first
+        else:
+            path = resolve_target(target, pid)
     except TargetError as exc:
         # A path: missing or hidden answer alike. A library name: nothing private in it.
-        return unreadable(spec.target) if "/" in spec.target else str(exc)
-    return may_read(peer, path)
+        return unreadable(target) if "/" in target else str(exc)
+    if (inside := CONTAINER_PATH.match(path)) and (
+        why := _may_read_inside(peer, target, f"/proc/{inside[1]}/root", inside[2])
+    ):
+        return why
+    fds, why = open_for(peer, [path])
+    if why is not None:
+        return why
+    if fds[0] is None:
+        return unreadable(target)
+    if pinned is None:
+        os.close(fds[0])
+    else:
+        pinned.pin(target, fds[0])
+    return None
+
+
+def open_for(peer: Peer, paths: list[str]) -> tuple[list[int | None], str | None]:
+    """PATHS opened as PEER (None where they may not read it), or why none was."""
+    try:
+        return open_as(peer.uid, peer.gid, sorted(peer.groups), paths), None
+    except NotOpened as exc:
+        return [], str(exc)
 
 
 def job_refusal(peer: Peer, job: str) -> str | None:

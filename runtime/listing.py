@@ -42,20 +42,30 @@ class Candidate:
         return cls(spec, inert(label), inert(refused) if isinstance(refused, str) else None)
 
 
-def candidates(files: list[str], pid: int | None, policy: EntryPolicy | None) -> list[Candidate]:
+def candidates(
+    files: list[str],
+    pid: int | None,
+    policy: EntryPolicy | None,
+    sources: dict[str, str] | None = None,
+) -> list[Candidate]:
     """Every function of FILES (in their order: the executable first, then the libraries
-    it maps) and every USDT probe in them, with the refused ones marked."""
+    it maps) and every USDT probe in them, with the refused ones marked. SOURCES: where
+    each file is read (the agent's descriptors opened as its user; a file without one is
+    left out), when not at its path."""
     out: list[Candidate] = []
     for path in files:
+        source = path if sources is None else sources.get(path)
+        if source is None:
+            continue
         try:
-            info = read_elf(path)
+            info = read_elf(source)
         except (OSError, ValueError):
             continue
         for f in info.functions:
             shown = demangle(f.name)
             if shown.cold:
                 continue  # the split-off unlikely branch of a function, not a function
-            refused = _function(path, info, f, policy, pid).get("refused")
+            refused = _function(path, info, f, policy, pid, source).get("refused")
             label = inert(f"{path}:{shown.display}")
             out.append(Candidate(f"uprobe:{path}:{f.name}", label, refused))
         seen: set[tuple[str, str]] = set()
@@ -75,7 +85,12 @@ def entry_policy() -> EntryPolicy | None:
 
 
 def _function(
-    path: str, info: ElfInfo, f: FunctionSymbol, policy: EntryPolicy | None, pid: int | None
+    path: str,
+    info: ElfInfo,
+    f: FunctionSymbol,
+    policy: EntryPolicy | None,
+    pid: int | None,
+    source: str | None = None,
 ) -> dict[str, Any]:
     name = demangle(f.name)
     out: dict[str, Any] = {"name": name.display, "address": f.address, "size": f.size}
@@ -84,7 +99,7 @@ def _function(
         out["symbol"] = f.name  # as the ELF file has it
     if policy is not None:
         try:
-            planned = plan_function(path, info, f, policy.refusal, pid)
+            planned = plan_function(path, info, f, policy.refusal, pid, source)
             out["entry"], out["refused"] = planned.entry, planned.refused
         except IfuncError as exc:
             out["entry"], out["refused"] = None, str(exc)
@@ -98,12 +113,14 @@ def describe(
     usdt: bool,
     policy: EntryPolicy | None = None,
     pid: int | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
-    info = read_elf(path)
+    """What `list` says of one file; SOURCE: where it is read, when not at PATH."""
+    info = read_elf(source or path)
     entry: dict[str, Any] = {"path": path, "stripped": info.stripped}
     if functions:
         entry["functions"] = [
-            _function(path, info, f, policy, pid)
+            _function(path, info, f, policy, pid, source)
             for f in info.functions
             if matches(demangle(f.name), pattern)
         ]
@@ -138,19 +155,27 @@ def list_objects(
     usdt: bool,
     every_object: bool,
     policy: EntryPolicy | None,
+    sources: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """`list --json`'s objects. TargetError, NotELFError, OSError say what is wrong."""
+    """`list --json`'s objects. TargetError, NotELFError, OSError say what is wrong.
+    SOURCES: where each file is read (see candidates()), when not at its path."""
     if pid is not None:
         check_pid(pid)
         root = mount_root(pid)
         objects = []
         for i, path in enumerate(mapped_files(pid)):
-            d = describe(path, pattern, functions and (every_object or i == 0), usdt, policy, pid)
+            source = path if sources is None else sources.get(path)
+            if source is None:
+                continue
+            want = functions and (every_object or i == 0)
+            d = describe(path, pattern, want, usdt, policy, pid, source)
             if root:  # a container's process: its paths as it sees them, what specs name
                 d["path"], d["container_root"] = path[len(root) :], root
             objects.append(d)
         return objects
     assert binary is not None
     # A file here first; else a library or program name, resolved like bcc's tplist -l.
+    if sources is not None:
+        return [describe(binary, pattern, functions, usdt, policy, None, sources[binary])]
     path = binary if os.path.isfile(binary) else resolve_target(binary)
     return [describe(path, pattern, functions, usdt, policy)]

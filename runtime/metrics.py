@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -35,11 +35,15 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from adaptyst_top.collectors.histogram import bucket_bounds
+from adaptyst_top.collectors.slurm_jobs import job_of
 from adaptyst_top.collectors.snapshot import DeviceReading, ProbeEntry
 from adaptyst_top.placement.loop import TASK_PROBE_NAME, device_power
 from adaptyst_top.placement.task_keys import parse_key
 from adaptyst_top.runtime.agent_settings import AgentSettings
 from adaptyst_top.runtime.job_energy import JobEnergy
+
+if TYPE_CHECKING:
+    from adaptyst_top.runtime.session import Session
 
 ProbeExport = Literal["none", "jobs", "all"]
 DEFAULT_PROBE_EXPORT: ProbeExport = cast(ProbeExport, AgentSettings.probe_metrics)
@@ -67,6 +71,16 @@ class ProbeSource:
     job: str | None
     probes: Sequence[ProbeEntry]
     overhead_share: float | None
+
+    @classmethod
+    def of(cls, user: str, session: Session) -> ProbeSource | None:
+        """USER's SESSION's probes as last read (None before it has an engine)."""
+        engine = session.engine
+        if engine is None:
+            return None
+        pid = session.pid
+        job = session.options.job or (job_of(pid) if pid is not None else None)
+        return cls(user, job, engine.snapshot_rows(with_hist=True), engine.overhead_share)
 
 
 def node_name() -> str:

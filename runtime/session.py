@@ -19,6 +19,7 @@ from adaptyst_top.collectors.devices import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.collectors.launcher import HeldCommand, LaunchError
 from adaptyst_top.collectors.overhead import CostTable
+from adaptyst_top.collectors.pinned_files import PinnedFiles
 from adaptyst_top.collectors.probe_engine import (
     ATTACH_S_PER_POINT,
     DEFAULT_BUDGET,
@@ -67,6 +68,8 @@ class SessionOptions:
     max_probes: int = DEFAULT_MAX_ATTACH
     owner: Hashable = None  # whose turn at the compiler (the agent: a user's uid)
     account: AttachAccount | None = None  # the owner's bound across their sessions
+    confine_uid: int | None = None  # hits count only in this user's own processes
+    pinned: PinnedFiles | None = None  # the only files specs may name (the engine closes them)
     attach_timeout: float = 120.0
     child_stdout: IO[Any] | int | None = None
     child_stderr: IO[Any] | int | None = None
@@ -235,6 +238,8 @@ def new_engine(
         max_attach=opts.max_probes,
         owner=opts.owner,
         account=opts.account,
+        confine_uid=opts.confine_uid,
+        pinned=opts.pinned,
         costs=costs,
         budget=opts.budget,
         enforce_budget=opts.enforce_budget,

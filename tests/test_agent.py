@@ -294,11 +294,13 @@ def test_another_users_or_roots_process_is_refused_naming_the_rule(
 def test_node_wide_and_unreadable_files_are_refused(
     agent: Agent, users: tuple[User, User], shared: Path
 ) -> None:
-    alice, _ = users
+    alice, bob = users
     secret = shared / "secret"
     secret.mkdir(mode=0o700)
     shutil.copy(shared / "workload", secret / "workload")
     target = workload_as(alice, shared / "workload")
+    bobs = workload_as(bob, shared / "workload")
+    bobs_exe = f"/proc/{bobs.pid}/exe"  # names bob's program for root, not for alice
 
     def client(up: int, _down: int) -> None:
         answers = []
@@ -306,6 +308,7 @@ def test_node_wide_and_unreadable_files_are_refused(
             (None, f"uprobe:{shared / 'workload'}:fast_fn"),
             (target.pid, f"uprobe:{secret / 'workload'}:fast_fn"),
             (target.pid, f"uprobe:{secret / 'nothing'}:fast_fn"),  # missing: the same answer
+            (target.pid, f"uprobe:{bobs_exe}:fast_fn"),
         ):
             conn = AgentConnection(str(agent.path))
             try:
@@ -318,14 +321,16 @@ def test_node_wide_and_unreadable_files_are_refused(
 
     try:
         c = AsUser(alice, client)
-        node_wide, unreadable, missing = c.read()["answers"]  # type: ignore[misc]
+        node_wide, unreadable, missing, exe = c.read()["answers"]  # type: ignore[misc]
         assert "node-wide probes are for root" in node_wide
         assert "you may not read" in unreadable
         assert unreadable.replace("workload", "X") == missing.replace("nothing", "X")
+        assert unreadable.replace(str(secret / "workload"), "X") == exe.replace(bobs_exe, "X")
         assert c.wait() == 0
     finally:
-        target.kill()
-        target.wait()
+        for p in (target, bobs):
+            p.kill()
+            p.wait()
         shutil.rmtree(secret)
 
 

@@ -15,7 +15,7 @@ import pytest
 from adaptyst_top.collectors.probe_engine import ProbeEngine
 from adaptyst_top.collectors.snapshot import ProbeEntry
 from adaptyst_top.collectors.targets import TargetError, mount_root, resolve_target
-from adaptyst_top.runtime.authorization import Peer, may_read
+from adaptyst_top.runtime.authorization import Peer, pin_file
 from adaptyst_top.runtime.listing import list_objects
 
 from .bpf_objects import none_left
@@ -103,9 +103,8 @@ def test_the_agent_checks_a_containers_file_without_following_its_links(
     # agent would read the host's /etc/shadow for a user who cannot.
     # The owner of the test's folders (pytest's are 0700), taken as an ordinary user.
     user = Peer(pid=1, uid=0, gid=0, groups=frozenset({0}), privileged=False)
-    root = mount_root(contained.pid)
-    assert may_read(user, root + str(contained.binary)) is None  # 0755, as copied
-    why = may_read(user, root + str(contained.binary.parent / "shadow"))
+    assert pin_file(user, str(contained.binary), contained.pid, None) is None  # 0755, as copied
+    why = pin_file(user, str(contained.binary.parent / "shadow"), contained.pid, None)
     assert why is not None and "symbolic link" in why
 
 

@@ -1,0 +1,49 @@
+"""The files a session may read, held open from the moment they were checked: the
+agent opens each file a user's spec names as that user, and the engine reads its
+symbols and attaches its probes through that descriptor (/proc/self/fd/N), never
+through the path again."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from adaptyst_top.collectors.targets import TargetError
+
+
+class PinnedFiles:
+    """Spec targets (as the spec names them) and the descriptors opened for them."""
+
+    def __init__(self) -> None:
+        self._fds: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def pin(self, target: str, fd: int) -> None:
+        """Hold FD for TARGET (a descriptor held for it already is kept: the first check
+        stands, and the engine may be reading it)."""
+        with self._lock:
+            if self._closed or target in self._fds:
+                os.close(fd)
+                return
+            self._fds[target] = fd
+
+    def has(self, target: str) -> bool:
+        with self._lock:
+            return target in self._fds
+
+    def source(self, target: str) -> tuple[str, str]:
+        """(the file's path as the kernel names it now, the path that reads that very
+        file). TargetError when TARGET was never checked for this session."""
+        with self._lock:
+            fd = self._fds.get(target)
+        if fd is None:
+            raise TargetError(f"{target}: not checked for this session")
+        opened = f"/proc/self/fd/{fd}"
+        return os.readlink(opened), opened
+
+    def close(self) -> None:
+        with self._lock:
+            fds, self._fds, self._closed = list(self._fds.values()), {}, True
+        for fd in fds:
+            os.close(fd)

@@ -1,0 +1,134 @@
+"""A path a user names is opened as that user, once, and read and probed through that
+descriptor: a symbolic link the user swaps between their own program and another
+user's private library, as fast as they can, never gets them a symbol of the other
+user's file, in `list --binary`, in `add`, or in the picker's list."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+
+from . import test_agent
+from .conftest import requires_root
+from .test_agent import Agent, AsUser, User, hear, say, workload_as
+
+pytestmark = [pytest.mark.ebpf, requires_root]
+agent, shared, users = test_agent.agent, test_agent.shared, test_agent.users  # fixtures
+PRIVATE = "cbrt"  # a function of the other user's library only
+FLIP = """
+import os, sys, time
+folder, targets = sys.argv[1], sys.argv[2:]
+i = 0
+while True:
+    os.symlink(targets[i % 2], f"{folder}/next")
+    os.replace(f"{folder}/next", f"{folder}/lnk")
+    i += 1
+    if i % 64 == 0:
+        time.sleep(0.0005)
+"""
+
+
+@pytest.fixture
+def swapped(shared: Path, users: tuple[User, User]) -> Iterator[Path]:
+    """alice's folder with a link alice keeps swapping between her own program and bob's
+    copy of libm in bob's 0700 folder."""
+    alice, bob = users
+    theirs = shared / "bob-private"
+    theirs.mkdir()
+    shutil.copy("/lib/x86_64-linux-gnu/libm.so.6", theirs / "libm.so.6")
+    for p in (theirs, theirs / "libm.so.6"):
+        os.chown(p, bob.uid, bob.gid)
+    theirs.chmod(0o700)
+    mine = shared / "alice-links"
+    mine.mkdir()
+    os.chown(mine, alice.uid, alice.gid)
+    flipper = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            FLIP,
+            str(mine),
+            str(shared / "workload"),
+            str(theirs / "libm.so.6"),
+        ],
+        user=alice.uid,
+        group=alice.gid,
+        extra_groups=[],
+    )
+    try:
+        time.sleep(0.2)
+        yield mine / "lnk"
+    finally:
+        flipper.kill()
+        flipper.wait()
+        shutil.rmtree(mine, ignore_errors=True)
+        shutil.rmtree(theirs, ignore_errors=True)
+
+
+def test_list_binary_reads_only_what_the_user_opened(
+    agent: Agent, users: tuple[User, User], swapped: Path
+) -> None:
+    alice, _ = users
+
+    def client(up: int, down: int) -> None:
+        names: set[str] = set()
+        refused = listed = 0
+        conn = AgentConnection(str(agent.path))
+        for _ in range(300):
+            try:
+                objects, _ = conn.list_objects(
+                    {"binary": str(swapped), "pid": None, "functions": True, "usdt": False}
+                )
+            except AgentRefused:
+                refused += 1
+                continue
+            listed += 1
+            names.update(f["name"] for o in objects for f in o.get("functions", []))
+        say(up, leaked=PRIVATE in names, ours="fast_fn" in names, refused=refused, listed=listed)
+
+    c = AsUser(alice, client)
+    said = c.read()
+    assert c.wait() == 0
+    assert said["leaked"] is False, said
+    assert said["ours"] is True and said["listed"] > 0, said  # the race was run
+
+
+def test_add_attaches_only_to_what_the_user_opened(
+    agent: Agent, users: tuple[User, User], shared: Path, swapped: Path
+) -> None:
+    alice, _ = users
+    target = workload_as(alice, shared / "workload")
+
+    def client(up: int, down: int) -> None:
+        conn = AgentConnection(str(agent.path))
+        conn.open(target.pid, [f"uprobe:{shared / 'workload'}:fast_fn"], 0.02, False, 1000)
+        refused = 0
+        for _ in range(40):
+            try:
+                conn.add(f"uprobe:{swapped}:{PRIVATE}")
+            except AgentRefused:
+                refused += 1
+        time.sleep(1.0)  # the adds build in the background
+        snap = conn.snapshot(with_hist=False)
+        attached = [p.name for p in snap.probes if p.state == "attached"]
+        say(up, attached=attached, refused=refused)
+        hear(down)
+
+    try:
+        c = AsUser(alice, client)
+        said = c.read()
+        c.tell()
+        assert c.wait() == 0
+        assert said["attached"] == ["fast_fn"], said
+    finally:
+        target.kill()
+        target.wait()
