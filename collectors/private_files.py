@@ -14,9 +14,11 @@ import atexit
 import contextlib
 import errno
 import os
+import secrets
 import shutil
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -119,18 +121,11 @@ def open_for_writing(path: str, mode: int = 0o644) -> int:
     in a folder another user can write (theirs, or /tmp), a symbolic link is refused,
     not followed, and an existing file must be ours, a plain file with one name. A FIFO
     without a reader is an error, not a wait."""
-    parts = [p for p in os.path.abspath(path).split("/") if p]
-    if not parts:
-        raise UnsafePathError(f"{path}: not a file")
-    folder = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    folder, name = _folder_of(path)
     try:
-        for name in parts[:-1]:
-            nxt = _open_in(folder, name, os.O_RDONLY | os.O_DIRECTORY, path)
-            os.close(folder)
-            folder = nxt
         hostile = _others_may_write(os.fstat(folder))
         flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
-        fd = _open_in(folder, parts[-1], flags | (0 if hostile else os.O_TRUNC), path, mode)
+        fd = _open_in(folder, name, flags | (0 if hostile else os.O_TRUNC), path, mode)
     finally:
         os.close(folder)
     try:
@@ -149,6 +144,61 @@ def open_for_writing(path: str, mode: int = 0o644) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _folder_of(path: str) -> tuple[int, str]:
+    """PATH's folder, opened a folder at a time from / (see open_for_writing), and the
+    name in it."""
+    parts = [p for p in os.path.abspath(path).split("/") if p]
+    if not parts:
+        raise UnsafePathError(f"{path}: not a file")
+    folder = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in parts[:-1]:
+            nxt = _open_in(folder, name, os.O_RDONLY | os.O_DIRECTORY, path)
+            os.close(folder)
+            folder = nxt
+    except BaseException:
+        os.close(folder)
+        raise
+    return folder, parts[-1]
+
+
+@dataclass
+class Replacement:
+    """A file written under a new name beside PATH and renamed over it by commit(): a
+    write that fails or is cut short leaves PATH as it was (or absent)."""
+
+    fd: int
+    folder: int
+    temp: str
+    name: str
+
+    def commit(self) -> None:
+        try:
+            os.rename(self.temp, self.name, src_dir_fd=self.folder, dst_dir_fd=self.folder)
+        finally:
+            os.close(self.folder)
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.temp, dir_fd=self.folder)
+        os.close(self.folder)
+
+
+def open_for_replacing(path: str, mode: int = 0o644) -> Replacement:
+    """A Replacement for PATH: a new file of a name no one could guess, created (never
+    opened: O_EXCL) in PATH's folder, walked to as open_for_writing does. The rename
+    replaces the name itself: a link planted at PATH is replaced, never followed."""
+    folder, name = _folder_of(path)
+    try:
+        temp = f".{name}.{secrets.token_hex(8)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temp, flags, mode, dir_fd=folder)
+    except BaseException:
+        os.close(folder)
+        raise
+    return Replacement(fd, folder, temp, name)
 
 
 def _open_in(folder: int, name: str, flags: int, path: str, mode: int = 0o777) -> int:

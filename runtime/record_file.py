@@ -8,13 +8,16 @@ them by their first bytes, not their names.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import stat
+from collections.abc import Iterator
 from typing import IO, BinaryIO
 
 import zstandard
 
-from adaptyst_top.collectors.private_files import open_for_writing
+from adaptyst_top.collectors.private_files import open_for_replacing, open_for_writing
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZSTD_LEVEL = 6  # ~25x on snapshot lines at a few ms per second of a 200-row run
@@ -24,7 +27,46 @@ def open_output(path: str) -> IO[str]:
     """The record file, compressed when PATH ends in .zst. In a folder another user may
     write to (/tmp, a user's folder for root), a symlink planted there is refused rather
     than followed (collectors/private_files.py)."""
-    fd = open_for_writing(path)
+    return _text_out(open_for_writing(path), path)
+
+
+@contextlib.contextmanager
+def replaced_output(path: str) -> Iterator[IO[str]]:
+    """A file that takes PATH's place only when the block ends well (export: a failure or
+    an interruption leaves what was there). A FIFO or a device is written as it is."""
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        special = False  # absent (or unreadable: the walk says why)
+    if special:
+        with open_output(path) as out:
+            yield out
+        return
+    new = open_for_replacing(path)
+    try:
+        out = _text_out(new.fd, path)
+    except BaseException:
+        os.close(new.fd)
+        new.abort()
+        raise
+    try:
+        with out:
+            yield out
+    except BaseException:
+        new.abort()
+        raise
+    new.commit()
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether paths A and B name one file (a link, a hard link, or the very path)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _text_out(fd: int, path: str) -> IO[str]:
     if not path.endswith(".zst"):
         return os.fdopen(fd, "w")
     raw = os.fdopen(fd, "wb")

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, DURATION_RANGE
 from adaptyst_top.runtime.record import WriteInterrupted, record_snapshots
-from adaptyst_top.runtime.record_file import open_output
+from adaptyst_top.runtime.record_file import open_output, replaced_output, same_file
 from adaptyst_top.runtime.session import SessionError, child_output_for, open_session
 from adaptyst_top.tui.cli_common import (
     Parser,
@@ -152,21 +152,23 @@ def cmd_export(argv: Sequence[str]) -> int:
     args = export_parser().parse_args(argv)
     try:
         check_recording(args.file)
-        out: IO[str] = sys.stdout if args.out == "-" else open_output(args.out)
+        if args.out != "-" and same_file(args.file, args.out):
+            raise ValueError(f"{args.out}: that is the recording itself; export to another file")
     except (OSError, ValueError) as exc:
         print(f"adaptyst-top: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return 1
+    out = contextlib.nullcontext(sys.stdout) if args.out == "-" else replaced_output(args.out)
     try:
-        written, skipped = export_recording(args.file, out)
+        with out as f:
+            written, skipped = export_recording(args.file, f)
+            if not written:
+                raise ValueError("no snapshot in it")  # what was at --out stays
     except BrokenPipeError:
         return 0
-    except OSError as exc:
-        print(f"adaptyst-top: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        print(f"adaptyst-top: cannot export {args.file} to {args.out}: {why}", file=sys.stderr)
         return 1
-    finally:
-        if out is not sys.stdout:
-            with contextlib.suppress(OSError):
-                out.close()
     if skipped:
         print(f"adaptyst-top: skipped {skipped} malformed line(s) of {args.file}", file=sys.stderr)
-    return 0 if written else 1
+    return 0
