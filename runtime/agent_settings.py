@@ -8,18 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.limits import INTERVAL_RANGE
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from adaptyst_top.runtime.toml_file import read_toml
 
 DEFAULT_CONFIG = Path("/etc/adaptyst-top/agent.toml")
 PROBE_EXPORTS = ("none", "jobs", "all")
@@ -72,12 +67,7 @@ def load_settings(path: str | None) -> AgentSettings:
     file = Path(path) if path else DEFAULT_CONFIG
     if path is None and not file.exists():
         return AgentSettings()
-    try:
-        data = tomllib.loads(file.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{file}: {getattr(exc, 'strerror', None) or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{file}: {exc}") from None
+    _, data = read_toml(file)
     return settings_from(data, str(file))
 
 

@@ -17,18 +17,13 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.overhead import DEFAULT_BUDGET
 from adaptyst_top.runtime.limits import BUDGET_RANGE, DEFAULT_INTERVAL, INTERVAL_RANGE, check_range
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from adaptyst_top.runtime.toml_file import read_toml
 
 
 class ConfigError(ValueError):
@@ -117,10 +112,9 @@ def load_config(path: Path | None = None) -> Config:
     if not path.exists():
         return cfg
     try:
-        text = path.read_text()
-        data: dict[str, Any] = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        text, data = read_toml(path)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     cfg.path = path
 
     def where(key: str, table: str | None = None) -> str:

@@ -83,3 +83,39 @@ def test_the_one_engine_factory_passes_every_option(monkeypatch: pytest.MonkeyPa
         assert session.ensure_engine() is engine and session.hub.engine is engine
     finally:
         session.close()
+
+
+RECORDING = Path(__file__).parent / "data" / "recording.jsonl"
+DEEP = "a = " + "[" * 5000 + "]" * 5000 + "\n"
+
+
+@pytest.mark.parametrize("what", ["fifo", "deep", "huge", "folder"])
+@pytest.mark.parametrize("command", ["replay", "agent"])
+def test_a_config_that_is_not_one_is_one_line_and_no_wait(
+    tmp_path: Path, what: str, command: str
+) -> None:
+    """A FIFO with no writer once hung the monitor; 5,000 levels of nesting were a
+    traceback. Each is one line and exit status 1, at once."""
+    import os
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "config.toml"
+    if what == "fifo":
+        os.mkfifo(cfg)
+    elif what == "deep":
+        cfg.write_text(DEEP)
+    elif what == "huge":
+        cfg.write_text("# padding\n" * 200_000)
+    else:
+        cfg.mkdir()
+    argv = [str(RECORDING)] if command == "replay" else ["--socket", str(tmp_path / "s")]
+    done = subprocess.run(
+        [sys.executable, "-m", "adaptyst_top.tui.start", command, *argv, "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and str(cfg) in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
