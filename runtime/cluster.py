@@ -10,19 +10,23 @@ the Slurm job is read from either.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import math
+import socket
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from adaptyst_top.collectors.inert import inert
 
-QUERY_TIMEOUT_S = 5.0
+QUERY_TIMEOUT_S = 5.0  # a whole request, not each read
+# 2,000 nodes answer in ~300 kB a query; this is 50x that, and parses in well under 1 GB.
+MAX_ANSWER = 16 << 20
 LOOKBACK = "15m"  # how far back a node that stopped reporting is still listed
 STALE_AFTER_S = 30.0  # no sample for this long: stale
 # A failed scrape makes every series of its node stale at once: a job's node is still
@@ -48,36 +52,105 @@ class NodeRow:
 
 
 class Prometheus:
-    """Instant queries against Prometheus' HTTP API."""
+    """Instant queries against Prometheus' HTTP API. Each request has a total deadline
+    (a server that drips bytes is cut off, not waited for), an answer is at most
+    MAX_ANSWER bytes, and a series of the wrong shape is skipped and counted."""
 
     def __init__(self, url: str, timeout: float = QUERY_TIMEOUT_S) -> None:
-        parsed = urllib.parse.urlparse(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        try:
+            parsed = urllib.parse.urlparse(url)
+            port = parsed.port
+        except ValueError as exc:
+            raise ClusterError(f"--prometheus {url!r}: {exc}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ClusterError(f"--prometheus {url!r}: give http://HOST:PORT")
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self._https = parsed.scheme == "https"
+        self._host, self._port = parsed.hostname, port
+        self._base = parsed.path.rstrip("/")
+        self._open: set[http.client.HTTPConnection] = set()
+        self._lock = threading.Lock()
+        self.skipped = 0  # series of the wrong shape, since the caller last reset it
 
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
         params = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}"
+        body = self._get(f"{self._base}/api/v1/query?{urllib.parse.urlencode(params)}")
         try:
-            with urllib.request.urlopen(url, timeout=self.timeout) as r:
-                answer = json.loads(r.read())
-        except urllib.error.HTTPError as exc:
-            raise ClusterError(f"Prometheus at {self.url}: {exc.code} {exc.reason}") from None
-        except (OSError, ValueError) as exc:
-            raise ClusterError(f"Prometheus at {self.url}: {exc}") from None
+            answer = json.loads(body)
+        except (ValueError, RecursionError):
+            raise ClusterError(f"Prometheus at {self.url}: an answer that is not JSON") from None
         if not isinstance(answer, dict) or answer.get("status") != "success":
-            raise ClusterError(f"Prometheus at {self.url}: {answer.get('error', answer)}")
-        result = answer.get("data", {}).get("result", [])
+            why = answer.get("error") if isinstance(answer, dict) else None
+            raise ClusterError(f"Prometheus at {self.url}: {inert(str(why or 'not a success'))}")
+        data = answer.get("data")
+        result = data.get("result") if isinstance(data, dict) else None
         if not isinstance(result, list):
-            return []
+            raise ClusterError(f"Prometheus at {self.url}: an answer without a result list")
+        out = []
         for s in result:  # label values are any user's text (a job name, a function)
-            if isinstance(s, dict) and isinstance(s.get("metric"), dict):
-                s["metric"] = {str(k): inert(str(v)) for k, v in s["metric"].items()}
-        return result
+            if not isinstance(s, dict):
+                self.skipped += 1
+                continue
+            value = s.get("value")
+            if not (
+                isinstance(s.get("metric"), dict) and isinstance(value, list) and len(value) == 2
+            ):
+                self.skipped += 1
+                continue
+            metric = {str(k): inert(str(v)) for k, v in s["metric"].items()}
+            out.append({"metric": metric, "value": value})
+        return out
+
+    def _get(self, target: str) -> bytes:
+        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = kind(self._host, self._port, timeout=self.timeout)  # type: ignore[arg-type]
+        with self._lock:
+            self._open.add(conn)
+        late = threading.Event()
+        timer = threading.Timer(self.timeout, lambda: (late.set(), _cut(conn)))
+        timer.daemon = True
+        timer.start()
+        try:
+            conn.request("GET", target, headers={"Accept": "application/json"})
+            response = conn.getresponse()
+            if response.status != 200 and response.status not in (400, 422, 503):
+                raise ClusterError(
+                    f"Prometheus at {self.url}: {response.status} {inert(response.reason)}"
+                )
+            body = response.read(MAX_ANSWER + 1)
+        except (OSError, http.client.HTTPException) as exc:
+            if late.is_set():
+                raise ClusterError(
+                    f"Prometheus at {self.url}: no whole answer within {self.timeout:g} s"
+                ) from None
+            raise ClusterError(f"Prometheus at {self.url}: {exc}") from None
+        finally:
+            timer.cancel()
+            conn.close()
+            with self._lock:
+                self._open.discard(conn)
+        if len(body) > MAX_ANSWER:
+            raise ClusterError(
+                f"Prometheus at {self.url}: an answer larger than {MAX_ANSWER >> 20} MB"
+            )
+        return body
+
+    def abort(self) -> None:
+        """Cut every request under way (the view is quitting): they fail at once."""
+        with self._lock:
+            conns = list(self._open)
+        for conn in conns:
+            _cut(conn)
+
+
+def _cut(conn: http.client.HTTPConnection) -> None:
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _value(sample: dict[str, Any]) -> float | None:

@@ -6,6 +6,7 @@ Queries run on a thread worker; the table re-renders only the rows that changed.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -130,17 +131,24 @@ class ClusterApp(App[None]):
     @work(thread=True, exclusive=True, group="query")
     def refresh_now(self) -> None:
         start = time.monotonic()
+        self.prom.skipped = 0
         try:
             rows = read_cluster(self.prom, self.job, self.stale_after)
         except ClusterError as exc:
-            self.call_from_thread(self.set_status, str(exc))
+            with contextlib.suppress(RuntimeError):  # quitting: no app to tell
+                self.call_from_thread(self.set_status, str(exc))
             return
-        self.call_from_thread(self.show, rows, time.monotonic() - start)
+        with contextlib.suppress(RuntimeError):
+            self.call_from_thread(self.show, rows, time.monotonic() - start, self.prom.skipped)
+
+    async def action_quit(self) -> None:
+        self.prom.abort()  # a query under way ends now, not at its deadline
+        self.exit()
 
     def action_refresh_now(self) -> None:
         self.refresh_now()
 
-    def show(self, rows: Sequence[NodeRow], took_s: float = 0.0) -> None:
+    def show(self, rows: Sequence[NodeRow], took_s: float = 0.0, skipped: int = 0) -> None:
         self.rows = list(rows)
         for row in rows:
             cells, sort, style = node_cells(row)
@@ -154,7 +162,9 @@ class ClusterApp(App[None]):
             f"{took_s * 1000:.0f} ms",
         ]
         self.query_one("#header", TextLine).text = "  │  ".join(parts)
-        if not rows:
+        if skipped:
+            self.set_status(f"{skipped} series of the wrong shape in Prometheus' answers: skipped")
+        elif not rows:
             self.set_status(
                 f"no node runs job {self.job}" if self.job else "no adaptyst-top agent reports"
             )
