@@ -212,6 +212,9 @@ static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
     if (slot != NO_SLOT && fr->k.slot != slot) { no_entry(); return 0; }
     if (ret_sp && fr->sp && fr->sp + 8 != ret_sp) { no_entry(); return 0; }
     st->depth = depth;
+    /* A USDT END is not tied to its BEGIN's frame: a BEGIN before a setuid exec and an
+     * END in the program it became would time that program. Popped, not recorded. */
+    if (slot == NO_SLOT && !theirs()) return 0;
     struct skey k = fr->k;
     u64 delta = now - fr->ts;
     if (gated(k.slot)) return 0;   /* switched off while open: popped, not recorded */

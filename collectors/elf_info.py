@@ -215,7 +215,7 @@ def _opened(p: Path) -> BinaryIO:
         raise FileNotFoundError(f"{p}: no such file") from None
 
 
-_CACHE: OrderedDict[tuple[str, int, int, int, int], ElfInfo] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, int, int, int, int, int], ElfInfo] = OrderedDict()
 _CACHE_SIZE = 64
 _CACHE_LOCK = threading.Lock()
 
@@ -235,7 +235,8 @@ def read_elf(path: str | Path) -> ElfInfo:
             real = str(p.absolute())
         else:
             real = os.readlink(f"/proc/self/fd/{f.fileno()}")
-        key = (real, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        # ctime too: a file's owner can set its mtime back, not its ctime.
+        key = (real, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
         with _CACHE_LOCK:
             if (hit := _CACHE.get(key)) is not None:
                 _CACHE.move_to_end(key)

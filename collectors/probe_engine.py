@@ -162,6 +162,8 @@ class ProbeEngine:
         self.owner = owner
         self.account = account
         self.pinned = pinned
+        if pinned is not None:
+            pinned.handed_over = True
         try:
             self.confine = None if confine_uid is None else Confinement.of(confine_uid)
         except BTFError as exc:

@@ -316,7 +316,7 @@ class Agent:
                 ),
             )
         except BaseException:
-            if pinned is not None:
+            if pinned is not None and not pinned.handed_over:
                 pinned.close()
             raise
         with client.lock:

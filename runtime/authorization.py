@@ -224,8 +224,9 @@ def pin_file(peer: Peer, target: str, pid: int | None, pinned: PinnedFiles | Non
         return unreadable(target)
     if pinned is None:
         os.close(fds[0])
-    else:
-        pinned.pin(target, fds[0])
+    else:  # the path the kernel gives the file now; a container's as it was named
+        shown = path if inside else os.readlink(f"/proc/self/fd/{fds[0]}")
+        pinned.pin(target, fds[0], shown)
     return None
 
 

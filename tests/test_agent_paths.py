@@ -132,3 +132,58 @@ def test_add_attaches_only_to_what_the_user_opened(
     finally:
         target.kill()
         target.wait()
+
+
+def test_the_agents_own_descriptors_are_no_way_in(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    """The opening thread is the agent's: /proc/self/fd/N would reopen what the agent
+    holds for another user (bob's pinned library in his 0700 folder). Magic links are
+    never followed for a user."""
+    alice, bob = users
+    theirs = shared / "bob-only"
+    theirs.mkdir()
+    shutil.copy("/lib/x86_64-linux-gnu/libm.so.6", theirs / "libm.so.6")
+    for p in (theirs, theirs / "libm.so.6"):
+        os.chown(p, bob.uid, bob.gid)
+    theirs.chmod(0o700)
+    bobs = workload_as(bob, shared / "workload")
+
+    def bob_client(up: int, down: int) -> None:
+        conn = AgentConnection(str(agent.path))
+        conn.open(bobs.pid, [f"uprobe:{theirs / 'libm.so.6'}:{PRIVATE}"], 0.02, False, 1000)
+        say(up, ready=True)
+        hear(down)
+
+    def alice_client(up: int, down: int) -> None:
+        paths = [p for n in fds for p in (f"/proc/self/fd/{n}", f"/proc/{agent.proc.pid}/fd/{n}")]
+        seen = []
+        conn = AgentConnection(str(agent.path))
+        for path in paths:
+            try:
+                objects, _ = conn.list_objects(
+                    {"binary": path, "pid": None, "functions": True, "usdt": False}
+                )
+                seen += [f["name"] for o in objects for f in o.get("functions", [])]
+            except AgentRefused:
+                pass
+        say(up, leaked=PRIVATE in seen, tried=len(paths))
+
+    b = AsUser(bob, bob_client)
+    try:
+        assert b.read() == {"ready": True}
+        fd_dir = Path(f"/proc/{agent.proc.pid}/fd")
+        fds = [
+            n.name for n in fd_dir.iterdir() if os.readlink(n) == str(theirs / "libm.so.6")
+        ]
+        assert fds, "the agent holds bob's library open for his session"
+        a = AsUser(alice, alice_client)
+        said = a.read()
+        assert a.wait() == 0
+        assert said == {"leaked": False, "tried": 2 * len(fds)}
+        b.tell()
+        assert b.wait() == 0
+    finally:
+        bobs.kill()
+        bobs.wait()
+        shutil.rmtree(theirs, ignore_errors=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import grp
 import os
+import resource
 import signal
 import sys
 from collections.abc import Sequence
@@ -73,6 +74,11 @@ def cmd_agent(argv: Sequence[str]) -> int:
         print(f"adaptyst-top agent: admin_group {admin!r}: no such group", file=sys.stderr)
         return 1
     path = Path(args.socket or settings.socket)
+    # Every user's pinned files, probes and connections are descriptors of this one
+    # process: the soft limit (1024 under systemd) is raised to the hard one.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     try:
         agent = Agent(path, admin_gid, settings)
     except AgentError as exc:
