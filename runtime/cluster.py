@@ -110,7 +110,12 @@ class Prometheus:
         with self._lock:
             self._open.add(conn)
         late = threading.Event()
-        timer = threading.Timer(self.timeout, lambda: (late.set(), _cut(conn)))
+
+        def deadline() -> None:
+            late.set()
+            _cut(conn)
+
+        timer = threading.Timer(self.timeout, deadline)
         timer.daemon = True
         timer.start()
         try:

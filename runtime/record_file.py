@@ -1,8 +1,8 @@
 """Record files: JSON lines, plain or zstd-compressed (a name ending in `.zst`).
 
-A compressed recording is one zstd stream flushed at the end of every line (a block
-flush): a recording killed mid-run loses at most the line being written, and `replay`
-reads everything before it. Either kind is read back by `open_recording`, which knows
+A compressed recording is zstd flushed at the end of every line and cut into frames
+(runtime/zstd_frames.py): a recording killed mid-run loses at most the line being
+written, a damaged block its frame, and both are read past. Either kind is read back by `open_recording`, which knows
 them by their first bytes, not their names.
 """
 
@@ -18,8 +18,8 @@ from typing import IO, BinaryIO
 import zstandard
 
 from adaptyst_top.collectors.private_files import open_for_replacing, open_for_writing
+from adaptyst_top.runtime.zstd_frames import ZSTD_MAGIC, FramedWriter, FramesReader
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZSTD_LEVEL = 6  # ~25x on snapshot lines at a few ms per second of a 200-row run
 
 
@@ -70,38 +70,18 @@ def _text_out(fd: int, path: str) -> IO[str]:
     if not path.endswith(".zst"):
         return os.fdopen(fd, "w")
     raw = os.fdopen(fd, "wb")
-    # A line's flush ends a zstd block (the writer's default flush): readable up to there.
-    writer = zstandard.ZstdCompressor(level=ZSTD_LEVEL).stream_writer(raw, closefd=True)
-    return io.TextIOWrapper(writer, encoding="utf-8", line_buffering=True)  # type: ignore[arg-type]
+    # A line's flush ends a zstd block, every FRAME_LINES-th a frame (zstd_frames.py).
+    compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
+    writer = compressor.stream_writer(raw, closefd=True)
+    framed = FramedWriter(writer)  # flushed by the text layer at every line
+    return io.TextIOWrapper(framed, encoding="utf-8", line_buffering=True)  # type: ignore[type-var]
 
 
 def open_recording(path: str | os.PathLike[str]) -> BinaryIO:
-    """A recording's bytes, decompressed when it is a zstd stream (whatever its name); a
-    stream cut short (a killed `record`) reads to its last complete block."""
+    """A recording's bytes, decompressed when it is zstd (whatever its name); a stream
+    cut short (a killed `record`) reads to its last complete line, a damaged frame is
+    skipped and noted (zstd_frames.damage_of)."""
     raw = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     if raw.peek(4)[:4] != ZSTD_MAGIC:
         return raw
-    reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
-    return io.BufferedReader(_Tolerant(reader))  # type: ignore[arg-type]
-
-
-class _Tolerant(io.RawIOBase):
-    """A decompressing reader whose input may end inside a frame: that is the end."""
-
-    def __init__(self, reader: zstandard.ZstdDecompressionReader) -> None:
-        self.reader = reader
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        try:
-            data = self.reader.read(len(buffer))
-        except zstandard.ZstdError:
-            return 0  # a recording cut short: what came before stands
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self.reader.close()  # type: ignore[no-untyped-call]
-        super().close()
+    return io.BufferedReader(FramesReader(raw))  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.record_file import open_recording
 from adaptyst_top.runtime.record_format import CompactDecoder
 from adaptyst_top.runtime.session import Session
+from adaptyst_top.runtime.zstd_frames import damage_line, damage_of
 
 
 class ActionError(RuntimeError):
@@ -156,6 +157,7 @@ class ReplaySource:
         self.count = 0
         self.skipped = 0
         self._told = 0
+        self._damage_told = 0
         self._newer_told = False
         self.host = "replay"
         self.target = f"replay of {self.path.name}"
@@ -172,6 +174,9 @@ class ReplaySource:
             self.count += 1
             self.host = snap.host or self.host
             notes = []
+            if len(damage := damage_of(self._file)) != self._damage_told:
+                self._damage_told = len(damage)
+                notes.append(damage_line(damage, self.path.name))
             if self.skipped != self._told:
                 self._told = self.skipped
                 notes.append(f"skipped {self.skipped} malformed line(s) of {self.path.name}")
@@ -220,9 +225,10 @@ def parse_snapshot_line(raw: bytes, decoder: CompactDecoder | None = None) -> Sn
         return None
 
 
-def export_recording(path: str, out: IO[str]) -> tuple[int, int]:
+def export_recording(path: str, out: IO[str]) -> tuple[int, int, str | None]:
     """Every snapshot of a recording (full or compact, plain or .zst) as a full JSON line,
-    as `record --format full` writes it; (lines written, lines skipped)."""
+    as `record --format full` writes it; (lines written, lines skipped, what damage to a
+    compressed recording cost, if any)."""
     decoder = CompactDecoder()
     written = skipped = 0
     with open_recording(Path(path)) as f:
@@ -235,7 +241,8 @@ def export_recording(path: str, out: IO[str]) -> tuple[int, int]:
                 continue
             out.write(json.dumps(snap.to_json()) + "\n")
             written += 1
-    return written, skipped
+        damage = damage_of(f)
+    return written, skipped, damage_line(damage, path) if damage else None
 
 
 def check_recording(path: str) -> None:

@@ -160,7 +160,7 @@ def cmd_export(argv: Sequence[str]) -> int:
     out = contextlib.nullcontext(sys.stdout) if args.out == "-" else replaced_output(args.out)
     try:
         with out as f:
-            written, skipped = export_recording(args.file, f)
+            written, skipped, damage = export_recording(args.file, f)
             if not written:
                 raise ValueError("no snapshot in it")  # what was at --out stays
     except BrokenPipeError:
@@ -171,4 +171,6 @@ def cmd_export(argv: Sequence[str]) -> int:
         return 1
     if skipped:
         print(f"adaptyst-top: skipped {skipped} malformed line(s) of {args.file}", file=sys.stderr)
-    return 0
+    if damage:
+        print(f"adaptyst-top: {damage}", file=sys.stderr)
+    return 1 if damage else 0
