@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,34 +42,31 @@ def swapped(shared: Path, users: tuple[User, User]) -> Iterator[Path]:
     """alice's folder with a link alice keeps swapping between her own program and bob's
     copy of libm in bob's 0700 folder."""
     alice, bob = users
-    theirs = shared / "bob-private"
-    theirs.mkdir()
-    shutil.copy("/lib/x86_64-linux-gnu/libm.so.6", theirs / "libm.so.6")
-    for p in (theirs, theirs / "libm.so.6"):
-        os.chown(p, bob.uid, bob.gid)
-    theirs.chmod(0o700)
-    mine = shared / "alice-links"
-    mine.mkdir()
-    os.chown(mine, alice.uid, alice.gid)
-    flipper = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            FLIP,
-            str(mine),
-            str(shared / "workload"),
-            str(theirs / "libm.so.6"),
-        ],
-        user=alice.uid,
-        group=alice.gid,
-        extra_groups=[],
-    )
+    theirs = Path(tempfile.mkdtemp(prefix="bob-private-", dir=shared))
+    mine = Path(tempfile.mkdtemp(prefix="alice-links-", dir=shared))
+    flipper = None
     try:
+        shutil.copy("/lib/x86_64-linux-gnu/libm.so.6", theirs / "libm.so.6")
+        for p in (theirs, theirs / "libm.so.6"):
+            os.chown(p, bob.uid, bob.gid)
+        theirs.chmod(0o700)
+        os.chown(mine, alice.uid, alice.gid)
+        mine.chmod(0o755)
+        python = shutil.which("python3", path="/usr/bin")  # one alice may run
+        assert python, "Debian's /usr/bin/python3"
+        flipper = subprocess.Popen(
+            [python, "-c", FLIP, str(mine), str(shared / "workload"), str(theirs / "libm.so.6")],
+            user=alice.uid,
+            group=alice.gid,
+            extra_groups=[],
+        )
         time.sleep(0.2)
+        assert flipper.poll() is None, "the flipper runs"
         yield mine / "lnk"
     finally:
-        flipper.kill()
-        flipper.wait()
+        if flipper is not None:
+            flipper.kill()
+            flipper.wait()
         shutil.rmtree(mine, ignore_errors=True)
         shutil.rmtree(theirs, ignore_errors=True)
 
@@ -141,8 +138,7 @@ def test_the_agents_own_descriptors_are_no_way_in(
     holds for another user (bob's pinned library in his 0700 folder). Magic links are
     never followed for a user."""
     alice, bob = users
-    theirs = shared / "bob-only"
-    theirs.mkdir()
+    theirs = Path(tempfile.mkdtemp(prefix="bob-only-", dir=shared))
     shutil.copy("/lib/x86_64-linux-gnu/libm.so.6", theirs / "libm.so.6")
     for p in (theirs, theirs / "libm.so.6"):
         os.chown(p, bob.uid, bob.gid)
@@ -173,9 +169,7 @@ def test_the_agents_own_descriptors_are_no_way_in(
     try:
         assert b.read() == {"ready": True}
         fd_dir = Path(f"/proc/{agent.proc.pid}/fd")
-        fds = [
-            n.name for n in fd_dir.iterdir() if os.readlink(n) == str(theirs / "libm.so.6")
-        ]
+        fds = [n.name for n in fd_dir.iterdir() if os.readlink(n) == str(theirs / "libm.so.6")]
         assert fds, "the agent holds bob's library open for his session"
         a = AsUser(alice, alice_client)
         said = a.read()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,13 +18,13 @@ from adaptyst_top.runtime.agent_client import AgentConnection
 
 from . import test_agent
 from .conftest import requires_root
-from .test_agent import Agent, AsUser, User, driven_as, hear, say
+from .test_agent import Agent, AsUser, User, hear, say
 
 agent, shared, users = test_agent.agent, test_agent.shared, test_agent.users  # fixtures
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 OURS = 300  # getuid() calls the target makes while it is the user's
-SPECS = ["uprobe:c:getuid", "uprobe:c:getpwnam_r", "uprobe:c:getspnam"]
+SPECS = ["uprobe:c:getuid", "uprobe:c:getpwnam_r", "uprobe:c:getspnam", "uprobe:c:getpwuid"]
 
 
 @pytest.fixture
@@ -47,15 +48,32 @@ def _python() -> str:
 
 
 def _counts_after(agent: Agent, alice: User, then: str) -> dict[str, int]:
-    """Probe alice's process as alice; it calls getuid() OURS times, then runs THEN
-    (Python): what each probe counted once it is done."""
-    target = driven_as(
-        alice,
-        _python(),
-        "-c",
-        "import ctypes, os, sys, time\n"
-        "sys.stdin.readline()\n"
-        f"for _ in range({OURS}): os.getuid()\n" + then,
+    """Probe alice's process as alice. It starts a child (followed: its probes attach
+    for it) that calls getuid() OURS times, then runs THEN (Python). The parent lives on,
+    so the session does: what each probe counted once the child is done."""
+    target = subprocess.Popen(
+        [
+            _python(),
+            "-c",
+            "import ctypes, os, sys, time\n"
+            "sys.stdin.readline()\n"
+            "child = os.fork()\n"
+            "if child == 0:\n"
+            "    os.dup2(os.open('/dev/null', os.O_WRONLY), 1)  # the pipe is the parent's\n"
+            "    time.sleep(1.0)  # followed by then\n"
+            f"    for _ in range({OURS}): os.getuid()\n"
+            + "".join(f"    {line}\n" for line in then.splitlines())
+            + "    os._exit(0)\n"
+            "os.waitpid(child, 0)\n"
+            "print('done', flush=True)\n"
+            "sys.stdin.readline()\n",
+        ],
+        user=alice.uid,
+        group=alice.gid,
+        extra_groups=[],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
     def client(up: int, down: int) -> None:
@@ -64,20 +82,22 @@ def _counts_after(agent: Agent, alice: User, then: str) -> dict[str, int]:
         say(up, ready=True)
         hear(down)
         snap = conn.snapshot(with_hist=False)
-        say(up, counts={p.name: p.count for p in snap.probes})
+        counts = {p.name: p.count for p in snap.probes}
+        say(up, counts=counts, warnings=list(snap.warnings))
 
     try:
         time.sleep(0.3)  # Python is up, reading its standard input
         c = AsUser(alice, client)
         assert c.read() == {"ready": True}
-        assert target.stdin is not None
+        assert target.stdin is not None and target.stdout is not None
         target.stdin.write("go\n")
         target.stdin.flush()
-        target.wait(timeout=30)
+        assert target.stdout.readline().strip() == "done"
         c.tell()
-        counts = c.read()["counts"]
+        said = c.read()
         assert c.wait() == 0
-        assert isinstance(counts, dict)
+        counts = said["counts"]
+        assert isinstance(counts, dict), said
         return counts
     finally:
         target.kill()
@@ -91,9 +111,9 @@ def test_nothing_counts_in_a_program_that_is_not_the_users(
     """passwd -S (setuid root) reads the shadow file with getspnam and asks getuid; the
     other user's program asks getuid too. None of it is the user's to see."""
     alice, _ = users
-    argv = ["/usr/bin/passwd", "-S"] if program == "passwd" else [str(exec_only), "-ru"]
+    argv = ["/usr/bin/passwd", "-S"] if program == "passwd" else [str(exec_only), "-run"]
     counts = _counts_after(agent, alice, f"os.execv({argv[0]!r}, {argv!r})\n")
-    assert counts == {"getuid": OURS, "getpwnam_r": 0, "getspnam": 0}
+    assert counts == {"getuid": OURS, "getpwnam_r": 0, "getspnam": 0, "getpwuid": 0}
 
 
 def test_nothing_counts_once_a_process_says_it_is_not_dumpable(
@@ -101,6 +121,6 @@ def test_nothing_counts_once_a_process_says_it_is_not_dumpable(
 ) -> None:
     alice, _ = users
     counts = _counts_after(
-        agent, alice, "ctypes.CDLL(None).prctl(4, 0)\nfor _ in range(1000): os.getuid()\n"
+        agent, alice, "ctypes.CDLL(None).prctl(4, 0)\nfor _ in range(1000): os.getuid()"
     )
     assert counts["getuid"] == OURS

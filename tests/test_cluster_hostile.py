@@ -64,7 +64,7 @@ def server() -> Iterator[tuple[str, dict[str, Answer]]]:
     behaviour: dict[str, Answer] = {}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             behaviour["answer"](self)
 
         def log_message(self, *args: object) -> None:
