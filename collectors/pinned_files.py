@@ -31,10 +31,6 @@ class PinnedFiles:
                 return
             self._fds[target] = (fd, path)
 
-    def has(self, target: str) -> bool:
-        with self._lock:
-            return target in self._fds
-
     def source(self, target: str) -> tuple[str, str]:
         """(the file's path as it was checked, the path that reads that very file).
         TargetError when TARGET was never checked for this session."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from adaptyst_top.collectors.targets import resolve_target
 from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
 
 from . import test_agent
@@ -23,6 +24,7 @@ from .test_agent import Agent, AsUser, User, hear, say, workload_as
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 agent, shared, users = test_agent.agent, test_agent.shared, test_agent.users  # fixtures
+LIBM = resolve_target("m")  # this machine's libm, wherever its ld.so.cache has it
 PRIVATE = "cbrt"  # a function of the other user's library only
 FLIP = """
 import os, sys, time
@@ -46,7 +48,7 @@ def swapped(shared: Path, users: tuple[User, User]) -> Iterator[Path]:
     mine = Path(tempfile.mkdtemp(prefix="alice-links-", dir=shared))
     flipper = None
     try:
-        shutil.copy("/lib/x86_64-linux-gnu/libm.so.6", theirs / "libm.so.6")
+        shutil.copy(LIBM, theirs / "libm.so.6")
         for p in (theirs, theirs / "libm.so.6"):
             os.chown(p, bob.uid, bob.gid)
         theirs.chmod(0o700)
@@ -139,7 +141,7 @@ def test_the_agents_own_descriptors_are_no_way_in(
     never followed for a user."""
     alice, bob = users
     theirs = Path(tempfile.mkdtemp(prefix="bob-only-", dir=shared))
-    shutil.copy("/lib/x86_64-linux-gnu/libm.so.6", theirs / "libm.so.6")
+    shutil.copy(LIBM, theirs / "libm.so.6")
     for p in (theirs, theirs / "libm.so.6"):
         os.chown(p, bob.uid, bob.gid)
     theirs.chmod(0o700)
