@@ -28,7 +28,7 @@ def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute() -> None:
         [
             *(sys.executable, "-m", "adaptyst_top.tui.start", "record", "--interval", "1"),
             *("--advisor", "--auto", "--probe", TASK_SPEC, "--"),
-            *demo.command(phase_s=60, duration=20),
+            *demo.command(phase_s=60, duration=45),  # the claim: a move within a minute
         ],
         capture_output=True,
         text=True,
