@@ -3,7 +3,8 @@ process holds no bcc and no BPF object; snapshots come over the socket in the re
 format. The agent is reached at its socket on this node, or on another node through
 `ssh NODE adaptyst-top bridge` (SSH authenticates; nothing new listens on the network).
 A restarted agent or a broken connection is found again: the session is opened anew,
-its probes re-added, and the next snapshot says so."""
+its probes re-added, its clock and counts carried on, and the next snapshot says so.
+Every wait for the agent has a deadline and ends at once when the run is stopped."""
 
 from __future__ import annotations
 
@@ -23,10 +24,15 @@ from adaptyst_top.collectors.inert import inert
 from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.agent_continuity import Continuity
 from adaptyst_top.runtime.listing import Candidate
+from adaptyst_top.runtime.stop_flag import StopFlag
 
 CONNECT_TIMEOUT_S = 5.0
+SSH_HELLO_TIMEOUT_S = 20.0  # ssh's own handshake comes first (DNS, keys, a slow link)
 ANSWER_TIMEOUT_S = 300.0  # an open waits for the probes to attach (a wide glob: minutes)
+SNAPSHOT_TIMEOUT_S = 30.0  # the agent's snapshot takes milliseconds; longer is a stall
+STOPPING_S = 1.0  # a request made after the stop (the last snapshot) may take this long
 
 
 SSH_ENV = "ADAPTYST_TOP_SSH"  # the ssh command and its options ("ssh" by default)
@@ -34,9 +40,11 @@ REMOTE_ENV = "ADAPTYST_TOP_REMOTE"  # adaptyst-top's path on the other node
 
 
 class Transport(ABC):
-    """Bytes to and from the agent, with a timeout on each wait."""
+    """Bytes to and from the agent; every wait ends by DEADLINE (TimeoutError) or as
+    soon as STOP is set (AgentInterrupted)."""
 
-    timeout: float = CONNECT_TIMEOUT_S
+    deadline: float = float("inf")  # time.monotonic()
+    stop: StopFlag | None = None
 
     @abstractmethod
     def send(self, data: bytes) -> None: ...
@@ -46,6 +54,21 @@ class Transport(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no answer in time")
+        return left
+
+    def wait_readable(self, fd: int) -> None:
+        watched = [fd] if self.stop is None else [fd, self.stop.fileno()]
+        while True:
+            ready, _, _ = select.select(watched, [], [], self.left())
+            if fd in ready:
+                return
+            if self.stop is not None and self.stop.is_set():
+                raise AgentInterrupted("stopped")
 
 
 class SocketTransport(Transport):
@@ -70,11 +93,11 @@ class SocketTransport(Transport):
                 raise AgentUnavailable(f"no agent at {path}: {exc.strerror or exc}") from None
 
     def send(self, data: bytes) -> None:
-        self.sock.settimeout(self.timeout)
+        self.sock.settimeout(self.left())  # a request is small: only a stalled agent blocks
         self.sock.sendall(data)
 
     def recv(self, size: int) -> bytes:
-        self.sock.settimeout(self.timeout)
+        self.wait_readable(self.sock.fileno())
         return self.sock.recv(size)
 
     def close(self) -> None:
@@ -96,18 +119,21 @@ class SshTransport(Transport):
         except OSError as exc:
             raise AgentUnavailable(f"cannot run {ssh[0]}: {exc.strerror or exc}") from None
         self.host = host
+        self.closed = False
 
     def send(self, data: bytes) -> None:
+        if self.closed:  # a write to the closed pipe would be a ValueError, not a break
+            raise ConnectionResetError("the link to the agent is closed")
         assert self.proc.stdin is not None
         self.proc.stdin.write(data)
         self.proc.stdin.flush()
 
     def recv(self, size: int) -> bytes:
+        if self.closed:
+            raise ConnectionResetError("the link to the agent is closed")
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
-        ready, _, _ = select.select([fd], [], [], self.timeout)
-        if not ready:
-            raise TimeoutError(f"no answer from {self.host} in {self.timeout:g} s")
+        self.wait_readable(fd)
         return os.read(fd, size)
 
     def why_closed(self) -> str:
@@ -120,6 +146,7 @@ class SshTransport(Transport):
         return inert(lines[-1]) if lines else ""  # the remote's words
 
     def close(self) -> None:
+        self.closed = True
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -143,6 +170,10 @@ class AgentRefused(RuntimeError):
     """The agent answered with an error line (a refusal, a bad spec...)."""
 
 
+class AgentInterrupted(Exception):
+    """A wait for the agent given up: the run was stopped, or its time is up."""
+
+
 def absolute_spec(text: str, cwd: str | None = None) -> str:
     """TEXT with a relative TARGET path made absolute (the agent runs elsewhere)."""
     try:
@@ -156,22 +187,33 @@ def absolute_spec(text: str, cwd: str | None = None) -> str:
 
 
 class AgentConnection:
-    """To the agent at PATH (a socket) or, with HOST, on that node through SSH."""
+    """To the agent at PATH (a socket) or, with HOST, on that node through SSH. A wait
+    under way when STOP is set ends at once; none goes past GIVE_UP_AT (monotonic)."""
 
-    def __init__(self, path: str, host: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        host: str | None = None,
+        stop: StopFlag | None = None,
+        give_up_at: float | None = None,
+    ) -> None:
         self.path = path
         self.host = host
         self.where = f"{host} (ssh)" if host else path
+        self.stop = stop
+        self.give_up_at = give_up_at
         self._lock = threading.Lock()
         self._open: dict[str, Any] | None = None
         self._added: list[str] = []
         self._told: list[str] = []
+        self.carry = Continuity()
         self._connect()
 
     def _connect(self) -> None:
         self.link: Transport = SshTransport(self.host) if self.host else SocketTransport(self.path)
         self.reader = proto.LineReader(self.link, proto.MAX_SNAPSHOT_LINE)
         unsent: OSError | None = None
+        capped = self._arm(SSH_HELLO_TIMEOUT_S if self.host else CONNECT_TIMEOUT_S)
         try:
             self.link.send(proto.encode("hello"))
         except OSError as exc:
@@ -181,6 +223,14 @@ class AgentConnection:
             unsent = exc
         try:
             hello = self.reader.read()
+        except AgentInterrupted as exc:
+            self.link.close()
+            raise AgentInterrupted(self._gave_up(exc, capped)) from None
+        except TimeoutError as exc:
+            if capped:
+                self.link.close()
+                raise AgentInterrupted(self._gave_up(exc, capped)) from None
+            self._closed_because(f"the agent at {self.where} did not answer: {unsent or exc}")
         except (OSError, proto.ProtocolError) as exc:
             self._closed_because(f"the agent at {self.where} did not answer: {unsent or exc}")
         if hello is None:
@@ -201,12 +251,38 @@ class AgentConnection:
         self.link.close()
         raise AgentUnavailable(f"{why}: {said}" if said else why)
 
-    def _ask(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """One request, its answer; AgentRefused for an error answer."""
+    def _arm(self, limit_s: float) -> str:
+        """The link's deadline and stop for the next wait; what a timeout then means
+        ("" for the agent's own stall)."""
+        now = time.monotonic()
+        self.link.deadline, self.link.stop, capped = now + limit_s, self.stop, ""
+        if self.stop is not None and self.stop.is_set():
+            # Stopping already: the last snapshot is still asked for, briefly.
+            self.link.stop = None
+            if now + STOPPING_S < self.link.deadline:
+                self.link.deadline, capped = now + STOPPING_S, "stopped"
+        if self.give_up_at is not None and self.give_up_at < self.link.deadline:
+            self.link.deadline, capped = self.give_up_at, "the run's time is up"
+        return capped
+
+    def _gave_up(self, exc: BaseException, capped: str) -> str:
+        why = capped if isinstance(exc, TimeoutError) else str(exc)
+        return f"{why} while waiting for the agent at {self.where}"
+
+    def _ask(self, kind: str, limit_s: float = ANSWER_TIMEOUT_S, **fields: Any) -> dict[str, Any]:
+        """One request, its answer within LIMIT_S; AgentRefused for an error answer,
+        AgentInterrupted when the run stopped or ran out of time first."""
         with self._lock:
-            self.link.timeout = ANSWER_TIMEOUT_S
-            self.link.send(proto.encode(kind, **fields))
-            answer = self.reader.read()
+            capped = self._arm(limit_s)
+            try:
+                self.link.send(proto.encode(kind, **fields))
+                answer = self.reader.read()
+            except (AgentInterrupted, TimeoutError) as exc:
+                if isinstance(exc, TimeoutError) and not capped:
+                    raise TimeoutError(f"no answer to {kind} in {limit_s:g} s") from None
+                # The answer may still come: this link would pair it with the next ask.
+                self.link.close()
+                raise AgentInterrupted(self._gave_up(exc, capped)) from None
         if answer is None:
             raise ConnectionResetError("the agent closed the connection")
         if answer.get("type") == "error":
@@ -241,12 +317,27 @@ class AgentConnection:
         """The agent's snapshot; after a lost connection, one that says so (and the
         session is opened again as soon as an agent answers)."""
         try:
-            answer = self._ask("snapshot", with_hist=with_hist)
-            snap = Snapshot.from_json(answer.get("snapshot"))
-        except (OSError, proto.ProtocolError, SnapshotError) as exc:
-            return self._reconnect(exc, with_hist)
+            return self._fetch(with_hist)
+        except AgentInterrupted as exc:
+            return self.carry.held(str(exc))
         except AgentRefused as exc:
-            return Snapshot(t=0.0, host="", warnings=(f"agent: {exc}",))
+            return self.carry.held(f"agent: {exc}")
+        except (OSError, proto.ProtocolError, SnapshotError) as exc:
+            lost = exc
+        try:
+            self._reopen(lost)
+            return self._fetch(with_hist)
+        except AgentInterrupted as exc:
+            return self.carry.held(str(exc))
+        except (OSError, proto.ProtocolError, SnapshotError, AgentRefused) as exc:
+            self.link.close()
+            # An agent that takes a moment to come back; a stop cuts the pause short.
+            self.stop.wait(0.2) if self.stop is not None else time.sleep(0.2)
+            return self.carry.held(f"lost the agent at {self.where} ({lost}); retrying: {exc}")
+
+    def _fetch(self, with_hist: bool) -> Snapshot:
+        answer = self._ask("snapshot", SNAPSHOT_TIMEOUT_S, with_hist=with_hist)
+        snap = self.carry.carry(Snapshot.from_json(answer.get("snapshot")))
         if self._told:
             from dataclasses import replace
 
@@ -254,27 +345,20 @@ class AgentConnection:
             return replace(snap, warnings=snap.warnings + told)
         return snap
 
-    def _reconnect(self, why: BaseException, with_hist: bool) -> Snapshot:
+    def _reopen(self, why: BaseException) -> None:
+        """A new connection, the session opened there as it was (its probes re-added),
+        its clock and counts carried on from the last snapshot."""
         self.link.close()
-        try:
-            self._connect()
-            if self._open is not None:
-                self._ask("open", **self._open)
-            for spec in self._added:
-                self._ask("add", spec=spec)
-        except (OSError, proto.ProtocolError, AgentRefused) as exc:
-            self.link.close()
-            time.sleep(0.2)
-            return Snapshot(
-                t=0.0,
-                host="",
-                warnings=(f"lost the agent at {self.where} ({why}); retrying: {exc}",),
-            )
+        self._connect()
+        if self._open is not None:
+            self._ask("open", **self._open)
+        for spec in self._added:
+            self._ask("add", spec=spec)
+        gap = self.carry.broke()
         self._told.append(
-            f"the connection to the agent at {self.where} broke ({why}); "
-            "it is back: probes re-added"
+            f"the connection to the agent at {self.where} broke ({why}); it is back: "
+            f"probes re-added, counts go on (hits in the {gap:.1f} s gap are not counted)"
         )
-        return self.snapshot(with_hist)
 
     def add(self, spec: str) -> None:
         spec = spec if self.host else absolute_spec(spec)
@@ -288,6 +372,8 @@ class AgentConnection:
         spec = str(self._ask("remove", ref=[ref.group, ref.row, ref.key]).get("spec", ""))
         if spec in self._added:
             self._added.remove(spec)
+        elif self._open is not None and spec in self._open["probes"]:
+            self._open["probes"] = [p for p in self._open["probes"] if p != spec]
         return spec
 
     def list_objects(self, request: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:

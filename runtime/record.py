@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from typing import IO
 
+from adaptyst_top.runtime.agent_client import STOPPING_S
 from adaptyst_top.runtime.record_format import CompactEncoder
 from adaptyst_top.runtime.session import Session
 from adaptyst_top.runtime.stop_flag import StopFlag
@@ -35,6 +36,8 @@ def record_snapshots(
     child = session.child
     start = time.monotonic()
     end = None if duration is None else start + duration
+    if end is not None:  # whatever an agent does, the last line is written on time
+        session.give_up_waits_at(end + STOPPING_S)
     next_tick = start
     while True:
         next_tick += interval

@@ -37,6 +37,7 @@ from adaptyst_top.placement.loop import PlacementLoop
 from adaptyst_top.runtime.agent_client import (
     AgentConnection,
     AgentHub,
+    AgentInterrupted,
     AgentRefused,
     AgentUnavailable,
 )
@@ -85,6 +86,8 @@ class SessionOptions:
     host: str | None = None  # another node: its agent, through `ssh HOST adaptyst-top bridge`
     # Set (by a signal handler) to give up attaching: the command is then never started.
     cancel: StopFlag = field(default_factory=StopFlag)  # set by signal handlers
+    # No answer of an agent is waited for past this time.monotonic() (record's --duration).
+    give_up_at: float | None = None
 
 
 @dataclass
@@ -139,6 +142,11 @@ class Session:
             self.engine, self.calibration = new_engine(self.options, self.pid, self.child)
             self.hub.engine = self.engine
         return self.engine
+
+    def give_up_waits_at(self, when: float) -> None:
+        """No answer of the agent is waited for past WHEN (time.monotonic())."""
+        if self.remote is not None:
+            self.remote.give_up_at = when
 
     def end_command(self) -> int | None:
         """End the launched command (unless it is kept); its status as a shell says it."""
@@ -259,8 +267,10 @@ def open_remote_session(opts: SessionOptions) -> Session:
     child = _held_command(opts)
     pid = child.pid if child else opts.pid
     try:
-        conn = AgentConnection(opts.agent or str(DEFAULT_SOCKET), opts.host)
-    except AgentUnavailable as exc:
+        conn = AgentConnection(
+            opts.agent or str(DEFAULT_SOCKET), opts.host, opts.cancel, opts.give_up_at
+        )
+    except (AgentUnavailable, AgentInterrupted) as exc:
         if child is not None:
             child.end()
         raise SessionError(str(exc)) from None
@@ -274,7 +284,7 @@ def open_remote_session(opts: SessionOptions) -> Session:
             child.path if child else None,
             opts.job,
         )
-    except (AgentRefused, OSError, ValueError) as exc:
+    except (AgentRefused, AgentInterrupted, OSError, ValueError) as exc:
         conn.close()
         if child is not None:
             child.end()

@@ -51,6 +51,7 @@ class Source(Protocol):
     def candidates(self) -> list[Candidate]: ...  # what the add-probe picker offers
     def apply_advice(self, task: str) -> None: ...
     def set_advisor_mode(self, mode: str) -> None: ...
+    def stop(self) -> None: ...  # the monitor quits: a wait for data under way ends now
 
 
 class LiveSource:
@@ -120,6 +121,9 @@ class LiveSource:
     def set_advisor_mode(self, mode: str) -> None:
         if self.session.placement is not None:
             self.session.placement.set_mode(mode)
+
+    def stop(self) -> None:
+        self.session.options.cancel.set()
 
     def candidates(self) -> list[Candidate]:
         """What the picker offers: the functions of the target's executable, then of every
@@ -207,6 +211,9 @@ class ReplaySource:
 
     def candidates(self) -> list[Candidate]:
         return []
+
+    def stop(self) -> None:
+        pass  # a file is read at once
 
     def close(self) -> None:
         self._file.close()

@@ -138,6 +138,7 @@ class MonitorApp(App[None]):
 
     def on_unmount(self) -> None:
         if self.feed is not None:
+            self.source.stop()  # a snapshot waiting on a stalled agent ends now
             self.feed.close()  # no snapshot is taken once the session may close
 
     def _period(self) -> float:

@@ -9,6 +9,7 @@ import signal
 import stat
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -69,6 +70,9 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
         return 1
     opts = session_options(args, command)
     opts.child_stdout = child_output_for(to_stdout)
+    if args.duration is not None:
+        # An agent that does not attach the probes within the whole run ends it.
+        opts.give_up_at = time.monotonic() + args.duration
     caught: list[int] = []
     writing = threading.Event()
 

@@ -1,0 +1,130 @@
+"""One session across agent restarts: a client whose agent came back opens a new session
+there, whose clock and counters start at 0. Here the client's snapshots go on from the
+last one before the break: the clock keeps running, and each probe's count, histogram
+and latencies, and each device's energy, add the new session's to what came before.
+Hits and joules between that last snapshot and the break are not seen by anyone: the
+warning of the reconnect says how long the gap was."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from adaptyst_top.collectors.histogram import percentiles
+from adaptyst_top.collectors.snapshot import Latency, ProbeEntry, ProbeKey, Snapshot
+
+Identity = tuple[str, str, str | None, ProbeKey]
+
+
+def identity(p: ProbeEntry) -> Identity:
+    """A probe row as the same across sessions (the agent's refs are renumbered)."""
+    return (p.spec, p.name, p.target, p.key)
+
+
+class Continuity:
+    """carry() each snapshot of the agent; broke() when a new agent session replaced it."""
+
+    def __init__(self) -> None:
+        self.last: Snapshot | None = None  # as carried (what the user saw last)
+        self._last_at = time.monotonic()
+        self._t0 = 0.0  # the new session's t=0 on the run's clock
+        self._probes: dict[Identity, ProbeEntry] = {}
+        self._energy: dict[str, float] = {}
+
+    def now(self) -> float:
+        """The run's clock now (for a snapshot that the agent did not give)."""
+        if self.last is None:
+            return 0.0
+        return round(self.last.t + time.monotonic() - self._last_at, 3)
+
+    def broke(self) -> float:
+        """A new session starts now: what came before is its base. The gap (s) since
+        the last snapshot, whose hits were never read."""
+        gap = time.monotonic() - self._last_at if self.last is not None else 0.0
+        if self.last is not None:
+            self._t0 = self.now()
+            self._probes = {identity(p): p for p in self.last.probes if p.count}
+            self._energy = {d.id: d.energy_j for d in self.last.devices if d.energy_j is not None}
+        return gap
+
+    def carry(self, snap: Snapshot) -> Snapshot:
+        if self._t0 or self._probes or self._energy:
+            snap = replace(
+                snap,
+                t=round(self._t0 + snap.t, 3),
+                probes=tuple(self._probe(p) for p in snap.probes),
+                devices=tuple(
+                    d
+                    if d.energy_j is None or d.id not in self._energy
+                    else replace(d, energy_j=d.energy_j + self._energy[d.id])
+                    for d in snap.devices
+                ),
+            )
+        self.last, self._last_at = snap, time.monotonic()
+        return snap
+
+    def held(self, why: str) -> Snapshot:
+        """The last snapshot at the run's time now, nothing counting, saying WHY."""
+        if self.last is None:
+            return Snapshot(t=0.0, host="", warnings=(why,))
+        return replace(
+            self.last,
+            t=self.now(),
+            probes=tuple(replace(p, rate_hz=0.0) for p in self.last.probes),
+            warnings=(why,),
+            final=False,
+        )
+
+    def _probe(self, new: ProbeEntry) -> ProbeEntry:
+        old = self._probes.get(identity(new))
+        if old is None:
+            return new
+        count = old.count + new.count
+        hist = new.hist
+        if old.hist is not None and new.hist is not None:
+            merged = dict(old.hist)
+            for bucket, n in new.hist:
+                merged[bucket] = merged.get(bucket, 0) + n
+            hist = tuple(sorted(merged.items()))
+        raw = _merged(old.raw, new.raw, old.count, new.count, hist)
+        net = _merged(old.latency, new.latency, old.count, new.count, None) or new.latency
+        if hist is not None and raw is not None and new.raw is not None:
+            # The merged histogram's percentiles are raw ones: net of the same cost.
+            off = (new.raw.mean_ns or 0.0) - (new.latency.mean_ns or 0.0)
+            p50, p95, p99 = (
+                None if v is None else round(max(0.0, v - off), 1)
+                for v in (raw.p50_ns, raw.p95_ns, raw.p99_ns)
+            )
+            net = replace(net, p50_ns=p50, p95_ns=p95, p99_ns=p99)
+        return replace(new, count=count, hist=hist, raw=raw, latency=net)
+
+
+def _merged(
+    old: Latency | None,
+    new: Latency | None,
+    n_old: int,
+    n_new: int,
+    hist: tuple[tuple[int, int], ...] | None,
+) -> Latency | None:
+    """Two sessions' figures as one: the mean weighted by count, the extremes of both,
+    the percentiles of the merged histogram (or, without one, the new session's)."""
+    if new is None or old is None or old.mean_ns is None:
+        return new
+    if new.mean_ns is None or n_new == 0:
+        return old
+    lows = [v for v in (old.min_ns, new.min_ns) if v is not None]
+    highs = [v for v in (old.max_ns, new.max_ns) if v is not None]
+    lo, hi = (min(lows) if lows else None), (max(highs) if highs else None)
+    mean = (old.mean_ns * n_old + new.mean_ns * n_new) / (n_old + n_new)
+    p50, p95, p99 = new.p50_ns, new.p95_ns, new.p99_ns
+    if hist:
+        p50, p95, p99 = (
+            None if v is None else round(_clamp(v, lo, hi), 1)
+            for v in percentiles(dict(hist), (0.50, 0.95, 0.99))
+        )
+    return Latency(round(mean, 1), p50, p95, p99, lo, hi)
+
+
+def _clamp(v: float, lo: float | None, hi: float | None) -> float:
+    """Interpolation inside a bucket can overshoot the exact extremes."""
+    return min(max(v, lo if lo is not None else v), hi if hi is not None else v)

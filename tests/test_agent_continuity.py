@@ -1,0 +1,69 @@
+"""A session carried across agent restarts (runtime/agent_continuity.py): the figures
+after the break are those of one session that saw both halves' hits."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from adaptyst_top.collectors.histogram import bucket_of, percentiles
+from adaptyst_top.collectors.snapshot import DeviceReading, Latency, ProbeEntry, Snapshot
+from adaptyst_top.runtime.agent_continuity import Continuity
+
+COST = 40.0  # ns of the probe's own, taken off the raw figures (the net ones)
+
+
+def half(t: float, samples: list[int], joules: float, group: int) -> Snapshot:
+    """An agent's snapshot of SAMPLES (ns), as a session of its own saw them."""
+    hist = Counter(bucket_of(v) for v in samples)
+    pct = percentiles(hist, (0.5, 0.95, 0.99))
+    raw = Latency(sum(samples) / len(samples), *pct, float(min(samples)), float(max(samples)))
+    net = Latency(*(None if v is None else max(0.0, v - COST) for v in raw.to_json().values()))
+    probe = ProbeEntry(
+        group=group, id=0, spec="uprobe:/bin/x:f", name="f", kind="uprobe",
+        state="attached", target="/bin/x", count=len(samples), rate_hz=10.0,
+        latency=net, raw=raw, hist=tuple(sorted(hist.items())),
+    )  # fmt: skip
+    device = DeviceReading(kind="cpu", id="cpu0", name="CPU", energy_j=joules)
+    return Snapshot(t=t, host="n", probes=(probe,), devices=(device,))
+
+
+def test_the_second_session_goes_on_from_the_first() -> None:
+    first = [100, 200, 300, 400, 5000]
+    second = [150, 250, 90_000]
+    carry = Continuity()
+    before = carry.carry(half(3.0, first, 12.5, group=0))
+    time.sleep(0.2)
+    gap = carry.broke()
+    assert 0.2 <= gap < 1.0
+    after = carry.carry(half(1.0, second, 2.0, group=7))
+    whole = half(0.0, first + second, 0.0, group=7).probes[0]
+    p = after.probes[0]
+    assert p.count == 8 and p.hist == whole.hist and p.group == 7  # the new refs
+    assert p.raw is not None and whole.raw is not None
+    # the mean by count, the extremes of both, the merged histogram's percentiles
+    assert [*p.raw.to_json().values()] == pytest.approx([*whole.raw.to_json().values()], abs=0.1)
+    assert p.latency.mean_ns == pytest.approx(whole.latency.mean_ns)
+    assert p.latency.p99_ns == pytest.approx(whole.latency.p99_ns, abs=0.1)
+    assert after.devices[0].energy_j == pytest.approx(14.5)
+    assert before.t + gap + 1.0 == pytest.approx(after.t, abs=0.01)  # one clock
+
+
+def test_a_held_snapshot_keeps_the_clock_and_counts_nothing() -> None:
+    carry = Continuity()
+    assert carry.held("lost").t == 0.0  # nothing seen yet
+    carry.carry(half(5.0, [100, 200], 1.0, group=0))
+    time.sleep(0.1)
+    held = carry.held("lost the agent")
+    assert held.warnings == ("lost the agent",) and held.t >= 5.1
+    assert held.probes[0].count == 2 and held.probes[0].rate_hz == 0.0
+
+
+def test_a_probe_new_after_the_break_starts_at_its_own_count() -> None:
+    carry = Continuity()
+    carry.carry(Snapshot(t=2.0, host="n"))
+    carry.broke()
+    fresh = carry.carry(half(1.0, [300], 0.5, group=0))
+    assert fresh.probes[0].count == 1 and fresh.devices[0].energy_j == 0.5
