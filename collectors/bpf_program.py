@@ -10,7 +10,7 @@ USDT pairs match last-in, first-out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import IntEnum
 from typing import Literal
 
@@ -316,7 +316,14 @@ static __always_inline int theirs(void) {
     u64 flags = 0;
     if (bpf_probe_read_kernel(&mm, sizeof(mm), task + %(task_mm)d) || !mm) return 0;
     if (bpf_probe_read_kernel(&flags, sizeof(flags), mm + %(mm_flags)d)) return 0;
-    return (flags & 3) == 1;  /* SUID_DUMP_USER */
+    if ((flags & 3) != 1) return 0;  /* SUID_DUMP_USER */
+    /* With fs.suid_dumpable=1 a setuid exec stays dumpable: its ids tell it. */
+    char *cred = 0;
+    u32 euid = 0, suid = 0;
+    if (bpf_probe_read_kernel(&cred, sizeof(cred), task + %(task_cred)d) || !cred) return 0;
+    if (bpf_probe_read_kernel(&euid, sizeof(euid), cred + %(cred_euid)d)) return 0;
+    if (bpf_probe_read_kernel(&suid, sizeof(suid), cred + %(cred_suid)d)) return 0;
+    return euid == %(uid)d && suid == %(uid)d;
 }
 """
 ANYONES = "static __always_inline int theirs(void) { return 1; }\n"
@@ -329,11 +336,21 @@ class Confinement:
     uid: int
     task_mm: int
     mm_flags: int
+    task_cred: int  # real_cred: the ids others see it by (ptrace's)
+    cred_euid: int
+    cred_suid: int
 
     @classmethod
     def of(cls, uid: int) -> Confinement:
         """BTFError when the running kernel does not describe itself."""
-        return cls(uid, member_offset("task_struct", "mm"), member_offset("mm_struct", "flags"))
+        return cls(
+            uid,
+            member_offset("task_struct", "mm"),
+            member_offset("mm_struct", "flags"),
+            member_offset("task_struct", "real_cred"),
+            member_offset("cred", "euid"),
+            member_offset("cred", "suid"),
+        )
 
 
 def module_source(
@@ -358,10 +375,7 @@ def module_source(
             (_c_enum(KeyKind, "KEY_"), _c_enum(ArgType, "ARG_"), _c_enum(KernelError, "ERR_"))
         ),
         "nerrors": len(KernelError),
-        "theirs": ANYONES
-        if confine is None
-        else THEIRS
-        % {"uid": confine.uid, "task_mm": confine.task_mm, "mm_flags": confine.mm_flags},
+        "theirs": ANYONES if confine is None else THEIRS % asdict(confine),
     }
     if multi:
         return prelude + MULTI_PROGRAMS

@@ -444,6 +444,16 @@ class ProbeEngine:
         ref = self._reference_pid()
         mapped = ref is not None and self._maps(ref, path) and not mount_root(ref)
         pid = ref if mapped else None
+        if self.pinned is not None:
+            # Serving a user: USDT(pid) would open the files the process maps, by path,
+            # as root, and write its semaphores. The file the user opened is read instead.
+            pid = None
+            if ref_ctrs:
+                raise ProbeError(
+                    f"{spec.text}: reading @arg{spec.arg} of a semaphore-gated probe is not "
+                    "offered through the agent (it would write the process's memory as "
+                    "root): probe it without @argN, or run adaptyst-top as root"
+                )
         if ref_ctrs and pid is None:
             raise ProbeError(
                 f"{spec.text}: reading @arg{spec.arg} of a semaphore-gated probe needs the "

@@ -104,12 +104,29 @@ def _counts_after(agent: Agent, alice: User, then: str) -> dict[str, int]:
         target.wait()
 
 
-@pytest.mark.parametrize("program", ["passwd", "execute-only"])
+@pytest.fixture
+def suid_dumpable(request: pytest.FixtureRequest) -> Iterator[None]:
+    """fs.suid_dumpable as the case asks (1: a setuid exec stays dumpable), put back."""
+    knob = Path("/proc/sys/fs/suid_dumpable")
+    before = knob.read_text()
+    knob.write_text(str(request.param))
+    try:
+        yield
+    finally:
+        knob.write_text(before)
+
+
+@pytest.mark.parametrize(
+    ("program", "suid_dumpable"),
+    [("passwd", 0), ("passwd", 1), ("execute-only", 0)],
+    indirect=["suid_dumpable"],
+)
 def test_nothing_counts_in_a_program_that_is_not_the_users(
-    agent: Agent, users: tuple[User, User], exec_only: Path, program: str
+    agent: Agent, users: tuple[User, User], exec_only: Path, program: str, suid_dumpable: None
 ) -> None:
     """passwd -S (setuid root) reads the shadow file with getspnam and asks getuid; the
-    other user's program asks getuid too. None of it is the user's to see."""
+    other user's program asks getuid too. None of it is the user's to see, whatever
+    fs.suid_dumpable says (at 1, seen: 301 getuid and getspnam counted)."""
     alice, _ = users
     argv = ["/usr/bin/passwd", "-S"] if program == "passwd" else [str(exec_only), "-run"]
     counts = _counts_after(agent, alice, f"os.execv({argv[0]!r}, {argv!r})\n")
