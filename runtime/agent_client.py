@@ -8,15 +8,9 @@ Every wait for the agent has a deadline and ends at once when the run is stopped
 
 from __future__ import annotations
 
-import contextlib
 import os
-import select
-import shlex
-import socket
-import subprocess
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -25,153 +19,44 @@ from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_continuity import Continuity
+
+# Re-exported: the client's callers know these names from here.
+from adaptyst_top.runtime.agent_transport import (
+    CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S,
+)
+from adaptyst_top.runtime.agent_transport import (
+    REMOTE_ENV as REMOTE_ENV,
+)
+from adaptyst_top.runtime.agent_transport import (
+    SSH_ENV as SSH_ENV,
+)
+from adaptyst_top.runtime.agent_transport import (
+    AgentInterrupted as AgentInterrupted,
+)
+from adaptyst_top.runtime.agent_transport import (
+    AgentRefused as AgentRefused,
+)
+from adaptyst_top.runtime.agent_transport import (
+    AgentUnavailable as AgentUnavailable,
+)
+from adaptyst_top.runtime.agent_transport import (
+    SocketTransport as SocketTransport,
+)
+from adaptyst_top.runtime.agent_transport import (
+    SshTransport as SshTransport,
+)
+from adaptyst_top.runtime.agent_transport import (
+    Transport as Transport,
+)
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.stop_flag import StopFlag
 
-CONNECT_TIMEOUT_S = 5.0
 SSH_HELLO_TIMEOUT_S = 20.0  # ssh's own handshake comes first (DNS, keys, a slow link)
 ANSWER_TIMEOUT_S = 300.0  # an open waits for the probes to attach (a wide glob: minutes)
-SNAPSHOT_TIMEOUT_S = 30.0  # the agent's snapshot takes milliseconds; longer is a stall
+# A snapshot, toggle or remove takes the agent milliseconds: longer is a stall.
+SNAPSHOT_TIMEOUT_S = 30.0
 STOPPING_S = 1.0  # a request made after the stop (the last snapshot) may take this long
-
-
-SSH_ENV = "ADAPTYST_TOP_SSH"  # the ssh command and its options ("ssh" by default)
-REMOTE_ENV = "ADAPTYST_TOP_REMOTE"  # adaptyst-top's path on the other node
-
-
-class Transport(ABC):
-    """Bytes to and from the agent; every wait ends by DEADLINE (TimeoutError) or as
-    soon as STOP is set (AgentInterrupted)."""
-
-    deadline: float = float("inf")  # time.monotonic()
-    stop: StopFlag | None = None
-
-    @abstractmethod
-    def send(self, data: bytes) -> None: ...
-
-    @abstractmethod
-    def recv(self, size: int) -> bytes: ...
-
-    @abstractmethod
-    def close(self) -> None: ...
-
-    def left(self) -> float:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no answer in time")
-        return left
-
-    def wait_readable(self, fd: int) -> None:
-        watched = [fd] if self.stop is None else [fd, self.stop.fileno()]
-        while True:
-            ready, _, _ = select.select(watched, [], [], self.left())
-            if fd in ready:
-                return
-            if self.stop is not None and self.stop.is_set():
-                raise AgentInterrupted("stopped")
-
-
-class SocketTransport(Transport):
-    def __init__(self, path: str) -> None:
-        deadline = time.monotonic() + CONNECT_TIMEOUT_S
-        while True:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.settimeout(CONNECT_TIMEOUT_S)
-            try:
-                self.sock.connect(path)
-                return
-            except BlockingIOError:
-                # The agent's queue is full (another user's connect flood): it drains
-                # the queue at once, so a moment later there is room.
-                self.sock.close()
-                if time.monotonic() < deadline:
-                    time.sleep(0.01)
-                    continue
-                raise AgentUnavailable(f"the agent at {path} is too busy: try later") from None
-            except OSError as exc:
-                self.sock.close()
-                raise AgentUnavailable(f"no agent at {path}: {exc.strerror or exc}") from None
-
-    def send(self, data: bytes) -> None:
-        self.sock.settimeout(self.left())  # a request is small: only a stalled agent blocks
-        self.sock.sendall(data)
-
-    def recv(self, size: int) -> bytes:
-        self.wait_readable(self.sock.fileno())
-        return self.sock.recv(size)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-class SshTransport(Transport):
-    """`ssh HOST adaptyst-top bridge`: its standard input and output are the socket's."""
-
-    def __init__(self, host: str) -> None:
-        ssh = shlex.split(os.environ.get(SSH_ENV, "ssh"))
-        remote = os.environ.get(REMOTE_ENV, "adaptyst-top")
-        # BatchMode: a password prompt would hang under the monitor's screen.
-        argv = [*ssh, "-o", "BatchMode=yes", "--", host, remote, "bridge"]
-        try:
-            self.proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-            )
-        except OSError as exc:
-            raise AgentUnavailable(f"cannot run {ssh[0]}: {exc.strerror or exc}") from None
-        self.host = host
-        self.closed = False
-
-    def send(self, data: bytes) -> None:
-        if self.closed:  # a write to the closed pipe would be a ValueError, not a break
-            raise ConnectionResetError("the link to the agent is closed")
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    def recv(self, size: int) -> bytes:
-        if self.closed:
-            raise ConnectionResetError("the link to the agent is closed")
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        self.wait_readable(fd)
-        return os.read(fd, size)
-
-    def why_closed(self) -> str:
-        """What ssh said on its way out (its last line), once it has ended."""
-        try:
-            _, err = self.proc.communicate(timeout=1)
-        except subprocess.TimeoutExpired:
-            return ""
-        lines = err.decode(errors="replace").strip().splitlines()
-        return inert(lines[-1]) if lines else ""  # the remote's words
-
-    def close(self) -> None:
-        self.closed = True
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(2)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            # A send that met a closed pipe left its bytes in stdin's buffer: closing
-            # flushes them into the same closed pipe. Nothing is waiting for them.
-            if f is not None:
-                with contextlib.suppress(OSError):
-                    f.close()
-
-
-class AgentUnavailable(OSError):
-    """No agent answers at that socket, in one line."""
-
-
-class AgentRefused(RuntimeError):
-    """The agent answered with an error line (a refusal, a bad spec...)."""
-
-
-class AgentInterrupted(Exception):
-    """A wait for the agent given up: the run was stopped, or its time is up."""
+RETRY_FIRST_S, RETRY_MAX_S = 0.2, 5.0  # between reconnects to an agent that is not back
 
 
 def absolute_spec(text: str, cwd: str | None = None) -> str:
@@ -202,7 +87,11 @@ class AgentConnection:
         self.where = f"{host} (ssh)" if host else path
         self.stop = stop
         self.give_up_at = give_up_at
-        self._lock = threading.Lock()
+        # Held by each exchange, and by a reconnect throughout: another thread's request
+        # (the monitor's toggle, add, picker) never meets a half-made link.
+        self._lock = threading.RLock()
+        self._retry_at = 0.0  # after a failed reconnect, the next one not before this
+        self._backoff = RETRY_FIRST_S
         self._open: dict[str, Any] | None = None
         self._added: list[str] = []
         self._told: list[str] = []
@@ -269,19 +158,22 @@ class AgentConnection:
         why = capped if isinstance(exc, TimeoutError) else str(exc)
         return f"{why} while waiting for the agent at {self.where}"
 
-    def _ask(self, kind: str, limit_s: float = ANSWER_TIMEOUT_S, **fields: Any) -> dict[str, Any]:
-        """One request, its answer within LIMIT_S; AgentRefused for an error answer,
-        AgentInterrupted when the run stopped or ran out of time first."""
+    def _ask(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """One request, its answer within its kind's limit; AgentRefused for an error
+        answer, AgentInterrupted when the run stopped or ran out of time first."""
+        # What attaches (open, add) or reads files (list) may take minutes; the rest not.
+        slow = kind in ("open", "add", "list", "candidates")
+        limit_s = ANSWER_TIMEOUT_S if slow else SNAPSHOT_TIMEOUT_S
         with self._lock:
             capped = self._arm(limit_s)
             try:
                 self.link.send(proto.encode(kind, **fields))
                 answer = self.reader.read()
             except (AgentInterrupted, TimeoutError) as exc:
-                if isinstance(exc, TimeoutError) and not capped:
-                    raise TimeoutError(f"no answer to {kind} in {limit_s:g} s") from None
                 # The answer may still come: this link would pair it with the next ask.
                 self.link.close()
+                if isinstance(exc, TimeoutError) and not capped:
+                    raise TimeoutError(f"no answer to {kind} in {limit_s:g} s") from None
                 raise AgentInterrupted(self._gave_up(exc, capped)) from None
         if answer is None:
             raise ConnectionResetError("the agent closed the connection")
@@ -305,7 +197,7 @@ class AgentConnection:
             "pid": pid,
             "job": job,
             # Paths on another node are that node's: only this node's are made absolute.
-            "probes": [p if self.host else absolute_spec(p) for p in probes],
+            "probes": [p.strip() if self.host else absolute_spec(p.strip()) for p in probes],
             "budget": budget,
             "enforce_budget": enforce_budget,
             "max_probes": max_probes,
@@ -324,20 +216,32 @@ class AgentConnection:
             return self.carry.held(f"agent: {exc}")
         except (OSError, proto.ProtocolError, SnapshotError) as exc:
             lost = exc
+        if self.stop is not None and self.stop.is_set():
+            # The run is ending: its last line says so, no session is opened for it.
+            return self.carry.held(f"lost the agent at {self.where} ({lost})")
+        if time.monotonic() < self._retry_at:
+            return self.carry.held(f"lost the agent at {self.where} ({lost}); retrying")
         try:
             self._reopen(lost)
-            return self._fetch(with_hist)
+            snap = self._fetch(with_hist)
         except AgentInterrupted as exc:
             return self.carry.held(str(exc))
         except (OSError, proto.ProtocolError, SnapshotError, AgentRefused) as exc:
             self.link.close()
-            # An agent that takes a moment to come back; a stop cuts the pause short.
-            self.stop.wait(0.2) if self.stop is not None else time.sleep(0.2)
+            # Tried again after a pause that grows: an agent that is down for a while is
+            # not asked to attach everything every tick.
+            self._retry_at = time.monotonic() + self._backoff
+            self._backoff = min(RETRY_MAX_S, self._backoff * 2)
             return self.carry.held(f"lost the agent at {self.where} ({lost}); retrying: {exc}")
+        self._backoff = RETRY_FIRST_S
+        return snap
 
     def _fetch(self, with_hist: bool) -> Snapshot:
-        answer = self._ask("snapshot", SNAPSHOT_TIMEOUT_S, with_hist=with_hist)
-        snap = self.carry.carry(Snapshot.from_json(answer.get("snapshot")))
+        answer = self._ask("snapshot", with_hist=with_hist)
+        try:
+            snap = self.carry.carry(Snapshot.from_json(answer.get("snapshot")))
+        except (ArithmeticError, ValueError) as exc:  # a snapshot that parses but is absurd
+            raise proto.ProtocolError(f"a snapshot that cannot be carried on: {exc}") from None
         if self._told:
             from dataclasses import replace
 
@@ -348,22 +252,30 @@ class AgentConnection:
     def _reopen(self, why: BaseException) -> None:
         """A new connection, the session opened there as it was (its probes re-added),
         its clock and counts carried on from the last snapshot."""
-        self.link.close()
-        self._connect()
-        if self._open is not None:
-            self._ask("open", **self._open)
-        for spec in self._added:
-            self._ask("add", spec=spec)
-        gap = self.carry.broke()
+        with self._lock:
+            self.link.close()
+            self._connect()
+            if self._open is not None:
+                self._ask("open", **self._open)
+            gap = self.carry.broke()  # the new session's clock starts with the open
+            dropped = []
+            for spec in list(self._added):
+                try:
+                    self._ask("add", spec=spec)
+                except AgentRefused as exc:  # refused for good (a file gone): not re-asked
+                    self._added.remove(spec)
+                    dropped.append(f"{spec} not re-added: {exc}")
         self._told.append(
             f"the connection to the agent at {self.where} broke ({why}); it is back: "
             f"probes re-added, counts go on (hits in the {gap:.1f} s gap are not counted)"
         )
+        self._told += dropped
 
     def add(self, spec: str) -> None:
-        spec = spec if self.host else absolute_spec(spec)
-        self._ask("add", spec=spec)
-        self._added.append(spec)
+        spec = spec.strip() if self.host else absolute_spec(spec.strip())
+        with self._lock:  # a reconnect between the two re-adds it
+            self._ask("add", spec=spec)
+            self._added.append(spec)
 
     def toggle(self, ref: ProbeRef) -> bool:
         return bool(self._ask("toggle", ref=[ref.group, ref.row, ref.key]).get("on"))
@@ -374,6 +286,7 @@ class AgentConnection:
             self._added.remove(spec)
         elif self._open is not None and spec in self._open["probes"]:
             self._open["probes"] = [p for p in self._open["probes"] if p != spec]
+        self.carry.forget(spec)
         return spec
 
     def list_objects(self, request: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:

@@ -7,10 +7,11 @@ warning of the reconnect says how long the gap was."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
-from adaptyst_top.collectors.histogram import percentiles
+from adaptyst_top.collectors.histogram import NBUCKETS, percentiles
 from adaptyst_top.collectors.snapshot import Latency, ProbeEntry, ProbeKey, Snapshot
 
 Identity = tuple[str, str, str | None, ProbeKey]
@@ -47,16 +48,23 @@ class Continuity:
             self._energy = {d.id: d.energy_j for d in self.last.devices if d.energy_j is not None}
         return gap
 
+    def forget(self, spec: str) -> None:
+        """SPEC was removed: added again, it starts from 0."""
+        self._probes = {k: p for k, p in self._probes.items() if p.spec != spec}
+
     def carry(self, snap: Snapshot) -> Snapshot:
+        """SNAP on the run's clock and counts. What the agent sent is only parsed, not
+        believed: a sum that would not be finite, a negative count or a bucket out of
+        range is not carried (the new session's own figure stands)."""
         if self._t0 or self._probes or self._energy:
             snap = replace(
                 snap,
-                t=round(self._t0 + snap.t, 3),
+                t=_sum(self._t0, snap.t, 3),
                 probes=tuple(self._probe(p) for p in snap.probes),
                 devices=tuple(
                     d
                     if d.energy_j is None or d.id not in self._energy
-                    else replace(d, energy_j=d.energy_j + self._energy[d.id])
+                    else replace(d, energy_j=_sum(self._energy[d.id], d.energy_j))
                     for d in snap.devices
                 ),
             )
@@ -77,18 +85,19 @@ class Continuity:
 
     def _probe(self, new: ProbeEntry) -> ProbeEntry:
         old = self._probes.get(identity(new))
-        if old is None:
+        if old is None or old.count < 0 or new.count < 0:
             return new
         count = old.count + new.count
-        hist = new.hist
-        if old.hist is not None and new.hist is not None:
-            merged = dict(old.hist)
+        merged: tuple[tuple[int, int], ...] | None = None
+        if _sane(old.hist) and _sane(new.hist):
+            assert old.hist is not None and new.hist is not None
+            buckets = dict(old.hist)
             for bucket, n in new.hist:
-                merged[bucket] = merged.get(bucket, 0) + n
-            hist = tuple(sorted(merged.items()))
-        raw = _merged(old.raw, new.raw, old.count, new.count, hist)
+                buckets[bucket] = buckets.get(bucket, 0) + n
+            merged = tuple(sorted(buckets.items()))
+        raw = _merged(old.raw, new.raw, old.count, new.count, merged)
         net = _merged(old.latency, new.latency, old.count, new.count, None) or new.latency
-        if hist is not None and raw is not None and new.raw is not None:
+        if merged is not None and raw is not None and new.raw is not None:
             # The merged histogram's percentiles are raw ones: net of the same cost.
             off = (new.raw.mean_ns or 0.0) - (new.latency.mean_ns or 0.0)
             p50, p95, p99 = (
@@ -96,6 +105,7 @@ class Continuity:
                 for v in (raw.p50_ns, raw.p95_ns, raw.p99_ns)
             )
             net = replace(net, p50_ns=p50, p95_ns=p95, p99_ns=p99)
+        hist = merged if merged is not None else new.hist
         return replace(new, count=count, hist=hist, raw=raw, latency=net)
 
 
@@ -116,6 +126,8 @@ def _merged(
     highs = [v for v in (old.max_ns, new.max_ns) if v is not None]
     lo, hi = (min(lows) if lows else None), (max(highs) if highs else None)
     mean = (old.mean_ns * n_old + new.mean_ns * n_new) / (n_old + n_new)
+    if not math.isfinite(mean):
+        return new
     p50, p95, p99 = new.p50_ns, new.p95_ns, new.p99_ns
     if hist:
         p50, p95, p99 = (
@@ -123,6 +135,18 @@ def _merged(
             for v in percentiles(dict(hist), (0.50, 0.95, 0.99))
         )
     return Latency(round(mean, 1), p50, p95, p99, lo, hi)
+
+
+def _sum(a: float, b: float, digits: int | None = None) -> float:
+    """A + B, or B alone when the sum is not finite (two huge figures)."""
+    total = a + b
+    if not math.isfinite(total):
+        return b
+    return total if digits is None else round(total, digits)
+
+
+def _sane(hist: tuple[tuple[int, int], ...] | None) -> bool:
+    return hist is not None and all(0 <= b < NBUCKETS and n >= 0 for b, n in hist)
 
 
 def _clamp(v: float, lo: float | None, hi: float | None) -> float:

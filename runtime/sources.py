@@ -18,7 +18,7 @@ from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.collectors.targets import TargetError, mapped_files
 from adaptyst_top.runtime import listing
-from adaptyst_top.runtime.agent_client import AgentRefused
+from adaptyst_top.runtime.agent_client import AgentInterrupted, AgentRefused
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.record_file import open_recording
 from adaptyst_top.runtime.record_format import CompactDecoder
@@ -84,7 +84,7 @@ class LiveSource:
             if self.session.remote is not None:
                 return self.session.remote.toggle(ref)
             return self._engine().toggle(ref)
-        except (ProbeError, AgentRefused, OSError) as exc:
+        except (ProbeError, AgentRefused, AgentInterrupted, OSError) as exc:
             raise ActionError(str(exc)) from None
 
     def add(self, spec: str) -> None:
@@ -97,7 +97,7 @@ class LiveSource:
                 self.session.remote.add(spec)
             else:
                 self.session.ensure_engine().add(parsed)  # parsed once
-        except (ProbeError, AgentRefused, OSError) as exc:
+        except (ProbeError, AgentRefused, AgentInterrupted, OSError) as exc:
             raise ActionError(str(exc)) from None
 
     def remove(self, ref: ProbeRef) -> str:
@@ -105,7 +105,7 @@ class LiveSource:
             if self.session.remote is not None:
                 return self.session.remote.remove(ref)
             return self._engine().remove(ref)
-        except (ProbeError, AgentRefused, OSError) as exc:
+        except (ProbeError, AgentRefused, AgentInterrupted, OSError) as exc:
             raise ActionError(str(exc)) from None
 
     def apply_advice(self, task: str) -> None:
@@ -131,7 +131,7 @@ class LiveSource:
         if self.session.remote is not None:
             try:
                 return self.session.remote.candidates()
-            except (AgentRefused, OSError):
+            except (AgentRefused, AgentInterrupted, OSError, ValueError):
                 return []
         files: list[str] = []
         s = self.session

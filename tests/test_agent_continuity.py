@@ -3,8 +3,10 @@ after the break are those of one session that saw both halves' hits."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -67,3 +69,27 @@ def test_a_probe_new_after_the_break_starts_at_its_own_count() -> None:
     carry.broke()
     fresh = carry.carry(half(1.0, [300], 0.5, group=0))
     assert fresh.probes[0].count == 1 and fresh.devices[0].energy_j == 0.5
+
+
+def test_what_an_agent_sends_is_carried_only_when_it_makes_sense() -> None:
+    """A hostile agent (or node) sends figures that parse: a negative count, a bucket
+    past the last, values whose sum is not finite. Seen: ZeroDivisionError, an
+    OverflowError in the percentiles, and `Infinity` written to a recording."""
+    carry = Continuity()
+    carry.carry(half(1.7e308, [100], 1.7e308, group=0))
+    base = carry.carry(half(1.7e308, [100], 1.7e308, group=0))
+    bad_count = replace(base.probes[0], count=-5, hist=((100_000, 1),))
+    carry.carry(replace(base, probes=(bad_count,)))
+    carry.broke()
+    after = carry.carry(half(1.7e308, [100, 200, 300, 400, 500], 1.7e308, group=0))
+    p = after.probes[0]
+    assert p.count == 5 and p.hist == half(0, [100, 200, 300, 400, 500], 0, 0).probes[0].hist
+    assert math.isfinite(after.t) and math.isfinite(after.devices[0].energy_j or 0.0)
+
+
+def test_a_probe_removed_then_added_again_starts_from_zero() -> None:
+    carry = Continuity()
+    carry.carry(half(2.0, [100, 200], 1.0, group=0))
+    carry.broke()
+    carry.forget("uprobe:/bin/x:f")
+    assert carry.carry(half(1.0, [300], 0.5, group=0)).probes[0].count == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,13 +29,22 @@ SPECS = ["uprobe:c:getuid", "uprobe:c:getpwnam_r", "uprobe:c:getspnam", "uprobe:
 
 
 @pytest.fixture
-def exec_only(shared: Path, users: tuple[User, User]) -> Iterator[Path]:
-    """The other user's copy of id(1), which anyone may run and only they may read."""
+def other_id(shared: Path, users: tuple[User, User], program: str) -> Iterator[Path]:
+    """A copy of id(1) that anyone may run and that is not simply the user's to see:
+    the other user's execute-only one, one setgid to the other user's group, or one
+    with a file capability (permitted, not effective)."""
     _, bob = users
-    path = shared / "bobs-id"
+    path = shared / f"id-{program}"
     shutil.copy("/usr/bin/id", path)
-    os.chown(path, bob.uid, bob.gid)
-    path.chmod(0o711)
+    if program == "execute-only":
+        os.chown(path, bob.uid, bob.gid)
+        path.chmod(0o711)
+    elif program == "setgid":
+        os.chown(path, 0, bob.gid)
+        path.chmod(0o2755)
+    elif program == "file-capability":
+        # VFS_CAP_REVISION_2, CAP_NET_RAW (13) permitted: what setcap cap_net_raw+p writes.
+        os.setxattr(path, "security.capability", struct.pack("<5I", 0x02000000, 1 << 13, 0, 0, 0))
     try:
         yield path
     finally:
@@ -118,17 +128,26 @@ def suid_dumpable(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.mark.parametrize(
     ("program", "suid_dumpable"),
-    [("passwd", 0), ("passwd", 1), ("execute-only", 0)],
+    [
+        ("passwd", 0),
+        ("passwd", 1),
+        ("execute-only", 0),
+        ("setgid", 0),
+        ("setgid", 1),
+        ("file-capability", 1),
+    ],
     indirect=["suid_dumpable"],
 )
 def test_nothing_counts_in_a_program_that_is_not_the_users(
-    agent: Agent, users: tuple[User, User], exec_only: Path, program: str, suid_dumpable: None
+    agent: Agent, users: tuple[User, User], other_id: Path, program: str, suid_dumpable: None
 ) -> None:
     """passwd -S (setuid root) reads the shadow file with getspnam and asks getuid; the
-    other user's program asks getuid too. None of it is the user's to see, whatever
-    fs.suid_dumpable says (at 1, seen: 301 getuid and getspnam counted)."""
+    other programs ask getuid too. None of it is the user's to see, whatever
+    fs.suid_dumpable says (at 1, seen: 301 getuid and getspnam counted in passwd; the
+    setgid and file-capability execs counted until their gids and capabilities were
+    checked too)."""
     alice, _ = users
-    argv = ["/usr/bin/passwd", "-S"] if program == "passwd" else [str(exec_only), "-run"]
+    argv = ["/usr/bin/passwd", "-S"] if program == "passwd" else [str(other_id), "-run"]
     counts = _counts_after(agent, alice, f"os.execv({argv[0]!r}, {argv!r})\n")
     assert counts == {"getuid": OURS, "getpwnam_r": 0, "getspnam": 0, "getpwuid": 0}
 

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.snapshot import Snapshot
+from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
+from adaptyst_top.runtime import agent_client
 from adaptyst_top.runtime import agent_protocol as proto
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.agent_client import SSH_ENV, AgentConnection, AgentInterrupted
 from adaptyst_top.runtime.stop_flag import StopFlag
 
 from .test_agent import CLI
@@ -32,9 +33,12 @@ class StallingAgent:
     """Says hello; answers open and the first SNAPSHOTS snapshots; then reads on and
     answers nothing (STALL_AT="open": not even the open)."""
 
-    def __init__(self, folder: Path, stall_at: str, snapshots: int = 1) -> None:
+    def __init__(
+        self, folder: Path, stall_at: str, snapshots: int = 1, late: dict[str, float] | None = None
+    ) -> None:
         self.path = folder / "agent.sock"
         self.stall_at, self.snapshots = stall_at, snapshots
+        self.late = late or {}  # kind -> seconds its answer comes late
         self.asked: list[str] = []
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(self.path))
@@ -63,11 +67,16 @@ class StallingAgent:
                     stalled = stalled or self.asked.count("snapshot") > self.snapshots
                 if stalled:
                     continue  # read, never answered
+                time.sleep(self.late.get(kind, 0.0))
                 if kind == "hello":
                     conn.sendall(proto.encode("hello", uid=os.getuid()))
                 elif kind == "snapshot":
                     snap = Snapshot(t=float(self.asked.count("snapshot")), host="fake")
                     conn.sendall(proto.encode("snapshot", snapshot=snap.to_json()))
+                elif kind == "toggle":
+                    conn.sendall(proto.encode("ok", on=True))
+                elif kind == "remove":
+                    conn.sendall(proto.encode("ok", spec="uprobe:/bin/true:main"))
                 else:
                     conn.sendall(proto.encode("ok"))
         except (OSError, proto.ProtocolError):
@@ -192,3 +201,50 @@ def test_a_stop_ends_a_snapshot_under_way_in_another_thread(folder: Path) -> Non
         conn.close()
         agent.close()
     assert got[0].warnings == (f"stopped while waiting for the agent at {agent.path}",)
+
+
+def test_an_answer_that_comes_too_late_is_never_taken_for_the_next_one(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen: a toggle timed out, its answer came late, and the next remove took it for
+    its own (and returned no spec: the removed probe would have come back)."""
+    monkeypatch.setattr(agent_client, "SNAPSHOT_TIMEOUT_S", 0.3)
+    agent = StallingAgent(folder, stall_at="", snapshots=5, late={"toggle": 0.6})
+    conn = AgentConnection(str(agent.path))
+    try:
+        conn.open(os.getpid(), ["uprobe:/bin/true:main"], 0.02, False, 10)
+        with pytest.raises(TimeoutError, match=r"no answer to toggle in 0\.3 s"):
+            conn.toggle(ProbeRef(0, 0, None))
+        time.sleep(0.5)  # the late answer is there now
+        with pytest.raises(OSError):  # the link went with the unanswered request
+            conn.remove(ProbeRef(0, 0, None))
+        back = conn.snapshot(False)  # the next snapshot finds the agent again
+        assert any("it is back" in w for w in back.warnings), back.warnings
+        assert conn.remove(ProbeRef(0, 0, None)) == "uprobe:/bin/true:main"
+    finally:
+        conn.close()
+        agent.close()
+
+
+def test_a_large_request_to_an_ssh_that_stops_reading_ends_at_the_stop(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An "ssh" that says the agent's hello and then reads nothing: an open of 5,000
+    specs (160 KB, more than a pipe holds) blocked its write for ever."""
+    fake = folder / "ssh"
+    fake.write_text('#!/bin/sh\nprintf \'{"v":1,"type":"hello","uid":0}\\n\'\nexec sleep 60\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv(SSH_ENV, str(fake))
+    stop = StopFlag()
+    conn = AgentConnection("unused", host="node", stop=stop)
+    specs = [
+        f"uprobe:/usr/lib/some/library/of/a/long/name.so:function_{i:05d}" for i in range(5000)
+    ]
+    threading.Timer(1.0, stop.set).start()
+    began = time.monotonic()
+    try:
+        with pytest.raises(AgentInterrupted, match="stopped while waiting for the agent"):
+            conn.open(1, specs, 0.02, False, 10000)
+        assert time.monotonic() - began < 2.5
+    finally:
+        conn.close()

@@ -84,8 +84,9 @@ def cmd_list(argv: Sequence[str]) -> int:
     except (TargetError, NotELFError, FileNotFoundError, PermissionError) as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         return 1
-    except (AgentUnavailable, AgentRefused) as exc:
-        print(f"adaptyst-top: {exc}", file=sys.stderr)
+    except (AgentUnavailable, AgentRefused, OSError, ValueError) as exc:
+        # A link that broke or timed out (OSError), an answer of the wrong shape.
+        print(f"adaptyst-top: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({"objects": objects}))
