@@ -42,11 +42,11 @@ from adaptyst_top.collectors.bcc_extras import (
 from adaptyst_top.collectors.bpf_program import (
     MULTI_ENTRY,
     MULTI_RETURN,
-    Confinement,
     Slot,
     module_source,
 )
 from adaptyst_top.collectors.compile_turns import COMPILE_TURNS
+from adaptyst_top.collectors.confinement import Confinement
 from adaptyst_top.collectors.ebpf_env import check_bcc, check_kernel_headers, check_privileges
 from adaptyst_top.collectors.elf_info import (
     ElfInfo,
