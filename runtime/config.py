@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.overhead import DEFAULT_BUDGET
-from adaptyst_top.runtime.limits import BUDGET_RANGE, DEFAULT_INTERVAL, INTERVAL_RANGE, check_range
+from adaptyst_top.runtime.limits import (
+    BUDGET_RANGE,
+    DEFAULT_INTERVAL,
+    INTERVAL_RANGE,
+    check_range,
+    fraction_of_percent,
+)
 from adaptyst_top.runtime.toml_file import read_toml
 
 
@@ -136,7 +142,8 @@ def load_config(path: Path | None = None) -> Config:
         values[key] = _checked(value, full, *_THRESHOLDS[key], where(key, "thresholds"))
     cfg.refresh = float(values.get("refresh", cfg.refresh))
     cfg.probes = list(values.get("probes", cfg.probes))
-    cfg.budget = float(values.get("budget", cfg.budget * 100)) / 100.0
+    if "budget" in values:
+        cfg.budget = fraction_of_percent(float(values["budget"]))
     cfg.ascii = values.get("ascii", cfg.ascii)
     cfg.theme = values.get("theme", cfg.theme)
     cfg.cpu_power_model = values.get("cpu_power_model", cfg.cpu_power_model)

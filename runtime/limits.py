@@ -16,6 +16,11 @@ PHASE_RANGE = (0.5, 3600.0)  # demo phase, seconds
 MAX_PROBES_RANGE = (1, 100_000)
 
 
+def fraction_of_percent(value: float) -> float:
+    """VALUE (a percent, > 0) as a fraction, still > 0: 5e-324 % would underflow to 0."""
+    return value / 100.0 or math.ulp(0.0)
+
+
 def check_range(value: float, lo: float, hi: float, what: str = "") -> float:
     """VALUE when finite and lo <= VALUE <= hi (lo excluded when it is 0); else ValueError."""
     low_ok = value > lo if lo == 0 else value >= lo

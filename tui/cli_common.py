@@ -16,6 +16,7 @@ from adaptyst_top.runtime.limits import (
     INTERVAL_RANGE,
     MAX_PROBES_RANGE,
     check_range,
+    fraction_of_percent,
 )
 
 if TYPE_CHECKING:  # imported when used: `adaptyst-top` starts fast, and Ctrl-C works early
@@ -64,7 +65,7 @@ interval_s = bounded_float(*INTERVAL_RANGE)
 
 
 def percent(text: str) -> float:
-    return bounded_float(*BUDGET_RANGE)(text.rstrip("%")) / 100.0
+    return fraction_of_percent(bounded_float(*BUDGET_RANGE)(text.rstrip("%")))
 
 
 def power_model(text: str) -> PowerModel:
