@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from adaptyst_top.collectors.inert import inert
@@ -19,37 +20,38 @@ from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
 from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_continuity import Continuity
-
-# Re-exported: the client's callers know these names from here.
 from adaptyst_top.runtime.agent_transport import (
-    CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S,
-)
-from adaptyst_top.runtime.agent_transport import (
-    REMOTE_ENV as REMOTE_ENV,
-)
-from adaptyst_top.runtime.agent_transport import (
-    SSH_ENV as SSH_ENV,
-)
-from adaptyst_top.runtime.agent_transport import (
-    AgentInterrupted as AgentInterrupted,
-)
-from adaptyst_top.runtime.agent_transport import (
-    AgentRefused as AgentRefused,
-)
-from adaptyst_top.runtime.agent_transport import (
-    AgentUnavailable as AgentUnavailable,
-)
-from adaptyst_top.runtime.agent_transport import (
-    SocketTransport as SocketTransport,
-)
-from adaptyst_top.runtime.agent_transport import (
-    SshTransport as SshTransport,
-)
-from adaptyst_top.runtime.agent_transport import (
-    Transport as Transport,
+    CONNECT_TIMEOUT_S,
+    REMOTE_ENV,
+    SSH_ENV,
+    AgentInterrupted,
+    AgentRefused,
+    AgentUnavailable,
+    SocketTransport,
+    SshTransport,
+    Transport,
 )
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.stop_flag import StopFlag
+
+# The transports' names are the client's too (its callers import them from here).
+__all__ = [
+    "ANSWER_TIMEOUT_S",
+    "CONNECT_TIMEOUT_S",
+    "REMOTE_ENV",
+    "SNAPSHOT_TIMEOUT_S",
+    "SSH_ENV",
+    "STOPPING_S",
+    "AgentConnection",
+    "AgentHub",
+    "AgentInterrupted",
+    "AgentRefused",
+    "AgentUnavailable",
+    "SocketTransport",
+    "SshTransport",
+    "Transport",
+    "absolute_spec",
+]
 
 SSH_HELLO_TIMEOUT_S = 20.0  # ssh's own handshake comes first (DNS, keys, a slow link)
 ANSWER_TIMEOUT_S = 300.0  # an open waits for the probes to attach (a wide glob: minutes)
@@ -112,11 +114,8 @@ class AgentConnection:
             unsent = exc
         try:
             hello = self.reader.read()
-        except AgentInterrupted as exc:
-            self.link.close()
-            raise AgentInterrupted(self._gave_up(exc, capped)) from None
-        except TimeoutError as exc:
-            if capped:
+        except (AgentInterrupted, TimeoutError) as exc:
+            if isinstance(exc, AgentInterrupted) or capped:  # the run's stop, not the agent's
                 self.link.close()
                 raise AgentInterrupted(self._gave_up(exc, capped)) from None
             self._closed_because(f"the agent at {self.where} did not answer: {unsent or exc}")
@@ -243,8 +242,6 @@ class AgentConnection:
         except (ArithmeticError, ValueError) as exc:  # a snapshot that parses but is absurd
             raise proto.ProtocolError(f"a snapshot that cannot be carried on: {exc}") from None
         if self._told:
-            from dataclasses import replace
-
             told, self._told = tuple(self._told), []
             return replace(snap, warnings=snap.warnings + told)
         return snap
