@@ -67,7 +67,7 @@ def build(tmp: Path, source: str) -> Path:
     cmd = (
         ["g++", "-O2", "-pthread", "-o", str(binary), str(src)]
         if source.endswith(".cpp")
-        else ["gfortran", "-O1", "-fno-inline", "-o", str(binary), str(src)]
+        else ["gfortran", "-O1", "-fno-inline", f"-J{tmp}", "-o", str(binary), str(src)]
     )
     subprocess.run(cmd, check=True)
     return binary
