@@ -17,11 +17,11 @@ test: setup lint typecheck
 	$(PY) -m pytest --require-ebpf-if-root
 
 lint: setup
-	$(VENV)/bin/ruff check collectors placement runtime tui tests bench
-	$(VENV)/bin/ruff format --check collectors placement runtime tui tests bench
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
 	@# requires-python (>=3.10) is checked: which stdlib modules and syntax each version has
 	$(VENV)/bin/vermin --target=3.10- --violations --no-tips --eval-annotations -q \
-		collectors placement runtime tui bench
+		src bench
 
 typecheck: setup
 	VENV=$(VENV) ./scripts/typecheck.sh

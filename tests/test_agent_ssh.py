@@ -49,10 +49,11 @@ def node(workload_bin: Path) -> Iterator[tuple[Path, User, dict[str, str]]]:
     try:
         # This checkout's package, readable by every user, run by Debian's python3.
         pkg = d / "pkg" / "adaptyst_top"
-        for sub in ("collectors", "placement", "runtime", "tui"):
-            shutil.copytree(
-                ROOT / sub, pkg / sub, ignore=shutil.ignore_patterns("*.so", "__pycache__")
-            )
+        shutil.copytree(
+            ROOT / "src" / "adaptyst_top",
+            pkg,
+            ignore=shutil.ignore_patterns("*.so", "__pycache__"),
+        )
         launcher = d / "adaptyst-top"
         launcher.write_text(
             "#!/bin/sh\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parent.parent / "src" / "adaptyst_top"
 MAY_IMPORT = {
     "collectors": {"collectors"},
     # collectors.opencl_platforms: the one rule for which OpenCL devices are opencl:N.

@@ -9,12 +9,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {
-    "collectors": "collectors",
-    "placement": "placement",
-    "runtime": "runtime",
-    "tui": "tui",
-}
+PACKAGE = ROOT / "src" / "adaptyst_top"
 DATA = ("*.py", "*.tcss", "*.h", "*.f90", "*.c", "py.typed")
 
 
@@ -27,10 +22,9 @@ def test_the_wheel_holds_every_module_and_data_file(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("adaptyst_top-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {
-        f"adaptyst_top/{pkg}/{f.relative_to(ROOT / folder).as_posix()}"
-        for pkg, folder in PACKAGES.items()
+        f"adaptyst_top/{f.relative_to(PACKAGE).as_posix()}"
         for pattern in DATA
-        for f in (ROOT / folder).rglob(pattern)
+        for f in PACKAGE.rglob(pattern)
         if "__pycache__" not in f.parts
     }
     assert expected - names == set()

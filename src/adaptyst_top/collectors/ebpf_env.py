@@ -139,8 +139,9 @@ def distro_bcc_dir() -> Path | None:
 
 def bcc_fix(checkout: Path | None = None) -> str:
     """The exact command that gives this install an interpreter that sees bcc."""
-    here = Path(__file__).resolve().parents[1]
-    checkout = checkout or (here if (here / "scripts" / "setup.sh").exists() else None)
+    if checkout is None:  # the checkout an editable install runs from, if any
+        here = Path(__file__).resolve().parents
+        checkout = next((p for p in here if (p / "scripts" / "setup.sh").exists()), None)
     if checkout is not None:  # an editable install of a checkout: its .venv
         return f"`make clean setup` in {checkout} (the venv is built on bcc's interpreter)"
     return f"`make install-agent PREFIX={sys.prefix}` from the adaptyst-top source, as root"
