@@ -31,7 +31,7 @@ from adaptyst_top.runtime.agent_client import AgentConnection  # noqa: E402
 from adaptyst_top.runtime.session import SessionOptions, open_session  # noqa: E402
 from tests.workload import build  # noqa: E402
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 TICK = os.sysconf("SC_CLK_TCK")
 WIDE = "uprobe:c:str*"  # ~50 functions of libc, in the target only
 

@@ -27,8 +27,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adaptyst_top.collectors.devices import DeviceSweep  # noqa: E402
-from adaptyst_top.collectors.nvml import NvmlCollector  # noqa: E402
+from adaptyst_top.collectors.devices.nvml import NvmlCollector  # noqa: E402
+from adaptyst_top.collectors.devices.sweep import DeviceSweep  # noqa: E402
 from tests.fake_nvml import FakeGpu, FakeNvml  # noqa: E402
 
 # What the NVML collector reads, as nvidia-smi names it.

@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adaptyst_top.collectors.histogram import bucket_of  # noqa: E402
-from adaptyst_top.collectors.snapshot import Latency, ProbeEntry  # noqa: E402
 from adaptyst_top.runtime import metrics, metrics_export  # noqa: E402
+from adaptyst_top.snapshot import Latency, ProbeEntry  # noqa: E402
+from adaptyst_top.snapshot.histogram import bucket_of  # noqa: E402
 
 REPS = 20
 

@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adaptyst_top.collectors.bcc_extras import enable_run_time_stats  # noqa: E402
-from adaptyst_top.collectors.calibration import BackgroundCalibration  # noqa: E402
-from adaptyst_top.collectors.overhead import CostTable  # noqa: E402
-from adaptyst_top.collectors.probe_engine import ProbeEngine  # noqa: E402
+from adaptyst_top.collectors.probes.bcc_extras import enable_run_time_stats  # noqa: E402
+from adaptyst_top.collectors.probes.calibration import BackgroundCalibration  # noqa: E402
+from adaptyst_top.collectors.probes.engine import ProbeEngine  # noqa: E402
+from adaptyst_top.collectors.probes.overhead import CostTable  # noqa: E402
 from tests.bpf_objects import loaded_programs  # noqa: E402
 from tests.workload import Workload, build  # noqa: E402
 

@@ -28,17 +28,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adaptyst_top.collectors.histogram import bucket_of  # noqa: E402
-from adaptyst_top.collectors.overhead import CostTable  # noqa: E402
-from adaptyst_top.collectors.probe_output import latency_fields  # noqa: E402
-from adaptyst_top.collectors.snapshot import (  # noqa: E402
+from adaptyst_top.collectors.probes.output import latency_fields  # noqa: E402
+from adaptyst_top.collectors.probes.overhead import CostTable  # noqa: E402
+from adaptyst_top.runtime.record_file import open_output  # noqa: E402
+from adaptyst_top.runtime.record_format import CompactEncoder  # noqa: E402
+from adaptyst_top.snapshot import (  # noqa: E402
     DeviceReading,
     Overhead,
     ProbeEntry,
     Snapshot,
 )
-from adaptyst_top.runtime.record_file import open_output  # noqa: E402
-from adaptyst_top.runtime.record_format import CompactEncoder  # noqa: E402
+from adaptyst_top.snapshot.histogram import bucket_of  # noqa: E402
 
 ROWS = 200
 GIB = 1 << 30

@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adaptyst_top.collectors.probe_engine import ProbeEngine  # noqa: E402
-from adaptyst_top.collectors.uprobe_multi import MultiLinks  # noqa: E402
+from adaptyst_top.collectors.probes.engine import ProbeEngine  # noqa: E402
+from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks  # noqa: E402
 from tests.workload import Workload, build  # noqa: E402
 
 

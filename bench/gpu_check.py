@@ -175,7 +175,7 @@ def telemetry_and_energy(n: Any, out: Path, scratch: Path, record_s: float) -> d
     rec = subprocess.Popen(
         python_cmd(
             "-m",
-            "adaptyst_top.tui.start",
+            "adaptyst_top.cli.start",
             "record",
             "--duration",
             str(record_s),
@@ -294,7 +294,7 @@ NOBODY = 65534
 def user_view(scratch: Path) -> dict[str, Any]:
     """What an ordinary user's monitor reads while root's cupy load runs: NVML as that
     user (the device nodes' permissions decide), and the load only as another user's."""
-    from adaptyst_top.collectors.nvml import NvmlCollector
+    from adaptyst_top.collectors.devices.nvml import NvmlCollector
 
     info_path = scratch / "user_view_load.json"
     load = start_load(info_path, "--idle-before", "0", "--busy", "3", "--idle-after", "0")

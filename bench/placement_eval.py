@@ -72,7 +72,7 @@ class Meter:
 
 def nvml_power() -> Callable[[], float]:
     """Instant power of every NVIDIA GPU, summed (W), as the NVML collector reads it."""
-    from adaptyst_top.collectors.nvml import NvmlCollector
+    from adaptyst_top.collectors.devices.nvml import NvmlCollector
 
     nvml = NvmlCollector()
     if not nvml.gpus:

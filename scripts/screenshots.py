@@ -16,9 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adaptyst_top.tui.app import MonitorApp  # noqa: E402
 from adaptyst_top.runtime.sources import ReplaySource  # noqa: E402
-
+from adaptyst_top.tui.app import MonitorApp  # noqa: E402
 from tests.workload import build  # noqa: E402
 
 OUT = ROOT / "screenshots"
@@ -49,9 +48,16 @@ def record(directory: Path) -> Path:
         ]
     return record_to(
         directory / "run.jsonl",
-        ["--interval", "0.5", "--probe", f"uprobe:{binary}:*_fn",
-         "--probe", f"usdt:{binary}:adaptyst_test:task_begin..task_end@arg1",
-         "--probe", f"usdt:{binary}:adaptyst_test:tick"],
+        [
+            "--interval",
+            "0.5",
+            "--probe",
+            f"uprobe:{binary}:*_fn",
+            "--probe",
+            f"usdt:{binary}:adaptyst_test:task_begin..task_end@arg1",
+            "--probe",
+            f"usdt:{binary}:adaptyst_test:tick",
+        ],
         [str(binary), *script],
     )
 
@@ -73,9 +79,20 @@ def record_to(out: Path, options: list[str], command: list[str]) -> Path:
     there is no RAPL on the machines this runs on)."""
     with open(out, "w") as f:
         subprocess.run(
-            [sys.executable, "-m", "adaptyst_top.tui.start", "record",
-             "--cpu-power-model", "20:120", *options, "--", *command],
-            stdout=f, stderr=subprocess.DEVNULL, check=True,
+            [
+                sys.executable,
+                "-m",
+                "adaptyst_top.cli.start",
+                "record",
+                "--cpu-power-model",
+                "20:120",
+                *options,
+                "--",
+                *command,
+            ],
+            stdout=f,
+            stderr=subprocess.DEVNULL,
+            check=True,
         )
     return out
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from adaptyst_top.collectors.probe_engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine import ProbeEngine
 
 
 def rows_after_run(argv: list[str], spec: str) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from .bpf_objects import none_left, uprobe_event_lines
 from .conftest import IS_ROOT
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 OK_STATUS = {0, 1, 2, 126, 127}
 RUNS = settings(
@@ -262,7 +262,7 @@ def test_closed_descriptors(closed: int) -> None:
 @settings(max_examples=6, deadline=None)
 # From a quarter second on: earlier, a SIGINT can land in the interpreter's own start-up
 # (importing `site`), which no program written in Python can catch; from the first line
-# of tui/start.py on it has its default effect, and later our handlers take it.
+# of cli/start.py on it has its default effect, and later our handlers take it.
 @given(
     delay=st.floats(0.25, 3.0), sig=st.sampled_from([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 )

@@ -26,21 +26,19 @@ from pathlib import Path
 
 import pytest
 
-import adaptyst_top.runtime.record
-import adaptyst_top.tui.cli_record  # noqa: F401
-from adaptyst_top.collectors.version import package_version
+from adaptyst_top.cli.main import main as cli_main
+from adaptyst_top.cli.record import record_parser
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused, SocketTransport
 from adaptyst_top.runtime.agent_settings import AgentSettings
-from adaptyst_top.tui.cli import main as cli_main
-from adaptyst_top.tui.cli_record import record_parser
+from adaptyst_top.system.version import package_version
 
 from .as_user import become
 from .bpf_objects import none_left, our_programs, uprobe_event_lines
 from .conftest import requires_root
 
 pytestmark = [pytest.mark.ebpf, requires_root]
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 package_version()  # what the children's parsers print is looked up now
 record_parser()
 

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from adaptyst_top.collectors.histogram import bucket_of, percentiles
-from adaptyst_top.collectors.snapshot import DeviceReading, Latency, ProbeEntry, Snapshot
 from adaptyst_top.runtime.agent_continuity import Continuity
+from adaptyst_top.snapshot import DeviceReading, Latency, ProbeEntry, Snapshot
+from adaptyst_top.snapshot.histogram import bucket_of, percentiles
 
 COST = 40.0  # ns of the probe's own, taken off the raw figures (the net ones)
 

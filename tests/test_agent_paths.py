@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.targets import resolve_target
 from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.system.targets import resolve_target
 
 from . import test_agent
 from .conftest import requires_root

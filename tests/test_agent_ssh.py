@@ -58,7 +58,7 @@ def node(workload_bin: Path) -> Iterator[tuple[Path, User, dict[str, str]]]:
         launcher.write_text(
             "#!/bin/sh\n"
             f"export PYTHONPATH={d / 'pkg'} ADAPTYST_TOP_AGENT={d / 'agent.sock'}\n"
-            'exec /usr/bin/python3 -m adaptyst_top.tui.start "$@"\n'
+            'exec /usr/bin/python3 -m adaptyst_top.cli.start "$@"\n'
         )
         for folder, dirs, files in os.walk(d):  # readable by every user, as installed
             for name in dirs:
@@ -184,7 +184,7 @@ def test_a_broken_connection_is_reported_and_retried(
         conn.open(target.pid, [f"uprobe:{d / 'workload'}:fast_fn"], 0.02, False, 1000)
         assert conn.snapshot(with_hist=False).probes[0].state == "attached"
         # The node's end of the connection goes (what a dropped link does to it).
-        subprocess.run(["pkill", "-KILL", "-u", user.name, "-f", "tui.start bridge"], check=True)
+        subprocess.run(["pkill", "-KILL", "-u", user.name, "-f", "cli.start bridge"], check=True)
         back = conn.snapshot(with_hist=False)
         assert any(
             "to the agent at" in w and "(ssh) broke" in w and "is back: probes re-added" in w

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
 from adaptyst_top.runtime import agent_client
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_client import SSH_ENV, AgentConnection, AgentInterrupted
 from adaptyst_top.runtime.stop_flag import StopFlag
+from adaptyst_top.snapshot import ProbeRef, Snapshot
 
 from .test_agent import CLI
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors import entry_safety as es
-from adaptyst_top.collectors import overhead as ov
-from adaptyst_top.collectors.attach_plan import PlanError, plan_uprobes, plan_usdt
-from adaptyst_top.collectors.elf_info import read_elf
-from adaptyst_top.collectors.probe_spec import parse_spec
-from adaptyst_top.collectors.targets import resolve_target
+from adaptyst_top.collectors.probes import entry_safety as es
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_uprobes, plan_usdt
+from adaptyst_top.collectors.probes.elf_info import read_elf
+from adaptyst_top.collectors.probes.spec import parse_spec
+from adaptyst_top.system.targets import resolve_target
 
 from .workload import build_c
 

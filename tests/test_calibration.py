@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from adaptyst_top.collectors import overhead as ov
-from adaptyst_top.collectors.calibration import build_calibrator, calibrate
-from adaptyst_top.collectors.elf_info import entry_bytes, read_elf
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.calibration import build_calibrator, calibrate
+from adaptyst_top.collectors.probes.elf_info import entry_bytes, read_elf
 
 from .bpf_objects import none_left
 from .conftest import requires_root

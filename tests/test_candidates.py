@@ -9,10 +9,10 @@ import sys
 import types
 from pathlib import Path
 
-from adaptyst_top.collectors.entry_safety import EntryPolicy
-from adaptyst_top.collectors.targets import mapped_files
+from adaptyst_top.collectors.probes.entry_safety import EntryPolicy
 from adaptyst_top.runtime.listing import candidates
 from adaptyst_top.runtime.sources import LiveSource
+from adaptyst_top.system.targets import mapped_files
 
 from .test_demangle import build
 

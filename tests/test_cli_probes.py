@@ -13,7 +13,7 @@ import pytest
 from .bpf_objects import none_left
 from .conftest import requires_root
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

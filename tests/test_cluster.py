@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from adaptyst_top.collectors.histogram import bucket_of
-from adaptyst_top.collectors.snapshot import DeviceReading, Latency, ProbeEntry
 from adaptyst_top.runtime.cluster import Prometheus, read_cluster
 from adaptyst_top.runtime.metrics import AgentCollector, ProbeSource
 from adaptyst_top.runtime.metrics_export import registry_for
+from adaptyst_top.snapshot import DeviceReading, Latency, ProbeEntry
+from adaptyst_top.snapshot.histogram import bucket_of
 
 from .test_metrics import Prometheus as PrometheusServer
 from .test_metrics import free_port
@@ -126,7 +126,7 @@ class Exporter:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, Exporter]]:
-    from adaptyst_top.collectors.devices import DeviceSweep
+    from adaptyst_top.collectors.devices.sweep import DeviceSweep
 
     sweep = DeviceSweep(pid=None)
     sweep.read()

@@ -83,7 +83,7 @@ def server() -> Iterator[tuple[str, dict[str, Answer]]]:
 
 def cluster_cli(url: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "adaptyst_top.tui.start", "cluster", "--prometheus", url],
+        [sys.executable, "-m", "adaptyst_top.cli.start", "cluster", "--prometheus", url],
         capture_output=True,
         text=True,
         timeout=60,

@@ -16,12 +16,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from adaptyst_top.collectors.launcher import GATE_PROGRAM, HeldCommand, LaunchError
+from adaptyst_top.system.launcher import GATE_PROGRAM, HeldCommand, LaunchError
 
 from .bpf_objects import none_left
 from .conftest import requires_root
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 
 
 def script(tmp_path: Path, body: str) -> Path:
@@ -105,7 +105,7 @@ def test_a_held_command_dies_with_its_monitor_and_never_runs_unreleased(tmp_path
     # A monitor (a child Python) that holds a command, then is SIGKILLed before releasing.
     code = (
         "import sys, time\n"
-        "from adaptyst_top.collectors.launcher import HeldCommand\n"
+        "from adaptyst_top.system.launcher import HeldCommand\n"
         f"c = HeldCommand(['touch', {str(marker)!r}])\n"
         "print(c.pid, flush=True)\n"
         "time.sleep(60)\n"

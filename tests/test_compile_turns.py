@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from adaptyst_top.collectors.compile_turns import CompileTurns
+from adaptyst_top.collectors.probes.compile_turns import CompileTurns
 
 
 def test_an_owner_waits_for_one_compilation_of_a_flooding_owner_not_all() -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probe_engine import ProbeEngine
-from adaptyst_top.collectors.snapshot import ProbeEntry
-from adaptyst_top.collectors.targets import TargetError, mount_root, resolve_target
+from adaptyst_top.collectors.probes.engine import ProbeEngine
 from adaptyst_top.runtime.authorization import Peer, pin_file
 from adaptyst_top.runtime.listing import list_objects
+from adaptyst_top.snapshot import ProbeEntry
+from adaptyst_top.system.targets import TargetError, mount_root, resolve_target
 
 from .bpf_objects import none_left
 from .conftest import requires_root

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.demangle import demangle, matches
-from adaptyst_top.collectors.probe_engine import ProbeEngine
-from adaptyst_top.collectors.probe_spec import parse_spec
+from adaptyst_top.collectors.probes.demangle import demangle, matches
+from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.spec import parse_spec
 from adaptyst_top.tui.widgets.fast_table import _fit
 
 from .bpf_objects import none_left
@@ -106,7 +106,7 @@ def test_cpp_methods_from_four_threads_counted_exactly(tmp_path: Path) -> None:
             }
         argv = ["list", "--binary", str(binary), "--functions", "--json", "solver::*"]
         listed = subprocess.run(
-            [sys.executable, "-m", "adaptyst_top.tui.start", *argv],
+            [sys.executable, "-m", "adaptyst_top.cli.start", *argv],
             capture_output=True,
             text=True,
             check=True,

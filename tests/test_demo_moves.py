@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from adaptyst_top.collectors.snapshot import Snapshot
 from adaptyst_top.placement import demo
 from adaptyst_top.placement.task_api import TASK_SPEC, parse_key
+from adaptyst_top.snapshot import Snapshot
 from adaptyst_top.tui.rows import task_summary
 
 from .bpf_objects import none_left
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.ebpf, requires_root]
 def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute() -> None:
     proc = subprocess.run(
         [
-            *(sys.executable, "-m", "adaptyst_top.tui.start", "record", "--interval", "1"),
+            *(sys.executable, "-m", "adaptyst_top.cli.start", "record", "--interval", "1"),
             *("--advisor", "--auto", "--probe", TASK_SPEC, "--"),
             *demo.command(phase_s=60, duration=45),  # the claim: a move within a minute
         ],

@@ -12,15 +12,15 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from adaptyst_top.collectors.amd_gpu import AmdGpuCollector
-from adaptyst_top.collectors.cpu import CpuCollector, PowerModel
-from adaptyst_top.collectors.devices import DeviceSweep
-from adaptyst_top.collectors.fpga import FpgaCollector
-from adaptyst_top.collectors.nvml import COUNTER_EVERY_S, NvmlCollector
-from adaptyst_top.collectors.opencl_devices import OpenCLCollector
-from adaptyst_top.collectors.opencl_inventory import OpenCLDevice
-from adaptyst_top.collectors.opencl_platforms import platforms_in_use
-from adaptyst_top.collectors.rapl import RaplReader
+from adaptyst_top.collectors.devices.amd_gpu import AmdGpuCollector
+from adaptyst_top.collectors.devices.cpu import CpuCollector, PowerModel
+from adaptyst_top.collectors.devices.fpga import FpgaCollector
+from adaptyst_top.collectors.devices.nvml import COUNTER_EVERY_S, NvmlCollector
+from adaptyst_top.collectors.devices.opencl import OpenCLCollector
+from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice
+from adaptyst_top.collectors.devices.opencl_platforms import platforms_in_use
+from adaptyst_top.collectors.devices.rapl import RaplReader
+from adaptyst_top.collectors.devices.sweep import DeviceSweep
 
 from .as_user import run_as
 from .conftest import IS_ROOT

@@ -11,7 +11,8 @@ import pynvml
 import pytest
 
 from adaptyst_top.collectors import doctor
-from adaptyst_top.collectors.ebpf_env import (
+from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice
+from adaptyst_top.collectors.probes.ebpf_env import (
     CAP_BPF,
     CAP_PERFMON,
     check_ebpf,
@@ -19,12 +20,11 @@ from adaptyst_top.collectors.ebpf_env import (
     check_privileges,
     check_uprobe_multi,
 )
-from adaptyst_top.collectors.opencl_inventory import OpenCLDevice
 
 from .conftest import IS_ROOT
 from .fake_nvml import FakeGpu, FakeNvml
 
-ADAPTYST = [sys.executable, "-m", "adaptyst_top.tui.start"]
+ADAPTYST = [sys.executable, "-m", "adaptyst_top.cli.start"]
 
 
 # --- eBPF, for real -------------------------------------------------------------

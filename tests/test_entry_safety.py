@@ -11,15 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors import entry_safety as es
-from adaptyst_top.collectors.attach_plan import plan_function
-from adaptyst_top.collectors.elf_info import entry_bytes, read_elf
-from adaptyst_top.collectors.helper_build import build_helper
+from adaptyst_top.collectors.probes import entry_check
+from adaptyst_top.collectors.probes import entry_safety as es
+from adaptyst_top.collectors.probes.attach_plan import plan_function
+from adaptyst_top.collectors.probes.elf_info import entry_bytes, read_elf
+from adaptyst_top.collectors.probes.helper_build import build_helper
 
 from .bpf_objects import none_left
 from .conftest import requires_root
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 BATTERY = Path(__file__).parent / "targets" / "string_battery.c"
 STRCHR = r"""
 #include <stdio.h>
@@ -85,7 +86,7 @@ def test_check_target_entries_are_what_they_claim(tmp_path: Path) -> None:
 @pytest.mark.ebpf
 @requires_root
 def test_the_entry_check_runs_each_class_with_and_without_a_probe(tmp_path: Path) -> None:
-    verdicts = es.verify(build_helper("entry_check", tmp_path), calls=500)
+    verdicts = entry_check.verify(build_helper("entry_check", tmp_path), calls=500)
     assert set(verdicts) == set(es.CHECKS)
     # Plain instructions are single-stepped correctly; the check must see that for real.
     assert verdicts[es.GP].status == "verified", verdicts[es.GP]
@@ -114,7 +115,7 @@ def test_a_probe_that_would_corrupt_strchr_is_refused_or_exact(tmp_path: Path) -
         timeout=120,
     )
     policy = es.policy_for_this_boot()
-    from adaptyst_top.collectors.targets import resolve_target
+    from adaptyst_top.system.targets import resolve_target
 
     libc = resolve_target("c")
     strchr = next(f for f in read_elf(libc).functions if f.name == "strchr")

@@ -19,7 +19,7 @@ RECORDING = Path(__file__).parent / "data" / "recording.jsonl"
 
 def export(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "adaptyst_top.tui.start", "export", *args],
+        [sys.executable, "-m", "adaptyst_top.cli.start", "export", *args],
         capture_output=True,
         text=True,
         timeout=60,

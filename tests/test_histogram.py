@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adaptyst_top.collectors.histogram import bucket_bounds, bucket_of, percentile
+from adaptyst_top.snapshot.histogram import bucket_bounds, bucket_of, percentile
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))

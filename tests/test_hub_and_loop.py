@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.devices import DeviceSweep
+from adaptyst_top.collectors.devices.opencl import OpenCLCollector
+from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
-from adaptyst_top.collectors.opencl_devices import OpenCLCollector
-from adaptyst_top.collectors.snapshot import (
+from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.placement.loop import MOVES_SHOWN, TASK_PROBE_NAME, PlacementLoop
+from adaptyst_top.snapshot import (
     DeviceReading,
     Latency,
     ProbeEntry,
     Snapshot,
 )
-from adaptyst_top.placement.advisor import Advisor
-from adaptyst_top.placement.loop import MOVES_SHOWN, TASK_PROBE_NAME, PlacementLoop
 
 from .fake_nvml import FakeGpu, FakeNvml
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors import ifunc
-from adaptyst_top.collectors.elf_info import read_elf
-from adaptyst_top.collectors.targets import resolve_target
+from adaptyst_top.collectors.probes import ifunc
+from adaptyst_top.collectors.probes.elf_info import read_elf
+from adaptyst_top.system.targets import resolve_target
 
 from .bpf_objects import none_left
 from .conftest import requires_root

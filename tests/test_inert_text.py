@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.inert import inert
-from adaptyst_top.collectors.snapshot import Snapshot
+from adaptyst_top.snapshot import Snapshot
+from adaptyst_top.snapshot.inert import inert
 
 from .conftest import requires_root
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 SOURCE = Path(__file__).parent / "targets" / "escapes.c"
 EVIL = "evil\x1b]0;pwned\x07\x1b[2J"
 

@@ -99,7 +99,7 @@ def test_the_venv_is_on_the_interpreter_of_the_distributions_bcc(
     # An install whose interpreter cannot see bcc is told the one command that mends it.
     code = (
         "import importlib.util; importlib.util.find_spec = lambda name: None;"
-        "from adaptyst_top.collectors.ebpf_env import check_bcc; c = check_bcc();"
+        "from adaptyst_top.collectors.probes.ebpf_env import check_bcc; c = check_bcc();"
         "print(c.detail); print(c.fix)"
     )
     r = subprocess.run([str(prefix / "bin/python"), "-c", code], capture_output=True, text=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from adaptyst_top.collectors.snapshot import DeviceReading
 from adaptyst_top.runtime.job_energy import UNATTRIBUTED, JobEnergy
+from adaptyst_top.snapshot import DeviceReading
 
 TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 

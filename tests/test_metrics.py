@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.histogram import bucket_of
 from adaptyst_top.runtime.agent_client import AgentConnection
 from adaptyst_top.runtime.metrics import LATENCY_BOUNDS_NS, cumulative_buckets
+from adaptyst_top.snapshot.histogram import bucket_of
 
 from .conftest import requires_root
 from .test_agent import (  # noqa: F401 - fixtures
@@ -257,9 +257,9 @@ async def test_three_agents_a_record_and_the_cluster_view(
     the cluster view shows three nodes, marks a stopped one stale and opens one."""
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-    from adaptyst_top.collectors.devices import DeviceSweep
+    from adaptyst_top.cli.main import main as cli_main
+    from adaptyst_top.collectors.devices.sweep import DeviceSweep
     from adaptyst_top.runtime.cluster import Prometheus as PrometheusAPI
-    from adaptyst_top.tui.cli import main as cli_main
     from adaptyst_top.tui.cluster_app import ClusterApp
 
     alice, _ = users

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.snapshot import DeviceReading
 from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import ControlClient, ControlServer
 from adaptyst_top.placement.loop import PlacementLoop
@@ -22,6 +21,7 @@ from adaptyst_top.runtime.model_store import (
     save_models,
 )
 from adaptyst_top.runtime.session import SessionOptions, start_placement
+from adaptyst_top.snapshot import DeviceReading
 
 from .test_control import wait_until
 

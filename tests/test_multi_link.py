@@ -10,10 +10,10 @@ import threading
 
 import pytest
 
-from adaptyst_top.collectors.elf_info import read_elf
-from adaptyst_top.collectors.probe_engine import ProbeEngine
-from adaptyst_top.collectors.targets import resolve_target
-from adaptyst_top.collectors.uprobe_multi import kernel_has_multi, link_split
+from adaptyst_top.collectors.probes.elf_info import read_elf
+from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.uprobe_multi import kernel_has_multi, link_split
+from adaptyst_top.system.targets import resolve_target
 
 from .bpf_objects import none_left, our_programs, uprobe_event_lines
 from .conftest import requires_root

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.held_processes import HeldProcesses
-from adaptyst_top.collectors.probe_keys import UNREADABLE, KeyResolver
-from adaptyst_top.collectors.targets import process_start
+from adaptyst_top.collectors.probes.keys import UNREADABLE, KeyResolver
+from adaptyst_top.system.held_processes import HeldProcesses
+from adaptyst_top.system.targets import process_start
 
 from .conftest import requires_root
 

@@ -28,7 +28,7 @@ def test_demo_under_the_advisor_moves_and_the_workload_follows() -> None:
         [
             sys.executable,
             "-m",
-            "adaptyst_top.tui.start",
+            "adaptyst_top.cli.start",
             "record",
             "--interval",
             "1",

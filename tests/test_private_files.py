@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors import private_files as pf
+from adaptyst_top.system import private_files as pf
 
 from .as_user import run_as
 from .conftest import IS_ROOT

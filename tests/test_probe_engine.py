@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from adaptyst_top.collectors import overhead as ov
-from adaptyst_top.collectors.probe_budget import share_text
-from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.budget import share_text
+from adaptyst_top.collectors.probes.engine import ProbeEngine, ProbeError
 
 from .bpf_objects import none_left, our_programs, uprobe_event_lines
 from .conftest import requires_root
@@ -190,7 +190,7 @@ def test_bpf_stats_sampled_through_a_descriptor_never_the_sysctl() -> None:
 def test_a_killed_monitor_leaves_bpf_stats_as_they_were(workload: Workload, sig: int) -> None:
     path = Path("/proc/sys/kernel/bpf_stats_enabled")
     before = path.read_text()
-    cli = [sys.executable, "-m", "adaptyst_top.tui.start", "record", "--interval", "0.05"]
+    cli = [sys.executable, "-m", "adaptyst_top.cli.start", "record", "--interval", "0.05"]
     recs = [
         subprocess.Popen(
             [*cli, "--pid", str(workload.pid), "--probe", f"uprobe:{workload.binary}:fast_fn"],
@@ -213,7 +213,7 @@ def test_a_killed_monitor_leaves_bpf_stats_as_they_were(workload: Workload, sig:
 
 def test_sigterm_while_the_reader_reads_nothing(workload: Workload) -> None:
     """A record whose reader stopped reading (a full pipe) still ends on SIGTERM."""
-    cli = [sys.executable, "-m", "adaptyst_top.tui.start", "record", "--interval", "0.05"]
+    cli = [sys.executable, "-m", "adaptyst_top.cli.start", "record", "--interval", "0.05"]
     rec = subprocess.Popen(
         [*cli, "--pid", str(workload.pid), "--probe", f"uprobe:{workload.binary}:fast_fn"],
         stdout=subprocess.PIPE,
@@ -304,7 +304,8 @@ def test_pid_gone_during_attach(workload_bin: Path) -> None:
 
 
 def test_not_root_no_bcc_no_headers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from adaptyst_top.collectors import ebpf_env, probe_engine
+    from adaptyst_top.collectors.probes import ebpf_env
+    from adaptyst_top.collectors.probes import engine as probe_engine
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setattr(ebpf_env, "effective_caps", lambda *a: 0)
@@ -336,7 +337,7 @@ def _record(pid: int, spec: str) -> subprocess.Popen[str]:
         [
             sys.executable,
             "-m",
-            "adaptyst_top.tui.start",
+            "adaptyst_top.cli.start",
             "record",
             "--pid",
             str(pid),
@@ -456,7 +457,7 @@ def test_keyed_histograms_read_by_lookup_are_the_walk_s(
     """A keyed module's histogram map has 131,072 buckets, and walking it took 0.37 ms a
     read for a dozen entries. While each key has the buckets it had (the kernel counts
     them), the reader looks those up instead. Either way, the same histograms."""
-    from adaptyst_top.collectors import probe_reading
+    from adaptyst_top.collectors.probes import reading as probe_reading
 
     lookups: list[bool] = []
     look_up = probe_reading._look_up_known_buckets
@@ -500,10 +501,10 @@ def test_keyed_histograms_read_by_lookup_are_the_walk_s(
 def test_rates_of_a_row_through_hits_and_idle_intervals() -> None:
     """An idle row's rates are not worked out again (a wide glob's rows mostly sit idle),
     and read the same as if they were: zero after an interval without a hit."""
-    from adaptyst_top.collectors import overhead as ov_
-    from adaptyst_top.collectors.probe_model import Row
-    from adaptyst_top.collectors.probe_reading import update_rates
-    from adaptyst_top.collectors.probe_spec import parse_spec
+    from adaptyst_top.collectors.probes import overhead as ov_
+    from adaptyst_top.collectors.probes.model import Row
+    from adaptyst_top.collectors.probes.reading import update_rates
+    from adaptyst_top.collectors.probes.spec import parse_spec
 
     row = Row(0, parse_spec("uprobe:/bin/true:main"), "main", "/bin/true", ov_.EMULATED, 0)
     seen = []
@@ -548,7 +549,7 @@ def test_errors_the_programs_counted_are_told_once(workload: Workload) -> None:
     count is a warning line, once (read in one batch, not a lookup per index)."""
     import ctypes as ct
 
-    from adaptyst_top.collectors.bpf_program import KernelError
+    from adaptyst_top.collectors.probes.bpf_program import KernelError
 
     b = workload.binary
     with ProbeEngine(pid=workload.pid) as engine:

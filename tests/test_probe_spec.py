@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
 
 
 def test_uprobe_spec() -> None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import subprocess
 
-from adaptyst_top.collectors import ifunc
-from adaptyst_top.collectors.proc_exec import read_proc
-from adaptyst_top.collectors.process_names import process_name
+from adaptyst_top.collectors.probes import ifunc
+from adaptyst_top.system.proc_exec import read_proc
+from adaptyst_top.system.process_names import process_name
 
 from .as_user import run_as
 from .conftest import requires_root

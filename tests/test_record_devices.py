@@ -10,7 +10,7 @@ import sys
 
 def test_record_devices_only() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "adaptyst_top.tui.start", "record", "--duration", "3"],
+        [sys.executable, "-m", "adaptyst_top.cli.start", "record", "--duration", "3"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -43,7 +43,7 @@ def test_record_with_power_model_labels_estimate() -> None:
         [
             sys.executable,
             "-m",
-            "adaptyst_top.tui.start",
+            "adaptyst_top.cli.start",
             "record",
             "--duration",
             "2",

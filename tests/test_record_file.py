@@ -13,7 +13,7 @@ from pathlib import Path
 from adaptyst_top.runtime.record_file import ZSTD_MAGIC, open_output, open_recording
 from adaptyst_top.runtime.sources import ReplaySource, check_recording
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 RECORDING = Path(__file__).parent / "data" / "recording.jsonl"
 
 

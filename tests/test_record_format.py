@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.snapshot import Snapshot
 from adaptyst_top.runtime.record_file import open_output
 from adaptyst_top.runtime.record_format import (
     COMPACT_SCHEMA,
@@ -19,6 +18,7 @@ from adaptyst_top.runtime.record_format import (
     expand,
 )
 from adaptyst_top.runtime.sources import ReplaySource
+from adaptyst_top.snapshot import Snapshot
 
 RECORDING = Path(__file__).parent / "data" / "recording.jsonl"
 
@@ -98,14 +98,14 @@ def test_record_replay_and_export_of_a_compact_zst(tmp_path: Path) -> None:
     src.close()
     assert got == snapshots(lines) and src.skipped == 0
     out = subprocess.run(
-        [sys.executable, "-m", "adaptyst_top.tui.start", "export", str(path)],
+        [sys.executable, "-m", "adaptyst_top.cli.start", "export", str(path)],
         capture_output=True,
         text=True,
         check=True,
     )
     assert [json.loads(x) for x in out.stdout.splitlines()] == snapshots(lines)
     bad = subprocess.run(
-        [sys.executable, "-m", "adaptyst_top.tui.start", "export", str(tmp_path / "none")],
+        [sys.executable, "-m", "adaptyst_top.cli.start", "export", str(tmp_path / "none")],
         capture_output=True,
         text=True,
     )

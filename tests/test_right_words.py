@@ -15,7 +15,7 @@ from .as_user import run_as
 from .bpf_objects import none_left
 from .conftest import IS_ROOT, requires_root
 
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 EXECS = r"""
 #include <stdio.h>
 #include <unistd.h>
@@ -109,7 +109,7 @@ def _cli_as_nobody(argv: list[str]) -> tuple[int, str]:
     """The CLI's main() as uid 65534, in a forked child: (status, what it wrote to stderr)."""
     import tempfile
 
-    from adaptyst_top.tui.cli import main
+    from adaptyst_top.cli.main import main
 
     def call() -> bytes:
         with tempfile.TemporaryFile() as err:
@@ -141,8 +141,8 @@ def _cli_as_nobody(argv: list[str]) -> tuple[int, str]:
 )
 def test_an_ordinary_user_gets_one_line(argv: list[str], status: int, words: str) -> None:
     # Loaded while root may still read them: the child cannot read root's files.
-    import adaptyst_top.tui.cli_list
-    import adaptyst_top.tui.cli_record  # noqa: F401
+    import adaptyst_top.cli.listing
+    import adaptyst_top.cli.record  # noqa: F401
 
     got, stderr = _cli_as_nobody(argv)
     assert got == status, stderr

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adaptyst_top.collectors.snapshot import (
+from adaptyst_top.snapshot import (
     AdviceEntry,
     CommandState,
     DeviceReading,

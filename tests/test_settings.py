@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.overhead import DEFAULT_BUDGET
+from adaptyst_top.cli.monitor import monitor_parser
+from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET
 from adaptyst_top.runtime.config import load_config, merged_settings
-from adaptyst_top.tui.cli import monitor_parser
 
 from .conftest import requires_root
 
@@ -59,7 +59,7 @@ def test_enforce_budget_reaches_an_engine_started_by_adding_a_probe(workload) ->
 def test_the_one_engine_factory_passes_every_option(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without root: the environment check and the calibration child are the only parts
     replaced; the engine is the real one, built by the factory every path uses."""
-    from adaptyst_top.collectors.probe_engine import ProbeEngine
+    from adaptyst_top.collectors.probes.engine import ProbeEngine
     from adaptyst_top.runtime import session as session_mod
 
     monkeypatch.setattr(ProbeEngine, "require_ebpf", staticmethod(lambda: None))
@@ -111,7 +111,7 @@ def test_a_config_that_is_not_one_is_one_line_and_no_wait(
         cfg.mkdir()
     argv = [str(RECORDING)] if command == "replay" else ["--socket", str(tmp_path / "s")]
     done = subprocess.run(
-        [sys.executable, "-m", "adaptyst_top.tui.start", command, *argv, "--config", str(cfg)],
+        [sys.executable, "-m", "adaptyst_top.cli.start", command, *argv, "--config", str(cfg)],
         capture_output=True,
         text=True,
         timeout=60,

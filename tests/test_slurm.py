@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.slurm_jobs import JobError, JobScan, check_job_id, parse_scontrol
 from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.system.slurm_jobs import JobError, JobScan, check_job_id, parse_scontrol
 
 from .conftest import IS_ROOT
 from .test_agent import (  # noqa: F401 - fixtures
@@ -256,7 +256,7 @@ def test_record_job_as_root_in_process(
         until(lambda: len(workloads_of(job)) == 2, f"job {job} never ran: {slurm.logs()}")
         probe = ["--probe", f"uprobe:{wl}:fast_fn", "--interval", "0.2", "--out", str(out)]
         rec = subprocess.Popen(
-            [sys.executable, "-m", "adaptyst_top.tui.start", "record", "--job", job, *probe],
+            [sys.executable, "-m", "adaptyst_top.cli.start", "record", "--job", job, *probe],
             stderr=subprocess.PIPE,
             text=True,
         )
@@ -293,9 +293,9 @@ def test_a_job_s_share_of_the_cpu_energy_is_its_cpu_time(
     """The agent's per-job energy on a real job: a task spinning for 2 s, slurmstepd's
     fork exec'd, read every 50 ms or so from before the job is submitted. The CPU's
     energy reads one joule per busy CPU second, so the job's joules are its CPU seconds."""
-    from adaptyst_top.collectors.overhead import system_busy_ns
-    from adaptyst_top.collectors.snapshot import DeviceReading
+    from adaptyst_top.collectors.probes.overhead import system_busy_ns
     from adaptyst_top.runtime.job_energy import JobEnergy
+    from adaptyst_top.snapshot import DeviceReading
 
     from .slurm import Slurm
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from adaptyst_top.collectors.snapshot import (
+from adaptyst_top.runtime.sources import parse_snapshot_line
+from adaptyst_top.snapshot import (
     SCHEMA_VERSION,
     AdviceEntry,
     AdvisorState,
@@ -27,7 +28,6 @@ from adaptyst_top.collectors.snapshot import (
     SourceState,
     TaskEntry,
 )
-from adaptyst_top.runtime.sources import parse_snapshot_line
 
 RECORDING = Path(__file__).parent / "data" / "recording.jsonl"  # made before schema 1
 

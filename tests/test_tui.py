@@ -262,7 +262,7 @@ def test_a_file_that_is_no_recording_is_one_line(tmp_path: Path) -> None:
         f = tmp_path / "bad.jsonl"
         f.write_bytes(content)
         r = subprocess.run(
-            [sys.executable, "-m", "adaptyst_top.tui.start", "replay", str(f)],
+            [sys.executable, "-m", "adaptyst_top.cli.start", "replay", str(f)],
             capture_output=True,
             text=True,
             timeout=60,
@@ -321,7 +321,7 @@ async def test_the_detail_screen_shows_its_history_at_100x30() -> None:
     """A histogram of many rows once pushed the rate and p99 history below the fold."""
     from textual.app import App
 
-    from adaptyst_top.collectors.snapshot import Latency, ProbeEntry
+    from adaptyst_top.snapshot import Latency, ProbeEntry
 
     wide = ProbeEntry(
         group=0, id=0, spec="uprobe:./a:f", name="f", kind="uprobe", state="attached",

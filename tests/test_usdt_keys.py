@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probe_keys import UNREADABLE, read_c_string
+from adaptyst_top.collectors.probes.keys import UNREADABLE, read_c_string
 
 from .bpf_objects import none_left
 from .conftest import requires_root
 from .workload import build_c
 
 SOURCE = Path(__file__).parent / "targets" / "keys.c"
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 
 
 @pytest.fixture(scope="module")

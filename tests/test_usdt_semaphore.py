@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.helper_build import HelperProcess
-from adaptyst_top.collectors.probe_engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.helper_build import HelperProcess
 
 from .bpf_objects import none_left
 from .conftest import requires_root
@@ -22,7 +22,7 @@ from .workload import build_c
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 SOURCE = Path(__file__).parent / "targets" / "gated.c"
-CLI = [sys.executable, "-m", "adaptyst_top.tui.start"]
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 
 
 @pytest.fixture(scope="module")

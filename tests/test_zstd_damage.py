@@ -71,7 +71,7 @@ def test_damage_costs_its_frame_and_is_said(tmp_path: Path) -> None:
 
     out = tmp_path / "out.jsonl"
     done = subprocess.run(
-        [sys.executable, "-m", "adaptyst_top.tui.start", "export", str(path), "--out", str(out)],
+        [sys.executable, "-m", "adaptyst_top.cli.start", "export", str(path), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=60,

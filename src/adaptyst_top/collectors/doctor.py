@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.capability import Capability, Status
-from adaptyst_top.collectors.ebpf_env import FIX_ROOT, check_ebpf
-from adaptyst_top.collectors.opencl_inventory import list_opencl_devices
+from adaptyst_top.collectors.devices.opencl_inventory import list_opencl_devices
+from adaptyst_top.collectors.probes.ebpf_env import FIX_ROOT, check_ebpf
+from adaptyst_top.system.capability import Capability, Status
 
 AMD_PCI_VENDOR = "0x1002"
 

@@ -1,6 +1,6 @@
 """One clock, one thread's worth of work: every source read once per tick into a snapshot.
 
-The snapshot (collectors/snapshot.py) is the contract shared by `record`, the TUI and the
+The snapshot (snapshot/) is the contract shared by `record`, the TUI and the
 advisor; the hub builds the collectors' part of it.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import socket
 import time
 
-from adaptyst_top.collectors.devices import DeviceSweep
-from adaptyst_top.collectors.probe_engine import ProbeEngine
-from adaptyst_top.collectors.snapshot import Overhead, ProbeEntry, Snapshot
+from adaptyst_top.collectors.devices.sweep import DeviceSweep
+from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.snapshot import Overhead, ProbeEntry, Snapshot
 
 
 class Hub:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptyst_top.collectors.snapshot import AdviceEntry
+from adaptyst_top.snapshot import AdviceEntry
 
 
 @dataclass

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adaptyst_top.collectors.private_files import private_dir, runtime_dir
 from adaptyst_top.placement.protocol import MAX_LINE, Message, ProtocolError, decode, encode
+from adaptyst_top.system.private_files import private_dir, runtime_dir
 
 log = logging.getLogger("adaptyst_top.control")
 

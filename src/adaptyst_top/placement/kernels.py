@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from adaptyst_top.collectors.opencl_platforms import platforms_in_use
+from adaptyst_top.collectors.devices.opencl_platforms import platforms_in_use
 
 OPENCL_SOURCE = r"""
 __kernel void spmv(__global const int *ptr, __global const int *idx,

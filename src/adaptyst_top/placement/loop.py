@@ -10,7 +10,11 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from adaptyst_top.collectors.snapshot import (
+from adaptyst_top.placement.advisor import Advice, Advisor
+from adaptyst_top.placement.control import ControlServer
+from adaptyst_top.placement.model import TaskDeviceModel
+from adaptyst_top.placement.task_keys import parse_key
+from adaptyst_top.snapshot import (
     AdvisorState,
     DeviceReading,
     Move,
@@ -18,10 +22,6 @@ from adaptyst_top.collectors.snapshot import (
     Snapshot,
     TaskEntry,
 )
-from adaptyst_top.placement.advisor import Advice, Advisor
-from adaptyst_top.placement.control import ControlServer
-from adaptyst_top.placement.model import TaskDeviceModel
-from adaptyst_top.placement.task_keys import parse_key
 
 TASK_PROBE_NAME = "adaptyst:task_begin..task_end"
 FEW_RUNS = 8

@@ -14,7 +14,7 @@ dropped when a send has waited SEND_TIMEOUT_S). What one user may hold is bounde
 the settings (runtime/agent_settings.py): connections (root and the admin group have
 room of their own), attach points, modules and keyed probes across their sessions; a
 connection that says no hello, or stops asking, is closed; users take turns at the
-compiler (collectors/compile_turns.py).
+compiler (collectors/probes/compile_turns.py).
 """
 
 from __future__ import annotations
@@ -30,12 +30,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.attach_account import AttachAccount
-from adaptyst_top.collectors.gpu_processes import visible_to
-from adaptyst_top.collectors.held_processes import HeldProcesses
-from adaptyst_top.collectors.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
-from adaptyst_top.collectors.pinned_files import PinnedFiles
-from adaptyst_top.collectors.snapshot import ProbeRef
+from adaptyst_top.collectors.devices.gpu_processes import visible_to
+from adaptyst_top.collectors.probes.attach_account import AttachAccount
+from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_bounds import crowded, room_refusal
@@ -58,6 +55,9 @@ from adaptyst_top.runtime.metrics import ProbeSource
 from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 from adaptyst_top.runtime.stop_flag import StopFlag
+from adaptyst_top.snapshot import ProbeRef
+from adaptyst_top.system.held_processes import HeldProcesses
+from adaptyst_top.system.pinned_files import PinnedFiles
 
 DEFAULT_SOCKET = agent_defaults.DEFAULT_SOCKET
 SEND_TIMEOUT_S = 10.0

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adaptyst_top.collectors.attach_account import AttachAccount
-from adaptyst_top.collectors.probe_spec import parse_spec
+from adaptyst_top.collectors.probes.attach_account import AttachAccount
+from adaptyst_top.collectors.probes.spec import parse_spec
 from adaptyst_top.runtime.agent_settings import AgentSettings
 from adaptyst_top.runtime.authorization import Peer
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from adaptyst_top.collectors.capability import Capability
 from adaptyst_top.runtime.agent_client import AgentConnection, AgentUnavailable
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
+from adaptyst_top.system.capability import Capability
 
 INSTALL = "an admin installs systemd/adaptyst-top-agent.service (README: the node agent)"
 

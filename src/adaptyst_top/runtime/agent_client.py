@@ -15,9 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
-from adaptyst_top.collectors.inert import inert
-from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
-from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot, SnapshotError
+from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_continuity import Continuity
 from adaptyst_top.runtime.agent_transport import (
@@ -33,6 +31,8 @@ from adaptyst_top.runtime.agent_transport import (
 )
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.stop_flag import StopFlag
+from adaptyst_top.snapshot import ProbeRef, Snapshot, SnapshotError
+from adaptyst_top.snapshot.inert import inert
 
 # The transports' names are the client's too (its callers import them from here).
 __all__ = [

@@ -11,8 +11,8 @@ import math
 import time
 from dataclasses import replace
 
-from adaptyst_top.collectors.histogram import NBUCKETS, percentiles
-from adaptyst_top.collectors.snapshot import Latency, ProbeEntry, ProbeKey, Snapshot
+from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeKey, Snapshot
+from adaptyst_top.snapshot.histogram import NBUCKETS, percentiles
 
 Identity = tuple[str, str, str | None, ProbeKey]
 

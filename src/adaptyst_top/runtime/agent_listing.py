@@ -9,12 +9,12 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from adaptyst_top.collectors.elf_info import NotELFError
-from adaptyst_top.collectors.targets import TargetError, mapped_files, resolve_target
+from adaptyst_top.collectors.probes.elf_info import NotELFError
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.authorization import Peer, may_probe, open_for, unreadable
 from adaptyst_top.runtime.listing import Candidate, candidates, entry_policy, list_objects
 from adaptyst_top.runtime.session import SessionError
+from adaptyst_top.system.targets import TargetError, mapped_files, resolve_target
 
 # Files opened at once for one answer; a process mapping more is listed that far (its
 # program first): a user's process of 10,000 mappings does not spend the agent's fds.

@@ -16,7 +16,7 @@
      "pattern": G, "functions": B, "usdt": B,        "policy_known": B}  (list --json's)
      "all": B}
 
-The snapshot is `Snapshot.to_json()` (collectors/snapshot.py): the record format. Every
+The snapshot is `Snapshot.to_json()` (snapshot/): the record format. Every
 request gets one answer; an error answer is one line for the user. A line that is not
 a request (not JSON, too long, an unknown type, a field of the wrong type) gets an
 error answer and the connection is closed; the agent goes on.

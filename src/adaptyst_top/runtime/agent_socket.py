@@ -10,8 +10,8 @@ import stat
 import threading
 from pathlib import Path
 
-from adaptyst_top.collectors.private_files import private_dir
 from adaptyst_top.runtime.stop_flag import StopFlag
+from adaptyst_top.system.private_files import private_dir
 
 # Connections the kernel queues before accept() (capped by net.core.somaxconn): room
 # for every user's connects while one user floods it.

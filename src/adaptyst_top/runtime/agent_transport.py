@@ -13,8 +13,8 @@ import subprocess
 import time
 from abc import ABC, abstractmethod
 
-from adaptyst_top.collectors.inert import inert
 from adaptyst_top.runtime.stop_flag import StopFlag
+from adaptyst_top.snapshot.inert import inert
 
 CONNECT_TIMEOUT_S = 5.0
 

@@ -20,18 +20,18 @@ import struct
 import time
 from dataclasses import dataclass
 
-from adaptyst_top.collectors.held_processes import HeldProcesses
-from adaptyst_top.collectors.pinned_files import PinnedFiles
-from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
-from adaptyst_top.collectors.slurm_jobs import JobError, job_info
-from adaptyst_top.collectors.targets import (
+from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
+from adaptyst_top.runtime.open_as_user import NotOpened, open_as
+from adaptyst_top.system.held_processes import HeldProcesses
+from adaptyst_top.system.pinned_files import PinnedFiles
+from adaptyst_top.system.slurm_jobs import JobError, job_info
+from adaptyst_top.system.targets import (
     CONTAINER_PATH,
     TargetError,
     mount_root,
     process_start,
     resolve_target,
 )
-from adaptyst_top.runtime.open_as_user import NotOpened, open_as
 
 SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux 4.13; Python names it in 3.13
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptyst_top.collectors.inert import inert
+from adaptyst_top.snapshot.inert import inert
 
 QUERY_TIMEOUT_S = 5.0  # a whole request, not each read
 # 2,000 nodes answer in ~300 kB a query; this is 50x that, and parses in well under 1 GB.

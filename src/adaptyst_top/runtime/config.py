@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.overhead import DEFAULT_BUDGET
+from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET
 from adaptyst_top.runtime.limits import (
     BUDGET_RANGE,
     DEFAULT_INTERVAL,

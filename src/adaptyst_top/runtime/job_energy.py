@@ -14,9 +14,9 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from adaptyst_top.collectors.overhead import system_busy_ns
-from adaptyst_top.collectors.slurm_jobs import job_of
-from adaptyst_top.collectors.snapshot import DeviceReading
+from adaptyst_top.collectors.probes.overhead import system_busy_ns
+from adaptyst_top.snapshot import DeviceReading
+from adaptyst_top.system.slurm_jobs import job_of
 
 UNATTRIBUTED = "unattributed"
 _TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")

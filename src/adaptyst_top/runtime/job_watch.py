@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 
-from adaptyst_top.collectors.probe_engine import ProbeEngine
-from adaptyst_top.collectors.slurm_jobs import JobScan
+from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.system.slurm_jobs import JobScan
 
 PERIOD_S = 0.5
 

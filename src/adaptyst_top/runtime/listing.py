@@ -9,13 +9,17 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from adaptyst_top.collectors.attach_plan import plan_function
-from adaptyst_top.collectors.demangle import demangle, matches
-from adaptyst_top.collectors.elf_info import ElfInfo, FunctionSymbol, read_elf
-from adaptyst_top.collectors.entry_safety import EntryPolicy, cached_policy, policy_for_this_boot
-from adaptyst_top.collectors.ifunc import IfuncError
-from adaptyst_top.collectors.inert import inert
-from adaptyst_top.collectors.targets import check_pid, mapped_files, mount_root, resolve_target
+from adaptyst_top.collectors.probes.attach_plan import plan_function
+from adaptyst_top.collectors.probes.demangle import demangle, matches
+from adaptyst_top.collectors.probes.elf_info import ElfInfo, FunctionSymbol, read_elf
+from adaptyst_top.collectors.probes.entry_safety import (
+    EntryPolicy,
+    cached_policy,
+    policy_for_this_boot,
+)
+from adaptyst_top.collectors.probes.ifunc import IfuncError
+from adaptyst_top.snapshot.inert import inert
+from adaptyst_top.system.targets import check_pid, mapped_files, mount_root, resolve_target
 
 
 @dataclass(frozen=True)

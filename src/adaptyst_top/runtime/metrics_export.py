@@ -16,9 +16,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app, write_to_textfile
 
-from adaptyst_top.collectors.devices import DeviceSweep
-from adaptyst_top.collectors.snapshot import DeviceReading
+from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.runtime.metrics import AgentCollector
+from adaptyst_top.snapshot import DeviceReading
 
 TEXTFILE_NAME = "adaptyst_top.prom"
 TEXTFILE_PERIOD_S = 15.0

@@ -2,7 +2,7 @@
 its per-machine performance models): read when the advisor starts, written when the
 session ends. One private file per application and node, under the user's cache:
 `$XDG_CACHE_HOME/adaptyst-top/models/APP@HOST.json`. A file another user could steer is
-never read or written (collectors/private_files.py); a damaged one is not used, and says
+never read or written (system/private_files.py); a damaged one is not used, and says
 so in one line."""
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from adaptyst_top.collectors.private_files import (
+from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.placement.model import TaskDeviceModel, model_from_json, model_to_json
+from adaptyst_top.system.private_files import (
     UnsafePathError,
     cache_dir,
     check_private_dir,
     private_dir,
     write_private,
 )
-from adaptyst_top.collectors.process_names import app_name, process_name
-from adaptyst_top.placement.advisor import Advisor
-from adaptyst_top.placement.model import TaskDeviceModel, model_from_json, model_to_json
+from adaptyst_top.system.process_names import app_name, process_name
 
 VERSION = 1
 DIR_ENV = "ADAPTYST_TOP_MODELS"  # another folder for them (the tests use their own)

@@ -21,7 +21,7 @@ import stat
 import threading
 from collections.abc import Sequence
 
-from adaptyst_top.collectors.targets import CONTAINER_PATH
+from adaptyst_top.system.targets import CONTAINER_PATH
 
 # setgroups, setresgid, setresuid: the kernel's per-thread calls.
 _SYSCALLS = {"x86_64": (116, 119, 117), "aarch64": (159, 149, 147)}

@@ -17,8 +17,8 @@ from typing import IO, BinaryIO
 
 import zstandard
 
-from adaptyst_top.collectors.private_files import open_for_replacing, open_for_writing
 from adaptyst_top.runtime.zstd_frames import ZSTD_MAGIC, FramedWriter, FramesReader
+from adaptyst_top.system.private_files import open_for_replacing, open_for_writing
 
 ZSTD_LEVEL = 6  # ~25x on snapshot lines at a few ms per second of a 200-row run
 
@@ -26,7 +26,7 @@ ZSTD_LEVEL = 6  # ~25x on snapshot lines at a few ms per second of a 200-row run
 def open_output(path: str) -> IO[str]:
     """The record file, compressed when PATH ends in .zst. In a folder another user may
     write to (/tmp, a user's folder for root), a symlink planted there is refused rather
-    than followed (collectors/private_files.py)."""
+    than followed (system/private_files.py)."""
     return _text_out(open_for_writing(path), path)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from adaptyst_top.collectors.snapshot import SCHEMA_VERSION
+from adaptyst_top.snapshot import SCHEMA_VERSION
 
 COMPACT_SCHEMA = 2
 KEYFRAME_EVERY = 600  # lines between full ones: 10 minutes at 1 s

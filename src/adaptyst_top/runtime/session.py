@@ -12,25 +12,20 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
-from adaptyst_top.collectors.attach_account import AttachAccount
-from adaptyst_top.collectors.calibration import BackgroundCalibration
-from adaptyst_top.collectors.cpu import PowerModel
-from adaptyst_top.collectors.devices import DeviceSweep
+from adaptyst_top.collectors.devices.cpu import PowerModel
+from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
-from adaptyst_top.collectors.launcher import HeldCommand, LaunchError
-from adaptyst_top.collectors.overhead import CostTable
-from adaptyst_top.collectors.pinned_files import PinnedFiles
-from adaptyst_top.collectors.probe_engine import (
+from adaptyst_top.collectors.probes.attach_account import AttachAccount
+from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
+from adaptyst_top.collectors.probes.engine import (
     ATTACH_S_PER_POINT,
     DEFAULT_BUDGET,
     DEFAULT_MAX_ATTACH,
     ProbeEngine,
     ProbeError,
 )
-from adaptyst_top.collectors.probe_spec import ProbeSpec, ProbeSpecError, parse_spec
-from adaptyst_top.collectors.slurm_jobs import JobError, JobScan
-from adaptyst_top.collectors.snapshot import CommandState, DeviceReading, Snapshot
-from adaptyst_top.collectors.targets import TargetError, check_pid
+from adaptyst_top.collectors.probes.overhead import CostTable
+from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError, parse_spec
 from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import CONTROL_ENV, ControlServer, server_socket_path
 from adaptyst_top.placement.loop import PlacementLoop
@@ -45,6 +40,11 @@ from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.job_watch import JobWatch
 from adaptyst_top.runtime.model_store import app_of, kept_models
 from adaptyst_top.runtime.stop_flag import StopFlag
+from adaptyst_top.snapshot import CommandState, DeviceReading, Snapshot
+from adaptyst_top.system.launcher import HeldCommand, LaunchError
+from adaptyst_top.system.pinned_files import PinnedFiles
+from adaptyst_top.system.slurm_jobs import JobError, JobScan
+from adaptyst_top.system.targets import TargetError, check_pid
 
 
 class SessionError(RuntimeError):

@@ -13,10 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Protocol
 
-from adaptyst_top.collectors.probe_engine import ProbeEngine, ProbeError
-from adaptyst_top.collectors.probe_spec import ProbeSpecError, parse_spec
-from adaptyst_top.collectors.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot, SnapshotError
-from adaptyst_top.collectors.targets import TargetError, mapped_files
+from adaptyst_top.collectors.probes.engine import ProbeEngine, ProbeError
+from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
 from adaptyst_top.runtime import listing
 from adaptyst_top.runtime.agent_client import AgentInterrupted, AgentRefused
 from adaptyst_top.runtime.listing import Candidate
@@ -24,6 +22,8 @@ from adaptyst_top.runtime.record_file import open_recording
 from adaptyst_top.runtime.record_format import CompactDecoder
 from adaptyst_top.runtime.session import Session
 from adaptyst_top.runtime.zstd_frames import damage_line, damage_of
+from adaptyst_top.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot, SnapshotError
+from adaptyst_top.system.targets import TargetError, mapped_files
 
 
 class ActionError(RuntimeError):

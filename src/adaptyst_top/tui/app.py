@@ -18,10 +18,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from adaptyst_top.collectors.probe_budget import share_text
-from adaptyst_top.collectors.snapshot import ProbeRef, Snapshot
+from adaptyst_top.collectors.probes.budget import share_text
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
+from adaptyst_top.snapshot import ProbeRef, Snapshot
 from adaptyst_top.tui.direct_paint import one_write
 from adaptyst_top.tui.quiet_driver import quiet
 from adaptyst_top.tui.quit_signals import quit_on_signals

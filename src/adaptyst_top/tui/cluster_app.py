@@ -26,10 +26,11 @@ from adaptyst_top.runtime.cluster import (
     Prometheus,
     read_cluster,
 )
+from adaptyst_top.tui.columns import Column
 from adaptyst_top.tui.format import fmt_ns
 from adaptyst_top.tui.quiet_driver import quiet
 from adaptyst_top.tui.screens.prompt import ask_filter
-from adaptyst_top.tui.widgets.fast_table import Column, FastTable
+from adaptyst_top.tui.widgets.fast_table import FastTable
 from adaptyst_top.tui.widgets.text_line import TextLine
 
 CLUSTER_COLUMNS = [
@@ -185,7 +186,7 @@ class ClusterApp(App[None]):
         node = self.table.selected_key
         if node is None:
             return
-        argv = [sys.executable, "-m", "adaptyst_top.tui.start", "--host", node]
+        argv = [sys.executable, "-m", "adaptyst_top.cli.start", "--host", node]
         if self.job:
             argv += ["--job", self.job]
         try:

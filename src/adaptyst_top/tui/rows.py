@@ -6,17 +6,17 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from adaptyst_top.collectors.snapshot import (
+from adaptyst_top.placement.task_keys import PYTHON_SITES_PREFIX, parse_key
+from adaptyst_top.snapshot import (
     AdviceEntry,
     CommandState,
     DeviceReading,
     ProbeEntry,
     TaskEntry,
 )
-from adaptyst_top.placement.task_keys import PYTHON_SITES_PREFIX, parse_key
+from adaptyst_top.tui.columns import Column
 from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_energy, fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
-from adaptyst_top.tui.widgets.fast_table import Column
 
 PROBE_COLUMNS = (
     Column("state", "State", 8, priority=9),
@@ -65,7 +65,7 @@ def _whole(v: Any) -> int | None:
 def gpu_process_rows(d: DeviceReading) -> list[tuple[str, dict[str, str]]]:
     """A GPU's processes as rows under its own, as nvitop lists them: the user's largest
     by memory with their SM share, then the rest of theirs and the other users' each in
-    one line (a user is never shown another user's PID: collectors/nvml.py). Keys are
+    one line (a user is never shown another user's PID: collectors/devices/nvml.py). Keys are
     the device's id and the PID. Entries a damaged recording mangled are left out."""
     raw = d.extra.get("processes")
     procs = [

@@ -12,8 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from adaptyst_top.collectors.histogram import bucket_bounds
-from adaptyst_top.collectors.snapshot import Latency, ProbeEntry
+from adaptyst_top.snapshot import Latency, ProbeEntry
+from adaptyst_top.snapshot.histogram import bucket_bounds
 from adaptyst_top.tui.format import fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
 

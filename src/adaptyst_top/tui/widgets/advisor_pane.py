@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
-from adaptyst_top.collectors.snapshot import Snapshot
+from adaptyst_top.snapshot import Snapshot
 from adaptyst_top.tui.rows import ADVICE_COLUMNS, advice_row, task_summary
 from adaptyst_top.tui.widgets.fast_table import FastTable
 from adaptyst_top.tui.widgets.text_line import TextLine

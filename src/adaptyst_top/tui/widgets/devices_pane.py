@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from adaptyst_top.collectors.snapshot import DeviceReading
+from adaptyst_top.snapshot import DeviceReading
 from adaptyst_top.tui.rows import DEVICE_COLUMNS, device_row, gpu_process_rows
 from adaptyst_top.tui.widgets.fast_table import FastTable
 

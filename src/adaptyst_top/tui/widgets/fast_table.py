@@ -20,16 +20,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from adaptyst_top.tui.columns import Column
 from adaptyst_top.tui.direct_paint import paint_lines, when_done
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    label: str
-    width: int  # 0: takes what is left
-    right: bool = False
-    priority: int = 0  # higher goes first when space runs out
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from adaptyst_top.collectors.snapshot import ProbeEntry
+from adaptyst_top.snapshot import ProbeEntry
 from adaptyst_top.tui.rows import PROBE_COLUMNS, probe_row
 from adaptyst_top.tui.widgets.devices_pane import HISTORY
 from adaptyst_top.tui.widgets.fast_table import FastTable

@@ -1,0 +1,41 @@
+"""`adaptyst-top doctor`: which capabilities this machine has, and the fix for each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+
+from adaptyst_top.cli.options import Parser, add_version
+
+
+def doctor_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="adaptyst-top doctor",
+        description="Check each capability: ebpf, nvml, rapl, amd-gpu, opencl, fpga. "
+        "Exit status 0 when the monitor can run at all.",
+    )
+    add_version(p)
+    p.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    p.add_argument(
+        "--no-smoke", action="store_true", help="skip the one-probe eBPF smoke test (~1 s)"
+    )
+    p.add_argument("--agent", metavar="PATH", help="the node agent's socket to ask about")
+    return p
+
+
+def cmd_doctor(argv: Sequence[str]) -> int:
+    from adaptyst_top.cli.options import agent_socket
+    from adaptyst_top.collectors.doctor import can_run, run_doctor
+    from adaptyst_top.runtime.agent_check import check_agent
+
+    args = doctor_parser().parse_args(argv)
+    caps = [*run_doctor(run_smoke=not args.no_smoke), check_agent(agent_socket(args.agent))]
+    if args.json:
+        print(json.dumps([c.to_json() for c in caps], indent=None))
+    else:
+        width = max(len(c.name) for c in caps)
+        for c in caps:
+            fix = f"  fix: {c.fix}" if c.fix and c.status != "ok" else ""
+            print(f"{c.name:<{width}}  {c.status:<8}  {c.detail}{fix}")
+    return 0 if can_run(caps) else 1

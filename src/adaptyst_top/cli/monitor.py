@@ -1,0 +1,180 @@
+"""The monitor: the TUI over a live session (the program without a subcommand, and demo)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adaptyst_top.cli.commands import summaries, usage
+from adaptyst_top.cli.options import Parser, add_session_options, add_version, session_options
+from adaptyst_top.system.private_files import private_log
+from adaptyst_top.tui.quit_signals import QUIT_SIGNALS
+
+if TYPE_CHECKING:  # imported when used: `adaptyst-top` starts fast, and Ctrl-C works early
+    from adaptyst_top.runtime.config import Config
+    from adaptyst_top.runtime.session import SessionOptions
+
+DESCRIPTION = (
+    "Live monitor for CPU/GPU/FPGA nodes: eBPF/USDT function latencies, device power and "
+    "energy, and a placement advisor."
+)
+EPILOG = """subcommands:
+{subcommands}
+
+examples:
+  adaptyst-top --probe 'uprobe:./app:solve*' -- ./app input.dat
+  adaptyst-top record --pid 4242 --probe 'usdt:./app:app:task_begin..task_end@arg1' --duration 10
+  adaptyst-top list --binary ./app
+
+`adaptyst-top SUBCOMMAND --help` tells more.
+"""
+
+
+def add_display_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ascii", action="store_true", help="ASCII bars, sparklines and borders")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $XDG_CONFIG_HOME/adaptyst-top/config.toml)",
+    )
+
+
+def monitor_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="adaptyst-top",
+        usage=usage(),
+        description=DESCRIPTION,
+        epilog=EPILOG.format(subcommands=summaries()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_version(p)
+    add_session_options(p)
+    add_display_options(p)
+    return p
+
+
+def load_config_or_exit(path: str | None) -> Config | None:
+    from adaptyst_top.runtime.config import ConfigError, load_config
+
+    try:
+        config = load_config(Path(path) if path else None)
+    except ConfigError as exc:
+        print(f"adaptyst-top: {exc}", file=sys.stderr)
+        return None
+    for warning in config.warnings:
+        print(f"adaptyst-top: {warning}", file=sys.stderr)
+    return config
+
+
+@dataclass
+class ViewOptions:
+    """The monitor's own options beside the session's: what the config file may also set
+    (None: not given on the command line) and how the screen looks."""
+
+    interval: float | None = None  # None: the config's refresh, else the default
+    budget: float | None = None  # None: the config's budget, else the default
+    ascii: bool = False
+    config: str | None = None  # None: $XDG_CONFIG_HOME/adaptyst-top/config.toml
+
+
+def view_options(args: argparse.Namespace) -> ViewOptions:
+    return ViewOptions(args.interval, args.budget, args.ascii, args.config)
+
+
+def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
+    """The TUI over a live session of OPTS (opts.command launched under it)."""
+    from adaptyst_top.collectors.devices.cpu import PowerModel
+    from adaptyst_top.runtime.config import merged_settings
+    from adaptyst_top.runtime.session import SessionError, open_session
+    from adaptyst_top.runtime.sources import LiveSource
+    from adaptyst_top.tui.app import MonitorApp
+
+    config = load_config_or_exit(view.config)
+    if config is None:
+        return 1
+    command = opts.command
+    opts.probes = [*config.probes, *opts.probes]
+    interval, opts.budget = merged_settings(view.interval, view.budget, config)
+    if opts.power_model is None and config.cpu_power_model:
+        try:
+            opts.power_model = PowerModel.parse(config.cpu_power_model)
+        except ValueError as exc:
+            print(f"adaptyst-top: {config.path}: {exc}", file=sys.stderr)
+            return 1
+    log_path = None
+    if command:
+        # The command's output would garble the screen: it goes to a fresh file in a
+        # private folder (never a predictable name in /tmp), removed when the monitor ends.
+        try:
+            fd, log_path = private_log("command")
+        except OSError as exc:
+            print(f"adaptyst-top: no place for the command's output: {exc}", file=sys.stderr)
+            return 1
+        opts.child_stdout = opts.child_stderr = fd
+        opts.command_log = str(log_path)
+    app: Any = None
+
+    def on_signal(signum: int, _frame: object) -> None:
+        # Before the screen is up: give up attaching (the command never runs). After: quit
+        # like q (a closed SSH session is SIGHUP): probes detach, the command is ended.
+        opts.cancel.set()
+        if app is not None:
+            app.exit()
+
+    for sig in QUIT_SIGNALS:
+        signal.signal(sig, on_signal)
+    try:
+        try:
+            session = open_session(opts)
+        finally:
+            if isinstance(opts.child_stdout, int):
+                os.close(opts.child_stdout)  # the child holds its own copy
+        try:
+            if opts.cancel.is_set():
+                raise SessionError("interrupted before the command started")
+            session.start()
+            app = MonitorApp(
+                LiveSource(session), interval=interval, config=config, ascii=view.ascii
+            )
+            app.run()
+        finally:
+            # The app's loop took the signals while it ran and gave back the default
+            # actions as it closed: a SIGTERM now would end us with the command running.
+            for sig in QUIT_SIGNALS:
+                signal.signal(sig, on_signal)
+            session.close()
+    except SessionError as exc:
+        print(f"adaptyst-top: {exc}", file=sys.stderr)
+        return exc.status
+    finally:
+        if log_path is not None:
+            _tell_and_remove(log_path, command)
+    return 0
+
+
+def _tell_and_remove(log_path: Path, command: Sequence[str], lines: int = 20) -> None:
+    """The last lines of the command's output to our stderr, then the file is gone."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            tail = f.read().decode(errors="replace").splitlines()[-lines:]
+        if tail:
+            print(f"adaptyst-top: last output of {command[0]}:", file=sys.stderr)
+            print("\n".join(tail), file=sys.stderr)
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        os.unlink(log_path)
+
+
+def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
+    args = monitor_parser().parse_args(argv)
+    return run_monitor(session_options(args, command), view_options(args))

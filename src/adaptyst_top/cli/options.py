@@ -1,0 +1,203 @@
+"""Options shared by the commands that watch a target (monitor, record)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn
+
+from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
+from adaptyst_top.runtime.agent_defaults import AGENT_ENV, DEFAULT_SOCKET
+from adaptyst_top.runtime.limits import (
+    BUDGET_RANGE,
+    DEFAULT_INTERVAL,
+    INTERVAL_RANGE,
+    MAX_PROBES_RANGE,
+    check_range,
+    fraction_of_percent,
+)
+from adaptyst_top.system.version import package_version
+
+if TYPE_CHECKING:  # imported when used: `adaptyst-top` starts fast, and Ctrl-C works early
+    from adaptyst_top.collectors.devices.cpu import PowerModel
+    from adaptyst_top.runtime.session import SessionOptions
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line (the usage itself is one --help away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+
+
+def bounded_float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            return check_range(float(text), lo, hi)
+        except ValueError as exc:
+            msg = str(exc) if "must be" in str(exc) else f"not a number: {text!r}"
+            raise argparse.ArgumentTypeError(msg) from None
+
+    parse.__name__ = "number"
+    return parse
+
+
+def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be {lo}..{hi}, not {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+interval_s = bounded_float(*INTERVAL_RANGE)
+
+
+def percent(text: str) -> float:
+    return fraction_of_percent(bounded_float(*BUDGET_RANGE)(text.rstrip("%")))
+
+
+def power_model(text: str) -> PowerModel:
+    from adaptyst_top.collectors.devices.cpu import PowerModel
+
+    try:
+        return PowerModel.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_session_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pid",
+        type=bounded_int(1, 2**22),
+        help="process to probe (and the processes it starts)",
+    )
+    parser.add_argument(
+        "--job",
+        metavar="ID",
+        help="every process of Slurm job ID on this node, present and future",
+    )
+    parser.add_argument(
+        "--probe",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="uprobe:TARGET:FUNC | usdt:TARGET:PROVIDER:NAME | "
+        "usdt:TARGET:PROVIDER:BEGIN..END, with @argN[:str|:int] to split usdt by an "
+        "argument (repeatable); TARGET is a path or a library name like c",
+    )
+    # No argparse defaults for what the config file may also set: None means "not
+    # given", and the command line, the config and the defaults merge in that order.
+    parser.add_argument(
+        "--interval",
+        type=interval_s,
+        metavar="S",
+        help="refresh, {:g}..{:g} s ({:g})".format(*INTERVAL_RANGE, DEFAULT_INTERVAL),
+    )
+    parser.add_argument(
+        "--budget",
+        type=percent,
+        metavar="PCT",
+        help=f"probe overhead budget, %% of the target's CPU time ({DEFAULT_BUDGET * 100:g})",
+    )
+    parser.add_argument(
+        "--enforce-budget",
+        action="store_true",
+        help="over budget, switch off the costliest probe",
+    )
+    parser.add_argument(
+        "--max-probes",
+        type=bounded_int(*MAX_PROBES_RANGE),
+        default=DEFAULT_MAX_ATTACH,
+        metavar="N",
+        help=f"attach point limit, 1..100000 ({DEFAULT_MAX_ATTACH})",
+    )
+    parser.add_argument(
+        "--keep-command",
+        action="store_true",
+        help="let a command launched with -- CMD outlive the monitor (default: it is ended, "
+        "SIGTERM then SIGKILL, whenever the monitor stops)",
+    )
+    parser.add_argument(
+        "--advisor",
+        nargs="?",
+        const="time",
+        choices=("time", "energy", "edp", "weighted"),
+        metavar="OBJECTIVE",
+        help="run the placement advisor on the task probes (objective: time, energy, "
+        "edp or weighted; default time)",
+    )
+    parser.add_argument(
+        "--auto",
+        action="store_true",
+        help="with --advisor: apply its advice (push assignments to the application)",
+    )
+    parser.add_argument(
+        "--fresh-models",
+        action="store_true",
+        help="with --advisor: start without the performance models kept from earlier runs "
+        "of the application, and keep none from this one",
+    )
+    parser.add_argument(
+        "--agent",
+        metavar="PATH",
+        help="the node agent's socket: probes attach there, as your user may "
+        f"(${AGENT_ENV}; when not root, {DEFAULT_SOCKET} is used when it is there)",
+    )
+    parser.add_argument(
+        "--host",
+        metavar="NODE",
+        help="watch NODE (from a login node): its agent, through `ssh NODE adaptyst-top "
+        "bridge` (ssh from $ADAPTYST_TOP_SSH, adaptyst-top there from $ADAPTYST_TOP_REMOTE)",
+    )
+    parser.add_argument(
+        "--cpu-power-model",
+        type=power_model,
+        metavar="IDLE_W:MAX_W",
+        help="where RAPL is missing, estimate CPU power as IDLE + util x (MAX - IDLE); "
+        "labelled `estimate`",
+    )
+
+
+def session_options(args: argparse.Namespace, command: Sequence[str]) -> SessionOptions:
+    from adaptyst_top.runtime.session import SessionOptions
+
+    return SessionOptions(
+        pid=args.pid,
+        job=args.job,
+        probes=args.probe,
+        command=command,
+        budget=DEFAULT_BUDGET if args.budget is None else args.budget,
+        enforce_budget=args.enforce_budget,
+        max_probes=args.max_probes,
+        power_model=args.cpu_power_model,
+        advisor=args.advisor,
+        auto=args.auto,
+        kept_models=not args.fresh_models,
+        keep_command=args.keep_command,
+        agent=agent_socket(args.agent),
+        host=args.host,
+    )
+
+
+def agent_socket(given: str | None) -> str | None:
+    """The agent to use: --agent, else $ADAPTYST_TOP_AGENT, else (not root) the default
+    socket when it is there; None: probes attach in this process (root)."""
+    if given:
+        return given
+    if os.environ.get(AGENT_ENV):
+        return os.environ[AGENT_ENV]
+    if os.geteuid() != 0 and DEFAULT_SOCKET.is_socket():
+        return str(DEFAULT_SOCKET)
+    return None

@@ -1,0 +1,1 @@
+"""Device telemetry: CPU, NVIDIA, AMD, FPGA and OpenCL devices, their power and energy."""

@@ -1,0 +1,63 @@
+"""OpenCL devices as execution targets, each mapped to the physical device whose
+power it draws: PoCL's CPU device to the CPU, an NVIDIA or AMD OpenCL GPU to its
+NVML/amdgpu device by PCI bus id. The placement advisor chooses between these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice, list_opencl_devices
+from adaptyst_top.snapshot import DeviceReading
+
+
+def physical_id(dev: OpenCLDevice, physical: list[DeviceReading]) -> str | None:
+    if dev.type == "cpu":
+        return "cpu"
+    if dev.pci_bus_id:
+        want = dev.pci_bus_id.lower()
+        for p in physical:
+            bus = str(p.extra.get("pci_bus_id", "")).lower()
+            # NVML reports 8-digit domains (00000000:17:00.0), OpenCL 4-digit ones.
+            if bus and bus.split(":", 1)[-1] == want.split(":", 1)[-1]:
+                return str(p.id)
+    return None
+
+
+class OpenCLCollector:
+    """Lists devices once (enumeration is slow); each read copies the mapped device's
+    utilisation and power, saying where they come from."""
+
+    def __init__(self, lister: Callable[[], list[OpenCLDevice]] = list_opencl_devices) -> None:
+        try:
+            self.devices = lister()
+            self.reason = ""
+        except RuntimeError as exc:
+            self.devices = []
+            self.reason = str(exc)
+
+    def read(self, physical: list[DeviceReading]) -> list[DeviceReading]:
+        by_id = {p.id: p for p in physical}
+        out = []
+        for i, dev in enumerate(self.devices):
+            r = DeviceReading(
+                id=f"opencl:{i}",
+                kind="opencl",
+                name=f"{dev.name} [{dev.platform}]",
+                mem_total_bytes=dev.global_mem_bytes,
+            )
+            r.extra = {
+                "platform": dev.platform,
+                "type": dev.type,
+                "compute_units": dev.compute_units,
+                "pci_bus_id": dev.pci_bus_id,
+            }
+            target = physical_id(dev, physical)
+            r.extra["maps_to"] = target
+            phys = by_id.get(target) if target else None
+            if phys is not None:
+                r.util, r.power_w = phys.util, phys.power_w
+                r.note = f"utilisation and power are {phys.id}'s (the device it runs on)"
+            else:
+                r.note = "no physical device found for it: utilisation and power unknown"
+            out.append(r)
+        return out

@@ -1,0 +1,99 @@
+"""OpenCL platforms and devices, as plain data (pyopencl when importable)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from adaptyst_top.collectors.devices.opencl_platforms import platforms_in_use
+
+# cl_device_type bits (CL/cl.h)
+CL_DEVICE_TYPE_CPU = 1 << 1
+CL_DEVICE_TYPE_GPU = 1 << 2
+CL_DEVICE_TYPE_ACCELERATOR = 1 << 3
+CL_DEVICE_TYPE_CUSTOM = 1 << 4
+
+FPGA_PLATFORM_HINTS = ("xilinx", "intel(r) fpga", "altera", "fpga")
+
+
+@dataclass(frozen=True)
+class OpenCLDevice:
+    platform: str
+    name: str
+    type: str  # cpu | gpu | accelerator | custom | other
+    vendor: str
+    compute_units: int
+    global_mem_bytes: int
+    pci_bus_id: str | None = None
+
+    @property
+    def is_fpga(self) -> bool:
+        plat = self.platform.lower()
+        return self.type == "accelerator" or any(h in plat for h in FPGA_PLATFORM_HINTS)
+
+
+def device_type_name(bits: int) -> str:
+    for bit, name in (
+        (CL_DEVICE_TYPE_GPU, "gpu"),
+        (CL_DEVICE_TYPE_ACCELERATOR, "accelerator"),
+        (CL_DEVICE_TYPE_CPU, "cpu"),
+        (CL_DEVICE_TYPE_CUSTOM, "custom"),
+    ):
+        if bits & bit:
+            return name
+    return "other"
+
+
+def _pci_bus_id(dev: Any) -> str | None:
+    """Domain:bus:device.function from the vendor extensions that carry it."""
+    try:
+        exts = str(dev.extensions)
+        if "cl_khr_pci_bus_info" in exts:
+            info = dev.pci_bus_info_khr
+            return (
+                f"{info.pci_domain:04x}:{info.pci_bus:02x}:"
+                f"{info.pci_device:02x}.{info.pci_function:x}"
+            )
+        if "cl_nv_device_attribute_query" in exts:
+            return f"0000:{int(dev.pci_bus_id_nv):02x}:{int(dev.pci_slot_id_nv) >> 3:02x}.0"
+        if "cl_amd_device_attribute_query" in exts:
+            topo = dev.topology_amd
+            return f"0000:{topo.bus:02x}:{topo.device:02x}.{topo.function:x}"
+    except Exception:  # an extension that lies about itself must not hide the device
+        return None
+    return None
+
+
+def list_opencl_devices(module: Any | None = None) -> list[OpenCLDevice]:
+    """Every device of every platform. Raises RuntimeError with one line on failure."""
+    cl: Any = module
+    if cl is None:
+        try:
+            import pyopencl
+
+            cl = pyopencl
+        except ImportError as exc:
+            raise RuntimeError(f"pyopencl not importable: {exc}") from exc
+    try:
+        platforms = cl.get_platforms()
+    except Exception as exc:  # pyopencl.LogicError / RuntimeError: no ICD, no platform
+        raise RuntimeError(f"no OpenCL platform: {str(exc).strip()}") from exc
+    out: list[OpenCLDevice] = []
+    for plat in platforms_in_use(platforms):
+        try:
+            devices = plat.get_devices()
+        except Exception:  # a platform with no device of any type
+            continue
+        for dev in devices:
+            out.append(
+                OpenCLDevice(
+                    platform=str(plat.name).strip(),
+                    name=str(dev.name).strip(),
+                    type=device_type_name(int(dev.type)),
+                    vendor=str(dev.vendor).strip(),
+                    compute_units=int(dev.max_compute_units),
+                    global_mem_bytes=int(dev.global_mem_size),
+                    pci_bus_id=_pci_bus_id(dev),
+                )
+            )
+    return out

@@ -1,0 +1,193 @@
+"""Planning a spec. A uprobe spec: which functions of an ELF file it matches, where each
+one's calls really go (an IFUNC's implementation), what each costs to probe and whether
+its first instruction may carry a probe at all. A USDT spec: its sites in the file, the
+argument it is split by, its semaphores, its programs' slots. Pure: it reads files and
+decides, it attaches nothing (and so needs no privileges: tests run it on any ELF file)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from adaptyst_top.collectors.probes import entry_safety, ifunc
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.bpf_program import Slot
+from adaptyst_top.collectors.probes.demangle import demangle, matches
+from adaptyst_top.collectors.probes.elf_info import ElfInfo, FunctionSymbol, UsdtProbe, entry_bytes
+from adaptyst_top.collectors.probes.spec import ProbeSpec
+
+# The reason a first instruction is refused, or None (entry_safety.EntryPolicy.refusal).
+Refusal = Callable[[entry_safety.EntryInsn], "str | None"]
+
+
+class PlanError(ValueError):
+    """Why a spec matches nothing that can be probed, in one line."""
+
+
+@dataclass(frozen=True)
+class PlannedFunction:
+    """One function to probe, or refused (`refused` says why, in one line)."""
+
+    name: str
+    cost_class: str  # overhead.EMULATED, SINGLESTEP...
+    entry: str  # its first instruction (an IFUNC's: its implementation's)
+    sym: str = ""  # attach by name...
+    addr: int = 0  # ...or by address (an IFUNC's implementation)
+    refused: str | None = None
+    offset: int | None = None  # its first instruction's file offset (multi-uprobe links)
+
+
+def matching_functions(spec: ProbeSpec, elf: ElfInfo) -> list[FunctionSymbol]:
+    """Functions matching the spec's glob: one per address (aliases share one: the
+    plainest name wins) and one address per name (bcc attaches by name), sorted."""
+    glob = spec.func or "*"
+    by_addr: dict[int, FunctionSymbol] = {}
+    for sym in elf.functions:
+        name = demangle(sym.name)
+        if not name.cold and matches(name, glob):  # a .cold part is not a function
+            best = by_addr.get(sym.address)
+            if best is None or (best.name.startswith("_"), len(best.name)) > (
+                sym.name.startswith("_"),
+                len(sym.name),
+            ):
+                by_addr[sym.address] = sym
+    names: dict[str, FunctionSymbol] = {}
+    for sym in by_addr.values():
+        names.setdefault(sym.name, sym)
+    return sorted(names.values(), key=lambda s: s.name)
+
+
+def plan_uprobes(
+    spec: ProbeSpec,
+    path: str,
+    elf: ElfInfo,
+    refusal: Refusal,
+    room: int,
+    pid: int | None = None,
+    source: str | None = None,
+) -> list[PlannedFunction]:
+    """Every function the spec matches in PATH, planned; PlanError when none can be probed
+    or more than ROOM attach points would be needed. SOURCE: where PATH's bytes are read
+    (the descriptor the agent opened as its user), when not PATH itself."""
+    matched = matching_functions(spec, elf)
+    if not matched:
+        hint = " (binary is stripped: only exported functions are visible)" if elf.stripped else ""
+        raise PlanError(f"{spec.text}: 0 functions matched {spec.func or '*'!r} in {path}{hint}")
+    if len(matched) > room:
+        raise PlanError(
+            f"{spec.text}: {len(matched)} functions match, more than the limit of "
+            f"{room} more attach points (narrow the glob or raise --max-probes)"
+        )
+    planned: list[PlannedFunction] = []
+    unresolved: list[str] = []
+    for sym in matched:
+        try:
+            planned.append(plan_function(path, elf, sym, refusal, pid, source))
+        except ifunc.IfuncError as exc:
+            unresolved.append(str(exc))
+    if not planned:
+        raise PlanError(f"{spec.text}: {unresolved[0]}")
+    refused_all = [p.refused for p in planned if p.refused]
+    if len(refused_all) == len(planned):
+        more = f" (and {len(planned) - 1} more refused)" if len(planned) > 1 else ""
+        raise PlanError(f"{refused_all[0]}{more}")
+    return planned
+
+
+def plan_function(
+    path: str,
+    elf: ElfInfo,
+    sym: FunctionSymbol,
+    refusal: Refusal,
+    pid: int | None = None,
+    source: str | None = None,
+) -> PlannedFunction:
+    """One function planned (what `list` shows too); IfuncError when an IFUNC's
+    implementation cannot be known."""
+    by_name, addr = sym.name, 0
+    if sym.ifunc:
+        # Probed where its calls go: the implementation its resolver picked.
+        impl = ifunc.resolve(path, sym.name, pid)
+        sym = replace(sym, address=impl, file_offset=elf.offset_of(impl))
+        by_name, addr = "", impl
+    code = entry_bytes(source or path, sym)
+    insn = entry_safety.decode_entry(code, elf.machine)
+    reason = None if insn.encoding == entry_safety.EMULATED else refusal(insn)
+    refused = None
+    if reason is not None:
+        variants = safe_variants(source or path, elf, sym, refusal) if sym.ifunc else []
+        refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
+    cls = ov.classify_entry(code, elf.machine)
+    shown = demangle(sym.name).display
+    return PlannedFunction(
+        shown, cls, insn.text, sym=by_name, addr=addr, refused=refused, offset=sym.file_offset
+    )
+
+
+def safe_variants(path: str, elf: ElfInfo, sym: FunctionSymbol, refusal: Refusal) -> list[str]:
+    """Named implementations of an IFUNC (glibc's __strchr_sse2...) that may be probed."""
+    out = []
+    for other in elf.functions:
+        if other.name.strip("_").startswith(f"{sym.name}_") and not other.ifunc:
+            insn = entry_safety.decode_entry(entry_bytes(path, other), elf.machine)
+            if insn.encoding == entry_safety.EMULATED or refusal(insn) is None:
+                out.append(other.name)
+    return sorted(out)
+
+
+@dataclass(frozen=True)
+class PlannedUsdt:
+    """A USDT spec's one row: the probes it names (BEGIN, and END for a pair), their sites,
+    the file offsets of their semaphores (by name), and the programs' slots."""
+
+    names: list[str]
+    sites: dict[str, list[UsdtProbe]]
+    ref_ctrs: dict[str, int]
+    slots: list[Slot]
+    cost_class: str  # overhead.USDT or USDT_PAIR
+
+
+def find_usdt(elf: ElfInfo, path: str, provider: str, name: str) -> list[UsdtProbe]:
+    found = [p for p in elf.usdt if p.provider == provider and p.name == name]
+    if not found:
+        have = sorted({f"{p.provider}:{p.name}" for p in elf.usdt})
+        listing = ", ".join(have[:8]) + (" ..." if len(have) > 8 else "") if have else "none"
+        raise PlanError(f"USDT probe {provider}:{name} not found in {path} (it has: {listing})")
+    return found
+
+
+def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsdt:
+    """The spec's sites in PATH; PlanError when a probe, its argument or its semaphore is
+    not there, or when there is no ROOM for one more attach point."""
+    assert spec.provider is not None and spec.name is not None
+    names = [spec.name] + ([spec.end] if spec.end else [])
+    sites = {n: find_usdt(elf, path, spec.provider, n) for n in names}
+    if spec.arg is not None:
+        have = min(len(p.arg_specs) for p in sites[spec.name])
+        if spec.arg > have:
+            raise PlanError(
+                f"{spec.text}: {spec.provider}:{spec.name} has {have} argument"
+                f"{'' if have == 1 else 's'}: there is no @arg{spec.arg}"
+            )
+    # A semaphore-gated probe is enabled by the kernel (uprobe ref_ctr_offset): it raises
+    # the semaphore in each probed process while the probe is attached and drops it when
+    # the probe goes, whatever ends the monitor (SIGKILL included).
+    ref_ctrs: dict[str, int] = {}
+    for n in names:
+        sems = {p.semaphore for p in sites[n] if p.semaphore}
+        if sems:
+            offset = elf.offset_of(min(sems))
+            if offset is None:
+                raise PlanError(f"{spec.text}: the semaphore of {n} is not in the file")
+            ref_ctrs[n] = offset
+    if room < 1:
+        raise PlanError(f"{spec.text}: more than the limit of attach points")
+    # One spec, one module: slots start at 0 and a pair has its own chain 1.
+    if spec.is_pair:
+        slots = [
+            Slot(0, "usdt-begin", 1, spec.arg, spec.arg_type),
+            Slot(1, "usdt-end", 1),
+        ]
+        return PlannedUsdt(names, sites, ref_ctrs, slots, ov.USDT_PAIR)
+    slots = [Slot(0, "usdt-count", 0, spec.arg, spec.arg_type)]
+    return PlannedUsdt(names, sites, ref_ctrs, slots, ov.USDT)

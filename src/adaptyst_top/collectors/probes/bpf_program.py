@@ -1,0 +1,332 @@
+"""The C source of one probe module: shared statistics maps and one tiny entry
+program per attach point.
+
+Every attach point gets a slot number baked into its own 3-line program, so the
+kernel knows which probe fired without a lookup; the heavy code is shared and
+inlined. All uretprobes share a single program: a per-thread stack of entry frames
+tells which probe a return belongs to, which also makes recursion and nested
+USDT pairs match last-in, first-out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Literal
+
+from adaptyst_top.collectors.probes.confinement import Confinement, theirs_source
+from adaptyst_top.snapshot.histogram import SUB, SUB_BITS
+
+KEYLEN = 32
+MAX_DEPTH = 16  # a power of two (the verifier needs the mask)
+MAX_THREADS = 16384
+MAX_KEYS = 16384  # a module whose keys come from an @argN (any number of them)
+HIST_ENTRIES = 131072
+# The most buckets one key can fill: 16 per power of two over 64 bits (bucket_of).
+HIST_PER_KEY = 1024
+
+
+# The C enums in PRELUDE are generated from these: one definition for both sides.
+class KeyKind(IntEnum):
+    """What a statistics key holds, as the kernel writes it."""
+
+    NONE = 0
+    INT = 1
+    STR = 2
+    PTR = 3  # an address the kernel could not read: user space reads the string
+
+
+class ArgType(IntEnum):
+    """How an @argN value is keyed: as the spec asks (`@arg1:str`) or guessed."""
+
+    AUTO = 0  # a value that reads as a user-space C string is a string
+    INT = 1
+    STR = 2
+
+
+class KernelError(IntEnum):
+    """Indexes of the `errors` array the programs count into."""
+
+    MAP_FULL = 0
+    TOO_DEEP = 1
+    NO_ENTRY = 2  # a return without a recorded entry
+
+
+def _c_enum(e: type[IntEnum], prefix: str) -> str:
+    return "enum { " + ", ".join(f"{prefix}{m.name} = {m.value}" for m in e) + " };"
+
+
+SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end"]
+
+# The two programs of a module whose functions attach through multi-uprobe links: the
+# link's cookie is the slot.
+MULTI_ENTRY, MULTI_RETURN = "at_multi", "at_multi_ret"
+MULTI_PROGRAMS = f"""
+int {MULTI_ENTRY}(struct pt_regs *ctx) {{
+    struct skey k = {{}}; k.slot = (u32)bpf_get_attach_cookie(ctx);
+    return push_frame(0, &k, PT_REGS_SP(ctx));
+}}
+int {MULTI_RETURN}(struct pt_regs *ctx) {{
+    return pop_frame(0, (u32)bpf_get_attach_cookie(ctx), PT_REGS_SP(ctx));
+}}
+"""
+
+PRELUDE = r"""
+#include <uapi/linux/ptrace.h>
+
+#define KEYLEN %(keylen)d
+#define MAX_DEPTH %(max_depth)d
+#define SUB %(sub)d
+#define SUB_BITS %(sub_bits)d
+
+%(enums)s
+
+struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
+/* buckets: how many histogram entries this key has (the reader looks up only those
+ * while the number holds, instead of walking the whole histogram map) */
+struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; };
+struct hkey { struct skey k; u32 bucket; u32 pad; };
+struct tkey { u64 tid; u32 chain; u32 pad; };
+struct frame { u64 ts; u64 sp; struct skey k; };  /* sp: a uprobe's at entry, else 0 */
+
+/* keyed (@argN): allocated as keys come, so the kernel holds what is used, not the most */
+BPF_F_TABLE("hash", struct skey, struct stat, stats, %(max_keys)d, %(map_flags)s);
+BPF_F_TABLE("hash", struct hkey, u64, hist, %(hist_entries)d, %(map_flags)s);
+/* One stack of open intervals per thread and chain, written in place: a hit costs one
+ * map lookup at entry and one at return (no update, no delete). Allocated on a
+ * thread's first hit; the engine removes the stacks of threads that have exited. */
+struct stack { u32 depth; u32 over; struct frame f[MAX_DEPTH]; };  /* over: pushes past MAX_DEPTH */
+BPF_F_TABLE("hash", struct tkey, struct stack, stacks, %(max_threads)d, BPF_F_NO_PREALLOC);
+BPF_ARRAY(stack_init, struct stack, 1);   /* a zeroed stack: too big for the BPF stack */
+BPF_ARRAY(errors, u64, %(nerrors)d);   /* counts per KernelError */
+/* Per slot: 1 = switched off. Detaching a uprobe waits ~0.1 s in the kernel, so a
+ * switch takes effect here at once and the detach follows in the background. */
+BPF_ARRAY(gate, u8, %(nslots)d);
+%(theirs)s
+static __always_inline int gated(u32 slot) {
+    u8 *g = gate.lookup(&slot);
+    return g && *g;
+}
+
+static __always_inline void count_error(u32 i) {
+    u64 *e = errors.lookup(&i);
+    if (e) __sync_fetch_and_add(e, 1);
+}
+
+static __always_inline u32 log2_u64(u64 v) {
+    u32 r = 0;
+    if (v >> 32) { v >>= 32; r += 32; }
+    if (v >> 16) { v >>= 16; r += 16; }
+    if (v >> 8)  { v >>= 8;  r += 8; }
+    if (v >> 4)  { v >>= 4;  r += 4; }
+    if (v >> 2)  { v >>= 2;  r += 2; }
+    if (v >> 1)  { r += 1; }
+    return r;
+}
+
+static __always_inline u32 bucket_of(u64 v) {
+    if (v < SUB) return (u32)v;
+    u32 e = log2_u64(v);
+    return SUB * (e - SUB_BITS + 1) + (u32)((v >> (e - SUB_BITS)) & (SUB - 1));
+}
+
+static __always_inline void record(struct skey *k, u64 delta, int latency) {
+    struct stat zero = {};
+    zero.min = ~0ULL;
+    struct stat *s = stats.lookup_or_try_init(k, &zero);
+    if (!s) { count_error(ERR_MAP_FULL); return; }
+    __sync_fetch_and_add(&s->count, 1);
+    if (!latency) return;
+    __sync_fetch_and_add(&s->sum, delta);
+    /* min/max races between CPUs only lose an extreme by one sample; counts stay exact */
+    if (delta < s->min) s->min = delta;
+    if (delta > s->max) s->max = delta;
+    struct hkey h = {};
+    h.k = *k;
+    h.bucket = bucket_of(delta);
+    u64 *c = hist.lookup(&h);
+    if (!c) {
+        u64 hz = 0;
+        /* NOEXIST: of two CPUs making the same bucket, one counts it */
+        if (hist.insert(&h, &hz) == 0) __sync_fetch_and_add(&s->buckets, 1);
+        c = hist.lookup(&h);
+    }
+    if (c) __sync_fetch_and_add(c, 1); else count_error(ERR_MAP_FULL);
+}
+
+static __always_inline struct stack *thread_stack(u32 chain, int create) {
+    struct tkey t = {};
+    t.tid = bpf_get_current_pid_tgid();
+    t.chain = chain;
+    struct stack *st = stacks.lookup(&t);
+    if (st || !create) return st;
+    u32 z = 0;
+    struct stack *init = stack_init.lookup(&z);
+    if (!init) return 0;
+    stacks.update(&t, init);
+    st = stacks.lookup(&t);
+    if (!st) count_error(ERR_MAP_FULL);
+    return st;
+}
+
+/* sp: the stack pointer at a function's entry (0 for USDT). The same call seen again
+ * at the same sp (by a second link while links are swapped, or after a return that was
+ * never seen) restarts the frame on top rather than pushing another. */
+static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
+    if (!theirs() || gated(k->slot)) return 0;   /* a return needs no asking: it was let in */
+    struct stack *st = thread_stack(chain, 1);
+    if (!st) return 0;
+    u32 depth = st->depth;
+    if (sp && depth > 0 && depth <= MAX_DEPTH && !st->over) {
+        struct frame *top = &st->f[(depth - 1) & (MAX_DEPTH - 1)];
+        if (top->sp == sp && top->k.slot == k->slot) { top->ts = bpf_ktime_get_ns(); return 0; }
+    }
+    if (depth >= MAX_DEPTH) { st->over++; count_error(ERR_TOO_DEEP); return 0; }
+    struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
+    fr->k = *k;
+    fr->sp = sp;
+    st->depth = depth + 1;
+    fr->ts = bpf_ktime_get_ns();   /* last: the probe's own work before this stays outside */
+    return 0;
+}
+
+/* slot: the probe whose return this is, or NO_SLOT for a USDT END (any BEGIN of the
+ * chain matches). A return whose own entry was not recorded (switched off, or
+ * attached mid-call) finds another probe's frame on top and leaves it alone.
+ * ret_sp: a uretprobe's stack pointer, one return address above the entry's (x86-64),
+ * so a return seen twice (two links meanwhile) pops its frame once; 0 for USDT. */
+#define NO_SLOT 0xffffffff
+/* A return with no entry of its own; not counted in a process that is not the user's
+ * (its returns pass here, the entries having been turned away): that count would tell. */
+static __always_inline void no_entry(void) {
+    if (theirs()) count_error(ERR_NO_ENTRY);
+}
+static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
+    u64 now = bpf_ktime_get_ns();  /* first: the rest of this handler stays outside */
+    struct stack *st = thread_stack(chain, 0);
+    if (!st || st->depth == 0) { no_entry(); return 0; }
+    if (st->over) { st->over--; return 0; }   /* the matching push was too deep to record */
+    u32 depth = st->depth - 1;
+    if (depth >= MAX_DEPTH) return 0;
+    struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
+    if (slot != NO_SLOT && fr->k.slot != slot) { no_entry(); return 0; }
+    if (ret_sp && fr->sp && fr->sp + 8 != ret_sp) { no_entry(); return 0; }
+    st->depth = depth;
+    /* A USDT END is not tied to its BEGIN's frame: a BEGIN before a setuid exec and an
+     * END in the program it became would time that program. Popped, not recorded. */
+    if (slot == NO_SLOT && !theirs()) return 0;
+    struct skey k = fr->k;
+    u64 delta = now - fr->ts;
+    if (gated(k.slot)) return 0;   /* switched off while open: popped, not recorded */
+    record(&k, delta, 1);
+    return 0;
+}
+
+static __always_inline void key_from_value(struct skey *k, u64 v, int type) {
+    long n = -1;
+    if (type != ARG_INT && v >= 0x10000) {
+        n = bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v);
+        if (n > 1 || (n == 1 && type == ARG_STR)) { k->kind = KEY_STR; return; }
+        __builtin_memset(k->str, 0, sizeof(k->str));
+    }
+    if (type == ARG_STR || (type == ARG_AUTO && n < 0 && v >= 0x10000)) {
+        /* Not readable here (a page not faulted in yet): user space reads it, with the
+         * process it lives in; never filed as a number. */
+        u32 tgid = bpf_get_current_pid_tgid() >> 32;
+        k->kind = KEY_PTR;
+        k->num = v;
+        __builtin_memcpy(k->str, &tgid, sizeof(tgid));
+        return;
+    }
+    k->kind = KEY_INT;
+    k->num = v;
+}
+
+"""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One attach point's program: which role it plays and where its key comes from."""
+
+    index: int  # 0.. within its module
+    role: SlotRole
+    chain: int = 0  # USDT pairs: one stack per pair (uprobes share chain 0)
+    arg: int | None = None
+    arg_type: str = "auto"
+
+    @property
+    def fn_name(self) -> str:
+        return f"at_s{self.index}"
+
+    @property
+    def ret_fn_name(self) -> str:
+        return f"at_r{self.index}"
+
+
+_ARG_TYPE = {"auto": ArgType.AUTO, "int": ArgType.INT, "str": ArgType.STR}
+
+
+def slot_program(slot: Slot) -> str:
+    key = f"struct skey k = {{}}; k.slot = {slot.index};"
+    if slot.arg is not None:
+        # bcc rewrites bpf_usdt_readarg only inside the function attached to the probe.
+        key += (
+            f" u64 v = 0; bpf_usdt_readarg({slot.arg}, ctx, &v);"
+            f" key_from_value(&k, v, ARG_{_ARG_TYPE[slot.arg_type].name});"
+        )
+    body = {
+        "uprobe-entry": "return push_frame(0, &k, PT_REGS_SP(ctx));",
+        "usdt-begin": f"return push_frame({slot.chain}, &k, 0);",
+        "usdt-count": f"if (!theirs() || gated({slot.index})) return 0; record(&k, 0, 0); return 0;",
+        "usdt-end": f"return pop_frame({slot.chain}, NO_SLOT, 0);",
+    }[slot.role]
+    if slot.role == "usdt-end":
+        key = ""  # the key travels in the frame pushed by BEGIN
+    prog = f"int {slot.fn_name}(struct pt_regs *ctx) {{ {key} {body} }}"
+    if slot.role == "uprobe-entry":
+        # Its own return program: a return can check that the frame on top is its own.
+        prog += (
+            f"\nint {slot.ret_fn_name}(struct pt_regs *ctx) "
+            f"{{ return pop_frame(0, {slot.index}, PT_REGS_SP(ctx)); }}"
+        )
+    return prog
+
+
+def map_sizes(slots: list[Slot]) -> tuple[int, int]:
+    """Entries of the statistics and histogram maps. Without an @argN a slot has one key,
+    so the maps hold exactly what they can need: reading a hash map walks every bucket
+    it has (0.3 ms for an empty one of 131,072 here, every interval, per module)."""
+    if any(s.arg is not None for s in slots):
+        return MAX_KEYS, HIST_ENTRIES
+    keys = max(1, len(slots))
+    return keys, min(HIST_ENTRIES, keys * HIST_PER_KEY)
+
+
+def module_source(
+    slots: list[Slot], multi: bool = False, confine: Confinement | None = None
+) -> str:
+    """The module's C source. MULTI: its functions attach through multi-uprobe links, so
+    they share two programs (keyed by cookie) instead of two each. CONFINE: hits count
+    only in that user's processes, while they are theirs."""
+    max_keys, hist_entries = map_sizes(slots)
+    keyed = any(s.arg is not None for s in slots)
+    prelude = PRELUDE % {
+        "map_flags": "BPF_F_NO_PREALLOC" if keyed else "0",
+        "keylen": KEYLEN,
+        "max_depth": MAX_DEPTH,
+        "sub": SUB,
+        "sub_bits": SUB_BITS,
+        "max_keys": max_keys,
+        "hist_entries": hist_entries,
+        "nslots": max(1, len(slots)),
+        "max_threads": MAX_THREADS,
+        "enums": "\n".join(
+            (_c_enum(KeyKind, "KEY_"), _c_enum(ArgType, "ARG_"), _c_enum(KernelError, "ERR_"))
+        ),
+        "nerrors": len(KernelError),
+        "theirs": theirs_source(confine),
+    }
+    if multi:
+        return prelude + MULTI_PROGRAMS
+    return prelude + "\n" + "\n".join(slot_program(s) for s in slots) + "\n"

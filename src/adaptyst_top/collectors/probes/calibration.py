@@ -1,0 +1,186 @@
+"""Measure what each attach-point class costs on this machine, with our own handlers.
+
+A small C program (calibrate.c, built once with the system's gcc into the cache)
+has functions whose first instruction is known. Each class is measured as the time
+per call with the probe minus without it, in the same process, and the latency the
+probe reports for a function that does next to nothing is the part of that cost
+that falls inside a measured interval. Results are cached per boot.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.bpf_program import PRELUDE
+from adaptyst_top.collectors.probes.entry_safety import EntryPolicy
+from adaptyst_top.collectors.probes.helper_build import (
+    HelperBuildError,
+    HelperProcess,
+    boot_key,
+    build_helper,
+    helper_source,
+    load_result,
+    save_result,
+)
+
+# (class, calib function, spec suffix, calls): fewer calls where each costs more.
+PLAN = (
+    (ov.EMULATED, "push", "uprobe:{bin}:cal_push", 40000),
+    (ov.SINGLESTEP, "lea", "uprobe:{bin}:cal_lea", 6000),
+    (ov.USDT, "usdt", "usdt:{bin}:adaptyst_cal:hit", 40000),
+    (ov.USDT_PAIR, "pair", "usdt:{bin}:adaptyst_cal:begin..end", 30000),
+)
+# The fastest of several runs, with and without the probe, interleaved: noise from
+# the rest of the machine only ever adds time, so the minimum is the figure to keep
+# (a median of differences let one busy moment on a 2-core CI machine halve a ratio).
+REPEATS = 5
+
+
+class CalibrationError(RuntimeError):
+    pass
+
+
+def build_calibrator(directory: Path | None = None) -> Path:
+    """The calibration binary, compiled once per source version."""
+    try:
+        return build_helper("calibrate", directory)
+    except (HelperBuildError, OSError) as exc:
+        raise CalibrationError(str(exc)) from None
+
+
+def _cache_key() -> str:
+    return boot_key(PRELUDE.encode(), helper_source("calibrate"))
+
+
+def load_cached() -> ov.CostTable | None:
+    costs = load_result("calibration", _cache_key)
+    try:
+        return ov.CostTable({k: ov.ClassCost(**v) for k, v in costs.items()})
+    except (TypeError, AttributeError):
+        return None  # none, or of another shape: calibrate again
+
+
+def save_cached(table: ov.CostTable) -> None:
+    costs = {k: vars(v) for k, v in table.costs.items() if v.source == "calibrated"}
+    save_result("calibration", _cache_key(), costs)
+
+
+def calibrate(binary: Path | None = None) -> ov.CostTable:
+    """Measure every class now (a few seconds: one BPF compile per class)."""
+    from adaptyst_top.collectors.probes.engine import ProbeEngine
+
+    binary = binary or build_calibrator()
+    target = HelperProcess(binary)
+    table = ov.CostTable()
+    try:
+        # Its own target, whose entries are known: no entry check needed.
+        with ProbeEngine(pid=target.proc.pid, entry_policy=EntryPolicy.trusting()) as engine:
+            groups = {cls: engine.add(spec.format(bin=binary)) for cls, _, spec, _ in PLAN}
+            if not engine.wait(120):
+                raise CalibrationError("compiling the calibration probes timed out")
+            for g in groups.values():
+                if g.state == "error":
+                    raise CalibrationError(g.error)
+            # Switch everything off, then measure one class at a time.
+            for g in groups.values():
+                for row in g.rows:
+                    engine.set_enabled(row.id, False)
+            engine.flush()  # really detached: a gated probe still traps
+            for cls, fn, _spec, calls in PLAN:
+                row = groups[cls].rows[0]
+                bases, probed_runs, inside = [], [], []
+                for _ in range(REPEATS):
+                    bases.append(float(target.ask(f"{fn} {calls}")))
+                    engine.set_enabled(row.id, True)
+                    engine.flush()
+                    engine.read()
+                    before = row.stats.get(None, (0, 0, 0, 0))
+                    probed_runs.append(float(target.ask(f"{fn} {calls}")))
+                    engine.read()
+                    engine.set_enabled(row.id, False)
+                    engine.flush()
+                    after = row.stats.get(None, (0, 0, 0, 0))
+                    n = after[0] - before[0]
+                    if row.spec.measures_latency and n > 0:
+                        inside.append((after[1] - before[1]) / n)
+                table.costs[cls] = ov.ClassCost(
+                    per_hit_ns=round(max(0.0, min(probed_runs) - min(bases)), 1),
+                    in_interval_ns=round(min(inside), 1) if inside else 0.0,
+                    source="calibrated",
+                )
+        table.costs[ov.UNKNOWN] = ov.ClassCost(**{**vars(table.costs[ov.SINGLESTEP])})
+    finally:
+        target.close()
+    return table
+
+
+class BackgroundCalibration:
+    """Calibrates in a child process (its own bcc, its own target), so the monitor's
+    threads never share bcc state with it and closing the monitor simply kills it.
+    The shared table holds the default figures until the child answers."""
+
+    def __init__(self, table: ov.CostTable, use_cache: bool = True) -> None:
+        self.table = table
+        self.proc: subprocess.Popen[str] | None = None
+        cached = load_cached() if use_cache else None
+        if cached is not None:
+            table.costs.update(cached.costs)
+            self.thread = None
+            return
+        self.thread = threading.Thread(target=self._run, name="calibration", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import sys
+
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "adaptyst_top.collectors.probes.calibration"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            out, err = self.proc.communicate(timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.table.error = f"calibration did not finish: {exc}"
+            return
+        if self.proc.returncode != 0:
+            if self.proc.returncode > 0:  # < 0: killed by close(), nothing to say
+                lines = (err or out).strip().splitlines() or ["no output"]
+                self.table.error = lines[-1]
+            return
+        data = json.loads(out)
+        self.table.costs.update({k: ov.ClassCost(**v) for k, v in data.items()})
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+
+
+def main() -> int:
+    """Calibrate, save to the cache, print the table as JSON (run as a child process)."""
+    import sys
+
+    try:
+        table = calibrate()
+    except (CalibrationError, HelperBuildError) as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    try:
+        save_cached(table)
+    except OSError as exc:  # an unsafe or full cache: measured all the same, just not kept
+        print(f"calibration not cached: {exc}", file=sys.stderr)
+    print(json.dumps({k: vars(v) for k, v in table.costs.items() if v.source == "calibrated"}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

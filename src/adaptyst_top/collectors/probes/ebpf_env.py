@@ -1,0 +1,268 @@
+"""What eBPF probing needs on this machine, checked one piece at a time.
+
+Each check returns a :class:`Capability` so that the doctor, the probe engine and
+the TUI all state the same reason and the same fix.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+from adaptyst_top.collectors.probes.uprobe_multi import release_has_multi
+from adaptyst_top.system.capability import Capability, worst
+
+CAP_SYS_ADMIN = 21
+CAP_PERFMON = 38
+CAP_BPF = 39
+
+# bpf(2) syscall numbers; the generic table (aarch64, riscv) uses 280.
+_BPF_SYSCALL = {"x86_64": 321, "i686": 357, "aarch64": 280, "riscv64": 280, "ppc64le": 361}
+_BPF_MAP_CREATE = 0
+_BPF_MAP_TYPE_ARRAY = 2
+
+FIX_ROOT = "run as root (sudo adaptyst-top ...) or grant CAP_BPF and CAP_PERFMON"
+FIX_SETUP = "run `make setup` as root"
+
+
+def effective_caps(status_file: Path = Path("/proc/self/status")) -> int:
+    try:
+        for line in status_file.read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return 0
+
+
+def check_privileges(euid: int | None = None, caps: int | None = None) -> Capability:
+    euid = os.geteuid() if euid is None else euid
+    caps = effective_caps() if caps is None else caps
+
+    def has(bit: int) -> bool:
+        return bool(caps >> bit & 1)
+
+    if euid == 0:
+        return Capability("privileges", "ok", "root")
+    if (has(CAP_BPF) and has(CAP_PERFMON)) or has(CAP_SYS_ADMIN):
+        return Capability("privileges", "ok", "CAP_BPF+CAP_PERFMON")
+    return Capability("privileges", "denied", "not root and no CAP_BPF+CAP_PERFMON", FIX_ROOT)
+
+
+def check_bpf_syscall() -> Capability:
+    """Create (and close) a one-entry array map: the smallest real use of bpf(2)."""
+    nr = _BPF_SYSCALL.get(platform.machine())
+    if nr is None:
+        return Capability(
+            "bpf-syscall", "degraded", f"unknown syscall number on {platform.machine()}"
+        )
+    attr = (ctypes.c_uint32 * 32)(_BPF_MAP_TYPE_ARRAY, 4, 4, 1)
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.syscall(nr, _BPF_MAP_CREATE, ctypes.byref(attr), ctypes.sizeof(attr))
+    if fd >= 0:
+        os.close(fd)
+        return Capability("bpf-syscall", "ok", "bpf() works")
+    err = ctypes.get_errno()
+    if err == errno.ENOSYS:
+        return Capability(
+            "bpf-syscall",
+            "missing",
+            "kernel without bpf()",
+            "use a kernel with CONFIG_BPF_SYSCALL=y",
+        )
+    if err in (errno.EPERM, errno.EACCES):
+        return Capability("bpf-syscall", "denied", f"bpf(): {os.strerror(err)}", FIX_ROOT)
+    return Capability("bpf-syscall", "degraded", f"bpf(): {os.strerror(err)}")
+
+
+def check_uprobes(sysfs: Path = Path("/sys")) -> Capability:
+    if (sysfs / "bus/event_source/devices/uprobe/type").exists():
+        return Capability("uprobes", "ok", "uprobe PMU present")
+    return Capability(
+        "uprobes", "missing", "no uprobe PMU", "use a kernel with CONFIG_UPROBE_EVENTS=y"
+    )
+
+
+def tracefs_dir(sysfs: Path = Path("/sys")) -> Path | None:
+    for d in (sysfs / "kernel/tracing", sysfs / "kernel/debug/tracing"):
+        try:
+            if (d / "uprobe_events").exists():
+                return d
+        except PermissionError:  # root-only (mode 0700): not ours to list
+            continue
+    return None
+
+
+def check_tracefs(sysfs: Path = Path("/sys")) -> Capability:
+    d = tracefs_dir(sysfs)
+    if d is not None:
+        return Capability("tracefs", "ok", f"tracefs at {d}")
+    if not os.access(sysfs / "kernel/tracing", os.X_OK) and (sysfs / "kernel/tracing").is_dir():
+        return Capability("tracefs", "denied", "tracefs is readable by root only", FIX_ROOT)
+    return Capability(
+        "tracefs",
+        "degraded",
+        "tracefs not mounted (probes attach through perf events; leftovers cannot be listed)",
+        "mount -t tracefs nodev /sys/kernel/tracing",
+    )
+
+
+def bcc_origin() -> Path | None:
+    """Where an importable bcc lives, if it is bcc (iovisor) and not PyPI's namesake."""
+    spec = importlib.util.find_spec("bcc")
+    if spec is None or spec.origin is None:
+        return None
+    origin = Path(spec.origin)
+    try:
+        return origin if (origin.parent / "libbcc.py").exists() else None
+    except PermissionError:  # in a folder this user may not read: not usable by them
+        return None
+
+
+def distro_bcc_dir() -> Path | None:
+    """Where the distribution put its bcc package (Debian's python3-bpfcc, RHEL's
+    python3-bcc), whichever interpreter runs now."""
+    for pattern in ("python3/dist-packages/bcc", "python3*/site-packages/bcc"):
+        for root in (Path("/usr/lib"), Path("/usr/lib64")):
+            for found in sorted(root.glob(pattern)):
+                if (found / "libbcc.py").exists():
+                    return found
+    return None
+
+
+def bcc_fix(checkout: Path | None = None) -> str:
+    """The exact command that gives this install an interpreter that sees bcc."""
+    if checkout is None:  # the checkout an editable install runs from, if any
+        here = Path(__file__).resolve().parents
+        checkout = next((p for p in here if (p / "scripts" / "setup.sh").exists()), None)
+    if checkout is not None:  # an editable install of a checkout: its .venv
+        return f"`make clean setup` in {checkout} (the venv is built on bcc's interpreter)"
+    return f"`make install-agent PREFIX={sys.prefix}` from the adaptyst-top source, as root"
+
+
+def check_bcc() -> Capability:
+    spec = importlib.util.find_spec("bcc")
+    if spec is None:
+        found = distro_bcc_dir()
+        who = f"{sys.executable} (Python {sys.version_info[0]}.{sys.version_info[1]})"
+        if found is None:
+            return Capability(
+                "bcc",
+                "missing",
+                f"python module bcc not importable by {who}; the distribution's is not installed",
+                f"apt install python3-bpfcc (dnf install python3-bcc), then {bcc_fix()}",
+            )
+        return Capability(
+            "bcc",
+            "missing",
+            f"python module bcc not importable by {who}: the distribution's bcc in {found} "
+            "belongs to the system's interpreter",
+            bcc_fix(),
+        )
+    origin = bcc_origin()
+    if origin is None and spec.origin and not os.access(Path(spec.origin).parent, os.R_OK):
+        return Capability(
+            "bcc", "denied", f"bcc at {spec.origin} cannot be read by this user", FIX_ROOT
+        )
+    if origin is None:
+        return Capability(
+            "bcc",
+            "missing",
+            f"`bcc` at {spec.origin} is not iovisor bcc (PyPI's bcc is unrelated)",
+            "pip uninstall bcc; apt install python3-bpfcc; `make setup`",
+        )
+    return Capability("bcc", "ok", f"bcc from {origin.parent}")
+
+
+def check_kernel_headers(
+    release: str | None = None, modules: Path = Path("/lib/modules")
+) -> Capability:
+    release = release or platform.release()
+    build = modules / release / "build"
+    if not build.exists():
+        return Capability(
+            "kernel-headers",
+            "missing",
+            f"no kernel headers at {build}",
+            f"apt install linux-headers-{release} (or `make setup` as root to link a stand-in)",
+        )
+    real = build.resolve()
+    if release in real.name:
+        return Capability("kernel-headers", "ok", f"headers for {release}")
+    return Capability(
+        "kernel-headers",
+        "degraded",
+        f"stand-in headers {real.name} for kernel {release}",
+        f"install headers matching {release} if the distribution ships them",
+    )
+
+
+def smoke_test(timeout: float = 60.0) -> Capability:
+    """Compile, attach and fire one real uprobe, in a child so that a crash stays there."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "adaptyst_top.collectors.probes.ebpf_smoke"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return Capability("smoke-test", "missing", f"one-probe test timed out after {timeout:.0f}s")
+    lines = proc.stdout.strip().splitlines()
+    try:
+        result = json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        result = {}
+    if proc.returncode == 0 and result.get("ok"):
+        return Capability(
+            "smoke-test",
+            "ok",
+            f"uprobe on libc getpid counted {result['hits']} of {result['calls']}",
+        )
+    err = result.get("error") or (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return Capability("smoke-test", "missing", f"one-probe test failed: {err}", FIX_SETUP)
+
+
+def check_uprobe_multi(release: str | None = None) -> Capability:
+    """Multi-uprobe links (kernel >= 6.6): a wide glob attaches in one call per process."""
+    release = release or os.uname().release
+    if release_has_multi(release):
+        return Capability("uprobe-multi", "ok", f"multi-uprobe links (kernel {release})")
+    return Capability(
+        "uprobe-multi",
+        "degraded",
+        f"kernel {release} has no multi-uprobe links (6.6+): one uprobe per function, "
+        "so wide globs attach and detach slowly",
+        "a kernel 6.6 or later",
+    )
+
+
+def check_ebpf(run_smoke: bool = True) -> Capability:
+    parts = [
+        check_privileges(),
+        check_bpf_syscall(),
+        check_uprobes(),
+        check_uprobe_multi(),
+        check_tracefs(),
+        check_bcc(),
+        check_kernel_headers(),
+    ]
+    blocking = [p for p in parts if p.status in ("missing", "denied")]
+    if run_smoke and not blocking:
+        parts.append(smoke_test())
+    limit = worst(parts)
+    if limit.status == "ok":
+        detail = f"root or caps, bcc, headers; {parts[-1].detail}"
+        return Capability("ebpf", "ok", detail, parts=parts)
+    # Say every part that is not ok, so one line tells the whole story.
+    detail = "; ".join(f"{p.name}: {p.detail}" for p in parts if p.status != "ok")
+    if limit.status == "degraded" and any(p.name == "smoke-test" for p in parts):
+        detail += f"; {parts[-1].detail}"
+    return Capability("ebpf", limit.status, detail, limit.fix, parts=parts)

@@ -1,0 +1,122 @@
+"""How a statistics key written by the kernel becomes the key a user reads.
+
+A USDT probe split by an argument keys its statistics by that argument: an integer, or
+the C string it points to. The BPF program reads the string with
+bpf_probe_read_user_str, which cannot fault a page in: a string in a page the target
+has not touched yet (its read-only data, on the first hit of a run) cannot be read
+there. The kernel then files the hit under the pointer itself, with the process it
+came from (KeyKind.PTR); here it is read through /proc/PID/mem, which can fault the page
+in, and merged into the string's own key. A key is never shown as a pointer: what
+cannot be read at all is counted under UNREADABLE.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from adaptyst_top.collectors.probes.bpf_program import KEYLEN, KeyKind
+from adaptyst_top.snapshot.inert import inert
+
+UNREADABLE = "<unreadable>"
+
+Key = str | int | None
+
+
+def read_c_string(
+    pid: int,
+    address: int,
+    limit: int = KEYLEN - 1,
+    open_mem: Callable[[int], int | None] | None = None,
+) -> bytes | None:
+    """At most LIMIT bytes of the C string at ADDRESS in PID, as the kernel's read would
+    truncate it; None when nothing can be read there. open_mem: opens the memory of the
+    process that was checked (never another that got its PID since)."""
+    if open_mem is not None:
+        fd = open_mem(pid)
+    else:
+        try:
+            fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            fd = None
+    if fd is None:
+        return None
+    try:
+        # Up to the end of the page first: a string near a page's end is still read.
+        first = min(limit + 1, 4096 - address % 4096)
+        data = b""
+        for want in (first, limit + 1 - first):
+            if want <= 0 or b"\0" in data:
+                break
+            try:
+                data += os.pread(fd, want, address + len(data))
+            except OSError:
+                break
+    finally:
+        os.close(fd)
+    if not data:
+        return None
+    return data.split(b"\0", 1)[0][:limit]
+
+
+class KeyResolver:
+    """Turns kernel keys into user keys, per slot's argument type (auto, int, str).
+
+    open_mem: opens the memory of a probed process as it was checked, by PID (None: not
+    a process of the probes' scope, or gone); unset for node-wide probes. A key's string
+    is read from the process that made the hit, never from a later owner of its PID."""
+
+    def __init__(
+        self, arg_types: dict[int, str], open_mem: Callable[[int], int | None] | None = None
+    ) -> None:
+        self.arg_types = arg_types
+        self.open_mem = open_mem
+        self._resolved: dict[tuple[int, int], Key] = {}
+
+    def key_of(self, k: Any) -> Key:
+        kind = int(k.kind)
+        if kind == KeyKind.STR:
+            return inert(bytes(k.str).split(b"\0", 1)[0].decode(errors="replace"))
+        if kind == KeyKind.INT:
+            return int(k.num)
+        if kind == KeyKind.PTR:
+            # k.str reads as bytes cut at the first NUL: the raw four bytes instead.
+            raw = ctypes.string_at(ctypes.addressof(k) + type(k).str.offset, 4)
+            (tgid,) = struct.unpack("I", raw)
+            return self._resolve(int(tgid), int(k.num), self.arg_types.get(int(k.slot), "auto"))
+        return None
+
+    def _resolve(self, tgid: int, address: int, arg_type: str) -> Key:
+        cached = self._resolved.get((tgid, address))
+        if cached is not None:
+            return cached
+        text = read_c_string(tgid, address, open_mem=self.open_mem) if address >= 0x10000 else None
+        if text:  # the same rule as in the kernel: a non-empty string is a string
+            key: Key = inert(text.decode(errors="replace"))
+        elif text == b"" and arg_type == "str":
+            key = ""
+        else:
+            key = UNREADABLE if arg_type == "str" else address
+        if text is not None or not self._alive(tgid):
+            self._resolved[(tgid, address)] = key  # settled; retried while it may yet read
+        return key
+
+    def _alive(self, tgid: int) -> bool:
+        """Whether the process that made the hit can still be read."""
+        if self.open_mem is None:
+            return os.path.exists(f"/proc/{tgid}")
+        fd = self.open_mem(tgid)
+        if fd is None:
+            return False
+        os.close(fd)
+        return True
+
+
+def merge_stats(
+    a: tuple[int, int, int, int], b: tuple[int, int, int, int]
+) -> tuple[int, int, int, int]:
+    """Two (count, sum, min, max) of one user key, filed under two kernel keys."""
+    return (a[0] + b[0], a[1] + b[1], min(a[2], b[2]), max(a[3], b[3]))

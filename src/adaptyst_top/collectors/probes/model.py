@@ -1,0 +1,139 @@
+"""The probe engine's data: what one spec became (a group), its rows (one per attach
+point, with their statistics), the attach calls kept to undo and redo them, and the
+compiled module they share."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from adaptyst_top.collectors.probes.bpf_maps import MapReader
+from adaptyst_top.collectors.probes.bpf_program import KernelError
+from adaptyst_top.collectors.probes.keys import KeyResolver
+from adaptyst_top.collectors.probes.spec import ProbeSpec
+from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
+from adaptyst_top.snapshot import Latency, ProbeEntry
+
+KERNEL_ERRORS = {
+    KernelError.MAP_FULL: "hits lost: a statistics map is full",
+    KernelError.TOO_DEEP: "calls nested deeper than the per-thread stack: not measured",
+    KernelError.NO_ENTRY: "returns without a recorded entry",
+}
+# Returns without an entry are expected around every switch on or off (and when a
+# probe attaches mid-call); they are counted, and the check keeps the pairs right.
+QUIET_ERRORS = {KernelError.NO_ENTRY}
+
+
+class ProbeError(RuntimeError):
+    """Why a probe cannot be attached, in one line."""
+
+
+@dataclass
+class Attachment:
+    """One call to bcc's attach_uprobe/attach_uretprobe, kept to undo and redo it."""
+
+    fn_name: str
+    path: str
+    sym: str = ""
+    addr: int = 0
+    ret: bool = False
+    ref_ctr: int = 0  # file offset of a USDT semaphore the kernel keeps raised meanwhile
+
+
+@dataclass
+class Row:
+    """One attach point (a function, a USDT probe or pair) and its statistics."""
+
+    id: int
+    spec: ProbeSpec
+    name: str
+    path: str
+    cost_class: str  # what a hit costs: overhead.EMULATED, SINGLESTEP, USDT, USDT_PAIR
+    slot: int  # the slot whose program keys the statistics
+    group: int = -1  # the ProbeGroup it belongs to (set when its group is built)
+    attachments: list[Attachment] = field(default_factory=list)
+    fns: list[str] = field(default_factory=list)  # program names, for bpf run time
+    ref_ctrs: dict[str, int] = field(default_factory=dict)  # program name -> semaphore offset
+    usdt_ctx: Any = None  # bcc's USDT context, whose sites fill `attachments` once loaded
+    offset: int | None = None  # a function's file offset, for a multi-uprobe link
+    state: str = "pending"  # pending | attached | detached | ended | error
+    error: str = ""
+    module: ProbeModule | None = None
+    linked: bool = False  # programs really attached (lags `state` while a detach is queued)
+    pids: set[int] = field(default_factory=set)  # the processes attached for (-1: every one)
+    unlinking: bool = False  # a background detach is running
+    bpf_ns: float | None = None  # BPF run time per hit, last read
+    bpf_ns_hits: int = -1  # the row's hits when bpf_ns was read: unchanged, so is it
+    hist_lists: dict[Any, tuple[int, tuple[tuple[int, int], ...]]] = field(default_factory=dict)
+    lat_cache: dict[Any, tuple[tuple[int, float], tuple[Latency, Latency]]] = field(
+        default_factory=dict
+    )
+    # The last snapshot entry per key, and what it was made from (reused while unchanged).
+    entry_cache: dict[Any, tuple[tuple[Any, ...], ProbeEntry]] = field(default_factory=dict)
+    # The row's entries as a whole, and what they were made from: an idle row's are
+    # handed back without a look at each key.
+    entries: tuple[tuple[Any, ...], list[ProbeEntry]] | None = None
+    stats_version: int = 0  # bumped whenever read() gives `stats` new figures
+    # Cumulative per key (None for an unsplit probe), refreshed by read():
+    stats: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
+    hist: dict[Any, dict[int, int]] = field(default_factory=dict)
+    last_counts: dict[Any, int] = field(default_factory=dict)
+    rates: dict[Any, float] = field(default_factory=dict)
+    interval_hits: int = 0
+    rates_version: int = -1  # the stats_version the rates were last worked out from
+
+
+@dataclass
+class ProbeGroup:
+    """What one spec became: its rows, or the error that stopped it."""
+
+    id: int  # the engine's, unique for its life: a ProbeRef's group
+    spec_text: str
+    spec: ProbeSpec | None = None
+    state: str = "pending"  # pending | compiling | attached | error
+    error: str = ""
+    rows: list[Row] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    planned: int = 0  # attach points found, once planned: how long attaching may take
+    # Seconds spent planning, compiling and attaching (bench_wide_attach reads them).
+    timings: dict[str, float] = field(default_factory=dict)
+    multi_links: bool = False  # its functions attached through multi-uprobe links
+
+
+class ProbeModule:
+    """One compiled BPF object and the attach points it serves."""
+
+    def __init__(self, bpf: Any, rows: list[Row], multi: MultiLinks | None = None) -> None:
+        self.bpf = bpf
+        self.multi = multi  # its functions' multi-uprobe links (None: one uprobe each)
+        self.rows = rows
+        self.by_slot = {r.slot: r for r in rows}
+        self.closed = False
+        # Held while detaching or closing, so that the two never race over the same fds.
+        self.lock = threading.Lock()
+        self.errors_seen = [0] * len(KERNEL_ERRORS)
+        # The statistics map as last read: unchanged, the histograms are not read again.
+        self.last_stats: dict[int, dict[Any, tuple[int, int, int, int]]] | None = None
+        # Each kernel key's histogram as last read (its skey's bytes: bucket -> count).
+        self.buckets: dict[bytes, dict[int, int]] = {}
+        self._readers: dict[str, MapReader] = {}
+        self.keys = KeyResolver(
+            {r.slot: r.spec.arg_type for r in rows if r.spec.arg is not None and r.slot >= 0}
+        )
+
+    def reader(self, name: str) -> MapReader:
+        r = self._readers.get(name)
+        if r is None:
+            r = self._readers[name] = MapReader(self.bpf[name])
+        return r
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                if self.multi is not None:
+                    self.multi.close()
+                with contextlib.suppress(Exception):
+                    self.bpf.cleanup()

@@ -1,0 +1,103 @@
+"""How the engine's rows read in a snapshot: one entry per row and key, latencies net of
+the probe's own cost (raw figures kept alongside), histograms as non-empty buckets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.model import ProbeGroup, Row
+from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeKey
+from adaptyst_top.snapshot.histogram import percentiles
+
+
+def row_entries(
+    row: Row, cost: ov.ClassCost, bpf_ns: float | None, with_hist: bool = True
+) -> list[ProbeEntry]:
+    """A row's snapshot entries: one per key (one for an unsplit probe)."""
+    keys: Iterable[ProbeKey] = row.stats.keys() or [None]
+    entries = []
+    for key in keys:
+        count, total, lo, hi = row.stats.get(key, (0, 0, 0, 0))
+        rate = round(row.rates.get(key, 0.0), 3)
+        # Most rows of a wide glob are idle: their entry is the last one, as it was.
+        sig: tuple[object, ...] = (count, rate, row.state, row.error, cost.per_hit_ns)
+        sig += (cost.in_interval_ns, cost.source, bpf_ns, with_hist)
+        last = row.entry_cache.get(key)
+        if last is not None and last[0] == sig:
+            entries.append(last[1])
+            continue
+        net, raw, hist = Latency(), None, None
+        if row.spec.measures_latency:
+            buckets = row.hist.get(key, {})
+            lat = row.lat_cache.get(key)
+            if lat is None or lat[0] != (count, cost.in_interval_ns):  # only on change
+                lat = (
+                    (count, cost.in_interval_ns),
+                    latency_fields(count, total, lo, hi, buckets, cost),
+                )
+                row.lat_cache[key] = lat
+            net, raw = lat[1]
+            if with_hist:  # the detail view and replays need them
+                cached = row.hist_lists.get(key)
+                if cached is None or cached[0] != count:  # rebuilt only on change
+                    cached = (count, tuple(sorted((b, c) for b, c in buckets.items() if c)))
+                    row.hist_lists[key] = cached
+                hist = cached[1]
+        entry = ProbeEntry(
+            group=row.group,
+            id=row.id,
+            spec=row.spec.text,
+            name=row.name,
+            kind=row.spec.kind,
+            key=key,
+            state=row.state,
+            target=row.path,
+            cost_class=row.cost_class,
+            count=count,
+            rate_hz=rate,
+            overhead_ns_per_hit=round(cost.per_hit_ns, 1),
+            overhead_source=cost.source,
+            bpf_ns_per_hit=None if bpf_ns is None else round(bpf_ns, 1),
+            latency=net,
+            raw=raw,
+            hist=hist,
+            error=row.error or None,
+        )
+        row.entry_cache[key] = (sig, entry)
+        entries.append(entry)
+    return entries
+
+
+def latency_fields(
+    count: int, total: int, lo: int, hi: int, hist: dict[int, int], cost: ov.ClassCost
+) -> tuple[Latency, Latency]:
+    """Latencies net of the probes' own cost inside the interval, and the raw ones."""
+    if count == 0:
+        return Latency(), Latency()
+    off = cost.in_interval_ns
+
+    # Interpolation inside a bucket can overshoot the exact extremes; clamp to them.
+    p50, p95, p99 = (
+        None if v is None else min(max(v, float(lo)), float(hi))
+        for v in percentiles(hist, (0.50, 0.95, 0.99))
+    )
+    raw = (total / count, p50, p95, p99, float(lo), float(hi))
+    return (
+        Latency(*(None if v is None else round(max(0.0, v - off), 1) for v in raw)),
+        Latency(*(None if v is None else round(v, 1) for v in raw)),
+    )
+
+
+def group_entry(group: ProbeGroup) -> ProbeEntry:
+    """A spec with no row yet (compiling), or the error that stopped it."""
+    spec = group.spec
+    return ProbeEntry(
+        group=group.id,
+        id=None,
+        spec=group.spec_text,
+        name=spec.label if spec else group.spec_text,
+        kind=spec.kind if spec else None,
+        state="error" if group.state == "error" else "pending",
+        error=group.error or None,
+    )

@@ -1,0 +1,151 @@
+"""What probes cost: attach-point classes, their calibrated per-hit cost, BPF run time.
+
+On x86-64 the kernel emulates a few first instructions of a uprobed function (push,
+nop, jumps and calls) and must single-step every other one out of line, which costs
+about 14x more here. Each attach point is classified from its first bytes; each
+class is calibrated on this machine at start-up (see calibration.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from adaptyst_top.collectors.probes.bcc_extras import enable_run_time_stats
+
+# What a session allows by default: the probes' share of the target's CPU, and how many
+# attach points one spec may match.
+DEFAULT_BUDGET = 0.02
+DEFAULT_MAX_ATTACH = 1000
+
+USDT = "usdt"
+EMULATED = "uprobe-emulated"
+SINGLESTEP = "uprobe-singlestep"
+USDT_PAIR = "usdt-pair"  # a begin..end pair: two hits per interval
+UNKNOWN = "uprobe-unknown"
+
+
+def classify_entry(code: bytes, machine: str = "x86_64") -> str:
+    """The uprobe class of a function from its first instruction bytes."""
+    if machine not in ("x86_64", "EM_X86_64") or not code:
+        return UNKNOWN
+    b0 = code[0]
+    if 0x50 <= b0 <= 0x57:  # push %reg
+        return EMULATED
+    if b0 == 0x41 and len(code) > 1 and 0x50 <= code[1] <= 0x57:  # push %r8..%r15
+        return EMULATED
+    if b0 == 0x90 or (b0 == 0x0F and len(code) > 1 and code[1] == 0x1F):  # nop, nopl
+        return EMULATED
+    if b0 in (0xE8, 0xE9, 0xEB) or 0x70 <= b0 <= 0x7F:  # call, jmp, jcc rel8
+        return EMULATED
+    # endbr64 (f3 0f 1e fa), lea, mov, sub, ...: single-stepped (measured here too).
+    return SINGLESTEP
+
+
+@dataclass
+class ClassCost:
+    """Per-hit cost of one class with this tool's handlers, in ns."""
+
+    per_hit_ns: float  # added to the traced program per call (entry + return)
+    in_interval_ns: float  # of that, what falls inside a measured latency
+    source: str  # "calibrated" or "default"
+
+
+# The figures measured on this kind of machine (docs/data-flow.md); used only until calibration answers
+# (or where it cannot run: no gcc, not x86-64), and labelled as such.
+DEFAULT_COSTS: dict[str, ClassCost] = {
+    USDT: ClassCost(850.0, 0.0, "default"),
+    USDT_PAIR: ClassCost(1700.0, 850.0, "default"),
+    EMULATED: ClassCost(1500.0, 700.0, "default"),
+    SINGLESTEP: ClassCost(14700.0, 13000.0, "default"),
+    UNKNOWN: ClassCost(14700.0, 13000.0, "default"),
+}
+
+
+@dataclass
+class CostTable:
+    costs: dict[str, ClassCost] = field(default_factory=lambda: dict(DEFAULT_COSTS))
+    error: str = ""  # why calibration could not run, when it could not
+
+    def get(self, cls: str) -> ClassCost:
+        return self.costs.get(cls) or DEFAULT_COSTS[cls]
+
+
+class BpfStats:
+    """BPF run-time statistics, sampled: on for one interval in every `period`.
+
+    While on, the kernel times every BPF program on the machine (two clock reads per
+    run, ~80 ns here, ours and everybody else's), so it is left on only for a sample;
+    run_time_ns/run_cnt stays a true mean over the sampled runs. It is switched on by
+    holding a BPF_ENABLE_STATS descriptor, never by writing kernel.bpf_stats_enabled:
+    the kernel counts the holders and drops ours when this process ends, however it
+    ends, and another monitor's sampling is never undone by ours.
+    """
+
+    def __init__(self, period: int = 10, enable: Callable[[], int] | None = None) -> None:
+        self.period = max(1, period)
+        self.ticks = 0
+        self.fd: int | None = None
+        self._enable = enable or enable_run_time_stats
+        self._ok: bool | None = None
+
+    def available(self) -> bool:
+        if self._ok is None:
+            try:
+                os.close(self._enable())
+                self._ok = True
+            except OSError:
+                self._ok = False
+        return self._ok
+
+    def tick(self) -> None:
+        """Once per read: switch on at the start of each period, off one tick later."""
+        if not self.available():
+            return
+        phase = self.ticks % self.period
+        self.ticks += 1
+        if phase == 0 and self.fd is None:
+            with contextlib.suppress(OSError):
+                self.fd = self._enable()
+        elif phase == 1:
+            self.restore()
+
+    @property
+    def sampling(self) -> bool:
+        """Whether this process holds the statistics on right now."""
+        return self.fd is not None
+
+    def window_closed(self) -> bool:
+        """True in the interval just after a sampling window ended."""
+        return self.ticks % self.period == 2 % self.period
+
+    def restore(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+
+
+def prog_run_stats(fd: int) -> tuple[int, int]:
+    """(run_time_ns, run_cnt) of a loaded BPF program, from its fdinfo."""
+    run_ns = run_cnt = 0
+    try:
+        with open(f"/proc/self/fdinfo/{fd}") as f:
+            for line in f:
+                if line.startswith("run_time_ns:"):
+                    run_ns = int(line.split()[1])
+                elif line.startswith("run_cnt:"):
+                    run_cnt = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return run_ns, run_cnt
+
+
+def system_busy_ns() -> int:
+    """All CPUs' non-idle time, in ns: the denominator for binary-wide probes."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")

@@ -1,0 +1,1 @@
+"""The node's processes, files and jobs: targets, private files, /proc, Slurm, launching a command."""
