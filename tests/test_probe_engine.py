@@ -304,8 +304,7 @@ def test_pid_gone_during_attach(workload_bin: Path) -> None:
 
 
 def test_not_root_no_bcc_no_headers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from adaptyst_top.collectors.probes import ebpf_env
-    from adaptyst_top.collectors.probes import engine as probe_engine
+    from adaptyst_top.collectors.probes import ebpf_env, engine_state
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setattr(ebpf_env, "effective_caps", lambda *a: 0)
@@ -313,7 +312,7 @@ def test_not_root_no_bcc_no_headers(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         ProbeEngine()
     monkeypatch.undo()
     monkeypatch.setattr(
-        probe_engine,
+        engine_state,
         "check_bcc",
         lambda: ebpf_env.Capability(
             "bcc", "missing", "python module bcc not importable", "apt install python3-bpfcc"
@@ -323,7 +322,7 @@ def test_not_root_no_bcc_no_headers(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         ProbeEngine()
     monkeypatch.undo()
     monkeypatch.setattr(
-        probe_engine, "check_kernel_headers", lambda: ebpf_env.check_kernel_headers("9.9", tmp_path)
+        engine_state, "check_kernel_headers", lambda: ebpf_env.check_kernel_headers("9.9", tmp_path)
     )
     with pytest.raises(ProbeError, match=r"no kernel headers.*linux-headers-9\.9"):
         ProbeEngine()

@@ -137,3 +137,13 @@ class ProbeModule:
                     self.multi.close()
                 with contextlib.suppress(Exception):
                     self.bpf.cleanup()
+
+
+def closes_interval(row: Row, a: Attachment) -> bool:
+    """Whether A's program closes an interval (a return, or the END of a USDT pair)."""
+    return a.ret or (row.spec.is_pair and a.fn_name == row.fns[-1])
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[-1] if text else type(exc).__name__

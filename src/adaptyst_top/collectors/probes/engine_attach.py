@@ -1,0 +1,274 @@
+"""The probe engine's attaching and detaching: rows attached per process, switched off
+and on, removed."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from typing import Any
+
+from adaptyst_top.collectors.probes.bcc_extras import (
+    attach_with_semaphore,
+)
+from adaptyst_top.collectors.probes.engine_state import EngineState
+from adaptyst_top.collectors.probes.model import (
+    Attachment,
+    ProbeError,
+    ProbeGroup,
+    ProbeModule,
+    Row,
+    closes_interval,
+    one_line,
+)
+from adaptyst_top.collectors.probes.spec import ProbeSpec
+from adaptyst_top.snapshot import ProbeRef
+from adaptyst_top.system.targets import (
+    pid_alive,
+    process_start,
+)
+
+
+class EngineAttach(EngineState):
+    def _attach_pids(self) -> list[int]:
+        """The processes to attach for, alive and still the ones that joined; [-1] (every
+        process) for node-wide probes."""
+        if self.scope is None:
+            return [-1]
+        return [p for p, start in self.scope.items() if process_start(p) == start]
+
+    def _detach_pid(self, rows: list[Row], pid: int) -> None:
+        multi: dict[int, ProbeModule] = {}
+        for row in rows:
+            if row.module is None:
+                continue
+            if row.module.multi is not None:
+                row.pids.discard(pid)
+                multi[id(row.module)] = row.module
+                continue
+            with row.module.lock:
+                if not row.module.closed and pid in row.pids:
+                    for a in sorted(row.attachments, key=lambda a: closes_interval(row, a)):
+                        self._detach_one(row.module.bpf, a, pid)
+                row.pids.discard(pid)
+        for module in multi.values():
+            with module.lock, contextlib.suppress(OSError):
+                if not module.closed:
+                    self._relink(module, pid)
+
+    def _attach_row(self, row: Row) -> None:
+        assert row.module is not None
+        ctx = row.usdt_ctx
+        if ctx is not None and not row.attachments:
+            # Every location of every probe of the spec, as bcc resolved them.
+            for binpath, fn_name, addr, _pid in ctx.enumerate_active_probes():
+                fn = fn_name.decode() if isinstance(fn_name, bytes) else fn_name
+                if fn in row.fns:
+                    path = binpath.decode() if isinstance(binpath, bytes) else binpath
+                    ref = row.ref_ctrs.get(fn, 0)
+                    row.attachments.append(Attachment(fn, path, addr=int(addr), ref_ctr=ref))
+        pids = self._attach_pids()
+        if not pids and self.pid is not None:
+            raise ProbeError(f"PID {self.pid} exited during attach")
+        try:
+            for pid in pids:
+                try:
+                    self._attach_pid(row, pid)
+                except Exception:
+                    if pid in (self.pid, -1) or pid_alive(pid):
+                        raise
+                    # a followed process that exited meanwhile: nothing to attach
+        except Exception as exc:
+            for pid in list(row.pids):
+                self._detach_pid([row], pid)
+            if self.pid is not None and not pid_alive(self.pid):
+                raise ProbeError(f"PID {self.pid} exited during attach") from None
+            raise ProbeError(
+                f"attaching {row.name} in {row.path} failed: {one_line(exc)}"
+            ) from None
+        row.state, row.linked = "attached", True
+
+    def _attach_multi(self, module: ProbeModule, spec: ProbeSpec) -> None:
+        """Every row of a multi-link module for every process probed: one link per
+        process and direction, whatever the number of functions."""
+        pids = self._attach_pids()
+        if not pids and self.pid is not None:
+            raise ProbeError(f"PID {self.pid} exited during attach")
+        for pid in pids:
+            try:
+                self._attach_rows_pid(module.rows, pid)
+            except Exception as exc:
+                if pid in (self.pid, -1) or pid_alive(pid):
+                    if self.pid is not None and not pid_alive(self.pid):
+                        raise ProbeError(f"PID {self.pid} exited during attach") from None
+                    raise ProbeError(f"attaching {spec.text} failed: {one_line(exc)}") from None
+        for row in module.rows:
+            if row.state != "error":
+                row.state, row.linked = "attached", True
+
+    def _attach_rows_pid(self, rows: list[Row], pid: int) -> None:
+        """ROWS for one more process: a multi-link module's in one relink."""
+        modules: dict[int, ProbeModule] = {}
+        for row in rows:
+            assert row.module is not None
+            if row.module.multi is None:
+                self._attach_pid(row, pid)
+            else:
+                row.pids.add(pid)
+                modules[id(row.module)] = row.module
+        for module in modules.values():
+            try:
+                self._relink(module, pid)
+            except Exception:
+                for row in rows:
+                    if row.module is module:
+                        row.pids.discard(pid)
+                raise
+
+    def _relink(self, module: ProbeModule, pid: int) -> None:
+        """Make a multi-link module's links for PID cover its rows probed there; a row
+        whose offset the kernel refused ends in error, gated, and the rest go on."""
+        assert module.multi is not None
+        wanted = {r.slot: r.offset for r in module.rows if pid in r.pids and r.offset is not None}
+        for slot, why in module.multi.relink(pid, wanted).items():
+            row = module.by_slot[slot]
+            self._set_gate(row, off=True)
+            row.pids.clear()
+            row.state, row.error, row.linked = "error", f"{row.name}: {why}", False
+
+    def _attach_pid(self, row: Row, pid: int) -> None:
+        """Every attach point of ROW for one process (-1: every process), or none."""
+        assert row.module is not None
+        if row.module.multi is not None:
+            self._attach_rows_pid([row], pid)
+            if row.state == "error":
+                raise ProbeError(row.error)
+            return
+        bpf = row.module.bpf
+        done: list[Attachment] = []
+        try:
+            # What closes an interval first (a uretprobe, a pair's END), then what opens
+            # it: in a process calling the function meanwhile, an entry seen before its
+            # return was probed would leave a frame no return ever pops, and the
+            # thread's stack, full of them, would measure nothing again.
+            for a in sorted(row.attachments, key=lambda a: not closes_interval(row, a)):
+                kw: dict[str, Any] = {"name": a.path, "fn_name": a.fn_name, "pid": pid}
+                if a.sym:
+                    kw["sym"] = a.sym
+                else:
+                    kw["addr"] = a.addr
+                if a.ref_ctr:
+                    attach_with_semaphore(bpf, a.path, a.addr, a.fn_name, pid, a.ref_ctr)
+                else:
+                    (bpf.attach_uretprobe if a.ret else bpf.attach_uprobe)(**kw)
+                done.append(a)
+        except Exception:
+            for a in done:
+                self._detach_one(bpf, a, pid)
+            raise
+        row.pids.add(pid)
+
+    def _detach_one(self, bpf: Any, a: Attachment, pid: int) -> None:
+        kw: dict[str, Any] = {"name": a.path, "pid": pid}
+        if a.sym:
+            kw["sym"] = a.sym
+        else:
+            kw["addr"] = a.addr
+        with contextlib.suppress(Exception):
+            (bpf.detach_uretprobe if a.ret else bpf.detach_uprobe)(**kw)
+
+    def _set_gate(self, row: Row, off: bool) -> None:
+        assert row.module is not None
+        gate = row.module.bpf["gate"]
+        gate[ctypes.c_int(row.slot)] = ctypes.c_ubyte(1 if off else 0)
+
+    def _unlink(self, row: Row) -> None:
+        """Detach for real (the kernel takes ~0.1 s per uprobe); runs off the caller's thread
+        and without the engine lock, so that reads and toggles go on meanwhile."""
+        with self._lock:
+            if not row.linked or row.state == "attached" or row.module is None:
+                return
+            if row.module.closed:
+                row.linked = False
+                return
+            row.unlinking = True
+        with row.module.lock:
+            if not row.module.closed and row.module.multi is not None:
+                pids, row.pids = list(row.pids), set()
+                for pid in pids:
+                    with contextlib.suppress(OSError):
+                        self._relink(row.module, pid)
+            elif not row.module.closed:
+                # Openers first, for the same reason: no entry without its return.
+                for pid in list(row.pids):
+                    for a in sorted(row.attachments, key=lambda a: closes_interval(row, a)):
+                        self._detach_one(row.module.bpf, a, pid)
+                row.pids.clear()
+        with self._lock:
+            row.linked = row.unlinking = False
+            if row.state == "attached" and not row.module.closed:
+                # Switched back on while the detach ran: attach again, then open the gate.
+                try:
+                    self._attach_row(row)
+                    self._set_gate(row, off=False)
+                except ProbeError as exc:
+                    row.state, row.error = "error", str(exc)
+
+    def _switch_off(self, row: Row, state: str) -> None:
+        if row.module is not None and not row.module.closed and row.state == "attached":
+            self._set_gate(row, off=True)  # effective at once
+            self._queue.put(lambda: self._unlink(row))
+        row.state = state
+
+    def set_enabled(self, row_id: int, enabled: bool) -> None:
+        """Switch a known row on or off: a map write now, never a recompilation."""
+        with self._lock:
+            row = self.rows[row_id]
+            if (
+                self._closed
+                or row.state in ("ended", "error")
+                or row.module is None
+                or row.module.closed
+            ):
+                raise ProbeError(f"{row.name}: cannot toggle a probe that is {row.state}")
+            if enabled and row.state == "detached":
+                if row.unlinking:
+                    row.state = "attached"  # the running detach re-attaches when it ends
+                    return
+                if row.linked:
+                    row.state = "attached"  # the queued detach will see this and stay away
+                else:
+                    self._attach_row(row)
+                self._set_gate(row, off=False)
+            elif not enabled and row.state == "attached":
+                self._switch_off(row, "detached")
+
+    def toggle(self, ref: ProbeRef) -> bool:
+        """Switch a snapshot entry's row on or off; whether it is now on."""
+        row = self.rows.get(ref.row) if ref.row is not None else None
+        if row is None:
+            raise ProbeError("this probe has no attach point to switch")
+        enabled = row.state != "attached"
+        self.set_enabled(row.id, enabled)
+        return enabled
+
+    def remove(self, ref: ProbeRef) -> str:
+        """Remove the spec a snapshot entry came from (all its rows); its text."""
+        with self._lock:
+            group = next((g for g in self.groups if g.id == ref.group), None)
+        if group is None:
+            raise ProbeError("this probe was already removed")
+        self.remove_group(group)
+        return group.spec_text
+
+    def remove_group(self, group: ProbeGroup) -> None:
+        with self._lock:
+            for row in group.rows:
+                self._switch_off(row, "detached")
+                self.rows.pop(row.id, None)
+            modules = {id(r.module): r.module for r in group.rows if r.module}
+            for m in modules.values():
+                if m is not None and all(r.id not in self.rows for r in m.rows):
+                    m.close()
+                    self.modules.remove(m)
+            if group in self.groups:
+                self.groups.remove(group)
