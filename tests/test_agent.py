@@ -672,7 +672,7 @@ def test_doctor_as_a_user_says_what_the_agent_lets_them_do(
     }
     absent = got["absent"]
     assert isinstance(absent, dict) and absent["status"] == "missing"
-    assert "no agent at" in absent["detail"] and "README" in absent["fix"]
+    assert "no agent at" in absent["detail"] and "docs/install.md" in absent["fix"]
     assert c.wait() == 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +40,15 @@ def test_an_unknown_word_is_the_monitor_s_usage_error() -> None:
     assert done.stderr.strip().splitlines() == [
         "adaptyst-top: unrecognized arguments: --no-such-option (see --help)"
     ]
+
+
+def test_the_readme_has_a_line_for_each_command() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    rows = dict(
+        line.strip("|").split("|")[:2]
+        for line in readme.splitlines()
+        if line.startswith("| `adaptyst-top ")
+    )
+    for c in COMMANDS:
+        assert rows.get(f" `adaptyst-top {c.name}` ", "").strip() == c.summary, c.name
+    assert len(readme.splitlines()) <= 250

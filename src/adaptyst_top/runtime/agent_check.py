@@ -9,7 +9,7 @@ from adaptyst_top.runtime.agent_client import AgentConnection, AgentUnavailable
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.system.capability import Capability
 
-INSTALL = "an admin installs systemd/adaptyst-top-agent.service (README: the node agent)"
+INSTALL = "an admin installs systemd/adaptyst-top-agent.service (docs/install.md: the node agent)"
 
 
 def check_agent(path: str | None) -> Capability:
