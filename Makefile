@@ -2,7 +2,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup demo test check lint typecheck bench screenshots clean install-agent
+.PHONY: setup demo test test-fast test-stock check lint typecheck bench screenshots clean install-agent
 
 # Every target sets up first: the script is idempotent (a second run only checks,
 # in well under a second) and re-mounts tracefs after a reboot.
@@ -12,9 +12,22 @@ setup:
 demo: setup
 	$(VENV)/bin/adaptyst-top demo
 
-# The whole check: lint and types first (seconds), then the suite. CI runs this.
+# The whole check: lint and types first (seconds), then the suite, then the TUI's tests
+# on Textual's stock rendering (the fast paths off). CI runs this.
 test: setup lint typecheck
 	$(PY) -m pytest --require-ebpf-if-root
+	$(MAKE) --no-print-directory test-stock
+
+# The TUI's tests with tui/textual_private.py's switch on: what users get where a
+# Textual without the private names the fast paths read is installed.
+TUI_TESTS := tests/test_tui.py tests/test_e2e_tmux.py tests/test_fast_table.py
+test-stock: setup
+	ADAPTYST_TOP_STOCK_RENDERING=1 $(PY) -m pytest -q $(TUI_TESTS)
+
+# The tests that need no root and no services (tests/conftest.py: the `system` marker),
+# as any user, in under 2 minutes: the loop while writing code.
+test-fast: setup
+	$(PY) -m pytest -q -m "not system" -p no:cacheprovider
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

@@ -122,10 +122,10 @@ venv() {
         "$BCC_PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.installed"
-    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ tests/constraints.txt -nt "$stamp" ]; then
         say "installing adaptyst-top and its dependencies into $VENV"
         "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -e '.[test,demo]'
+        "$VENV/bin/python" -m pip install -q -e '.[test,demo]' -c tests/constraints.txt
         touch "$stamp"
     else
         say "ok: $VENV (on $BCC_PY) is up to date"

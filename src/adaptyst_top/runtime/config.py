@@ -6,6 +6,7 @@ budget = 2.0                 # probe overhead budget, % of the target's CPU time
 ascii = false                # ASCII bars, sparklines and borders
 theme = "textual-dark"       # any Textual theme
 cpu_power_model = "40:180"   # IDLE_W:MAX_W, an estimate where RAPL is missing
+stock_rendering = false      # true: Textual's own rendering and input, no fast paths
 
 [thresholds]
 util_warn = 0.9              # device utilisation shown as a warning above this
@@ -44,6 +45,7 @@ class Config:
     ascii: bool = False
     theme: str = "textual-dark"
     cpu_power_model: str | None = None
+    stock_rendering: bool = False  # tui/textual_private.py: the fast paths off
     util_warn: float = 0.9
     p99_warn_ms: float = 100.0
     path: Path | None = None
@@ -58,6 +60,7 @@ _TOP: dict[str, tuple[str, tuple[float, float] | None]] = {
     "ascii": ("boolean", None),
     "theme": ("string", None),
     "cpu_power_model": ("string", None),
+    "stock_rendering": ("boolean", None),
     "thresholds": ("table", None),
 }
 _THRESHOLDS: dict[str, tuple[str, tuple[float, float] | None]] = {
@@ -147,6 +150,7 @@ def load_config(path: Path | None = None) -> Config:
     cfg.ascii = values.get("ascii", cfg.ascii)
     cfg.theme = values.get("theme", cfg.theme)
     cfg.cpu_power_model = values.get("cpu_power_model", cfg.cpu_power_model)
+    cfg.stock_rendering = values.get("stock_rendering", cfg.stock_rendering)
     cfg.util_warn = float(values.get("util_warn", cfg.util_warn))
     cfg.p99_warn_ms = float(values.get("p99_warn_ms", cfg.p99_warn_ms))
     return cfg

@@ -22,8 +22,6 @@ from adaptyst_top.collectors.probes.budget import share_text
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
 from adaptyst_top.snapshot import ProbeRef, Snapshot
-from adaptyst_top.tui.direct_paint import one_write
-from adaptyst_top.tui.quiet_driver import quiet
 from adaptyst_top.tui.quit_signals import quit_on_signals
 from adaptyst_top.tui.rows import SORTABLE, app_name
 from adaptyst_top.tui.screens.detail import DetailScreen
@@ -31,6 +29,7 @@ from adaptyst_top.tui.screens.help import HelpScreen
 from adaptyst_top.tui.screens.picker import AddProbeScreen
 from adaptyst_top.tui.screens.prompt import ask_filter
 from adaptyst_top.tui.snapshot_feed import SnapshotFeed
+from adaptyst_top.tui.textual_private import one_write, quiet, use_stock
 from adaptyst_top.tui.widgets.advisor_pane import AdvisorPane
 from adaptyst_top.tui.widgets.devices_pane import DevicesPane
 from adaptyst_top.tui.widgets.probes_pane import ProbesPane
@@ -85,6 +84,8 @@ class MonitorApp(App[None]):
         super().__init__()
         self.source = source
         self.config = config or Config()
+        if self.config.stock_rendering:
+            use_stock("the config's stock_rendering")
         self.interval = interval
         self.ascii = ascii or self.config.ascii
         self.speed = speed

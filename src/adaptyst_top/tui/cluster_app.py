@@ -28,8 +28,8 @@ from adaptyst_top.runtime.cluster import (
 )
 from adaptyst_top.tui.columns import Column
 from adaptyst_top.tui.format import fmt_ns
-from adaptyst_top.tui.quiet_driver import quiet
 from adaptyst_top.tui.screens.prompt import ask_filter
+from adaptyst_top.tui.textual_private import quiet
 from adaptyst_top.tui.widgets.fast_table import FastTable
 from adaptyst_top.tui.widgets.text_line import TextLine
 

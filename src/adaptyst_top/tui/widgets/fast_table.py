@@ -21,7 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from adaptyst_top.tui.columns import Column
-from adaptyst_top.tui.direct_paint import paint_lines, when_done
+from adaptyst_top.tui.textual_private import paint_lines, when_done
 
 
 @dataclass

@@ -14,7 +14,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from adaptyst_top.tui.direct_paint import paint_lines
+from adaptyst_top.tui.textual_private import paint_lines
 
 
 class TextLine(Widget):
