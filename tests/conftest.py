@@ -33,6 +33,52 @@ def models_of_this_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignor
         os.environ[DIR_ENV] = old
 
 
+# The two tiers. `system`: a test that needs root, a second user, or a service the suite
+# starts (sshd, Slurm, Prometheus, a container, a terminal in tmux), or that runs long;
+# `make test` runs them all, `make test-fast` (-m "not system") the rest, as any user.
+SYSTEM_MODULES = {
+    "test_agent",  # root's agent and real users, throughout
+    "test_agent_bounds",
+    "test_agent_gpu",
+    "test_agent_paths",
+    "test_agent_restart",
+    "test_agent_setuid",
+    "test_agent_ssh",
+    "test_agent_usdt",
+    "test_agent_waits",
+    "test_candidates",  # the entry check's verdicts are root's
+    "test_cli_probes",  # probes through the command line
+    "test_cluster",  # a real Prometheus
+    "test_cluster_hostile",
+    "test_command_lifecycle",  # record's commands, probed
+    "test_containers",  # podman
+    "test_demo_moves",  # the demo workload for a minute
+    "test_e2e_tmux",  # the monitor in a real terminal
+    "test_install_agent",  # apt and a venv
+    "test_metrics",  # Prometheus scrapes of a real agent
+    "test_placement_e2e",
+    "test_slurm",  # a Slurm of its own
+    "test_task_api_native",  # compilers and eBPF
+}
+SYSTEM_FIXTURES = {"users", "agent", "shared", "node", "workload"}
+
+
+def is_system(item: pytest.Item) -> bool:
+    module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""  # type: ignore[attr-defined]
+    if module in SYSTEM_MODULES or item.get_closest_marker("ebpf"):
+        return True
+    if SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    # A test that skips without root needs root.
+    return any("root" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_system(item):
+            item.add_marker(pytest.mark.system)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--require-ebpf-if-root",

@@ -124,6 +124,7 @@ def test_rapl_denied_is_a_state_never_zero(tmp_path: Path, request: pytest.Fixtu
 # --- NVML (fake module, real pynvml errors) ---------------------------------------------
 
 
+@pytest.mark.system  # the fake GPU's processes are root's: seen whole only as root
 def test_nvml_full_reading() -> None:
     fake = FakeNvml([FakeGpu(procs=[(4242, 2 << 30)], proc_util=[(4242, 87, 1000)])])
     c = NvmlCollector(fake)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from adaptyst_top.runtime.job_energy import UNATTRIBUTED, JobEnergy
 from adaptyst_top.snapshot import DeviceReading
 
@@ -39,6 +41,7 @@ def devices(cpu_j: float, gpu_j: float) -> list[DeviceReading]:
     return [cpu, gpu]
 
 
+@pytest.mark.system  # Slurm's cgroup layout made by hand needs root
 def test_split_by_cpu_time_and_never_more_than_measured(tmp_path: Path) -> None:
     busy = [0]
     energy = JobEnergy(tmp_path, busy_ns=lambda: busy[0])
@@ -70,6 +73,7 @@ def test_split_by_cpu_time_and_never_more_than_measured(tmp_path: Path) -> None:
     assert not any(job == "99" for job, _, _ in energy.totals)
 
 
+@pytest.mark.system  # Slurm's cgroup layout made by hand needs root
 def test_a_slurm_daemon_s_fork_that_becomes_a_job_s_task_is_the_job_s(tmp_path: Path) -> None:
     # slurmstepd forks, and the fork execs the task with SLURM_JOB_ID: the same PID and
     # start, another program and environment. Read before the exec, it was no job's.
