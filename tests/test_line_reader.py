@@ -54,3 +54,26 @@ def test_a_line_ending_just_past_the_cap_is_refused() -> None:
     reader = proto.LineReader(Drip(b"y" * 2000 + b"\n", 4096), 1000)
     with pytest.raises(proto.ProtocolError, match="longer than 1000"):
         reader.read()
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 65536])
+def test_the_control_channel_drops_a_long_line_whole_and_reads_on(chunk: int) -> None:
+    from adaptyst_top.system.line_socket import LineReader
+
+    told: list[int] = []
+    long = b"x" * 100
+    data = b"a\n" + long + b"\nb\n" + long + long + b"\n" + b"c\n"
+    reader = LineReader(Drip(data, chunk), 16, lambda: told.append(1))
+    assert [reader.line() for _ in range(4)] == [b"a", b"b", b"c", None]
+    assert len(told) == 2  # once per long line, however many chunks it came in
+
+
+def test_both_protocols_want_the_version_as_an_integer() -> None:
+    from adaptyst_top.placement import protocol as control
+
+    assert control.decode(b'{"v":1,"type":"ack","task":"t","device":"cpu"}').type == "ack"
+    for v in (b"true", b"1.0", b'"1"', b"2"):  # true == 1 in Python: was accepted
+        with pytest.raises(control.ProtocolError, match="unsupported version"):
+            control.decode(b'{"v":' + v + b',"type":"ack","task":"t","device":"cpu"}')
+        with pytest.raises(proto.ProtocolError, match="protocol version"):
+            proto.check_version(proto.decode(b'{"v":' + v + b',"type":"hello"}'), "agent")

@@ -15,15 +15,15 @@ import contextlib
 import logging
 import os
 import socket
-import struct
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from adaptyst_top.placement.protocol import MAX_LINE, Message, ProtocolError, decode, encode
-from adaptyst_top.system.private_files import private_dir, runtime_dir
+from adaptyst_top.system.line_socket import LineReader, SocketError, listen, peer_credentials
+from adaptyst_top.system.private_files import runtime_dir
 
 log = logging.getLogger("adaptyst_top.control")
 
@@ -50,36 +50,23 @@ def default_socket_path() -> Path:
     return Path(tempfile.gettempdir()) / f"adaptyst-top-{os.getuid()}" / "control.sock"
 
 
-def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
-    """(pid, uid, gid) of the process at the other end."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, gid = struct.unpack("3i", creds)
-    return pid, uid, gid
-
-
 def allowed(peer_uid: int, own_uid: int) -> bool:
     return peer_uid == 0 or peer_uid == own_uid
 
 
-def _lines(sock: socket.socket, stop: threading.Event) -> object:
-    """Complete lines from a socket; an over-long line is dropped whole."""
-    buf = b""
+def _lines(sock: socket.socket, stop: threading.Event) -> Iterator[bytes]:
+    """Complete lines from a socket until STOP; an over-long line is dropped whole."""
+    reader = LineReader(sock, MAX_LINE, lambda: log.warning("control: dropping an over-long line"))
     while not stop.is_set():
         try:
-            chunk = sock.recv(4096)
+            line = reader.line()
         except TimeoutError:
             continue
-        except OSError:
+        except (OSError, ProtocolError):
             return
-        if not chunk:
+        if line is None:
             return
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            yield line
-        if len(buf) > MAX_LINE:
-            log.warning("control: dropping an over-long line")
-            buf = b""
+        yield line
 
 
 @dataclass
@@ -114,14 +101,12 @@ class ControlServer:
         self._send_lock = threading.Lock()
         self._stop = threading.Event()
         # A folder another user made (or a symlink) is refused: it would own our socket.
-        private_dir(self.path.parent, 0o755 if os.geteuid() == 0 else 0o700)
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(self.path))
         # Applications of other users may connect; what they may do is checked per peer.
-        os.chmod(self.path, 0o666)
-        self.sock.listen(16)
+        mode = 0o755 if os.geteuid() == 0 else 0o700
+        try:
+            self.sock = listen(self.path, folder_mode=mode, backlog=16)
+        except SocketError as exc:
+            raise OSError(str(exc)) from None
         self.sock.settimeout(0.2)
         self._thread = threading.Thread(target=self._accept, name="control-accept", daemon=True)
         self._thread.start()
@@ -153,7 +138,7 @@ class ControlServer:
     def _serve(self, client: Client) -> None:
         with self._lock:
             self.clients.append(client)
-        for line in _lines(client.sock, self._stop):  # type: ignore[attr-defined]
+        for line in _lines(client.sock, self._stop):
             try:
                 msg = decode(line)
             except ProtocolError as exc:
@@ -267,7 +252,7 @@ class ControlClient:
             self._sock = sock
             sock.sendall(encode("hello", pid=os.getpid(), tasks=self.tasks))
             self.connected = True
-        for line in _lines(sock, self._stop):  # type: ignore[attr-defined]
+        for line in _lines(sock, self._stop):
             try:
                 msg = decode(line)
             except ProtocolError as exc:

@@ -7,22 +7,23 @@
     {"v": 1, "type": "ack",    "task": "spmv", "device": "opencl:0"}      app -> monitor
 
 Anything else is rejected with a reason (and logged by the receiver), never raised.
+Framing, the JSON and the version check are system/line_socket.py's, shared with the
+node agent's protocol; this module keeps the control channel's vocabulary.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from adaptyst_top.system import line_socket
+from adaptyst_top.system.line_socket import ProtocolError
+
 VERSION = 1
 MAX_LINE = 4096
+__all__ = ["MAX_LINE", "VERSION", "Message", "ProtocolError", "decode", "encode"]
 _NAME = re.compile(r"[A-Za-z0-9_.:@+-]{1,64}")  # whole names only (fullmatch: "$" allows a newline)
-
-
-class ProtocolError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,7 @@ class Message:
 
 
 def encode(kind: str, **fields: Any) -> bytes:
-    return (
-        json.dumps({"v": VERSION, "type": kind, **fields}, separators=(",", ":")) + "\n"
-    ).encode()
+    return line_socket.encode(VERSION, kind, **fields)
 
 
 def _name(obj: dict[str, Any], key: str) -> str:
@@ -48,13 +47,8 @@ def decode(line: bytes) -> Message:
     """A validated message, or ProtocolError saying what is wrong."""
     if len(line) > MAX_LINE:
         raise ProtocolError("line too long")
-    try:
-        obj = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ProtocolError("not JSON") from None
-    if not isinstance(obj, dict):
-        raise ProtocolError("not an object")
-    if obj.get("v") != VERSION:
+    obj = line_socket.decode(line)
+    if not line_socket.same_version(obj, VERSION):
         raise ProtocolError(f"unsupported version {obj.get('v')!r}")
     kind = obj.get("type")
     if kind == "hello":

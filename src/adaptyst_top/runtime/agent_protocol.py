@@ -24,82 +24,28 @@ error answer and the connection is closed; the agent goes on.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
-import orjson
+from typing import Any
 
 from adaptyst_top.runtime.limits import check_range
+from adaptyst_top.system import line_socket
+from adaptyst_top.system.line_socket import LineReader, ProtocolError, decode
 
 VERSION = 1
 MAX_LINE = 1 << 20  # a request; snapshots (agent -> client) may be longer
 MAX_SNAPSHOT_LINE = 64 << 20
 REQUESTS = ("open", "snapshot", "add", "toggle", "remove", "candidates", "list")
-
-
-class ProtocolError(ValueError):
-    """A message that breaks the protocol, in one line."""
+# Framing, caps and the version check are system/line_socket.py's, shared with the
+# placement control channel; this module keeps the agent's vocabulary.
+__all__ = ["LineReader", "ProtocolError", "check_version", "decode", "encode"]
 
 
 def encode(kind: str, **fields: Any) -> bytes:
-    # orjson: a 200-row snapshot in a tenth of json's time, every second, per client.
-    return orjson.dumps({"v": VERSION, "type": kind, **fields}) + b"\n"
-
-
-class Stream(Protocol):
-    def recv(self, size: int) -> bytes: ...
-
-
-class LineReader:
-    """Lines from a socket (or any stream with recv), each at most LIMIT bytes (a longer
-    one is a ProtocolError)."""
-
-    def __init__(self, sock: Stream, limit: int) -> None:
-        self.sock = sock
-        self.limit = limit
-        self._buf = bytearray()
-        self._scanned = 0  # bytes of _buf known to hold no newline
-
-    def read(self) -> dict[str, Any] | None:
-        """The next message, or None at the end of the stream. Each byte is looked at
-        once and the buffer grows in place: a line past LIMIT is refused in time linear
-        in LIMIT (64 MB took 35 s of CPU with a buffer copied at each read)."""
-        while (end := self._buf.find(b"\n", self._scanned)) < 0:
-            self._scanned = len(self._buf)
-            if len(self._buf) > self.limit:
-                raise ProtocolError(f"a message longer than {self.limit} bytes")
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                if self._buf:
-                    raise ProtocolError("the connection ended inside a message")
-                return None
-            self._buf += chunk
-        if end > self.limit:
-            raise ProtocolError(f"a message longer than {self.limit} bytes")
-        line = bytes(self._buf[:end])
-        del self._buf[: end + 1]
-        self._scanned = 0
-        return decode(line)
-
-
-def decode(line: bytes) -> dict[str, Any]:
-    try:
-        msg = orjson.loads(line)  # UTF-8 checked too
-    except (orjson.JSONDecodeError, RecursionError):
-        raise ProtocolError("a message that is not JSON") from None
-    if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
-        raise ProtocolError("a message without a type")
-    return msg
+    return line_socket.encode(VERSION, kind, **fields)
 
 
 def check_version(msg: dict[str, Any], side: str) -> None:
     """A hello from the other SIDE: ProtocolError, in one line, when versions differ."""
-    if msg.get("type") != "hello":
-        raise ProtocolError(f"the {side} did not say hello first")
-    if not _whole(msg.get("v")) or msg.get("v") != VERSION:  # true == 1 in Python
-        raise ProtocolError(
-            f"the {side} speaks protocol version {msg.get('v')!r}, this adaptyst-top "
-            f"{VERSION}: use the same version on both sides"
-        )
+    line_socket.check_hello(msg, side, VERSION)
 
 
 def field(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
 from adaptyst_top.runtime.open_as_user import NotOpened, open_as
 from adaptyst_top.system.held_processes import HeldProcesses
+from adaptyst_top.system.line_socket import peer_credentials
 from adaptyst_top.system.pinned_files import PinnedFiles
 from adaptyst_top.system.slurm_jobs import JobError, job_info
 from adaptyst_top.system.targets import (
@@ -54,8 +55,7 @@ class Peer:
 def peer_of(conn: socket.socket, admin_gid: int | None) -> Peer:
     """Who CONN's other end is, as the kernel took it at connect(): its groups too, so
     a client that exits and leaves its PID to an admin's process never passes for one."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, gid = struct.unpack("3i", creds)
+    pid, uid, gid = peer_credentials(conn)
     groups = frozenset(_peer_groups(conn)) | {gid}
     privileged = uid == 0 or (admin_gid is not None and admin_gid in groups)
     return Peer(pid, uid, gid, groups, privileged)
