@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from adaptyst_top.cli.commands import BY_NAME
+from adaptyst_top.cli.commands import BY_NAME, Command
 
 
 def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
@@ -64,8 +64,7 @@ def _dispatch(argv: list[str]) -> int:
     os.environ.setdefault("TEXTUAL_FPS", "20")
     command = BY_NAME.get(argv[0]) if argv else None
     if command is not None and not command.takes_command:
-        module = importlib.import_module(f"adaptyst_top.cli.{command.module}")
-        run = cast(Callable[[Sequence[str]], int], getattr(module, command.function))
+        run = cast(Callable[[Sequence[str]], int], _function(command))
         return run(argv[1:])
     opts, maybe_command = split_command(argv[1:] if command is not None else argv)
     if maybe_command == []:
@@ -76,9 +75,13 @@ def _dispatch(argv: list[str]) -> int:
         from adaptyst_top.cli.monitor import cmd_monitor
 
         return cmd_monitor(opts, maybe_command or [])
-    module = importlib.import_module(f"adaptyst_top.cli.{command.module}")
-    launch = cast(Callable[[Sequence[str], Sequence[str]], int], getattr(module, command.function))
+    launch = cast(Callable[[Sequence[str], Sequence[str]], int], _function(command))
     return launch(opts, maybe_command or [])
+
+
+def _function(command: Command) -> object:
+    """The table's function for COMMAND, its module imported only now."""
+    return getattr(importlib.import_module(f"adaptyst_top.cli.{command.module}"), command.function)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adaptyst_top.placement.protocol import MAX_LINE, Message, ProtocolError, decode, encode
-from adaptyst_top.system.line_socket import LineReader, SocketError, listen, peer_credentials
+from adaptyst_top.system.line_socket import LineReader, listen, peer_credentials
 from adaptyst_top.system.private_files import runtime_dir
 
 log = logging.getLogger("adaptyst_top.control")
@@ -103,10 +103,7 @@ class ControlServer:
         # A folder another user made (or a symlink) is refused: it would own our socket.
         # Applications of other users may connect; what they may do is checked per peer.
         mode = 0o755 if os.geteuid() == 0 else 0o700
-        try:
-            self.sock = listen(self.path, folder_mode=mode, backlog=16)
-        except SocketError as exc:
-            raise OSError(str(exc)) from None
+        self.sock = listen(self.path, folder_mode=mode, backlog=16)
         self.sock.settimeout(0.2)
         self._thread = threading.Thread(target=self._accept, name="control-accept", daemon=True)
         self._thread.start()

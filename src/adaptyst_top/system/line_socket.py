@@ -26,7 +26,7 @@ class ProtocolError(ValueError):
     """A message that breaks the protocol, in one line."""
 
 
-class SocketError(RuntimeError):
+class SocketError(OSError):
     """Why a socket cannot listen, in one line."""
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
@@ -70,14 +70,8 @@ def one_write(app: App[Any]) -> contextlib.AbstractContextManager[None]:
     """direct_paint.one_write: the paints made inside go out in one write."""
     if _direct_paint is None or not fast():
         return contextlib.nullcontext()
-    return _guarded_block(app)
-
-
-@contextlib.contextmanager
-def _guarded_block(app: App[Any]) -> Iterator[None]:
-    assert _direct_paint is not None
-    with _direct_paint.one_write(app):
-        yield
+    block: contextlib.AbstractContextManager[None] = _direct_paint.one_write(app)
+    return block
 
 
 def paint_lines(widget: Widget, lines: Iterable[int]) -> bool:
