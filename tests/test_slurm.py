@@ -121,15 +121,17 @@ def slurm_agent(slurm: object, shared: Path, monkeypatch: pytest.MonkeyPatch) ->
         assert nothing_left(5.0)
 
 
-def workloads_of(job: str) -> list[int]:
-    """The job's tasks running tests/targets/workload (not its shell, not srun)."""
+def workloads_of(job: str, step: int | None = None) -> list[int]:
+    """The job's tasks running tests/targets/workload (not its shell, not srun); with
+    STEP, only that step's (a task of the step before may still be exiting: seen in CI)."""
     found = []
     for p in JobScan(job).new_processes():
         try:
             comm = Path(f"/proc/{p}/comm").read_text().strip()
+            environ = Path(f"/proc/{p}/environ").read_bytes().split(b"\0")
         except OSError:
             continue  # it ended since the scan (a step's short-lived helper): seen in CI
-        if comm == "workload":
+        if comm == "workload" and (step is None or f"SLURM_STEP_ID={step}".encode() in environ):
             found.append(p)
     return found
 
@@ -210,7 +212,8 @@ def test_a_users_job_counted_exactly_present_and_future_tasks_through_the_agent(
         go1.touch()
         c.tell()
         assert c.read() == {"step1": 2100}
-        step2 = until(lambda: workloads_of(job), f"step 2 never ran: {slurm.logs()}")
+        # The script's second srun is its step 1 (steps count from 0).
+        step2 = until(lambda: workloads_of(job, step=1), f"step 2 never ran: {slurm.logs()}")
         c.tell(str(step2[0]))  # type: ignore[index]
         assert c.read() == {"joined": True}
         go2.touch()
