@@ -12,14 +12,16 @@ anything that is not a well-formed snapshot. Fields may be added; none is remove
 changes meaning. Numbers are finite or None; None means unknown, never zero.
 docs/data-flow.md describes each field with an example.
 
-Each part lives in a module of its own (probes, devices, parts, advice, tick), read back
-through one checked reader (reading); every name is imported from here.
+Each part lives in a module of its own (probes, devices, parts, advice, tick) and is
+declared once: its JSON, written and read back checked, comes from that declaration
+(codec); every name is imported from here.
 
 Schema versions: 0 is a recording made before the field existed (no `schema_version`,
 no probe `group`); 1 adds both. A newer version is read for the fields this one knows.
 """
 
 from adaptyst_top.snapshot.advice import AdviceEntry, AdvisorState, Move, PlacementPart, TaskEntry
+from adaptyst_top.snapshot.codec import SnapshotError
 from adaptyst_top.snapshot.devices import DeviceKind, DeviceReading, EnergyReading, SourceState
 from adaptyst_top.snapshot.parts import CommandState, Overhead, ProbeTarget
 from adaptyst_top.snapshot.probes import (
@@ -30,7 +32,6 @@ from adaptyst_top.snapshot.probes import (
     ProbeKey,
     ProbeRef,
 )
-from adaptyst_top.snapshot.reading import SnapshotError
 from adaptyst_top.snapshot.tick import SCHEMA_VERSION, Snapshot
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from adaptyst_top.snapshot.reading import Fields, inert_values
+from adaptyst_top.snapshot.codec import JsonPart, json_field
 
 DeviceKind = Literal["cpu", "gpu", "fpga", "opencl"]
 EnergyMethod = Literal["counter", "power"]  # a hardware energy counter, or integrated power
@@ -22,12 +22,12 @@ class EnergyReading:
 
 
 @dataclass
-class DeviceReading:
+class DeviceReading(JsonPart):
     """One device's reading. A collector fills it while it reads the device (hence not
     frozen); once in a snapshot it is never changed."""
 
     id: str
-    kind: DeviceKind
+    kind: DeviceKind = field(metadata=json_field(missing="cpu"))
     name: str
     util: float | None = None  # 0..1, None when unknown
     mem_used_bytes: int | None = None
@@ -45,56 +45,11 @@ class DeviceReading:
         self.energy_j, self.energy_source, self.energy_method = e.energy_j, e.source, e.method
         self.power_w = measured_power_w if measured_power_w is not None else e.power_w
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "name": self.name,
-            "util": self.util,
-            "mem_used_bytes": self.mem_used_bytes,
-            "mem_total_bytes": self.mem_total_bytes,
-            "power_w": self.power_w,
-            "energy_j": self.energy_j,
-            "energy_source": self.energy_source,
-            "energy_method": self.energy_method,
-            "temp_c": self.temp_c,
-            "note": self.note,
-            "extra": dict(self.extra),
-        }
-
-    @classmethod
-    def from_json(cls, value: Any) -> DeviceReading:
-        d = Fields(value, "device")
-        extra = d.value("extra")
-        return cls(
-            id=d.text("id"),
-            kind=d.text("kind", "cpu"),  # type: ignore[arg-type]  # carried as recorded
-            name=d.text("name"),
-            util=d.number("util"),
-            mem_used_bytes=d.integer("mem_used_bytes"),
-            mem_total_bytes=d.integer("mem_total_bytes"),
-            power_w=d.number("power_w"),
-            energy_j=d.number("energy_j"),
-            energy_source=d.opt_text("energy_source"),
-            energy_method=d.opt_text("energy_method"),
-            temp_c=d.number("temp_c"),
-            note=d.text("note"),
-            extra=inert_values(extra) if isinstance(extra, dict) else {},
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class SourceState:
+class SourceState(JsonPart):
     """A device source of the node (rapl, nvml, ...) and why it is not there."""
 
     name: str
     state: str  # ok | missing | denied | degraded
     reason: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "state": self.state, "reason": self.reason}
-
-    @classmethod
-    def from_json(cls, value: Any) -> SourceState:
-        d = Fields(value, "device source")
-        return cls(d.text("name"), d.text("state"), d.text("reason"))
