@@ -21,10 +21,15 @@ def fraction_of_percent(value: float) -> float:
     return value / 100.0 or math.ulp(0.0)
 
 
-def check_range(value: float, lo: float, hi: float, what: str = "") -> float:
-    """VALUE when finite and lo <= VALUE <= hi (lo excluded when it is 0); else ValueError."""
-    low_ok = value > lo if lo == 0 else value >= lo
+def check_range(
+    value: float, lo: float, hi: float, what: str = "", low_open: bool | None = None
+) -> float:
+    """VALUE when finite and lo <= VALUE <= hi (lo excluded when LOW_OPEN, by default
+    when it is 0); else ValueError."""
+    if low_open is None:
+        low_open = lo == 0
+    low_ok = value > lo if low_open else value >= lo
     if not math.isfinite(value) or not low_ok or value > hi:
-        bound = f"> 0 and <= {hi:g}" if lo == 0 else f"in {lo:g}..{hi:g}"
+        bound = f"> {lo:g} and <= {hi:g}" if low_open else f"in {lo:g}..{hi:g}"
         raise ValueError(f"{what}must be a finite number {bound}, not {value!r}")
     return value
