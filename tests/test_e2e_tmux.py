@@ -173,3 +173,38 @@ def wait_for_file(path: Path, timeout: float = 30.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_the_live_demo_shows_the_task_table_and_a_move_in_tmux() -> None:
+    """`adaptyst-top demo` as a newcomer runs it, at 120x40: within a minute and a half the
+    advisor pane has its task table and a move in the log, with the gain predicted."""
+    tmux("kill-session", "-t", SESSION)
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        SESSION,
+        "-x",
+        "120",
+        "-y",
+        "40",
+        # COLUMNS and LINES, when pytest's environment has them, override the terminal's.
+        f"env -u COLUMNS -u LINES {CLI} demo; echo EXITED $?; sleep 30",
+    )
+    try:
+        arrow = " → "
+
+        def moved(line: str) -> bool:  # a gain predicted or, once it ran there, measured
+            return arrow in line and "%" in line
+
+        text = wait_for(lambda s: "Time per run" in s and any(map(moved, s.splitlines())), 90)
+        header = line_of(text, "Time per run")
+        assert all(w in header for w in ("Task", "On", "Best", "Gain", "State")), header
+        move = next(ln for ln in text.splitlines() if moved(ln))
+        assert any(f"{arrow}{d}" in move for d in ("opencl", "cpu")), move
+        assert all(len(ln) <= 120 for ln in text.splitlines())
+        tmux("send-keys", "-t", SESSION, "q")
+        assert "EXITED 0" in wait_for(lambda s: "EXITED" in s, 30)
+        assert none_left()
+    finally:
+        tmux("kill-session", "-t", SESSION)

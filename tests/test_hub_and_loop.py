@@ -12,7 +12,8 @@ from adaptyst_top.collectors.devices.opencl import OpenCLCollector
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.placement.advisor import Advisor
-from adaptyst_top.placement.loop import MOVES_SHOWN, TASK_PROBE_NAME, PlacementLoop
+from adaptyst_top.placement.loop import TASK_PROBE_NAME, PlacementLoop
+from adaptyst_top.placement.move_log import KEPT
 from adaptyst_top.snapshot import (
     DeviceReading,
     Latency,
@@ -101,4 +102,4 @@ def test_moves_kept_are_bounded() -> None:
     loop.set_mode("auto")
     for i in range(1, 200):
         loop.update(snapshot(float(i), task_entry(f"t{i % 50}|cpu|10|0", i, 1e6)))
-    assert len(loop.moves) == MOVES_SHOWN  # 50 tasks explored: more moves made than kept
+    assert len(loop.log.moves()) == KEPT  # 50 tasks explored: more moves made than kept

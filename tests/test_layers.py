@@ -63,7 +63,7 @@ def test_imports_point_one_way(layer: str) -> None:
 
 # Building rows and formatting figures needs no Textual: they are tested, and could be
 # used, without a screen; only the widgets and screens that show them know Textual.
-PLAIN_TUI = ("rows", "format", "glyphs", "columns")
+PLAIN_TUI = ("rows", "advisor_rows", "task_plot_data", "format", "glyphs", "columns")
 
 
 @pytest.mark.parametrize("name", PLAIN_TUI)

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from adaptyst_top.snapshot import (
     AdviceEntry,
     CommandState,
     DeviceReading,
     Latency,
+    Move,
     ProbeEntry,
     TaskEntry,
 )
+from adaptyst_top.tui.advisor_rows import move_row, task_row
 from adaptyst_top.tui.rows import (
-    advice_row,
     app_name,
     device_row,
     gpu_process_rows,
     probe_row,
-    task_summary,
 )
 
 WARN_NS = 10e6
@@ -73,41 +75,54 @@ def test_a_device_row_says_why_a_figure_is_missing() -> None:
         assert device_row(g, [], ascii=False, util_warn=0.9)[0]["energy"] == f"{shown} (nvml)"
 
 
-def test_an_advice_row() -> None:
-    a = AdviceEntry("gemm", "cpu", "opencl:0", 0.42, None, 0.8, "3.1x faster")
-    assert advice_row(a) == {
-        "task": "gemm",
-        "current": "cpu",
-        "suggested": "opencl:0",
-        "time": "+42%",
-        "energy": "-",
-        "confidence": "0.80",
-        "why": "3.1x faster",
-    }
+def _task(device: str, times: dict[str, tuple[float, str]], **kw: object) -> TaskEntry:
+    pred = {d: {"time_s": t, "samples": 9, "source": src} for d, (t, src) in times.items()}
+    return TaskEntry("logistic", device, 100, (17, 0), pred, **kw)  # type: ignore[arg-type]
 
 
-def test_advice_never_reads_plus_zero() -> None:
-    explore = AdviceEntry("spmv", "cpu", "opencl:0", 0.0, None, 0.0, "explore: ...", explore=True)
-    assert advice_row(explore)["time"] == "explore" and advice_row(explore)["confidence"] == "-"
-    energy_move = AdviceEntry("reduce", "opencl:0", "cpu", 0.003, 0.25, 0.9, "energy: ...")
-    assert advice_row(energy_move)["time"] == "+0.3%"
-    assert advice_row(energy_move)["energy"] == "+25%"
+def test_a_task_row_says_each_devices_time_and_marks_predictions() -> None:
+    t = _task(
+        "cpu",
+        {"cpu": (0.0695, "measured"), "opencl:0": (0.0157, "fit")},
+        best="opencl:0",
+        gain=0.774,
+        confidence=0.9,
+        state="settled",
+    )
+    cells, style = task_row(t)
+    assert cells["times"] == "opencl:0 ~15.7 ms · cpu 69.5 ms"  # fastest first; ~ predicted
+    assert (cells["on"], cells["best"], cells["gain"], cells["state"]) == (
+        "cpu", "opencl:0", "+77%", "settled"
+    )  # fmt: skip
+    assert style == "" and task_row(t, ascii=True)[0]["times"].count(" | ") == 1
+    # Where it runs is the best: no gain to claim.
+    assert task_row(replace(t, device="opencl:0"))[0]["gain"] == "-"
 
 
-def test_a_task_says_what_its_device_gained_measured() -> None:
-    def task(device: str, times: dict[str, tuple[float, str]]) -> TaskEntry:
-        pred = {d: {"time_s": t, "samples": 9, "source": src} for d, (t, src) in times.items()}
-        return TaskEntry("logistic", device, 100, (17, 0), pred)
+def test_pending_advice_shows_in_the_task_row_never_as_plus_zero() -> None:
+    t = _task("cpu", {"cpu": (0.002, "measured")}, best="cpu", state="learning")
+    move = AdviceEntry("logistic", "cpu", "opencl:0", 0.003, 0.25, 0.9, "energy: ...")
+    cells, style = task_row(t, move)
+    assert (cells["best"], cells["gain"], cells["state"], style) == (
+        "opencl:0", "+0.3%", "m: move", "warn"
+    )  # fmt: skip
+    explore = AdviceEntry("logistic", "cpu", "opencl:0", 0.0, None, 0.0, "explore", explore=True)
+    assert task_row(t, explore)[0]["state"] == "explore?"
 
-    moved = task("opencl:0", {"opencl:0": (0.0157, "measured"), "cpu": (0.0695, "measured")})
-    gain, text = task_summary(moved)
-    assert round(gain, 1) == 4.4
-    assert text == "logistic on opencl:0 15.7 ms, 4.4x faster than cpu (69.5 ms)"
-    # A device only predicted (from other sizes) is not a measured gain.
-    guessed = task("cpu", {"cpu": (0.002, "measured"), "opencl:0": (0.02, "ratio")})
-    assert task_summary(guessed) == (0.0, "logistic on cpu 2 ms")
-    slower = task("cpu", {"cpu": (0.004, "measured"), "opencl:0": (0.002, "measured")})
-    assert task_summary(slower)[1].endswith("opencl:0 2.0x faster (2 ms)")
+
+def test_a_move_row_has_the_gain_predicted_and_the_gain_measured() -> None:
+    m = Move("gemm", "cpu", "opencl:0", False, 1, t=75.0, predicted_gain=0.5)
+    cells, style = move_row(m)
+    assert style == ""
+    assert (cells["t"], cells["move"], cells["predicted"], cells["measured"]) == (
+        "1:15", "cpu → opencl:0", "+50%", "-"
+    )  # fmt: skip
+    measured = replace(m, measured_gain=0.47, runs=120)
+    assert move_row(measured)[0]["measured"] == "+47%" and move_row(measured)[1] == ""
+    lost = replace(m, measured_gain=-0.2, runs=30)
+    assert (
+        move_row(lost, ascii=True)[0]["move"] == "cpu -> opencl:0" and move_row(lost)[1] == "warn"
+    )
 
 
 def test_a_python_apps_task_probes_name_the_app_not_the_extension() -> None:

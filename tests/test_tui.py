@@ -374,3 +374,54 @@ async def test_the_picker_marks_refused_functions_and_never_picks_them() -> None
         await pilot.press(*"solver::step", "enter")  # found by the name the source spells
         await pilot.pause(0.1)
         assert picked[-1] == "uprobe:./app:_ZN6solver4stepEi"
+
+
+# --- the advisor pane, from a recording of the demo with moves -----------------------
+
+ADVISOR_RECORDING = Path(__file__).parent / "data" / "advisor-recording.jsonl"
+
+
+def advisor_app() -> MonitorApp:
+    return MonitorApp(ReplaySource(ADVISOR_RECORDING), interval=1.0, autoplay=False)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_snapshot_advisor(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await loaded(pilot, 4)
+
+    assert snap_compare(advisor_app(), terminal_size=size, run_before=run_before)
+
+
+def test_snapshot_task_plots(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await loaded(pilot, 4)
+        pilot.app.set_focus(pilot.app.advisor.tasks)
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(advisor_app(), terminal_size=(120, 40), run_before=run_before)
+
+
+async def test_the_advisor_pane_shows_tasks_and_the_move_log_from_a_recording() -> None:
+    app = advisor_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, 4)
+        snap = app.snap
+        assert snap is not None and snap.advisor is not None and snap.advisor.moves
+        tasks = app.query_one("#tasks", FastTable)
+        assert set(tasks.rows) == {t.task for t in snap.tasks}
+        moves = app.query_one("#moves", FastTable)
+        newest = moves.rows[moves.order[0]].cells
+        last = snap.advisor.moves[-1]
+        assert newest["task"] == last.task and last.to in newest["move"]
+        app.set_focus(tasks)
+        await pilot.press("enter")
+        await pilot.pause()
+        from adaptyst_top.tui.screens.task_plot import TaskScreen
+
+        assert isinstance(app.screen, TaskScreen)
+        assert app.screen.task_name == tasks.selected_key
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, TaskScreen)

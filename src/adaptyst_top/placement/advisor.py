@@ -160,6 +160,30 @@ class Advisor:
             return float(e * t)
         return float(self.weight * t / ref.time_s + (1 - self.weight) * e / float(ref.energy_j))
 
+    def cost(self, p: Prediction, ref: Prediction) -> float:
+        """P's cost in the objective's terms, REF the current device's (for the weighted
+        objective's scales), without a transfer: what a move log measures gains in."""
+        return self._score(p, ref, 0.0)
+
+    def standing(self, task: str) -> tuple[str, float | None, float | None]:
+        """(the device the models say for the task's current input and objective, its
+        gain over the current device's cost, how sure: 1 - both relative errors).
+        Unlike decide, nothing changes: what the task table shows between moves."""
+        st = self.tasks.get(task)
+        preds = self.predictions(task) if st is not None else {}
+        cur = preds.get(st.current) if st is not None else None
+        if st is None or cur is None:
+            return "", None, None
+        scores = {
+            d: self._score(p, cur, self._move_s(st, d))
+            for d, p in preds.items()
+            if d == st.current or self._feasible(d, st.size)
+        }
+        best = min(scores, key=lambda d: scores[d])
+        here = scores[st.current]
+        gain = (here - scores[best]) / here if here > 0 else None
+        return best, gain, max(0.0, 1.0 - preds[best].rel_err - cur.rel_err)
+
     def predictions(self, task: str) -> dict[str, Prediction]:
         """Every device's cost for the task's current input: measured, fitted over sizes,
         or (a device that never ran this input) the current device's cost here times

@@ -13,19 +13,19 @@ from dataclasses import dataclass
 from adaptyst_top.placement.advisor import Advice, Advisor
 from adaptyst_top.placement.control import ControlServer
 from adaptyst_top.placement.model import TaskDeviceModel
+from adaptyst_top.placement.move_log import MoveLog
 from adaptyst_top.placement.task_keys import parse_key
+from adaptyst_top.placement.task_view import task_entries
 from adaptyst_top.snapshot import (
     AdvisorState,
     DeviceReading,
     Move,
     PlacementPart,
     Snapshot,
-    TaskEntry,
 )
 
 TASK_PROBE_NAME = "adaptyst:task_begin..task_end"
 FEW_RUNS = 8
-MOVES_SHOWN = 20  # the last moves a snapshot carries
 
 
 @dataclass
@@ -61,7 +61,8 @@ class PlacementLoop:
         self.prior = prior
         self.seen: dict[str, _Seen] = {}
         self.advice: dict[str, Advice] = {}
-        self.moves: list[Move] = []
+        self.log = MoveLog(advisor.cost)
+        self._t: float | None = None  # the last snapshot's time: a move's
         self._lock = threading.Lock()
         self._placed: set[str] = set()  # tasks placed from the priors before they ran
 
@@ -92,6 +93,7 @@ class PlacementLoop:
     def update(self, snap: Snapshot) -> PlacementPart:
         """Learn from one snapshot; the tasks, advice and state for the snapshot to carry."""
         with self._lock:
+            self._t = snap.t
             ran: dict[str, dict[str, int]] = {}
             for p in snap.probes:
                 if p.name != TASK_PROBE_NAME or not isinstance(p.key, str):
@@ -115,6 +117,7 @@ class PlacementLoop:
                 power = device_power(device, snap.devices)
                 energy = None if power is None else power * mean_s
                 self.advisor.observe(task, device, (sb, fb), mean_s, dn, energy, size=2**sb)
+                self.log.ran(task, device, (sb, fb), mean_s, dn, energy)
                 ran.setdefault(task, {}).setdefault(device, 0)
                 ran[task][device] += dn
             for task, counts in ran.items():
@@ -128,7 +131,7 @@ class PlacementLoop:
                     self._apply(a)
                 else:
                     self.advice[task] = a
-            tasks = self._tasks()
+            tasks = task_entries(self.advisor)
             clients = len(self.control.clients) if self.control else 0
             return PlacementPart(
                 tasks=tasks,
@@ -139,39 +142,20 @@ class PlacementLoop:
                     objective=self.advisor.objective,
                     detail=f"{len(tasks)} tasks, {clients} application(s) connected"
                     + (f"; {self.prior}" if self.prior else ""),
-                    moves=tuple(self.moves[-MOVES_SHOWN:]),
+                    moves=self.log.moves(),
                 ),
             )
 
-    def _tasks(self) -> tuple[TaskEntry, ...]:
-        out = []
-        for name, st in self.advisor.tasks.items():
-            preds = self.advisor.predictions(name)
-            out.append(
-                TaskEntry(
-                    task=name,
-                    device=st.current,
-                    executions=st.executions,
-                    input_bucket=st.context,
-                    predicted={
-                        d: {
-                            "time_s": p.time_s,
-                            "energy_j": p.energy_j,
-                            "samples": p.samples,
-                            "source": p.source,
-                        }
-                        for d, p in preds.items()
-                    },
-                    pareto=tuple(self.advisor.pareto(name)),
-                )
-            )
-        return tuple(out)
-
     def _apply(self, a: Advice) -> int:
         sent = self.control.push(a.task, a.suggested, a.why, a.runs) if self.control else 0
+        st = self.advisor.tasks.get(a.task)
+        before = self.advisor.predictions(a.task).get(a.current)
+        gain = a.energy_gain if self.advisor.objective == "energy" else a.time_gain
         self.advisor.accepted(a)
-        self.moves.append(Move(a.task, a.current, a.suggested, a.explore, sent))
-        del self.moves[:-MOVES_SHOWN]  # bounded, however long the run
+        move = Move(a.task, a.current, a.suggested, a.explore, sent, t=self._t)
+        context = st.context if st is not None else (0, 0)
+        predicted = None if a.explore or gain is None else round(gain, 4)
+        self.log.moved(move, context, before, predicted)
         return sent
 
     def apply(self, task: str) -> int:

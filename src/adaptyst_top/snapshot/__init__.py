@@ -20,7 +20,14 @@ Schema versions: 0 is a recording made before the field existed (no `schema_vers
 no probe `group`); 1 adds both. A newer version is read for the fields this one knows.
 """
 
-from adaptyst_top.snapshot.advice import AdviceEntry, AdvisorState, Move, PlacementPart, TaskEntry
+from adaptyst_top.snapshot.advice import (
+    AdviceEntry,
+    AdvisorState,
+    Curve,
+    Move,
+    PlacementPart,
+    TaskEntry,
+)
 from adaptyst_top.snapshot.codec import SnapshotError
 from adaptyst_top.snapshot.devices import DeviceKind, DeviceReading, EnergyReading, SourceState
 from adaptyst_top.snapshot.parts import CommandState, Overhead, ProbeTarget
@@ -41,6 +48,7 @@ __all__ = [
     "AdviceEntry",
     "AdvisorState",
     "CommandState",
+    "Curve",
     "DeviceKind",
     "DeviceReading",
     "EnergyReading",

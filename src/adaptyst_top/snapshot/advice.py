@@ -8,6 +8,19 @@ from typing import Any
 
 from adaptyst_top.snapshot.codec import JsonPart, json_field
 
+_NONE = json_field(omit="none")  # added after the first version that wrote the part:
+_SET = json_field(omit="empty")  # left out unset, so what that version wrote is unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class Curve(JsonPart):
+    """What a device's runs of a task cost by input size: the measured means and the
+    fitted t(n) = a*n^b + c (None until enough sizes ran)."""
+
+    device: str
+    points: tuple[tuple[float, float], ...] = ()  # (input size, seconds per run)
+    fit: tuple[float, float, float] | None = field(default=None, metadata=_NONE)
+
 
 @dataclass(frozen=True, slots=True)
 class TaskEntry(JsonPart):
@@ -20,6 +33,12 @@ class TaskEntry(JsonPart):
     # device -> {"time_s", "energy_j", "samples", "source" (measured | fit | ratio)}
     predicted: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     pareto: tuple[tuple[Any, ...], ...] = ()  # (device, time_s, energy_j) not beaten on both
+    best: str = field(default="", metadata=_SET)  # the device the models say, for the objective
+    gain: float | None = field(default=None, metadata=_NONE)  # best over current, objective's terms
+    confidence: float | None = field(default=None, metadata=_NONE)  # 0..1, of that gain
+    state: str = field(default="", metadata=_SET)  # learning | exploring | settled
+    size: int | None = field(default=None, metadata=_NONE)  # the current input's size
+    curves: tuple[Curve, ...] = field(default=(), metadata=_SET)  # a device each
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +65,12 @@ class Move(JsonPart):
     to: str
     explore: bool
     sent: int
+    t: float | None = field(default=None, metadata=_NONE)  # the snapshot's time at the move
+    # The gain (objective's terms, a fraction of the cost before) predicted when moving,
+    # and the one measured over the runs after it on the same input (`runs` of them).
+    predicted_gain: float | None = field(default=None, metadata=_NONE)
+    measured_gain: float | None = field(default=None, metadata=_NONE)
+    runs: int = field(default=0, metadata=_SET)
 
 
 @dataclass(frozen=True, slots=True)

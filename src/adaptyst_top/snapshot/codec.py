@@ -21,12 +21,26 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 from adaptyst_top.snapshot.inert import has_unsafe, inert
+from adaptyst_top.snapshot.value_readers import (
+    Bad,
+    Reader,
+    checked,
+    read_fixed,
+    read_flag,
+    read_int,
+    read_int_rows,
+    read_ints,
+    read_key,
+    read_list,
+    read_mapping,
+    read_number,
+    read_text,
+)
 
 T = TypeVar("T")
 Omit = Literal["none", "empty"]  # leave the key out when the value is None / falsy
 _OPTIONS = "adaptyst_top.json"
 _UNSET: Any = object()
-Reader = Callable[[Any], Any]
 Writer = Callable[[Any], Any] | None  # None: written as it is
 
 
@@ -58,14 +72,6 @@ def inert_values(value: Any) -> Any:
     if isinstance(value, list):
         return [inert_values(v) for v in value]
     return value
-
-
-class _Bad(Exception):
-    """A value that is not what its field declares; `path` grows as it unwinds."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.path: list[str] = []
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -120,14 +126,14 @@ def decode(cls: type[T], value: Any) -> T:
     """VALUE read back as a CLS, checked; SnapshotError (one line, saying where) if not."""
     try:
         return _read_part(cls, value)  # type: ignore[no-any-return]
-    except _Bad as e:
+    except Bad as e:
         where = ".".join(reversed(e.path)).replace(".[", "[")
         raise SnapshotError(f"{cls.__name__}{': ' if where else ''}{where} is {e.what}") from None
 
 
 def _read_part(cls: type, value: Any) -> Any:
     if not isinstance(value, dict):
-        raise _Bad("not a JSON object")
+        raise Bad("not a JSON object")
     get = value.get
     args: dict[str, Any] = {}
     texts: list[str] = []
@@ -150,7 +156,7 @@ def _read_part(cls: type, value: Any) -> Any:
             if missing_from is not None:
                 args[attr] = args[missing_from]
             elif missing is _UNSET:
-                e = _Bad("missing")
+                e = Bad("missing")
                 e.path.append(key)
                 raise e
             else:
@@ -158,7 +164,7 @@ def _read_part(cls: type, value: Any) -> Any:
             continue
         try:
             args[attr] = read(v)
-        except _Bad as e:
+        except Bad as e:
             e.path.append(key)
             raise
     if texts and has_unsafe("".join(texts)):
@@ -195,7 +201,7 @@ def _make_plan(cls: type) -> _Plan:
                 d.name,
                 name or d.name,
                 None if check else _plain(kind),
-                _checked(_reader(kind), check),
+                checked(_reader(kind), check),
                 _writer(kind),
                 omit,
                 kind if flatten else None,
@@ -287,143 +293,30 @@ def _reader(kind: Any) -> Reader:
     if dataclasses.is_dataclass(base):
         return lambda v: _read_part(base, v)  # type: ignore[arg-type]
     if base is typing.Union:
-        return _read_key if set(args) <= {int, str} else inert_values
+        return read_key if set(args) <= {int, str} else inert_values
     if base is tuple:
         if not args:
-            return _read_list(inert_values)
+            return read_list(inert_values)
         if args[-1] is Ellipsis:
             inner, within = _parts(args[0])
             if inner is tuple and within and all(a is int for a in within):
-                return _read_int_rows(len(within))  # a histogram's [bucket, count] pairs
-            return _read_list(_reader(args[0]))
+                return read_int_rows(len(within))  # a histogram's [bucket, count] pairs
+            return read_list(_reader(args[0]))
         if all(a is int for a in args):
-            return _read_ints(len(args))
-        return _read_list(inert_values)
+            return read_ints(len(args))
+        if all(a is float for a in args):
+            return read_fixed(len(args), read_number, "numbers")
+        return read_list(inert_values)
     if base in (dict, Mapping):
-        return _read_mapping(_reader(args[1]) if args else inert_values)
+        return read_mapping(_reader(args[1]) if args else inert_values)
     simple: dict[Any, Reader] = {
-        str: _read_text,
-        Literal: _read_text,
-        int: _read_int,
-        float: _read_number,
-        bool: _read_flag,
+        str: read_text,
+        Literal: read_text,
+        int: read_int,
+        float: read_number,
+        bool: read_flag,
     }
     return simple.get(base, inert_values)
-
-
-def _checked(read: Reader, check: tuple[Callable[[Any], bool], str] | None) -> Reader:
-    if check is None:
-        return read
-    test, what = check
-
-    def read_checked(v: Any) -> Any:
-        value = read(v)
-        if not test(value):
-            raise _Bad(f"not {what}")
-        return value
-
-    return read_checked
-
-
-def _read_text(v: Any) -> str:
-    if type(v) is str:
-        return inert(v)  # from a recording, an agent or a remote: shown, never acted on
-    raise _Bad("not a string")
-
-
-def _read_int(v: Any) -> int:
-    if type(v) is int:
-        return v
-    if type(v) is float and v - v == 0 and v.is_integer():
-        return int(v)
-    raise _Bad("not an integer")
-
-
-def _read_number(v: Any) -> float:
-    # A float is finite when v - v is 0 (inf - inf and nan - nan are nan); an int stays
-    # an int, so the JSON written again is byte-equal; bool is not a number here.
-    if type(v) is float:
-        if v - v == 0.0:
-            return v  # type: ignore[no-any-return]
-        raise _Bad("not a finite number")
-    if type(v) is int:
-        return v  # type: ignore[no-any-return]
-    raise _Bad("not a finite number")
-
-
-def _read_flag(v: Any) -> bool:
-    return v is True  # a flag is written only when set
-
-
-def _read_key(v: Any) -> int | str:
-    if type(v) is int:
-        return v
-    if type(v) is str:
-        return inert(v)
-    raise _Bad("not a string or an integer")
-
-
-def _read_ints(n: int) -> Reader:
-    def read(v: Any) -> tuple[int, ...]:
-        if type(v) is list and len(v) == n:
-            if all(type(x) is int for x in v):
-                return tuple(v)
-            try:
-                return tuple(_read_int(x) for x in v)
-            except _Bad:
-                pass
-        raise _Bad(f"not a list of {n} integers")
-
-    return read
-
-
-def _read_int_rows(n: int) -> Reader:
-    slow = _read_list(_read_ints(n))
-
-    def read(v: Any) -> tuple[tuple[int, ...], ...]:
-        # The common case checked in two passes without a call per row (the hot path of
-        # every histogram read back); anything else the row-by-row path reads or refuses.
-        if (
-            type(v) is list
-            and all(type(x) is list and len(x) == n for x in v)
-            and all(type(y) is int for x in v for y in x)
-        ):
-            return tuple(map(tuple, v))
-        return slow(v)  # type: ignore[no-any-return]
-
-    return read
-
-
-def _read_list(item: Reader) -> Reader:
-    def read(v: Any) -> tuple[Any, ...]:
-        if type(v) is not list:
-            raise _Bad("not a list")
-        out = []
-        for i, x in enumerate(v):
-            try:
-                out.append(item(x))
-            except _Bad as e:
-                e.path.append(f"[{i}]")
-                raise
-        return tuple(out)
-
-    return read
-
-
-def _read_mapping(value: Reader) -> Reader:
-    def read(v: Any) -> dict[str, Any]:
-        if type(v) is not dict:
-            raise _Bad("not a JSON object")
-        out = {}
-        for k, x in v.items():
-            try:
-                out[inert(k)] = value(x)
-            except _Bad as e:
-                e.path.append(k)
-                raise
-        return out
-
-    return read
 
 
 class JsonPart:

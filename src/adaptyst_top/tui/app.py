@@ -21,13 +21,14 @@ from textual.widgets import Footer
 from adaptyst_top.collectors.probes.budget import share_text
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
-from adaptyst_top.snapshot import ProbeRef, Snapshot
+from adaptyst_top.snapshot import ProbeRef, Snapshot, TaskEntry
 from adaptyst_top.tui.quit_signals import quit_on_signals
 from adaptyst_top.tui.rows import SORTABLE, app_name
 from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen
 from adaptyst_top.tui.screens.picker import AddProbeScreen
 from adaptyst_top.tui.screens.prompt import ask_filter
+from adaptyst_top.tui.screens.task_plot import TaskScreen
 from adaptyst_top.tui.snapshot_feed import SnapshotFeed
 from adaptyst_top.tui.textual_private import one_write, quiet, use_stock
 from adaptyst_top.tui.widgets.advisor_pane import AdvisorPane
@@ -49,6 +50,7 @@ class Fed(Message):
 class MonitorApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "adaptyst-top"
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]  # noqa: RUF012 - Textual's own
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),
@@ -104,7 +106,7 @@ class MonitorApp(App[None]):
         with Vertical(id="main"):
             yield DevicesPane(self.ascii, self.config.util_warn)
             yield ProbesPane(self.config.p99_warn_ms * 1e6)
-            yield AdvisorPane()
+            yield AdvisorPane(self.ascii)
         yield TextLine(id="status")
         yield Footer()
 
@@ -185,6 +187,11 @@ class MonitorApp(App[None]):
                 self.set_status(snap.warnings[-1])
         if isinstance(self.screen, DetailScreen):
             self._update_detail(self.screen)
+        elif isinstance(self.screen, TaskScreen):
+            self.screen.show(self._task_entry(self.screen.task_name))
+
+    def _task_entry(self, name: str) -> TaskEntry | None:
+        return next((t for t in self.snap.tasks if t.task == name), None) if self.snap else None
 
     def _show_header(self, snap: Snapshot) -> None:
         target = self.source.target
@@ -285,6 +292,13 @@ class MonitorApp(App[None]):
         self.probes.drop_group(group)
 
     def action_detail(self) -> None:
+        if self.focused is self.advisor.tasks:
+            task = self.advisor.selected_task()
+            if task is not None:
+                plots = TaskScreen(task, self.ascii)
+                self.push_screen(plots)
+                self.call_after_refresh(lambda: plots.show(self._task_entry(task)))
+                return
         key = self.probes.selected_key
         if key is None:
             self.set_status("no probe selected")

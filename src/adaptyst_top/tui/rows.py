@@ -8,11 +8,9 @@ from typing import Any
 
 from adaptyst_top.placement.task_keys import PYTHON_SITES_PREFIX, parse_key
 from adaptyst_top.snapshot import (
-    AdviceEntry,
     CommandState,
     DeviceReading,
     ProbeEntry,
-    TaskEntry,
 )
 from adaptyst_top.tui.columns import Column
 from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_energy, fmt_ns, fmt_rate
@@ -42,16 +40,6 @@ DEVICE_COLUMNS = (
     Column("power", "Power", 8, right=True, priority=7),
     Column("energy", "Energy (source)", 0, priority=8),  # its note is what to read
     Column("temp", "Temp", 6, right=True, priority=2),
-)
-
-ADVICE_COLUMNS = (
-    Column("task", "Task", 0, priority=10),
-    Column("current", "Now on", 12, priority=9),
-    Column("suggested", "Suggest", 12, priority=9),
-    Column("time", "Time gain", 10, right=True, priority=8),
-    Column("energy", "Energy gain", 11, right=True, priority=7),
-    Column("confidence", "Conf.", 6, right=True, priority=5),
-    Column("why", "Why", 0, priority=1),
 )
 
 
@@ -207,59 +195,3 @@ def device_row(
     if "lost" in d.note:
         style = "error"
     return cells, style
-
-
-def advice_row(a: AdviceEntry) -> dict[str, str]:
-    def pct(v: float | None) -> str:
-        if v is None:
-            return "-"
-        # A gain under 1% keeps a decimal: never a "+0%" that reads as no reason at all.
-        return f"{v * 100:+.1f}%" if abs(v) < 0.01 else f"{v * 100:+.0f}%"
-
-    if a.explore:  # a measurement, not a move: nothing is predicted to be gained yet
-        return {
-            "task": a.task,
-            "current": a.current,
-            "suggested": a.suggested,
-            "time": "explore",
-            "energy": "-",
-            "confidence": "-",
-            "why": a.why,
-        }
-    return {
-        "task": a.task,
-        "current": a.current,
-        "suggested": a.suggested,
-        "time": pct(a.time_gain),
-        "energy": pct(a.energy_gain),
-        "confidence": "-" if a.confidence is None else f"{a.confidence:.2f}",
-        "why": a.why,
-    }
-
-
-def task_summary(t: TaskEntry) -> tuple[float, str]:
-    """A task as the advisor pane's state line says it, and how much faster its device
-    is than the best other one measured on this input (the line puts the largest first):
-    "logistic on opencl:0 15.7 ms, 4.4x faster than cpu (69.5 ms)"."""
-
-    def measured(d: str) -> float | None:
-        p = t.predicted.get(d) or {}
-        time_s = p.get("time_s")
-        ok = p.get("source", "measured") == "measured" and isinstance(time_s, (int, float))
-        return float(time_s) if ok and time_s and time_s > 0 else None
-
-    here = measured(t.device)
-    text = f"{t.task} on {t.device}"
-    if here is None:
-        return 0.0, text
-    text += f" {fmt_ns(here * 1e9)}"
-    others = {d: v for d in t.predicted if d != t.device and (v := measured(d)) is not None}
-    if not others:
-        return 0.0, text
-    other = min(others, key=lambda d: others[d])
-    x = others[other] / here
-    if x >= 1.05:
-        return x, f"{text}, {x:.1f}x faster than {other} ({fmt_ns(others[other] * 1e9)})"
-    if x <= 1 / 1.05:
-        return x, f"{text}; {other} {1 / x:.1f}x faster ({fmt_ns(others[other] * 1e9)})"
-    return 1.0, f"{text}, as fast as {other}"

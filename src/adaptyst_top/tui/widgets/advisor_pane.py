@@ -1,4 +1,5 @@
-"""The advisor pane: its state in a line, and the advice it gives (a row per task)."""
+"""The advisor pane: its state in a line, a row per task (pending advice in it, `m`
+applies the selected one, `enter` plots it) and the log of the moves made."""
 
 from __future__ import annotations
 
@@ -6,56 +7,75 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from adaptyst_top.snapshot import Snapshot
-from adaptyst_top.tui.rows import ADVICE_COLUMNS, advice_row, task_summary
+from adaptyst_top.tui.advisor_rows import (
+    MOVE_COLUMNS,
+    TASK_COLUMNS,
+    move_key,
+    move_row,
+    state_line,
+    task_row,
+)
 from adaptyst_top.tui.widgets.fast_table import FastTable
 from adaptyst_top.tui.widgets.text_line import TextLine
 
 
 class AdvisorPane(Vertical):
-    def __init__(self) -> None:
+    def __init__(self, ascii: bool = False) -> None:
         super().__init__(id="advisor")
         self.border_title = "Advisor"
+        self.ascii = ascii
         self.mode = "suggest"  # what the user asked with M (a replay shows what was recorded)
         self._text = ""
         self._snap: Snapshot | None = None
 
     def compose(self) -> ComposeResult:
         yield TextLine(id="advisor-state")
-        yield FastTable(ADVICE_COLUMNS, id="advice")
+        yield FastTable(TASK_COLUMNS, id="tasks")
+        yield FastTable(MOVE_COLUMNS, id="moves")
 
     def on_mount(self) -> None:
+        moves = self.query_one("#moves", FastTable)
+        moves.set_sort("order", reverse=True)  # the newest move first
+        moves.border_title = "Moves"
         self.show_state()
+
+    @property
+    def tasks(self) -> FastTable:
+        return self.query_one("#tasks", FastTable)
 
     def show(self, snap: Snapshot) -> None:
         self._snap = snap
-        table = self.query_one("#advice", FastTable)
-        for a in snap.advice:
-            table.upsert(a.task, advice_row(a))
-        table.retain({a.task for a in snap.advice})
-        if table.display != bool(snap.advice):
-            table.display = bool(snap.advice)
+        advice = {a.task: a for a in snap.advice}
+        tasks = self.tasks
+        for t in snap.tasks:
+            cells, style = task_row(t, advice.get(t.task), self.ascii)
+            tasks.upsert(t.task, cells, style=style)
+        tasks.retain({t.task for t in snap.tasks})
+        self._show_moves(snap)
+        for table, shown in ((tasks, bool(snap.tasks)), (self.query_one("#moves"), self._moves)):
+            if table.display != shown:
+                table.display = shown
         self.show_state()
 
+    @property
+    def _moves(self) -> bool:
+        return bool(self._snap and self._snap.advisor and self._snap.advisor.moves)
+
+    def _show_moves(self, snap: Snapshot) -> None:
+        table = self.query_one("#moves", FastTable)
+        moves = snap.advisor.moves if snap.advisor else ()
+        for i, m in enumerate(moves):
+            cells, style = move_row(m, self.ascii)
+            table.upsert(move_key(m), cells, sort={"order": i}, style=style)
+        table.retain({move_key(m) for m in moves})
+
     def selected_task(self) -> str | None:
-        table = self.query_one("#advice", FastTable)
-        return table.selected_key if table.rows else None
+        tasks = self.tasks
+        return tasks.selected_key if tasks.rows else None
 
     def show_state(self) -> None:
         state = self._snap.advisor if self._snap else None
-        if state is not None and self._snap is not None:
-            # Tasks whose device beats the others most come first: a move and what it
-            # gained, measured, is what this line is for.
-            said = sorted((task_summary(t) for t in self._snap.tasks), key=lambda x: -x[0])
-            where = "; ".join(text for _, text in said)
-            text = (
-                f"advisor {state.state or '?'} ({state.mode or self.mode}, "
-                f"{state.objective or '?'}): {where or 'no task seen yet'}; {state.detail}"
-            )
-        else:
-            text = (
-                f"advisor ({self.mode}): not running — start with --advisor and task "
-                "probes (adaptyst:task_begin..task_end), or `adaptyst-top demo`"
-            )
+        text = state_line(state, self._snap.tasks if self._snap else (), self.mode)
         if text != self._text:  # an update re-lays out the pane
             self._text = text
             self.query_one("#advisor-state", TextLine).text = text

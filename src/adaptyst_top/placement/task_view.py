@@ -1,0 +1,71 @@
+"""The advisor's tasks as a snapshot carries them: where each runs, what every device
+is predicted, the device the models say and its gain, how settled the task is, and
+each device's cost by input size (the points measured and the fitted curve)."""
+
+from __future__ import annotations
+
+import math
+
+from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.placement.model import bucket_size
+from adaptyst_top.placement.task_state import TaskState
+from adaptyst_top.snapshot import Curve, TaskEntry
+
+
+def task_entries(advisor: Advisor) -> tuple[TaskEntry, ...]:
+    out = []
+    for name, st in advisor.tasks.items():
+        preds = advisor.predictions(name)
+        best, gain, confidence = advisor.standing(name)
+        out.append(
+            TaskEntry(
+                task=name,
+                device=st.current,
+                executions=st.executions,
+                input_bucket=st.context,
+                predicted={
+                    d: {
+                        "time_s": p.time_s,
+                        "energy_j": p.energy_j,
+                        "samples": p.samples,
+                        "source": p.source,
+                    }
+                    for d, p in preds.items()
+                },
+                pareto=tuple(advisor.pareto(name)),
+                best=best,
+                gain=None if gain is None else round(gain, 4),
+                confidence=None if confidence is None else round(confidence, 3),
+                state=_state(st, len(preds), len(advisor.devices)),
+                size=st.size,
+                curves=_curves(advisor, name, st.context[1]),
+            )
+        )
+    return tuple(out)
+
+
+def _state(st: TaskState, predicted: int, devices: int) -> str:
+    if st.exploring or st.switch_in:
+        return "exploring"  # a few runs on another device, to measure it
+    if predicted < devices:
+        return "learning"  # a device the task may run on has no cost for this input yet
+    return "settled"
+
+
+def _curves(advisor: Advisor, task: str, feature: int) -> tuple[Curve, ...]:
+    out = []
+    for device in advisor.devices:
+        m = advisor.models.get((task, device))
+        if m is None:
+            continue
+        points = sorted(
+            (m.sizes.get(ctx, bucket_size(ctx[0])), r.mean)
+            for ctx, r in m.time.items()
+            if ctx[1] == feature and r.n >= 1 and math.isfinite(r.mean)
+        )
+        fit = m.fit(feature)
+        if fit is not None and not all(math.isfinite(x) for x in fit):
+            fit = None
+        if points:
+            out.append(Curve(device, tuple(points), fit))
+    return tuple(out)

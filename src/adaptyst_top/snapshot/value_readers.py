@@ -1,0 +1,147 @@
+"""The checked readers of a snapshot field's JSON value, one per kind of annotation
+(codec.py picks them from each part's declaration): each returns the value as the
+part holds it or raises Bad, which says what the value is not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from adaptyst_top.snapshot.inert import inert
+
+Reader = Callable[[Any], Any]
+
+
+class Bad(Exception):
+    """A value that is not what its field declares; `path` grows as it unwinds."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.path: list[str] = []
+
+
+def checked(read: Reader, check: tuple[Callable[[Any], bool], str] | None) -> Reader:
+    if check is None:
+        return read
+    test, what = check
+
+    def read_checked(v: Any) -> Any:
+        value = read(v)
+        if not test(value):
+            raise Bad(f"not {what}")
+        return value
+
+    return read_checked
+
+
+def read_text(v: Any) -> str:
+    if type(v) is str:
+        return inert(v)  # from a recording, an agent or a remote: shown, never acted on
+    raise Bad("not a string")
+
+
+def read_int(v: Any) -> int:
+    if type(v) is int:
+        return v
+    if type(v) is float and v - v == 0 and v.is_integer():
+        return int(v)
+    raise Bad("not an integer")
+
+
+def read_number(v: Any) -> float:
+    # A float is finite when v - v is 0 (inf - inf and nan - nan are nan); an int stays
+    # an int, so the JSON written again is byte-equal; bool is not a number here.
+    if type(v) is float:
+        if v - v == 0.0:
+            return v  # type: ignore[no-any-return]
+        raise Bad("not a finite number")
+    if type(v) is int:
+        return v  # type: ignore[no-any-return]
+    raise Bad("not a finite number")
+
+
+def read_flag(v: Any) -> bool:
+    return v is True  # a flag is written only when set
+
+
+def read_key(v: Any) -> int | str:
+    if type(v) is int:
+        return v
+    if type(v) is str:
+        return inert(v)
+    raise Bad("not a string or an integer")
+
+
+def read_ints(n: int) -> Reader:
+    def read(v: Any) -> tuple[int, ...]:
+        if type(v) is list and len(v) == n:
+            if all(type(x) is int for x in v):
+                return tuple(v)
+            try:
+                return tuple(read_int(x) for x in v)
+            except Bad:
+                pass
+        raise Bad(f"not a list of {n} integers")
+
+    return read
+
+
+def read_int_rows(n: int) -> Reader:
+    slow = read_list(read_ints(n))
+
+    def read(v: Any) -> tuple[tuple[int, ...], ...]:
+        # The common case checked in two passes without a call per row (the hot path of
+        # every histogram read back); anything else the row-by-row path reads or refuses.
+        if (
+            type(v) is list
+            and all(type(x) is list and len(x) == n for x in v)
+            and all(type(y) is int for x in v for y in x)
+        ):
+            return tuple(map(tuple, v))
+        return slow(v)  # type: ignore[no-any-return]
+
+    return read
+
+
+def read_fixed(n: int, item: Reader, what: str) -> Reader:
+    def read(v: Any) -> tuple[Any, ...]:
+        if type(v) is list and len(v) == n:
+            try:
+                return tuple(item(x) for x in v)
+            except Bad:
+                pass
+        raise Bad(f"not a list of {n} {what}")
+
+    return read
+
+
+def read_list(item: Reader) -> Reader:
+    def read(v: Any) -> tuple[Any, ...]:
+        if type(v) is not list:
+            raise Bad("not a list")
+        out = []
+        for i, x in enumerate(v):
+            try:
+                out.append(item(x))
+            except Bad as e:
+                e.path.append(f"[{i}]")
+                raise
+        return tuple(out)
+
+    return read
+
+
+def read_mapping(value: Reader) -> Reader:
+    def read(v: Any) -> dict[str, Any]:
+        if type(v) is not dict:
+            raise Bad("not a JSON object")
+        out = {}
+        for k, x in v.items():
+            try:
+                out[inert(k)] = value(x)
+            except Bad as e:
+                e.path.append(k)
+                raise
+        return out
+
+    return read

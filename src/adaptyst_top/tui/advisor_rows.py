@@ -1,0 +1,120 @@
+"""The advisor pane's rows, built from a snapshot without Textual: a row per task (where
+it runs, where the models would put it, each device's time per run, the gain and how
+sure), a row per move (the gain predicted when moving and the gain measured after),
+and the state line above them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from adaptyst_top.snapshot import AdviceEntry, AdvisorState, Move, TaskEntry
+from adaptyst_top.tui.columns import Column
+from adaptyst_top.tui.format import fmt_energy, fmt_ns
+
+TASK_COLUMNS = (
+    Column("task", "Task", 0, priority=10),
+    Column("on", "On", 10, priority=9),
+    Column("best", "Best", 10, priority=8),
+    Column("times", "Time per run (~ predicted)", 0, priority=6),
+    Column("energy", "Energy/run", 10, right=True, priority=2),
+    Column("gain", "Gain", 7, right=True, priority=8),
+    Column("confidence", "Conf.", 5, right=True, priority=3),
+    Column("state", "State", 9, priority=7),
+    Column("runs", "Runs", 7, right=True, priority=4),
+)
+MOVE_COLUMNS = (
+    Column("t", "At", 7, right=True, priority=7),
+    Column("task", "Task", 0, priority=10),
+    Column("move", "Move", 0, priority=9),
+    Column("predicted", "Predicted", 9, right=True, priority=8),
+    Column("measured", "Measured", 9, right=True, priority=8),
+    Column("runs", "Runs after", 10, right=True, priority=5),
+)
+
+
+def pct(v: float | None) -> str:
+    if v is None:
+        return "-"
+    # A gain under 1% keeps a decimal: never a "+0%" that reads as no reason at all.
+    return f"{v * 100:+.1f}%" if abs(v) < 0.01 else f"{v * 100:+.0f}%"
+
+
+def _number(p: Mapping[str, Any], key: str) -> float | None:
+    v = p.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def device_times(t: TaskEntry, ascii: bool = False) -> str:
+    """Each device's time per run on the task's input, fastest first; '~' marks a
+    prediction (fitted over sizes or from another device's ratio), not a measurement."""
+    cells = []
+    for device, p in t.predicted.items():
+        time_s = _number(p, "time_s")
+        if time_s is None:
+            continue
+        mark = "" if p.get("source", "measured") == "measured" else "~"
+        cells.append((time_s, f"{device} {mark}{fmt_ns(time_s * 1e9)}"))
+    return (" | " if ascii else " · ").join(text for _, text in sorted(cells))
+
+
+def task_row(
+    t: TaskEntry, advice: AdviceEntry | None = None, ascii: bool = False
+) -> tuple[dict[str, str], str]:
+    """(cells, style) of a task; pending advice (suggest mode) shows in Best and State."""
+    here = t.predicted.get(t.device) or {}
+    energy = _number(here, "energy_j")
+    best, gain, state = t.best or "-", t.gain, t.state or "-"
+    style = ""
+    if advice is not None:
+        best = advice.suggested
+        state = "explore?" if advice.explore else "m: move"
+        gain = advice.energy_gain if advice.time_gain is None else advice.time_gain
+        style = "warn"
+    cells = {
+        "task": t.task,
+        "on": t.device or "-",
+        "best": best,
+        "times": device_times(t, ascii) or "-",
+        "energy": "-" if energy is None else fmt_energy(energy),
+        "gain": "-" if best == t.device else pct(gain),
+        "confidence": "-" if t.confidence is None else f"{t.confidence:.2f}",
+        "state": state,
+        "runs": f"{t.executions:,}",
+    }
+    return cells, style
+
+
+def move_row(m: Move, ascii: bool = False) -> tuple[dict[str, str], str]:
+    """(cells, style) of a move: green-lit (no style) when the measured gain holds what
+    was predicted, 'warn' when it lost."""
+    arrow = "->" if ascii else "→"
+    at = "-" if m.t is None else f"{int(m.t) // 60}:{int(m.t) % 60:02d}"
+    what = f"{m.source} {arrow} {m.to}" + (" (explore)" if m.explore else "")
+    cells = {
+        "t": at,
+        "task": m.task,
+        "move": what,
+        "predicted": pct(m.predicted_gain),
+        "measured": pct(m.measured_gain) if m.runs else "-",
+        "runs": f"{m.runs:,}",
+    }
+    lost = m.measured_gain is not None and m.measured_gain < 0 and not m.explore
+    return cells, "warn" if lost else ""
+
+
+def move_key(m: Move) -> str:
+    return f"{m.t}\x1f{m.task}\x1f{m.source}\x1f{m.to}"
+
+
+def state_line(state: AdvisorState | None, tasks: Iterable[TaskEntry], mode: str) -> str:
+    if state is None:
+        return (
+            f"advisor ({mode}): not running — start with --advisor and task probes "
+            "(adaptyst:task_begin..task_end), or `adaptyst-top demo`"
+        )
+    settled = sum(1 for t in tasks if t.state == "settled")
+    return (
+        f"advisor {state.state or '?'} · {state.mode or mode} · objective "
+        f"{state.objective or '?'} · {settled} settled · {state.detail}"
+    )

@@ -1,0 +1,112 @@
+"""`enter` on a task: what the advisor learned of it. Time per run against input size
+for each device (the measured means, the fitted a·n^b+c curves, the sizes where two
+devices cross) and, where energy is known, time against energy with the Pareto front."""
+
+from __future__ import annotations
+
+import os
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual_plotext import PlotextPlot
+
+from adaptyst_top.snapshot import TaskEntry
+from adaptyst_top.tui.advisor_rows import device_times, pct
+from adaptyst_top.tui.format import fmt_ns
+from adaptyst_top.tui.task_plot_data import crossovers, energy_points, fitted, size_range
+
+ASCII_MARKERS = ("*", "+", "o", "x", "#", "@")
+POINT_MARKERS = ("●", "■", "▲", "◆", "★", "✚")  # measured: apart from the fitted lines
+
+
+class TaskScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,enter,q", "app.pop_screen", "Back"),
+    ]
+
+    def __init__(self, task: str, ascii: bool = False) -> None:
+        super().__init__()
+        self.task_name = task
+        self.ascii = ascii
+        self._shown: TaskEntry | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="task-title")
+        yield PlotextPlot(id="time-plot")
+        yield PlotextPlot(id="energy-plot")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.ascii or os.environ.get("NO_COLOR"):
+            for plot in self.query(PlotextPlot):
+                plot.theme = "clear"  # no colour: the marks tell the devices apart
+
+    def _marker(self, i: int, point: bool = False) -> str:
+        if self.ascii:
+            return ASCII_MARKERS[i % len(ASCII_MARKERS)] if point else "."
+        return POINT_MARKERS[i % len(POINT_MARKERS)] if point else "hd"
+
+    def show(self, t: TaskEntry | None) -> None:
+        if t is None:
+            self.query_one("#task-title", Static).update(f"{self.task_name}: no longer seen")
+            return
+        if t == self._shown:
+            return  # nothing new: a plot redrawn costs a frame
+        self._shown = t
+        crosses = crossovers(t.curves)
+        said = "; ".join(
+            f"{below} faster below {n:,.0f}, {above} above" for n, below, above in crosses
+        )
+        title = (
+            f"{t.task}   on {t.device or '-'}   best {t.best or '-'}   "
+            f"gain {'-' if t.best in ('', t.device) else pct(t.gain)}   "
+            f"{t.state or '-'}   {t.executions:,} runs   input size {t.size or '-'}\n"
+            f"time per run: {device_times(t, self.ascii) or '-'}"
+            + (f"\ncrossovers: {said}" if said else "")
+        )
+        self.query_one("#task-title", Static).update(title)
+        self._plot_times(t, crosses)
+        self._plot_energy(t)
+
+    def _plot_times(self, t: TaskEntry, crosses: list[tuple[float, str, str]]) -> None:
+        widget = self.query_one("#time-plot", PlotextPlot)
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("time per run (s) by input size: points measured, lines fitted")
+        span = size_range(t.curves)
+        for i, c in enumerate(t.curves):
+            if span is not None:
+                xs, ys = fitted(c, *span)
+                if xs:  # drawn first: the measured points stay visible over it
+                    plt.plot(xs, ys, marker=self._marker(i), label=f"{c.device} fit")
+            points = ([n for n, _ in c.points], [s for _, s in c.points])
+            plt.scatter(*points, marker=self._marker(i, point=True), label=c.device)
+        for n, _, _ in crosses:
+            plt.vline(n)
+        if t.curves:
+            plt.xscale("log")
+            plt.yscale("log")
+        plt.xlabel("input size")
+        widget.refresh()
+
+    def _plot_energy(self, t: TaskEntry) -> None:
+        widget = self.query_one("#energy-plot", PlotextPlot)
+        points = energy_points(t)
+        widget.display = bool(points)
+        if not points:
+            return
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("energy (J) against time (s) per run: the Pareto front joined")
+        for i, (device, time_s, energy, _) in enumerate(points):
+            plt.scatter([time_s], [energy], marker=self._marker(i, point=True), label=device)
+        front = [(s, e) for _, s, e, on in points if on]
+        if len(front) > 1:
+            plt.plot([s for s, _ in front], [e for _, e in front], marker=self._marker(len(points)))
+        plt.xlabel(f"time per run (fastest {fmt_ns(points[0][1] * 1e9)})")
+        widget.refresh()
