@@ -104,12 +104,16 @@ async def shoot(
     keys: list[str],
     steps: int = 6,
     ascii: bool = False,
+    on_tasks: bool = False,
 ) -> None:
+    """KEYS pressed after STEPS snapshots; ON_TASKS: with the advisor's table focused."""
     app = MonitorApp(ReplaySource(recording), interval=0.5, autoplay=False, ascii=ascii)
     async with app.run_test(size=size) as pilot:
         for _ in range(steps):
             app.step()
         await pilot.pause()
+        if on_tasks:
+            app.set_focus(app.advisor.tasks)
         for key in keys:
             await pilot.press(key)
         await pilot.pause()
@@ -130,6 +134,7 @@ async def main() -> None:
         await shoot(rec, "sorted-by-p99", (110, 32), ["s", "s", "s", "s"])
         demo = record_demo(Path(tmp))
         await shoot(demo, "demo", (120, 36), [], steps=18)
+        await shoot(demo, "task-plots", (120, 40), ["enter"], steps=18, on_tasks=True)
     print("\n".join(sorted(str(p.relative_to(ROOT)) for p in OUT.glob("*.svg"))))
 
 

@@ -165,12 +165,14 @@ class Advisor:
         objective's scales), without a transfer: what a move log measures gains in."""
         return self._score(p, ref, 0.0)
 
-    def standing(self, task: str) -> tuple[str, float | None, float | None]:
+    def standing(
+        self, task: str, preds: dict[str, Prediction]
+    ) -> tuple[str, float | None, float | None]:
         """(the device the models say for the task's current input and objective, its
-        gain over the current device's cost, how sure: 1 - both relative errors).
-        Unlike decide, nothing changes: what the task table shows between moves."""
+        gain over the current device's cost, how sure: 1 - both relative errors), from
+        PREDS, the task's predictions. Unlike decide, nothing changes: what the task
+        table shows between moves."""
         st = self.tasks.get(task)
-        preds = self.predictions(task) if st is not None else {}
         cur = preds.get(st.current) if st is not None else None
         if st is None or cur is None:
             return "", None, None
@@ -206,9 +208,12 @@ class Advisor:
                         out[d] = q
         return out
 
-    def pareto(self, task: str) -> list[tuple[str, float, float | None]]:
-        """Devices whose (time, energy) no other device beats on both, for the current input."""
-        preds = self.predictions(task)
+    def pareto(
+        self, task: str, preds: dict[str, Prediction] | None = None
+    ) -> list[tuple[str, float, float | None]]:
+        """Devices whose (time, energy) no other device beats on both, for the current
+        input (PREDS: the task's predictions, when already made)."""
+        preds = self.predictions(task) if preds is None else preds
         front = []
         for d, p in preds.items():
             dominated = any(

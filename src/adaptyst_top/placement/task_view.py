@@ -16,7 +16,7 @@ def task_entries(advisor: Advisor) -> tuple[TaskEntry, ...]:
     out = []
     for name, st in advisor.tasks.items():
         preds = advisor.predictions(name)
-        best, gain, confidence = advisor.standing(name)
+        best, gain, confidence = advisor.standing(name, preds)
         out.append(
             TaskEntry(
                 task=name,
@@ -32,7 +32,7 @@ def task_entries(advisor: Advisor) -> tuple[TaskEntry, ...]:
                     }
                     for d, p in preds.items()
                 },
-                pareto=tuple(advisor.pareto(name)),
+                pareto=tuple(advisor.pareto(name, preds)),
                 best=best,
                 gain=None if gain is None else round(gain, 4),
                 confidence=None if confidence is None else round(confidence, 3),

@@ -89,7 +89,6 @@ class _Field:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Plan:
-    fields: tuple[_Field, ...]
     # Reading: (attr, key, plain, read, flatten, missing, missing_from) of each field.
     rows: tuple[tuple[str, str, type | None, Reader, type | None, Any, str | None], ...]
     # Writing: runs of plain fields fetched by one attrgetter, or one field alone.
@@ -223,7 +222,7 @@ def _make_plan(cls: type) -> _Plan:
     rows = tuple(
         (f.attr, f.key, f.plain, f.read, f.flatten, f.missing, f.missing_from) for f in fields
     )
-    return _Plan(tuple(fields), rows, tuple(steps))
+    return _Plan(rows, tuple(steps))
 
 
 def _default(d: dataclasses.Field[Any], kind: Any) -> Any:

@@ -22,6 +22,10 @@ def fmt_energy(j: float) -> str:
             value = j / scale
             digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
             return f"{value:.{digits}f} {unit}"
+    if 0 < abs(j) < 1:  # a task's run: "2.1 mJ", not "0.0 J"
+        for unit, scale in (("mJ", 1e-3), ("µJ", 1e-6)):
+            if abs(j) >= scale or unit == "µJ":
+                return f"{j / scale:.3g} {unit}"
     return f"{j:.1f} J"
 
 

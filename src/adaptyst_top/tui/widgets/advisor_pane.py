@@ -34,14 +34,17 @@ class AdvisorPane(Vertical):
         yield FastTable(MOVE_COLUMNS, id="moves")
 
     def on_mount(self) -> None:
-        moves = self.query_one("#moves", FastTable)
-        moves.set_sort("order", reverse=True)  # the newest move first
-        moves.border_title = "Moves"
+        self.moves.set_sort("order", reverse=True)  # the newest move first
+        self.moves.border_title = "Moves"
         self.show_state()
 
     @property
     def tasks(self) -> FastTable:
         return self.query_one("#tasks", FastTable)
+
+    @property
+    def moves(self) -> FastTable:
+        return self.query_one("#moves", FastTable)
 
     def show(self, snap: Snapshot) -> None:
         self._snap = snap
@@ -51,23 +54,16 @@ class AdvisorPane(Vertical):
             cells, style = task_row(t, advice.get(t.task), self.ascii)
             tasks.upsert(t.task, cells, style=style)
         tasks.retain({t.task for t in snap.tasks})
-        self._show_moves(snap)
-        for table, shown in ((tasks, bool(snap.tasks)), (self.query_one("#moves"), self._moves)):
-            if table.display != shown:
-                table.display = shown
-        self.show_state()
-
-    @property
-    def _moves(self) -> bool:
-        return bool(self._snap and self._snap.advisor and self._snap.advisor.moves)
-
-    def _show_moves(self, snap: Snapshot) -> None:
-        table = self.query_one("#moves", FastTable)
         moves = snap.advisor.moves if snap.advisor else ()
+        table = self.moves
         for i, m in enumerate(moves):
             cells, style = move_row(m, self.ascii)
             table.upsert(move_key(m), cells, sort={"order": i}, style=style)
         table.retain({move_key(m) for m in moves})
+        for pane, shown in ((tasks, bool(snap.tasks)), (table, bool(moves))):
+            if pane.display != shown:
+                pane.display = shown
+        self.show_state()
 
     def selected_task(self) -> str | None:
         tasks = self.tasks
