@@ -7,13 +7,16 @@ elements here, numpy on one core making a pass over memory per operation)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from adaptyst_top.placement import demo
 from adaptyst_top.placement.task_api import TASK_SPEC, parse_key
+from adaptyst_top.runtime.model_store import DIR_ENV
 from adaptyst_top.snapshot import Snapshot
 from adaptyst_top.tui.advisor_rows import move_row, task_row
 
@@ -23,7 +26,9 @@ from .conftest import requires_root
 pytestmark = [pytest.mark.ebpf, requires_root]
 
 
-def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute() -> None:
+def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute(tmp_path: Path) -> None:
+    # Its own kept models: a move from nothing learned, whatever ran before it.
+    env = {**os.environ, DIR_ENV: str(tmp_path)}
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "adaptyst_top.cli.start", "record", "--interval", "1"),
@@ -33,6 +38,7 @@ def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute() -> None:
         capture_output=True,
         text=True,
         timeout=240,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     snaps = [Snapshot.from_json(json.loads(x)) for x in proc.stdout.splitlines()]

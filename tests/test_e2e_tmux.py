@@ -16,6 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from adaptyst_top.runtime.model_store import DIR_ENV
+
 from .bpf_objects import none_left, uprobe_event_lines
 
 pytestmark = [
@@ -175,7 +177,7 @@ def wait_for_file(path: Path, timeout: float = 30.0) -> bool:
     return False
 
 
-def test_the_live_demo_shows_the_task_table_and_a_move_in_tmux() -> None:
+def test_the_live_demo_shows_the_task_table_and_a_move_in_tmux(tmp_path: Path) -> None:
     """`adaptyst-top demo` as a newcomer runs it, at 120x40: within a minute and a half the
     advisor pane has its task table and a move in the log, with the gain predicted."""
     tmux("kill-session", "-t", SESSION)
@@ -189,7 +191,8 @@ def test_the_live_demo_shows_the_task_table_and_a_move_in_tmux() -> None:
         "-y",
         "40",
         # COLUMNS and LINES, when pytest's environment has them, override the terminal's.
-        f"env -u COLUMNS -u LINES {CLI} demo; echo EXITED $?; sleep 30",
+        # Its own kept models: it neither starts from nor leaves what other tests learned.
+        f"env -u COLUMNS -u LINES {DIR_ENV}={tmp_path} {CLI} demo; echo EXITED $?; sleep 30",
     )
     try:
         arrow = " → "
