@@ -15,7 +15,7 @@ from adaptyst_top.placement.advisor import (
     Advisor,
     TransferModel,
 )
-from adaptyst_top.placement.exploration import PROBE_RUNS
+from adaptyst_top.placement.exploration import EXPLORE_SHARE, PROBE_RUNS
 from adaptyst_top.placement.model import (
     Running,
     TaskDeviceModel,
@@ -221,6 +221,22 @@ def test_a_device_first_met_in_a_slow_spell_is_measured_again() -> None:
     assert ("acc", False) in advice  # measured again, then moved
     recheck = advice.index(("acc", False))
     assert any(explore for _, explore in advice[1:recheck])
+
+
+def test_a_first_look_in_a_slow_spell_is_taken_again_as_the_task_runs_on() -> None:
+    # One run at 5x the CPU (a slow spell: the node busy beside PoCL's threads), then
+    # acc at half the CPU: looked at again once the task's runs have grown, and moved to.
+    adv = Advisor(["cpu", "acc"])
+    advice = _run(adv, {"cpu": [10e-3], "acc": [50e-3, 5e-3]}, 300)
+    assert advice[0] == ("acc", True)
+    assert ("acc", False) in advice
+    # Truly 5x slower: looked at again a few times over the run at most, never moved to,
+    # and what those looks cost stays within the exploration budget.
+    slow = Advisor(["cpu", "acc"])
+    advice = _run(slow, {"cpu": [10e-3], "acc": [50e-3]}, 300)
+    assert advice and all(explore for _, explore in advice) and len(advice) <= 4
+    spent = sum(slow.tasks["t"].explore_spent.values())
+    assert spent <= EXPLORE_SHARE * 300
 
 
 def test_rechecks_are_bounded_and_skip_a_clearly_slower_device() -> None:

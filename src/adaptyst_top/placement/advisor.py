@@ -349,7 +349,9 @@ class Advisor:
                 continue  # spaced, unless it follows up a promising first look
             upload = self.transfer.upload_s(st.size)
             move = self._move_s(st, d)
-            hope = self._score(ex.optimistic(p, upload), cur, move)
+            ran_ctx, at = st.ran.get(d, (None, 0))
+            aged = ex.age(st.executions, at) if ran_ctx == st.context else 1.0
+            hope = self._score(ex.optimistic(p, upload, aged), cur, move)
             gain = (s_cur - hope) / s_cur if s_cur > 0 else 0.0
             recheck = p.source == "measured" and p.samples >= MOVE_MIN_SAMPLES
             # A device measured here as better than the current one, by less than the

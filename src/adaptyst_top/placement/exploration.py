@@ -53,13 +53,27 @@ class Option:
         return self.gain * horizon - self.cost
 
 
-def optimistic(p: Prediction, upload_s: float = 0.0) -> Prediction:
+def age(executions: int, looked_at: int) -> float:
+    """How much wider a one-run look at a device has grown since the task's
+    LOOKED_AT-th run, now at its EXECUTIONS-th: 1 until the task's runs double, then
+    1 + ln(runs since / runs before), as a UCB bound widens with the plays. One run can
+    fall in a slow spell of the node (the monitor's bcc compile beside PoCL's two
+    threads), and a device never looked at again is never seen to be faster. The 0.1
+    floor keeps a device seen 10x behind from ever being looked at again."""
+    if looked_at <= 0 or executions < 2 * looked_at:
+        return 1.0
+    return 1.0 + math.log(executions / looked_at - 1)
+
+
+def optimistic(p: Prediction, upload_s: float = 0.0, aged: float = 1.0) -> Prediction:
     """The device at its best plausible cost: two standard errors better, or its best
     run if better still (never below a tenth); one run alone, a quarter of it, or less
     when moving the input there (upload_s, at a pessimistic speed) could explain more
-    of it: a first SpMV run of 45 million nonzeros is mostly the upload."""
+    of it: a first SpMV run of 45 million nonzeros is mostly the upload. AGED (age()):
+    a look of one run, that much more optimistic (a measurement of several is rechecked
+    while its own bound allows, up to RECHECK_SAMPLES runs)."""
     if p.source == "measured" and p.samples <= 1:
-        f = FIRST_RUN_OPTIMISM
+        f = FIRST_RUN_OPTIMISM / aged
         if p.time_s > 0:
             f = min(f, 1 - upload_s / p.time_s)
     elif p.source == "ratio" and p.best_s is not None and p.time_s > 0:
