@@ -13,6 +13,7 @@ each case (in the objective's terms, explorations included), and per input shift
 executions it needs to settle on the new best device and the moves it made.
 
     .venv/bin/python bench/placement_eval.py [--cases FILE] [--json] [--rows FILE]
+        [--warm] [--plot FILE]
 
 Energy: no RAPL on this VM, so energy is an estimate, labelled as such: idle power
 times wall time plus per-core power times the process's measured CPU time. With
@@ -38,6 +39,7 @@ from adaptyst_top.placement.advisor import EXPLORE_RUNS, Advisor  # noqa: E402
 from adaptyst_top.placement.kernels import (  # noqa: E402
     Inputs,
     available_devices,
+    device_kinds,
     forget_inputs,
     make_inputs,
 )
@@ -91,6 +93,30 @@ def score(objective: str, t: float, e: float, ref: tuple[float, float]) -> float
 
 
 Samples = dict[str, list[tuple[float, float]]]
+Run = tuple[str, float, float, bool]  # device, time, energy, an exploration's run
+
+# Every policy's first execution is left out of its totals (the online run's and each
+# static device's alike): it runs cold, before anything is known, and pays for waking
+# the machine (a 0.17 ms GEMM took 15 ms here after 0.2 s idle), which would weigh on
+# a 60-run case more than any decision does.
+FIRST_LEFT_OUT = 1
+
+
+def regret(objective: str, runs: list[Run], orc: dict[str, tuple[float, float]]) -> list[float]:
+    """Cumulative regret after each execution against the oracle's best device, in runs
+    of that device (0: as if placed there from the start): what learning cost so far."""
+    ref = orc["cpu"]
+    best = min(score(objective, *v, ref) for v in orc.values())
+    out, total = [], 0.0
+    for _dev, t, e, _explore in runs[FIRST_LEFT_OUT:]:
+        total += (score(objective, t, e, ref) - best) / best
+        out.append(round(total, 3))
+    return out
+
+
+def mean_curve(curves: list[list[float]]) -> list[float]:
+    """The cases' curves averaged per execution."""
+    return [round(statistics.mean(xs), 3) for xs in zip(*curves, strict=False)] if curves else []
 
 
 BLOCK = 2  # consecutive runs per device in the oracle, after one unmeasured run
@@ -135,7 +161,7 @@ class Online:
     def __init__(self, devices: dict[str, Runner], objective: str, meter: Meter) -> None:
         self.devices = devices
         self.meter = meter
-        self.advisor = Advisor(list(devices), objective=objective)  # type: ignore[arg-type]
+        self.advisor = Advisor(list(devices), objective=objective, kinds=device_kinds(devices))  # type: ignore[arg-type]
         self.assigned = "cpu" if "cpu" in devices else next(iter(devices))
         self.trial: tuple[str, int] | None = None
         self.window: dict[str, int] = {}
@@ -143,6 +169,8 @@ class Online:
         self.decisions: list[str] = []  # execution: advice, for the --rows file
         self.total_t = 0.0
         self.total_e = 0.0
+        # Every execution: (device, time, energy, an exploration's run): the regret curve.
+        self.runs: list[tuple[str, float, float, bool]] = []
         self.moves = 0  # real moves (explorations apart)
         self.explorations = 0
 
@@ -156,8 +184,10 @@ class Online:
             dev = self.assigned
         t, e = self.meter.run(self.devices[dev], inp)
         self.times_ms[dev].append(round(t * 1e3, 3))
-        self.total_t += t
-        self.total_e += e
+        self.runs.append((dev, t, e, self.trial is not None or trial_ends))
+        if len(self.runs) > 1:  # the first: see FIRST_LEFT_OUT
+            self.total_t += t
+            self.total_e += e
         ctx = (size_bucket(inp.size), feature_bucket(inp.feature))
         self.advisor.observe(task, dev, ctx, t, 1, e, size=inp.size)
         self.window[dev] = self.window.get(dev, 0) + 1
@@ -192,6 +222,12 @@ def main() -> int:
     ap.add_argument("--cases", default=str(Path(__file__).with_name("placement_cases.json")))
     ap.add_argument("--json", action="store_true", help="end with one JSON line of totals")
     ap.add_argument("--rows", metavar="FILE", help="write every case's figures there (JSON)")
+    ap.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw the regret curves and each case's decisions there (PNG or SVG; needs "
+        "the bench extra: pip install -e '.[bench]')",
+    )
     ap.add_argument(
         "--warm",
         action="store_true",
@@ -232,6 +268,10 @@ def main() -> int:
     settled_acc: list[float] = []
     vs_best_warm: list[float] = []
     warm_optimal = 0
+    vs_cpu: list[float] = []
+    vs_cpu_warm: list[float] = []
+    curves: list[list[float]] = []
+    curves_warm: list[list[float]] = []
     for case in spec["cases"]:
         inp = get(case["task"], case["n"], case.get("density"))
         obj = case["objective"]
@@ -263,10 +303,14 @@ def main() -> int:
                 stable_losses.append(loss)
         # Including learning, in the objective's own terms, against the device that
         # would have been best for this case had it been chosen from the first run.
-        totals_ref = (execs * ref[0], execs * ref[1])
-        static = {d: score(obj, execs * v[0], execs * v[1], totals_ref) for d, v in orc.items()}
+        counted = execs - 1  # FIRST_LEFT_OUT
+        totals_ref = (counted * ref[0], counted * ref[1])
+        static = {d: score(obj, counted * v[0], counted * v[1], totals_ref) for d, v in orc.items()}
         online_score = score(obj, online.total_t, online.total_e, totals_ref)
         vs_best.append(min(static.values()) / online_score)
+        vs_cpu.append(static["cpu"] / online_score)
+        curve = regret(obj, online.runs, orc)
+        curves.append(curve)
         if args.warm:
             # The next run of the application: the models kept from this one, through
             # their JSON as the monitor keeps them, are its priors.
@@ -280,12 +324,14 @@ def main() -> int:
                 warm.step(case["task"], inp)
             warm_score = score(obj, warm.total_t, warm.total_e, totals_ref)
             vs_best_warm.append(min(static.values()) / warm_score)
+            vs_cpu_warm.append(static["cpu"] / warm_score)
+            curves_warm.append(regret(obj, warm.runs, orc))
             warm_loss = (score(obj, *orc[warm.assigned], ref) - score(obj, *orc[best], ref)) / (
                 score(obj, *orc[best], ref)
             )
             warm_optimal += warm_loss <= 0.01
-        speed_cpu.append(execs * orc["cpu"][0] / total_t)
-        speed_acc.append(execs * orc[accel[0]][0] / total_t)
+        speed_cpu.append(counted * orc["cpu"][0] / total_t)
+        speed_acc.append(counted * orc[accel[0]][0] / total_t)
         settled_cpu.append(orc["cpu"][0] / orc[chosen][0])
         settled_acc.append(orc[accel[0]][0] / orc[chosen][0])
         rows.append(
@@ -300,6 +346,9 @@ def main() -> int:
                 "vs_best_static_incl_learning_warm": round(vs_best_warm[-1], 3)
                 if args.warm
                 else None,
+                "vs_static_cpu_incl_learning": round(vs_cpu[-1], 3),
+                "cumulative_regret": round(curve[-1], 3),
+                "first_execution_ms": round(online.runs[0][1] * 1e3, 3),
                 "moves": online.moves,
                 "explorations": online.explorations,
                 "oracle_ms": {d: round(v[0] * 1e3, 3) for d, v in orc.items()},
@@ -316,8 +365,17 @@ def main() -> int:
                 },
                 "online_ms": online.times_ms,
                 "decisions": online.decisions,
+                "run_devices": [r[0] for r in online.runs],
+                "run_explored": [r[3] for r in online.runs],
+                "regret": curve,
                 **(
-                    {"online_ms_warm": warm.times_ms, "decisions_warm": warm.decisions}
+                    {
+                        "online_ms_warm": warm.times_ms,
+                        "decisions_warm": warm.decisions,
+                        "run_devices_warm": [r[0] for r in warm.runs],
+                        "run_explored_warm": [r[3] for r in warm.runs],
+                        "regret_warm": curves_warm[-1],
+                    }
                     if args.warm
                     else {}
                 ),
@@ -425,6 +483,13 @@ def main() -> int:
         "vs_best_static_incl_learning": round(statistics.geometric_mean(vs_best), 3),
         "vs_best_static_incl_learning_min": round(min(vs_best), 3),
         "cases_below_best_static": sum(v < 1.0 for v in vs_best),
+        # Never worse than not using the advisor: against always-CPU, objective's terms.
+        "vs_static_cpu_incl_learning": round(statistics.geometric_mean(vs_cpu), 3),
+        "vs_static_cpu_incl_learning_min": round(min(vs_cpu), 3),
+        # Cumulative regret per execution against each case's oracle-best device, in
+        # runs of that device, averaged over the cases (the learning curve).
+        "regret_per_execution": mean_curve(curves),
+        "first_executions_left_out": FIRST_LEFT_OUT,
         **(
             {
                 "vs_best_static_incl_learning_warm": round(
@@ -433,6 +498,10 @@ def main() -> int:
                 "vs_best_static_incl_learning_warm_min": round(min(vs_best_warm), 3),
                 "cases_below_best_static_warm": sum(v < 1.0 for v in vs_best_warm),
                 "optimal_warm": warm_optimal,
+                "vs_static_cpu_incl_learning_warm": round(
+                    statistics.geometric_mean(vs_cpu_warm), 3
+                ),
+                "regret_per_execution_warm": mean_curve(curves_warm),
             }
             if args.warm
             else {}
@@ -441,10 +510,13 @@ def main() -> int:
         "shift_explorations": shift_explorations,
         "energy_source": "estimate+nvml" if args.gpu_energy else "estimate",
     }
+    everything = {"rows": rows, "shifts": shift_rows, "totals": totals}
     if args.rows:
-        Path(args.rows).write_text(
-            json.dumps({"rows": rows, "shifts": shift_rows, "totals": totals}, indent=1)
-        )
+        Path(args.rows).write_text(json.dumps(everything, indent=1))
+    if args.plot:
+        from placement_plot import draw  # the bench extra's matplotlib, only when asked
+
+        draw(everything, Path(args.plot), title=Path(args.cases).name)
     print(json.dumps(totals))
     return 0
 

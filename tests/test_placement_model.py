@@ -448,9 +448,10 @@ def test_a_shift_to_inputs_where_launch_cost_dominates_goes_back() -> None:
 
 def test_a_device_far_behind_at_a_neighbouring_size_is_not_explored_there() -> None:
     adv = Advisor(["cpu", "acc"])
-    # acc 50x slower at 9,216 items (GEMM 96): probed there.
-    gemm = per_item({"cpu": 1e-9, "acc": 50e-9})
-    _drive(adv, gemm, [9_216] * 60)
+    # acc 50x slower at 9,216 items (0.9 ms a run on the CPU): probed there.
+    gemm = per_item({"cpu": 1e-7, "acc": 50e-7})
+    ran, _ = _drive(adv, gemm, [9_216] * 60)
+    assert "acc" in ran
     # At 65,536 (GEMM 256, three buckets up) the ratio says it loses by far: no run there.
     ran, advice = _drive(adv, gemm, [65_536] * 60)
     assert "acc" not in ran and advice == []
@@ -509,7 +510,7 @@ def test_no_device_before_the_first_run_when_the_best_depends_on_the_input() -> 
     assert warm.remembered("t") is None
     # Two devices within the move threshold of each other: too close to call.
     close = Advisor(["cpu", "acc"])
-    _drive(close, per_item({"cpu": 1.0e-9, "acc": 1.03e-9}), [100_000] * 40)
+    _drive(close, per_item({"cpu": 1.0e-8, "acc": 1.03e-8}), [100_000] * 40)
     warm = Advisor(["cpu", "acc"])
     warm.preload(_kept(close))
     assert warm.remembered("t") is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+from adaptyst_top.placement import device_priors as dp
 from adaptyst_top.placement import exploration as ex
 from adaptyst_top.placement import priors as pr
 from adaptyst_top.placement.advice import Advice as Advice
@@ -42,6 +43,7 @@ class Advisor:
         explore_every: int = 8,
         transfer: TransferModel | None = None,
         memory_bytes: dict[str, int] | None = None,
+        kinds: dict[str, str] | None = None,
     ) -> None:
         self.devices = list(devices)
         self.objective: Objective = objective
@@ -52,6 +54,7 @@ class Advisor:
         self.explore_every = explore_every
         self.transfer = transfer or TransferModel()
         self.memory_bytes = memory_bytes or {}
+        self.kinds = kinds or {}  # device -> "gpu" | "cpu" (device_priors.kind_of)
         self.models: dict[tuple[str, str], TaskDeviceModel] = {}
         self.tasks: dict[str, TaskState] = {}
 
@@ -339,8 +342,11 @@ class Advisor:
             if p is None:
                 if not spaced:
                     continue
-                why = f"explore: no measurement of {task} on {d} for this input yet"
-                options.append(ex.Option(d, ex.PROBE_RUNS, ex.UNKNOWN_COST, ex.UNKNOWN_GAIN, why))
+                kind = dp.kind_of(d, self.kinds)
+                floor = dp.fastest_run(self.models.values(), d)
+                cost, gain = dp.first_look(kind, floor, cur.time_s)
+                why = f"explore: no measurement of {task} on {d} ({kind}) for this input yet"
+                options.append(ex.Option(d, ex.PROBE_RUNS, cost, gain, why))
                 continue
             stale = st.stale(d)
             if p.source == "measured" and p.samples >= RECHECK_SAMPLES and not stale:

@@ -31,8 +31,6 @@ from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, b
 EXPLORE_RUNS = 3  # a measuring exploration: enough for a median that drops the first run
 PROBE_RUNS = 1  # the first look at a device nothing predicts, or one predicted far behind
 EXPLORE_SHARE = 0.1  # explorations may cost this share of the task's runs so far
-UNKNOWN_COST = 1.0  # a first run on an unpredicted device, assumed: twice the current one
-UNKNOWN_GAIN = 0.5  # ... and what it might save per run
 CLOSE_RATIO = 1.5  # predicted within this of the current: measured with EXPLORE_RUNS
 # A single run carried the data there (seen here: 80 ms for a 25 ms SpMV on PoCL): the
 # device may be 4x better, and is expected, until measured, at half that run.

@@ -351,3 +351,19 @@ def available_devices() -> dict[str, Any]:
     except Exception:
         pass
     return out
+
+
+def device_kinds(devices: dict[str, Any]) -> dict[str, str]:
+    """name -> "gpu" | "cpu" for available_devices()'s devices, as the inventory
+    describes them (the advisor's first looks, device_priors.py)."""
+    kinds = {}
+    for name, runner in devices.items():
+        owner = getattr(runner, "__self__", None)
+        if isinstance(owner, CudaDevice):
+            kinds[name] = "gpu"
+        elif isinstance(owner, OpenCLDevice):
+            gpu = bool(owner.device.type & owner.cl.device_type.GPU)
+            kinds[name] = "gpu" if gpu else "cpu"
+        else:
+            kinds[name] = "cpu"
+    return kinds

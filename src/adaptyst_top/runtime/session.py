@@ -357,7 +357,9 @@ def start_placement(opts: SessionOptions, readings: Sequence[DeviceReading]) -> 
         control: ControlServer | None = ControlServer()
     except OSError:
         control = None  # the socket cannot be made: advise, but push nothing
-    advisor = Advisor(targets, objective=opts.advisor)  # type: ignore[arg-type]
+    # An OpenCL GPU is a GPU to the advisor's first looks; PoCL's device the host's cores.
+    kinds = {r.id: str(r.extra.get("type") or "cpu") for r in readings if r.kind == "opencl"}
+    advisor = Advisor(targets, objective=opts.advisor, kinds=kinds)  # type: ignore[arg-type]
     app = app_of(opts.command, opts.pid) if opts.kept_models else None
     keep, prior = kept_models(app, advisor)
     loop = PlacementLoop(advisor, control, keep=keep, prior=prior)
