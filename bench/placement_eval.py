@@ -9,8 +9,11 @@ oracle's best, within 1%), the average loss where it is not, both again over the
 cases where the oracle's two halves agree on the best device (elsewhere the devices
 are within this machine's drift of each other), speedup against always-CPU and
 always-accelerator over the same executions, and against the best static device for
-each case (in the objective's terms, explorations included), and per input shift the
-executions it needs to settle on the new best device and the moves it made.
+each case (in the objective's terms, explorations included), the cumulative regret
+per execution against each case's best device (the learning curve), and per input
+shift the executions it needs to settle on the new best device and the moves it made.
+Totals compare sums with sums: a static device's is its oracle runs' mean times the
+executions, and every policy's first execution is left out (FIRST_LEFT_OUT).
 
     .venv/bin/python bench/placement_eval.py [--cases FILE] [--json] [--rows FILE]
         [--warm] [--plot FILE]
@@ -141,6 +144,17 @@ def medians(*parts: Samples) -> dict[str, tuple[float, float]]:
     for d in parts[0]:
         xs = [x for part in parts for x in part[d]]
         out[d] = (statistics.median(x[0] for x in xs), statistics.median(x[1] for x in xs))
+    return out
+
+
+def means(*parts: Samples) -> dict[str, tuple[float, float]]:
+    """Mean time and energy per device over every part: what a static device's runs add
+    up to (a run's occasional spike counts in a total as it does in the online run's;
+    their medians would leave it out of one side only)."""
+    out = {}
+    for d in parts[0]:
+        xs = [x for part in parts for x in part[d]]
+        out[d] = (statistics.fmean(x[0] for x in xs), statistics.fmean(x[1] for x in xs))
     return out
 
 
@@ -286,6 +300,7 @@ def main() -> int:
         chosen = online.assigned
         after = measure(devices, inp, meter, 8)
         orc = medians(before, after)
+        per_run = means(before, after)  # for totals: see means()
         ref = orc["cpu"]
         best, stable = oracle_best(obj, before, after)
         learned = online.advisor.predictions(case["task"])
@@ -305,11 +320,13 @@ def main() -> int:
         # would have been best for this case had it been chosen from the first run.
         counted = execs - 1  # FIRST_LEFT_OUT
         totals_ref = (counted * ref[0], counted * ref[1])
-        static = {d: score(obj, counted * v[0], counted * v[1], totals_ref) for d, v in orc.items()}
+        static = {
+            d: score(obj, counted * v[0], counted * v[1], totals_ref) for d, v in per_run.items()
+        }
         online_score = score(obj, online.total_t, online.total_e, totals_ref)
         vs_best.append(min(static.values()) / online_score)
         vs_cpu.append(static["cpu"] / online_score)
-        curve = regret(obj, online.runs, orc)
+        curve = regret(obj, online.runs, per_run)
         curves.append(curve)
         if args.warm:
             # The next run of the application: the models kept from this one, through
@@ -325,13 +342,13 @@ def main() -> int:
             warm_score = score(obj, warm.total_t, warm.total_e, totals_ref)
             vs_best_warm.append(min(static.values()) / warm_score)
             vs_cpu_warm.append(static["cpu"] / warm_score)
-            curves_warm.append(regret(obj, warm.runs, orc))
+            curves_warm.append(regret(obj, warm.runs, per_run))
             warm_loss = (score(obj, *orc[warm.assigned], ref) - score(obj, *orc[best], ref)) / (
                 score(obj, *orc[best], ref)
             )
             warm_optimal += warm_loss <= 0.01
-        speed_cpu.append(counted * orc["cpu"][0] / total_t)
-        speed_acc.append(counted * orc[accel[0]][0] / total_t)
+        speed_cpu.append(counted * per_run["cpu"][0] / total_t)
+        speed_acc.append(counted * per_run[accel[0]][0] / total_t)
         settled_cpu.append(orc["cpu"][0] / orc[chosen][0])
         settled_acc.append(orc[accel[0]][0] / orc[chosen][0])
         rows.append(

@@ -343,8 +343,7 @@ class Advisor:
                 if not spaced:
                     continue
                 kind = dp.kind_of(d, self.kinds)
-                floor = dp.fastest_run(self.models.values(), d)
-                cost, gain = dp.first_look(kind, floor, cur.time_s)
+                cost, gain = dp.first_look(kind, cur.time_s)
                 why = f"explore: no measurement of {task} on {d} ({kind}) for this input yet"
                 options.append(ex.Option(d, ex.PROBE_RUNS, cost, gain, why))
                 continue
