@@ -93,3 +93,16 @@ def test_a_probe_removed_then_added_again_starts_from_zero() -> None:
     carry.broke()
     carry.forget("uprobe:/bin/x:f")
     assert carry.carry(half(1.0, [300], 0.5, group=0)).probes[0].count == 1
+
+
+def test_no_two_lines_of_a_run_share_a_time() -> None:
+    # Seen once under load: the held line that says the agent is back, and the new
+    # session's first snapshot (t=0 there, set to "now" by broke()), in the same ms.
+    carry = Continuity()
+    first = carry.carry(half(3.0, [100], 1.0, group=0))
+    held = carry.held("lost the agent; retrying")
+    carry.broke()
+    after = carry.carry(half(0.0, [200], 1.0, group=1))
+    again = carry.held("lost the agent; retrying")
+    times = [first.t, held.t, after.t, again.t]
+    assert times == sorted(times) and len(set(times)) == len(times), times

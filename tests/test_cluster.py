@@ -174,7 +174,10 @@ def test_a_node_that_stops_reporting_stays_marked_stale(
     rows = {r.node: r for r in read_cluster(prom, stale_after=4.0)}
     assert len(rows) == 200 and rows[GONE].stale
     assert time.time() - rows[GONE].last_seen >= 4.0
-    assert sum(r.stale for r in rows.values()) == 1
+    # Every other node was scraped after it went away (on a loaded node a scrape can lag
+    # past the staleness bound: what stopped is this one node alone).
+    gone_at = rows[GONE].last_seen
+    assert all(r.last_seen > gone_at for n, r in rows.items() if n != GONE)
 
 
 def test_a_jobs_node_that_misses_scrapes_stays_in_the_job_marked_stale(

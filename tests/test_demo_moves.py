@@ -61,13 +61,16 @@ def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute(tmp_path: Pa
     assert runs > 20
     # ... each faster than on the device it left, as measured, and said so on screen:
     # the move log's measured gain, over those runs, and the task's row.
+    # Where the task is now is where its last move took it (a slow spell of the node
+    # may have sent it back since; the move's own figures above are the claim).
     task = next(t for t in last.tasks if t.task == move.task)
-    assert task.device == move.to
+    latest = [m for m in last.advisor.moves if not m.explore and m.task == move.task][-1]
+    assert task.device == latest.to, ran_where(last)
     assert move.predicted_gain is not None and move.predicted_gain > 0, move
     assert move.runs > 20 and move.measured_gain is not None and move.measured_gain > 0.1, move
     cells, _ = move_row(move)
     assert cells["measured"].startswith("+"), cells
-    assert task_row(task)[0]["on"] == move.to
+    assert task_row(task)[0]["on"] == task.device
     assert none_left()
 
 

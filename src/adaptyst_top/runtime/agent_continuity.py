@@ -31,6 +31,15 @@ class Continuity:
         self._t0 = 0.0  # the new session's t=0 on the run's clock
         self._probes: dict[Identity, ProbeEntry] = {}
         self._energy: dict[str, float] = {}
+        self._told = -1.0  # the last t given out: each line's t is later than the one before
+
+    def _later(self, t: float) -> float:
+        """T, or a millisecond after the last t given out: a held line and the new
+        session's first snapshot can fall in the same millisecond (broke() sets the new
+        session's t=0 to now), and two lines of one run never share a time."""
+        t = max(t, round(self._told + 0.001, 3))
+        self._told = t
+        return t
 
     def now(self) -> float:
         """The run's clock now (for a snapshot that the agent did not give)."""
@@ -68,16 +77,18 @@ class Continuity:
                     for d in snap.devices
                 ),
             )
+        snap = replace(snap, t=self._later(snap.t)) if snap.t <= self._told else snap
+        self._told = snap.t
         self.last, self._last_at = snap, time.monotonic()
         return snap
 
     def held(self, why: str) -> Snapshot:
         """The last snapshot at the run's time now, nothing counting, saying WHY."""
         if self.last is None:
-            return Snapshot(t=0.0, host="", warnings=(why,))
+            return Snapshot(t=self._later(0.0), host="", warnings=(why,))
         return replace(
             self.last,
-            t=self.now(),
+            t=self._later(self.now()),
             probes=tuple(replace(p, rate_hz=0.0) for p in self.last.probes),
             warnings=(why,),
             final=False,
