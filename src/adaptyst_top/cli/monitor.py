@@ -7,7 +7,8 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from adaptyst_top.cli.commands import summaries, usage
 from adaptyst_top.cli.options import Parser, add_session_options, add_version, session_options
 from adaptyst_top.system.private_files import private_log
-from adaptyst_top.tui.quit_signals import QUIT_SIGNALS
+from adaptyst_top.tui.quit_signals import QUIT_SIGNALS, on_quit_deadline, start_quit_deadline
 
 if TYPE_CHECKING:  # imported when used: `adaptyst-top` starts fast, and Ctrl-C works early
     from adaptyst_top.runtime.config import Config
@@ -120,12 +121,14 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
         opts.child_stdout = opts.child_stderr = fd
         opts.command_log = str(log_path)
     app: Any = None
+    close: Callable[[], None] | None = None
 
     def on_signal(signum: int, _frame: object) -> None:
         # Before the screen is up: give up attaching (the command never runs). After: quit
         # like q (a closed SSH session is SIGHUP): probes detach, the command is ended.
         opts.cancel.set()
         if app is not None:
+            start_quit_deadline()
             app.exit()
 
     for sig in QUIT_SIGNALS:
@@ -140,6 +143,8 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
             if opts.cancel.is_set():
                 raise SessionError("interrupted before the command started")
             session.start()
+            close = once(session.close)  # the main thread's, or the quit deadline's
+            on_quit_deadline(close)
             app = MonitorApp(
                 LiveSource(session), interval=interval, config=config, ascii=view.ascii
             )
@@ -149,7 +154,7 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
             # actions as it closed: a SIGTERM now would end us with the command running.
             for sig in QUIT_SIGNALS:
                 signal.signal(sig, on_signal)
-            session.close()
+            once(session.close)() if close is None else close()
     except SessionError as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         return exc.status
@@ -178,3 +183,17 @@ def _tell_and_remove(log_path: Path, command: Sequence[str], lines: int = 20) ->
 def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
     args = monitor_parser().parse_args(argv)
     return run_monitor(session_options(args, command), view_options(args))
+
+
+def once(fn: Callable[[], None]) -> Callable[[], None]:
+    """FN, run by the first caller only; a second caller waits until it has run."""
+    lock = threading.Lock()
+    done: list[bool] = []
+
+    def run() -> None:
+        with lock:
+            if not done:
+                done.append(True)
+                fn()
+
+    return run
