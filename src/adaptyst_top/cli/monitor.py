@@ -154,7 +154,7 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
             # actions as it closed: a SIGTERM now would end us with the command running.
             for sig in QUIT_SIGNALS:
                 signal.signal(sig, on_signal)
-            once(session.close)() if close is None else close()
+            (session.close if close is None else close)()
     except SessionError as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         return exc.status

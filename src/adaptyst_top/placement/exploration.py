@@ -52,7 +52,7 @@ class Option:
 
 
 def age(executions: int, looked_at: int) -> float:
-    """How much wider a one-run look at a device has grown since the task's
+    """How much wider a look of few runs at a device has grown since the task's
     LOOKED_AT-th run, now at its EXECUTIONS-th: 1 until the task's runs double, then
     1 + ln(runs since / runs before), as a UCB bound widens with the plays. One run can
     fall in a slow spell of the node (the monitor's bcc compile beside PoCL's two
@@ -68,8 +68,7 @@ def optimistic(p: Prediction, upload_s: float = 0.0, aged: float = 1.0) -> Predi
     run if better still (never below a tenth); one run alone, a quarter of it, or less
     when moving the input there (upload_s, at a pessimistic speed) could explain more
     of it: a first SpMV run of 45 million nonzeros is mostly the upload. AGED (age()):
-    a look of one run, that much more optimistic (a measurement of several is rechecked
-    while its own bound allows, up to RECHECK_SAMPLES runs)."""
+    a look of one run, or one exploration's runs, that much more optimistic."""
     if p.source == "measured" and p.samples <= 1:
         f = FIRST_RUN_OPTIMISM / aged
         if p.time_s > 0:

@@ -77,8 +77,9 @@ class Continuity:
                     for d in snap.devices
                 ),
             )
-        snap = replace(snap, t=self._later(snap.t)) if snap.t <= self._told else snap
-        self._told = snap.t
+        t = self._later(snap.t)
+        if t != snap.t:
+            snap = replace(snap, t=t)
         self.last, self._last_at = snap, time.monotonic()
         return snap
 

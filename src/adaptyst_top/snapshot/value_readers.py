@@ -73,15 +73,12 @@ def read_key(v: Any) -> int | str:
 
 
 def read_ints(n: int) -> Reader:
+    slow = read_fixed(n, read_int, "integers")
+
     def read(v: Any) -> tuple[int, ...]:
-        if type(v) is list and len(v) == n:
-            if all(type(x) is int for x in v):
-                return tuple(v)
-            try:
-                return tuple(read_int(x) for x in v)
-            except Bad:
-                pass
-        raise Bad(f"not a list of {n} integers")
+        if type(v) is list and len(v) == n and all(type(x) is int for x in v):
+            return tuple(v)
+        return slow(v)  # type: ignore[no-any-return]
 
     return read
 
