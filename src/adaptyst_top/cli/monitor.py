@@ -122,6 +122,11 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
         opts.command_log = str(log_path)
     app: Any = None
     close: Callable[[], None] | None = None
+    # The command's output told and its file removed, once: here at the end, or by the
+    # quit deadline when the shutdown hangs (the file would outlive the run).
+    tell_and_remove = once(
+        lambda: None if log_path is None else _tell_and_remove(log_path, command)
+    )
 
     def on_signal(signum: int, _frame: object) -> None:
         # Before the screen is up: give up attaching (the command never runs). After: quit
@@ -144,7 +149,7 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
                 raise SessionError("interrupted before the command started")
             session.start()
             close = once(session.close)  # the main thread's, or the quit deadline's
-            on_quit_deadline(close)
+            on_quit_deadline(close, tell_and_remove)
             app = MonitorApp(
                 LiveSource(session), interval=interval, config=config, ascii=view.ascii
             )
@@ -159,8 +164,7 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         return exc.status
     finally:
-        if log_path is not None:
-            _tell_and_remove(log_path, command)
+        tell_and_remove()
     return 0
 
 

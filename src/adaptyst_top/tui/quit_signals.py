@@ -26,10 +26,11 @@ _last_resort: list[Callable[[], None]] = []  # what must run before the process 
 _deadline_started = threading.Event()
 
 
-def on_quit_deadline(cleanup: Callable[[], None]) -> None:
-    """CLEANUP (detach the probes, end the command; it must be safe to run twice) runs
-    if a quit signal's exit has not ended the process within QUIT_GRACE_S; then it goes."""
-    _last_resort[:] = [cleanup]
+def on_quit_deadline(*cleanup: Callable[[], None]) -> None:
+    """CLEANUP (detach the probes, end the command, remove what the run wrote; each safe
+    to run twice) runs, in order, if a quit signal's exit has not ended the process
+    within QUIT_GRACE_S; then it goes."""
+    _last_resort[:] = cleanup
 
 
 def start_quit_deadline() -> None:
