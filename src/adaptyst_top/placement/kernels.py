@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from adaptyst_top.collectors.devices.opencl_inventory import device_type_name
 from adaptyst_top.collectors.devices.opencl_platforms import platforms_in_use
 
 OPENCL_SOURCE = r"""
@@ -355,15 +354,17 @@ def available_devices() -> dict[str, Any]:
 
 
 def device_kinds(devices: dict[str, Any]) -> dict[str, str]:
-    """name -> kind ("gpu", "cpu", ...) for available_devices()'s devices, named as
-    the inventory names them (the advisor's first looks, device_priors.py)."""
+    """name -> "gpu" | "cpu" for available_devices()'s devices, as the inventory
+    describes them (the advisor's first looks, device_priors.py). The inventory's own
+    type names are collectors' (placement meets collectors only through the snapshot)."""
     kinds = {}
     for name, runner in devices.items():
         owner = getattr(runner, "__self__", None)
         if isinstance(owner, CudaDevice):
             kinds[name] = "gpu"
         elif isinstance(owner, OpenCLDevice):
-            kinds[name] = device_type_name(int(owner.device.type))
+            gpu = bool(owner.device.type & owner.cl.device_type.GPU)
+            kinds[name] = "gpu" if gpu else "cpu"
         else:
             kinds[name] = "cpu"
     return kinds
