@@ -20,6 +20,7 @@ from adaptyst_top.snapshot import (
     ProbeEntry,
     Snapshot,
 )
+from adaptyst_top.snapshot.histogram import bucket_of, percentile
 
 from .fake_nvml import FakeGpu, FakeNvml
 
@@ -103,3 +104,31 @@ def test_moves_kept_are_bounded() -> None:
     for i in range(1, 200):
         loop.update(snapshot(float(i), task_entry(f"t{i % 50}|cpu|10|0", i, 1e6)))
     assert len(loop.log.moves()) == KEPT  # 50 tasks explored: more moves made than kept
+
+
+def test_a_few_runs_are_learnt_at_their_own_median_not_the_keys_so_far() -> None:
+    # A look of three slow runs (40, 20, 20 ms: the first carried the data), then one
+    # of two at 10 ms: the second is learnt at 10 ms, its own runs' median, from the
+    # histograms' growth, not at the key's median over all five runs (20 ms).
+    loop = PlacementLoop(Advisor(["cpu", "opencl:0"], objective="time"))
+    ns = (40_000_000, 20_000_000, 20_000_000, 10_000_000, 10_000_000)
+    key = "t|opencl:0|10|0"
+    learnt: list[float] = []
+    for t, upto in ((1.0, 3), (2.0, 5)):
+        runs = ns[:upto]
+        hist: dict[int, int] = {}
+        for x in runs:
+            hist[bucket_of(x)] = hist.get(bucket_of(x), 0) + 1
+        mean = sum(runs) / len(runs)
+        entry = replace(
+            task_entry(key, len(runs), mean),
+            latency=Latency(mean, percentile(hist, 0.5)),
+            raw=Latency(mean),
+            hist=tuple(sorted(hist.items())),
+        )
+        loop.update(snapshot(t, entry))
+        model = loop.advisor.models[("t", "opencl:0")].time[(10, 0)]
+        learnt.append(model.recent_values[-1])
+    assert learnt[-1] == pytest.approx(10e-3, rel=0.05)
+    cumulative = percentile(hist, 0.5)
+    assert cumulative is not None and cumulative > 12e6  # what it was learnt at before

@@ -115,7 +115,8 @@ class Session:
     def snapshot(self, with_hist: bool = True) -> Snapshot:
         """The hub's snapshot, with the advisor's part when it runs, and the launched
         command's state (its exit status once it has one)."""
-        snap = self.hub.snapshot(with_hist)
+        # The advisor reads an interval's median from the histograms' growth.
+        snap = self.hub.snapshot(with_hist or self.placement is not None)
         if self.placement is not None:
             part = self.placement.update(snap)
             snap = replace(snap, tasks=part.tasks, advice=part.advice, advisor=part.advisor)
