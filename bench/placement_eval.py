@@ -38,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adaptyst_top.placement.advisor import EXPLORE_RUNS, Advisor  # noqa: E402
+from adaptyst_top.placement.advisor import Advisor  # noqa: E402
 from adaptyst_top.placement.kernels import (  # noqa: E402
     Inputs,
     available_devices,
@@ -47,10 +47,10 @@ from adaptyst_top.placement.kernels import (  # noqa: E402
     make_inputs,
 )
 from adaptyst_top.placement.model import model_from_json, model_to_json  # noqa: E402
+from adaptyst_top.placement.stream import TaskStream  # noqa: E402
 from adaptyst_top.placement.task_keys import feature_bucket, size_bucket  # noqa: E402
 
 Runner = Callable[[Inputs], Any]
-DECIDE_EVERY = 5  # executions per decision: the monitor decides once per interval
 
 
 class Meter:
@@ -170,63 +170,57 @@ def oracle_best(objective: str, before: Samples, after: Samples) -> tuple[str, b
 
 
 class Online:
-    """The advisor driving real executions, as the monitor and the task API do."""
+    """The advisor driving real executions of one task, as the monitor and the task API
+    do (placement/stream.py: the device of each call, a decision every few)."""
 
     def __init__(self, devices: dict[str, Runner], objective: str, meter: Meter) -> None:
         self.devices = devices
         self.meter = meter
         self.advisor = Advisor(list(devices), objective=objective, kinds=device_kinds(devices))  # type: ignore[arg-type]
-        self.assigned = "cpu" if "cpu" in devices else next(iter(devices))
-        self.trial: tuple[str, int] | None = None
-        self.window: dict[str, int] = {}
+        self.stream = TaskStream(
+            self.advisor, "", "cpu" if "cpu" in devices else next(iter(devices))
+        )
         self.times_ms: dict[str, list[float]] = {d: [] for d in devices}
         self.decisions: list[str] = []  # execution: advice, for the --rows file
         self.total_t = 0.0
         self.total_e = 0.0
         # Every execution: (device, time, energy, an exploration's run): the regret curve.
         self.runs: list[tuple[str, float, float, bool]] = []
-        self.moves = 0  # real moves (explorations apart)
-        self.explorations = 0
+
+    @property
+    def assigned(self) -> str:
+        return self.stream.assigned
+
+    @assigned.setter
+    def assigned(self, device: str) -> None:
+        self.stream.assigned = device
+
+    @property
+    def trial(self) -> tuple[str, int] | None:
+        return self.stream.trial
+
+    @property
+    def moves(self) -> int:  # real moves (explorations apart)
+        return self.stream.moves
+
+    @property
+    def explorations(self) -> int:
+        return self.stream.explorations
 
     def step(self, task: str, inp: Inputs) -> tuple[str, float, float]:
-        trial_ends = False
-        if self.trial is not None:
-            dev, left = self.trial
-            self.trial = (dev, left - 1) if left > 1 else None
-            trial_ends = self.trial is None
-        else:
-            dev = self.assigned
+        self.stream.task = task
+        dev, explored = self.stream.next_device()
         t, e = self.meter.run(self.devices[dev], inp)
         self.times_ms[dev].append(round(t * 1e3, 3))
-        self.runs.append((dev, t, e, self.trial is not None or trial_ends))
+        self.runs.append((dev, t, e, explored))
         if len(self.runs) > 1:  # the first: see FIRST_LEFT_OUT
             self.total_t += t
             self.total_e += e
         ctx = (size_bucket(inp.size), feature_bucket(inp.feature))
-        self.advisor.observe(task, dev, ctx, t, 1, e, size=inp.size)
-        self.window[dev] = self.window.get(dev, 0) + 1
-        if sum(self.window.values()) >= DECIDE_EVERY:
-            self.advisor.set_current(task, max(self.window, key=lambda d: self.window[d]))
-            self.window = {}
-            self._decide(task)
-        elif trial_ends:
-            # The monitor's next decision after an exploration: an exploration of a few
-            # runs fits in one interval, whose end is the next decision.
-            self._decide(task)
+        advice = self.stream.ran(dev, ctx, t, e, inp.size, explored)
+        if advice is not None:
+            self.decisions.append(f"{sum(map(len, self.times_ms.values()))}: {advice.why}")
         return dev, t, e
-
-    def _decide(self, task: str) -> None:
-        advice = self.advisor.decide(task)
-        if advice is None:
-            return
-        self.decisions.append(f"{sum(map(len, self.times_ms.values()))}: {advice.why}")
-        self.advisor.accepted(advice)
-        if advice.explore:
-            self.trial = (advice.suggested, advice.runs or EXPLORE_RUNS)
-            self.explorations += 1
-        else:
-            self.assigned = advice.suggested
-            self.moves += 1
 
 
 def main() -> int:

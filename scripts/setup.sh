@@ -125,7 +125,7 @@ venv() {
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ tests/constraints.txt -nt "$stamp" ]; then
         say "installing adaptyst-top and its dependencies into $VENV"
         "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -e '.[test,demo,bench]' -c tests/constraints.txt
+        "$VENV/bin/python" -m pip install -q -e '.[test,demo,bench,dask]' -c tests/constraints.txt
         touch "$stamp"
     else
         say "ok: $VENV (on $BCC_PY) is up to date"

@@ -52,6 +52,7 @@ SYSTEM_MODULES = {
     "test_cluster_hostile",
     "test_command_lifecycle",  # record's commands, probed
     "test_containers",  # podman
+    "test_dask",  # a Dask scheduler and worker processes
     "test_demo_moves",  # the demo workload for a minute
     "test_e2e_tmux",  # the monitor in a real terminal
     "test_install_agent",  # apt and a venv

@@ -18,6 +18,8 @@ MAY_IMPORT = {
     # collectors.devices.opencl_platforms: the one rule for which OpenCL devices are opencl:N.
     "placement": {"placement", "system", "snapshot", "collectors.devices.opencl_platforms"},
     "runtime": {"runtime", "collectors", "placement", "system", "snapshot"},
+    # Placement across nodes: the advisor inside Dask's scheduler, devices from collectors.
+    "dask": {"dask", "placement", "collectors", "system", "snapshot"},
     "tui": {"tui", "runtime", "collectors", "placement", "system", "snapshot"},
     "cli": {"cli", "tui", "runtime", "collectors", "placement", "system", "snapshot"},
 }

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Placement on Dask against its two anchors, in one run, on real worker processes
+bound to 127.0.0.1: one worker offering PoCL's OpenCL device, one the CPU alone.
+
+The workload is ROUNDS rounds of the logistic map (placement/kernels.py) on a mix of
+small and large inputs, each round submitted with client.map and gathered. Three ways
+of running the same rounds, each on a fresh cluster:
+
+- cpu:    the CPU variant alone, plain Dask (what a user who wrote one variant gets);
+- oracle: each input size on one device, known in advance, plus, in the first round,
+          one look at the other device for each size (the least any learner spends):
+          every such assignment is run, and the fastest counts (the devices' speeds
+          alone, calibrated apart, miss what running beside each other costs);
+- placed: `placed(...)` with DevicePlacement: learned live, from nothing.
+
+Reported: the wall time of each, `cpu_vs_placed` (how many times faster placed is than
+the CPU variant alone) and `placed_vs_oracle` (how much slower than the oracle), with
+the scheduler's placing cost per task, measured in the run and for 1,000 simulated
+workers (the plugin's update_graph and log_event on a scheduler-shaped object).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from distributed import Client, Nanny, Scheduler, SpecCluster
+
+from adaptyst_top.dask import DevicePlacement, placement_report
+from adaptyst_top.dask import demo_kernels as dk
+from adaptyst_top.dask.placed import ANNOTATION, TOPIC, VERSION
+
+VARIANTS = {"cpu": dk.logistic_cpu, "opencl": dk.logistic_opencl}
+
+
+def start_cluster() -> tuple[Any, Any, list[str]]:
+    def worker(resources: dict[str, float]) -> dict[str, Any]:
+        options = {"host": "127.0.0.1", "nthreads": 1, "dashboard_address": None}
+        return {"cls": Nanny, "options": {**options, "resources": resources}}
+
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": None}}
+    workers = {"gpu": worker({"opencl": 1}), "plain": worker({"cpu": 1})}
+    cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40)  # type: ignore[no-untyped-call]
+    client = Client(cluster)  # type: ignore[no-untyped-call]
+    info = client.scheduler_info()["workers"]
+    offering = [a for a, w in info.items() if w["resources"].get("opencl")]
+    client.run(dk.warm, workers=offering)
+    return cluster, client, offering
+
+
+def rounds_of(sizes: list[int], rounds: int, seed: int) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [[(0.05 + 0.9 * rng.random(n, dtype=np.float32)) for n in sizes] for _ in range(rounds)]
+
+
+def calibrate(client: Any, offering: list[str], sizes: list[int]) -> dict[int, dict[str, float]]:
+    """Each size's median time on each device, on the workers (untimed in the totals)."""
+
+    def median_ms(fn: Any, n: int) -> float:
+        rng = np.random.default_rng(9)
+        times = []
+        for _ in range(5):
+            x = 0.05 + 0.9 * rng.random(n, dtype=np.float32)
+            start = time.perf_counter()
+            fn(x)
+            times.append(time.perf_counter() - start)
+        return 1e3 * statistics.median(times)
+
+    out: dict[int, dict[str, float]] = {}
+    for n in sorted(set(sizes)):
+        out[n] = {
+            kind: client.submit(median_ms, fn, n, workers=offering, pure=False).result()
+            for kind, fn in VARIANTS.items()
+        }
+    return out
+
+
+def run_cpu(client: Any, work: list[list[np.ndarray]]) -> float:
+    start = time.perf_counter()
+    for xs in work:
+        client.gather(client.map(dk.logistic_cpu, xs, pure=False))
+    return time.perf_counter() - start
+
+
+def run_oracle(client: Any, work: list[list[np.ndarray]], best: dict[int, str]) -> float:
+    start = time.perf_counter()
+    for i, xs in enumerate(work):
+        looked: set[int] = set()
+        futures = []
+        for x in xs:
+            kind = best[len(x)]
+            if i == 0 and len(x) not in looked:  # one look at the slower device
+                looked.add(len(x))
+                kind = "cpu" if kind == "opencl" else "opencl"
+            resources = {"opencl": 1} if kind == "opencl" else None
+            futures.append(client.submit(VARIANTS[kind], x, resources=resources, pure=False))
+        client.gather(futures)
+    return time.perf_counter() - start
+
+
+def run_placed(client: Any, work: list[list[np.ndarray]], objective: str) -> tuple[float, Any]:
+    client.register_plugin(DevicePlacement(objective))
+    start = time.perf_counter()
+    for xs in work:
+        client.gather(client.map(dk.logistic, xs, pure=False))
+    took = time.perf_counter() - start
+    return took, placement_report(client)
+
+
+def simulated_cost(workers: int, tasks: int) -> dict[str, float]:
+    """µs per task of the plugin's update_graph and log_event with WORKERS workers (a
+    scheduler-shaped object: the plugin reads workers' resources and tasks' specs)."""
+    plugin = DevicePlacement("time")
+    res = [{"opencl": 1} if i % 4 == 0 else {} for i in range(workers)]
+    ws = {
+        f"tcp://10.0.{i // 250}.{i % 250}:1": SimpleNamespace(
+            resources=r, host=f"10.0.{i // 250}.{i % 250}"
+        )
+        for i, r in enumerate(res)
+    }
+    rng = np.random.default_rng(0)
+    sizes = [int(n) for n in rng.choice([2_000, 1_000_000], size=tasks)]
+    specs = {
+        f"logistic-{i}": SimpleNamespace(
+            func=dk.logistic, args=(np.empty(n, np.float32),), kwargs={}, dependencies=set()
+        )
+        for i, n in enumerate(sizes)
+    }
+    tasks_ = {
+        k: SimpleNamespace(
+            run_spec=s,
+            annotations={},
+            dependencies=set(),
+            resource_restrictions=None,
+            loose_restrictions=True,
+        )
+        for k, s in specs.items()
+    }
+    index: dict[str, dict[str, float]] = {}
+    for address, w in ws.items():
+        for kind, n in w.resources.items():
+            index.setdefault(kind, {})[address] = n
+    scheduler = SimpleNamespace(workers=ws, tasks=tasks_, unrunnable={}, resources=index)
+    plugin.scheduler = scheduler
+    start = time.perf_counter_ns()
+    for key in tasks_:  # one graph per call, as client.submit sends them
+        plugin.update_graph(scheduler, tasks=[key])
+    placed_ns = (time.perf_counter_ns() - start) / tasks
+    addresses = list(ws)
+    start = time.perf_counter_ns()
+    for i, ts in enumerate(tasks_.values()):
+        p = ts.annotations[ANNOTATION]
+        t = 1e-3 if p["kind"] == "opencl" and p["size"] > 10_000 else 2e-3
+        plugin.log_event(
+            TOPIC,
+            {
+                "v": VERSION,
+                "stream": p["stream"],
+                "kind": p["kind"],
+                "explored": p["explored"],
+                "size": p["size"],
+                "t": t,
+                "worker": addresses[i % workers],
+            },
+        )
+    learned_ns = (time.perf_counter_ns() - start) / tasks
+    return {"place_us": round(placed_ns / 1e3, 2), "learn_us": round(learned_ns / 1e3, 2)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--small", type=int, default=2_000, help="elements of a small input")
+    ap.add_argument("--large", type=int, default=1_000_000, help="elements of a large input")
+    ap.add_argument("--per-round", type=int, default=4, help="inputs of each size per round")
+    ap.add_argument("--objective", default="time")
+    ap.add_argument("--json", action="store_true", help="end with one JSON line of figures")
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore", message="Sending large graph")
+    sizes = [args.small, args.large] * args.per_round
+    work = rounds_of(sizes, args.rounds, seed=1)
+    out: dict[str, Any] = {
+        "rounds": args.rounds,
+        "tasks_per_round": len(sizes),
+        "sizes": [args.small, args.large],
+    }
+    cluster, client, offering = start_cluster()
+    try:
+        calib = calibrate(client, offering, sizes)
+        out["calibration_ms"] = {
+            str(n): {k: round(v, 3) for k, v in t.items()} for n, t in calib.items()
+        }
+        out["cpu_s"] = round(run_cpu(client, work), 3)
+        statics = {}
+        for kinds in itertools.product(VARIANTS, repeat=2):
+            best = dict(zip((args.small, args.large), kinds, strict=True))
+            statics["/".join(kinds)] = round(run_oracle(client, work, best), 3)
+        out["static_s"] = statics  # small/large on: each assignment, with its looks
+        out["best"] = min(statics, key=lambda k: statics[k])
+        out["oracle_s"] = statics[out["best"]]
+    finally:
+        client.close()
+        cluster.close()
+    cluster, client, _ = start_cluster()
+    try:
+        took, report = run_placed(client, work, args.objective)
+    finally:
+        client.close()
+        cluster.close()
+    out["placed_s"] = round(took, 3)
+    out["cpu_vs_placed"] = round(out["cpu_s"] / took, 3)
+    out["placed_vs_oracle"] = round(took / out["oracle_s"], 3)
+    out["oracle_vs_cpu"] = round(out["cpu_s"] / out["oracle_s"], 3)
+    out["place_us_per_task"] = report["place_us_per_task"]
+    out["chosen"] = {str(r["size_bucket"]): r["device"] for r in report["tasks"]}
+    out["runs"] = {str(r["size_bucket"]): r["runs"] for r in report["tasks"]}
+    out["simulated_1000_workers"] = simulated_cost(1000, 5000)
+    for key in (
+        "cpu_s",
+        "oracle_s",
+        "placed_s",
+        "cpu_vs_placed",
+        "placed_vs_oracle",
+        "oracle_vs_cpu",
+        "place_us_per_task",
+    ):
+        print(f"{key:>20}: {out[key]}")
+    print(f"{'chosen / best':>20}: {out['chosen']} / {out['best']}")
+    print(f"{'1,000 workers':>20}: {out['simulated_1000_workers']}")
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""What a worker offers: the device kinds it declared as Dask resources
+(`dask worker --resources "cuda=1"`), or, when it declared none, the ones found on its
+node (an OpenCL device through pyopencl, the platform rule the monitor uses; a CUDA
+device through cupy), declared for it, one of each, so that Dask's own resource
+accounting runs one placed call at a time on a device."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from adaptyst_top.collectors.devices.opencl_platforms import platforms_in_use
+
+OFFER_NAME = "adaptyst-device-offer"
+
+
+def detect_kinds() -> list[str]:
+    """The accelerator kinds this node has (never raises: a broken driver is none)."""
+    found = []
+    try:
+        import pyopencl as cl
+
+        if any(p.get_devices() for p in platforms_in_use(cl.get_platforms())):
+            found.append("opencl")
+    except Exception:  # no ICD loader, no platform, a driver error: no OpenCL here
+        pass
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            found.append("cuda")
+    except Exception:  # no cupy, no driver, no device
+        pass
+    return found
+
+
+class DeviceOffer(WorkerPlugin):
+    name = OFFER_NAME
+
+    async def setup(self, worker: Any) -> None:
+        if worker.state.total_resources:
+            return  # declared: the worker says what it offers
+        kinds = await asyncio.to_thread(detect_kinds)
+        if kinds:
+            await worker.set_resources(**dict.fromkeys(kinds, 1))

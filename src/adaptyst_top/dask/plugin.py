@@ -1,0 +1,272 @@
+"""DevicePlacement: the advisor inside Dask's scheduler. As tasks are submitted
+(update_graph, before any is scheduled) each placed task's call gets a device kind:
+its stream's (placement/stream.py, the single-node advisor's model code) for the
+input's size bucket; a kind other than the CPU becomes a resource restriction, so that
+Dask itself picks, among the workers offering that device, the least busy and the one
+holding the data. The workers report each run's time as an event (log_event), which
+the advisor learns from; the next calls go where the runs say."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, cast
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol.pickle import dumps
+
+from adaptyst_top.dask.offer import OFFER_NAME, DeviceOffer
+from adaptyst_top.dask.placed import ANNOTATION, KINDS, TOPIC, VERSION, PlacedTask
+from adaptyst_top.placement.advisor import Advisor, Objective
+from adaptyst_top.placement.stream import TaskStream
+from adaptyst_top.placement.task_keys import size_bucket
+
+PLUGIN_NAME = "adaptyst-placement"
+OBJECTIVES = ("time", "energy", "edp", "weighted")
+
+
+class DevicePlacement(SchedulerPlugin):
+    """Register once per cluster: client.register_plugin(DevicePlacement("time"))."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self, objective: str = "time", weight: float = 0.5) -> None:
+        if objective not in OBJECTIVES:
+            raise ValueError(
+                f"DevicePlacement: objective {objective!r} is not one of {', '.join(OBJECTIVES)}"
+            )
+        if not (isinstance(weight, (int, float)) and 0.0 <= weight <= 1.0):
+            raise ValueError(f"DevicePlacement: weight {weight!r} is not in [0, 1]")
+        self.objective = cast(Objective, objective)
+        self.weight = float(weight)
+        self.version = VERSION
+        self._fresh()
+
+    def _fresh(self) -> None:
+        self.scheduler: Any = None
+        self.advisors: dict[str, Advisor] = {}  # per task name: its models over sizes
+        self.streams: dict[str, TaskStream] = {}  # per "name@size bucket"
+        self.names: dict[str, str] = {}  # stream -> task name
+        self.figures: dict[
+            tuple[str, str, str], list[float]
+        ] = {}  # stream, kind, node -> [runs, s]
+        self.placed = 0
+        self.place_ns = 0
+        self.ignored = 0  # events that were not a run of ours (another version, damaged)
+
+    # Only the settings travel to the scheduler; what it learns starts there.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"objective": self.objective, "weight": self.weight, "version": self.version}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._fresh()
+
+    async def start(self, scheduler: Any) -> None:
+        if self.version != VERSION:
+            raise RuntimeError(
+                f"DevicePlacement version {self.version} from the client, {VERSION} on the "
+                "scheduler: install the same adaptyst-top on client, scheduler and workers"
+            )
+        self.scheduler = scheduler
+        offer: bytes = dumps(DeviceOffer())  # type: ignore[no-untyped-call]
+        await scheduler.register_worker_plugin(None, offer, name=OFFER_NAME, idempotent=True)
+
+    # ----- placing ----------------------------------------------------------------------
+
+    def offered(self) -> set[str]:
+        """The device kinds some worker offers now (every worker has a CPU), from the
+        scheduler's own index of resources (resource -> worker -> amount): a look per
+        kind, not per worker (1,000 workers: bench/dask_eval.py)."""
+        kinds = {"cpu"}
+        for kind in KINDS:
+            if any(n > 0 for n in self.scheduler.resources.get(kind, {}).values()):
+                kinds.add(kind)
+        return kinds
+
+    def update_graph(self, scheduler: Any, *, tasks: Any = (), **kwargs: Any) -> None:
+        offered: set[str] | None = None
+        for key in tasks:
+            ts = scheduler.tasks.get(key)
+            spec = getattr(ts, "run_spec", None)
+            func = getattr(spec, "func", None)
+            if not isinstance(func, PlacedTask) or ANNOTATION in (ts.annotations or {}):
+                continue
+            start = time.perf_counter_ns()
+            offered = self.offered() if offered is None else offered
+            placement = self.place(ts, spec, func, offered)
+            ts.annotations = {**(ts.annotations or {}), ANNOTATION: placement}
+            kind = placement.get("kind")
+            if kind and kind != "cpu":
+                ts.resource_restrictions = {kind: 1}
+                ts.loose_restrictions = False
+            self.placed += 1
+            self.place_ns += time.perf_counter_ns() - start
+
+    def place(self, ts: Any, spec: Any, func: PlacedTask, offered: set[str]) -> dict[str, Any]:
+        """The placement of one call: its kind, stream and size, or the error it raises."""
+        if getattr(func, "version", None) != VERSION:
+            return {
+                "error": f"{func.name}: made by adaptyst-top's Dask API version "
+                f"{getattr(func, 'version', '?')}, the scheduler's is {VERSION}: "
+                "install the same adaptyst-top everywhere"
+            }
+        usable = [k for k in func.variants if k in offered]
+        if not usable:
+            return {
+                "error": f"{func.name} has variants for {', '.join(sorted(func.variants))} "
+                f"but the workers offer {', '.join(sorted(offered))}"
+            }
+        try:
+            size = self.size_of(ts, spec, func)
+        except Exception as e:  # the user's size function, run here on the arguments
+            return {"error": f"{func.name}: size() failed: {type(e).__name__}: {e}"}
+        stream = self.stream(func.name, size_bucket(size), usable)
+        kind, explored = stream.next_device()
+        if kind not in usable:  # its workers left: the CPU, or what is there
+            kind, explored = ("cpu" if "cpu" in usable else usable[0]), False
+        return {
+            "v": VERSION,
+            "kind": kind,
+            "stream": stream.task,
+            "explored": explored,
+            "size": size,
+        }
+
+    @staticmethod
+    def size_of(ts: Any, spec: Any, func: PlacedTask) -> int:
+        """The call's input size: SIZE of its arguments when they came with the graph; the
+        bytes of its inputs when they are other tasks' results (only the workers hold
+        those)."""
+        if getattr(spec, "dependencies", None):
+            nbytes = sum(max(0, int(getattr(d, "nbytes", 0) or 0)) for d in ts.dependencies)
+            return max(1, nbytes)
+        return func.input_size(
+            *getattr(spec, "args", ()), **dict(getattr(spec, "kwargs", {}) or {})
+        )
+
+    def stream(self, name: str, bucket: int, usable: list[str]) -> TaskStream:
+        advisor = self.advisors.get(name)
+        if advisor is None:
+            advisor = self.advisors[name] = Advisor(
+                usable,
+                objective=self.objective,
+                weight=self.weight,  # type: ignore[arg-type]
+            )
+        for kind in usable:  # a kind a worker offers since
+            if kind not in advisor.devices:
+                advisor.devices.append(kind)
+        sid = f"{name}@{bucket}"
+        stream = self.streams.get(sid)
+        if stream is None:
+            start = "cpu" if "cpu" in usable else usable[0]
+            stream = self.streams[sid] = TaskStream(advisor, sid, start)
+            self.names[sid] = name
+        return stream
+
+    def remove_worker(self, scheduler: Any, worker: str, **kwargs: Any) -> None:
+        """Calls placed on a kind no worker offers any more would wait for one for ever
+        (Dask's no-worker state): they run on the CPU, or a kind still there, instead.
+        The streams and models stay: a worker offering the kind may come back."""
+        offered = self.offered()
+        moved = {}
+        for ts in list(scheduler.unrunnable):
+            placement = (ts.annotations or {}).get(ANNOTATION)
+            func = getattr(ts.run_spec, "func", None)
+            if not isinstance(placement, dict) or not isinstance(func, PlacedTask):
+                continue
+            if placement.get("kind") in offered:
+                continue
+            usable = [k for k in func.variants if k in offered]
+            if not usable:
+                continue  # nothing can run it: it waits for a worker, as any Dask task does
+            kind = "cpu" if "cpu" in usable else usable[0]
+            ts.annotations = {
+                **ts.annotations,
+                ANNOTATION: {**placement, "kind": kind, "explored": False},
+            }
+            ts.resource_restrictions = {kind: 1} if kind != "cpu" else {}
+            moved[ts.key] = "processing"
+        if moved:
+            scheduler.transitions(moved, stimulus_id=f"adaptyst-replace-{time.time()}")
+
+    # ----- learning ---------------------------------------------------------------------
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        if topic != TOPIC:
+            return
+        try:
+            sid, kind, t = msg["stream"], msg["kind"], float(msg["t"])
+            size, explored = int(msg["size"]), bool(msg["explored"])
+            ok = msg.get("v") == VERSION and sid in self.streams and kind in KINDS
+            ok = ok and math.isfinite(t) and t >= 0 and size >= 1
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            self.ignored += 1
+            return
+        node = self.node_of(str(msg.get("worker", "")))
+        fig = self.figures.setdefault((sid, kind, node), [0, 0.0])
+        fig[0] += 1
+        fig[1] += t
+        self.streams[sid].ran(kind, (size_bucket(size), 0), t, None, size, explored)
+
+    def node_of(self, address: str) -> str:
+        ws = self.scheduler.workers.get(address) if self.scheduler is not None else None
+        if ws is not None:
+            return str(ws.host)
+        return address.split("://")[-1].rsplit(":", 1)[0] or "?"
+
+    # ----- report -----------------------------------------------------------------------
+
+    def report(self) -> dict[str, Any]:
+        """Per task and input size: the device chosen, runs and mean time per device and
+        node, moves and explorations, the gain over the CPU; and the placing's cost."""
+        rows = []
+        for sid, stream in sorted(self.streams.items()):
+            runs: dict[str, int] = {}
+            secs: dict[str, float] = {}
+            nodes: dict[str, int] = {}
+            for (s, kind, node), (n, total) in self.figures.items():
+                if s != sid:
+                    continue
+                runs[kind] = runs.get(kind, 0) + int(n)
+                secs[kind] = secs.get(kind, 0.0) + total
+                nodes[node] = nodes.get(node, 0) + int(n)
+            mean_ms = {k: round(1e3 * secs[k] / runs[k], 4) for k in runs}
+            here = mean_ms.get(stream.assigned)
+            gain = None
+            if here is not None and "cpu" in mean_ms and mean_ms["cpu"] > 0:
+                gain = round(1 - here / mean_ms["cpu"], 4)
+            rows.append(
+                {
+                    "task": self.names[sid],
+                    "size_bucket": int(sid.rsplit("@", 1)[1]),
+                    "device": stream.assigned,
+                    "runs": runs,
+                    "mean_ms": mean_ms,
+                    "nodes": nodes,
+                    "moves": stream.moves,
+                    "explorations": stream.explorations,
+                    "gain_vs_cpu": gain,
+                    "predicted_ms": predicted_ms(stream),
+                }
+            )
+        per_task = self.place_ns / self.placed / 1e3 if self.placed else None
+        return {
+            "version": VERSION,
+            "objective": self.objective,
+            "placed": self.placed,
+            "place_us_per_task": None if per_task is None else round(per_task, 2),
+            "ignored_events": self.ignored,
+            "tasks": rows,
+        }
+
+
+def predicted_ms(stream: TaskStream) -> dict[str, float]:
+    """What the advisor's models say a run of the stream's input costs on each kind."""
+    st = stream.advisor.tasks.get(stream.task)
+    if st is None or not st.current:
+        return {}
+    preds = stream.advisor.predictions(stream.task)
+    return {d: round(1e3 * p.time_s, 4) for d, p in preds.items()}
