@@ -53,6 +53,7 @@ SYSTEM_MODULES = {
     "test_command_lifecycle",  # record's commands, probed
     "test_containers",  # podman
     "test_dask",  # a Dask scheduler and worker processes
+    "test_dask_slurm",  # Dask workers as jobs of a Slurm of its own
     "test_demo_moves",  # the demo workload for a minute
     "test_e2e_tmux",  # the monitor in a real terminal
     "test_install_agent",  # apt and a venv

@@ -26,6 +26,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _memory_mb() -> int:
+    """This machine's memory in MB, as slurmd counts it (a little under /proc's total)."""
+    total_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    return max(1, total_kb // 1024 - 256)
+
+
 class Slurm:
     def __init__(self) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="adt-slurm-"))
@@ -100,7 +106,10 @@ class Slurm:
                     "ReturnToService=2",
                     f"SlurmctldLogFile={self.log / 'slurmctld.log'}",
                     f"SlurmdLogFile={self.log / 'slurmd.log'}",
-                    f"NodeName={host} CPUs={os.cpu_count() or 1} State=UNKNOWN",
+                    # Its memory declared (Slurm's default is 1 MB, which it gives jobs
+                    # as their RSS limit: Dask's workers then stop at once).
+                    f"NodeName={host} CPUs={os.cpu_count() or 1} RealMemory={_memory_mb()} "
+                    "State=UNKNOWN",
                     f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
                     "",
                 ]

@@ -1,0 +1,105 @@
+"""Placement on Dask whose workers are Slurm jobs (dask-jobqueue's SLURMCluster), on the
+real one-node Slurm the agent tests start, everything bound to 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+jobqueue = pytest.importorskip("dask_jobqueue")
+
+from distributed import Client  # noqa: E402
+
+from adaptyst_top.dask import DevicePlacement, placement_report  # noqa: E402
+from adaptyst_top.dask import demo_kernels as dk  # noqa: E402
+from adaptyst_top.dask.placed import TOPIC  # noqa: E402
+
+from .conftest import IS_ROOT  # noqa: E402
+from .test_dask import LARGE, SMALL, agrees, inputs  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not IS_ROOT, reason="a Slurm of its own needs root")
+
+
+@pytest.fixture
+def slurm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    from .slurm import Slurm
+
+    s = Slurm()
+    try:
+        monkeypatch.setenv("SLURM_CONF", str(s.conf))
+        yield s
+    finally:
+        s.stop()
+
+
+def jobs(slurm: object) -> set[str]:
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i"],
+        env=slurm.env,
+        capture_output=True,
+        text=True,
+        timeout=30,  # type: ignore[attr-defined]
+    )
+    return set(out.stdout.split())
+
+
+def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
+    slurm_env: object, tmp_path: Path
+) -> None:
+    warnings.filterwarnings("ignore", message="Sending large graph")
+    common = {
+        "cores": 1,
+        "processes": 1,
+        "memory": "1GB",
+        "python": sys.executable,
+        "walltime": "00:10:00",
+        "log_directory": str(tmp_path),
+        "local_directory": str(tmp_path),
+        "scheduler_options": {"host": "127.0.0.1", "dashboard_address": None},
+    }
+    with (
+        jobqueue.SLURMCluster(
+            # The node declares no memory, so a job's RSS limit is 1 MiB: no memory limit.
+            worker_extra_args=[
+                "--host",
+                "127.0.0.1",
+                "--resources",
+                "opencl=1",
+                "--memory-limit",
+                "0",
+            ],
+            **common,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cluster.scale(1)
+        client.wait_for_workers(1, timeout=90)
+        client.register_plugin(DevicePlacement("time"))
+        client.run(dk.warm)
+        rng = np.random.default_rng(4)
+        for _ in range(16):
+            xs = [inputs(rng, n) for n in (SMALL, SMALL, LARGE, LARGE)]
+            ys = client.gather(client.map(dk.logistic, xs, pure=False))
+            assert all(agrees(x, y) for x, y in zip(xs, ys, strict=True))
+        # The workers are Slurm jobs: their processes carry the job's ID, which squeue lists.
+        ids = set(client.run(lambda: os.environ.get("SLURM_JOB_ID")).values())
+        assert None not in ids and ids <= jobs(slurm_env)
+        runs = [m for _, m in client.get_events(TOPIC)]
+        assert len(runs) == 64 and {m["kind"] for m in runs} == {"cpu", "opencl"}
+        report = placement_report(client)
+        assert report["placed"] == 64 and all(
+            r["nodes"] == {"127.0.0.1": 32} for r in report["tasks"]
+        )
+    # Closing the cluster cancelled its jobs (squeue lists them while they complete).
+    deadline = time.monotonic() + 30
+    while jobs(slurm_env) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not jobs(slurm_env)
