@@ -171,3 +171,41 @@ def test_a_worker_that_leaves_is_forgotten_and_its_models_kept(two_workers: Clie
         r for r in placement_report(client)["tasks"] if r["size_bucket"] == size_bucket(LARGE)
     )
     assert row["runs"].get("opencl", 0) > 0 and row["runs"]["cpu"] > 0  # what it learnt stays
+
+
+def test_two_placed_tasks_of_one_name_never_share_a_dask_key() -> None:
+    from dask.base import tokenize
+
+    def factory(k: int) -> Any:
+        return placed("scaled", {"cpu": lambda x: x * k})
+
+    a, b = factory(2), factory(3)
+    assert tokenize(a, 1) != tokenize(b, 1) and tokenize(a, 1) == tokenize(a, 1)
+    with pytest.raises(PlacementError, match=r"not a finite count in \[0, 2\^63\)"):
+        placed("big", {"cpu": len}, size=lambda x: 1e20).input_size([1])
+
+
+def test_forged_or_damaged_run_events_are_counted_and_learnt_from_never() -> None:
+    from types import SimpleNamespace
+
+    plugin = DevicePlacement()
+    worker_state = SimpleNamespace(host="127.0.0.1", resources={})
+    plugin.scheduler = SimpleNamespace(workers={"tcp://127.0.0.1:1": worker_state}, resources={})
+    stream = plugin.stream("t", 10, ["cpu"])
+    good = {"v": 1, "stream": stream.task, "kind": "cpu", "explored": False, "size": 1000}
+    good |= {"t": 0.01, "worker": "tcp://127.0.0.1:1"}
+    bad = [
+        {**good, "worker": "tcp://10.9.9.9:1"},  # no worker of this cluster
+        {**good, "kind": "opencl"},  # a kind the stream does not place
+        {**good, "t": 10**400},
+        {**good, "t": float("inf")},
+        {**good, "size": 2**1100},
+        {**good, "stream": ["x"]},
+        "not a dict",
+        {**good, "v": 99},
+    ]
+    for msg in bad:
+        plugin.log_event(TOPIC, msg)
+    plugin.log_event(TOPIC, good)
+    assert plugin.ignored == len(bad)
+    assert list(plugin.figures) == [(stream.task, "cpu", "127.0.0.1")]

@@ -67,15 +67,7 @@ def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
     }
     with (
         jobqueue.SLURMCluster(
-            # The node declares no memory, so a job's RSS limit is 1 MiB: no memory limit.
-            worker_extra_args=[
-                "--host",
-                "127.0.0.1",
-                "--resources",
-                "opencl=1",
-                "--memory-limit",
-                "0",
-            ],
+            worker_extra_args=["--host", "127.0.0.1", "--resources", "opencl=1"],
             **common,
         ) as cluster,
         Client(cluster) as client,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,6 +17,7 @@ VERSION = 1  # the shape of the annotation and the events: tasks and plugin must
 ANNOTATION = "adaptyst"  # the task annotation that carries the placement to the worker
 TOPIC = "adaptyst-placement"  # the Dask event topic the workers report runs on
 KINDS = ("cpu", "opencl", "cuda")  # device kinds, as workers name their resources
+MAX_SIZE = 2**63 - 1  # what Dask's msgpack and the USDT probes carry
 
 
 class PlacementError(RuntimeError):
@@ -49,14 +51,13 @@ class PlacedTask:
         self.variants = dict(variants)
         self.size = size
         self.version = VERSION
+        self.token = uuid.uuid4().hex  # this task's identity in Dask's keys, pickled along
         self.__name__ = name  # Dask names the task's keys after it: "spmv-<token>"
 
-    def __dask_tokenize__(self) -> tuple[Any, ...]:
-        fns = sorted(
-            (k, getattr(f, "__module__", ""), getattr(f, "__qualname__", ""))
-            for k, f in self.variants.items()
-        )
-        return ("adaptyst_top.dask.PlacedTask", self.name, tuple(fns))
+    def __dask_tokenize__(self) -> tuple[str, str, str]:
+        # Its own identity, not its functions' names: two closures of one factory share
+        # a qualified name, and Dask would hand one's results for the other's calls.
+        return ("adaptyst_top.dask.PlacedTask", self.name, self.token)
 
     def __repr__(self) -> str:
         return f"placed({self.name!r}, {sorted(self.variants)})"
@@ -71,8 +72,8 @@ class PlacedTask:
             value = float(n)
         except (TypeError, ValueError):
             raise PlacementError(f"{self.name}: size() gave {n!r}, not a number") from None
-        if not math.isfinite(value) or value < 0:
-            raise PlacementError(f"{self.name}: size() gave {n!r}, not a finite count >= 0")
+        if not math.isfinite(value) or not 0 <= value <= MAX_SIZE:
+            raise PlacementError(f"{self.name}: size() gave {n!r}, not a finite count in [0, 2^63)")
         return max(1, int(value))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -16,13 +16,14 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps
 
 from adaptyst_top.dask.offer import OFFER_NAME, DeviceOffer
-from adaptyst_top.dask.placed import ANNOTATION, KINDS, TOPIC, VERSION, PlacedTask
+from adaptyst_top.dask.placed import ANNOTATION, KINDS, MAX_SIZE, TOPIC, VERSION, PlacedTask
 from adaptyst_top.placement.advisor import Advisor, Objective
 from adaptyst_top.placement.stream import TaskStream
 from adaptyst_top.placement.task_keys import size_bucket
 
 PLUGIN_NAME = "adaptyst-placement"
 OBJECTIVES = ("time", "energy", "edp", "weighted")
+MAX_RUN_S = 86_400.0  # a reported run longer than a day is no run of ours
 
 
 class DevicePlacement(SchedulerPlugin):
@@ -97,9 +98,8 @@ class DevicePlacement(SchedulerPlugin):
             placement = self.place(ts, spec, func, offered)
             ts.annotations = {**(ts.annotations or {}), ANNOTATION: placement}
             kind = placement.get("kind")
-            if kind and kind != "cpu":
-                ts.resource_restrictions = {kind: 1}
-                ts.loose_restrictions = False
+            if kind and kind != "cpu":  # beside the user's own restrictions, not instead
+                ts.resource_restrictions = {**(ts.resource_restrictions or {}), kind: 1}
             self.placed += 1
             self.place_ns += time.perf_counter_ns() - start
 
@@ -124,6 +124,8 @@ class DevicePlacement(SchedulerPlugin):
         stream = self.stream(func.name, size_bucket(size), usable)
         kind, explored = stream.next_device()
         if kind not in usable:  # its workers left: the CPU, or what is there
+            if explored:
+                stream.trial_out = max(0, stream.trial_out - 1)  # that look is not made
             kind, explored = ("cpu" if "cpu" in usable else usable[0]), False
         return {
             "v": VERSION,
@@ -185,7 +187,8 @@ class DevicePlacement(SchedulerPlugin):
                 **ts.annotations,
                 ANNOTATION: {**placement, "kind": kind, "explored": False},
             }
-            ts.resource_restrictions = {kind: 1} if kind != "cpu" else {}
+            rest = {k: n for k, n in (ts.resource_restrictions or {}).items() if k not in KINDS}
+            ts.resource_restrictions = {**rest, kind: 1} if kind != "cpu" else rest
             moved[ts.key] = "processing"
         if moved:
             scheduler.transitions(moved, stimulus_id=f"adaptyst-replace-{time.time()}")
@@ -193,23 +196,28 @@ class DevicePlacement(SchedulerPlugin):
     # ----- learning ---------------------------------------------------------------------
 
     def log_event(self, topic: str, msg: Any) -> None:
+        """A run reported by a worker. Anyone connected may log an event under any topic
+        (Client.log_event): only a well-formed run, in range, of a kind its stream
+        places, from a worker of this cluster, is learnt from; the rest is counted."""
         if topic != TOPIC:
             return
         try:
             sid, kind, t = msg["stream"], msg["kind"], float(msg["t"])
             size, explored = int(msg["size"]), bool(msg["explored"])
-            ok = msg.get("v") == VERSION and sid in self.streams and kind in KINDS
-            ok = ok and math.isfinite(t) and t >= 0 and size >= 1
-        except (KeyError, TypeError, ValueError):
+            stream = self.streams.get(sid) if isinstance(sid, str) else None
+            ws = self.scheduler.workers.get(msg.get("worker")) if self.scheduler else None
+            ok = msg.get("v") == VERSION and stream is not None and ws is not None
+            ok = ok and kind in stream.advisor.devices  # type: ignore[union-attr]
+            ok = ok and math.isfinite(t) and 0 <= t <= MAX_RUN_S and 1 <= size <= MAX_SIZE
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
             ok = False
         if not ok:
             self.ignored += 1
             return
-        node = self.node_of(str(msg.get("worker", "")))
-        fig = self.figures.setdefault((sid, kind, node), [0, 0.0])
+        fig = self.figures.setdefault((sid, kind, str(ws.host)), [0, 0.0])  # type: ignore[union-attr]
         fig[0] += 1
         fig[1] += t
-        self.streams[sid].ran(kind, (size_bucket(size), 0), t, None, size, explored)
+        stream.ran(kind, (size_bucket(size), 0), t, None, size, explored)  # type: ignore[union-attr]
 
     def node_of(self, address: str) -> str:
         ws = self.scheduler.workers.get(address) if self.scheduler is not None else None

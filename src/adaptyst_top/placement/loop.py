@@ -43,9 +43,13 @@ def interval_median_ns(p: ProbeEntry, seen: _Seen) -> float | None:
     runs. The cumulative median lags an interval's: CI's demo fed PoCL's logistic map
     at 14.1, 14.7, 10.0, 10.0 ms over four looks whose runs were ~9 ms after the first."""
     if p.hist is None:
+        seen.hist = {}
         return p.p50_ns
     now = dict(p.hist)
-    grown = {b: c - seen.hist.get(b, 0) for b, c in now.items() if c > seen.hist.get(b, 0)}
+    if any(now.get(b, 0) < c for b, c in seen.hist.items()):
+        grown = now  # the probe started over: all it holds is new
+    else:
+        grown = {b: c - seen.hist.get(b, 0) for b, c in now.items() if c > seen.hist.get(b, 0)}
     seen.hist = now
     mid = percentile(grown, 0.5)
     if mid is None:

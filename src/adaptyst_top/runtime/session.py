@@ -120,6 +120,8 @@ class Session:
         if self.placement is not None:
             part = self.placement.update(snap)
             snap = replace(snap, tasks=part.tasks, advice=part.advice, advisor=part.advisor)
+            if not with_hist:  # asked for the advisor's sake only
+                snap = replace(snap, probes=tuple(replace(p, hist=None) for p in snap.probes))
         if self.child is None:
             return snap
         self.child.poll()
