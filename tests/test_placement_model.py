@@ -291,7 +291,8 @@ def test_transfer_is_charged_unless_a_recent_run_left_the_data_there() -> None:
     adv.observe("t", "acc", ctx, 0.90, 5, size=10**8)  # measured long ago ...
     adv.observe("t", "cpu", ctx, 1.00, 30, size=10**8)  # ... 30 runs back: data gone
     adv.set_current("t", "cpu")
-    assert all(adv.decide("t") is None for _ in range(4))
+    # No move (a look again may be worth it: five runs long ago could have been slow).
+    assert all(a is None or a.explore for a in (adv.decide("t") for _ in range(4)))
     adv.observe("t", "acc", ctx, 0.90, 5, size=10**8)  # an exploration: data there now
     adv.observe("t", "cpu", ctx, 1.00, 5, size=10**8)
     adv.set_current("t", "cpu")
