@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from adaptyst_top.placement import demo
+from adaptyst_top.placement.kernels import available_devices, make_inputs
 from adaptyst_top.placement.task_api import TASK_SPEC, parse_key
 from adaptyst_top.runtime.model_store import DIR_ENV
 from adaptyst_top.snapshot import Snapshot
@@ -26,9 +29,30 @@ from .conftest import requires_root
 pytestmark = [pytest.mark.ebpf, requires_root]
 
 
+# PoCL's logistic map must beat numpy by this much, before and after the run, for a
+# move to be owed: on this 2-vCPU VM it has run 2x faster, and as slow as the CPU for
+# minutes at a time (CI: 22 against 20 ms), when no advisor should move it.
+CLEAR_SPEEDUP = 1.3
+
+
+def logistic_speedup() -> float:
+    """The CPU's median time over PoCL's, on the demo's first phase's logistic map,
+    interleaved runs of the same resident input, as the demo runs it."""
+    devices = available_devices()
+    inp = make_inputs("logistic", demo.PHASES[0].logistic)
+    times: dict[str, list[float]] = {"cpu": [], "opencl:0": []}
+    for _ in range(7):
+        for name, ts in times.items():
+            start = time.perf_counter()
+            devices[name](inp)
+            ts.append(time.perf_counter() - start)
+    return statistics.median(times["cpu"]) / statistics.median(times["opencl:0"][1:])
+
+
 def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute(tmp_path: Path) -> None:
     # Its own kept models: a move from nothing learned, whatever ran before it.
     env = {**os.environ, DIR_ENV: str(tmp_path)}
+    before = logistic_speedup()
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "adaptyst_top.cli.start", "record", "--interval", "1"),
@@ -41,11 +65,19 @@ def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute(tmp_path: Pa
         env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    after = logistic_speedup()
     snaps = [Snapshot.from_json(json.loads(x)) for x in proc.stdout.splitlines()]
     last = snaps[-1]
     assert last.advisor is not None
     real = [m for m in last.advisor.moves if not m.explore and m.to.startswith("opencl")]
-    assert real, ran_where(last)
+    told = f"PoCL {before:.2f}x the CPU before, {after:.2f}x after\n{ran_where(last)}"
+    if min(before, after) < CLEAR_SPEEDUP:
+        # No clear gain on this machine now: no move is owed, and none may go where its
+        # runs were slower.
+        assert all(m.measured_gain is None or m.measured_gain > -0.1 for m in real), told
+        assert none_left()
+        return
+    assert real, told
     move = real[0]
     # Made within a minute of the start, as the move log says.
     assert move.t is not None and move.t - snaps[0].t < 60
