@@ -23,6 +23,7 @@ from adaptyst_top.placement.model import (
     model_from_json,
     model_to_json,
 )
+from adaptyst_top.placement.stream import TaskStream
 from adaptyst_top.placement.task_api import feature_bucket, parse_key, size_bucket, task_key
 
 # Two simulated devices: "cpu" cheap to start, linear; "acc" a launch cost, 5x faster per item.
@@ -306,33 +307,16 @@ def _drive(
     """Run a task through `sizes` as the monitor and the eval do: a decision every 5 runs
     and when an exploration ends; time_of(device, size) is one run's time. The device
     of every run, and the advice given."""
-    assigned, trial, window = start, None, 0
+    stream = TaskStream(adv, "t", start)
     ran: list[str] = []
     advice: list[tuple[str, bool]] = []
     for n in sizes:
-        ends = False
-        if trial is not None:
-            dev, left = trial
-            trial = (dev, left - 1) if left > 1 else None
-            ends = trial is None
-        else:
-            dev = assigned
+        dev, explored = stream.next_device()
         t = time_of(dev, n)
         ran.append(dev)
-        adv.observe("t", dev, (size_bucket(n), 0), t, 1, t * 50, size=n)
-        window += 1
-        if window >= 5 or ends:
-            if window >= 5:
-                adv.set_current("t", max(set(ran[-5:]), key=ran[-5:].count))
-                window = 0
-            a = adv.decide("t")
-            if a is not None:
-                advice.append((a.suggested, a.explore))
-                adv.accepted(a)
-                if a.explore:
-                    trial = (a.suggested, a.runs or EXPLORE_RUNS)
-                else:
-                    assigned = a.suggested
+        a = stream.ran(dev, (size_bucket(n), 0), t, t * 50, n, explored)
+        if a is not None:
+            advice.append((a.suggested, a.explore))
     return ran, advice
 
 

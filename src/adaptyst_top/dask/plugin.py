@@ -47,7 +47,6 @@ class DevicePlacement(SchedulerPlugin):
         self.scheduler: Any = None
         self.advisors: dict[str, Advisor] = {}  # per task name: its models over sizes
         self.streams: dict[str, TaskStream] = {}  # per "name@size bucket"
-        self.names: dict[str, str] = {}  # stream -> task name
         self.figures: dict[
             tuple[str, str, str], list[float]
         ] = {}  # stream, kind, node -> [runs, s]
@@ -163,7 +162,6 @@ class DevicePlacement(SchedulerPlugin):
         if stream is None:
             start = "cpu" if "cpu" in usable else usable[0]
             stream = self.streams[sid] = TaskStream(advisor, sid, start)
-            self.names[sid] = name
         return stream
 
     def remove_worker(self, scheduler: Any, worker: str, **kwargs: Any) -> None:
@@ -230,30 +228,28 @@ class DevicePlacement(SchedulerPlugin):
     def report(self) -> dict[str, Any]:
         """Per task and input size: the device chosen, runs and mean time per device and
         node, moves and explorations, the gain over the CPU; and the placing's cost."""
+        runs: dict[str, dict[str, int]] = {}
+        secs: dict[str, dict[str, float]] = {}
+        nodes: dict[str, dict[str, int]] = {}
+        for (sid, kind, node), (n, total) in self.figures.items():  # one pass over them
+            add(runs.setdefault(sid, {}), kind, int(n))
+            add(secs.setdefault(sid, {}), kind, total)
+            add(nodes.setdefault(sid, {}), node, int(n))
         rows = []
         for sid, stream in sorted(self.streams.items()):
-            runs: dict[str, int] = {}
-            secs: dict[str, float] = {}
-            nodes: dict[str, int] = {}
-            for (s, kind, node), (n, total) in self.figures.items():
-                if s != sid:
-                    continue
-                runs[kind] = runs.get(kind, 0) + int(n)
-                secs[kind] = secs.get(kind, 0.0) + total
-                nodes[node] = nodes.get(node, 0) + int(n)
-            mean_ms = {k: round(1e3 * secs[k] / runs[k], 4) for k in runs}
+            mean_ms = {k: round(1e3 * t / runs[sid][k], 4) for k, t in secs.get(sid, {}).items()}
             here = mean_ms.get(stream.assigned)
             gain = None
             if here is not None and "cpu" in mean_ms and mean_ms["cpu"] > 0:
                 gain = round(1 - here / mean_ms["cpu"], 4)
             rows.append(
                 {
-                    "task": self.names[sid],
+                    "task": sid.rsplit("@", 1)[0],
                     "size_bucket": int(sid.rsplit("@", 1)[1]),
                     "device": stream.assigned,
-                    "runs": runs,
+                    "runs": runs.get(sid, {}),
                     "mean_ms": mean_ms,
-                    "nodes": nodes,
+                    "nodes": nodes.get(sid, {}),
                     "moves": stream.moves,
                     "explorations": stream.explorations,
                     "gain_vs_cpu": gain,
@@ -269,6 +265,10 @@ class DevicePlacement(SchedulerPlugin):
             "ignored_events": self.ignored,
             "tasks": rows,
         }
+
+
+def add(counts: dict[str, Any], key: str, n: float) -> None:
+    counts[key] = counts.get(key, 0) + n
 
 
 def predicted_ms(stream: TaskStream) -> dict[str, float]:
