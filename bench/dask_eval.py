@@ -22,10 +22,13 @@ workers (the plugin's update_graph and log_event on a scheduler-shaped object).
 from __future__ import annotations
 
 import argparse
+import atexit
 import itertools
 import json
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -42,12 +45,20 @@ from adaptyst_top.dask import DevicePlacement, placement_report
 from adaptyst_top.dask import demo_kernels as dk
 from adaptyst_top.dask.placed import ANNOTATION, TOPIC, VERSION
 
+SCRATCH = tempfile.mkdtemp(prefix="adt-dask-eval-")
+atexit.register(shutil.rmtree, SCRATCH, True)
 VARIANTS = {"cpu": dk.logistic_cpu, "opencl": dk.logistic_opencl}
 
 
 def start_cluster() -> tuple[Any, Any, list[str]]:
     def worker(resources: dict[str, float]) -> dict[str, Any]:
-        options = {"host": "127.0.0.1", "nthreads": 1, "dashboard_address": None}
+        # Scratch space of its own (mkdtemp: 0700), not Dask's guessable /tmp default.
+        options = {
+            "host": "127.0.0.1",
+            "nthreads": 1,
+            "dashboard_address": None,
+            "local_directory": SCRATCH,
+        }
         return {"cls": Nanny, "options": {**options, "resources": resources}}
 
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": None}}

@@ -5,6 +5,9 @@ advisor learns which from the runs themselves."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -27,8 +30,15 @@ from adaptyst_top.placement.task_keys import size_bucket  # noqa: E402
 SMALL, LARGE = 2_000, 400_000
 
 
+# Workers' scratch space in a directory of the test's own (mkdtemp's: mode 0700, a name no one can guess), not
+# Dask's default /tmp/dask-scratch-space, a name anyone could have made first.
+SCRATCH = tempfile.mkdtemp(prefix="adt-dask-")
+atexit.register(shutil.rmtree, SCRATCH, True)
+
+
 def worker(resources: dict[str, float] | None) -> dict[str, Any]:
     options: dict[str, Any] = {"host": "127.0.0.1", "nthreads": 1, "dashboard_address": None}
+    options["local_directory"] = SCRATCH
     if resources is not None:
         options["resources"] = resources
     return {"cls": Nanny, "options": options}
