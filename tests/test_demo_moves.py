@@ -70,10 +70,16 @@ def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute(tmp_path: Pa
     last = snaps[-1]
     assert last.advisor is not None
     real = [m for m in last.advisor.moves if not m.explore and m.to.startswith("opencl")]
-    told = f"PoCL {before:.2f}x the CPU before, {after:.2f}x after\n{ran_where(last)}"
-    if min(before, after) < CLEAR_SPEEDUP:
-        # No clear gain on this machine now: no move is owed, and none may go where its
-        # runs were slower.
+    during = in_run_speedup(last, "logistic")
+    told = (
+        f"PoCL {before:.2f}x the CPU before, {during:.2f}x in the run (medians), "
+        f"{after:.2f}x after\n{ran_where(last)}"
+    )
+    assert during > 0, told  # the advisor looked at PoCL: its runs are in the record
+    if min(before, during, after) < CLEAR_SPEEDUP:
+        # No clear gain on this machine now (CI: 2.4x before and 1.6x after, but PoCL's
+        # looks in the run's first seconds, beside the monitor starting, no faster than
+        # the CPU): no move is owed, and none may go where its runs were slower.
         assert all(m.measured_gain is None or m.measured_gain > -0.1 for m in real), told
         assert none_left()
         return
@@ -104,6 +110,18 @@ def test_the_demo_moves_a_task_where_it_runs_faster_within_a_minute(tmp_path: Pa
     assert cells["measured"].startswith("+"), cells
     assert task_row(task)[0]["on"] == task.device
     assert none_left()
+
+
+def in_run_speedup(snap: Snapshot, task: str) -> float:
+    """The CPU's median run of TASK over PoCL's, in the record's own probe figures (0
+    when PoCL never ran it)."""
+    p50: dict[str, float] = {}
+    for p in snap.probes:
+        k = parse_key(p.key) if isinstance(p.key, str) else None
+        if k and k[0] == task and p.p50_ns:
+            p50[k[1]] = max(p50.get(k[1], 0.0), p.p50_ns)
+    cpu, pocl = p50.get("cpu"), p50.get("opencl:0")
+    return cpu / pocl if cpu and pocl else 0.0
 
 
 def ran_where(snap: Snapshot) -> str:
