@@ -5,7 +5,6 @@ front. Checked in tmux, where the real driver runs."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -22,42 +21,35 @@ from textual.widget import Widget
 from adaptyst_top.tui.direct_paint import _cells, _uncovered
 from adaptyst_top.tui.widgets.text_line import TextLine
 
+from .terminal import Terminal
+
 APP = Path(__file__).parent / "targets" / "paint_app.py"
 SESSION = "adaptyst-paint"
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
 
-def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+TERM = Terminal(SESSION)
 
 
 def capture(colours: bool = True) -> str:
-    return tmux("capture-pane", "-p", *(["-e"] if colours else []), "-t", SESSION)
+    return TERM.screen(colours)
 
 
 def wait_for(what: Callable[[str], bool], timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
-        text = capture(colours=False)
-        if what(text):
-            return text
-        time.sleep(0.1)
-    raise AssertionError(f"timed out; the screen was:\n{text}")
+    return TERM.wait_for(what, timeout, step=0.1)
 
 
 @pytest.fixture
 def paint_app(tmp_path: Path) -> Iterator[Callable[[int, int], Path]]:
     def start(width: int, height: int) -> Path:
-        tmux("kill-session", "-t", SESSION)
         counts = tmp_path / "counts"
         command = f"{sys.executable} {APP} {counts}; echo EXITED $?; sleep 30"
-        tmux("new-session", "-d", "-s", SESSION, "-x", str(width), "-y", str(height), command)
+        TERM.start(command, width, height)
         return counts
 
     yield start
-    tmux("kill-session", "-t", SESSION)
+    TERM.kill()
 
 
 @needs_tmux
@@ -69,7 +61,7 @@ def test_what_is_painted_directly_is_what_textual_paints(
     wait_for(lambda s: _tick(s) >= 20)  # twenty rounds of rows, header and status
     painted = _freeze_and_compare_with_a_full_repaint()
     assert "function_0" in painted and "▆" not in painted.split("function_0")[0]
-    tmux("send-keys", "-t", SESSION, "q")
+    TERM.keys("q")
     wait_for(lambda s: "EXITED 0" in s)
     direct, refresh = _counts(counts)
     # Header, status and table each round (20 rounds or more); through Textual only
@@ -86,7 +78,7 @@ def test_what_is_painted_directly_is_what_textual_paints(
 def test_a_notification_in_front_stays_whole(paint_app: Callable[[int, int], Path]) -> None:
     paint_app(100, 30)
     wait_for(lambda s: _tick(s) >= 3)
-    tmux("send-keys", "-t", SESSION, "n")
+    TERM.keys("n")
     wait_for(lambda s: "a notification over the table" in s)
     start = _tick(wait_for(lambda s: _tick(s) > 0))
     wait_for(lambda s: _tick(s) >= start + 10)  # ten rounds painted beside it
@@ -108,7 +100,7 @@ def test_lines_painted_after_a_style_change_wear_the_new_style(
     paint_app(100, 30)
     for key in keys:
         start = _tick(wait_for(lambda s: _tick(s) > 0))
-        tmux("send-keys", "-t", SESSION, key)
+        TERM.keys(key)
         wait_for(lambda s, n=start: _tick(s) >= n + 5)  # rows painted in the new style
     _freeze_and_compare_with_a_full_repaint()
 
@@ -121,16 +113,16 @@ def test_a_refresh_pending_in_the_same_handler_is_not_lost(
     in one handler: the table shows the order after the removal."""
     paint_app(100, 30)
     wait_for(lambda s: _tick(s) >= 3)
-    tmux("send-keys", "-t", SESSION, "f")
+    TERM.keys("f")
     wait_for(lambda s: "frozen at tick" in s)
-    tmux("send-keys", "-t", SESSION, "d")
+    TERM.keys("d")
     text = wait_for(lambda s: "dropped" in s)
     first = next(ln for ln in text.splitlines() if "function_" in ln)
     assert "function_1 " in first and "dropped" in first
     assert "function_0 " not in text
     time.sleep(0.5)
     painted = capture()
-    tmux("send-keys", "-t", SESSION, "r")
+    TERM.keys("r")
     time.sleep(1.0)
     assert capture() == painted
 
@@ -138,11 +130,11 @@ def test_a_refresh_pending_in_the_same_handler_is_not_lost(
 def _freeze_and_compare_with_a_full_repaint() -> str:
     """Freeze the figures, then have Textual paint every cell anew: the screen must not
     change. The screen, as it was painted."""
-    tmux("send-keys", "-t", SESSION, "f")
+    TERM.keys("f")
     wait_for(lambda s: "frozen at tick" in s)
     time.sleep(0.5)
     painted = capture()
-    tmux("send-keys", "-t", SESSION, "r")
+    TERM.keys("r")
     time.sleep(1.0)
     assert capture() == painted
     return painted

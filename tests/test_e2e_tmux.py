@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ import pytest
 from adaptyst_top.runtime.model_store import DIR_ENV
 
 from .bpf_objects import none_left, uprobe_event_lines
+from .terminal import Terminal
 
 pytestmark = [
     pytest.mark.ebpf,
@@ -29,27 +29,19 @@ CLI = Path(sys.executable).parent / "adaptyst-top"
 SESSION = "adaptyst-e2e"
 
 
-def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+TERM = Terminal(SESSION)
 
 
 def pane_pid() -> int:
-    return int(tmux("list-panes", "-t", SESSION, "-F", "#{pane_pid}").split()[0])
+    return TERM.pane_pid()
 
 
 def screen() -> str:
-    return tmux("capture-pane", "-p", "-t", SESSION)
+    return TERM.screen()
 
 
 def wait_for(what: Callable[[str], bool], timeout: float = 60.0) -> str:
-    deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
-        text = screen()
-        if what(text):
-            return text
-        time.sleep(0.2)
-    raise AssertionError(f"timed out; the screen was:\n{text}")
+    return TERM.wait_for(what, timeout)
 
 
 def running(binary: Path) -> list[int]:
@@ -71,13 +63,12 @@ def start_monitor(workload_bin: Path) -> None:
     """The monitor at 80x24 over the workload, its exit status echoed after it."""
     assert shutil.which("tmux"), "tmux is installed by `make setup`"
     assert CLI.exists()
-    tmux("kill-session", "-t", SESSION)
     command = (
         f"{CLI} --probe 'uprobe:{workload_bin}:fast_fn' "
         f"--probe 'usdt:{workload_bin}:adaptyst_test:task_begin..task_end@arg1' "
         f"-- {workload_bin} forever 300; echo EXITED $?; sleep 30"
     )
-    tmux("new-session", "-d", "-s", SESSION, "-x", "80", "-y", "24", command)
+    TERM.start(command, 80, 24)
 
 
 def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
@@ -87,15 +78,15 @@ def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
         assert "attached" in line_of(text, "fast_fn")
         assert "Devices" in text and "Probes" in text and "Advisor" in text
         assert all(len(ln) <= 80 for ln in text.splitlines())
-        tmux("send-keys", "-t", SESSION, "Space")  # the cursor starts on the first row
+        TERM.keys("Space")  # the cursor starts on the first row
         wait_for(lambda s: "detached" in line_of(s, "fast_fn"), 15)
         # A lone Escape is told from the start of a key sequence only by a timeout: the
         # input thread, which sleeps until input comes, must still wake for it.
-        tmux("send-keys", "-t", SESSION, "?")
+        TERM.keys("?")
         wait_for(lambda s: "fast_fn" not in s, 15)
-        tmux("send-keys", "-t", SESSION, "Escape")
+        TERM.keys("Escape")
         wait_for(lambda s: "fast_fn" in s, 5)
-        tmux("send-keys", "-t", SESSION, "q")
+        TERM.keys("q")
         text = wait_for(lambda s: "EXITED" in s, 30)
         assert "EXITED 0" in text
         assert none_left()
@@ -103,7 +94,7 @@ def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
         # The command it launched went with it.
         assert not running(workload_bin)
     finally:
-        tmux("kill-session", "-t", SESSION)
+        TERM.kill()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
@@ -123,7 +114,7 @@ def test_a_signal_ends_the_monitor_on_screen_and_leaves_nothing(
         assert not uprobe_event_lines()
         assert not running(workload_bin)
     finally:
-        tmux("kill-session", "-t", SESSION)
+        TERM.kill()
 
 
 def test_closing_the_terminal_leaves_nothing(workload_bin: Path) -> None:
@@ -135,7 +126,7 @@ def test_closing_the_terminal_leaves_nothing(workload_bin: Path) -> None:
         wait_for(lambda s: "fast_fn" in s and "spmv" in s)
         monitor = next(p for p in psutil.Process(pane_pid()).children() if "adaptyst" in p.name())
     finally:
-        tmux("kill-session", "-t", SESSION)
+        TERM.kill()
     gone, alive = psutil.wait_procs([monitor], timeout=30)
     assert gone and not alive, [t.id for p in alive for t in p.threads()]
     assert none_left()
@@ -149,8 +140,7 @@ def test_the_commands_output_goes_to_a_private_file_removed_at_exit(tmp_path: Pa
         f"{CLI} -- sh -c 'echo $$ > {marker}; echo from-the-command; exec sleep 300'; "
         "echo EXITED $?; sleep 30"
     )
-    tmux("kill-session", "-t", SESSION)
-    tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "30", command)
+    TERM.start(command, 120, 30)
     try:
         text = wait_for(lambda s: "output:" in s)
         log = Path(line_of(text, "output:").split("output:", 1)[1].split()[0])
@@ -159,13 +149,13 @@ def test_the_commands_output_goes_to_a_private_file_removed_at_exit(tmp_path: Pa
         assert st.st_uid == 0 and st.st_mode & 0o077 == 0
         assert wait_for_file(marker)
         pid = int(marker.read_text())
-        tmux("send-keys", "-t", SESSION, "q")
+        TERM.keys("q")
         text = wait_for(lambda s: "EXITED" in s, 30)
         assert "EXITED 0" in text and "from-the-command" in text  # its last lines, shown
         assert not log.exists()
         assert not Path(f"/proc/{pid}").exists()  # the command went with the monitor
     finally:
-        tmux("kill-session", "-t", SESSION)
+        TERM.kill()
 
 
 def wait_for_file(path: Path, timeout: float = 30.0) -> bool:
@@ -180,20 +170,10 @@ def wait_for_file(path: Path, timeout: float = 30.0) -> bool:
 def test_the_live_demo_shows_the_task_table_and_a_move_in_tmux(tmp_path: Path) -> None:
     """`adaptyst-top demo` as a newcomer runs it, at 120x40: within a minute and a half the
     advisor pane has its task table and a move in the log, with the gain predicted."""
-    tmux("kill-session", "-t", SESSION)
-    tmux(
-        "new-session",
-        "-d",
-        "-s",
-        SESSION,
-        "-x",
-        "120",
-        "-y",
-        "40",
-        # COLUMNS and LINES, when pytest's environment has them, override the terminal's.
-        # Its own kept models: it neither starts from nor leaves what other tests learned.
-        f"env -u COLUMNS -u LINES {DIR_ENV}={tmp_path} {CLI} demo; echo EXITED $?; sleep 30",
-    )
+    # COLUMNS and LINES, when pytest's environment has them, override the terminal's.
+    # Its own kept models: it neither starts from nor leaves what other tests learned.
+    command = f"env -u COLUMNS -u LINES {DIR_ENV}={tmp_path} {CLI} demo; echo EXITED $?; sleep 30"
+    TERM.start(command, 120, 40)
     try:
         arrow = " → "
 
@@ -206,8 +186,8 @@ def test_the_live_demo_shows_the_task_table_and_a_move_in_tmux(tmp_path: Path) -
         move = next(ln for ln in text.splitlines() if moved(ln))
         assert any(f"{arrow}{d}" in move for d in ("opencl", "cpu")), move
         assert all(len(ln) <= 120 for ln in text.splitlines())
-        tmux("send-keys", "-t", SESSION, "q")
+        TERM.keys("q")
         assert "EXITED 0" in wait_for(lambda s: "EXITED" in s, 30)
         assert none_left()
     finally:
-        tmux("kill-session", "-t", SESSION)
+        TERM.kill()
