@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from adaptyst_top.placement.advisor import (
     Advisor,
     TransferModel,
 )
-from adaptyst_top.placement.exploration import EXPLORE_SHARE, PROBE_RUNS
+from adaptyst_top.placement.exploration import EXPLORE_SHARE, PROBE_RUNS, RELOOK_GROWTH
 from adaptyst_top.placement.model import (
     Running,
     TaskDeviceModel,
@@ -279,9 +280,36 @@ def test_rechecks_are_bounded_and_skip_a_clearly_slower_device() -> None:
     assert noisy.predictions("t")["acc"].samples <= RECHECK_SAMPLES + EXPLORE_RUNS
     # acc steadily 30% slower: one run to look, one measurement (the first run might
     # have carried the data there), one recheck once the task's runs have grown (that
-    # measurement might have fallen in a slow spell), never again.
+    # measurement might have fallen in a slow spell), then again only each time the
+    # task's runs have grown RELOOK_GROWTH times: a few runs in thousands.
     steady = Advisor(["cpu", "acc"])
-    assert _run(steady, {"cpu": [10e-3], "acc": [13e-3]}, 300) == [("acc", True)] * 3
+    ran, advice = _drive(steady, lambda d, _n: 13e-3 if d == "acc" else 10e-3, [60_000] * 3000)
+    assert advice and all(a == ("acc", True) for a in advice)
+    looks = [i for i, d in enumerate(ran) if d == "acc" and (i == 0 or ran[i - 1] != "acc")]
+    assert all(b >= RELOOK_GROWTH * a for a, b in itertools.pairwise(looks[2:])), looks
+    assert len(looks) <= 3 + math.log(3000 / looks[2], RELOOK_GROWTH)
+    assert ran.count("acc") <= 0.01 * len(ran)
+
+
+def test_a_long_look_in_a_slow_spell_is_taken_again_as_the_task_runs_on() -> None:
+    # Where a CI run left the demo: PoCL looked at in 17 runs during the monitor's
+    # start-up, 25 ms against the CPU's 20 ms; 9 ms once the node is quiet. Past
+    # RECHECK_SAMPLES runs it stood there for good; it is looked at again once the
+    # task's runs have grown RELOOK_GROWTH times, the old runs give way, and it moves.
+    adv = Advisor(["cpu", "acc"])
+    ctx = (size_bucket(60_000), 0)
+    adv.observe("t", "cpu", ctx, 20e-3, 10, size=60_000)
+    for runs in (1, 4, 4, 4, 4):
+        adv.observe("t", "acc", ctx, 25e-3, runs, size=60_000)
+        adv.observe("t", "cpu", ctx, 20e-3, 10, size=60_000)
+    adv.set_current("t", "cpu")
+    assert adv.predictions("t")["acc"].samples >= RECHECK_SAMPLES
+    last_look = adv.tasks["t"].executions
+    ran, advice = _drive(adv, lambda d, _n: 9e-3 if d == "acc" else 20e-3, [60_000] * 2000)
+    assert ("acc", False) in advice, advice
+    relooked_at = last_look + ran.index("acc")
+    assert relooked_at <= 2 * RELOOK_GROWTH * last_look, (relooked_at, last_look)
+    assert ran[-100:] == ["acc"] * 100
 
 
 def test_transfer_is_charged_unless_a_recent_run_left_the_data_there() -> None:

@@ -113,6 +113,9 @@ class Advisor:
         cold = device == st.switch_in
         if cold:
             st.switch_in = ""
+        ran_ctx, at = st.ran.get(device, (None, 0))
+        if device != st.current and ran_ctx == ctx and st.executions >= ex.RELOOK_GROWTH * at:
+            st.relook = device
         model = self.model(task, device)
         starts = model.time[ctx].starts if ctx in model.time else 0
         if not (cold and count == 1):
@@ -122,7 +125,9 @@ class Advisor:
             # Charged above, not learned from, as the oracle leaves out the first run of
             # each block. An interval's mean of several runs (the monitor) keeps it: the
             # monitor takes those runs' median instead (loop.py).
-            model.observe(ctx, time_s, count, energy_j, size)
+            retake = st.relook == device
+            st.relook = "" if retake else st.relook
+            model.observe(ctx, time_s, count, energy_j, size, retake)
         st.context = ctx
         st.size = size if size is not None else int(bucket_size(ctx[0]))
         st.executions += count
@@ -353,21 +358,22 @@ class Advisor:
                 continue
             stale = st.stale(d)
             move = self._move_s(st, d)
+            ran_ctx, at = st.ran.get(d, (None, 0))
+            aged = ex.widening(p.samples, st.executions, at) if ran_ctx == st.context else 1.0
             if p.source == "measured" and p.samples >= RECHECK_SAMPLES and not stale:
                 # Measured enough here: it stands where it stands, unless it measured
                 # better by more than a tie and the noise of a shared node still hides
                 # it (CI: PoCL's logistic map at 14.1 against 16.6 ms, over one first
-                # run and four rechecks that ranged 10-23 ms, was never taken again).
+                # run and four rechecks that ranged 10-23 ms, was never taken again),
+                # or its look has aged (all of it may have been one slow spell).
                 undecided = p.samples < UNDECIDED_MAX_SAMPLES and scores.get(d, s_cur) < s_cur * (
                     1 - self._settled()
                 )
-                if not undecided:
+                if not undecided and aged == 1.0:
                     continue
             if not spaced and not (p.source == "measured" and p.samples <= ex.EXPLORE_RUNS):
                 continue  # spaced, unless it follows up a promising first look
             upload = self.transfer.upload_s(st.size)
-            ran_ctx, at = st.ran.get(d, (None, 0))
-            aged = ex.age(st.executions, at) if ran_ctx == st.context else 1.0
             hope = self._score(ex.optimistic(p, upload, aged), cur, move)
             gain = (s_cur - hope) / s_cur if s_cur > 0 else 0.0
             recheck = p.source == "measured" and p.samples >= MOVE_MIN_SAMPLES

@@ -37,6 +37,11 @@ CLOSE_RATIO = 1.5  # predicted within this of the current: measured with EXPLORE
 FIRST_RUN_OPTIMISM = 0.25
 # A ratio between devices measured this many buckets away may have moved by 2^(d/2).
 RATIO_SPREAD_PER_BUCKET = 0.5
+# A look of many runs can fall in one slow spell too (the monitor's start-up beside
+# PoCL on 2 vCPUs: the logistic map at 25 ms for 17 runs, 9 ms otherwise): once the
+# task has run this many times longer than when it last ran there, it widens with age
+# as a short look does from twice (looked at again at most log4 of the task's runs).
+RELOOK_GROWTH = 4
 
 
 @dataclass(frozen=True)
@@ -63,12 +68,20 @@ def age(executions: int, looked_at: int) -> float:
     return 1.0 + math.log(executions / looked_at - 1)
 
 
+def widening(samples: int, executions: int, looked_at: int) -> float:
+    """age() for a look of SAMPLES runs: a short look (a first run, one exploration)
+    widens from when the task's runs have doubled, a longer one from RELOOK_GROWTH."""
+    if samples > PROBE_RUNS + EXPLORE_RUNS + 1 and executions < RELOOK_GROWTH * looked_at:
+        return 1.0
+    return age(executions, looked_at)
+
+
 def optimistic(p: Prediction, upload_s: float = 0.0, aged: float = 1.0) -> Prediction:
     """The device at its best plausible cost: two standard errors better, or its best
     run if better still (never below a tenth); one run alone, a quarter of it, or less
     when moving the input there (upload_s, at a pessimistic speed) could explain more
     of it: a first SpMV run of 45 million nonzeros is mostly the upload. AGED (age()):
-    a look of one run, or one exploration's runs, that much more optimistic."""
+    a measured look that much more optimistic (widening())."""
     if p.source == "measured" and p.samples <= 1:
         f = FIRST_RUN_OPTIMISM / aged
         if p.time_s > 0:
@@ -79,12 +92,10 @@ def optimistic(p: Prediction, upload_s: float = 0.0, aged: float = 1.0) -> Predi
         return replace(p, time_s=p.time_s * f, energy_j=energy)
     else:
         f = 1 - 2 * p.rel_err
-        # ... also after a first one-run look (CI's demo beside a busy core: PoCL at 25
-        # ms for one run, then 35 ms for four, 9 ms otherwise; 5 runs, never again).
-        if p.source == "measured" and p.samples <= PROBE_RUNS + EXPLORE_RUNS + 1:
-            # One exploration's runs can all fall in one slow spell (the demo under CI:
-            # PoCL's logistic map at 24 ms for four runs, 7 ms otherwise): that look
-            # too is taken again once, as the task runs on; a second makes it 8 runs.
+        if p.source == "measured":
+            # Its runs can all have fallen in one slow spell (the demo under CI: PoCL's
+            # logistic map at 24 ms for four runs, 7 ms otherwise): taken again as the
+            # task runs on (widening()).
             f /= aged
         if p.best_s is not None and p.time_s > 0:
             f = min(f, p.best_s / p.time_s)

@@ -114,6 +114,21 @@ class Running:
             self.drift_streak = 0
         return True
 
+    def retake(self, x: float, weight: int = 1) -> bool:
+        """Add a value from a look taken long after the others (exploration.RELOOK_GROWTH):
+        off their median by more than DRIFT_RATIO, they were another time of the node
+        (a slow spell: PoCL's logistic map at 25 ms for 17 runs beside the monitor's
+        start-up, 9 ms after), and the model starts over from it."""
+        if self.n == 0 or abs(x - self.mean) <= DRIFT_RATIO * self.mean:
+            return self.add(x, weight)
+        self.last = deque([x], maxlen=DRIFT_RUNS)
+        self.reset()
+        for _ in range(max(1, min(weight, 50)) - 1):
+            self._count(x)
+            if len(self.first) < ROBUST_FIRST:
+                self.first.append(x)
+        return True
+
     def _count(self, x: float) -> None:
         """One more value in the count and the Welford sums."""
         self.n += 1
@@ -210,15 +225,19 @@ class TaskDeviceModel:
         count: int = 1,
         energy_j: float | None = None,
         size: int | None = None,
+        retake: bool = False,
     ) -> bool:
+        """Learn COUNT runs of mean TIME_S; RETAKE: a look long after the last (retake())."""
         if size is not None:
             # The fit works on real sizes: a bucket's middle can be 40% off its inputs.
             n = self.time[ctx].n if ctx in self.time else 0
             prev = self.sizes.get(ctx, float(size))
             self.sizes[ctx] = (prev * n + size * count) / (n + count)
-        accepted = self.time.setdefault(ctx, Running()).add(time_s, count)
+        time = self.time.setdefault(ctx, Running())
+        accepted = time.retake(time_s, count) if retake else time.add(time_s, count)
         if accepted and energy_j is not None:
-            self.energy.setdefault(ctx, Running()).add(energy_j, count)
+            energy = self.energy.setdefault(ctx, Running())
+            _ = energy.retake(energy_j, count) if retake else energy.add(energy_j, count)
         self._fit.pop(ctx[1], None)
         return accepted
 
