@@ -3,11 +3,13 @@ real one-node Slurm the agent tests start, everything bound to 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from distributed import Client  # noqa: E402
 from adaptyst_top.dask import DevicePlacement, placement_report  # noqa: E402
 from adaptyst_top.dask import demo_kernels as dk  # noqa: E402
 from adaptyst_top.dask.placed import TOPIC  # noqa: E402
+from adaptyst_top.placement.task_api import TASK_SPEC, parse_key  # noqa: E402
 
 from .conftest import IS_ROOT  # noqa: E402
 from .test_dask import LARGE, SMALL, agrees, inputs  # noqa: E402
@@ -51,6 +54,23 @@ def jobs(slurm: object) -> set[str]:
     return set(out.stdout.split())
 
 
+def record_job(job: str, out: Path) -> tuple[subprocess.Popen[str], Path]:
+    """`adaptyst-top record --job JOB` on the task API's probes, once it has attached."""
+    options = ["--probe", TASK_SPEC, "--interval", "0.2", "--out", str(out)]
+    rec = subprocess.Popen(
+        [sys.executable, "-m", "adaptyst_top.cli.start", "record", "--job", job, *options],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (out.exists() and out.read_text().count("\n") >= 1):
+        assert rec.poll() is None, rec.stderr.read() if rec.stderr else ""
+        assert time.monotonic() < deadline, "record never started"
+        time.sleep(0.1)
+    return rec, out
+
+
+@pytest.mark.ebpf
 def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
     slurm_env: object, tmp_path: Path
 ) -> None:
@@ -76,20 +96,37 @@ def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
         client.wait_for_workers(1, timeout=90)
         client.register_plugin(DevicePlacement("time"))
         client.run(dk.warm)
+        # The workers are Slurm jobs: their processes carry the job's ID, which squeue lists.
+        ids = set(client.run(lambda: os.environ.get("SLURM_JOB_ID")).values())
+        assert None not in ids and ids <= jobs(slurm_env)
+        # The node's monitor on the worker's job sees the placed calls as tasks.
+        (job,) = ids
+        rec, out = record_job(str(job), tmp_path / "job.jsonl")
         rng = np.random.default_rng(4)
         for _ in range(16):
             xs = [inputs(rng, n) for n in (SMALL, SMALL, LARGE, LARGE)]
             ys = client.gather(client.map(dk.logistic, xs, pure=False))
             assert all(agrees(x, y) for x, y in zip(xs, ys, strict=True))
-        # The workers are Slurm jobs: their processes carry the job's ID, which squeue lists.
-        ids = set(client.run(lambda: os.environ.get("SLURM_JOB_ID")).values())
-        assert None not in ids and ids <= jobs(slurm_env)
         runs = [m for _, m in client.get_events(TOPIC)]
         assert len(runs) == 64 and {m["kind"] for m in runs} == {"cpu", "opencl"}
         report = placement_report(client)
         assert report["placed"] == 64 and all(
             r["nodes"] == {"127.0.0.1": 32} for r in report["tasks"]
         )
+    # Closing the cluster ended the job, and with it the record, which counted every call
+    # on the device the worker reported.
+    try:
+        assert rec.wait(60) == 0, rec.stderr.read() if rec.stderr else ""
+    finally:
+        rec.kill()
+    last = json.loads(out.read_text().splitlines()[-1])
+    seen = Counter[str]()
+    for p in last["probes"]:
+        k = parse_key(p["key"]) if isinstance(p.get("key"), str) else None
+        if k is not None and k[0] == "logistic":
+            seen[k[1]] += p["count"]
+    assert seen == Counter(m["kind"] for m in runs), (seen, last["probes"])
+    assert last["target_ended"] and last["target"]["name"] == f"job {job}"
     # Closing the cluster cancelled its jobs (squeue lists them while they complete).
     deadline = time.monotonic() + 30
     while jobs(slurm_env) and time.monotonic() < deadline:
