@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
+from adaptyst_top.placement.loop import TASK_PROBE_NAME
 from adaptyst_top.runtime.cluster import Prometheus, read_cluster
 from adaptyst_top.runtime.metrics import AgentCollector, ProbeSource
 from adaptyst_top.runtime.metrics_export import registry_for
 from adaptyst_top.snapshot import DeviceReading, Latency, ProbeEntry
 from adaptyst_top.snapshot.histogram import bucket_of
+from adaptyst_top.tui.cluster_app import node_cells
 
 from .test_metrics import Prometheus as PrometheusServer
 from .test_metrics import free_port
@@ -32,6 +34,7 @@ from .test_metrics import free_port
 NODES = [f"cn{i:03d}" for i in range(200)]
 JOB_NODES = NODES[:5]  # these run Slurm job 100, with a probe each
 GONE = NODES[-1]  # stops reporting during the test
+PLACED_KEY = "logistic|opencl|20|0"  # a placed task's calls (a Dask worker's) on each
 
 pytestmark = pytest.mark.skipif(
     shutil.which("prometheus") is None and os.geteuid() != 0,
@@ -39,9 +42,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def probe(node_index: int, calls: int) -> ProbeEntry:
-    """A probe whose calls take (index + 1) x 100 us: the slowest p99 differs by node."""
-    ns = (node_index + 1) * 100_000
+def probe(node_index: int, calls: int, ns: int = 0) -> ProbeEntry:
+    """A probe whose calls take (index + 1) x 100 us (or NS): the slowest p99 differs by
+    node."""
+    ns = ns or (node_index + 1) * 100_000
     lat = Latency(float(ns), float(ns), float(ns), float(ns), float(ns), float(ns))
     return ProbeEntry(
         group=1, id=0, spec="uprobe:/opt/app:solve", name="solve", kind="uprobe",
@@ -105,7 +109,9 @@ class Exporter:
     def _collector(self, node: str, index: int) -> AgentCollector:
         def sources() -> list[ProbeSource]:
             calls = int(1000 * (1 + time.monotonic() - self.start))
-            return [ProbeSource("alice", "100", [probe(index, calls)], 0.001)]
+            fast = probe(index, calls, ns=50_000)  # never the slowest
+            placed = replace(fast, name=TASK_PROBE_NAME, kind="usdt", key=PLACED_KEY)
+            return [ProbeSource("alice", "100", [probe(index, calls), placed], 0.001)]
 
         live = node in JOB_NODES
         collector = AgentCollector(self._now_devices, sources if live else list, "jobs")
@@ -157,6 +163,10 @@ def test_every_node_listed_and_a_jobs_nodes_alone(cluster: tuple[Prometheus, Exp
     job_rows = read_cluster(prom, job="100")
     assert [r.node for r in job_rows] == JOB_NODES
     assert all(r.jobs == {"100"} for r in job_rows)
+    # The job's placed task, on the device it runs on, in each node's row.
+    assert all(r.tasks == {"logistic": "opencl"} for r in job_rows), job_rows
+    assert not any(r.tasks for r in rows if r.node not in JOB_NODES)
+    assert node_cells(job_rows[0])[0]["tasks"] == "logistic@opencl"
     # The slowest probe by p99 once two scrapes give a rate: cn004's calls take 500 us.
     deadline = time.monotonic() + 30
     while (slow := read_cluster(prom, job="100")[4].slowest) is None:

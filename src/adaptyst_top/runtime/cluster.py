@@ -49,6 +49,8 @@ class NodeRow:
     energy_w: dict[str, float] = field(default_factory=dict)  # kind -> joules/s (rate)
     jobs: set[str] = field(default_factory=set)
     slowest: tuple[str, float] | None = None  # (probe, p99 seconds)
+    # Placed tasks (the task API's, a Dask worker's calls) -> the device each runs on now
+    tasks: dict[str, str] = field(default_factory=dict)
 
 
 class Prometheus:
@@ -196,6 +198,14 @@ def read_cluster(
         labels = s.get("metric", {})
         if labels.get("node") in rows and (j := _job_of(labels)):
             rows[labels["node"]].jobs.add(j)
+    placed = (
+        f"max by (node, task, current) (last_over_time(adaptyst_task_placement_info[{JOB_WINDOW}]))"
+    )
+    for s in prom.query(placed):
+        labels = s.get("metric", {})
+        row = rows.get(labels.get("node", ""))
+        if row is not None and labels.get("task") and labels.get("current"):
+            row.tasks[inert(labels["task"])] = inert(labels["current"])
     p99 = (
         "histogram_quantile(0.99, sum by (node, probe, le) "
         "(rate(adaptyst_probe_latency_seconds_bucket[5m])))"

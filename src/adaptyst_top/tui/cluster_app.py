@@ -43,6 +43,7 @@ CLUSTER_COLUMNS = [
     Column("jobs", "JOBS", 0, priority=5),
     Column("p99", "SLOWEST P99", 0, priority=6),
     Column("seen", "SEEN", 9, priority=4),
+    Column("tasks", "TASKS ON", 0, priority=1),
 ]
 SORTS = ("node", "cpu", "gpu", "power", "p99")
 
@@ -67,6 +68,7 @@ def node_cells(row: NodeRow) -> tuple[dict[str, str], dict[str, object], str]:
         "jobs": ",".join(sorted(row.jobs)),
         "p99": slowest,
         "seen": f"stale {seen}" if row.stale else seen,
+        "tasks": " ".join(f"{t}@{d}" for t, d in sorted(row.tasks.items())),
     }
     sort = {
         "node": row.node,
