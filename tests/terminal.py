@@ -1,26 +1,32 @@
 """A real terminal for tests: a tmux session on this test run's own tmux server.
 
-The run's own server (its own socket, no user configuration, kept up while it has no
-session) because tmux's default server exits with its last session: a `new-session`
-sent while it is exiting fails, and the test then read an empty screen for a minute
-(CI, stop 42). It also keeps tests off a user's own tmux server."""
+The run's own server (its own socket, no user configuration, kept up by a keeper
+session while this process lives) because tmux's default server exits with its last
+session: a `new-session` sent while it is exiting fails, and the test then read an
+empty screen for a minute (CI, stop 42). It also keeps tests off a user's own server."""
 
 from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-SOCKET = f"adaptyst-test-{os.getpid()}"
+# A private folder: no name another user can take or a later run (same pid) can reuse.
+SOCKET = Path(tempfile.mkdtemp(prefix="adaptyst-tmux-")) / "server"
 _STARTS = 5  # a session that did not come up is started again, this many times at most
+# Keeps the server up between the tests' sessions, and ends with this process however
+# it ends (SIGKILL too): the server then exits with its last session, as tmux's do.
+_KEEPER = f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 1; done"
 
 
 def tmux(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["tmux", "-L", SOCKET, "-f", "/dev/null", *args],
+        ["tmux", "-S", str(SOCKET), "-f", "/dev/null", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -28,10 +34,8 @@ def tmux(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _kill_server() -> None:
-    # tmux leaves its socket behind when killed.
-    path = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}" / SOCKET
     tmux("kill-server")
-    path.unlink(missing_ok=True)
+    shutil.rmtree(SOCKET.parent, ignore_errors=True)
 
 
 class Terminal:
@@ -44,7 +48,8 @@ class Terminal:
         self.kill()
         said = ""
         for _ in range(_STARTS):
-            tmux("start-server", ";", "set-option", "-g", "exit-empty", "off")
+            if tmux("has-session", "-t", "keeper").returncode != 0:
+                tmux("new-session", "-d", "-s", "keeper", _KEEPER)
             made = tmux(
                 "new-session", "-d", "-s", self.session, "-x", str(width), "-y", str(height),
                 command,

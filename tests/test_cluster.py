@@ -164,7 +164,7 @@ def test_every_node_listed_and_a_jobs_nodes_alone(cluster: tuple[Prometheus, Exp
     assert [r.node for r in job_rows] == JOB_NODES
     assert all(r.jobs == {"100"} for r in job_rows)
     # The job's placed task, on the device it runs on, in each node's row.
-    assert all(r.tasks == {"logistic": "opencl"} for r in job_rows), job_rows
+    assert all(r.tasks == {("logistic", "opencl")} for r in job_rows), job_rows
     assert not any(r.tasks for r in rows if r.node not in JOB_NODES)
     assert node_cells(job_rows[0])[0]["tasks"] == "logistic@opencl"
     # The slowest probe by p99 once two scrapes give a rate: cn004's calls take 500 us.

@@ -3,6 +3,7 @@ real one-node Slurm the agent tests start, everything bound to 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -54,20 +55,31 @@ def jobs(slurm: object) -> set[str]:
     return set(out.stdout.split())
 
 
-def record_job(job: str, out: Path) -> tuple[subprocess.Popen[str], Path]:
-    """`adaptyst-top record --job JOB` on the task API's probes, once it has attached."""
-    options = ["--probe", TASK_SPEC, "--interval", "0.2", "--out", str(out)]
-    rec = subprocess.Popen(
-        [sys.executable, "-m", "adaptyst_top.cli.start", "record", "--job", job, *options],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while not (out.exists() and out.read_text().count("\n") >= 1):
-        assert rec.poll() is None, rec.stderr.read() if rec.stderr else ""
-        assert time.monotonic() < deadline, "record never started"
-        time.sleep(0.1)
-    return rec, out
+@contextlib.contextmanager
+def recording(job: str, out: Path) -> Iterator[subprocess.Popen[str]]:
+    """`adaptyst-top record --job JOB` on the task API's probes, once it has attached
+    (its first line); at exit, given a minute to end with the job, then killed."""
+    log = out.with_suffix(".stderr")
+    options = ["--probe", TASK_SPEC, "--interval", "0.2", "--duration", "300", "--out", str(out)]
+    with log.open("w") as err:
+        rec = subprocess.Popen(
+            [sys.executable, "-m", "adaptyst_top.cli.start", "record", "--job", job, *options],
+            stderr=err,
+            text=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not (out.exists() and out.read_text().count("\n") >= 1):
+            assert rec.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "record never started"
+            time.sleep(0.1)
+        yield rec
+    finally:
+        try:
+            rec.wait(60)
+        finally:
+            rec.kill()
+            rec.wait()
 
 
 @pytest.mark.ebpf
@@ -85,7 +97,9 @@ def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
         "local_directory": str(tmp_path),
         "scheduler_options": {"host": "127.0.0.1", "dashboard_address": None},
     }
+    out = tmp_path / "job.jsonl"
     with (
+        contextlib.ExitStack() as records,  # left last: after the cluster ended the job
         jobqueue.SLURMCluster(
             worker_extra_args=["--host", "127.0.0.1", "--resources", "opencl=1"],
             **common,
@@ -101,7 +115,7 @@ def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
         assert None not in ids and ids <= jobs(slurm_env)
         # The node's monitor on the worker's job sees the placed calls as tasks.
         (job,) = ids
-        rec, out = record_job(str(job), tmp_path / "job.jsonl")
+        rec = records.enter_context(recording(str(job), out))
         rng = np.random.default_rng(4)
         for _ in range(16):
             xs = [inputs(rng, n) for n in (SMALL, SMALL, LARGE, LARGE)]
@@ -115,10 +129,7 @@ def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
         )
     # Closing the cluster ended the job, and with it the record, which counted every call
     # on the device the worker reported.
-    try:
-        assert rec.wait(60) == 0, rec.stderr.read() if rec.stderr else ""
-    finally:
-        rec.kill()
+    assert rec.returncode == 0, out.with_suffix(".stderr").read_text()
     last = json.loads(out.read_text().splitlines()[-1])
     seen = Counter[str]()
     for p in last["probes"]:

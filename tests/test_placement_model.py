@@ -286,6 +286,7 @@ def test_rechecks_are_bounded_and_skip_a_clearly_slower_device() -> None:
     ran, advice = _drive(steady, lambda d, _n: 13e-3 if d == "acc" else 10e-3, [60_000] * 3000)
     assert advice and all(a == ("acc", True) for a in advice)
     looks = [i for i, d in enumerate(ran) if d == "acc" and (i == 0 or ran[i - 1] != "acc")]
+    assert len(looks) >= 3, looks
     assert all(b >= RELOOK_GROWTH * a for a, b in itertools.pairwise(looks[2:])), looks
     assert len(looks) <= 3 + math.log(3000 / looks[2], RELOOK_GROWTH)
     assert ran.count("acc") <= 0.01 * len(ran)
@@ -588,3 +589,27 @@ def test_kept_models_are_priors_the_run_can_overturn() -> None:
 )
 def test_a_damaged_kept_model_is_not_used(bad: object) -> None:
     assert model_from_json(bad) is None
+
+
+def test_a_late_look_starts_over_only_a_model_it_outdoes_and_only_its_own() -> None:
+    # 17 runs at 25 ms in a slow spell; the task ran on for 200 runs elsewhere.
+    adv = Advisor(["cpu", "acc"])
+    ctx, other = (20, 0), (21, 0)
+    adv.observe("t", "cpu", ctx, 20e-3, 10)
+    adv.observe("t", "acc", ctx, 25e-3, 17, energy_j=2.5)
+    adv.observe("t", "cpu", ctx, 20e-3, 200)
+    adv.set_current("t", "cpu")
+    acc = adv.model("t", "acc")
+    # A late look at another input neither restarts this one nor is flagged for it.
+    adv.observe("t", "acc", other, 9e-3, 1)
+    assert adv.tasks["t"].relook is None and acc.time[ctx].n == 17
+    adv.observe("t", "cpu", ctx, 20e-3, 400)
+    # Slower than before: drift detection's business, not a start-over.
+    adv.observe("t", "acc", ctx, 40e-3, 1, energy_j=4.0)
+    assert acc.time[ctx].n == 18 and acc.time[ctx].starts == 0
+    adv.observe("t", "cpu", ctx, 20e-3, 4000)
+    # Faster by more than DRIFT_RATIO: the old runs give way, energy with the time.
+    adv.observe("t", "acc", ctx, 9e-3, 4, energy_j=0.9)
+    assert acc.time[ctx].n == 1 and acc.time[ctx].mean == 9e-3
+    assert acc.energy[ctx].n == 1 and acc.energy[ctx].mean == 0.9
+    assert adv.tasks["t"].relook is None

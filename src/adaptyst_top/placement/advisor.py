@@ -114,8 +114,10 @@ class Advisor:
         if cold:
             st.switch_in = ""
         ran_ctx, at = st.ran.get(device, (None, 0))
-        if device != st.current and ran_ctx == ctx and st.executions >= ex.RELOOK_GROWTH * at:
-            st.relook = device
+        if device == st.current:
+            st.relook = None  # a move, or runs at home: no look under way
+        elif ran_ctx == ctx and st.executions >= ex.RELOOK_GROWTH * at:
+            st.relook = (device, ctx)
         model = self.model(task, device)
         starts = model.time[ctx].starts if ctx in model.time else 0
         if not (cold and count == 1):
@@ -125,8 +127,8 @@ class Advisor:
             # Charged above, not learned from, as the oracle leaves out the first run of
             # each block. An interval's mean of several runs (the monitor) keeps it: the
             # monitor takes those runs' median instead (loop.py).
-            retake = st.relook == device
-            st.relook = "" if retake else st.relook
+            retake = st.relook == (device, ctx)
+            st.relook = None if retake else st.relook
             model.observe(ctx, time_s, count, energy_j, size, retake)
         st.context = ctx
         st.size = size if size is not None else int(bucket_size(ctx[0]))
@@ -431,3 +433,4 @@ class Advisor:
                 st.switch_in = advice.suggested if cold else ""
             else:
                 st.current = advice.suggested
+                st.relook = None

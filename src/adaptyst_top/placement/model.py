@@ -114,20 +114,18 @@ class Running:
             self.drift_streak = 0
         return True
 
-    def retake(self, x: float, weight: int = 1) -> bool:
-        """Add a value from a look taken long after the others (exploration.RELOOK_GROWTH):
-        off their median by more than DRIFT_RATIO, they were another time of the node
-        (a slow spell: PoCL's logistic map at 25 ms for 17 runs beside the monitor's
-        start-up, 9 ms after), and the model starts over from it."""
-        if self.n == 0 or abs(x - self.mean) <= DRIFT_RATIO * self.mean:
-            return self.add(x, weight)
+    def outdone(self, x: float) -> bool:
+        """X, from a look taken long after the others (exploration.RELOOK_GROWTH), is
+        faster than their median by more than DRIFT_RATIO: they were another time of the
+        node (a slow spell: PoCL's logistic map at 25 ms for 17 runs beside the monitor's
+        start-up, 9 ms after). A slower late look goes through drift detection as ever."""
+        return self.n > 0 and x < (1 - DRIFT_RATIO) * self.mean
+
+    def start_over(self, x: float) -> None:
+        """Keep only X, as one run whatever it stands for: what it says is measured
+        again before any move (MOVE_MIN_SAMPLES), its spread with it."""
         self.last = deque([x], maxlen=DRIFT_RUNS)
         self.reset()
-        for _ in range(max(1, min(weight, 50)) - 1):
-            self._count(x)
-            if len(self.first) < ROBUST_FIRST:
-                self.first.append(x)
-        return True
 
     def _count(self, x: float) -> None:
         """One more value in the count and the Welford sums."""
@@ -227,17 +225,26 @@ class TaskDeviceModel:
         size: int | None = None,
         retake: bool = False,
     ) -> bool:
-        """Learn COUNT runs of mean TIME_S; RETAKE: a look long after the last (retake())."""
+        """Learn COUNT runs of mean TIME_S; RETAKE: a look long after the last, which
+        starts the model over where it outdoes the runs before (Running.outdone)."""
         if size is not None:
             # The fit works on real sizes: a bucket's middle can be 40% off its inputs.
             n = self.time[ctx].n if ctx in self.time else 0
             prev = self.sizes.get(ctx, float(size))
             self.sizes[ctx] = (prev * n + size * count) / (n + count)
         time = self.time.setdefault(ctx, Running())
-        accepted = time.retake(time_s, count) if retake else time.add(time_s, count)
+        if retake and time.outdone(time_s):
+            time.start_over(time_s)
+            # Energy goes with the time: the same runs, the same spell.
+            if energy_j is None:
+                self.energy.pop(ctx, None)
+            else:
+                self.energy.setdefault(ctx, Running()).start_over(energy_j)
+            self._fit.pop(ctx[1], None)
+            return True
+        accepted = time.add(time_s, count)
         if accepted and energy_j is not None:
-            energy = self.energy.setdefault(ctx, Running())
-            _ = energy.retake(energy_j, count) if retake else energy.add(energy_j, count)
+            self.energy.setdefault(ctx, Running()).add(energy_j, count)
         self._fit.pop(ctx[1], None)
         return accepted
 

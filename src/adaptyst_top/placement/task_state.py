@@ -26,7 +26,9 @@ class TaskState:
     explored_ctx: Context | None = None  # the input the last exploration was for
     exploring: str = ""  # the device of an exploration under way
     switch_in: str = ""  # the device of a recheck whose first run is still to come
-    relook: str = ""  # a device run again long after its last run here (RELOOK_GROWTH)
+    # (device, input) of an exploration run long after the device's last run of that
+    # input (RELOOK_GROWTH): its first learned run may start the model over.
+    relook: tuple[str, Context] | None = None
     # device -> (input context, executions count) when its model there last started over
     started_over: dict[str, tuple[Context, int]] = field(default_factory=dict)
 

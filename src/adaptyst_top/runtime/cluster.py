@@ -49,8 +49,8 @@ class NodeRow:
     energy_w: dict[str, float] = field(default_factory=dict)  # kind -> joules/s (rate)
     jobs: set[str] = field(default_factory=set)
     slowest: tuple[str, float] | None = None  # (probe, p99 seconds)
-    # Placed tasks (the task API's, a Dask worker's calls) -> the device each runs on now
-    tasks: dict[str, str] = field(default_factory=dict)
+    # (task, device it runs on now): the task API's, a Dask worker's placed calls
+    tasks: set[tuple[str, str]] = field(default_factory=set)
 
 
 class Prometheus:
@@ -198,14 +198,15 @@ def read_cluster(
         labels = s.get("metric", {})
         if labels.get("node") in rows and (j := _job_of(labels)):
             rows[labels["node"]].jobs.add(j)
-    placed = (
-        f"max by (node, task, current) (last_over_time(adaptyst_task_placement_info[{JOB_WINDOW}]))"
-    )
+    # Now, not over a window: a task that moved left a series for its old device, which
+    # Prometheus marks stale at the next scrape. Only JOB's tasks, given one.
+    placed = f"max by (node, task, current, {', '.join(JOB_LABELS)}) (adaptyst_task_placement_info)"
     for s in prom.query(placed):
         labels = s.get("metric", {})
         row = rows.get(labels.get("node", ""))
-        if row is not None and labels.get("task") and labels.get("current"):
-            row.tasks[inert(labels["task"])] = inert(labels["current"])
+        task, device = labels.get("task"), labels.get("current")
+        if row is not None and task and device and (job is None or _job_of(labels) == job):
+            row.tasks.add((inert(task), inert(device)))
     p99 = (
         "histogram_quantile(0.99, sum by (node, probe, le) "
         "(rate(adaptyst_probe_latency_seconds_bucket[5m])))"

@@ -68,7 +68,7 @@ def node_cells(row: NodeRow) -> tuple[dict[str, str], dict[str, object], str]:
         "jobs": ",".join(sorted(row.jobs)),
         "p99": slowest,
         "seen": f"stale {seen}" if row.stale else seen,
-        "tasks": " ".join(f"{t}@{d}" for t, d in sorted(row.tasks.items())),
+        "tasks": " ".join(f"{t}@{d}" for t, d in sorted(row.tasks)),
     }
     sort = {
         "node": row.node,
