@@ -359,7 +359,6 @@ class Advisor:
                 options.append(ex.Option(d, ex.PROBE_RUNS, cost, gain, why))
                 continue
             stale = st.stale(d)
-            move = self._move_s(st, d)
             ran_ctx, at = st.ran.get(d, (None, 0))
             aged = ex.widening(p.samples, st.executions, at) if ran_ctx == st.context else 1.0
             if p.source == "measured" and p.samples >= RECHECK_SAMPLES and not stale:
@@ -376,6 +375,7 @@ class Advisor:
             if not spaced and not (p.source == "measured" and p.samples <= ex.EXPLORE_RUNS):
                 continue  # spaced, unless it follows up a promising first look
             upload = self.transfer.upload_s(st.size)
+            move = self._move_s(st, d)
             hope = self._score(ex.optimistic(p, upload, aged), cur, move)
             gain = (s_cur - hope) / s_cur if s_cur > 0 else 0.0
             recheck = p.source == "measured" and p.samples >= MOVE_MIN_SAMPLES

@@ -232,6 +232,7 @@ class TaskDeviceModel:
             n = self.time[ctx].n if ctx in self.time else 0
             prev = self.sizes.get(ctx, float(size))
             self.sizes[ctx] = (prev * n + size * count) / (n + count)
+        self._fit.pop(ctx[1], None)
         time = self.time.setdefault(ctx, Running())
         if retake and time.outdone(time_s):
             time.start_over(time_s)
@@ -240,12 +241,10 @@ class TaskDeviceModel:
                 self.energy.pop(ctx, None)
             else:
                 self.energy.setdefault(ctx, Running()).start_over(energy_j)
-            self._fit.pop(ctx[1], None)
             return True
         accepted = time.add(time_s, count)
         if accepted and energy_j is not None:
             self.energy.setdefault(ctx, Running()).add(energy_j, count)
-        self._fit.pop(ctx[1], None)
         return accepted
 
     def fit(self, feature: int) -> tuple[float, float, float] | None:
