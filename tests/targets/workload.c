@@ -2,6 +2,8 @@
  * that a test can attach first and then ask for an exact number of calls.
  *   held N US      N calls of held_fn(US) (busy-waits US microseconds)
  *   heldss N US    N calls of held_ss(US): held_fn behind a single-stepped lea
+ *   napped N US    N calls of napped_fn(US) (sleeps US microseconds: off the CPU)
+ *   heldnap N US   N times: held_fn(US), then napped_fn(US) (equal latency, side by side)
  *   fast N         N calls of fast_fn (tiny, -O0 style: starts with push %rbp)
  *   ppid N         N calls of libc's getppid (for probes on every libc function)
  *   other N        N calls of other_fn (like fast_fn)
@@ -38,6 +40,11 @@ __attribute__((noinline, optimize("O0"))) void held_fn(long us) {
     while (now_ns() < end) {}
 }
 
+__attribute__((noinline, optimize("O0"))) void napped_fn(long us) {
+    struct timespec t = {us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&t, &t) != 0) {}
+}
+
 __attribute__((noinline, optimize("O0"))) long fast_fn(long x) { return x + 1; }
 
 __attribute__((noinline, optimize("O0"))) long other_fn(long x) { return x * 2; }
@@ -66,6 +73,10 @@ int main(int argc, char **argv) {
     while (fscanf(in, "%31s", cmd) == 1) {
         if (!strcmp(cmd, "held") && fscanf(in, "%ld %ld", &n, &us) == 2) {
             for (long i = 0; i < n; i++) held_fn(us);
+        } else if (!strcmp(cmd, "napped") && fscanf(in, "%ld %ld", &n, &us) == 2) {
+            for (long i = 0; i < n; i++) napped_fn(us);
+        } else if (!strcmp(cmd, "heldnap") && fscanf(in, "%ld %ld", &n, &us) == 2) {
+            for (long i = 0; i < n; i++) { held_fn(us); napped_fn(us); }
         } else if (!strcmp(cmd, "heldss") && fscanf(in, "%ld %ld", &n, &us) == 2) {
             for (long i = 0; i < n; i++) held_ss(us);
         } else if (!strcmp(cmd, "fast") && fscanf(in, "%ld", &n) == 1) {

@@ -10,8 +10,9 @@ import socket
 import time
 
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
+from adaptyst_top.collectors.probe_energy import ProbeEnergy
 from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.snapshot import Overhead, ProbeEntry, Snapshot
+from adaptyst_top.snapshot import EnergySplit, Overhead, ProbeEntry, Snapshot
 
 
 class Hub:
@@ -23,10 +24,12 @@ class Hub:
         self.t0 = time.monotonic()
         self.host = socket.gethostname()
         self._warned = 0
+        self.energy = ProbeEnergy()
 
     def snapshot(self, with_hist: bool = True) -> Snapshot:
         """with_hist=False leaves out the probes' histograms (only a detail view needs them)."""
         probes: list[ProbeEntry] = []
+        split: tuple[EnergySplit, ...] = ()
         warnings: list[str] = []
         overhead = None
         if self.engine is not None:
@@ -37,11 +40,15 @@ class Hub:
             overhead = Overhead(
                 self.engine.overhead_share, self.engine.budget, _calibration_state(self.engine)
             )
+        devices = [] if self.devices is None else self.devices.read()
+        if probes:
+            probes, split = self.energy.attribute(probes, devices)
         return Snapshot(
             t=round(time.monotonic() - self.t0, 3),
             host=self.host,
             probes=tuple(probes),
-            devices=() if self.devices is None else tuple(self.devices.read()),
+            energy_split=split,
+            devices=tuple(devices),
             device_sources=None if self.devices is None else tuple(self.devices.sources()),
             overhead=overhead,
             target=None if self.engine is None else self.engine.target(),

@@ -34,6 +34,7 @@ from adaptyst_top.snapshot.parts import CommandState, Overhead, ProbeTarget
 from adaptyst_top.snapshot.probes import (
     LATENCY_FIELDS,
     NO_LATENCY,
+    EnergySplit,
     Latency,
     ProbeEntry,
     ProbeKey,
@@ -52,6 +53,7 @@ __all__ = [
     "DeviceKind",
     "DeviceReading",
     "EnergyReading",
+    "EnergySplit",
     "Latency",
     "Move",
     "Overhead",

@@ -67,6 +67,11 @@ class ProbeEntry(JsonPart):
     overhead_ns_per_hit: float | None = None
     overhead_source: str | None = None  # calibrated | default
     bpf_ns_per_hit: float | None = None
+    # On-CPU ns of the calls counted (measured in the kernel), and the joules they cost
+    # on the device they ran on: `energy_method` says how (DESIGN: rapl-oncpu, ...).
+    cpu_ns: int | None = field(default=None, metadata=json_field(omit="none"))
+    energy_j: float | None = field(default=None, metadata=json_field(omit="none"))
+    energy_method: str | None = field(default=None, metadata=json_field(omit="none"))
     latency: Latency = field(default=NO_LATENCY, metadata=json_field(flatten=True))
     raw: Latency | None = field(default=None, metadata=json_field(omit="none"))
     hist: tuple[tuple[int, int], ...] | None = field(default=None, metadata=json_field(omit="none"))
@@ -102,3 +107,19 @@ class ProbeEntry(JsonPart):
     @property
     def max_ns(self) -> float | None:
         return self.latency.max_ns
+
+
+@dataclass(frozen=True, slots=True)
+class EnergySplit(JsonPart):
+    """A device's energy since the probes' calls were first measured on it, and how much
+    of it the probe rows were charged: the rest is unattributed (other processes, the
+    system, idle), shown apart and never charged to a row."""
+
+    device: str
+    method: str  # as the rows' energy_method
+    measured_j: float
+    attributed_j: float
+
+    @property
+    def unattributed_j(self) -> float:
+        return max(0.0, self.measured_j - self.attributed_j)

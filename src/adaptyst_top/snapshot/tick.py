@@ -8,7 +8,7 @@ from adaptyst_top.snapshot.advice import AdviceEntry, AdvisorState, TaskEntry
 from adaptyst_top.snapshot.codec import JsonPart, json_field
 from adaptyst_top.snapshot.devices import DeviceReading, SourceState
 from adaptyst_top.snapshot.parts import CommandState, Overhead, ProbeTarget
-from adaptyst_top.snapshot.probes import ProbeEntry
+from adaptyst_top.snapshot.probes import EnergySplit, ProbeEntry
 
 SCHEMA_VERSION = 1
 _NONE = json_field(omit="none")  # a part written only when there is one
@@ -23,6 +23,8 @@ class Snapshot(JsonPart):
     t: float = field(metadata=json_field(required=True))  # seconds since the session started
     host: str
     probes: tuple[ProbeEntry, ...] = ()
+    # Each device's energy against what its probe rows were charged (probe_energy.py).
+    energy_split: tuple[EnergySplit, ...] = field(default=(), metadata=_SET)
     devices: tuple[DeviceReading, ...] = ()
     tasks: tuple[TaskEntry, ...] = ()
     advice: tuple[AdviceEntry, ...] = ()

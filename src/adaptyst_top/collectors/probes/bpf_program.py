@@ -15,6 +15,7 @@ from enum import IntEnum
 from typing import Literal
 
 from adaptyst_top.collectors.probes.confinement import Confinement, theirs_source
+from adaptyst_top.collectors.probes.oncpu import NO_MARK
 from adaptyst_top.snapshot.histogram import SUB, SUB_BITS
 
 KEYLEN = 32
@@ -84,10 +85,11 @@ PRELUDE = r"""
 struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
 /* buckets: how many histogram entries this key has (the reader looks up only those
  * while the number holds, instead of walking the whole histogram map) */
-struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; };
+struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; u64 oncpu; };
 struct hkey { struct skey k; u32 bucket; u32 pad; };
 struct tkey { u64 tid; u32 chain; u32 pad; };
-struct frame { u64 ts; u64 sp; struct skey k; };  /* sp: a uprobe's at entry, else 0 */
+/* sp: a uprobe's at entry, else 0; run: run_mark() at entry */
+struct frame { u64 ts; u64 sp; s64 run; struct skey k; };
 
 /* keyed (@argN): allocated as keys come, so the kernel holds what is used, not the most */
 BPF_F_TABLE("hash", struct skey, struct stat, stats, %(max_keys)d, %(map_flags)s);
@@ -103,6 +105,7 @@ BPF_ARRAY(errors, u64, %(nerrors)d);   /* counts per KernelError */
  * switch takes effect here at once and the detach follows in the background. */
 BPF_ARRAY(gate, u8, %(nslots)d);
 %(theirs)s
+%(oncpu)s
 static __always_inline int gated(u32 slot) {
     u8 *g = gate.lookup(&slot);
     return g && *g;
@@ -130,7 +133,8 @@ static __always_inline u32 bucket_of(u64 v) {
     return SUB * (e - SUB_BITS + 1) + (u32)((v >> (e - SUB_BITS)) & (SUB - 1));
 }
 
-static __always_inline void record(struct skey *k, u64 delta, int latency) {
+/* oncpu: the part of DELTA the thread spent on a CPU */
+static __always_inline void record(struct skey *k, u64 delta, u64 oncpu, int latency) {
     struct stat zero = {};
     zero.min = ~0ULL;
     struct stat *s = stats.lookup_or_try_init(k, &zero);
@@ -138,6 +142,7 @@ static __always_inline void record(struct skey *k, u64 delta, int latency) {
     __sync_fetch_and_add(&s->count, 1);
     if (!latency) return;
     __sync_fetch_and_add(&s->sum, delta);
+    if (MEASURES_ONCPU) __sync_fetch_and_add(&s->oncpu, oncpu);
     /* min/max races between CPUs only lose an extreme by one sample; counts stay exact */
     if (delta < s->min) s->min = delta;
     if (delta > s->max) s->max = delta;
@@ -179,13 +184,18 @@ static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
     u32 depth = st->depth;
     if (sp && depth > 0 && depth <= MAX_DEPTH && !st->over) {
         struct frame *top = &st->f[(depth - 1) & (MAX_DEPTH - 1)];
-        if (top->sp == sp && top->k.slot == k->slot) { top->ts = bpf_ktime_get_ns(); return 0; }
+        if (top->sp == sp && top->k.slot == k->slot) {
+            top->run = run_mark();
+            top->ts = bpf_ktime_get_ns();
+            return 0;
+        }
     }
     if (depth >= MAX_DEPTH) { st->over++; count_error(ERR_TOO_DEEP); return 0; }
     struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
     fr->k = *k;
     fr->sp = sp;
     st->depth = depth + 1;
+    fr->run = run_mark();
     fr->ts = bpf_ktime_get_ns();   /* last: the probe's own work before this stays outside */
     return 0;
 }
@@ -203,6 +213,7 @@ static __always_inline void no_entry(void) {
 }
 static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
     u64 now = bpf_ktime_get_ns();  /* first: the rest of this handler stays outside */
+    s64 run = run_mark();
     struct stack *st = thread_stack(chain, 0);
     if (!st || st->depth == 0) { no_entry(); return 0; }
     if (st->over) { st->over--; return 0; }   /* the matching push was too deep to record */
@@ -217,8 +228,12 @@ static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
     if (slot == NO_SLOT && !theirs()) return 0;
     struct skey k = fr->k;
     u64 delta = now - fr->ts;
+    /* on a CPU: the wall time less the time the thread was off one (see oncpu.py) */
+    s64 oncpu = run - fr->run + (s64)delta;
+    if (oncpu < 0) oncpu = 0;
+    if (oncpu > (s64)delta) oncpu = delta;
     if (gated(k.slot)) return 0;   /* switched off while open: popped, not recorded */
-    record(&k, delta, 1);
+    record(&k, delta, (u64)oncpu, 1);
     return 0;
 }
 
@@ -278,7 +293,7 @@ def slot_program(slot: Slot) -> str:
     body = {
         "uprobe-entry": "return push_frame(0, &k, PT_REGS_SP(ctx));",
         "usdt-begin": f"return push_frame({slot.chain}, &k, 0);",
-        "usdt-count": f"if (!theirs() || gated({slot.index})) return 0; record(&k, 0, 0); return 0;",
+        "usdt-count": f"if (!theirs() || gated({slot.index})) return 0; record(&k, 0, 0, 0); return 0;",
         "usdt-end": f"return pop_frame({slot.chain}, NO_SLOT, 0);",
     }[slot.role]
     if slot.role == "usdt-end":
@@ -304,11 +319,15 @@ def map_sizes(slots: list[Slot]) -> tuple[int, int]:
 
 
 def module_source(
-    slots: list[Slot], multi: bool = False, confine: Confinement | None = None
+    slots: list[Slot],
+    multi: bool = False,
+    confine: Confinement | None = None,
+    oncpu: str | None = NO_MARK,
 ) -> str:
     """The module's C source. MULTI: its functions attach through multi-uprobe links, so
     they share two programs (keyed by cookie) instead of two each. CONFINE: hits count
-    only in that user's processes, while they are theirs."""
+    only in that user's processes, while they are theirs. ONCPU: `oncpu_source()` to
+    measure each call's on-CPU time (NO_MARK or None: not measured)."""
     max_keys, hist_entries = map_sizes(slots)
     keyed = any(s.arg is not None for s in slots)
     prelude = PRELUDE % {
@@ -326,6 +345,7 @@ def module_source(
         ),
         "nerrors": len(KernelError),
         "theirs": theirs_source(confine),
+        "oncpu": oncpu or NO_MARK,
     }
     if multi:
         return prelude + MULTI_PROGRAMS

@@ -26,6 +26,8 @@ from adaptyst_top.collectors.probes.helper_build import (
     load_result,
     save_result,
 )
+from adaptyst_top.collectors.probes.keys import NO_STATS
+from adaptyst_top.collectors.probes.oncpu import oncpu_source
 
 # (class, calib function, spec suffix, calls): fewer calls where each costs more.
 PLAN = (
@@ -53,7 +55,9 @@ def build_calibrator(directory: Path | None = None) -> Path:
 
 
 def _cache_key() -> str:
-    return boot_key(PRELUDE.encode(), helper_source("calibrate"))
+    # The programs measured: the shared code, and the on-CPU reads where the kernel has them.
+    programs = PRELUDE + (oncpu_source() or "")
+    return boot_key(programs.encode(), helper_source("calibrate"))
 
 
 def load_cached() -> ov.CostTable | None:
@@ -98,12 +102,12 @@ def calibrate(binary: Path | None = None) -> ov.CostTable:
                     engine.set_enabled(row.id, True)
                     engine.flush()
                     engine.read()
-                    before = row.stats.get(None, (0, 0, 0, 0))
+                    before = row.stats.get(None, NO_STATS)
                     probed_runs.append(float(target.ask(f"{fn} {calls}")))
                     engine.read()
                     engine.set_enabled(row.id, False)
                     engine.flush()
-                    after = row.stats.get(None, (0, 0, 0, 0))
+                    after = row.stats.get(None, NO_STATS)
                     n = after[0] - before[0]
                     if row.spec.measures_latency and n > 0:
                         inside.append((after[1] - before[1]) / n)

@@ -111,7 +111,9 @@ class EngineBuild(EngineScope):
             # usdt_contexts to BPF(), which would also attach every location itself,
             # with its own idea of the PID; we attach them with ours, so they can be toggled.
             with COMPILE_TURNS.turn(self.owner):
-                text = usdt_readers(usdt_contexts) + module_source(slots, multi, self.confine)
+                text = usdt_readers(usdt_contexts) + module_source(
+                    slots, multi, self.confine, self.oncpu
+                )
                 bpf = BPF(text=text)
             links = MultiLinks(bpf, source, MULTI_ENTRY, MULTI_RETURN) if multi else None
         except ProbeError:
@@ -119,7 +121,7 @@ class EngineBuild(EngineScope):
         except Exception as exc:
             raise ProbeError(f"compiling probes for {spec.text} failed: {one_line(exc)}") from None
         group.timings["compile_s"] = (compiled_at := time.monotonic()) - planned_at
-        module = ProbeModule(bpf, rows, links)
+        module = ProbeModule(bpf, rows, links, self.oncpu is not None)
         if self.scope is not None:  # a key's string is read from the process checked
             module.keys.open_mem = partial(self.held.opened, name="mem")
         for row in rows:

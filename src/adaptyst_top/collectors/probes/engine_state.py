@@ -27,6 +27,7 @@ from adaptyst_top.collectors.probes.model import (
     ProbeModule,
     Row,
 )
+from adaptyst_top.collectors.probes.oncpu import oncpu_source
 from adaptyst_top.collectors.probes.process_follow import (
     ProcessFollower,
 )
@@ -128,6 +129,7 @@ class EngineState:
                 f"{exc}: without the kernel's BTF the agent cannot keep a user's probes "
                 "out of the setuid programs their processes run"
             ) from None
+        self.oncpu = oncpu_source()  # None: calls get no on-CPU time (no BTF)
         if account is not None:
             account.join(self)
         self.multi_links = kernel_has_multi() if multi_links is None else multi_links

@@ -21,6 +21,10 @@ from typing import Any
 from adaptyst_top.collectors.probes.bpf_program import KEYLEN, KeyKind
 from adaptyst_top.snapshot.inert import inert
 
+# A key's statistics as the kernel keeps them: count, sum, min, max (ns), on-CPU ns.
+Stats = tuple[int, int, int, int, int]
+NO_STATS: Stats = (0, 0, 0, 0, 0)
+
 UNREADABLE = "<unreadable>"
 
 Key = str | int | None
@@ -115,8 +119,6 @@ class KeyResolver:
         return True
 
 
-def merge_stats(
-    a: tuple[int, int, int, int], b: tuple[int, int, int, int]
-) -> tuple[int, int, int, int]:
-    """Two (count, sum, min, max) of one user key, filed under two kernel keys."""
-    return (a[0] + b[0], a[1] + b[1], min(a[2], b[2]), max(a[3], b[3]))
+def merge_stats(a: Stats, b: Stats) -> Stats:
+    """Two (count, sum, min, max, oncpu) of one user key, filed under two kernel keys."""
+    return (a[0] + b[0], a[1] + b[1], min(a[2], b[2]), max(a[3], b[3]), a[4] + b[4])

@@ -11,7 +11,7 @@ from typing import Any
 
 from adaptyst_top.collectors.probes.bpf_maps import MapReader
 from adaptyst_top.collectors.probes.bpf_program import KernelError
-from adaptyst_top.collectors.probes.keys import KeyResolver
+from adaptyst_top.collectors.probes.keys import KeyResolver, Stats
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
 from adaptyst_top.snapshot import Latency, ProbeEntry
@@ -77,7 +77,7 @@ class Row:
     entries: tuple[tuple[Any, ...], list[ProbeEntry]] | None = None
     stats_version: int = 0  # bumped whenever read() gives `stats` new figures
     # Cumulative per key (None for an unsplit probe), refreshed by read():
-    stats: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
+    stats: dict[Any, Stats] = field(default_factory=dict)
     hist: dict[Any, dict[int, int]] = field(default_factory=dict)
     last_counts: dict[Any, int] = field(default_factory=dict)
     rates: dict[Any, float] = field(default_factory=dict)
@@ -105,8 +105,11 @@ class ProbeGroup:
 class ProbeModule:
     """One compiled BPF object and the attach points it serves."""
 
-    def __init__(self, bpf: Any, rows: list[Row], multi: MultiLinks | None = None) -> None:
+    def __init__(
+        self, bpf: Any, rows: list[Row], multi: MultiLinks | None = None, oncpu: bool = False
+    ) -> None:
         self.bpf = bpf
+        self.measures_oncpu = oncpu  # its calls' on-CPU time is measured (oncpu.py)
         self.multi = multi  # its functions' multi-uprobe links (None: one uprobe each)
         self.rows = rows
         self.by_slot = {r.slot: r for r in rows}
@@ -115,7 +118,7 @@ class ProbeModule:
         self.lock = threading.Lock()
         self.errors_seen = [0] * len(KERNEL_ERRORS)
         # The statistics map as last read: unchanged, the histograms are not read again.
-        self.last_stats: dict[int, dict[Any, tuple[int, int, int, int]]] | None = None
+        self.last_stats: dict[int, dict[Any, Stats]] | None = None
         # Each kernel key's histogram as last read (its skey's bytes: bucket -> count).
         self.buckets: dict[bytes, dict[int, int]] = {}
         self._readers: dict[str, MapReader] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.keys import NO_STATS
 from adaptyst_top.collectors.probes.model import ProbeGroup, Row
 from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeKey
 from adaptyst_top.snapshot.histogram import percentiles
@@ -16,9 +17,10 @@ def row_entries(
 ) -> list[ProbeEntry]:
     """A row's snapshot entries: one per key (one for an unsplit probe)."""
     keys: Iterable[ProbeKey] = row.stats.keys() or [None]
+    measures_oncpu = row.module is not None and row.module.measures_oncpu
     entries = []
     for key in keys:
-        count, total, lo, hi = row.stats.get(key, (0, 0, 0, 0))
+        count, total, lo, hi, oncpu = row.stats.get(key, NO_STATS)
         rate = round(row.rates.get(key, 0.0), 3)
         # Most rows of a wide glob are idle: their entry is the last one, as it was.
         sig: tuple[object, ...] = (count, rate, row.state, row.error, cost.per_hit_ns)
@@ -59,6 +61,7 @@ def row_entries(
             overhead_ns_per_hit=round(cost.per_hit_ns, 1),
             overhead_source=cost.source,
             bpf_ns_per_hit=None if bpf_ns is None else round(bpf_ns, 1),
+            cpu_ns=oncpu if measures_oncpu and row.spec.measures_latency else None,
             latency=net,
             raw=raw,
             hist=hist,

@@ -12,8 +12,13 @@ from typing import Any
 
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.bpf_program import KEYLEN
-from adaptyst_top.collectors.probes.keys import merge_stats
-from adaptyst_top.collectors.probes.model import KERNEL_ERRORS, QUIET_ERRORS, ProbeModule, Row
+from adaptyst_top.collectors.probes.keys import Stats, merge_stats
+from adaptyst_top.collectors.probes.model import (
+    KERNEL_ERRORS,
+    QUIET_ERRORS,
+    ProbeModule,
+    Row,
+)
 
 # struct hkey { struct skey k { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
 # u32 bucket; u32 pad; } and its u64 count, as bpf_program.PRELUDE lays them out.
@@ -31,7 +36,7 @@ _SKEY_SIZE = _HKEY.size - 8  # struct skey: an hkey less its bucket and pad
 
 def read_module(module: ProbeModule) -> None:
     """Each row's cumulative statistics and histogram, per key."""
-    stats: dict[int, dict[Any, tuple[int, int, int, int]]] = {}
+    stats: dict[int, dict[Any, Stats]] = {}
     key_of = module.keys.key_of
     # Per kernel key: its skey, its user key, its slot and how many buckets it has.
     kernel_keys: list[tuple[bytes, Any, int, int]] = []
@@ -39,7 +44,7 @@ def read_module(module: ProbeModule) -> None:
         slot = int(k.slot)
         per_slot = stats.setdefault(slot, {})
         key = key_of(k)
-        new = (int(v.count), int(v.sum), int(v.min), int(v.max))
+        new = (int(v.count), int(v.sum), int(v.min), int(v.max), int(v.oncpu))
         # Two kernel keys can be one user key (a string read here and in the kernel).
         per_slot[key] = merge_stats(per_slot[key], new) if key in per_slot else new
         kernel_keys.append((bytes(k), key, slot, int(v.buckets)))

@@ -1,0 +1,104 @@
+"""Joules beside every latency: each probe row's share of the CPU's energy.
+
+A row's calls are charged by their time on a CPU (measured in the kernel: a call that
+sleeps costs little, one that spins a core's share), never by wall time. The CPU's
+energy over an interval (RAPL where readable, else the stated power model, labelled
+`estimate`) is split over the node's busy CPU time in it: a row gets
+`energy × its on-CPU ns / max(busy ns, the rows' on-CPU ns together)`, so the rows never
+add up to more than was measured. Nested probes (a function and one it calls) each count
+their calls' time; where they overlap they share the interval's energy rather than
+exceed it. What no row is charged is kept apart (`EnergySplit`), never spread over rows.
+
+Devices are read less often than probes (DEVICE_PERIOD_S): on-CPU time waits until the
+next energy reading and is charged from it, so no interval's time goes uncharged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from adaptyst_top.collectors.probes.overhead import system_busy_ns
+from adaptyst_top.snapshot import DeviceReading, EnergySplit, ProbeEntry
+
+CPU_METHOD = "{source}-oncpu"  # the rows' energy_method: rapl-oncpu, estimate-oncpu, ...
+
+
+class ProbeEnergy:
+    def __init__(self, busy_ns: Callable[[], int] = system_busy_ns) -> None:
+        self.busy_ns = busy_ns
+        self._cpu_seen: dict[str, int] = {}  # row ref -> its on-CPU ns at the last read
+        self._pending: dict[str, int] = {}  # row ref -> on-CPU ns not charged yet
+        self._pending_busy = 0
+        self._busy: int | None = None
+        self._energy: dict[str, float] = {}  # CPU device id -> its last energy reading
+        self._joules: dict[str, float] = {}  # row ref -> joules charged so far
+        self.method: str | None = None
+        self.measured_j = 0.0  # CPU energy over the intervals split
+        self._out: dict[str, tuple[ProbeEntry, float, ProbeEntry]] = {}
+
+    def attribute(
+        self, entries: Sequence[ProbeEntry], devices: Sequence[DeviceReading]
+    ) -> tuple[list[ProbeEntry], tuple[EnergySplit, ...]]:
+        """ENTRIES with their joules so far, and the CPU's split."""
+        busy = self.busy_ns()
+        if self._busy is not None:
+            self._pending_busy += max(0, busy - self._busy)
+        self._busy = busy
+        for e in entries:
+            if e.cpu_ns is None:
+                continue
+            ref = e.ref.text
+            seen = self._cpu_seen.get(ref, 0)
+            if e.cpu_ns > seen:
+                self._pending[ref] = self._pending.get(ref, 0) + e.cpu_ns - seen
+            self._cpu_seen[ref] = e.cpu_ns
+        spent, source = self._cpu_energy(devices)
+        if spent is not None:
+            if spent > 0 and source is not None:
+                self._split(spent, CPU_METHOD.format(source=source))
+            self._pending.clear()  # a first reading, or a counter restarted: not charged
+            self._pending_busy = 0
+        return [self._with_energy(e) for e in entries], self._splits()
+
+    def _cpu_energy(self, devices: Sequence[DeviceReading]) -> tuple[float | None, str | None]:
+        """The CPU's energy since its last new reading (None: no new reading), and its
+        source. A device whose reading has not moved on leaves the time pending."""
+        spent: float | None = None
+        source = None
+        for d in devices:
+            if d.kind != "cpu" or d.energy_j is None:
+                continue
+            last, self._energy[d.id] = self._energy.get(d.id), d.energy_j
+            if last is None or d.energy_j != last:
+                spent = (spent or 0.0) + (0.0 if last is None else max(0.0, d.energy_j - last))
+                source = d.energy_source
+        return spent, source
+
+    def _split(self, spent: float, method: str) -> None:
+        used = sum(self._pending.values())
+        whole = max(self._pending_busy, used)
+        if whole <= 0:
+            return
+        self.method = method
+        self.measured_j += spent
+        for ref, ns in self._pending.items():
+            self._joules[ref] = self._joules.get(ref, 0.0) + spent * ns / whole
+
+    def _with_energy(self, e: ProbeEntry) -> ProbeEntry:
+        if e.cpu_ns is None or self.method is None:
+            return e
+        ref = e.ref.text
+        joules = self._joules.get(ref, 0.0)
+        last = self._out.get(ref)
+        if last is not None and last[0] is e and last[1] == joules:
+            return last[2]  # an idle row: the entry handed out last time
+        out = dataclasses.replace(e, energy_j=round(joules, 9), energy_method=self.method)
+        self._out[ref] = (e, joules, out)
+        return out
+
+    def _splits(self) -> tuple[EnergySplit, ...]:
+        if self.method is None:
+            return ()
+        attributed = min(self.measured_j, sum(self._joules.values()))
+        return (EnergySplit("cpu", self.method, round(self.measured_j, 9), round(attributed, 9)),)

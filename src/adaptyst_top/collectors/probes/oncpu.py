@@ -1,0 +1,38 @@
+"""A call's on-CPU time, measured in the kernel: the C of `run_mark()`.
+
+A running thread's CPU time is `se.sum_exec_runtime` plus the time since `se.exec_start`
+(the scheduler brings both up to date together at each tick and switch). So
+`sum_exec_runtime - exec_start` read at entry and at return, with the wall time between
+them, gives the call's time on a CPU: the two clocks' offsets cancel, and a sleep shows
+as `exec_start` moving on while the sum stays. One 16-byte read per entry and return
+(the two fields sit side by side); the offsets come from the running kernel's BTF.
+"""
+
+from __future__ import annotations
+
+from adaptyst_top.collectors.probes.kernel_btf import BTFError, member_offset
+
+_MARK = r"""
+#define MEASURES_ONCPU 1
+static __always_inline s64 run_mark(void) {
+    u64 se[2] = {};   /* exec_start, sum_exec_runtime */
+    char *task = (char *)bpf_get_current_task();
+    if (bpf_probe_read_kernel(se, sizeof(se), task + %(at)d)) return 0;
+    return (s64)(se[1] - se[0]);
+}
+"""
+NO_MARK = "#define MEASURES_ONCPU 0\nstatic __always_inline s64 run_mark(void) { return 0; }\n"
+
+
+def oncpu_source() -> str | None:
+    """The C of `run_mark()`, or None when the kernel does not describe the fields (no
+    BTF) or lays them out apart: then calls get no on-CPU time, and no energy."""
+    try:
+        se = member_offset("task_struct", "se")
+        start = member_offset("sched_entity", "exec_start")
+        total = member_offset("sched_entity", "sum_exec_runtime")
+    except BTFError:
+        return None
+    if total != start + 8:
+        return None
+    return _MARK % {"at": se + start}
