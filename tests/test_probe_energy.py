@@ -109,7 +109,6 @@ def _check_split(snap: Snapshot, method: str) -> dict[str, ProbeEntry]:
     return rows
 
 
-
 @pytest.mark.ebpf
 @requires_root
 def test_a_spinning_call_costs_ten_times_a_sleeping_one_by_the_power_model(
