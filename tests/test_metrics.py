@@ -129,7 +129,7 @@ class Prometheus:
 @pytest.fixture
 def exporting_agent(shared: Path, tmp_path: Path) -> Iterator[tuple[Agent, str, Path]]:  # noqa: F811
     config = shared / "agent-metrics.toml"
-    config.write_text('probe_metrics = "all"\n')
+    config.write_text('probe_metrics = "all"\ncpu_power_model = "10:90"\n')
     listen = f"127.0.0.1:{free_port()}"
     textdir = tmp_path / "textfile"
     textdir.mkdir(mode=0o755)
@@ -166,11 +166,18 @@ def test_a_real_prometheus_scrapes_probes_devices_and_the_agent(
     def client(up: int, down: int) -> None:
         conn = AgentConnection(str(agent.path))
         conn.open(target.pid, [spec], 0.02, False, 1000)
+        conn.snapshot(with_hist=False)  # the CPU's first energy reading
         say(up, ready=True)
         hear(down)
+        time.sleep(1.0)  # past the devices' period: a second reading to split
         entry = conn.snapshot(with_hist=False).probes[0]
         lat = entry.latency
-        say(up, count=entry.count, p=[lat.p50_ns, lat.p95_ns, lat.p99_ns])
+        say(
+            up,
+            count=entry.count,
+            p=[lat.p50_ns, lat.p95_ns, lat.p99_ns],
+            energy=[entry.energy_j, entry.energy_method, entry.cpu_ns],
+        )
         hear(down)  # the probes stay until Prometheus has read them
 
     prom = Prometheus(tmp_path, listen)
@@ -193,6 +200,18 @@ def test_a_real_prometheus_scrapes_probes_devices_and_the_agent(
             assert theirs is not None and mine is not None
             print(f"p{q * 100:g}: monitor {mine:.0f} ns, histogram_quantile {theirs * 1e9:.0f} ns")
             assert abs(theirs * 1e9 - mine) <= QUANTILE_TOLERANCE * mine, (q, theirs * 1e9, mine)
+        # Joules beside the latencies, by the agent's power model, as the user saw them.
+        joules, method, cpu_ns = got["energy"]  # type: ignore[misc]
+        assert method == "estimate-oncpu" and joules > 0 and cpu_ns >= 0.9 * 0.27e9, got
+        prom.until(
+            lambda: (
+                prom.value(
+                    f'adaptyst_probe_energy_joules_total{{probe="held_fn",method="{method}"}}'
+                )
+                == pytest.approx(joules)
+            ),
+            "scraped joules",
+        )
         assert (prom.value("count(adaptyst_device_utilization_ratio)") or 0) >= 1
         assert prom.value('process_resident_memory_bytes{job="adaptyst"}') is not None
         assert prom.value("adaptyst_scrape_duration_seconds") is not None

@@ -3,7 +3,10 @@ the node's busy time, never more than the device measured."""
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +24,7 @@ from adaptyst_top.snapshot import DeviceReading, ProbeEntry, Snapshot
 from .conftest import requires_root
 from .workload import Workload
 
+CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 CALL_US = 20_000  # a spinning and a sleeping call of the same latency, side by side
 
 
@@ -90,15 +94,15 @@ def _spin_and_nap(workload: Workload, sweep: DeviceSweep) -> Snapshot:
         return snap
 
 
-def _check_split(snap: Snapshot, method: str) -> dict[str, ProbeEntry]:
+def _check_split(snap: Snapshot, method: str, calls: int = 60) -> dict[str, ProbeEntry]:
     rows = {p.name: p for p in snap.probes}
     spin, nap = rows["held_fn"], rows["napped_fn"]
-    assert spin.count == nap.count == 60
+    assert spin.count == nap.count == calls
     # Equal latency, side by side; the spinning one is on a CPU, the sleeping one is not.
     assert spin.mean_ns is not None and nap.mean_ns is not None
     assert 0.8 < spin.mean_ns / nap.mean_ns < 1.25
     assert spin.cpu_ns is not None and nap.cpu_ns is not None
-    assert spin.cpu_ns >= 0.9 * 60 * CALL_US * 1000 and nap.cpu_ns < spin.cpu_ns / 10
+    assert spin.cpu_ns >= 0.9 * calls * CALL_US * 1000 and nap.cpu_ns < spin.cpu_ns / 10
     assert spin.energy_method == nap.energy_method == method
     assert spin.energy_j is not None and nap.energy_j is not None and nap.energy_j > 0
     assert spin.energy_j >= 10 * nap.energy_j, (spin.energy_j, nap.energy_j)
@@ -199,3 +203,26 @@ def test_no_cpu_energy_leaves_rows_without_joules() -> None:
     for n in (0, 10, 20):
         rows, splits = split.attribute([_entry(0, n)], [_cpu(None)])
         assert rows[0].energy_j is None and rows[0].energy_method is None and splits == ()
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_joules_in_a_compact_recording_and_its_export(workload_bin: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    specs = [f"--probe=uprobe:{workload_bin}:{fn}" for fn in ("held_fn", "napped_fn")]
+    script = ["sleep", "1200", "heldnap", "30", str(CALL_US), "sleep", "1200", "exit", "0"]
+    subprocess.run(
+        [*CLI, "record", *specs, "--cpu-power-model", "10:90", "--interval", "0.3"]
+        + ["--format", "compact", "--out", str(out), "--", str(workload_bin), *script],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert any(line.get("schema_version") == 2 for line in lines)  # compact lines there
+    exported = subprocess.run(
+        [*CLI, "export", str(out), "--out", "-"], check=True, capture_output=True, text=True
+    ).stdout.splitlines()
+    assert len(exported) == len(lines)
+    last = Snapshot.from_json(json.loads(exported[-1]))
+    _check_split(last, "estimate-oncpu", calls=30)

@@ -42,7 +42,7 @@ def test_every_default_the_files_state_is_the_models(tmp_path: Path) -> None:
     assert dataclasses.replace(config, cpu_power_model=None, path=None) == Config()
     agent = tmp_path / "agent.toml"
     agent.write_text(_uncommented(ROOT / "systemd" / "agent.toml"))
-    assert load_settings(str(agent)) == AgentSettings()
+    assert dataclasses.replace(load_settings(str(agent)), cpu_power_model=None) == AgentSettings()
     for model in (Config, AgentSettings):
         for name, (_, s) in settings_of(model).items():
             assert s.help and " = " not in s.help, name  # the install test reads "k = v"

@@ -425,3 +425,44 @@ async def test_the_advisor_pane_shows_tasks_and_the_move_log_from_a_recording() 
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, TaskScreen)
+
+
+# --- joules beside latencies (a real recording: held_fn spins, napped_fn sleeps) ----------
+
+ENERGY_RECORDING = Path(__file__).parent / "data" / "energy-recording.jsonl"
+
+
+def energy_app() -> MonitorApp:
+    return MonitorApp(ReplaySource(ENERGY_RECORDING), interval=1.0, autoplay=False)
+
+
+async def test_joules_per_call_beside_the_latencies_and_dropped_first_when_narrow() -> None:
+    app = energy_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, 9)
+        table = app.query_one("#probes", FastTable)
+        shown = [c.key for c, _ in table.columns_for(table.size.width)]
+        assert "energy" in shown
+        cells = {table.rows[k].cells["name"]: table.rows[k].cells["energy"] for k in table.order}
+        assert cells["held_fn"].endswith(" J") or cells["held_fn"].endswith("mJ")
+        assert cells["napped_fn"].endswith("mJ") or cells["napped_fn"].endswith("µJ")
+    async with energy_app().run_test(size=(80, 24)) as pilot:
+        await loaded(pilot, 9)
+        table = pilot.app.query_one("#probes", FastTable)
+        assert "energy" not in [c.key for c, _ in table.columns_for(table.size.width)]
+
+
+def test_snapshot_energy_120x40(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await loaded(pilot, 9)
+
+    assert snap_compare(energy_app(), terminal_size=(120, 40), run_before=run_before)
+
+
+def test_snapshot_energy_detail(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await loaded(pilot, 9)
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(energy_app(), terminal_size=(120, 40), run_before=run_before)

@@ -112,7 +112,7 @@ def _export(agent: Agent, args: argparse.Namespace, settings: AgentSettings) -> 
     from adaptyst_top.runtime import metrics, metrics_export
 
     collector = metrics.AgentCollector(
-        metrics_export.node_devices(),
+        metrics_export.node_devices(settings.power_model),
         agent.probe_sources,
         settings.probe_metrics,  # type: ignore[arg-type]  # checked: one of PROBE_EXPORTS
         settings.max_probe_series,

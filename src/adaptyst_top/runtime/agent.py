@@ -313,6 +313,7 @@ class Agent:
                     account=None if peer.privileged else self._account(peer),
                     confine_uid=None if peer.privileged else peer.uid,
                     pinned=pinned,
+                    power_model=self.settings.power_model,
                 ),
             )
         except BaseException:

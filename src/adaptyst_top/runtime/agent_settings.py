@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.limits import INTERVAL_RANGE
 from adaptyst_top.runtime.settings_model import read_settings, setting
@@ -78,9 +79,26 @@ class AgentSettings:
         range=(1.0, 86400.0),
     )
 
+    cpu_power_model: str | None = setting(
+        None,
+        "IDLE_W:MAX_W, the CPU's power estimated from its load where RAPL is missing, for\n"
+        "job energy and the joules of users' probes, labelled estimate (unset: none).",
+        example="40:180",
+    )
+
     @property
     def socket_path(self) -> Path:
         return Path(self.socket)
+
+    @property
+    def power_model(self) -> PowerModel | None:
+        """cpu_power_model parsed; ValueError, in one line, when it is not one."""
+        if not self.cpu_power_model:
+            return None
+        try:
+            return PowerModel.parse(self.cpu_power_model)
+        except ValueError as exc:
+            raise ValueError(f"cpu_power_model: {exc}") from None
 
 
 def load_settings(path: str | None) -> AgentSettings:
@@ -92,4 +110,5 @@ def load_settings(path: str | None) -> AgentSettings:
     text, data = read_toml(file)
     # An admin's typo must not leave a bound at its default unnoticed: refused.
     settings, _ = read_settings(AgentSettings, data, text, str(file), "refuse")
+    settings.power_model  # noqa: B018  # checked now, not at the first user's session
     return settings

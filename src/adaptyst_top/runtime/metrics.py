@@ -34,6 +34,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.placement.loop import TASK_PROBE_NAME, device_power
 from adaptyst_top.placement.task_keys import parse_key
 from adaptyst_top.runtime.agent_settings import AgentSettings
@@ -80,7 +81,10 @@ class ProbeSource:
             return None
         pid = session.pid
         job = session.options.job or (job_of(pid) if pid is not None else None)
-        return cls(user, job, engine.snapshot_rows(with_hist=True), engine.overhead_share)
+        rows = engine.snapshot_rows(with_hist=True)
+        if isinstance(session.hub, Hub):  # the joules charged at the session's last tick
+            rows = session.hub.energy.charged(rows)
+        return cls(user, job, rows, engine.overhead_share)
 
 
 def node_name() -> str:
@@ -340,6 +344,12 @@ class AgentCollector(Collector):
             "The probes' estimated cost as a share of the target's CPU time",
             labels=["node", "user", "job"],
         )
+        energy = CounterMetricFamily(
+            "adaptyst_probe_energy_joules",
+            "Energy of a probe row's calls on the device they ran on, by on-CPU time "
+            "(method: rapl-oncpu, estimate-oncpu, ...)",
+            labels=[*labels, "method"],
+        )
         dropped = CounterMetricFamily(
             "adaptyst_probe_series_dropped",
             "Probe and task label sets left out over the cap (the least active first), "
@@ -351,6 +361,8 @@ class AgentCollector(Collector):
                 overhead.add_metric([self.node, src.user, src.job or ""], src.overhead_share)
         for _rate, values, p in rows:
             calls.add_metric(values, float(p.count))
+            if p.energy_j is not None and p.energy_method is not None:
+                energy.add_metric([*values, p.energy_method], p.energy_j)
             if p.hist is not None and p.latency.mean_ns is not None:
                 off = 0.0
                 if p.raw is not None and p.raw.mean_ns is not None:
@@ -367,7 +379,7 @@ class AgentCollector(Collector):
                 buckets.append(("+Inf", total))
                 latency.add_metric(values, buckets, p.latency.mean_ns * total / 1e9)
         dropped.add_metric([self.node], float(len(self._dropped)))
-        yield from (calls, latency, overhead, dropped)
+        yield from (calls, latency, energy, overhead, dropped)
 
 
 __all__ = ["LATENCY_BOUNDS_NS", "AgentCollector", "ProbeSource", "cumulative_buckets", "occupied"]

@@ -16,6 +16,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app, write_to_textfile
 
+from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.runtime.metrics import AgentCollector
 from adaptyst_top.snapshot import DeviceReading
@@ -134,9 +135,9 @@ class TextfileWriter:
         self._thread.join(5)
 
 
-def node_devices() -> Callable[[], list[DeviceReading]]:
+def node_devices(power_model: PowerModel | None = None) -> Callable[[], list[DeviceReading]]:
     """The node's devices, read at each call (one sweep for the agent's life)."""
-    sweep = DeviceSweep(pid=None)
+    sweep = DeviceSweep(pid=None, power_model=power_model)
     lock = threading.Lock()
 
     def read() -> list[DeviceReading]:

@@ -67,7 +67,8 @@ class ProbeEntry(JsonPart):
     overhead_ns_per_hit: float | None = None
     overhead_source: str | None = None  # calibrated | default
     bpf_ns_per_hit: float | None = None
-    # On-CPU ns of the calls counted (measured in the kernel), and the joules they cost
+    # On-CPU ns of the calls counted (measured in the kernel, net of the probe's own time
+    # inside them, as the latencies are), and the joules they cost
     # on the device they ran on: `energy_method` says how (DESIGN: rapl-oncpu, ...).
     cpu_ns: int | None = field(default=None, metadata=json_field(omit="none"))
     energy_j: float | None = field(default=None, metadata=json_field(omit="none"))

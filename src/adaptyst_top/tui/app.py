@@ -321,6 +321,7 @@ class MonitorApp(App[None]):
             probes.entries.get(screen.key),
             list(probes.rate_history.get(screen.key, [])),
             list(probes.p99_history.get(screen.key, [])),
+            self.snap.energy_split if self.snap is not None else (),
         )
 
     def action_filter(self) -> None:

@@ -29,8 +29,9 @@ PROBE_COLUMNS = (
     Column("p99", "p99", 8, right=True, priority=6),
     Column("max", "Max", 8, right=True, priority=2),
     Column("cost", "Cost/hit", 9, right=True, priority=4),
+    Column("energy", "J/call", 8, right=True, priority=2),
 )
-SORTABLE = ("count", "rate", "mean", "p99", "cost", "name")
+SORTABLE = ("count", "rate", "mean", "p99", "cost", "energy", "name")
 
 DEVICE_COLUMNS = (
     Column("name", "Device", 0, priority=10),
@@ -115,6 +116,10 @@ def app_name(command: CommandState | None) -> str | None:
     return prog
 
 
+def joules_per_call(p: ProbeEntry) -> float | None:
+    return p.energy_j / p.count if p.energy_j is not None and p.count else None
+
+
 def probe_row(
     p: ProbeEntry, p99_warn_ns: float, app: str | None = None
 ) -> tuple[dict[str, str], dict[str, Any], str]:
@@ -144,6 +149,7 @@ def probe_row(
         "p99": fmt_ns(p.p99_ns),
         "max": fmt_ns(p.max_ns),
         "cost": fmt_ns(p.overhead_ns_per_hit),
+        "energy": "-" if (per_call := joules_per_call(p)) is None else fmt_energy(per_call),
     }
     sort = {
         "count": p.count,
@@ -151,6 +157,7 @@ def probe_row(
         "mean": p.mean_ns or 0.0,
         "p99": p.p99_ns or 0.0,
         "cost": (p.overhead_ns_per_hit or 0.0) * p.rate_hz,
+        "energy": per_call or 0.0,
         "name": name.lower(),
     }
     style = ""

@@ -61,7 +61,10 @@ def row_entries(
             overhead_ns_per_hit=round(cost.per_hit_ns, 1),
             overhead_source=cost.source,
             bpf_ns_per_hit=None if bpf_ns is None else round(bpf_ns, 1),
-            cpu_ns=oncpu if measures_oncpu and row.spec.measures_latency else None,
+            # Net of the probe's own time inside the calls, as the latencies are.
+            cpu_ns=max(0, round(oncpu - count * cost.in_interval_ns))
+            if measures_oncpu and row.spec.measures_latency
+            else None,
             latency=net,
             raw=raw,
             hist=hist,

@@ -12,12 +12,31 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from adaptyst_top.snapshot import Latency, ProbeEntry
+from adaptyst_top.snapshot import EnergySplit, Latency, ProbeEntry
 from adaptyst_top.snapshot.histogram import bucket_bounds
-from adaptyst_top.tui.format import fmt_ns, fmt_rate
+from adaptyst_top.tui.format import fmt_energy, fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
 
 MAX_ROWS = 24
+
+
+def energy_line(p: ProbeEntry, splits: Sequence[EnergySplit]) -> str:
+    """The row's joules, per call and in all, its calls' time on a CPU, and what of the
+    device's energy no row was charged."""
+    if p.cpu_ns is None:
+        return "energy: not measured (a count-only probe, a kernel without BTF, or a recording of before)"
+    on_cpu = f"on a CPU {fmt_ns(p.cpu_ns / p.count) if p.count else '-'}/call"
+    if p.energy_j is None or p.energy_method is None:
+        return f"{on_cpu}; energy: none yet (no CPU energy: RAPL or --cpu-power-model)"
+    per_call = f"{fmt_energy(p.energy_j / p.count)}/call, " if p.count else ""
+    line = f"energy {per_call}{fmt_energy(p.energy_j)} in all ({p.energy_method}); {on_cpu}"
+    split = next((s for s in splits if s.method == p.energy_method), None)
+    if split is not None:
+        line += (
+            f"; of the {split.device}'s {fmt_energy(split.measured_j)}, "
+            f"{fmt_energy(split.unattributed_j)} went to no probe"
+        )
+    return line
 
 
 def histogram_rows(
@@ -78,7 +97,11 @@ class DetailScreen(Screen[None]):
         yield Footer()
 
     def show(
-        self, p: ProbeEntry | None, rates: Sequence[float | None], p99s: Sequence[float | None]
+        self,
+        p: ProbeEntry | None,
+        rates: Sequence[float | None],
+        p99s: Sequence[float | None],
+        splits: Sequence[EnergySplit] = (),
     ) -> None:
         if p is None:
             self.query_one("#detail-title", Static).update("this probe is gone")
@@ -93,11 +116,12 @@ class DetailScreen(Screen[None]):
             f"probe cost {fmt_ns(p.overhead_ns_per_hit)}/hit ({p.overhead_source or '?'}; class "
             f"{p.cost_class or '?'}), BPF {fmt_ns(p.bpf_ns_per_hit)}/hit. "
             "The histogram is of raw intervals; the figures above are net of the probe cost.\n"
+            f"{energy_line(p, splits)}\n"
         )
         self.query_one("#detail-title", Static).update(title)
         width = self.size.width or 80
-        # Title (5 lines), history (3), footer: the histogram has the rest.
-        rows = max(6, min(MAX_ROWS, (self.size.height or 30) - 10))
+        # Title (6 lines), history (3), footer: the histogram has the rest.
+        rows = max(6, min(MAX_ROWS, (self.size.height or 30) - 11))
         self.query_one("#detail-hist", Static).update(render_histogram(p, width, self.ascii, rows))
         spark_w = max(10, min(100, width - 20))
         known_p99 = [v for v in p99s if v is not None]

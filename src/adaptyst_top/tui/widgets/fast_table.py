@@ -93,6 +93,14 @@ class FastTable(ScrollView, can_focus=True):
         # The longest text of each flexible column: its width follows its content.
         self._needs: dict[str, int] = {c.key: len(c.label) for c in self.columns if not c.width}
 
+    def set_columns(self, columns: Iterable[Column]) -> None:
+        """Other columns (one shown only when some row has a value for it): laid out again."""
+        self.columns = list(columns)
+        self._needs = {c.key: len(c.label) for c in self.columns if not c.width}
+        self._layout_width = -1
+        self._strips.clear()
+        self.refresh()
+
     # ----- data -----------------------------------------------------------------------
 
     def upsert(

@@ -12,9 +12,15 @@ from adaptyst_top.tui.widgets.devices_pane import HISTORY
 from adaptyst_top.tui.widgets.fast_table import FastTable
 
 
+# J/call only once some row has joules: a recording of before, or a node with no CPU
+# energy, keeps its room for the latencies.
+_WITHOUT_ENERGY = tuple(c for c in PROBE_COLUMNS if c.key != "energy")
+
+
 class ProbesPane(FastTable):
     def __init__(self, p99_warn_ns: float) -> None:
-        super().__init__(PROBE_COLUMNS, id="probes")
+        super().__init__(_WITHOUT_ENERGY, id="probes")
+        self._with_energy = False
         self.border_title = "Probes"
         self.p99_warn_ns = p99_warn_ns
         self.entries: dict[str, ProbeEntry] = {}
@@ -25,6 +31,10 @@ class ProbesPane(FastTable):
 
     def show(self, probes: Sequence[ProbeEntry], read_only: bool, app: str | None = None) -> None:
         """APP: the launched application's name (task probes show it as their target)."""
+        with_energy = any(p.energy_j is not None for p in probes)
+        if with_energy != self._with_energy:
+            self._with_energy = with_energy
+            self.set_columns(PROBE_COLUMNS if with_energy else _WITHOUT_ENERGY)
         entries = {}
         # The engine hands back the same entry for a row that did not change (most rows
         # of a wide glob sit idle): its cells are the ones shown.
