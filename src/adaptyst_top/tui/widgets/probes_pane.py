@@ -11,7 +11,6 @@ from adaptyst_top.tui.rows import PROBE_COLUMNS, probe_row
 from adaptyst_top.tui.widgets.devices_pane import HISTORY
 from adaptyst_top.tui.widgets.fast_table import FastTable
 
-
 # J/call only once some row has joules: a recording of before, or a node with no CPU
 # energy, keeps its room for the latencies.
 _WITHOUT_ENERGY = tuple(c for c in PROBE_COLUMNS if c.key != "energy")
