@@ -212,8 +212,14 @@ def test_joules_in_a_compact_recording_and_its_export(workload_bin: Path, tmp_pa
     specs = [f"--probe=uprobe:{workload_bin}:{fn}" for fn in ("held_fn", "napped_fn")]
     script = ["sleep", "1200", "heldnap", "30", str(CALL_US), "sleep", "1200", "exit", "0"]
     subprocess.run(
-        [*CLI, "record", *specs, "--cpu-power-model", "10:90", "--interval", "0.3"]
-        + ["--format", "compact", "--out", str(out), "--", str(workload_bin), *script],
+        [
+            *CLI,
+            "record",
+            *specs,
+            *("--cpu-power-model", "10:90", "--interval", "0.3"),
+            *("--format", "compact", "--out", str(out), "--", str(workload_bin)),
+            *script,
+        ],
         check=True,
         capture_output=True,
         timeout=120,
