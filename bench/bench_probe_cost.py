@@ -69,6 +69,8 @@ class Funclatency:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            # Its SIGINT ends it: run in the background, the bench inherits it ignored.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -99,12 +101,20 @@ class Funclatency:
 
 
 def ours(
-    binary: Path, pid: int, spec: str, multi: bool | None = None, confine: bool = False
+    binary: Path,
+    pid: int,
+    spec: str,
+    multi: bool | None = None,
+    confine: bool = False,
+    oncpu: bool = True,
 ) -> ProbeEngine:
     """SPEC attached for PID: through a multi-uprobe link where the kernel has them (None),
     or as asked. CONFINE: as the agent attaches a user's (each hit asks whether the
-    process is still theirs)."""
+    process is still theirs). ONCPU False: without the calls' on-CPU time (as before
+    joules per row), to price it."""
     engine = ProbeEngine(pid=pid, multi_links=multi, confine_uid=os.getuid() if confine else None)
+    if not oncpu:
+        engine.oncpu = None
     g = engine.add(spec)
     engine.wait(120)
     if g.state != "attached":
@@ -171,10 +181,10 @@ def main() -> int:
         return stop
 
     def engine_for(
-        spec: str, multi: bool | None = None, confine: bool = False
+        spec: str, multi: bool | None = None, confine: bool = False, oncpu: bool = True
     ) -> Callable[[], Callable[[], None]]:
         def setup() -> Callable[[], None]:
-            e = ours(binary, w.pid, spec, multi, confine)
+            e = ours(binary, w.pid, spec, multi, confine, oncpu)
             return e.close
 
         return setup
@@ -196,6 +206,7 @@ def main() -> int:
             "multi": engine_for(f"uprobe:{binary}:fast_fn", True),
             "per_function": engine_for(f"uprobe:{binary}:fast_fn", False),
             "confined": engine_for(f"uprobe:{binary}:fast_fn", True, confine=True),
+            "no_oncpu": engine_for(f"uprobe:{binary}:fast_fn", True, oncpu=False),
         },
     )
     funclat_ns, ours_ns = ways["funclatency"], ways["multi"]
@@ -207,6 +218,8 @@ def main() -> int:
     res["ours_multi_vs_per_function"] = ours_ns / ways["per_function"]
     res["ours_confined_uprobe_latency_ns"] = ways["confined"]
     res["ours_confined_vs_unconfined"] = ways["confined"] / ours_ns
+    res["ours_without_oncpu_ns"] = ways["no_oncpu"]
+    res["ours_oncpu_vs_without"] = ours_ns / ways["no_oncpu"]
     res["ours_usdt_count_ns"] = cost_with(
         w, "tick", n, reps, engine_for(f"usdt:{binary}:adaptyst_test:tick")
     )
@@ -238,6 +251,7 @@ def main() -> int:
             "multi": [],
             "per_function": [],
             "confined": [],
+            "no_oncpu": [],
         }
         for _ in range(3 * reps):
             runs["funclatency"].append(bpf_ns_per_hit(funclat, False))
@@ -247,6 +261,9 @@ def main() -> int:
             )
             runs["confined"].append(
                 bpf_ns_per_hit(engine_for(f"uprobe:{binary}:fast_fn", True, confine=True), True)
+            )
+            runs["no_oncpu"].append(
+                bpf_ns_per_hit(engine_for(f"uprobe:{binary}:fast_fn", True, oncpu=False), True)
             )
     finally:
         os.close(stats_fd)
@@ -261,6 +278,9 @@ def main() -> int:
     confined_bpf = statistics.median(runs["confined"])
     res["ours_confined_bpf_ns_per_hit"] = confined_bpf
     res["ours_confined_vs_unconfined_bpf"] = confined_bpf / mine_bpf
+    without_bpf = statistics.median(runs["no_oncpu"])
+    res["ours_without_oncpu_bpf_ns_per_hit"] = without_bpf
+    res["ours_oncpu_vs_without_bpf"] = mine_bpf / without_bpf
 
     # Highest sustained hit rate with exact counts.
     e = ours(binary, w.pid, f"uprobe:{binary}:fast_fn")

@@ -139,7 +139,7 @@ def test_nvml_full_reading() -> None:
     assert r.energy_j == 250.0 and r.energy_source == "nvml" and r.energy_method == "counter"
     assert r.temp_c == 45.0 and r.extra["sm_clock_mhz"] == 1980
     # No utilisation sample newer than the last one (NVML answers NOT_FOUND): memory only.
-    assert r.extra["processes"] == [{"pid": 4242, "mem_bytes": 2 << 30}]
+    assert r.extra["processes"] == [{"pid": 4242, "mem_bytes": 2 << 30, "energy_j": 0.0}]
     assert r.extra["pci_bus_id"] == "00000000:17:00.0"
 
 

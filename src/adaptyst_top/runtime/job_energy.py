@@ -3,9 +3,12 @@
 Between two readings, a CPU's energy is split by CPU time: a job gets the share of the
 node's busy CPU time its processes used (method `cpu-time`); what no job used (the
 system, other users, processes that exited between readings) stays `unattributed`.
-A device no method covers yet (a GPU: NVML's per-process utilisation is not read yet)
-is unattributed whole (method `none`). The shares never add up to more than the device
-measured: each reading's energy is split once, whole.
+An NVIDIA GPU's energy is split by its processes' SM utilisation
+(collectors/devices/gpu_energy.py, method `nvml-process-util`): a job gets what its
+processes were charged, the device's idle draw goes to `idle`, never to a job, and
+processes of no job to `unattributed`. A device no method covers (a GPU under MIG,
+AMD, FPGA) is unattributed whole (method `none`). The shares never add up to more than
+the device measured: each reading's energy is split once, whole.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from adaptyst_top.collectors.devices.gpu_energy import METHOD as SPLIT_METHOD
 from adaptyst_top.collectors.probes.overhead import system_busy_ns
 from adaptyst_top.snapshot import DeviceReading
 from adaptyst_top.system.slurm_jobs import job_of
 
 UNATTRIBUTED = "unattributed"
+IDLE = "idle"  # a GPU's idle draw: reported apart, never charged to a job
 _TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
@@ -47,6 +52,7 @@ class JobEnergy:
         # pid -> (start, program), ns, job
         self._cpu: dict[int, tuple[tuple[int, str], int, str | None]] = {}
         self._busy: int | None = None
+        self._gpu_seen: dict[tuple[str, int | str], float] = {}  # (device, pid|IDLE) -> J
 
     def update(self, devices: Sequence[DeviceReading]) -> None:
         job_cpu = self._job_cpu_deltas()
@@ -55,6 +61,10 @@ class JobEnergy:
         self._busy = busy
         for d in devices:
             if d.energy_j is None or d.kind == "opencl":  # an OpenCL view is its device's
+                continue
+            if d.kind == "gpu" and d.extra.get("process_energy") == SPLIT_METHOD:
+                self._gpu_processes(d, first=d.id not in self._energy)
+                self._energy[d.id] = d.energy_j
                 continue
             last, self._energy[d.id] = self._energy.get(d.id), d.energy_j
             spent = 0.0 if last is None else d.energy_j - last
@@ -68,6 +78,27 @@ class JobEnergy:
                 self._add(UNATTRIBUTED, d.id, "cpu-time", spent * (1 - used / whole))
             else:
                 self._add(UNATTRIBUTED, d.id, "none", spent)
+
+    def _gpu_processes(self, d: DeviceReading, first: bool) -> None:
+        """The joules each process was charged since the last reading, to its job."""
+        procs = d.extra.get("processes")
+        now: dict[int | str, float] = {IDLE: float(d.extra.get("idle_j") or 0.0)}
+        for p in procs if isinstance(procs, list) else []:
+            if isinstance(p, dict) and isinstance(p.get("energy_j"), (int, float)):
+                now[int(p["pid"])] = float(p["energy_j"])
+        for who, joules in now.items():
+            before = self._gpu_seen.get((d.id, who))
+            self._gpu_seen[(d.id, who)] = joules
+            if first or joules <= (before or 0.0):
+                continue  # what was charged before this agent's first reading stays out
+            if who == IDLE:
+                job = IDLE
+            else:
+                known = self._cpu.get(int(who))
+                job = (known[2] if known else job_of(int(who), self.proc)) or UNATTRIBUTED
+            self._add(job, d.id, SPLIT_METHOD, joules - (before or 0.0))
+        for key in [k for k in self._gpu_seen if k[0] == d.id and k[1] not in now]:
+            del self._gpu_seen[key]
 
     def _add(self, job: str, device: str, method: str, joules: float) -> None:
         key = (job, device, method)
@@ -99,4 +130,4 @@ class JobEnergy:
         return out
 
 
-__all__ = ["UNATTRIBUTED", "JobEnergy"]
+__all__ = ["IDLE", "UNATTRIBUTED", "JobEnergy"]

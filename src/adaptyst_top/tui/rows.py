@@ -66,6 +66,7 @@ def gpu_process_rows(d: DeviceReading) -> list[tuple[str, dict[str, str]]]:
     rows: list[tuple[str, dict[str, str]]] = []
     for p in procs[:GPU_PROCESS_ROWS]:
         sm, name, mem = p.get("sm_util"), p.get("name"), _whole(p.get("mem_bytes"))
+        joules = p.get("energy_j")
         label = f" └ {p['pid']} {name}" if isinstance(name, str) else f" └ {p['pid']}"
         rows.append(
             (
@@ -76,6 +77,10 @@ def gpu_process_rows(d: DeviceReading) -> list[tuple[str, dict[str, str]]]:
                     if isinstance(sm, (int, float)) and 0 <= sm <= 1
                     else "",
                     "mem": "-" if mem is None else fmt_bytes(mem),
+                    # Its share of the GPU's energy by its SM utilisation (gpu_energy.py).
+                    "energy": fmt_energy(joules)
+                    if isinstance(joules, (int, float)) and 0 <= joules < float("inf")
+                    else "",
                 },
             )
         )

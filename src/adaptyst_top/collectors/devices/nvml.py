@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from adaptyst_top.collectors.devices.energy import EnergyAccount
+from adaptyst_top.collectors.devices.gpu_energy import METHOD as SPLIT_METHOD
+from adaptyst_top.collectors.devices.gpu_energy import ProcessEnergySplit
 from adaptyst_top.collectors.devices.gpu_processes import split_for
 from adaptyst_top.snapshot import DeviceReading
 from adaptyst_top.system.process_names import process_name
@@ -57,6 +59,7 @@ class Gpu:
     mig: list[dict[str, Any]] | None = None
     others: dict[str, int] | None = None  # other users' processes, in total
     last_util_ts: int = 0
+    split: ProcessEnergySplit = field(default_factory=ProcessEnergySplit)
 
 
 def _text(v: Any) -> str:
@@ -174,8 +177,13 @@ class NvmlCollector:
             r.extra["sm_clock_mhz"] = int(clock)
         if now - gpu.processes_at >= PROCESS_EVERY_S:
             gpu.processes_at = now
-            gpu.processes = self._processes(gpu)
+            gpu.processes = self._processes(gpu, e.energy_j)
             gpu.mig = self._mig(gpu)
+        if "process_util" in gpu.unsupported:
+            r.extra["process_energy"] = "none: no per-process utilisation here (MIG)"
+        elif gpu.split.measured_j:
+            r.extra["process_energy"] = SPLIT_METHOD
+            r.extra["idle_j"] = round(gpu.split.idle_j, 6)
         if gpu.mig is not None:
             r.extra["mig"] = gpu.mig
         r.extra["processes"] = gpu.processes
@@ -243,7 +251,7 @@ class NvmlCollector:
             instances.append(entry)
         return instances
 
-    def _processes(self, gpu: Gpu) -> list[dict[str, Any]]:
+    def _processes(self, gpu: Gpu, energy_j: float | None) -> list[dict[str, Any]]:
         n, h = self.nvml, gpu.handle
         procs = self._ask(gpu, "processes", lambda: n.nvmlDeviceGetComputeRunningProcesses(h)) or []
         by_pid: dict[int, dict[str, Any]] = {}
@@ -253,10 +261,18 @@ class NvmlCollector:
         samples = self._ask(
             gpu, "process_util", lambda: n.nvmlDeviceGetProcessUtilization(h, gpu.last_util_ts)
         )
+        util: dict[int, list[float]] = {}  # each process's samples since the last read
         for s in samples or []:
-            entry = by_pid.setdefault(int(s.pid), {"pid": int(s.pid), "mem_bytes": None})
-            entry["sm_util"] = s.smUtil / 100.0
+            by_pid.setdefault(int(s.pid), {"pid": int(s.pid), "mem_bytes": None})
+            util.setdefault(int(s.pid), []).append(s.smUtil / 100.0)
             gpu.last_util_ts = max(gpu.last_util_ts, int(s.timeStamp))
+        for pid, us in util.items():
+            by_pid[pid]["sm_util"] = sum(us) / len(us)
+        # Split over every user's processes before a user is shown only theirs.
+        if "process_util" not in gpu.unsupported:
+            gpu.split.charge(energy_j, {p: e.get("sm_util", 0.0) for p, e in by_pid.items()})
+            for pid, joules in gpu.split.by_pid.items():
+                by_pid[pid]["energy_j"] = round(joules, 6)
         return self._own(sorted(by_pid.values(), key=lambda e: e["pid"]), gpu)
 
     def _own(self, procs: list[dict[str, Any]], gpu: Gpu) -> list[dict[str, Any]]:
