@@ -86,12 +86,31 @@ def test_each_job_gets_its_processes_joules_and_the_idle_draw_none(tmp_path: Pat
     gpu, collector = _gpu()
     jobs = JobEnergy(tmp_path, busy_ns=lambda: 0)
     jobs.update([_read(collector, 0.0)])
+    gpu.energy_mj += 10_000  # the split's first window (idle), before the agent's first
+    jobs.update([_read(collector, PROCESS_EVERY_S)])  # split reading: not charged
     gpu.proc_util = [(501, 50, 10), (502, 25, 10), (503, 25, 10)]
     gpu.energy_mj += 200_000
-    jobs.update([_read(collector, PROCESS_EVERY_S)])
-    gpu.energy_mj += 100_000  # an idle window
     jobs.update([_read(collector, 2 * PROCESS_EVERY_S)])
+    gpu.energy_mj += 100_000  # an idle window
+    jobs.update([_read(collector, 3 * PROCESS_EVERY_S)])
     totals = {job: j for (job, device, method), j in jobs.totals.items() if method == METHOD}
     assert totals == pytest.approx({"101": 100.0, "202": 50.0, UNATTRIBUTED: 50.0, IDLE: 100.0})
     # Every joule the counter measured, once: jobs + no job's + idle = the counter's 300 J.
     assert sum(totals.values()) == pytest.approx(300.0)
+
+
+def test_a_process_gone_before_the_read_is_charged_to_no_one_s_pid(tmp_path: Path) -> None:
+    gpu, collector = _gpu()
+    jobs = JobEnergy(tmp_path, busy_ns=lambda: 0)
+    jobs.update([_read(collector, 0.0)])
+    gpu.energy_mj += 10_000  # the split's first window: idle, before the agent's first
+    jobs.update([_read(collector, PROCESS_EVERY_S)])
+    # 999 ran and exited within the window: its PID may be another process's by now.
+    gpu.proc_util = [(999, 50, 10)]
+    gpu.energy_mj += 100_000
+    r = _read(collector, 2 * PROCESS_EVERY_S)
+    gone = next(p for p in r.extra["processes"] if p["pid"] == 999)
+    assert "energy_j" not in gone and r.extra["exited_j"] == pytest.approx(50.0)
+    jobs.update([r])
+    got = {job: j for (job, _d, method), j in jobs.totals.items() if method == METHOD}
+    assert got == pytest.approx({UNATTRIBUTED: 50.0, IDLE: 50.0})

@@ -50,6 +50,7 @@ class ProbeEnergy:
         self.method: str | None = None
         self.measured_j = 0.0  # CPU energy over the intervals split
         self._out: dict[str, tuple[ProbeEntry, float, ProbeEntry]] = {}
+        self._gone_j = 0.0  # joules of rows since removed (their refs are dropped)
 
     def attribute(
         self, entries: Sequence[ProbeEntry], devices: Sequence[DeviceReading]
@@ -66,7 +67,10 @@ class ProbeEnergy:
             seen = self._cpu_seen.get(ref, 0)
             if e.cpu_ns > seen:
                 self._pending[ref] = self._pending.get(ref, 0) + e.cpu_ns - seen
-            self._cpu_seen[ref] = e.cpu_ns
+                # Never lowered: a new cost figure (calibration) nets the total again,
+                # and its regrowth was charged once already.
+                self._cpu_seen[ref] = e.cpu_ns
+        self._forget_removed(entries)
         spent, source = self._cpu_energy(devices)
         if spent is not None and source is not None:
             if spent <= 0:  # a first reading, or a counter restarted: nothing to charge
@@ -79,6 +83,18 @@ class ProbeEnergy:
                     self._pending.clear()
                     self._pending_busy, self._pending_j = 0, 0.0
         return [self._with_energy(e) for e in entries], self._splits()
+
+    def _forget_removed(self, entries: Sequence[ProbeEntry]) -> None:
+        """Rows gone from the engine (removed specs): their refs never come back (group
+        ids only grow), so only their joules are kept, as one figure."""
+        if len(self._cpu_seen) <= len(entries):
+            return
+        live = {e.ref.text for e in entries}
+        for ref in [r for r in self._cpu_seen if r not in live]:
+            del self._cpu_seen[ref]
+            self._pending.pop(ref, None)
+            self._out.pop(ref, None)
+            self._gone_j += self._joules.pop(ref, 0.0)
 
     def charged(self, entries: Sequence[ProbeEntry]) -> list[ProbeEntry]:
         """ENTRIES with the joules charged to them as of the last split (another
@@ -124,5 +140,5 @@ class ProbeEnergy:
     def _splits(self) -> tuple[EnergySplit, ...]:
         if self.method is None:
             return ()
-        attributed = min(self.measured_j, sum(self._joules.values()))
+        attributed = min(self.measured_j, self._gone_j + sum(self._joules.values()))
         return (EnergySplit("cpu", self.method, round(self.measured_j, 9), round(attributed, 9)),)

@@ -53,6 +53,7 @@ class JobEnergy:
         self._cpu: dict[int, tuple[tuple[int, str], int, str | None]] = {}
         self._busy: int | None = None
         self._gpu_seen: dict[tuple[str, int | str], float] = {}  # (device, pid|IDLE) -> J
+        self._split_mode: dict[str, bool] = {}  # device -> its last reading was split
 
     def update(self, devices: Sequence[DeviceReading]) -> None:
         job_cpu = self._job_cpu_deltas()
@@ -63,9 +64,13 @@ class JobEnergy:
             if d.energy_j is None or d.kind == "opencl":  # an OpenCL view is its device's
                 continue
             if d.kind == "gpu" and d.extra.get("process_energy") == SPLIT_METHOD:
-                self._gpu_processes(d, first=d.id not in self._energy)
+                # First in this mode (a GPU's split starts at its second process read):
+                # what came before was booked whole as `none`.
+                self._gpu_processes(d, first=self._split_mode.get(d.id) is not True)
+                self._split_mode[d.id] = True
                 self._energy[d.id] = d.energy_j
                 continue
+            self._split_mode[d.id] = False
             last, self._energy[d.id] = self._energy.get(d.id), d.energy_j
             spent = 0.0 if last is None else d.energy_j - last
             if spent <= 0:
@@ -82,7 +87,10 @@ class JobEnergy:
     def _gpu_processes(self, d: DeviceReading, first: bool) -> None:
         """The joules each process was charged since the last reading, to its job."""
         procs = d.extra.get("processes")
-        now: dict[int | str, float] = {IDLE: float(d.extra.get("idle_j") or 0.0)}
+        now: dict[int | str, float] = {
+            IDLE: float(d.extra.get("idle_j") or 0.0),
+            UNATTRIBUTED: float(d.extra.get("exited_j") or 0.0),
+        }
         for p in procs if isinstance(procs, list) else []:
             if isinstance(p, dict) and isinstance(p.get("energy_j"), (int, float)):
                 now[int(p["pid"])] = float(p["energy_j"])
@@ -91,8 +99,8 @@ class JobEnergy:
             self._gpu_seen[(d.id, who)] = joules
             if first or joules <= (before or 0.0):
                 continue  # what was charged before this agent's first reading stays out
-            if who == IDLE:
-                job = IDLE
+            if isinstance(who, str):  # the idle draw; processes gone before a read
+                job = who
             else:
                 known = self._cpu.get(int(who))
                 job = (known[2] if known else job_of(int(who), self.proc)) or UNATTRIBUTED

@@ -33,7 +33,7 @@ class PowerModel:
             raise ValueError(
                 f"bad power model {text!r}: expected IDLE_W:MAX_W, e.g. 40:180"
             ) from None
-        if not 0 <= idle <= peak:
+        if not 0 <= idle <= peak < float("inf"):
             raise ValueError(f"bad power model {text!r}: need 0 <= IDLE_W <= MAX_W")
         return cls(idle, peak)
 

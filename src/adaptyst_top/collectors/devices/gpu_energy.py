@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 METHOD = "nvml-process-util"
+GONE = -1  # the processes that exited within the window, together (never a PID)
 
 
 class ProcessEnergySplit:
@@ -30,7 +31,7 @@ class ProcessEnergySplit:
         if energy_j is None:
             return
         last, self._last_j = self._last_j, energy_j
-        for gone in set(self.by_pid) - set(utils):
+        for gone in set(self.by_pid) - set(utils) - {GONE}:
             del self.by_pid[gone]
         if last is None or energy_j <= last:
             return

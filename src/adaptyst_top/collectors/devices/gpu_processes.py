@@ -47,7 +47,8 @@ def visible_to(devices: Sequence[DeviceReading], uid: int) -> tuple[DeviceReadin
             continue
         mine, others = split_for(procs, uid)
         before = d.extra.get("processes_of_others") or {"count": 0, "mem_bytes": 0}
-        extra = {k: v for k, v in d.extra.items() if k != "processes_of_others"}
+        # idle_j with the device's energy and one's own would give the others' joules.
+        extra = {k: v for k, v in d.extra.items() if k not in ("processes_of_others", "idle_j")}
         extra["processes"] = mine
         if others is not None or before["count"]:
             o = others or {"count": 0, "mem_bytes": 0}

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from adaptyst_top.collectors.devices.energy import EnergyAccount
+from adaptyst_top.collectors.devices.gpu_energy import GONE, ProcessEnergySplit
 from adaptyst_top.collectors.devices.gpu_energy import METHOD as SPLIT_METHOD
-from adaptyst_top.collectors.devices.gpu_energy import ProcessEnergySplit
 from adaptyst_top.collectors.devices.gpu_processes import split_for
 from adaptyst_top.snapshot import DeviceReading
 from adaptyst_top.system.process_names import process_name
@@ -60,6 +60,7 @@ class Gpu:
     others: dict[str, int] | None = None  # other users' processes, in total
     last_util_ts: int = 0
     split: ProcessEnergySplit = field(default_factory=ProcessEnergySplit)
+    gone_j: float = 0.0
 
 
 def _text(v: Any) -> str:
@@ -184,6 +185,7 @@ class NvmlCollector:
         elif gpu.split.measured_j:
             r.extra["process_energy"] = SPLIT_METHOD
             r.extra["idle_j"] = round(gpu.split.idle_j, 6)
+            r.extra["exited_j"] = round(gpu.gone_j, 6)  # processes gone before a read
         if gpu.mig is not None:
             r.extra["mig"] = gpu.mig
         r.extra["processes"] = gpu.processes
@@ -261,18 +263,29 @@ class NvmlCollector:
         samples = self._ask(
             gpu, "process_util", lambda: n.nvmlDeviceGetProcessUtilization(h, gpu.last_util_ts)
         )
-        util: dict[int, list[float]] = {}  # each process's samples since the last read
+        running = set(by_pid)
+        util: dict[int, float] = {}  # each process's samples since the last read, summed
+        times: set[int] = set()  # the window's sample times, every process's
         for s in samples or []:
             by_pid.setdefault(int(s.pid), {"pid": int(s.pid), "mem_bytes": None})
-            util.setdefault(int(s.pid), []).append(s.smUtil / 100.0)
+            util[int(s.pid)] = util.get(int(s.pid), 0.0) + s.smUtil / 100.0
+            times.add(int(s.timeStamp))
             gpu.last_util_ts = max(gpu.last_util_ts, int(s.timeStamp))
-        for pid, us in util.items():
-            by_pid[pid]["sm_util"] = sum(us) / len(us)
-        # Split over every user's processes before a user is shown only theirs.
+        for pid, total in util.items():  # over the window: a burst is not the whole of it
+            by_pid[pid]["sm_util"] = total / len(times)
+        # Split over every user's processes before a user is shown only theirs. A process
+        # that has exited is charged as GONE: its PID may be another's by now.
         if "process_util" not in gpu.unsupported:
-            gpu.split.charge(energy_j, {p: e.get("sm_util", 0.0) for p, e in by_pid.items()})
+            shares: dict[int, float] = {}
+            for pid, e in by_pid.items():
+                who = pid if pid in running else GONE
+                shares[who] = shares.get(who, 0.0) + e.get("sm_util", 0.0)
+            gpu.split.charge(energy_j, shares)
             for pid, joules in gpu.split.by_pid.items():
-                by_pid[pid]["energy_j"] = round(joules, 6)
+                if pid in by_pid:
+                    by_pid[pid]["energy_j"] = round(joules, 6)
+            if GONE in gpu.split.by_pid:
+                gpu.gone_j = gpu.split.by_pid[GONE]
         return self._own(sorted(by_pid.values(), key=lambda e: e["pid"]), gpu)
 
     def _own(self, procs: list[dict[str, Any]], gpu: Gpu) -> list[dict[str, Any]]:

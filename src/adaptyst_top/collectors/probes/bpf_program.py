@@ -88,8 +88,8 @@ struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
 struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; u64 oncpu; };
 struct hkey { struct skey k; u32 bucket; u32 pad; };
 struct tkey { u64 tid; u32 chain; u32 pad; };
-/* sp: a uprobe's at entry, else 0; run: run_mark() at entry */
-struct frame { u64 ts; u64 sp; s64 run; struct skey k; };
+/* sp: a uprobe's at entry, else 0; se: run_read() at entry, on CPU cpu */
+struct frame { u64 ts; u64 sp; u64 se[2]; u32 cpu; u32 pad; struct skey k; };
 
 /* keyed (@argN): allocated as keys come, so the kernel holds what is used, not the most */
 BPF_F_TABLE("hash", struct skey, struct stat, stats, %(max_keys)d, %(map_flags)s);
@@ -185,7 +185,8 @@ static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
     if (sp && depth > 0 && depth <= MAX_DEPTH && !st->over) {
         struct frame *top = &st->f[(depth - 1) & (MAX_DEPTH - 1)];
         if (top->sp == sp && top->k.slot == k->slot) {
-            top->run = run_mark();
+            run_read(top->se);
+            top->cpu = bpf_get_smp_processor_id();
             top->ts = bpf_ktime_get_ns();
             return 0;
         }
@@ -195,7 +196,8 @@ static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
     fr->k = *k;
     fr->sp = sp;
     st->depth = depth + 1;
-    fr->run = run_mark();
+    run_read(fr->se);
+    fr->cpu = bpf_get_smp_processor_id();
     fr->ts = bpf_ktime_get_ns();   /* last: the probe's own work before this stays outside */
     return 0;
 }
@@ -213,7 +215,8 @@ static __always_inline void no_entry(void) {
 }
 static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
     u64 now = bpf_ktime_get_ns();  /* first: the rest of this handler stays outside */
-    s64 run = run_mark();
+    u64 se[2];
+    run_read(se);
     struct stack *st = thread_stack(chain, 0);
     if (!st || st->depth == 0) { no_entry(); return 0; }
     if (st->over) { st->over--; return 0; }   /* the matching push was too deep to record */
@@ -228,8 +231,11 @@ static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
     if (slot == NO_SLOT && !theirs()) return 0;
     struct skey k = fr->k;
     u64 delta = now - fr->ts;
-    /* on a CPU: the wall time less the time the thread was off one (see oncpu.py) */
-    s64 oncpu = run - fr->run + (s64)delta;
+    /* on a CPU: the wall time less the time the thread was off one (see oncpu.py). Each
+     * CPU's task clock leaves out its own IRQ and steal time: across CPUs the offsets
+     * do not cancel, and the run time's growth alone is taken (off by a tick at most). */
+    s64 oncpu = (s64)(se[1] - se[0]) - (s64)(fr->se[1] - fr->se[0]) + (s64)delta;
+    if (fr->cpu != bpf_get_smp_processor_id()) oncpu = (s64)(se[1] - fr->se[1]);
     if (oncpu < 0) oncpu = 0;
     if (oncpu > (s64)delta) oncpu = delta;
     if (gated(k.slot)) return 0;   /* switched off while open: popped, not recorded */

@@ -1,4 +1,8 @@
-"""A call's on-CPU time, measured in the kernel: the C of `run_mark()`.
+"""A call's on-CPU time, measured in the kernel: the C of `run_read()`.
+
+Each CPU's task clock leaves out that CPU's own IRQ and steal time, so the offsets
+cancel only when entry and return run on one CPU; across CPUs the run time's growth
+alone is taken (off by less than a tick on each side).
 
 A running thread's CPU time is `se.sum_exec_runtime` plus the time since `se.exec_start`
 (the scheduler brings both up to date together at each tick and switch). So
@@ -14,18 +18,20 @@ from adaptyst_top.collectors.probes.kernel_btf import BTFError, member_offset
 
 _MARK = r"""
 #define MEASURES_ONCPU 1
-static __always_inline s64 run_mark(void) {
-    u64 se[2] = {};   /* exec_start, sum_exec_runtime */
+/* se: exec_start, sum_exec_runtime of the current thread */
+static __always_inline void run_read(u64 *se) {
     char *task = (char *)bpf_get_current_task();
-    if (bpf_probe_read_kernel(se, sizeof(se), task + %(at)d)) return 0;
-    return (s64)(se[1] - se[0]);
+    if (bpf_probe_read_kernel(se, 16, task + %(at)d)) { se[0] = 0; se[1] = 0; }
 }
 """
-NO_MARK = "#define MEASURES_ONCPU 0\nstatic __always_inline s64 run_mark(void) { return 0; }\n"
+NO_MARK = (
+    "#define MEASURES_ONCPU 0\n"
+    "static __always_inline void run_read(u64 *se) { se[0] = 0; se[1] = 0; }\n"
+)
 
 
 def oncpu_source() -> str | None:
-    """The C of `run_mark()`, or None when the kernel does not describe the fields (no
+    """The C of `run_read()`, or None when the kernel does not describe the fields (no
     BTF) or lays them out apart: then calls get no on-CPU time, and no energy."""
     try:
         se = member_offset("task_struct", "se")
