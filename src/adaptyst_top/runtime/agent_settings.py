@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.limits import INTERVAL_RANGE
 from adaptyst_top.runtime.settings_model import read_settings, setting
 from adaptyst_top.runtime.toml_file import read_toml
+
+if TYPE_CHECKING:
+    from adaptyst_top.collectors.devices.cpu import PowerModel
 
 DEFAULT_CONFIG = Path("/etc/adaptyst-top/agent.toml")
 PROBE_EXPORTS = ("none", "jobs", "all")
@@ -95,6 +98,10 @@ class AgentSettings:
         """cpu_power_model parsed; ValueError, in one line, when it is not one."""
         if not self.cpu_power_model:
             return None
+        # Here, not at the top: the ssh bridge reads these settings on a login node's
+        # interpreter, which need not have psutil (the collectors' import).
+        from adaptyst_top.collectors.devices.cpu import PowerModel
+
         try:
             return PowerModel.parse(self.cpu_power_model)
         except ValueError as exc:
