@@ -51,6 +51,9 @@ def record(directory: Path) -> Path:
         [
             "--interval",
             "0.5",
+            # No RAPL in a VM: the stated model, so the probes show their joules.
+            "--cpu-power-model",
+            "10:90",
             "--probe",
             f"uprobe:{binary}:*_fn",
             "--probe",
