@@ -51,6 +51,9 @@ class ProbeEnergy:
         self.measured_j = 0.0  # CPU energy over the intervals split
         self._out: dict[str, tuple[ProbeEntry, float, ProbeEntry]] = {}
         self._gone_j = 0.0  # joules of rows since removed (their refs are dropped)
+        # id(entry) -> it and its ref: the engine hands back an idle row's entry as it
+        # was, so most rows cost no ref string a tick (as in the probes pane).
+        self._ref_of: dict[int, tuple[ProbeEntry, str]] = {}
 
     def attribute(
         self, entries: Sequence[ProbeEntry], devices: Sequence[DeviceReading]
@@ -60,10 +63,10 @@ class ProbeEnergy:
         if self._busy is not None:
             self._pending_busy += max(0, busy - self._busy)
         self._busy = busy
-        for e in entries:
+        refs = self._refs(entries)
+        for e, ref in zip(entries, refs, strict=True):
             if e.cpu_ns is None:
                 continue
-            ref = e.ref.text
             seen = self._cpu_seen.get(ref, 0)
             if e.cpu_ns > seen:
                 self._pending[ref] = self._pending.get(ref, 0) + e.cpu_ns - seen
@@ -82,7 +85,18 @@ class ProbeEnergy:
                     self._split(self._pending_j, CPU_METHOD.format(source=source))
                     self._pending.clear()
                     self._pending_busy, self._pending_j = 0, 0.0
-        return [self._with_energy(e) for e in entries], self._splits()
+        out = [self._with_energy(e, ref) for e, ref in zip(entries, refs, strict=True)]
+        return out, self._splits()
+
+    def _refs(self, entries: Sequence[ProbeEntry]) -> list[str]:
+        known, self._ref_of = self._ref_of, {}
+        refs = []
+        for e in entries:
+            last = known.get(id(e))
+            ref = last[1] if last is not None and last[0] is e else e.ref.text
+            self._ref_of[id(e)] = (e, ref)
+            refs.append(ref)
+        return refs
 
     def _forget_removed(self, entries: Sequence[ProbeEntry]) -> None:
         """Rows gone from the engine (removed specs): their refs never come back (group
@@ -99,7 +113,7 @@ class ProbeEnergy:
     def charged(self, entries: Sequence[ProbeEntry]) -> list[ProbeEntry]:
         """ENTRIES with the joules charged to them as of the last split (another
         reader of the same rows, such as the agent's metrics, between two ticks)."""
-        return [self._with_energy(e) for e in entries]
+        return [self._with_energy(e, e.ref.text) for e in entries]
 
     def _cpu_energy(self, devices: Sequence[DeviceReading]) -> tuple[float | None, str | None]:
         """The CPU's energy since its last new reading (None: no new reading), and its
@@ -125,10 +139,9 @@ class ProbeEnergy:
         for ref, ns in self._pending.items():
             self._joules[ref] = self._joules.get(ref, 0.0) + spent * ns / whole
 
-    def _with_energy(self, e: ProbeEntry) -> ProbeEntry:
+    def _with_energy(self, e: ProbeEntry, ref: str) -> ProbeEntry:
         if e.cpu_ns is None or self.method is None:
             return e
-        ref = e.ref.text
         joules = self._joules.get(ref, 0.0)
         last = self._out.get(ref)
         if last is not None and last[0] is e and last[1] == joules:

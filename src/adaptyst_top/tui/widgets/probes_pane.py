@@ -30,10 +30,7 @@ class ProbesPane(FastTable):
 
     def show(self, probes: Sequence[ProbeEntry], read_only: bool, app: str | None = None) -> None:
         """APP: the launched application's name (task probes show it as their target)."""
-        with_energy = any(p.energy_j is not None for p in probes)
-        if with_energy != self._with_energy:
-            self._with_energy = with_energy
-            self.set_columns(PROBE_COLUMNS if with_energy else _WITHOUT_ENERGY)
+        with_energy = False
         entries = {}
         # The engine hands back the same entry for a row that did not change (most rows
         # of a wide glob sit idle): its cells are the ones shown.
@@ -47,12 +44,16 @@ class ProbesPane(FastTable):
             key = last[1] if last is not None and last[0] is p else p.ref.text
             self._key_of[id(p)] = (p, key)
             entries[key] = p
+            with_energy = with_energy or p.energy_j is not None
             self.rate_history.setdefault(key, deque(maxlen=HISTORY)).append(p.rate_hz)
             self.p99_history.setdefault(key, deque(maxlen=HISTORY)).append(p.p99_ns)
             if same_context and p is self.entries.get(key) and key in self.rows:
                 continue
             cells, sort, style = probe_row(p, self.p99_warn_ns, app)
             self.upsert(key, cells, sort, style)
+        if with_energy != self._with_energy:
+            self._with_energy = with_energy
+            self.set_columns(PROBE_COLUMNS if with_energy else _WITHOUT_ENERGY)
         self.retain(set(entries))
         for history in (self.rate_history, self.p99_history):
             for gone in set(history) - set(entries):
