@@ -213,9 +213,109 @@ def test_forged_or_damaged_run_events_are_counted_and_learnt_from_never() -> Non
         {**good, "stream": ["x"]},
         "not a dict",
         {**good, "v": 99},
+        {**good, "e": float("nan")},
+        {**good, "e": -1.0},
+        {**good, "e": "lots"},
+        {**good, "failed": 3},
     ]
     for msg in bad:
         plugin.log_event(TOPIC, msg)
     plugin.log_event(TOPIC, good)
     assert plugin.ignored == len(bad)
     assert list(plugin.figures) == [(stream.task, "cpu", "127.0.0.1")]
+
+
+def spin(s: float) -> float:
+    end = time.thread_time() + s
+    while time.thread_time() < end:
+        pass
+    return s
+
+
+def nap(s: float) -> float:
+    time.sleep(s)
+    return s
+
+
+def flaky(s: float) -> float:
+    raise RuntimeError("this device's driver is broken")
+
+
+def test_the_energy_objective_puts_a_call_where_it_costs_least_not_where_it_is_fastest() -> None:
+    """Spinning 15 ms (on the worker offering "opencl") beats napping 30 ms on time; the nap
+    costs far less energy (CPU time at the node's joules per busy CPU-second, here from
+    the stated power model, as there is no RAPL: the monitor's own rule)."""
+    task = placed("wait", {"cpu": lambda s: nap(2 * s) / 2, "opencl": spin}, size=lambda s: 1000)
+    chosen = {}
+    for objective in ("time", "energy"):
+        with (
+            cluster(gpu=worker({"opencl": 1}), plain=worker({"cpu": 1})) as c,
+            Client(c) as client,
+        ):
+            client.register_plugin(DevicePlacement(objective, cpu_power_model="10:90"))
+            for _ in range(30):
+                assert client.gather(client.map(task, [0.015] * 4, pure=False)) == [0.015] * 4
+            (row,) = placement_report(client)["tasks"]
+            chosen[objective] = row["device"]
+            report = placement_report(client)
+        # Both devices measured in joules; the spin's CPU time costs far more.
+        mj = row["mean_mj"]
+        assert set(mj) == {"cpu", "opencl"} and mj["opencl"] >= 10 * mj["cpu"] > 0, row
+        assert report["energy_method"] == "estimate-oncpu"
+    assert chosen == {"time": "opencl", "energy": "cpu"}, chosen
+
+
+def test_a_device_whose_calls_only_fail_is_reported_and_left_out(two_workers: Client) -> None:
+    """Its explorations come back as failures (never waited for, never learnt as times);
+    after FAILS_TO_DROP the stream places no more calls there, the user sees each error."""
+    from adaptyst_top.placement.stream import FAILS_TO_DROP
+
+    task = placed("broken", {"cpu": nap, "opencl": flaky}, size=lambda s: 1000)
+    errors = 0
+    for _ in range(40):
+        for f in two_workers.map(task, [0.002] * 4, pure=False):
+            if f.exception() is not None:
+                errors += 1
+                assert "driver is broken" in str(f.exception())
+    (row,) = placement_report(two_workers)["tasks"]
+    assert row["failed"] == {"opencl": errors} and errors >= FAILS_TO_DROP, row
+    assert row["device"] == "cpu" and row["runs"]["cpu"] == 160 - errors
+    assert row["explorations"] <= FAILS_TO_DROP  # looks until dropped, none after
+    # Left out: the last rounds all ran on the CPU.
+    last = [m for _, m in two_workers.get_events(TOPIC)][-8:]
+    assert all(m["kind"] == "cpu" and "failed" not in m for m in last), last
+
+
+def test_a_calls_joules_are_its_cpu_time_at_the_nodes_joules_per_busy_cpu_second() -> None:
+    """RunEnergy's arithmetic, on a CPU reading and busy time it is handed: the window's
+    energy over its busy CPU-seconds, times the call's CPU time; nothing until a window
+    has enough busy time (MIN_SPLIT_NS), as the probe rows' split."""
+    from types import SimpleNamespace
+
+    from adaptyst_top.collectors.probe_energy import MIN_SPLIT_NS
+    from adaptyst_top.dask import run_energy
+    from adaptyst_top.snapshot import DeviceReading
+
+    state = {"j": 0.0, "busy": 0}
+
+    def read(now: float) -> list[DeviceReading]:
+        r = DeviceReading(id="cpu", kind="cpu", name="x")
+        r.energy_j, r.energy_source = state["j"], "rapl"
+        return [r]
+
+    meter = run_energy.RunEnergy(
+        cpu=SimpleNamespace(read=read), busy_ns=lambda: state["busy"]  # type: ignore[arg-type]
+    )
+    meter._sampled_at -= run_energy.WINDOW_S  # a window's time has passed
+    state["j"], state["busy"] = 50.0, MIN_SPLIT_NS // 2  # too little busy time to split
+    with meter.call("cpu") as first:
+        pass
+    assert first.energy_j is None and meter.j_per_cpu_s is None
+    meter._sampled_at -= run_energy.WINDOW_S
+    state["j"], state["busy"] = 100.0, 4 * MIN_SPLIT_NS
+    with meter.call("cpu") as second:
+        spin(0.05)
+    rate = 100.0 / (4 * MIN_SPLIT_NS / 1e9)
+    assert meter.j_per_cpu_s == pytest.approx(rate)
+    assert second.method == "rapl-oncpu"
+    assert second.energy_j == pytest.approx(0.05 * rate, rel=0.2)

@@ -2,7 +2,9 @@
 (`dask worker --resources "cuda=1"`), or, when it declared none, the ones found on its
 node (an OpenCL device through pyopencl, the platform rule the monitor uses; a CUDA
 device through cupy), declared for it, one of each, so that Dask's own resource
-accounting runs one placed call at a time on a device."""
+accounting runs one placed call at a time on a device. It also measures each placed
+call's energy there (run_energy.py), by the power model the DevicePlacement states where
+the node has no RAPL."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.collectors.devices.opencl_platforms import platforms_in_use
+from adaptyst_top.dask.run_energy import RunEnergy, nvml_counter
 
 OFFER_NAME = "adaptyst-device-offer"
 
@@ -39,9 +43,18 @@ def detect_kinds() -> list[str]:
 class DeviceOffer(WorkerPlugin):
     name = OFFER_NAME
 
+    def __init__(self, cpu_power_model: str | None = None) -> None:
+        self.cpu_power_model = cpu_power_model  # checked by DevicePlacement
+        self.energy: RunEnergy | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"cpu_power_model": self.cpu_power_model, "energy": None}
+
     async def setup(self, worker: Any) -> None:
-        if worker.state.total_resources:
-            return  # declared: the worker says what it offers
-        kinds = await asyncio.to_thread(detect_kinds)
+        model = PowerModel.parse(self.cpu_power_model) if self.cpu_power_model else None
+        declared = dict(worker.state.total_resources)
+        kinds = [] if declared else await asyncio.to_thread(detect_kinds)
         if kinds:
             await worker.set_resources(**dict.fromkeys(kinds, 1))
+        gpu = nvml_counter if "cuda" in (kinds or declared) else lambda: None
+        self.energy = await asyncio.to_thread(lambda: RunEnergy(model, gpu_counter_j=gpu()))

@@ -1,7 +1,7 @@
 """A task's variants, one per device kind, as one callable that Dask runs where the
 scheduler's placement chose (plugin.py): the chosen variant runs inside the task API's
-USDT probes (the node's monitor and agent see the task), timed, and the time goes back
-to the scheduler as a Dask event."""
+USDT probes (the node's monitor and agent see the task), timed and its energy measured
+(run_energy.py), and both go back to the scheduler as a Dask event; so does a failure."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from typing import Any
 
+from adaptyst_top.dask.offer import OFFER_NAME
+from adaptyst_top.dask.run_energy import Measured
 from adaptyst_top.placement import task_api
 
 VERSION = 1  # the shape of the annotation and the events: tasks and plugin must agree
@@ -91,22 +94,31 @@ class PlacedTask:
                 f"{self.name}: placed on {placed_on!r}, a kind it has no variant for"
             )
         size = int(placement.get("size") or self.input_size(*args, **kwargs))
-        with task_api.task(self.name, str(placed_on), size):
-            start = time.perf_counter()
-            out = fn(*args, **kwargs)
-            took = time.perf_counter() - start
-        worker.log_event(
-            TOPIC,
-            {
-                "v": VERSION,
-                "stream": placement.get("stream"),
-                "kind": placed_on,
-                "explored": bool(placement.get("explored")),
-                "size": size,
-                "t": took,
-                "worker": worker.address,
-            },
-        )
+        offer = worker.plugins.get(OFFER_NAME)
+        energy = getattr(offer, "energy", None)
+        report = {
+            "v": VERSION,
+            "stream": placement.get("stream"),
+            "kind": placed_on,
+            "explored": bool(placement.get("explored")),
+            "size": size,
+            "worker": worker.address,
+        }
+        start = time.perf_counter()
+        try:
+            with (
+                task_api.task(self.name, str(placed_on), size),
+                energy.call(placed_on) if energy is not None else nullcontext(Measured()) as cost,
+            ):
+                out = fn(*args, **kwargs)
+                took = time.perf_counter() - start  # not the energy's window read after
+        except BaseException as exc:
+            # Said, so that an exploration that fails is not waited for; never learnt as a time.
+            report |= {"t": time.perf_counter() - start, "failed": type(exc).__name__}
+            worker.log_event(TOPIC, report)
+            raise
+        report |= {"t": took, "e": cost.energy_j, "how": cost.method}
+        worker.log_event(TOPIC, report)
         return out
 
 

@@ -15,6 +15,7 @@ from typing import Any, cast
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps
 
+from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.dask.offer import OFFER_NAME, DeviceOffer
 from adaptyst_top.dask.placed import ANNOTATION, KINDS, MAX_SIZE, TOPIC, VERSION, PlacedTask
 from adaptyst_top.placement.advisor import Advisor, Objective
@@ -24,6 +25,7 @@ from adaptyst_top.placement.task_keys import size_bucket
 PLUGIN_NAME = "adaptyst-placement"
 OBJECTIVES = ("time", "energy", "edp", "weighted")
 MAX_RUN_S = 86_400.0  # a reported run longer than a day is no run of ours
+MAX_RUN_J = 1e9  # nor one that drew more than a day of a 10 kW node
 
 
 class DevicePlacement(SchedulerPlugin):
@@ -31,15 +33,25 @@ class DevicePlacement(SchedulerPlugin):
 
     name = PLUGIN_NAME
 
-    def __init__(self, objective: str = "time", weight: float = 0.5) -> None:
+    def __init__(
+        self, objective: str = "time", weight: float = 0.5, cpu_power_model: str | None = None
+    ) -> None:
+        """CPU_POWER_MODEL ("IDLE_W:MAX_W"): the workers' CPU power where they have no RAPL,
+        for the energy objectives (as the monitor's --cpu-power-model)."""
         if objective not in OBJECTIVES:
             raise ValueError(
                 f"DevicePlacement: objective {objective!r} is not one of {', '.join(OBJECTIVES)}"
             )
         if not (isinstance(weight, (int, float)) and 0.0 <= weight <= 1.0):
             raise ValueError(f"DevicePlacement: weight {weight!r} is not in [0, 1]")
+        if cpu_power_model is not None:
+            try:
+                PowerModel.parse(cpu_power_model)
+            except (ValueError, AttributeError) as exc:
+                raise ValueError(f"DevicePlacement: {exc}") from None
         self.objective = cast(Objective, objective)
         self.weight = float(weight)
+        self.cpu_power_model = cpu_power_model
         self.version = VERSION
         self._fresh()
 
@@ -49,14 +61,20 @@ class DevicePlacement(SchedulerPlugin):
         self.streams: dict[str, TaskStream] = {}  # per "name@size bucket"
         self.figures: dict[
             tuple[str, str, str], list[float]
-        ] = {}  # stream, kind, node -> [runs, s]
+        ] = {}  # stream, kind, node -> [runs, s, J, runs with J, failures]
         self.placed = 0
         self.place_ns = 0
         self.ignored = 0  # events that were not a run of ours (another version, damaged)
+        self.energy_how: str | None = None  # how the workers measured the last joules
 
     # Only the settings travel to the scheduler; what it learns starts there.
     def __getstate__(self) -> dict[str, Any]:
-        return {"objective": self.objective, "weight": self.weight, "version": self.version}
+        return {
+            "objective": self.objective,
+            "weight": self.weight,
+            "cpu_power_model": self.cpu_power_model,
+            "version": self.version,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -69,7 +87,7 @@ class DevicePlacement(SchedulerPlugin):
                 "scheduler: install the same adaptyst-top on client, scheduler and workers"
             )
         self.scheduler = scheduler
-        offer: bytes = dumps(DeviceOffer())  # type: ignore[no-untyped-call]
+        offer: bytes = dumps(DeviceOffer(self.cpu_power_model))  # type: ignore[no-untyped-call]
         await scheduler.register_worker_plugin(None, offer, name=OFFER_NAME, idempotent=True)
 
     # ----- placing ----------------------------------------------------------------------
@@ -121,6 +139,7 @@ class DevicePlacement(SchedulerPlugin):
         except Exception as e:  # the user's size function, run here on the arguments
             return {"error": f"{func.name}: size() failed: {type(e).__name__}: {e}"}
         stream = self.stream(func.name, size_bucket(size), usable)
+        usable = [k for k in usable if k not in stream.dropped()] or usable
         kind, explored = stream.next_device()
         if kind not in usable:  # its workers left: the CPU, or what is there
             if explored:
@@ -202,20 +221,34 @@ class DevicePlacement(SchedulerPlugin):
         try:
             sid, kind, t = msg["stream"], msg["kind"], float(msg["t"])
             size, explored = int(msg["size"]), bool(msg["explored"])
+            failed, e = msg.get("failed"), msg.get("e")
             stream = self.streams.get(sid) if isinstance(sid, str) else None
             ws = self.scheduler.workers.get(msg.get("worker")) if self.scheduler else None
             ok = msg.get("v") == VERSION and stream is not None and ws is not None
             ok = ok and kind in stream.advisor.devices  # type: ignore[union-attr]
             ok = ok and math.isfinite(t) and 0 <= t <= MAX_RUN_S and 1 <= size <= MAX_SIZE
+            ok = ok and (failed is None or isinstance(failed, str))
+            if e is not None:
+                e = float(e)
+                ok = ok and math.isfinite(e) and 0 <= e <= MAX_RUN_J
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
             ok = False
         if not ok:
             self.ignored += 1
             return
-        fig = self.figures.setdefault((sid, kind, str(ws.host)), [0, 0.0])  # type: ignore[union-attr]
+        assert stream is not None and ws is not None
+        fig = self.figures.setdefault((sid, kind, str(ws.host)), [0, 0.0, 0.0, 0, 0])
+        if failed is not None:
+            fig[4] += 1
+            stream.failed(kind, explored)
+            return
         fig[0] += 1
         fig[1] += t
-        stream.ran(kind, (size_bucket(size), 0), t, None, size, explored)  # type: ignore[union-attr]
+        if e is not None:
+            fig[2] += e
+            fig[3] += 1
+            self.energy_how = str(msg.get("how"))[:40]
+        stream.ran(kind, (size_bucket(size), 0), t, e, size, explored)
 
     def node_of(self, address: str) -> str:
         ws = self.scheduler.workers.get(address) if self.scheduler is not None else None
@@ -230,14 +263,22 @@ class DevicePlacement(SchedulerPlugin):
         node, moves and explorations, the gain over the CPU; and the placing's cost."""
         runs: dict[str, dict[str, int]] = {}
         secs: dict[str, dict[str, float]] = {}
+        joules: dict[str, dict[str, list[float]]] = {}
         nodes: dict[str, dict[str, int]] = {}
-        for (sid, kind, node), (n, total) in self.figures.items():  # one pass over them
+        for (sid, kind, node), (n, total, j, nj, _) in self.figures.items():  # one pass
             add(runs.setdefault(sid, {}), kind, int(n))
             add(secs.setdefault(sid, {}), kind, total)
             add(nodes.setdefault(sid, {}), node, int(n))
+            js = joules.setdefault(sid, {}).setdefault(kind, [0.0, 0])
+            js[0], js[1] = js[0] + j, js[1] + nj
         rows = []
         for sid, stream in sorted(self.streams.items()):
-            mean_ms = {k: round(1e3 * t / runs[sid][k], 4) for k, t in secs.get(sid, {}).items()}
+            mean_ms = {
+                k: round(1e3 * t / runs[sid][k], 4)
+                for k, t in secs.get(sid, {}).items()
+                if runs[sid][k]
+            }
+            mean_mj = {k: round(1e3 * j / n, 4) for k, (j, n) in joules.get(sid, {}).items() if n}
             here = mean_ms.get(stream.assigned)
             gain = None
             if here is not None and "cpu" in mean_ms and mean_ms["cpu"] > 0:
@@ -249,6 +290,8 @@ class DevicePlacement(SchedulerPlugin):
                     "device": stream.assigned,
                     "runs": runs.get(sid, {}),
                     "mean_ms": mean_ms,
+                    "mean_mj": mean_mj,
+                    "failed": dict(stream.failures),
                     "nodes": nodes.get(sid, {}),
                     "moves": stream.moves,
                     "explorations": stream.explorations,
@@ -263,6 +306,7 @@ class DevicePlacement(SchedulerPlugin):
             "placed": self.placed,
             "place_us_per_task": None if per_task is None else round(per_task, 2),
             "ignored_events": self.ignored,
+            "energy_method": self.energy_how,
             "tasks": rows,
         }
 

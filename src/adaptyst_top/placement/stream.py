@@ -11,6 +11,7 @@ from adaptyst_top.placement.advisor import EXPLORE_RUNS, Advisor
 from adaptyst_top.placement.model import Context
 
 DECIDE_EVERY = 5  # finished calls per decision: a monitor's interval of a busy task
+FAILS_TO_DROP = 3  # failures, and never a success, before a device is left out (not the CPU)
 
 
 class TaskStream:
@@ -23,6 +24,8 @@ class TaskStream:
         self.window: dict[str, int] = {}
         self.moves = 0  # real moves (explorations apart)
         self.explorations = 0
+        self.failures: dict[str, int] = {}
+        self.worked: set[str] = set()  # devices with a call that came back well
 
     def next_device(self) -> tuple[str, bool]:
         """Where the next call runs, and whether it is an exploration's."""
@@ -44,7 +47,27 @@ class TaskStream:
     ) -> Advice | None:
         """A call came back: learn from it; the advice taken, when a decision was due."""
         self.advisor.observe(self.task, device, ctx, time_s, 1, energy_j, size=size)
+        self.worked.add(device)
         self.window[device] = self.window.get(device, 0) + 1
+        return self._back(explored)
+
+    def failed(self, device: str, explored: bool) -> Advice | None:
+        """A call raised: nothing to learn of its time, but an exploration's call is back."""
+        self.failures[device] = self.failures.get(device, 0) + 1
+        if device in self.dropped() and self.trial is not None and self.trial[0] == device:
+            self.trial = None  # the rest of that look would fail as well
+        return self._back(explored)
+
+    def dropped(self) -> set[str]:
+        """Devices whose calls of this stream only ever failed: the caller leaves them out,
+        as a device no worker offers (a driver broken on that node, say)."""
+        return {
+            d
+            for d, n in self.failures.items()
+            if n >= FAILS_TO_DROP and d not in self.worked and d != "cpu"
+        }
+
+    def _back(self, explored: bool) -> Advice | None:
         if explored:
             self.trial_out = max(0, self.trial_out - 1)
         if sum(self.window.values()) >= DECIDE_EVERY:
@@ -57,7 +80,7 @@ class TaskStream:
 
     def _decide(self) -> Advice | None:
         advice = self.advisor.decide(self.task)
-        if advice is None:
+        if advice is None or advice.suggested in self.dropped():
             return None
         self.advisor.accepted(advice)
         if advice.explore:
