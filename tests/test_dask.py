@@ -304,7 +304,8 @@ def test_a_calls_joules_are_its_cpu_time_at_the_nodes_joules_per_busy_cpu_second
         return [r]
 
     meter = run_energy.RunEnergy(
-        cpu=SimpleNamespace(read=read), busy_ns=lambda: state["busy"]  # type: ignore[arg-type]
+        cpu=SimpleNamespace(read=read),
+        busy_ns=lambda: state["busy"],  # type: ignore[arg-type]
     )
     meter._sampled_at -= run_energy.WINDOW_S  # a window's time has passed
     state["j"], state["busy"] = 50.0, MIN_SPLIT_NS // 2  # too little busy time to split

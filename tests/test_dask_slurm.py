@@ -9,10 +9,12 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -56,11 +58,13 @@ def jobs(slurm: object) -> set[str]:
 
 
 @contextlib.contextmanager
-def recording(job: str, out: Path) -> Iterator[subprocess.Popen[str]]:
-    """`adaptyst-top record --job JOB` on the task API's probes, once it has attached
-    (its first line); at exit, given a minute to end with the job, then killed."""
+def recording(job: str, out: Path, agent: Path) -> Iterator[subprocess.Popen[str]]:
+    """`adaptyst-top record --job JOB` on the task API's probes through the node's AGENT,
+    once it has attached (its first line); at exit, given a minute to end with the job,
+    then killed."""
     log = out.with_suffix(".stderr")
     options = ["--probe", TASK_SPEC, "--interval", "0.2", "--duration", "300", "--out", str(out)]
+    options += ["--agent", str(agent)]
     with log.open("w") as err:
         rec = subprocess.Popen(
             [sys.executable, "-m", "adaptyst_top.cli.start", "record", "--job", job, *options],
@@ -82,10 +86,44 @@ def recording(job: str, out: Path) -> Iterator[subprocess.Popen[str]]:
             rec.wait()
 
 
+def scrape(listen: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The agent's metrics now: (sample name, its labels) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://{listen}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def job_series(
+    metrics: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, job: str
+) -> dict[str, float]:
+    """NAME's samples of JOB, by their other labels' text."""
+    out = {}
+    for (n, labels), v in metrics.items():
+        d = dict(labels)
+        if n == name and d.get("job") == job:
+            out[",".join(f"{k}={x}" for k, x in labels if k not in ("job", "node", "user"))] = v
+    return out
+
+
 @pytest.mark.ebpf
 def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
     slurm_env: object, tmp_path: Path
 ) -> None:
+    """...and the node's agent sees the worker job's calls: `record --job` through it
+    counts each, and its Prometheus metrics give the job's tasks and energy."""
+    from .test_agent import Agent
+    from .test_metrics import free_port
+
+    config = tmp_path / "agent.toml"
+    config.write_text('probe_metrics = "jobs"\ncpu_power_model = "10:90"\n')
+    listen = f"127.0.0.1:{free_port()}"
+    agent = Agent(tmp_path / "agent.sock", "--config", str(config), "--metrics", listen)
     warnings.filterwarnings("ignore", message="Sending large graph")
     common = {
         "cores": 1,
@@ -99,7 +137,8 @@ def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
     }
     out = tmp_path / "job.jsonl"
     with (
-        contextlib.ExitStack() as records,  # left last: after the cluster ended the job
+        contextlib.closing(SimpleNamespace(close=agent.stop)),  # stopped last
+        contextlib.ExitStack() as records,  # left after the cluster ended the job
         jobqueue.SLURMCluster(
             worker_extra_args=["--host", "127.0.0.1", "--resources", "opencl=1"],
             **common,
@@ -115,7 +154,8 @@ def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
         assert None not in ids and ids <= jobs(slurm_env)
         # The node's monitor on the worker's job sees the placed calls as tasks.
         (job,) = ids
-        rec = records.enter_context(recording(str(job), out))
+        rec = records.enter_context(recording(str(job), out, agent.path))
+        scrape(listen)  # the job's energy counts from the agent's first look at it
         rng = np.random.default_rng(4)
         for _ in range(16):
             xs = [inputs(rng, n) for n in (SMALL, SMALL, LARGE, LARGE)]
@@ -127,6 +167,18 @@ def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
         assert report["placed"] == 64 and all(
             r["nodes"] == {"127.0.0.1": 32} for r in report["tasks"]
         )
+        # The agent's metrics: the job's runs per device, as the workers reported them,
+        # and the job's CPU energy (the power model's estimate: no RAPL here).
+        want = {
+            f"device={k},task=logistic": float(n)
+            for k, n in Counter(m["kind"] for m in runs).items()
+        }
+        deadline = time.monotonic() + 30
+        while (got := job_series(scrape(listen), "adaptyst_task_runs_total", str(job))) != want:
+            assert time.monotonic() < deadline, (got, want)
+            time.sleep(0.5)
+        energy = job_series(scrape(listen), "adaptyst_job_energy_joules_total", str(job))
+        assert energy and all(v > 0 for v in energy.values()), energy
     # Closing the cluster ended the job, and with it the record, which counted every call
     # on the device the worker reported.
     assert rec.returncode == 0, out.with_suffix(".stderr").read_text()

@@ -29,9 +29,7 @@ CPU_METHOD = "{source}-oncpu"  # the rows' energy_method: rapl-oncpu, estimate-o
 # /proc/stat's busy time is off by up to a tick per CPU at each end: 10 ticks keep that
 # under ~20% on a quiet node, and are reached within a reading on a busy one.
 MIN_SPLIT_TICKS = 10
-MIN_SPLIT_NS = (
-    MIN_SPLIT_TICKS * (1_000_000_000 // os.sysconf("SC_CLK_TCK")) * (os.cpu_count() or 1)
-)
+MIN_SPLIT_NS = MIN_SPLIT_TICKS * (1_000_000_000 // os.sysconf("SC_CLK_TCK")) * (os.cpu_count() or 1)
 
 
 class ProbeEnergy:
