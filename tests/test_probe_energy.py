@@ -4,6 +4,7 @@ the node's busy time, never more than the device measured."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -232,3 +233,65 @@ def test_joules_in_a_compact_recording_and_its_export(workload_bin: Path, tmp_pa
     assert len(exported) == len(lines)
     last = Snapshot.from_json(json.loads(exported[-1]))
     _check_split(last, "estimate-oncpu", calls=30)
+
+
+class _Scope:
+    """A session's processes' CPU time, as ScopeCpu gives it: what ran since last asked."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def delta_ns(self) -> int:
+        ns, self.ns = self.ns, 0
+        return ns
+
+
+def test_two_users_nested_rows_never_claim_more_than_their_processes_ran() -> None:
+    """Each session nests two probes (a function and its callee: each row counts the
+    same second); the node was busy 4 s, each user's processes 1 s of it. Without the
+    bound each session took 2 s of the 4 (half the CPU's energy each, with idle others
+    nothing left); with it, each its 1 s: a quarter."""
+    busy = [0]
+    sessions = []
+    for _ in range(2):
+        scope = _Scope()
+        sessions.append((ProbeEnergy(busy_ns=lambda: busy[0], scope=scope), scope))  # type: ignore[arg-type]
+    for split, _ in sessions:
+        split.attribute([_entry(0, 0), _entry(1, 0)], [_cpu(0.0)])
+    busy[0] = 4_000_000_000
+    claimed = 0.0
+    for split, scope in sessions:
+        scope.ns = 1_000_000_000
+        rows, (s,) = split.attribute(
+            [_entry(0, 1_000_000_000), _entry(1, 1_000_000_000)], [_cpu(40.0)]
+        )
+        assert [r.energy_j for r in rows] == [pytest.approx(5.0), pytest.approx(5.0)]
+        assert s.attributed_j == pytest.approx(10.0)
+        claimed += s.attributed_j
+    assert claimed <= 40.0 / 2 + 1e-9  # the users' 2 s of the node's 4
+
+
+def test_a_sessions_processes_cpu_time_is_what_they_ran_since_last_asked() -> None:
+    from adaptyst_top.collectors.scope_cpu import TICK_NS, ScopeCpu
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    napper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.2)  # both started
+        by_pid = ScopeCpu(pids=lambda: [spinner.pid, 999_999_999])
+        by_uid = ScopeCpu(uid=os.getuid())
+        asleep = ScopeCpu(pids=lambda: [napper.pid])
+        nobody = ScopeCpu(uid=os.getuid() + 12345)
+        scopes = (by_pid, by_uid, asleep, nobody)
+        assert [s.delta_ns() for s in scopes] == [0, 0, 0, 0]  # first seen: from now
+        start = time.monotonic()
+        time.sleep(0.5)
+        spun, mine, napped, none = (s.delta_ns() for s in scopes)
+        wall = time.monotonic() - start
+        assert 0.2e9 <= spun <= wall * 1e9 + 2 * TICK_NS  # a core at most, to the tick
+        assert mine >= spun - TICK_NS  # the user's processes: the spinner among them
+        assert napped <= 2 * TICK_NS and none == 0
+    finally:
+        for p in (spinner, napper):
+            p.kill()
+            p.wait()

@@ -12,6 +12,7 @@ import time
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.probe_energy import ProbeEnergy
 from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.scope_cpu import ScopeCpu
 from adaptyst_top.snapshot import EnergySplit, Overhead, ProbeEntry, Snapshot
 
 
@@ -24,7 +25,7 @@ class Hub:
         self.t0 = time.monotonic()
         self.host = socket.gethostname()
         self._warned = 0
-        self.energy = ProbeEnergy()
+        self.energy = ProbeEnergy(scope=None if engine is None else scope_of(engine))
 
     def snapshot(self, with_hist: bool = True) -> Snapshot:
         """with_hist=False leaves out the probes' histograms (only a detail view needs them)."""
@@ -59,6 +60,16 @@ class Hub:
     def close(self) -> None:
         if self.devices is not None:
             self.devices.close()
+
+
+def scope_of(engine: ProbeEngine) -> ScopeCpu | None:
+    """The processes whose CPU time bounds the engine's rows' energy: its scope's, else
+    (an agent's user's node-wide probes) the user's; None for root's node-wide probes."""
+    if engine.scope is not None:
+        return ScopeCpu(pids=engine.scope_pids)
+    if engine.confine is not None:
+        return ScopeCpu(uid=engine.confine.uid)
+    return None
 
 
 def _calibration_state(engine: ProbeEngine) -> str:

@@ -7,7 +7,10 @@ energy over an interval (RAPL where readable, else the stated power model, label
 `energy × its on-CPU ns / max(busy ns, the rows' on-CPU ns together)`, so the rows never
 add up to more than was measured. Nested probes (a function and one it calls) each count
 their calls' time; where they overlap they share the interval's energy rather than
-exceed it. What no row is charged is kept apart (`EnergySplit`), never spread over rows.
+exceed it, and the rows together never get more than the session's own processes ran
+(scope_cpu.py), so sessions of different users never add up to more than the CPU's
+energy either. What no row is charged is kept apart (`EnergySplit`), never spread over
+rows.
 
 Devices are read less often than probes (DEVICE_PERIOD_S): on-CPU time waits until the
 next energy reading and is charged from it, so no interval's time goes uncharged. The
@@ -23,6 +26,7 @@ import os
 from collections.abc import Callable, Sequence
 
 from adaptyst_top.collectors.probes.overhead import system_busy_ns
+from adaptyst_top.collectors.scope_cpu import ScopeCpu
 from adaptyst_top.snapshot import DeviceReading, EnergySplit, ProbeEntry
 
 CPU_METHOD = "{source}-oncpu"  # the rows' energy_method: rapl-oncpu, estimate-oncpu, ...
@@ -34,10 +38,16 @@ MIN_SPLIT_NS = MIN_SPLIT_TICKS * (1_000_000_000 // os.sysconf("SC_CLK_TCK")) * (
 
 class ProbeEnergy:
     def __init__(
-        self, busy_ns: Callable[[], int] = system_busy_ns, min_split_ns: int = MIN_SPLIT_NS
+        self,
+        busy_ns: Callable[[], int] = system_busy_ns,
+        min_split_ns: int = MIN_SPLIT_NS,
+        scope: ScopeCpu | None = None,
     ) -> None:
+        """SCOPE: the session's processes (None: every process, root's node-wide probes)."""
         self.busy_ns = busy_ns
         self.min_split_ns = min_split_ns
+        self.scope = scope
+        self._pending_scope = 0
         self._pending_j = 0.0
         self._cpu_seen: dict[str, int] = {}  # row ref -> its on-CPU ns at the last read
         self._pending: dict[str, int] = {}  # row ref -> on-CPU ns not charged yet
@@ -61,6 +71,8 @@ class ProbeEnergy:
         if self._busy is not None:
             self._pending_busy += max(0, busy - self._busy)
         self._busy = busy
+        if self.scope is not None:
+            self._pending_scope += self.scope.delta_ns()
         refs = self._refs(entries)
         for e, ref in zip(entries, refs, strict=True):
             if e.cpu_ns is None:
@@ -75,16 +87,18 @@ class ProbeEnergy:
         spent, source = self._cpu_energy(devices)
         if spent is not None and source is not None:
             if spent <= 0:  # a first reading, or a counter restarted: nothing to charge
-                self._pending.clear()
-                self._pending_busy, self._pending_j = 0, 0.0
+                self._start_over()
             else:
                 self._pending_j += spent
                 if self._pending_busy >= self.min_split_ns:
                     self._split(self._pending_j, CPU_METHOD.format(source=source))
-                    self._pending.clear()
-                    self._pending_busy, self._pending_j = 0, 0.0
+                    self._start_over()
         out = [self._with_energy(e, ref) for e, ref in zip(entries, refs, strict=True)]
         return out, self._splits()
+
+    def _start_over(self) -> None:
+        self._pending.clear()
+        self._pending_busy, self._pending_j, self._pending_scope = 0, 0.0, 0
 
     def _refs(self, entries: Sequence[ProbeEntry]) -> list[str]:
         known, self._ref_of = self._ref_of, {}
@@ -134,8 +148,11 @@ class ProbeEnergy:
             return
         self.method = method
         self.measured_j += spent
+        scale = 1.0
+        if self.scope is not None and used > 0:  # never more than its processes ran
+            scale = min(1.0, min(self._pending_scope, self._pending_busy) / used)
         for ref, ns in self._pending.items():
-            self._joules[ref] = self._joules.get(ref, 0.0) + spent * ns / whole
+            self._joules[ref] = self._joules.get(ref, 0.0) + spent * ns / whole * scale
 
     def _with_energy(self, e: ProbeEntry, ref: str) -> ProbeEntry:
         if e.cpu_ns is None or self.method is None:
