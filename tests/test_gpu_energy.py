@@ -14,6 +14,7 @@ from adaptyst_top.collectors.devices.nvml import PROCESS_EVERY_S, NvmlCollector
 from adaptyst_top.runtime.job_energy import IDLE, UNATTRIBUTED, JobEnergy
 from adaptyst_top.snapshot import DeviceReading
 
+from .conftest import requires_root
 from .fake_nvml import FakeGpu, FakeNvml
 from .test_job_energy import process
 
@@ -114,3 +115,84 @@ def test_a_process_gone_before_the_read_is_charged_to_no_one_s_pid(tmp_path: Pat
     jobs.update([r])
     got = {job: j for (job, _d, method), j in jobs.totals.items() if method == METHOD}
     assert got == pytest.approx({UNATTRIBUTED: 50.0, IDLE: 50.0})
+
+
+GPU_TASKS = """
+import sys, time
+from adaptyst_top.placement.task_api import task
+sys.stdin.readline()
+for _ in range(20):
+    with task("short", "cuda:0", 1000):
+        time.sleep(0.01)
+    with task("long", "cuda:0", 1000):
+        time.sleep(0.03)
+    with task("short", "cpu", 1000):
+        end = time.thread_time() + 0.002
+        while time.thread_time() < end:
+            pass
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_gpu_task_rows_get_their_process_s_gpu_joules_split_by_their_time() -> None:
+    """Real task probes on a process that NVML (a fake, its real names and units) lists
+    with 60% of the SMs beside another's 20%: its GPU joules go to its GPU task rows,
+    by each row's time (1:3), none to its CPU task, none of the other process's."""
+    import subprocess
+    import sys
+
+    from adaptyst_top.collectors.probe_energy import ProbeEnergy
+    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.scope_cpu import ScopeCpu
+    from adaptyst_top.placement.task_api import TASK_SPEC
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", GPU_TASKS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    other = 4_000_000  # no process of this session's
+    gpu = FakeGpu(energy_mj=1_000_000, procs=[(child.pid, 1 << 30), (other, 1 << 30)])
+    collector = NvmlCollector(FakeNvml([gpu]))
+    collector.euid = 0
+    energy = ProbeEnergy(scope=ScopeCpu(pids=lambda: [child.pid]))
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        with ProbeEngine(pid=child.pid) as engine:
+            group = engine.add(TASK_SPEC)
+            assert engine.wait(120) and group.state == "attached", group.error
+            engine.read()
+            energy.attribute(engine.snapshot_rows(False), [_read(collector, 0.0)])
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == "done\n"
+            gpu.energy_mj += 1_000_000  # 1 kJ while the tasks ran
+            ts = gpu.proc_util[-1][2] + 1 if gpu.proc_util else 1
+            gpu.proc_util = [(child.pid, 60, ts), (other, 20, ts)]
+            engine.read()
+            reading = _read(collector, 6.0)
+            rows, splits = energy.attribute(engine.snapshot_rows(False), [reading])
+    finally:
+        child.kill()
+        child.wait()
+    mine = _per_process(reading)[child.pid]
+    assert mine > 0
+    by_key = {r.key: r for r in rows}
+    short, long_, on_cpu = (
+        by_key["short|cuda:0|9|0"],
+        by_key["long|cuda:0|9|0"],
+        by_key["short|cpu|9|0"],
+    )
+    assert short.count == long_.count == on_cpu.count == 20
+    assert short.energy_method == long_.energy_method == "nvml-process-util"
+    assert short.energy_j is not None and long_.energy_j is not None
+    assert short.energy_j + long_.energy_j == pytest.approx(mine, rel=1e-6)
+    assert long_.energy_j / short.energy_j == pytest.approx(
+        long_.latency.mean_ns / short.latency.mean_ns,
+        rel=1e-6,  # type: ignore[operator]
+    )
+    assert on_cpu.energy_j is None  # no CPU energy here, and none of the GPU's
+    (split,) = splits
+    assert split.device == "gpu" and split.measured_j == pytest.approx(1000.0)
+    assert split.attributed_j == pytest.approx(mine, rel=1e-6)

@@ -245,6 +245,9 @@ class _Scope:
         ns, self.ns = self.ns, 0
         return ns
 
+    def holds(self, pid: int) -> bool:
+        return True
+
 
 def test_two_users_nested_rows_never_claim_more_than_their_processes_ran() -> None:
     """Each session nests two probes (a function and its callee: each row counts the

@@ -25,6 +25,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Sequence
 
+from adaptyst_top.collectors.gpu_task_energy import GpuTaskEnergy
 from adaptyst_top.collectors.probes.overhead import system_busy_ns
 from adaptyst_top.collectors.scope_cpu import ScopeCpu
 from adaptyst_top.snapshot import DeviceReading, EnergySplit, ProbeEntry
@@ -48,6 +49,7 @@ class ProbeEnergy:
         self.min_split_ns = min_split_ns
         self.scope = scope
         self._pending_scope = 0
+        self.gpu = GpuTaskEnergy(scope.holds if scope is not None else lambda pid: True)
         self._pending_j = 0.0
         self._cpu_seen: dict[str, int] = {}  # row ref -> its on-CPU ns at the last read
         self._pending: dict[str, int] = {}  # row ref -> on-CPU ns not charged yet
@@ -84,6 +86,7 @@ class ProbeEnergy:
                 # and its regrowth was charged once already.
                 self._cpu_seen[ref] = e.cpu_ns
         self._forget_removed(entries)
+        self.gpu.update(entries, refs, devices)
         spent, source = self._cpu_energy(devices)
         if spent is not None and source is not None:
             if spent <= 0:  # a first reading, or a counter restarted: nothing to charge
@@ -116,6 +119,7 @@ class ProbeEnergy:
         if len(self._cpu_seen) <= len(entries):
             return
         live = {e.ref.text for e in entries}
+        self.gpu.forget(live)
         for ref in [r for r in self._cpu_seen if r not in live]:
             del self._cpu_seen[ref]
             self._pending.pop(ref, None)
@@ -155,18 +159,26 @@ class ProbeEnergy:
             self._joules[ref] = self._joules.get(ref, 0.0) + spent * ns / whole * scale
 
     def _with_energy(self, e: ProbeEntry, ref: str) -> ProbeEntry:
-        if e.cpu_ns is None or self.method is None:
+        """E with its joules: its on-CPU share, and a GPU task's share of the GPU's;
+        the method names each part (estimate-oncpu+nvml-process-util)."""
+        gpu_j = self.gpu.joules.get(ref)
+        cpu = e.cpu_ns is not None and self.method is not None
+        if not cpu and gpu_j is None:
             return e
-        joules = self._joules.get(ref, 0.0)
+        joules = (self._joules.get(ref, 0.0) if cpu else 0.0) + (gpu_j or 0.0)
         last = self._out.get(ref)
         if last is not None and last[0] is e and last[1] == joules:
             return last[2]  # an idle row: the entry handed out last time
-        out = dataclasses.replace(e, energy_j=round(joules, 9), energy_method=self.method)
+        method = "+".join(
+            m for m, on in ((self.method, cpu), (self.gpu.method, gpu_j is not None)) if on and m
+        )
+        out = dataclasses.replace(e, energy_j=round(joules, 9), energy_method=method)
         self._out[ref] = (e, joules, out)
         return out
 
     def _splits(self) -> tuple[EnergySplit, ...]:
         if self.method is None:
-            return ()
+            return self.gpu.split()
         attributed = min(self.measured_j, self._gone_j + sum(self._joules.values()))
-        return (EnergySplit("cpu", self.method, round(self.measured_j, 9), round(attributed, 9)),)
+        cpu = EnergySplit("cpu", self.method, round(self.measured_j, 9), round(attributed, 9))
+        return (cpu, *self.gpu.split())

@@ -45,6 +45,13 @@ class ScopeCpu:
         self.proc = proc
         self._seen: dict[tuple[int, int], int] = {}  # (pid, start) -> its CPU ns
 
+    def holds(self, pid: int) -> bool:
+        """Whether PID is one of the scope's processes now."""
+        if self.pids is not None:
+            return pid in set(self.pids())
+        st = read_stat(pid, self.proc)
+        return st is not None and (self.uid is None or st[0] == self.uid)
+
     def _candidates(self) -> Iterable[int]:
         if self.pids is not None:
             return self.pids()

@@ -1,0 +1,99 @@
+"""GPU joules for the task rows of work on a GPU (the task API's USDT pairs keyed
+`task|cuda:0|...`): the GPU energy NVML's per-process utilisation gave the session's
+processes (devices/gpu_energy.py), split over their GPU task rows by each row's time
+in the interval. A task's run on a GPU is its host thread waiting while the device
+works, so its on-CPU time says little of it; its time does.
+
+Joules wait for rows with time, and time for the next per-process reading, as on the
+CPU (probe_energy.py). The GPU's whole energy over the same intervals is `measured`: the
+rest (other processes, idle draw, this session's work outside probed tasks) is shown
+apart, never charged to a row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from adaptyst_top.snapshot import DeviceReading, EnergySplit, ProbeEntry
+
+METHOD = "nvml-process-util"  # devices/gpu_energy.py's; the device says it in its extra
+GPU_TASK_DEVICES = ("cuda", "gpu")  # a task key's device part, before any ":N"
+
+
+def gpu_task(e: ProbeEntry) -> bool:
+    """A task row (its key `task|device|size|feature`) of work on a GPU."""
+    if e.kind != "usdt" or not isinstance(e.key, str):
+        return False
+    parts = e.key.split("|")
+    return len(parts) == 4 and parts[1].split(":")[0] in GPU_TASK_DEVICES
+
+
+class GpuTaskEnergy:
+    def __init__(self, holds: Callable[[int], bool]) -> None:
+        """HOLDS(pid): whether a process is the session's."""
+        self.holds = holds
+        self.joules: dict[str, float] = {}  # row ref -> GPU joules so far
+        self._wall_seen: dict[str, float] = {}
+        self._pending: dict[str, float] = {}  # row ref -> wall ns not charged yet
+        self._proc_seen: dict[tuple[str, int], float] = {}  # (device, pid) -> its joules
+        self._device_seen: dict[str, float] = {}
+        self._pending_j = 0.0
+        self.measured_j = 0.0
+        self.attributed_j = 0.0
+        self.method = METHOD
+
+    def update(
+        self, entries: Sequence[ProbeEntry], refs: Sequence[str], devices: Sequence[DeviceReading]
+    ) -> None:
+        for e, ref in zip(entries, refs, strict=True):
+            if not gpu_task(e) or e.latency.mean_ns is None:
+                continue
+            wall = e.latency.mean_ns * e.count
+            seen = self._wall_seen.get(ref, 0.0)
+            if wall > seen:
+                self._pending[ref] = self._pending.get(ref, 0.0) + wall - seen
+                self._wall_seen[ref] = wall
+        fresh = False
+        for d in devices:
+            if d.kind != "gpu" or d.energy_j is None:
+                continue
+            last = self._device_seen.get(d.id)
+            self._device_seen[d.id] = d.energy_j
+            if d.extra.get("process_energy") != METHOD:
+                continue  # no split yet (the first process read), or none here (MIG)
+            for p in d.extra.get("processes") or ():
+                pid, joules = p.get("pid"), p.get("energy_j")
+                if not isinstance(pid, int) or not isinstance(joules, (int, float)):
+                    continue
+                # A process new since the device's last reading: all its joules are since.
+                before = self._proc_seen.get((d.id, pid), None if last is None else 0.0)
+                self._proc_seen[(d.id, pid)] = joules
+                if before is not None and joules > before and self.holds(pid):
+                    self._pending_j += joules - before
+                    fresh = True
+            if last is not None and d.energy_j > last and self._pending:
+                self.measured_j += d.energy_j - last
+        if fresh and self._pending:
+            self._split()
+        elif fresh:  # the processes' GPU work outside probed tasks: no row's
+            self._pending_j = 0.0
+
+    def _split(self) -> None:
+        whole = sum(self._pending.values())
+        for ref, ns in self._pending.items():
+            share = self._pending_j * ns / whole
+            self.joules[ref] = self.joules.get(ref, 0.0) + share
+            self.attributed_j += share
+        self._pending.clear()
+        self._pending_j = 0.0
+
+    def forget(self, live: set[str]) -> None:
+        """Rows gone from the engine: their joules stay counted in attributed_j."""
+        for table in (self.joules, self._wall_seen, self._pending):
+            for ref in [r for r in table if r not in live]:
+                del table[ref]
+
+    def split(self) -> tuple[EnergySplit, ...]:
+        if not self.measured_j:
+            return ()
+        attributed = min(self.attributed_j, self.measured_j)
+        return (EnergySplit("gpu", METHOD, round(self.measured_j, 9), round(attributed, 9)),)
