@@ -196,3 +196,91 @@ def test_gpu_task_rows_get_their_process_s_gpu_joules_split_by_their_time() -> N
     (split,) = splits
     assert split.device == "gpu" and split.measured_j == pytest.approx(1000.0)
     assert split.attributed_j == pytest.approx(mine, rel=1e-6)
+
+
+# --- AMD: amdsmi's per-process GFX engine time ---------------------------------------
+
+
+class FakeAmdSmi:
+    """amdsmi's Python API as this collector calls it: its names, units (W, µJ per count,
+    engine time in ns) and exception class."""
+
+    class AmdSmiLibraryException(Exception):
+        pass
+
+    def __init__(self, bdf: str) -> None:
+        self.bdf = bdf
+        self.energy_uj = 5_000_000.0
+        self.gfx: dict[int, int] = {}  # pid -> cumulative GFX engine ns
+        self.unsupported = False
+
+    def amdsmi_init(self, *flags: object) -> None:
+        pass
+
+    def amdsmi_get_processor_handles(self) -> list[str]:
+        return ["h0"]
+
+    def amdsmi_get_gpu_device_bdf(self, h: str) -> str:
+        return self.bdf
+
+    def amdsmi_get_power_info(self, h: str) -> dict[str, object]:
+        return {"average_socket_power": 300, "gfx_voltage": 800, "power_limit": 750}
+
+    def amdsmi_get_energy_count(self, h: str) -> dict[str, object]:
+        return {"energy_accumulator": int(self.energy_uj / 15.3), "counter_resolution": 15.3}
+
+    def amdsmi_get_gpu_process_list(self, h: str) -> list[dict[str, object]]:
+        if self.unsupported:
+            raise self.AmdSmiLibraryException("AMDSMI_STATUS_NOT_SUPPORTED")
+        return [
+            {
+                "name": "app",
+                "pid": pid,
+                "mem": 1 << 30,
+                "engine_usage": {"gfx": ns, "enc": 0},
+                "memory_usage": {"gtt_mem": 0, "cpu_mem": 0, "vram_mem": 1 << 30},
+                "cu_occupancy": 0,
+            }
+            for pid, ns in self.gfx.items()
+        ]
+
+
+@pytest.mark.system  # Slurm's cgroup layout made by hand needs root
+def test_amd_processes_get_the_cards_energy_by_their_gfx_engine_time(tmp_path: Path) -> None:
+    from adaptyst_top.collectors.devices.amd_gpu import AmdGpuCollector
+    from adaptyst_top.collectors.devices.gpu_energy import AMD_METHOD
+
+    from .test_device_collectors import amd_tree
+
+    amd_tree(tmp_path / "sys")
+    for pid, job in JOBS.items():
+        process(tmp_path / "proc", pid, 0, job)
+    smi = FakeAmdSmi("0000:03:00.0")
+    smi.gfx = {501: 0, 502: 0, 503: 0}
+    collector = AmdGpuCollector(tmp_path / "sys", amdsmi=smi)
+    collector.euid = 0
+    jobs = JobEnergy(tmp_path / "proc", busy_ns=lambda: 0)
+    window_ns = int(PROCESS_EVERY_S * 1e9)
+
+    def window(n: int, joules: float, shares: dict[int, float]) -> DeviceReading:
+        for pid, share in shares.items():
+            smi.gfx[pid] += int(share * window_ns)
+        smi.energy_uj += joules * 1e6
+        (r,) = collector.read(now=n * PROCESS_EVERY_S)
+        jobs.update([r])
+        return r
+
+    window(0, 0.0, {})  # the first list: each process's engine time so far
+    window(1, 100.0, {})  # the split's first window: all idle, before the agent's first
+    r = window(2, 1000.0, {501: 0.6, 502: 0.2})
+    assert r.extra["process_energy"] == AMD_METHOD
+    got = _per_process(r)
+    assert got[501] == pytest.approx(600.0, rel=1e-3) and got[502] == pytest.approx(200.0, rel=1e-3)
+    assert got[503] == 0.0 and r.extra["idle_j"] == pytest.approx(300.0, rel=1e-3)
+    assert sum(got.values()) + r.extra["idle_j"] == pytest.approx(1100.0, rel=1e-6)
+    by_job = {job: j for (job, _, method), j in jobs.totals.items() if method == AMD_METHOD}
+    assert by_job == pytest.approx({"101": 600.0, "202": 200.0, IDLE: 200.0}, rel=1e-3)
+    # A part whose amdsmi lists no processes says so, and splits nothing.
+    smi.unsupported = True
+    (r,) = collector.read(now=3 * PROCESS_EVERY_S)
+    assert r.extra["process_energy"].startswith("none: amdsmi lists no processes")

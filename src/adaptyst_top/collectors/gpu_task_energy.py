@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from adaptyst_top.collectors.devices.gpu_energy import METHOD, METHODS
 from adaptyst_top.snapshot import DeviceReading, EnergySplit, ProbeEntry
 
-METHOD = "nvml-process-util"  # devices/gpu_energy.py's; the device says it in its extra
-GPU_TASK_DEVICES = ("cuda", "gpu")  # a task key's device part, before any ":N"
+GPU_TASK_DEVICES = ("cuda", "hip", "gpu")  # a task key's device part, before any ":N"
 
 
 def gpu_task(e: ProbeEntry) -> bool:
@@ -58,8 +58,10 @@ class GpuTaskEnergy:
                 continue
             last = self._device_seen.get(d.id)
             self._device_seen[d.id] = d.energy_j
-            if d.extra.get("process_energy") != METHOD:
-                continue  # no split yet (the first process read), or none here (MIG)
+            method = d.extra.get("process_energy")
+            if method not in METHODS:
+                continue
+            self.method = str(method)  # no split yet (the first process read), or none here (MIG)
             for p in d.extra.get("processes") or ():
                 pid, joules = p.get("pid"), p.get("energy_j")
                 if not isinstance(pid, int) or not isinstance(joules, (int, float)):
@@ -96,4 +98,4 @@ class GpuTaskEnergy:
         if not self.measured_j:
             return ()
         attributed = min(self.attributed_j, self.measured_j)
-        return (EnergySplit("gpu", METHOD, round(self.measured_j, 9), round(attributed, 9)),)
+        return (EnergySplit("gpu", self.method, round(self.measured_j, 9), round(attributed, 9)),)

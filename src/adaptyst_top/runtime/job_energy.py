@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from adaptyst_top.collectors.devices.gpu_energy import METHOD as SPLIT_METHOD
+from adaptyst_top.collectors.devices.gpu_energy import METHODS as SPLIT_METHODS
 from adaptyst_top.collectors.probes.overhead import system_busy_ns
 from adaptyst_top.snapshot import DeviceReading
 from adaptyst_top.system.slurm_jobs import job_of
@@ -63,7 +63,7 @@ class JobEnergy:
         for d in devices:
             if d.energy_j is None or d.kind == "opencl":  # an OpenCL view is its device's
                 continue
-            if d.kind == "gpu" and d.extra.get("process_energy") == SPLIT_METHOD:
+            if d.kind == "gpu" and d.extra.get("process_energy") in SPLIT_METHODS:
                 # First in this mode (a GPU's split starts at its second process read):
                 # what came before was booked whole as `none`.
                 self._gpu_processes(d, first=self._split_mode.get(d.id) is not True)
@@ -87,6 +87,7 @@ class JobEnergy:
     def _gpu_processes(self, d: DeviceReading, first: bool) -> None:
         """The joules each process was charged since the last reading, to its job."""
         procs = d.extra.get("processes")
+        method = str(d.extra["process_energy"])
         now: dict[int | str, float] = {
             IDLE: float(d.extra.get("idle_j") or 0.0),
             UNATTRIBUTED: float(d.extra.get("exited_j") or 0.0),
@@ -104,7 +105,7 @@ class JobEnergy:
             else:
                 known = self._cpu.get(int(who))
                 job = (known[2] if known else job_of(int(who), self.proc)) or UNATTRIBUTED
-            self._add(job, d.id, SPLIT_METHOD, joules - (before or 0.0))
+            self._add(job, d.id, method, joules - (before or 0.0))
         for key in [k for k in self._gpu_seen if k[0] == d.id and k[1] not in now]:
             del self._gpu_seen[key]
 

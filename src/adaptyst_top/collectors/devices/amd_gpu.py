@@ -1,15 +1,25 @@
 """AMD GPUs: the amdgpu driver's sysfs (always there with the driver), and amdsmi
-when importable for what sysfs lacks. Never run on real AMD hardware here: tested
-against fake sysfs trees with the driver's file names and units."""
+when importable for what sysfs lacks: power, the energy counter, and each process's
+GFX engine time, which splits the card's energy over its processes as NVML's
+utilisation does on NVIDIA (gpu_energy.py; method `amdsmi-process-gfx`). Never run on
+real AMD hardware here: tested against fake sysfs trees with the driver's file names
+and units, and a fake amdsmi with its names, units and exceptions."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.devices.energy import EnergyAccount
+from adaptyst_top.collectors.devices.gpu_energy import (
+    AMD_METHOD,
+    PROCESS_EVERY_S,
+    ProcessEnergySplit,
+)
+from adaptyst_top.collectors.devices.gpu_processes import split_for
 from adaptyst_top.collectors.devices.hwmon import hwmon_dirs, read_hwmon
 from adaptyst_top.snapshot import DeviceReading
 from adaptyst_top.system.optional import import_optional
@@ -23,6 +33,12 @@ class AmdCard:
     device: Path  # /sys/class/drm/cardN/device
     pci_bus_id: str
     energy: EnergyAccount = field(default_factory=lambda: EnergyAccount("hwmon"))
+    split: ProcessEnergySplit = field(default_factory=ProcessEnergySplit)
+    gfx_ns: dict[int, int] = field(default_factory=dict)  # pid -> its GFX time at last read
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    processes_at: float | None = None
+    others: dict[str, int] | None = None
+    process_error: str | None = None
 
 
 def _int(path: Path) -> int | None:
@@ -51,6 +67,7 @@ def find_cards(sysfs: Path = Path("/sys")) -> list[AmdCard]:
 class AmdGpuCollector:
     def __init__(self, sysfs: Path = Path("/sys"), amdsmi: Any | None = None) -> None:
         self.cards = find_cards(sysfs)
+        self.euid = os.geteuid()
         self.smi: Any = amdsmi if amdsmi is not None else import_optional("amdsmi")
         self.smi_handles: dict[str, Any] = {}
         if self.smi is not None and self.cards:
@@ -96,7 +113,57 @@ class AmdGpuCollector:
         r.set_energy(e, power_w)
         if e.source is None and not r.note:
             r.note = "no power sensor (hwmon power1_average/energy1_input) on this card"
+        if smi_h is not None:
+            self._processes(card, smi_h, e.energy_j, now, r)
         return r
+
+    def _processes(
+        self, card: AmdCard, h: Any, energy_j: float | None, now: float, r: DeviceReading
+    ) -> None:
+        """Each process's share of the window: its GFX engine time (ns, cumulative, from
+        the driver's fdinfo) since the last read, over the window's length. A process
+        that exited between reads is listed no more: its part counts as idle."""
+        if card.processes_at is None or now - card.processes_at >= PROCESS_EVERY_S:
+            window_ns = None if card.processes_at is None else (now - card.processes_at) * 1e9
+            card.processes_at = now
+            try:
+                listed = self.smi.amdsmi_get_gpu_process_list(h)
+                card.process_error = None
+            except Exception as exc:  # AmdSmiLibraryException: NOT_SUPPORTED on some parts
+                listed, card.process_error = [], type(exc).__name__
+            shares: dict[int, float] = {}
+            gfx_now: dict[int, int] = {}
+            procs: list[dict[str, Any]] = []
+            for p in listed if isinstance(listed, list) else []:
+                try:
+                    pid = int(p["pid"])
+                    gfx = int((p.get("engine_usage") or {}).get("gfx", 0))
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    continue
+                gfx_now[pid] = gfx
+                before = card.gfx_ns.get(pid)
+                if window_ns and before is not None and gfx >= before:
+                    shares[pid] = min(1.0, (gfx - before) / window_ns)
+                mem = p.get("mem")
+                procs.append({"pid": pid, "mem_bytes": mem if isinstance(mem, int) else None})
+            card.gfx_ns = gfx_now
+            card.split.charge(energy_j, shares)
+            for entry in procs:
+                if entry["pid"] in shares:
+                    entry["gfx_util"] = round(shares[entry["pid"]], 4)
+                if entry["pid"] in card.split.by_pid:
+                    entry["energy_j"] = round(card.split.by_pid[entry["pid"]], 6)
+            card.processes, card.others = procs, None
+            if self.euid != 0:  # a user sees their own processes, the others in total
+                card.processes, card.others = split_for(procs, self.euid)
+        if card.process_error is not None:
+            r.extra["process_energy"] = f"none: amdsmi lists no processes ({card.process_error})"
+        elif card.split.measured_j:
+            r.extra["process_energy"] = AMD_METHOD
+            r.extra["idle_j"] = round(card.split.idle_j, 6)
+        r.extra["processes"] = card.processes
+        if card.others is not None:
+            r.extra["processes_of_others"] = card.others
 
     def _smi_power(
         self, h: Any, power_w: float | None, counter_j: float | None

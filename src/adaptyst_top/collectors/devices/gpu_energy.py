@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 METHOD = "nvml-process-util"
+AMD_METHOD = "amdsmi-process-gfx"  # AMD: each process's GFX engine time (amd_gpu.py)
+METHODS = (METHOD, AMD_METHOD)  # a reading's extra.process_energy when split
+PROCESS_EVERY_S = 5.0  # process lists change slowly; reading them costs the driver
 GONE = -1  # the processes that exited within the window, together (never a PID)
 
 

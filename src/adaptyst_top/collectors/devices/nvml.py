@@ -27,14 +27,17 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from adaptyst_top.collectors.devices.energy import EnergyAccount
-from adaptyst_top.collectors.devices.gpu_energy import GONE, ProcessEnergySplit
+from adaptyst_top.collectors.devices.gpu_energy import (
+    GONE,
+    PROCESS_EVERY_S,
+    ProcessEnergySplit,
+)
 from adaptyst_top.collectors.devices.gpu_energy import METHOD as SPLIT_METHOD
 from adaptyst_top.collectors.devices.gpu_processes import split_for
 from adaptyst_top.snapshot import DeviceReading
 from adaptyst_top.system.process_names import process_name
 
 T = TypeVar("T")
-PROCESS_EVERY_S = 5.0  # process lists and MIG layouts change slowly
 COUNTER_EVERY_S = 5.0  # the energy counter costs ~3 ms a read: power fills in between
 
 
