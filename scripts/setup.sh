@@ -21,7 +21,7 @@ KREL=$(uname -r)
 # 'generic'"); Debian's 3.1 picks its code generation target by the CPU's features.
 APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
-    htop podman runc rustc pocl-opencl-icd python3-venv)
+    htop podman runc rustc pocl-opencl-icd python3-venv bpftrace)
 # install_agent.sh asks for the agent's packages alone, and the system part only.
 [ -n "${SETUP_PACKAGES:-}" ] && read -r -a APT_PACKAGES <<< "$SETUP_PACKAGES"
 SYSTEM_ONLY=0
@@ -122,7 +122,11 @@ venv() {
         "$BCC_PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.installed"
-    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ tests/constraints.txt -nt "$stamp" ]; then
+    # The task API's C extension is built by the install: its sources count too.
+    local newer
+    newer=$(find pyproject.toml tests/constraints.txt src/adaptyst_top/placement/_sdt.c \
+        src/adaptyst_top/placement/include -newer "$stamp" 2>/dev/null | head -1)
+    if [ ! -f "$stamp" ] || [ -n "$newer" ]; then
         say "installing adaptyst-top and its dependencies into $VENV"
         "$VENV/bin/python" -m pip install -q --upgrade pip
         "$VENV/bin/python" -m pip install -q -e '.[test,demo,bench,dask]' -c tests/constraints.txt

@@ -1,21 +1,12 @@
 /* USDT probe sites for the task API: adaptyst:task_begin / adaptyst:task_end.
- * A probe site is a single nop until a tracer attaches, so this costs nothing
+ * A probe site is a 5-byte nop until a tracer attaches, so this costs nothing
  * when no monitor runs. Built without sys/sdt.h the functions still exist and do
  * nothing (HAS_SDT says which). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#if defined(__has_include)
-#if __has_include(<sys/sdt.h>)
-#include <sys/sdt.h>
-#define HAS_SDT 1
-#endif
-#endif
-#ifndef HAS_SDT
-#define HAS_SDT 0
-#define DTRACE_PROBE5(p, n, a, b, c, d, e) do {} while (0)
-#define DTRACE_PROBE2(p, n, a, b) do {} while (0)
-#endif
+#include "include/adaptyst_sdt.h"  /* sites on 5-byte nops the kernel can optimize */
+#define HAS_SDT ADAPTYST_HAS_SDT
 
 /* task_begin(key, task, device, size, feature_milli)
  *   key: "task|device|size bucket|feature bucket" (<= 31 bytes): the monitor splits its

@@ -144,7 +144,7 @@ class PlannedUsdt:
     sites: dict[str, list[UsdtProbe]]
     ref_ctrs: dict[str, int]
     slots: list[Slot]
-    cost_class: str  # overhead.USDT or USDT_PAIR
+    cost_class: str  # overhead.USDT or USDT_PAIR, or their OPTIMIZED (5-byte nop sites)
 
 
 def find_usdt(elf: ElfInfo, path: str, provider: str, name: str) -> list[UsdtProbe]:
@@ -182,12 +182,26 @@ def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsd
             ref_ctrs[n] = offset
     if room < 1:
         raise PlanError(f"{spec.text}: more than the limit of attach points")
+    cls = ov.usdt_class([site_code(path, elf, p) for n in names for p in sites[n]], spec.is_pair)
     # One spec, one module: slots start at 0 and a pair has its own chain 1.
     if spec.is_pair:
         slots = [
             Slot(0, "usdt-begin", 1, spec.arg, spec.arg_type),
             Slot(1, "usdt-end", 1),
         ]
-        return PlannedUsdt(names, sites, ref_ctrs, slots, ov.USDT_PAIR)
+        return PlannedUsdt(names, sites, ref_ctrs, slots, cls)
     slots = [Slot(0, "usdt-count", 0, spec.arg, spec.arg_type)]
-    return PlannedUsdt(names, sites, ref_ctrs, slots, ov.USDT)
+    return PlannedUsdt(names, sites, ref_ctrs, slots, cls)
+
+
+def site_code(path: str, elf: ElfInfo, probe: UsdtProbe) -> bytes:
+    """The instruction bytes at a USDT site, as the file has them (b"": not in the file)."""
+    offset = elf.offset_of(probe.address)
+    if offset is None:
+        return b""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(len(ov.NOP5))
+    except OSError:
+        return b""

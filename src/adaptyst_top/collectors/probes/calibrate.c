@@ -39,6 +39,25 @@ __attribute__((noinline)) long cal_pair(long x) {
     return x;
 }
 
+/* The same on 5-byte nops (as the task API's sites, placement/include/adaptyst_sdt.h):
+ * where the kernel optimizes them, a call instead of a trap. */
+#if defined(__x86_64__)
+#undef _SDT_NOP
+#define _SDT_NOP .byte 0x0f; .byte 0x1f; .byte 0x44; .byte 0x00; .byte 0x00
+#endif
+__attribute__((noinline)) long cal_usdt5(long x) {
+    DTRACE_PROBE1(adaptyst_cal, hit5, x);
+    __asm__ volatile("" ::: "memory");
+    return x;
+}
+
+__attribute__((noinline)) long cal_pair5(long x) {
+    DTRACE_PROBE1(adaptyst_cal, begin5, x);
+    __asm__ volatile("" ::: "memory");
+    DTRACE_PROBE1(adaptyst_cal, end5, x);
+    return x;
+}
+
 typedef long (*fn_t)(long);
 
 int main(void) {
@@ -53,6 +72,8 @@ int main(void) {
                            : !strcmp(name, "nop")   ? cal_nop
                            : !strcmp(name, "usdt")  ? cal_usdt
                            : !strcmp(name, "pair")  ? cal_pair
+                           : !strcmp(name, "usdt5") ? cal_usdt5
+                           : !strcmp(name, "pair5") ? cal_pair5
                                                     : NULL;
         if (!fn) { printf("error unknown %s\n", name); continue; }
         struct timespec a, b;

@@ -35,6 +35,8 @@ PLAN = (
     (ov.SINGLESTEP, "lea", "uprobe:{bin}:cal_lea", 6000),
     (ov.USDT, "usdt", "usdt:{bin}:adaptyst_cal:hit", 40000),
     (ov.USDT_PAIR, "pair", "usdt:{bin}:adaptyst_cal:begin..end", 30000),
+    (ov.USDT_OPTIMIZED, "usdt5", "usdt:{bin}:adaptyst_cal:hit5", 40000),
+    (ov.USDT_PAIR_OPTIMIZED, "pair5", "usdt:{bin}:adaptyst_cal:begin5..end5", 30000),
 )
 # The fastest of several runs, with and without the probe, interleaved: noise from
 # the rest of the machine only ever adds time, so the minimum is the figure to keep

@@ -9,6 +9,7 @@ class is calibrated on this machine at start-up (see calibration.py).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +25,36 @@ USDT = "usdt"
 EMULATED = "uprobe-emulated"
 SINGLESTEP = "uprobe-singlestep"
 USDT_PAIR = "usdt-pair"  # a begin..end pair: two hits per interval
+# A USDT site on a 5-byte nop, where the kernel turns the probe into a call on its first
+# hit (arch_uprobe_optimize, Linux 6.18 on x86-64) instead of trapping on every one.
+USDT_OPTIMIZED = "usdt-optimized"
+USDT_PAIR_OPTIMIZED = "usdt-pair-optimized"
 UNKNOWN = "uprobe-unknown"
+NOP5 = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): what the kernel optimizes
+
+
+@functools.cache
+def kernel_optimizes_uprobes(kallsyms: str = "/proc/kallsyms") -> bool:
+    """Whether this kernel turns uprobes on 5-byte nops into calls (its symbol names are
+    readable by anyone; only their addresses are hidden)."""
+    try:
+        with open(kallsyms) as f:
+            return any(line.endswith(" arch_uprobe_optimize\n") for line in f)
+    except OSError:
+        return False
+
+
+def usdt_class(site_code: list[bytes], pair: bool, machine: str = "x86_64") -> str:
+    """A USDT row's cost class from the bytes at each of its sites."""
+    optimized = (
+        machine in ("x86_64", "EM_X86_64")
+        and bool(site_code)
+        and all(c[:5] == NOP5 for c in site_code)
+        and kernel_optimizes_uprobes()
+    )
+    if pair:
+        return USDT_PAIR_OPTIMIZED if optimized else USDT_PAIR
+    return USDT_OPTIMIZED if optimized else USDT
 
 
 def classify_entry(code: bytes, machine: str = "x86_64") -> str:
@@ -58,6 +88,8 @@ class ClassCost:
 DEFAULT_COSTS: dict[str, ClassCost] = {
     USDT: ClassCost(850.0, 0.0, "default"),
     USDT_PAIR: ClassCost(1700.0, 850.0, "default"),
+    USDT_OPTIMIZED: ClassCost(850.0, 0.0, "default"),
+    USDT_PAIR_OPTIMIZED: ClassCost(1700.0, 850.0, "default"),
     EMULATED: ClassCost(1500.0, 700.0, "default"),
     SINGLESTEP: ClassCost(14700.0, 13000.0, "default"),
     UNKNOWN: ClassCost(14700.0, 13000.0, "default"),

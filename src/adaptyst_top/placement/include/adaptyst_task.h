@@ -15,7 +15,8 @@
  *
  *     adaptyst-top --advisor --probe 'usdt:./app:adaptyst:task_begin..task_end@arg1' -- ./app
  *
- * A probe site is a nop until a tracer attaches; the key is formatted on every call
+ * A probe site is a 5-byte nop until a tracer attaches (Linux 6.18+ then turns it into a
+ * call rather than a trap: about half the cost); the key is formatted on every call
  * (a snprintf, well under a microsecond). Without <sys/sdt.h> (systemtap-sdt-dev) the
  * functions compile to nothing but the key.
  *
@@ -28,17 +29,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#if defined(__has_include)
-#if __has_include(<sys/sdt.h>)
-#include <sys/sdt.h>
-#define ADAPTYST_HAS_SDT 1
-#endif
-#endif
-#ifndef ADAPTYST_HAS_SDT
-#define ADAPTYST_HAS_SDT 0
-#define DTRACE_PROBE5(p, n, a, b, c, d, e) do {} while (0)
-#define DTRACE_PROBE2(p, n, a, b) do {} while (0)
-#endif
+#include "adaptyst_sdt.h"  /* the probe sites, on 5-byte nops the kernel can optimize */
 
 #define ADAPTYST_NO_FEATURE (-1.0)
 
