@@ -216,7 +216,6 @@ def test_forged_or_damaged_run_events_are_counted_and_learnt_from_never() -> Non
         {**good, "e": float("nan")},
         {**good, "e": -1.0},
         {**good, "e": "lots"},
-        {**good, "failed": 3},
     ]
     for msg in bad:
         plugin.log_event(TOPIC, msg)
@@ -261,7 +260,7 @@ def test_the_energy_objective_puts_a_call_where_it_costs_least_not_where_it_is_f
         # Both devices measured in joules; the spin's CPU time costs far more.
         mj = row["mean_mj"]
         assert set(mj) == {"cpu", "opencl"} and mj["opencl"] >= 10 * mj["cpu"] > 0, row
-        assert report["energy_method"] == "estimate-oncpu"
+        assert report["energy_method"] in ("estimate-oncpu", "rapl-oncpu")  # RAPL where readable
     assert chosen == {"time": "opencl", "energy": "cpu"}, chosen
 
 
@@ -294,18 +293,16 @@ def test_a_calls_joules_are_its_cpu_time_at_the_nodes_joules_per_busy_cpu_second
 
     from adaptyst_top.collectors.probe_energy import MIN_SPLIT_NS
     from adaptyst_top.dask import run_energy
-    from adaptyst_top.snapshot import DeviceReading
+    from adaptyst_top.snapshot import EnergyReading
 
     state = {"j": 0.0, "busy": 0}
 
-    def read(now: float) -> list[DeviceReading]:
-        r = DeviceReading(id="cpu", kind="cpu", name="x")
-        r.energy_j, r.energy_source = state["j"], "rapl"
-        return [r]
+    def read(now: float) -> EnergyReading:
+        return EnergyReading(state["j"], None, "rapl", "counter")
 
     meter = run_energy.RunEnergy(
-        cpu=SimpleNamespace(read=read),
-        busy_ns=lambda: state["busy"],  # type: ignore[arg-type]
+        rapl=SimpleNamespace(read=read),  # type: ignore[arg-type]
+        busy_ns=lambda: state["busy"],
     )
     meter._sampled_at -= run_energy.WINDOW_S  # a window's time has passed
     state["j"], state["busy"] = 50.0, MIN_SPLIT_NS // 2  # too little busy time to split

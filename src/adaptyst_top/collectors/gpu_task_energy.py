@@ -11,6 +11,7 @@ apart, never charged to a row."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from adaptyst_top.collectors.devices.gpu_energy import METHOD, METHODS
@@ -37,13 +38,21 @@ class GpuTaskEnergy:
         self._proc_seen: dict[tuple[str, int], float] = {}  # (device, pid) -> its joules
         self._device_seen: dict[str, float] = {}
         self._pending_j = 0.0
+        self._fresh_at: float | None = None  # when the processes' joules last came in
         self.measured_j = 0.0
         self.attributed_j = 0.0
         self.method = METHOD
 
     def update(
-        self, entries: Sequence[ProbeEntry], refs: Sequence[str], devices: Sequence[DeviceReading]
+        self,
+        entries: Sequence[ProbeEntry],
+        refs: Sequence[str],
+        devices: Sequence[DeviceReading],
+        now: float | None = None,
     ) -> None:
+        now = time.monotonic() if now is None else now
+        if self._fresh_at is None:
+            self._fresh_at = now  # the first window starts with the session
         for e, ref in zip(entries, refs, strict=True):
             if not gpu_task(e) or e.latency.mean_ns is None:
                 continue
@@ -60,8 +69,8 @@ class GpuTaskEnergy:
             self._device_seen[d.id] = d.energy_j
             method = d.extra.get("process_energy")
             if method not in METHODS:
-                continue
-            self.method = str(method)  # no split yet (the first process read), or none here (MIG)
+                continue  # no split yet (the first process read), or none here (MIG)
+            self.method = str(method)
             for p in d.extra.get("processes") or ():
                 pid, joules = p.get("pid"), p.get("energy_j")
                 if not isinstance(pid, int) or not isinstance(joules, (int, float)):
@@ -74,19 +83,22 @@ class GpuTaskEnergy:
                     fresh = True
             if last is not None and d.energy_j > last and self._pending:
                 self.measured_j += d.energy_j - last
-        if fresh and self._pending:
-            self._split()
-        elif fresh:  # the processes' GPU work outside probed tasks: no row's
+        if fresh:
+            window, self._fresh_at = now - (self._fresh_at or now), now
+            if self._pending and window > 0:
+                self._split(window * 1e9)
+            self._pending.clear()  # time before a first window, or with no joules: no row's
             self._pending_j = 0.0
 
-    def _split(self) -> None:
+    def _split(self, window_ns: float) -> None:
+        """The processes' joules of the window, as much of them as the rows' time covers
+        of it (work outside probed tasks is no row's), split by the rows' time."""
         whole = sum(self._pending.values())
+        covered = min(1.0, whole / window_ns)
         for ref, ns in self._pending.items():
-            share = self._pending_j * ns / whole
+            share = self._pending_j * covered * ns / whole
             self.joules[ref] = self.joules.get(ref, 0.0) + share
             self.attributed_j += share
-        self._pending.clear()
-        self._pending_j = 0.0
 
     def forget(self, live: set[str]) -> None:
         """Rows gone from the engine: their joules stay counted in attributed_j."""

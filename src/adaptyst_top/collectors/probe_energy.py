@@ -73,8 +73,6 @@ class ProbeEnergy:
         if self._busy is not None:
             self._pending_busy += max(0, busy - self._busy)
         self._busy = busy
-        if self.scope is not None:
-            self._pending_scope += self.scope.delta_ns()
         refs = self._refs(entries)
         for e, ref in zip(entries, refs, strict=True):
             if e.cpu_ns is None:
@@ -89,6 +87,8 @@ class ProbeEnergy:
         self.gpu.update(entries, refs, devices)
         spent, source = self._cpu_energy(devices)
         if spent is not None and source is not None:
+            if self.scope is not None:  # at each new reading: a scan of /proc, not per ask
+                self._pending_scope += self.scope.delta_ns()
             if spent <= 0:  # a first reading, or a counter restarted: nothing to charge
                 self._start_over()
             else:

@@ -88,7 +88,8 @@ class DevicePlacement(SchedulerPlugin):
             )
         self.scheduler = scheduler
         offer: bytes = dumps(DeviceOffer(self.cpu_power_model))  # type: ignore[no-untyped-call]
-        await scheduler.register_worker_plugin(None, offer, name=OFFER_NAME, idempotent=True)
+        # Not idempotent: a DevicePlacement registered again with other settings replaces it.
+        await scheduler.register_worker_plugin(None, offer, name=OFFER_NAME, idempotent=False)
 
     # ----- placing ----------------------------------------------------------------------
 
@@ -221,13 +222,12 @@ class DevicePlacement(SchedulerPlugin):
         try:
             sid, kind, t = msg["stream"], msg["kind"], float(msg["t"])
             size, explored = int(msg["size"]), bool(msg["explored"])
-            failed, e = msg.get("failed"), msg.get("e")
+            e = msg.get("e")
             stream = self.streams.get(sid) if isinstance(sid, str) else None
             ws = self.scheduler.workers.get(msg.get("worker")) if self.scheduler else None
             ok = msg.get("v") == VERSION and stream is not None and ws is not None
             ok = ok and kind in stream.advisor.devices  # type: ignore[union-attr]
             ok = ok and math.isfinite(t) and 0 <= t <= MAX_RUN_S and 1 <= size <= MAX_SIZE
-            ok = ok and (failed is None or isinstance(failed, str))
             if e is not None:
                 e = float(e)
                 ok = ok and math.isfinite(e) and 0 <= e <= MAX_RUN_J
@@ -238,10 +238,6 @@ class DevicePlacement(SchedulerPlugin):
             return
         assert stream is not None and ws is not None
         fig = self.figures.setdefault((sid, kind, str(ws.host)), [0, 0.0, 0.0, 0, 0])
-        if failed is not None:
-            fig[4] += 1
-            stream.failed(kind, explored)
-            return
         fig[0] += 1
         fig[1] += t
         if e is not None:
@@ -249,6 +245,24 @@ class DevicePlacement(SchedulerPlugin):
             fig[3] += 1
             self.energy_how = str(msg.get("how"))[:40]
         stream.ran(kind, (size_bucket(size), 0), t, e, size, explored)
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        """A placed call that raised, from the scheduler's own record (never from an
+        event, which any client may send): the stream counts it, and an exploration's
+        call is back."""
+        if finish != "erred" or self.scheduler is None:
+            return
+        ts = self.scheduler.tasks.get(key)
+        placement = (ts.annotations or {}).get(ANNOTATION) if ts is not None else None
+        if not isinstance(placement, dict):
+            return
+        stream = self.streams.get(placement.get("stream"))  # type: ignore[arg-type]
+        kind = placement.get("kind")
+        if stream is None or kind not in stream.advisor.devices:
+            return  # a call that never ran: no variant, a bad size
+        worker = getattr(getattr(ts, "processing_on", None), "host", None) or "?"
+        self.figures.setdefault((stream.task, kind, str(worker)), [0, 0.0, 0.0, 0, 0])[4] += 1
+        stream.failed(kind, bool(placement.get("explored")))
 
     def node_of(self, address: str) -> str:
         ws = self.scheduler.workers.get(address) if self.scheduler is not None else None
@@ -268,7 +282,8 @@ class DevicePlacement(SchedulerPlugin):
         for (sid, kind, node), (n, total, j, nj, _) in self.figures.items():  # one pass
             add(runs.setdefault(sid, {}), kind, int(n))
             add(secs.setdefault(sid, {}), kind, total)
-            add(nodes.setdefault(sid, {}), node, int(n))
+            if n:
+                add(nodes.setdefault(sid, {}), node, int(n))
             js = joules.setdefault(sid, {}).setdefault(kind, [0.0, 0])
             js[0], js[1] = js[0] + j, js[1] + nj
         rows = []

@@ -11,7 +11,8 @@ from adaptyst_top.placement.advisor import EXPLORE_RUNS, Advisor
 from adaptyst_top.placement.model import Context
 
 DECIDE_EVERY = 5  # finished calls per decision: a monitor's interval of a busy task
-FAILS_TO_DROP = 3  # failures, and never a success, before a device is left out (not the CPU)
+FAILS_TO_DROP = 3  # failures in a row before a device is left out (never the CPU)
+DROPPED_FOR = 200  # calls of the stream before a left-out device is looked at again
 
 
 class TaskStream:
@@ -24,8 +25,9 @@ class TaskStream:
         self.window: dict[str, int] = {}
         self.moves = 0  # real moves (explorations apart)
         self.explorations = 0
-        self.failures: dict[str, int] = {}
-        self.worked: set[str] = set()  # devices with a call that came back well
+        self.failures: dict[str, int] = {}  # device -> its calls that failed, in all
+        self._failing: dict[str, tuple[int, int]] = {}  # device -> (in a row, at call)
+        self.calls = 0
 
     def next_device(self) -> tuple[str, bool]:
         """Where the next call runs, and whether it is an exploration's."""
@@ -47,27 +49,31 @@ class TaskStream:
     ) -> Advice | None:
         """A call came back: learn from it; the advice taken, when a decision was due."""
         self.advisor.observe(self.task, device, ctx, time_s, 1, energy_j, size=size)
-        self.worked.add(device)
-        self.window[device] = self.window.get(device, 0) + 1
-        return self._back(explored)
+        self._failing.pop(device, None)
+        return self._back(device, explored)
 
     def failed(self, device: str, explored: bool) -> Advice | None:
-        """A call raised: nothing to learn of its time, but an exploration's call is back."""
+        """A call raised: nothing to learn of its time, but the call is back."""
         self.failures[device] = self.failures.get(device, 0) + 1
+        run = self._failing.get(device, (0, 0))[0] + 1
+        self._failing[device] = (run, self.calls)
         if device in self.dropped() and self.trial is not None and self.trial[0] == device:
             self.trial = None  # the rest of that look would fail as well
-        return self._back(explored)
+        return self._back(device, explored)
 
     def dropped(self) -> set[str]:
-        """Devices whose calls of this stream only ever failed: the caller leaves them out,
-        as a device no worker offers (a driver broken on that node, say)."""
+        """Devices whose last FAILS_TO_DROP calls of this stream failed, within the last
+        DROPPED_FOR calls: the caller leaves them out, as a device no worker offers (a
+        driver broken on that node, say); then one is looked at again."""
         return {
             d
-            for d, n in self.failures.items()
-            if n >= FAILS_TO_DROP and d not in self.worked and d != "cpu"
+            for d, (run, at) in self._failing.items()
+            if run >= FAILS_TO_DROP and self.calls - at < DROPPED_FOR and d != "cpu"
         }
 
-    def _back(self, explored: bool) -> Advice | None:
+    def _back(self, device: str, explored: bool) -> Advice | None:
+        self.calls += 1
+        self.window[device] = self.window.get(device, 0) + 1
         if explored:
             self.trial_out = max(0, self.trial_out - 1)
         if sum(self.window.values()) >= DECIDE_EVERY:
