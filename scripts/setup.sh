@@ -123,9 +123,11 @@ venv() {
     fi
     local stamp="$VENV/.installed"
     # The task API's C extension is built by the install: its sources count too.
-    local newer
-    newer=$(find pyproject.toml tests/constraints.txt src/adaptyst_top/placement/_sdt.c \
-        src/adaptyst_top/placement/include -newer "$stamp" 2>/dev/null | head -1)
+    local newer=""
+    if [ -f "$stamp" ]; then
+        newer=$(find pyproject.toml tests/constraints.txt src/adaptyst_top/placement/_sdt.c \
+            src/adaptyst_top/placement/include -newer "$stamp" 2>/dev/null | head -1 || true)
+    fi
     if [ ! -f "$stamp" ] || [ -n "$newer" ]; then
         say "installing adaptyst-top and its dependencies into $VENV"
         "$VENV/bin/python" -m pip install -q --upgrade pip
