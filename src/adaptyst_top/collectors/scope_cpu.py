@@ -11,22 +11,8 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-
-
-def read_stat(pid: int, proc: Path) -> tuple[int, int, int] | None:
-    """(uid, start, utime + stime in ns) of PID: every thread's, not reaped children's
-    (those are counted where they are in scope); None once it is gone."""
-    try:
-        with open(proc / str(pid) / "stat") as f:
-            uid = os.fstat(f.fileno()).st_uid
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    try:
-        return uid, int(fields[19]), (int(fields[11]) + int(fields[12])) * TICK_NS
-    except (IndexError, ValueError):
-        return None
+from adaptyst_top.system.targets import TICK_NS as TICK_NS
+from adaptyst_top.system.targets import process_stat
 
 
 class ScopeCpu:
@@ -49,8 +35,8 @@ class ScopeCpu:
         """Whether PID is one of the scope's processes now."""
         if self.pids is not None:
             return pid in set(self.pids())
-        st = read_stat(pid, self.proc)
-        return st is not None and (self.uid is None or st[0] == self.uid)
+        st = process_stat(pid, self.proc)
+        return st is not None and (self.uid is None or st.uid == self.uid)
 
     def _candidates(self) -> Iterable[int]:
         if self.pids is not None:
@@ -61,13 +47,13 @@ class ScopeCpu:
         seen: dict[tuple[int, int], int] = {}
         delta = 0
         for pid in self._candidates():
-            st = read_stat(pid, self.proc)
-            if st is None or (self.uid is not None and st[0] != self.uid):
+            st = process_stat(pid, self.proc)
+            if st is None or (self.uid is not None and st.uid != self.uid):
                 continue
-            key = (pid, st[1])
+            key = (pid, st.start)
             last = self._seen.get(key)
             if last is not None:
-                delta += max(0, st[2] - last)
-            seen[key] = st[2]
+                delta += max(0, st.cpu_ns - last)
+            seen[key] = st.cpu_ns
         self._seen = seen
         return delta

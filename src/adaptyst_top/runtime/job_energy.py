@@ -21,23 +21,18 @@ from adaptyst_top.collectors.devices.gpu_energy import METHODS as SPLIT_METHODS
 from adaptyst_top.collectors.probes.overhead import system_busy_ns
 from adaptyst_top.snapshot import DeviceReading
 from adaptyst_top.system.slurm_jobs import job_of
+from adaptyst_top.system.targets import process_stat
 
 UNATTRIBUTED = "unattributed"
 IDLE = "idle"  # a GPU's idle draw: reported apart, never charged to a job
-_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_ns(pid: int, proc: Path) -> tuple[tuple[int, str], int] | None:
-    """((start, program), user+system ns) of a process, from its stat file. A PID reused
-    starts later; an exec (a Slurm daemon's fork becoming the job's task) changes the
-    program, not the start, and may bring the job's environment."""
-    try:
-        head, tail = (proc / str(pid) / "stat").read_text().rsplit(")", 1)
-        fields = tail.split()
-        ident = (int(fields[19]), head.split("(", 1)[1])
-        return ident, (int(fields[11]) + int(fields[12])) * _TICK_NS
-    except (OSError, IndexError, ValueError):
-        return None
+    """((start, program), user+system ns) of a process. A PID reused starts later; an
+    exec (a Slurm daemon's fork becoming the job's task) changes the program, not the
+    start, and may bring the job's environment."""
+    st = process_stat(pid, proc)
+    return None if st is None else ((st.start, st.comm), st.cpu_ns)
 
 
 class JobEnergy:

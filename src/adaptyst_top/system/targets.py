@@ -8,10 +8,33 @@ import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
+
+TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 class TargetError(ValueError):
     """A target that cannot be probed; the message is one line for the user."""
+
+
+class ProcStat(NamedTuple):
+    uid: int  # the owner of its /proc entry
+    start: int  # clock ticks since boot: with the PID, who it is
+    comm: str  # the program: an exec changes it, not the start
+    cpu_ns: int  # user + system time of all its threads (not reaped children's)
+
+
+def process_stat(pid: int, proc: Path = Path("/proc")) -> ProcStat | None:
+    """PID's stat line, parsed; None once it is gone (or unreadable)."""
+    try:
+        with open(proc / str(pid) / "stat") as f:
+            uid = os.fstat(f.fileno()).st_uid
+            head, tail = f.read().rsplit(")", 1)
+        fields = tail.split()
+        cpu = (int(fields[11]) + int(fields[12])) * TICK_NS
+        return ProcStat(uid, int(fields[19]), head.split("(", 1)[1], cpu)
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def pid_alive(pid: int) -> bool:

@@ -26,18 +26,21 @@ long cal_lea(long);
 long cal_endbr(long);
 long cal_nop(long);
 
-__attribute__((noinline)) long cal_usdt(long x) {
-    DTRACE_PROBE1(adaptyst_cal, hit, x);
-    __asm__ volatile("" ::: "memory");
-    return x;
-}
+/* A hit and a begin..end pair; SFX names the set (its sites' nops differ). */
+#define CAL_SITES(sfx)                                                  \
+    __attribute__((noinline)) long cal_usdt##sfx(long x) {              \
+        DTRACE_PROBE1(adaptyst_cal, hit##sfx, x);                       \
+        __asm__ volatile("" ::: "memory");                              \
+        return x;                                                       \
+    }                                                                   \
+    __attribute__((noinline)) long cal_pair##sfx(long x) {              \
+        DTRACE_PROBE1(adaptyst_cal, begin##sfx, x);                     \
+        __asm__ volatile("" ::: "memory");                              \
+        DTRACE_PROBE1(adaptyst_cal, end##sfx, x);                       \
+        return x;                                                       \
+    }
 
-__attribute__((noinline)) long cal_pair(long x) {
-    DTRACE_PROBE1(adaptyst_cal, begin, x);
-    __asm__ volatile("" ::: "memory");
-    DTRACE_PROBE1(adaptyst_cal, end, x);
-    return x;
-}
+CAL_SITES()  /* sys/sdt.h's 1-byte nops */
 
 /* The same on 5-byte nops (as the task API's sites, placement/include/adaptyst_sdt.h):
  * where the kernel optimizes them, a call instead of a trap. */
@@ -45,18 +48,7 @@ __attribute__((noinline)) long cal_pair(long x) {
 #undef _SDT_NOP
 #define _SDT_NOP .byte 0x0f; .byte 0x1f; .byte 0x44; .byte 0x00; .byte 0x00
 #endif
-__attribute__((noinline)) long cal_usdt5(long x) {
-    DTRACE_PROBE1(adaptyst_cal, hit5, x);
-    __asm__ volatile("" ::: "memory");
-    return x;
-}
-
-__attribute__((noinline)) long cal_pair5(long x) {
-    DTRACE_PROBE1(adaptyst_cal, begin5, x);
-    __asm__ volatile("" ::: "memory");
-    DTRACE_PROBE1(adaptyst_cal, end5, x);
-    return x;
-}
+CAL_SITES(5)
 
 typedef long (*fn_t)(long);
 
