@@ -59,11 +59,11 @@ def test_the_sites_are_5_byte_nops_that_every_usdt_reader_finds() -> None:
     }
 
 
-def in_memory(pid: int, offset: int) -> bytes:
-    """The 5 bytes at a file OFFSET of the extension, as process PID runs them."""
+def in_memory(pid: int, offset: int, path: Path = PROBE_BINARY) -> bytes:
+    """The 5 bytes at file OFFSET of PATH (the extension), as process PID runs them."""
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         fields = line.split()
-        if len(fields) < 6 or fields[5] != str(PROBE_BINARY):
+        if len(fields) < 6 or fields[5] != str(path):
             continue
         start, end = (int(x, 16) for x in fields[0].split("-"))
         map_offset = int(fields[2], 16)
@@ -71,7 +71,7 @@ def in_memory(pid: int, offset: int) -> bytes:
             with open(f"/proc/{pid}/mem", "rb") as mem:
                 mem.seek(start + offset - map_offset)
                 return mem.read(5)
-    raise AssertionError(f"{PROBE_BINARY} not mapped in {pid}")
+    raise AssertionError(f"{path} not mapped in {pid}")
 
 
 @pytest.mark.ebpf

@@ -16,6 +16,7 @@
  *   await PATH     waits until PATH exists
  *   spawn K MS N   K child processes, each: sleep MS, N calls of fast_fn; waits for them
  *   spawnexec MS N a child that execs this program ("sleep MS fast N"); waits for it
+ *   threads K N F  K threads at once, each N calls of F (fast or nop5_fn); waits for them
  *   exit CODE
  * Each command answers "ok" once done. Commands come from stdin, or from the
  * arguments when there are any ("workload held 10 100 exit 3"). */
@@ -28,6 +29,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/wait.h>
+#include <pthread.h>
 
 static long now_ns(void) {
     struct timespec t;
@@ -56,6 +58,36 @@ void held_ss(long us);
 
 /* -O2 leaf: its first instruction is a lea, which a uprobe must single-step. */
 __attribute__((noinline)) long leaf_fn(long x) { return x * 3 + 1; }
+
+/* As gcc -pg -mfentry -mnop-mcount builds every function: a 5-byte nop first, which the
+ * kernel turns into a call once probed (where it optimizes uprobes). */
+__asm__(".text\n.p2align 4\n.globl nop5_fn\n.type nop5_fn,@function\n"
+        "nop5_fn:\n .byte 0x0f,0x1f,0x44,0x00,0x00\n lea 1(%rdi),%rax\n ret\n"
+        ".size nop5_fn,.-nop5_fn\n");
+long nop5_fn(long x);
+
+struct calls { long (*fn)(long); long n; pthread_barrier_t *start; };
+
+static void *call_n(void *arg) {
+    struct calls *c = arg;
+    long (*volatile fn)(long) = c->fn;
+    pthread_barrier_wait(c->start);
+    for (long i = 0; i < c->n; i++) fn(i);
+    return NULL;
+}
+
+/* K threads, released together, each N calls of FN. */
+static int threads(long k, long n, long (*fn)(long)) {
+    pthread_t t[64];
+    pthread_barrier_t start;
+    struct calls c = {fn, n, &start};
+    if (k < 1 || k > 64) return -1;
+    pthread_barrier_init(&start, NULL, (unsigned)k);
+    for (long i = 0; i < k; i++) pthread_create(&t[i], NULL, call_n, &c);
+    for (long i = 0; i < k; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start);
+    return 0;
+}
 
 int main(int argc, char **argv) {
     char cmd[32], name[64], script[4096] = "", path[4096];
@@ -140,6 +172,9 @@ int main(int argc, char **argv) {
                 _exit(127);
             }
             while (wait(NULL) > 0) {}
+        } else if (!strcmp(cmd, "threads") && fscanf(in, "%ld %ld %63s", &k, &n, name) == 3) {
+            long (*fn)(long) = !strcmp(name, "nop5_fn") ? nop5_fn : fast_fn;
+            if (threads(k, n, fn) != 0) { printf("error threads %ld\n", k); continue; }
         } else if (!strcmp(cmd, "exit") && fscanf(in, "%ld", &n) == 1) {
             return (int)n;
         } else {

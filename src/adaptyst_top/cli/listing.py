@@ -11,6 +11,7 @@ from typing import Any
 
 from adaptyst_top.cli.options import Parser, add_version, agent_socket
 from adaptyst_top.collectors.probes.elf_info import NotELFError
+from adaptyst_top.collectors.probes.overhead import UPROBE_OPTIMIZED
 from adaptyst_top.runtime.agent_client import AgentRefused, AgentUnavailable
 from adaptyst_top.runtime.listing import entry_policy, list_objects
 from adaptyst_top.snapshot.inert import inert
@@ -105,7 +106,8 @@ def cmd_list(argv: Sequence[str]) -> int:
         print(f"{inert(obj['path'])}{stripped}{inside}")
         for f in funcs or []:
             kind = "ifunc" if f["ifunc"] else "func "
-            print(f"  {kind} {inert(f['name']):<40} 0x{f['address']:<12x} {f['size']:>8}")
+            fast = "  optimized" if f.get("cost_class") == UPROBE_OPTIMIZED else ""
+            print(f"  {kind} {inert(f['name']):<40} 0x{f['address']:<12x} {f['size']:>8}{fast}")
             if f.get("refused"):
                 print(f"        {inert(f['refused'])}")
         for u in probes or []:
@@ -115,4 +117,12 @@ def cmd_list(argv: Sequence[str]) -> int:
                 f"locations={len(u['locations'])} "
                 f"args={len(u['arguments'])} [{inert(' '.join(u['arguments']))}]{sem}"
             )
+    fast = sum(
+        f.get("cost_class") == UPROBE_OPTIMIZED for o in objects for f in o.get("functions") or []
+    )
+    if fast:
+        print(
+            f"{fast} function{'s' if fast > 1 else ''} start{'s' if fast == 1 else ''} on a 5-byte "
+            "nop: probed through the kernel's fast path (docs/probes.md)"
+        )
     return 0

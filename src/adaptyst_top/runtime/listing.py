@@ -101,13 +101,19 @@ def _function(
     out["ifunc"] = f.ifunc
     if name.display != f.name:
         out["symbol"] = f.name  # as the ELF file has it
-    if policy is not None:
-        try:
-            planned = plan_function(path, info, f, policy.refusal, pid, source)
-            out["entry"], out["refused"] = planned.entry, planned.refused
-        except IfuncError as exc:
-            out["entry"], out["refused"] = None, str(exc)
+    try:
+        # Without the boot's verdicts nothing is refused here, so none is said.
+        planned = plan_function(path, info, f, policy.refusal if policy else _none, pid, source)
+        out["entry"], out["cost_class"] = planned.entry, planned.cost_class
+        if policy is not None:
+            out["refused"] = planned.refused
+    except IfuncError as exc:
+        out["entry"], out["cost_class"], out["refused"] = None, None, str(exc)
     return out
+
+
+def _none(_insn: object) -> None:
+    return None
 
 
 def describe(

@@ -29,7 +29,7 @@ class PlannedFunction:
     """One function to probe, or refused (`refused` says why, in one line)."""
 
     name: str
-    cost_class: str  # overhead.EMULATED, SINGLESTEP...
+    cost_class: str  # overhead.EMULATED, SINGLESTEP, UPROBE_OPTIMIZED...
     entry: str  # its first instruction (an IFUNC's: its implementation's)
     sym: str = ""  # attach by name...
     addr: int = 0  # ...or by address (an IFUNC's implementation)
@@ -111,16 +111,24 @@ def plan_function(
         sym = replace(sym, address=impl, file_offset=elf.offset_of(impl))
         by_name, addr = "", impl
     code = entry_bytes(source or path, sym)
+    skip = ov.entry_skip(code, sym.file_offset, elf.machine)
+    if skip:
+        # Past an endbr64, on the 5-byte nop: the kernel's fast path instead of a step.
+        assert sym.file_offset is not None
+        code = code[skip:]
+        by_name, addr = "", sym.address + skip
+        sym = replace(sym, address=addr, file_offset=sym.file_offset + skip)
     insn = entry_safety.decode_entry(code, elf.machine)
     reason = None if insn.encoding == entry_safety.EMULATED else refusal(insn)
     refused = None
     if reason is not None:
         variants = safe_variants(source or path, elf, sym, refusal) if sym.ifunc else []
         refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
-    cls = ov.classify_entry(code, elf.machine)
+    cls = ov.classify_entry(code, elf.machine, sym.file_offset)
     shown = demangle(sym.name).display
+    text = f"endbr64; {insn.text}" if skip else insn.text
     return PlannedFunction(
-        shown, cls, insn.text, sym=by_name, addr=addr, refused=refused, offset=sym.file_offset
+        shown, cls, text, sym=by_name, addr=addr, refused=refused, offset=sym.file_offset
     )
 
 
@@ -182,7 +190,8 @@ def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsd
             ref_ctrs[n] = offset
     if room < 1:
         raise PlanError(f"{spec.text}: more than the limit of attach points")
-    cls = ov.usdt_class([site_code(path, elf, p) for n in names for p in sites[n]], spec.is_pair)
+    at = [(site_code(path, elf, p), elf.offset_of(p.address)) for n in names for p in sites[n]]
+    cls = ov.usdt_class(at, spec.is_pair)
     # One spec, one module: slots start at 0 and a pair has its own chain 1.
     if spec.is_pair:
         slots = [

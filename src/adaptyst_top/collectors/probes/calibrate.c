@@ -21,10 +21,21 @@ __asm__(".globl cal_endbr\n.type cal_endbr,@function\n"
 __asm__(".globl cal_nop\n.type cal_nop,@function\n"
         "cal_nop:\n nop\n ret\n.size cal_nop,.-cal_nop\n");
 
+/* A 5-byte nop first, as gcc -pg -mfentry -mnop-mcount builds every function: where the
+ * kernel optimizes uprobes, a probe there becomes a call. Aligned: never across a page. */
+__asm__(".p2align 4\n.globl cal_nop5\n.type cal_nop5,@function\n"
+        "cal_nop5:\n .byte 0x0f,0x1f,0x44,0x00,0x00\n ret\n.size cal_nop5,.-cal_nop5\n");
+/* The same behind an endbr64 (-fcf-protection too): probed on the nop, past the endbr64. */
+__asm__(".p2align 4\n.globl cal_endbr_nop5\n.type cal_endbr_nop5,@function\n"
+        "cal_endbr_nop5:\n endbr64\n .byte 0x0f,0x1f,0x44,0x00,0x00\n ret\n"
+        ".size cal_endbr_nop5,.-cal_endbr_nop5\n");
+
 long cal_push(long);
 long cal_lea(long);
 long cal_endbr(long);
 long cal_nop(long);
+long cal_nop5(long);
+long cal_endbr_nop5(long);
 
 /* A hit and a begin..end pair; SFX names the set (its sites' nops differ). */
 #define CAL_SITES(sfx)                                                  \
@@ -62,6 +73,8 @@ int main(void) {
                            : !strcmp(name, "lea")   ? cal_lea
                            : !strcmp(name, "endbr") ? cal_endbr
                            : !strcmp(name, "nop")   ? cal_nop
+                           : !strcmp(name, "nop5")  ? cal_nop5
+                           : !strcmp(name, "endbr_nop5") ? cal_endbr_nop5
                            : !strcmp(name, "usdt")  ? cal_usdt
                            : !strcmp(name, "pair")  ? cal_pair
                            : !strcmp(name, "usdt5") ? cal_usdt5

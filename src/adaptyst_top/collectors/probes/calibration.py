@@ -33,6 +33,7 @@ from adaptyst_top.collectors.probes.oncpu import oncpu_source
 PLAN = (
     (ov.EMULATED, "push", "uprobe:{bin}:cal_push", 40000),
     (ov.SINGLESTEP, "lea", "uprobe:{bin}:cal_lea", 6000),
+    (ov.UPROBE_OPTIMIZED, "nop5", "uprobe:{bin}:cal_nop5", 40000),
     (ov.USDT, "usdt", "usdt:{bin}:adaptyst_cal:hit", 40000),
     (ov.USDT_PAIR, "pair", "usdt:{bin}:adaptyst_cal:begin..end", 30000),
     (ov.USDT_OPTIMIZED, "usdt5", "usdt:{bin}:adaptyst_cal:hit5", 40000),
@@ -75,8 +76,11 @@ def save_cached(table: ov.CostTable) -> None:
     save_result("calibration", _cache_key(), costs)
 
 
-def calibrate(binary: Path | None = None) -> ov.CostTable:
-    """Measure every class now (a few seconds: one BPF compile per class)."""
+Plan = tuple[tuple[str, str, str, int], ...]
+
+
+def calibrate(binary: Path | None = None, plan: Plan = PLAN) -> ov.CostTable:
+    """Measure every class of PLAN now (a few seconds: one BPF compile per class)."""
     from adaptyst_top.collectors.probes.engine import ProbeEngine
 
     binary = binary or build_calibrator()
@@ -85,7 +89,7 @@ def calibrate(binary: Path | None = None) -> ov.CostTable:
     try:
         # Its own target, whose entries are known: no entry check needed.
         with ProbeEngine(pid=target.proc.pid, entry_policy=EntryPolicy.trusting()) as engine:
-            groups = {cls: engine.add(spec.format(bin=binary)) for cls, _, spec, _ in PLAN}
+            groups = {cls: engine.add(spec.format(bin=binary)) for cls, _, spec, _ in plan}
             if not engine.wait(120):
                 raise CalibrationError("compiling the calibration probes timed out")
             for g in groups.values():
@@ -96,7 +100,7 @@ def calibrate(binary: Path | None = None) -> ov.CostTable:
                 for row in g.rows:
                     engine.set_enabled(row.id, False)
             engine.flush()  # really detached: a gated probe still traps
-            for cls, fn, _spec, calls in PLAN:
+            for cls, fn, _spec, calls in plan:
                 row = groups[cls].rows[0]
                 bases, probed_runs, inside = [], [], []
                 for _ in range(REPEATS):

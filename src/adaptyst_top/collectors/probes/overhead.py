@@ -29,8 +29,12 @@ USDT_PAIR = "usdt-pair"  # a begin..end pair: two hits per interval
 # hit (arch_uprobe_optimize, Linux 6.18 on x86-64) instead of trapping on every one.
 USDT_OPTIMIZED = "usdt-optimized"
 USDT_PAIR_OPTIMIZED = "usdt-pair-optimized"
+# A function entry on a 5-byte nop (gcc -pg -mfentry -mnop-mcount): the same fast path.
+UPROBE_OPTIMIZED = "uprobe-optimized"
 UNKNOWN = "uprobe-unknown"
 NOP5 = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): what the kernel optimizes
+ENDBR64 = bytes.fromhex("f30f1efa")  # what -fcf-protection puts before it
+PAGE = 4096  # the kernel patches a site only when its 5 bytes lie in one page
 
 
 @functools.cache
@@ -44,23 +48,42 @@ def kernel_optimizes_uprobes(kallsyms: str = "/proc/kallsyms") -> bool:
         return False
 
 
-def usdt_class(site_code: list[bytes], pair: bool, machine: str = "x86_64") -> str:
-    """A USDT row's cost class from the bytes at each of its sites."""
-    optimized = (
+def optimizable(code: bytes, offset: int | None, machine: str = "x86_64") -> bool:
+    """Whether a uprobe at file OFFSET, on CODE, becomes a call on this kernel (a file
+    offset and its address agree modulo the page size)."""
+    return (
         machine in ("x86_64", "EM_X86_64")
-        and bool(site_code)
-        and all(c[:5] == NOP5 for c in site_code)
+        and code[:5] == NOP5
+        and offset is not None
+        and offset % PAGE <= PAGE - len(NOP5)
         and kernel_optimizes_uprobes()
     )
+
+
+def entry_skip(code: bytes, offset: int | None, machine: str = "x86_64") -> int:
+    """Bytes to step over at a function's entry to reach a 5-byte nop the kernel optimizes:
+    4 past an endbr64 (it changes no register and no stack, so an entry and return probe
+    there see what they would see at the symbol), else 0."""
+    if code[:4] == ENDBR64 and offset is not None and optimizable(code[4:], offset + 4, machine):
+        return 4
+    return 0
+
+
+def usdt_class(sites: list[tuple[bytes, int | None]], pair: bool, machine: str = "x86_64") -> str:
+    """A USDT row's cost class from each of its sites: (bytes there, file offset)."""
+    optimized = bool(sites) and all(optimizable(c, off, machine) for c, off in sites)
     if pair:
         return USDT_PAIR_OPTIMIZED if optimized else USDT_PAIR
     return USDT_OPTIMIZED if optimized else USDT
 
 
-def classify_entry(code: bytes, machine: str = "x86_64") -> str:
-    """The uprobe class of a function from its first instruction bytes."""
+def classify_entry(code: bytes, machine: str = "x86_64", offset: int | None = None) -> str:
+    """The uprobe class of a function from its first instruction bytes (at file OFFSET,
+    where known: a 5-byte nop there may be optimized)."""
     if machine not in ("x86_64", "EM_X86_64") or not code:
         return UNKNOWN
+    if optimizable(code, offset, machine):
+        return UPROBE_OPTIMIZED
     b0 = code[0]
     if 0x50 <= b0 <= 0x57:  # push %reg
         return EMULATED
@@ -90,6 +113,7 @@ DEFAULT_COSTS: dict[str, ClassCost] = {
     USDT_PAIR: ClassCost(1700.0, 850.0, "default"),
     USDT_OPTIMIZED: ClassCost(850.0, 0.0, "default"),
     USDT_PAIR_OPTIMIZED: ClassCost(1700.0, 850.0, "default"),
+    UPROBE_OPTIMIZED: ClassCost(1500.0, 700.0, "default"),
     EMULATED: ClassCost(1500.0, 700.0, "default"),
     SINGLESTEP: ClassCost(14700.0, 13000.0, "default"),
     UNKNOWN: ClassCost(14700.0, 13000.0, "default"),
