@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -27,8 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import orjson  # noqa: E402
+
 from adaptyst_top.runtime.agent_client import AgentConnection  # noqa: E402
 from adaptyst_top.runtime.session import SessionOptions, open_session  # noqa: E402
+from adaptyst_top.snapshot import Snapshot, reusing  # noqa: E402
 from tests.workload import build  # noqa: E402
 
 CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
@@ -43,13 +45,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 def peak_rss_mib(argv: list[str]) -> float:
-    """The peak RSS of a command run to its end (alone: the children's maximum)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    assert after > before, "ru_maxrss is the largest child yet: run the smaller first"
-    return after / 1024
+    """The peak RSS of a command run to its end (its own, from wait4)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    return usage.ru_maxrss / 1024
 
 
 class Workload:
@@ -87,6 +88,33 @@ def per_call_ns(w: Workload, n: int, reps: int = 7) -> float:
     return statistics.median(w.timed(f"fast {n}") for _ in range(reps)) * 1e9 / n
 
 
+def decode_ms(snapshot: Snapshot) -> dict[str, float]:
+    """The client's reading of one snapshot line (orjson.loads, then the decode as the
+    client does it, reusing()): its rows as they were the time before (a wide glob's idle
+    rows), and every row changed since (two lines in turn, each row's count apart);
+    against orjson.loads alone and the decode without reuse."""
+    d = snapshot.to_json()
+    line = orjson.dumps({"type": "snapshot", "snapshot": d})
+    for row in d["probes"]:
+        row["count"] += 1
+    turn = [line, orjson.dumps({"type": "snapshot", "snapshot": d})]
+
+    def read(text: bytes) -> Snapshot:
+        with reusing():
+            return Snapshot.from_json(orjson.loads(text)["snapshot"])
+
+    def changed() -> Snapshot:
+        turn.reverse()
+        return read(turn[0])
+
+    return {
+        "read_ms_loads_alone": median_ms(lambda: orjson.loads(line)),
+        "read_ms_no_reuse": median_ms(lambda: Snapshot.from_json(orjson.loads(line)["snapshot"])),
+        "read_ms_rows_unchanged": median_ms(lambda: read(line)),
+        "read_ms_rows_all_changed": median_ms(changed),
+    }
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true")
@@ -104,7 +132,6 @@ def main() -> int:
         spec = f"uprobe:{binary}:fast_fn"
         target = Workload(binary, "forever", "100")
         rec = ["record", "--pid", str(target.proc.pid), "--probe", spec, "--duration", "3"]
-        # Smaller first: ru_maxrss is the largest child so far.
         res["client_rss_mib_agent"] = peak_rss_mib([*CLI, *rec, "--agent", str(sock)])
         res["client_rss_mib_in_process"] = peak_rss_mib([*CLI, *rec])
 
@@ -129,11 +156,14 @@ def main() -> int:
 
         # One snapshot's round trip with ~200 rows, and the same in-process.
         many = [WIDE, "uprobe:c:mem*", "uprobe:c:wcs*", "uprobe:c:*printf*"]
+        many += ["uprobe:c:getp*", "uprobe:c:getu*"]
         conn = AgentConnection(str(sock))
         conn.open(target.proc.pid, many, 0.02, False, 1000)
-        rows = len(conn.snapshot(with_hist=False).probes)
+        last = conn.snapshot(with_hist=False)
+        rows = len(last.probes)
         res[f"snapshot_ms_agent_{rows}_rows"] = median_ms(lambda: conn.snapshot(with_hist=False))
         conn.close()
+        res |= decode_ms(last)
         local = open_session(SessionOptions(pid=target.proc.pid, probes=many))
         res[f"snapshot_ms_in_process_{rows}_rows"] = median_ms(
             lambda: local.snapshot(with_hist=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from adaptyst_top.snapshot import (
     SnapshotError,
     SourceState,
     TaskEntry,
+    reusing,
 )
 
 RECORDING = Path(__file__).parent / "data" / "recording.jsonl"  # made before schema 1
@@ -223,3 +225,60 @@ def test_control_characters_are_made_inert_in_whichever_text_field(where: str) -
     text = json.dumps(probe.to_json())
     assert "\x1b" not in json.loads(text)[where] and "\\x1b" in json.loads(text)[where]
     assert probe.count == 12 and probe.hist == ((280, 10), (290, 2))
+
+
+def test_reusing_takes_equal_rows_again_and_reads_the_rest() -> None:
+    snap = full_snapshot()
+    d = json.loads(json.dumps(snap.to_json()))
+    changed = json.loads(json.dumps(d))
+    changed["probes"][0]["count"] = 13
+    with reusing():
+        first = Snapshot.from_json(d)
+        again = Snapshot.from_json(json.loads(json.dumps(d)))
+        second = Snapshot.from_json(changed)
+    assert first == snap and again == snap
+    assert again.probes[1] is first.probes[1]  # equal JSON at its place: taken again
+    assert second.probes[0].count == 13 and second.probes[1] is first.probes[1]
+    # What is not a snapshot is refused whatever was read before.
+    changed["probes"][1]["count"] = "many"
+    with reusing(), pytest.raises(SnapshotError, match="count"):
+        Snapshot.from_json(changed)
+    # Outside it nothing is taken again: a caller may change what it handed over.
+    assert Snapshot.from_json(d).probes[1] is not first.probes[1]
+
+
+def test_reusing_writes_what_a_fresh_write_would() -> None:
+    snap = full_snapshot()
+    busier = dataclasses.replace(
+        snap, probes=(dataclasses.replace(snap.probes[0], count=99), snap.probes[1])
+    )
+    with reusing():
+        written = [json.dumps(s.to_json()) for s in (snap, snap, busier, snap)]
+    assert written == [json.dumps(s.to_json()) for s in (snap, snap, busier, snap)]
+
+
+def test_reusing_keeps_each_thread_apart() -> None:
+    snaps = [full_snapshot()]
+    snaps.append(
+        dataclasses.replace(
+            snaps[0],
+            probes=tuple(dataclasses.replace(p, count=p.count + 5) for p in snaps[0].probes),
+        )
+    )
+    lines = [json.dumps(s.to_json()) for s in snaps]
+    wrong: list[str] = []
+
+    def client(k: int) -> None:
+        with reusing():
+            for _ in range(300):
+                if Snapshot.from_json(json.loads(lines[k])) != snaps[k]:
+                    wrong.append(f"read {k}")
+                if json.dumps(snaps[k].to_json()) != lines[k]:
+                    wrong.append(f"wrote {k}")
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []

@@ -55,7 +55,7 @@ from adaptyst_top.runtime.metrics import ProbeSource
 from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 from adaptyst_top.runtime.stop_flag import StopFlag
-from adaptyst_top.snapshot import ProbeRef
+from adaptyst_top.snapshot import ProbeRef, reusing
 from adaptyst_top.system.held_processes import HeldProcesses
 from adaptyst_top.system.pinned_files import PinnedFiles
 
@@ -232,7 +232,8 @@ class Agent:
                     if not client.peer.privileged:  # the agent reads GPUs as root
                         devices = visible_to(snap.devices, client.peer.uid)
                         snap = dataclasses.replace(snap, devices=devices)
-                    return proto.encode("snapshot", snapshot=snap.to_json())
+                    with reusing():  # encoded and sent: nothing keeps the JSON
+                        return proto.encode("snapshot", snapshot=snap.to_json())
                 if kind in ("add", "candidates"):  # they read the process as it is now
                     pid = client.session.pid
                     if why := still_theirs(client.peer, client.target, pid):

@@ -31,7 +31,7 @@ from adaptyst_top.runtime.agent_transport import (
 )
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.stop_flag import StopFlag
-from adaptyst_top.snapshot import ProbeRef, Snapshot, SnapshotError
+from adaptyst_top.snapshot import ProbeRef, Snapshot, SnapshotError, reusing
 from adaptyst_top.snapshot.inert import inert
 
 # The transports' names are the client's too (its callers import them from here).
@@ -238,7 +238,8 @@ class AgentConnection:
     def _fetch(self, with_hist: bool) -> Snapshot:
         answer = self._ask("snapshot", with_hist=with_hist)
         try:
-            snap = self.carry.carry(Snapshot.from_json(answer.get("snapshot")))
+            with reusing():  # the answer is fresh and dropped after
+                snap = self.carry.carry(Snapshot.from_json(answer.get("snapshot")))
         except (ArithmeticError, ValueError) as exc:  # a snapshot that parses but is absurd
             raise proto.ProtocolError(f"a snapshot that cannot be carried on: {exc}") from None
         if self._told:

@@ -41,6 +41,7 @@ from adaptyst_top.snapshot.probes import (
     ProbeRef,
 )
 from adaptyst_top.snapshot.tick import SCHEMA_VERSION, Snapshot
+from adaptyst_top.snapshot.value_readers import reusing
 
 __all__ = [
     "LATENCY_FIELDS",
@@ -66,4 +67,5 @@ __all__ = [
     "SnapshotError",
     "SourceState",
     "TaskEntry",
+    "reusing",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import threading
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -34,7 +35,9 @@ from adaptyst_top.snapshot.value_readers import (
     read_list,
     read_mapping,
     read_number,
+    read_parts,
     read_text,
+    reuse_on,
 )
 
 T = TypeVar("T")
@@ -278,6 +281,8 @@ def _writer(kind: Any) -> Writer:
         item = _writer(args[0]) if args and args[-1] is Ellipsis else None
         if item is None:
             return list
+        if dataclasses.is_dataclass(_parts(args[0])[0]):
+            return _write_parts(item)
         return lambda v: [item(x) for x in v]
     if base in (dict, Mapping):
         inner = _writer(args[1]) if args else None
@@ -285,6 +290,22 @@ def _writer(kind: Any) -> Writer:
             return dict
         return lambda v: {k: inner(x) for k, x in v.items()}
     return None
+
+
+def _write_parts(item: Callable[[Any], Any]) -> Writer:
+    """A list of parts written (see value_readers.reusing())."""
+    mine = threading.local()
+
+    def write(v: Any) -> list[Any]:
+        if not reuse_on():
+            return [item(x) for x in v]
+        prev: list[tuple[Any, Any]] = getattr(mine, "last", [])
+        n = len(prev)
+        out = [prev[i][1] if i < n and prev[i][0] == x else item(x) for i, x in enumerate(v)]
+        mine.last = list(zip(v, out, strict=True))
+        return out
+
+    return write
 
 
 def _reader(kind: Any) -> Reader:
@@ -300,6 +321,8 @@ def _reader(kind: Any) -> Reader:
             inner, within = _parts(args[0])
             if inner is tuple and within and all(a is int for a in within):
                 return read_int_rows(len(within))  # a histogram's [bucket, count] pairs
+            if dataclasses.is_dataclass(inner):
+                return read_parts(_reader(args[0]))
             return read_list(_reader(args[0]))
         if all(a is int for a in args):
             return read_ints(len(args))
