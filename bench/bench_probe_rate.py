@@ -1,7 +1,7 @@
 """The highest sustained rate of probed calls with exact counts: a target calling one
 function from K threads at once (tests/targets/workload.c `threads K N F`), with this
 tool's latency probe (entry and return) against an empty BPF program on the same entry
-and return, and no probe, in turns, in one run. Two functions: `nop5_fn` (a 5-byte nop
+and return, and no probe, in turns, in one run. Two functions: `nop5_entry` (a 5-byte nop
 first, as gcc -pg -mfentry -mnop-mcount builds them: the kernel's call path where it
 optimizes uprobes) and `fast_fn` (`push %rbp` first: emulated after a trap).
 
@@ -35,7 +35,7 @@ from adaptyst_top.collectors.probes.bcc_extras import enable_run_time_stats  # n
 from adaptyst_top.collectors.probes.reading import bpf_run_ns  # noqa: E402
 from tests.workload import Workload, build  # noqa: E402
 
-FUNCTIONS = ("nop5_fn", "fast_fn")
+FUNCTIONS = ("nop5_entry", "fast_fn")
 THREADS = (1, 2, 4)
 
 
@@ -51,7 +51,7 @@ def main() -> int:
     res: dict[str, object] = {"kernel_optimizes": ov.kernel_optimizes_uprobes()}
     try:
         for fn in FUNCTIONS:
-            command = "nop5_fn" if fn == "nop5_fn" else "fast"
+            command = "nop5_entry" if fn == "nop5_entry" else "fast"
             for k in THREADS:
 
                 def rate(command: str = command, k: int = k) -> float:

@@ -67,16 +67,16 @@ def test_list_says_which_functions_qualify(workload_bin: Path) -> None:
     assert out.returncode == 0, out.stderr
     funcs = {f["name"]: f for f in json.loads(out.stdout)["objects"][0]["functions"]}
     optimizes = ov.kernel_optimizes_uprobes()
-    assert funcs["nop5_fn"]["cost_class"] == (ov.UPROBE_OPTIMIZED if optimizes else ov.EMULATED)
+    assert funcs["nop5_entry"]["cost_class"] == (ov.UPROBE_OPTIMIZED if optimizes else ov.EMULATED)
     assert funcs["fast_fn"]["cost_class"] != ov.UPROBE_OPTIMIZED
     text = subprocess.run(
-        [*CLI, "list", "--binary", str(workload_bin), "*_fn"],
+        [*CLI, "list", "--binary", str(workload_bin), "*"],
         capture_output=True,
         text=True,
         timeout=120,
     ).stdout
     marked = {line.split()[1] for line in text.splitlines() if line.endswith("  optimized")}
-    assert marked == ({"nop5_fn"} if optimizes else set())
+    assert marked == ({"nop5_entry"} if optimizes else set())
 
 
 THREADS, CALLS = 2, 400_000
@@ -89,16 +89,16 @@ def test_threads_at_full_rate_count_exactly_through_the_call(workload_bin: Path)
 
     optimizes = ov.kernel_optimizes_uprobes()
     w = Workload(workload_bin)
-    sym = {f.name: f for f in read_elf(workload_bin).functions}["nop5_fn"]
+    sym = {f.name: f for f in read_elf(workload_bin).functions}["nop5_entry"]
     assert sym.file_offset is not None
     try:
         with ProbeEngine(pid=w.pid) as engine:
-            group = engine.add(f"uprobe:{workload_bin}:nop5_fn")
+            group = engine.add(f"uprobe:{workload_bin}:nop5_entry")
             assert engine.wait(120) and group.state == "attached", group.error
             (row,) = group.rows
             assert row.cost_class == (ov.UPROBE_OPTIMIZED if optimizes else ov.EMULATED)
             for _ in range(3):
-                w.run(f"threads {THREADS} {CALLS} nop5_fn")
+                w.run(f"threads {THREADS} {CALLS} nop5_entry")
             engine.read()
             (entry,) = engine.snapshot_rows(False)
             assert entry.count == 3 * THREADS * CALLS

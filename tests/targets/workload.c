@@ -16,7 +16,7 @@
  *   await PATH     waits until PATH exists
  *   spawn K MS N   K child processes, each: sleep MS, N calls of fast_fn; waits for them
  *   spawnexec MS N a child that execs this program ("sleep MS fast N"); waits for it
- *   threads K N F  K threads at once, each N calls of F (fast or nop5_fn); waits for them
+ *   threads K N F  K threads at once, each N calls of F (fast or nop5_entry); waits for them
  *   exit CODE
  * Each command answers "ok" once done. Commands come from stdin, or from the
  * arguments when there are any ("workload held 10 100 exit 3"). */
@@ -61,10 +61,10 @@ __attribute__((noinline)) long leaf_fn(long x) { return x * 3 + 1; }
 
 /* As gcc -pg -mfentry -mnop-mcount builds every function: a 5-byte nop first, which the
  * kernel turns into a call once probed (where it optimizes uprobes). */
-__asm__(".text\n.p2align 4\n.globl nop5_fn\n.type nop5_fn,@function\n"
-        "nop5_fn:\n .byte 0x0f,0x1f,0x44,0x00,0x00\n lea 1(%rdi),%rax\n ret\n"
-        ".size nop5_fn,.-nop5_fn\n");
-long nop5_fn(long x);
+__asm__(".text\n.p2align 4\n.globl nop5_entry\n.type nop5_entry,@function\n"
+        "nop5_entry:\n .byte 0x0f,0x1f,0x44,0x00,0x00\n lea 1(%rdi),%rax\n ret\n"
+        ".size nop5_entry,.-nop5_entry\n");
+long nop5_entry(long x);
 
 struct calls { long (*fn)(long); long n; pthread_barrier_t *start; };
 
@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
             }
             while (wait(NULL) > 0) {}
         } else if (!strcmp(cmd, "threads") && fscanf(in, "%ld %ld %63s", &k, &n, name) == 3) {
-            long (*fn)(long) = !strcmp(name, "nop5_fn") ? nop5_fn : fast_fn;
+            long (*fn)(long) = !strcmp(name, "nop5_entry") ? nop5_entry : fast_fn;
             if (threads(k, n, fn) != 0) { printf("error threads %ld\n", k); continue; }
         } else if (!strcmp(cmd, "exit") && fscanf(in, "%ld", &n) == 1) {
             return (int)n;
