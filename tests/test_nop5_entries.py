@@ -26,7 +26,8 @@ def test_entry_classes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ov, "kernel_optimizes_uprobes", lambda: True)
     assert ov.classify_entry(ov.NOP5 + b"\xc3", offset=0x1140) == ov.UPROBE_OPTIMIZED
     # The kernel patches 5 bytes in one page only; unknown offset: not claimed.
-    assert ov.classify_entry(ov.NOP5, offset=4096 - 3) == ov.EMULATED
+    assert ov.classify_entry(ov.NOP5, offset=4096 - 5) == ov.UPROBE_OPTIMIZED
+    assert ov.classify_entry(ov.NOP5, offset=4096 - 4) == ov.EMULATED
     assert ov.classify_entry(ov.NOP5) == ov.EMULATED
     assert ov.classify_entry(b"\x90" * 5, offset=0x1140) == ov.EMULATED  # 5 one-byte nops
     assert ov.entry_skip(ov.ENDBR64 + ov.NOP5, 0x1140) == 4
@@ -36,11 +37,15 @@ def test_entry_classes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ov.entry_skip(ov.ENDBR64 + ov.NOP5, 0x1140) == 0
 
 
-def test_planned_on_the_nop_past_an_endbr64(tmp_path: Path) -> None:
+@pytest.mark.parametrize("optimizes", [True, False])
+def test_planned_on_the_nop_past_an_endbr64(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, optimizes: bool
+) -> None:
+    monkeypatch.setattr(ov, "kernel_optimizes_uprobes", lambda: optimizes)
     binary = build_calibrator(tmp_path)
     elf = read_elf(binary)
     fn = {f.name: f for f in elf.functions}
-    fast = ov.UPROBE_OPTIMIZED if ov.kernel_optimizes_uprobes() else ov.EMULATED
+    fast = ov.UPROBE_OPTIMIZED if optimizes else ov.EMULATED
     nop5 = plan_function(str(binary), elf, fn["cal_nop5"], lambda _i: None)
     assert (nop5.cost_class, nop5.sym, nop5.offset) == (
         fast,

@@ -239,10 +239,17 @@ def test_reusing_takes_equal_rows_again_and_reads_the_rest() -> None:
     assert first == snap and again == snap
     assert again.probes[1] is first.probes[1]  # equal JSON at its place: taken again
     assert second.probes[0].count == 13 and second.probes[1] is first.probes[1]
-    # What is not a snapshot is refused whatever was read before.
+    # What is not a snapshot is refused whatever was read before: a changed object, and
+    # true after 12 (equal for Python's ==).
     changed["probes"][1]["count"] = "many"
     with reusing(), pytest.raises(SnapshotError, match="count"):
         Snapshot.from_json(changed)
+    flag = json.loads(json.dumps(d))
+    flag["probes"][0]["count"] = True
+    with reusing():
+        Snapshot.from_json(json.loads(json.dumps(d)))
+        with pytest.raises(SnapshotError, match="count"):
+            Snapshot.from_json(flag)
     # Outside it nothing is taken again: a caller may change what it handed over.
     assert Snapshot.from_json(d).probes[1] is not first.probes[1]
 
@@ -282,3 +289,16 @@ def test_reusing_keeps_each_thread_apart() -> None:
     for t in threads:
         t.join()
     assert wrong == []
+    # Each thread takes again only what it read itself.
+    parts: list[Snapshot] = []
+
+    def read_twice() -> None:
+        with reusing():
+            parts.extend(Snapshot.from_json(json.loads(lines[0])) for _ in range(2))
+
+    for _ in range(2):
+        t = threading.Thread(target=read_twice)
+        t.start()
+        t.join()
+    assert parts[1].probes[0] is parts[0].probes[0] and parts[3].probes[0] is parts[2].probes[0]
+    assert parts[2].probes[0] is not parts[1].probes[0]

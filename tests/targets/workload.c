@@ -173,8 +173,10 @@ int main(int argc, char **argv) {
             }
             while (wait(NULL) > 0) {}
         } else if (!strcmp(cmd, "threads") && fscanf(in, "%ld %ld %63s", &k, &n, name) == 3) {
-            long (*fn)(long) = !strcmp(name, "nop5_entry") ? nop5_entry : fast_fn;
-            if (threads(k, n, fn) != 0) { printf("error threads %ld\n", k); continue; }
+            long (*fn)(long) = !strcmp(name, "nop5_entry") ? nop5_entry
+                               : !strcmp(name, "fast")     ? fast_fn
+                                                           : NULL;
+            if (!fn || threads(k, n, fn) != 0) { printf("error threads %ld %s\n", k, name); continue; }
         } else if (!strcmp(cmd, "exit") && fscanf(in, "%ld", &n) == 1) {
             return (int)n;
         } else {

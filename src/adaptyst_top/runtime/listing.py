@@ -69,7 +69,9 @@ def candidates(
             shown = demangle(f.name)
             if shown.cold:
                 continue  # the split-off unlikely branch of a function, not a function
-            refused = _function(path, info, f, policy, pid, source).get("refused")
+            refused = (
+                _function(path, info, f, policy, pid, source).get("refused") if policy else None
+            )
             label = inert(f"{path}:{shown.display}")
             out.append(Candidate(f"uprobe:{path}:{f.name}", label, refused))
         seen: set[tuple[str, str]] = set()
@@ -108,7 +110,9 @@ def _function(
         if policy is not None:
             out["refused"] = planned.refused
     except IfuncError as exc:
-        out["entry"], out["cost_class"], out["refused"] = None, None, str(exc)
+        out["entry"], out["cost_class"] = None, None
+        if policy is not None:
+            out["refused"] = str(exc)
     return out
 
 

@@ -281,8 +281,9 @@ def _writer(kind: Any) -> Writer:
         item = _writer(args[0]) if args and args[-1] is Ellipsis else None
         if item is None:
             return list
-        if dataclasses.is_dataclass(_parts(args[0])[0]):
-            return _write_parts(item)
+        part = _parts(args[0])[0]
+        if dataclasses.is_dataclass(part) and part.__dataclass_params__.frozen:  # type: ignore[union-attr]
+            return _write_parts(item)  # an equal part is one that cannot have changed since
         return lambda v: [item(x) for x in v]
     if base in (dict, Mapping):
         inner = _writer(args[1]) if args else None

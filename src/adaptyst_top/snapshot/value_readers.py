@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
+
 from adaptyst_top.snapshot.inert import inert
 
 Reader = Callable[[Any], Any]
@@ -153,19 +155,23 @@ def reuse_on() -> bool:
 
 
 def read_parts(item: Reader) -> Reader:
-    """A list of snapshot parts (see reusing())."""
+    """A list of snapshot parts (see reusing()). Items are compared as JSON text: Python's
+    == takes true for 1, which a fresh read would refuse for a number."""
     plain = read_list(item)
     mine = threading.local()  # the agent reads and writes each client on its own thread
 
     def read(v: Any) -> tuple[Any, ...]:
         if not reuse_on() or type(v) is not list:
             return plain(v)  # type: ignore[no-any-return]
-        prev: list[tuple[Any, Any]] = getattr(mine, "last", [])
+        prev: list[tuple[bytes, Any]] = getattr(mine, "last", [])
         n = len(prev)
         out, seen = [], []
         for i, x in enumerate(v):
-            # The same object again may have been changed since: read it again.
-            if i < n and prev[i][0] is not x and prev[i][0] == x:
+            try:
+                text = orjson.dumps(x)
+            except (TypeError, orjson.JSONEncodeError):
+                text = b""  # not JSON: read, and refused there
+            if text and i < n and prev[i][0] == text:
                 part = prev[i][1]
             else:
                 try:
@@ -174,7 +180,7 @@ def read_parts(item: Reader) -> Reader:
                     e.path.append(f"[{i}]")
                     raise
             out.append(part)
-            seen.append((x, part))
+            seen.append((text, part))
         mine.last = seen
         return tuple(out)
 
