@@ -9,8 +9,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import orjson
-
 from adaptyst_top.snapshot.inert import inert
 
 Reader = Callable[[Any], Any]
@@ -154,24 +152,33 @@ def reuse_on() -> bool:
     return getattr(_reuse, "on", False)  # type: ignore[no-any-return]
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """For two values already ==: whether every value in them is of the same type too
+    (== takes true for 1, which a fresh read refuses for a number)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return all(same_json(v, b[k]) for k, v in a.items())
+    if type(a) is list:
+        return all(same_json(v, w) for v, w in zip(a, b, strict=True))
+    return True
+
+
 def read_parts(item: Reader) -> Reader:
-    """A list of snapshot parts (see reusing()). Items are compared as JSON text: Python's
-    == takes true for 1, which a fresh read would refuse for a number."""
+    """A list of snapshot parts (see reusing())."""
     plain = read_list(item)
     mine = threading.local()  # the agent reads and writes each client on its own thread
 
     def read(v: Any) -> tuple[Any, ...]:
         if not reuse_on() or type(v) is not list:
             return plain(v)  # type: ignore[no-any-return]
-        prev: list[tuple[bytes, Any]] = getattr(mine, "last", [])
+        prev: list[tuple[Any, Any]] = getattr(mine, "last", [])
         n = len(prev)
         out, seen = [], []
         for i, x in enumerate(v):
-            try:
-                text = orjson.dumps(x)
-            except (TypeError, orjson.JSONEncodeError):
-                text = b""  # not JSON: read, and refused there
-            if text and i < n and prev[i][0] == text:
+            was = prev[i][0] if i < n else None
+            # The same object again may have been changed since: read it again.
+            if was is not None and was is not x and was == x and same_json(was, x):
                 part = prev[i][1]
             else:
                 try:
@@ -180,7 +187,7 @@ def read_parts(item: Reader) -> Reader:
                     e.path.append(f"[{i}]")
                     raise
             out.append(part)
-            seen.append((text, part))
+            seen.append((x, part))
         mine.last = seen
         return tuple(out)
 
