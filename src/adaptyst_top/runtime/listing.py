@@ -105,7 +105,8 @@ def _function(
         out["symbol"] = f.name  # as the ELF file has it
     try:
         # Without the boot's verdicts nothing is refused here, so none is said.
-        planned = plan_function(path, info, f, policy.refusal if policy else _none, pid, source)
+        refusal = (policy or EntryPolicy.trusting()).refusal
+        planned = plan_function(path, info, f, refusal, pid, source)
         out["entry"], out["cost_class"] = planned.entry, planned.cost_class
         if policy is not None:
             out["refused"] = planned.refused
@@ -114,10 +115,6 @@ def _function(
         if policy is not None:
             out["refused"] = str(exc)
     return out
-
-
-def _none(_insn: object) -> None:
-    return None
 
 
 def describe(

@@ -160,13 +160,14 @@ def same_json(a: Any, b: Any) -> bool:
     if type(a) is dict:
         # A row's flat values at C speed, in one order (a different one is read again);
         # only what nests is walked.
-        types = list(map(type, a.values()))
-        if types != list(map(type, b.values())) or list(a) != list(b):
+        va, vb = list(a.values()), list(b.values())
+        types = list(map(type, va))
+        if types != list(map(type, vb)) or list(a) != list(b):
             return False
         if dict not in types and list not in types:
             return True
-        va, vb = list(a.values()), list(b.values())
-        return all(same_json(va[i], vb[i]) for i, t in enumerate(types) if t is dict or t is list)
+        pairs = zip(va, vb, types, strict=True)
+        return all(same_json(v, w) for v, w, t in pairs if t is dict or t is list)
     if type(a) is list:
         return all(same_json(v, w) for v, w in zip(a, b, strict=True))
     return True
