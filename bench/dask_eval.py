@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Placement on Dask against its two anchors, in one run, on real worker processes
-bound to 127.0.0.1: one worker offering PoCL's OpenCL device, one the CPU alone.
+bound to 127.0.0.1: one worker offering an accelerator (--accelerator: PoCL's OpenCL
+device by default, or `cuda`, an NVIDIA GPU through cupy), one the CPU alone.
 
 The workload is ROUNDS rounds of the logistic map (placement/kernels.py) on a mix of
 small and large inputs, each round submitted with client.map and gathered. Three ways
@@ -47,10 +48,9 @@ from adaptyst_top.dask.placed import ANNOTATION, TOPIC, VERSION
 
 SCRATCH = tempfile.mkdtemp(prefix="adt-dask-eval-")
 atexit.register(shutil.rmtree, SCRATCH, True)
-VARIANTS = {"cpu": dk.logistic_cpu, "opencl": dk.logistic_opencl}
 
 
-def start_cluster() -> tuple[Any, Any, list[str]]:
+def start_cluster(accelerator: str) -> tuple[Any, Any, list[str]]:
     def worker(resources: dict[str, float]) -> dict[str, Any]:
         # Scratch space of its own (mkdtemp: 0700), not Dask's guessable /tmp default.
         options = {
@@ -62,12 +62,12 @@ def start_cluster() -> tuple[Any, Any, list[str]]:
         return {"cls": Nanny, "options": {**options, "resources": resources}}
 
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": None}}
-    workers = {"gpu": worker({"opencl": 1}), "plain": worker({"cpu": 1})}
+    workers = {"gpu": worker({accelerator: 1}), "plain": worker({"cpu": 1})}
     cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40)  # type: ignore[no-untyped-call]
     client = Client(cluster)  # type: ignore[no-untyped-call]
     info = client.scheduler_info()["workers"]
-    offering = [a for a, w in info.items() if w["resources"].get("opencl")]
-    client.run(dk.warm, workers=offering)
+    offering = [a for a, w in info.items() if w["resources"].get(accelerator)]
+    client.run(dk.warm, accelerator, workers=offering)
     return cluster, client, offering
 
 
@@ -76,7 +76,13 @@ def rounds_of(sizes: list[int], rounds: int, seed: int) -> list[list[np.ndarray]
     return [[(0.05 + 0.9 * rng.random(n, dtype=np.float32)) for n in sizes] for _ in range(rounds)]
 
 
-def calibrate(client: Any, offering: list[str], sizes: list[int]) -> dict[int, dict[str, float]]:
+def variants(accelerator: str) -> dict[str, Any]:
+    return {k: dk.VARIANTS[k] for k in ("cpu", accelerator)}
+
+
+def calibrate(
+    client: Any, offering: list[str], sizes: list[int], accelerator: str
+) -> dict[int, dict[str, float]]:
     """Each size's median time on each device, on the workers (untimed in the totals)."""
 
     def median_ms(fn: Any, n: int) -> float:
@@ -93,7 +99,7 @@ def calibrate(client: Any, offering: list[str], sizes: list[int]) -> dict[int, d
     for n in sorted(set(sizes)):
         out[n] = {
             kind: client.submit(median_ms, fn, n, workers=offering, pure=False).result()
-            for kind, fn in VARIANTS.items()
+            for kind, fn in variants(accelerator).items()
         }
     return out
 
@@ -105,7 +111,9 @@ def run_cpu(client: Any, work: list[list[np.ndarray]]) -> float:
     return time.perf_counter() - start
 
 
-def run_oracle(client: Any, work: list[list[np.ndarray]], best: dict[int, str]) -> float:
+def run_oracle(
+    client: Any, work: list[list[np.ndarray]], best: dict[int, str], accelerator: str
+) -> float:
     start = time.perf_counter()
     for i, xs in enumerate(work):
         looked: set[int] = set()
@@ -114,9 +122,9 @@ def run_oracle(client: Any, work: list[list[np.ndarray]], best: dict[int, str]) 
             kind = best[len(x)]
             if i == 0 and len(x) not in looked:  # one look at the slower device
                 looked.add(len(x))
-                kind = "cpu" if kind == "opencl" else "opencl"
-            resources = {"opencl": 1} if kind == "opencl" else None
-            futures.append(client.submit(VARIANTS[kind], x, resources=resources, pure=False))
+                kind = "cpu" if kind == accelerator else accelerator
+            resources = {accelerator: 1} if kind == accelerator else None
+            futures.append(client.submit(dk.VARIANTS[kind], x, resources=resources, pure=False))
         client.gather(futures)
     return time.perf_counter() - start
 
@@ -199,6 +207,7 @@ def main() -> int:
     ap.add_argument("--large", type=int, default=1_000_000, help="elements of a large input")
     ap.add_argument("--per-round", type=int, default=4, help="inputs of each size per round")
     ap.add_argument("--objective", default="time")
+    ap.add_argument("--accelerator", choices=("opencl", "cuda"), default="opencl")
     ap.add_argument("--json", action="store_true", help="end with one JSON line of figures")
     args = ap.parse_args()
     warnings.filterwarnings("ignore", message="Sending large graph")
@@ -208,25 +217,27 @@ def main() -> int:
         "rounds": args.rounds,
         "tasks_per_round": len(sizes),
         "sizes": [args.small, args.large],
+        "accelerator": args.accelerator,
     }
-    cluster, client, offering = start_cluster()
+    cluster, client, offering = start_cluster(args.accelerator)
     try:
-        calib = calibrate(client, offering, sizes)
+        calib = calibrate(client, offering, sizes, args.accelerator)
         out["calibration_ms"] = {
             str(n): {k: round(v, 3) for k, v in t.items()} for n, t in calib.items()
         }
         out["cpu_s"] = round(run_cpu(client, work), 3)
         statics = {}
-        for kinds in itertools.product(VARIANTS, repeat=2):
+        for kinds in itertools.product(variants(args.accelerator), repeat=2):
             best = dict(zip((args.small, args.large), kinds, strict=True))
-            statics["/".join(kinds)] = round(run_oracle(client, work, best), 3)
+            took = run_oracle(client, work, best, args.accelerator)
+            statics["/".join(kinds)] = round(took, 3)
         out["static_s"] = statics  # small/large on: each assignment, with its looks
         out["best"] = min(statics, key=lambda k: statics[k])
         out["oracle_s"] = statics[out["best"]]
     finally:
         client.close()
         cluster.close()
-    cluster, client, _ = start_cluster()
+    cluster, client, _ = start_cluster(args.accelerator)
     try:
         took, report = run_placed(client, work, args.objective)
     finally:

@@ -5,16 +5,23 @@
    per-process entries are checked against what the load did.
 2. Energy truth: over the same window, the NVML total-energy counter against instant
    power integrated (trapezoid, samples every 10 ms), and against the 1 s average power.
-3. Placement: bench/placement_eval.py --warm on CPU vs CUDA cases (energy with NVML power),
-   and each case's energy per run from NVML's counter over >= 1 s of runs.
-4. The cost of one device sweep with a real GPU against `nvidia-smi --query-gpu`.
-5. An ordinary user's view (uid 65534) while root's load runs: NVML works for the user,
+3. Per-process energy (#35): a heavy cupy load (root) and a light one (uid 65534 where
+   the machine lets it) at once; the collector's per-process split against the energy
+   counter read at each of its process reads, and the heavy load's share of the joules
+   against its share of the GPU's work; NVML's per-process samples as they came.
+4. Placement: bench/placement_eval.py --warm on CPU vs CUDA cases (energy with NVML
+   power; cold against the goal of >= 0.8x the best static device, and against the
+   last H200 run's figures), and each case's energy per run from NVML's counter over
+   >= 1 s of runs, and on CUDA from the collector's split for this process.
+5. Dask: bench/dask_eval.py with one worker offering `cuda`, one the CPU alone.
+6. The cost of one device sweep with a real GPU against `nvidia-smi --query-gpu`.
+7. An ordinary user's view (uid 65534) while root's load runs: NVML works for the user,
    and the load shows only as another user's process.
 
 Every part's failure is reported and the others still run. Writes to --out:
 gpu_check.json (figures and checks), nvml_raw.json (what each NVML call returned, as
 the fakes in tests/ must return it), record.jsonl, power_samples.json,
-placement_rows.json, sweep.json.
+placement_rows.json, dask_cuda.json, sweep.json.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,10 +44,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpu_figures import energy_truth, load_checks  # noqa: E402 - beside this file
+from gpu_figures import energy_truth, load_checks, process_split  # noqa: E402 - beside this file
 
 SAMPLE_EVERY_S = 0.01
-PARTS = ("user_view", "nvml_raw", "telemetry_and_energy", "placement", "sweep")
+PARTS = (
+    "user_view",
+    "nvml_raw",
+    "telemetry_and_energy",
+    "process_energy",
+    "placement",
+    "dask_cuda",
+    "sweep",
+)
 
 
 def plain(v: Any) -> Any:
@@ -214,14 +230,129 @@ def telemetry_and_energy(n: Any, out: Path, scratch: Path, record_s: float) -> d
     }
 
 
+def start_as_nobody(info: Path, *timing: str) -> subprocess.Popen[bytes]:
+    """gpu_load.py as uid 65534, from a copy in INFO's folder (the user's own: the
+    checkout and the private wheels may be out of its reach), cupy's cache there too."""
+    home = info.parent
+    script = home / "gpu_load.py"
+    script.write_bytes((ROOT / "bench" / "gpu_load.py").read_bytes())
+    os.chown(script, NOBODY, NOBODY)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HOME=str(home), CUPY_CACHE_DIR=str(home / "cupy"))
+    with (home / "stderr.txt").open("wb") as err:
+        return subprocess.Popen(
+            [sys.executable, str(script), "--info", str(info), *timing],
+            user=NOBODY,
+            group=NOBODY,
+            extra_groups=[],
+            env=env,
+            cwd=home,
+            stderr=err,
+        )
+
+
+def wait_info(load: subprocess.Popen[bytes], info: Path, timeout_s: float = 60) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while load.poll() is None and not info.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return info.exists()
+
+
+def process_energy(n: Any, scratch: Path) -> dict[str, Any]:
+    """#35.1: two cupy loads at once, a heavy one (root, GEMMs back to back) and a light
+    one (uid 65534 where the machine lets it, a product per 100 ms at --duty); the
+    collector's per-process split against the energy counter read at each process read,
+    and NVML's per-process samples polled every second beside it."""
+    from adaptyst_top.collectors.devices.nvml import NvmlCollector
+
+    busy_s, after_s = 15.0, 8.0  # after: both still listed at the last process read
+    busy_at = time.monotonic() + 40  # both loaded and each product timed alone by then
+    timing = ("--busy-at", str(busy_at), "--busy", str(busy_s), "--idle-after", str(after_s))
+    home = Path(tempfile.mkdtemp(prefix="gpu_check-nobody-"))  # 0700
+    os.chown(home, NOBODY, NOBODY)
+    light_info, heavy_info = home / "light.json", scratch / "heavy.json"
+    light_as = "uid 65534"
+    light = start_as_nobody(light_info, *timing, "--duty", "0.3")
+    if not wait_info(light, light_info):
+        light.kill()
+        light.wait()
+        light_as = (
+            "root: as uid 65534 it failed: "
+            + (home / "stderr.txt").read_text(errors="replace")[-400:]
+        )
+        light_info = scratch / "light.json"
+        light = start_load(light_info, *timing, "--duty", "0.3")
+        wait_info(light, light_info)
+    heavy = start_load(heavy_info, *timing)
+    wait_info(heavy, heavy_info)
+
+    collector = NvmlCollector(n)
+    gpu = collector.gpus[0]
+    h = gpu.handle
+    offset_s = time.time() - time.monotonic()
+    windows, samples, last_ts = [], [], 0
+    try:
+        while time.monotonic() < busy_at + busy_s + after_s - 1.5:
+            before = gpu.processes_at
+            collector.read()
+            if gpu.processes_at != before:  # a process read: the split moved on
+                windows.append(
+                    {
+                        "t": time.monotonic(),
+                        "counter_j": n.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0,
+                        "measured_j": gpu.split.measured_j,
+                        "idle_j": gpu.split.idle_j,
+                        "by_pid": dict(gpu.split.by_pid),
+                    }
+                )
+            try:
+                got = n.nvmlDeviceGetProcessUtilization(h, last_ts)
+            except n.NVMLError as e:  # NOT_FOUND: no sample since last_ts
+                got = []
+                samples.append({"error": str(e), "t": time.monotonic()})
+            for x in got:
+                samples.append({k: plain(getattr(x, k)) for k in ("pid", "timeStamp", "smUtil")})
+                last_ts = max(last_ts, int(x.timeStamp))
+            time.sleep(1.0)
+    finally:
+        collector.close()
+        for load in (heavy, light):
+            load.wait(timeout=60)
+    loads = {
+        "heavy": json.loads(heavy_info.read_text()),
+        "light": json.loads(light_info.read_text()),
+    }
+    shutil.rmtree(home, ignore_errors=True)
+    got_samples = [x for x in samples if "pid" in x]
+    return {
+        "light_as": light_as,
+        "loads": loads,
+        "windows": windows,
+        "nvml_samples": samples,
+        "figures": process_split(windows, loads, got_samples, offset_s),
+    }
+
+
 def energy_per_run(n: Any, cases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each case's input on each device: NVML counter over >= 1 s of runs, per run, and
-    the same less the GPU's idle power over the run's time."""
+    the same less the GPU's idle power over the run's time. On CUDA, #35.2 too: the
+    joules the collector's per-process split gave this process over the same runs (the
+    placement evaluation's direct path: the kernels run here, no probes)."""
     import numpy as np
 
+    from adaptyst_top.collectors.devices.nvml import NvmlCollector
     from adaptyst_top.placement.kernels import available_devices, make_inputs
 
     h = n.nvmlDeviceGetHandleByIndex(0)
+    collector = NvmlCollector(n)
+    gpu = collector.gpus[0]
+
+    def own_j() -> float:
+        """A process read now (the collector's every 5 s, made at once): this
+        process's joules so far."""
+        gpu.processes_at = float("-inf")
+        collector.read()
+        return gpu.split.by_pid.get(os.getpid(), 0.0)
 
     def counter_j() -> float:
         return float(n.nvmlDeviceGetTotalEnergyConsumption(h)) / 1000.0
@@ -242,6 +373,7 @@ def energy_per_run(n: Any, cases: Sequence[dict[str, Any]]) -> list[dict[str, An
         for name, run in devices.items():
             for _ in range(3):
                 answers[name] = run(inp)  # uploads, compiles, warms
+            p0 = own_j() if name == "cuda" else 0.0
             runs, c0, t0 = 0, counter_j(), time.monotonic()
             while runs < 3 or time.monotonic() - t0 < 1.0:
                 run(inp)
@@ -253,16 +385,19 @@ def energy_per_run(n: Any, cases: Sequence[dict[str, Any]]) -> list[dict[str, An
                 "gpu_j_above_idle": round((de - idle_w * dt) / runs, 5),
                 "runs": runs,
             }
+            if name == "cuda":
+                row[name]["process_j"] = round((own_j() - p0) / runs, 5)
         # Every device's answer against the CPU's (float32 sums differ in rounding).
         row["agree_with_cpu"] = {
             name: bool(np.allclose(np.asarray(a), np.asarray(answers["cpu"]), rtol=1e-3, atol=1e-3))
             for name, a in answers.items()
         }
         rows.append(row)
+    collector.close()
     return rows
 
 
-def placement(n: Any, out: Path, cases_file: Path) -> dict[str, Any]:
+def placement(n: Any, out: Path, cases_file: Path, before: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.run(
         python_cmd(
             str(ROOT / "bench" / "placement_eval.py"),
@@ -281,11 +416,37 @@ def placement(n: Any, out: Path, cases_file: Path) -> dict[str, Any]:
     print(proc.stdout + proc.stderr, flush=True)
     totals = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
     cases = json.loads(cases_file.read_text())["cases"]
+    old = before.get("placement") or {}
+    cold = (totals or {}).get("vs_best_static_incl_learning")
     return {
         "eval_status": proc.returncode,
         "totals": totals,
+        "before": old.get("totals"),  # the last H200 run's, from bench/h200/
         "energy_per_run": energy_per_run(n, cases),
+        "energy_per_run_before": old.get("energy_per_run"),
+        "checks": {"cold_at_least_0.8_of_best_static": cold is not None and cold >= 0.8},
     }
+
+
+def dask_cuda(out: Path) -> dict[str, Any]:
+    """#35.4: bench/dask_eval.py with one worker offering `cuda`, one the CPU alone."""
+    return bench_json(out / "dask_cuda.json", "dask_eval.py", "--accelerator", "cuda", "--json")
+
+
+def bench_json(dest: Path, script: str, *args: str) -> dict[str, Any]:
+    """Another bench/ script's run: its output to DEST, its last line's JSON returned."""
+    proc = subprocess.run(
+        python_cmd(str(ROOT / "bench" / script), *args),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    print(proc.stdout + proc.stderr, flush=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{script} exited {proc.returncode}")
+    dest.write_text(proc.stdout)
+    figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return figures
 
 
 NOBODY = 65534
@@ -344,18 +505,7 @@ def user_view(scratch: Path) -> dict[str, Any]:
 
 
 def sweep_cost(out: Path) -> dict[str, Any]:
-    proc = subprocess.run(
-        python_cmd(str(ROOT / "bench" / "bench_device_sweep.py"), "--json", "--nvidia-smi"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    print(proc.stdout + proc.stderr, flush=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"bench_device_sweep.py exited {proc.returncode}")
-    (out / "sweep.json").write_text(proc.stdout)
-    figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return figures
+    return bench_json(out / "sweep.json", "bench_device_sweep.py", "--json", "--nvidia-smi")
 
 
 def main() -> int:
@@ -368,6 +518,8 @@ def main() -> int:
     ap.add_argument("--parts", help="a comma-separated subset of: " + ",".join(PARTS))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    last = ROOT / "bench" / "h200" / "gpu_check.json"  # read before --out may replace it
+    args.before = json.loads(last.read_text()) if last.exists() else {}
     import pynvml
 
     with tempfile.TemporaryDirectory(prefix="gpu_check-") as scratch:
@@ -386,7 +538,9 @@ def run_parts(args: argparse.Namespace, pynvml: Any, scratch: Path) -> int:
             "telemetry_and_energy",
             lambda: telemetry_and_energy(pynvml, args.out, scratch, args.record_s),
         ),
-        ("placement", lambda: placement(pynvml, args.out, args.cases)),
+        ("process_energy", lambda: process_energy(pynvml, scratch)),
+        ("placement", lambda: placement(pynvml, args.out, args.cases, args.before)),
+        ("dask_cuda", lambda: dask_cuda(args.out)),
         ("sweep", lambda: sweep_cost(args.out)),
     ]
     for name, part in parts:

@@ -15,6 +15,8 @@ from typing import Any
 GIB = 1 << 30
 CONTEXT_MAX_BYTES = GIB  # a CUDA context and cuBLAS workspace, beyond what cupy holds
 ENERGY_AGREE = 0.02  # the issue's bound between the counter and integrated power
+SPLIT_AGREE = 0.05  # #35: attributed + idle against the counter over the same interval
+SHARE_NEAR = 0.10  # #35: the heavy load's share of joules against its share of SM time
 
 Sample = tuple[float, float | None, float | None, float | None]  # t, instant W, avg W, J
 
@@ -136,5 +138,86 @@ def energy_truth(samples: Sequence[Sample], lines: Sequence[dict[str, Any]]) -> 
         "checks": {
             "counter_agrees_with_instant_power": bool(counter_j)
             and abs(instant_j / counter_j - 1) <= ENERGY_AGREE
+        },
+    }
+
+
+def _share(a: float, b: float) -> float | None:
+    return round(a / (a + b), 4) if a + b > 0 else None
+
+
+def _samples_seen(
+    samples: Sequence[dict[str, Any]], loads: dict[str, dict[str, Any]], offset_s: float
+) -> dict[str, Any]:
+    """What NVML's per-process samples were: how often the driver took one, and the
+    sample times within each load's busy window that lack it (OFFSET_S: CLOCK_REALTIME
+    less CLOCK_MONOTONIC, for the samples' realtime µs)."""
+    times = sorted({int(x["timeStamp"]) for x in samples})
+    gaps = [(b - a) / 1e3 for a, b in itertools.pairwise(times)]
+    out: dict[str, Any] = {
+        "samples": len(samples),
+        "sample_times": len(times),
+        "period_ms": round(statistics.median(gaps), 1) if gaps else None,
+        "longest_gap_ms": round(max(gaps), 1) if gaps else None,
+    }
+    for name, info in loads.items():
+        mine = {int(x["timeStamp"]) for x in samples if int(x["pid"]) == info["pid"]}
+        busy = [t for t in times if info["busy_from"] <= t / 1e6 - offset_s <= info["busy_to"]]
+        sm = [int(x["smUtil"]) for x in samples if int(x["pid"]) == info["pid"]]
+        out[name] = {
+            "samples_while_busy": len(busy),
+            "missing_while_busy": sum(1 for t in busy if t not in mine),
+            "sm_util_sum": sum(sm),
+            "sm_util_mean_pct": round(statistics.fmean(sm), 1) if sm else None,
+        }
+    return out
+
+
+def process_split(
+    windows: Sequence[dict[str, Any]],
+    loads: dict[str, dict[str, Any]],
+    samples: Sequence[dict[str, Any]],
+    offset_s: float,
+) -> dict[str, Any]:
+    """The collector's per-process split of two loads running together ("heavy" and
+    "light", each gpu_load.py's info) against the energy counter read at the same
+    moments (WINDOWS: at each of the collector's process reads, its split so far and
+    the counter), and the heavy load's share of the joules against its share of the
+    GPU's work: its products times one product's time alone."""
+    if len(windows) < 2:
+        return {"error": "fewer than two process reads"}
+    first, last = windows[0], windows[-1]
+    counter_j = last["counter_j"] - first["counter_j"]
+    before = {int(k): float(v) for k, v in first["by_pid"].items()}
+    by_pid = {int(k): float(v) - before.get(int(k), 0.0) for k, v in last["by_pid"].items()}
+    joules = {name: by_pid.get(info["pid"], 0.0) for name, info in loads.items()}
+    attributed = sum(by_pid.values())
+    idle = last["idle_j"] - first["idle_j"]
+    work = {n: info["products"] * info["product_ms"] / 1e3 for n, info in loads.items()}
+    seen = _samples_seen(samples, loads, offset_s)
+    shares = {
+        "joules": _share(joules["heavy"], joules["light"]),
+        "work": _share(work["heavy"], work["light"]),
+        "cuda_events": _share(loads["heavy"]["gpu_busy_s"], loads["light"]["gpu_busy_s"]),
+        "nvml_sm_util": _share(seen["heavy"]["sm_util_sum"], seen["light"]["sm_util_sum"]),
+    }
+    agree = (attributed + idle) / counter_j if counter_j > 0 else None
+    return {
+        "span_s": round(last["t"] - first["t"], 3),
+        "process_reads": len(windows),
+        "counter_j": round(counter_j, 3),
+        "split_j": round(last["measured_j"] - first["measured_j"], 3),
+        "attributed_j": round(attributed, 3),
+        "idle_j": round(idle, 3),
+        "joules": {k: round(v, 3) for k, v in joules.items()},
+        "work_s": {k: round(v, 3) for k, v in work.items()},
+        "attributed_plus_idle_vs_counter": None if agree is None else round(agree, 4),
+        "heavy_share": shares,
+        "nvml_samples": seen,
+        "checks": {
+            "attributed_plus_idle_within_5pct": agree is not None and abs(agree - 1) <= SPLIT_AGREE,
+            "both_loads_charged": all(v > 0 for v in joules.values()),
+            "heavy_share_near_its_work": None not in (shares["joules"], shares["work"])
+            and abs(shares["joules"] - shares["work"]) <= SHARE_NEAR,  # type: ignore[operator]
         },
     }

@@ -1,11 +1,15 @@
 """A CUDA load with a known shape, for scripts/gpu_check.sh (needs cupy and a GPU).
 
 Allocates a known number of bytes through cupy's pool, idles, runs an fp32 GEMM loop
-at full load, then idles holding its memory, and exits. What it did (its PID, the
-bytes cupy holds, the busy window in CLOCK_MONOTONIC seconds, the GEMM rate) goes to
---info as JSON, so that the monitor's readings can be checked against it.
+(at full load, or --duty of each 100 ms), then idles holding its memory, and exits.
+What it did (its PID, the bytes cupy holds, the busy window in CLOCK_MONOTONIC
+seconds, the GEMM rate, one product's time alone and the GPU time its products took
+by CUDA events) goes to --info as JSON, so that the monitor's readings can be checked
+against it. --busy-at starts the loop at a CLOCK_MONOTONIC time, so that two loads
+started one after the other, each timing a product alone first, run together.
 
-    python3 bench/gpu_load.py --info FILE [--idle-before S] [--busy S] [--idle-after S]
+    python3 bench/gpu_load.py --info FILE [--idle-before S | --busy-at T] [--busy S]
+                              [--idle-after S] [--duty F]
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 GEMM_N = 8192  # 256 MiB a matrix: one product is ~20 ms on an H100-class GPU
 BALLAST_GIB = 4  # held and touched: the memory the monitor must see
+SLOT_S = 0.1  # --duty's period: well under NVML's per-process sampling windows
 
 
 def write(path: Path, info: dict[str, Any]) -> None:
@@ -27,13 +32,29 @@ def write(path: Path, info: dict[str, Any]) -> None:
     tmp.replace(path)  # a reader never sees half a file
 
 
+def time_alone(cp: Any, first: Any, last: Any, a: Any, b: Any, c: Any) -> float:
+    """One product's GPU time (ms): the median of three, after one that warms cuBLAS."""
+    times = []
+    for _ in range(4):
+        first.record()
+        cp.matmul(a, b, out=c)
+        last.record()
+        last.synchronize()
+        times.append(cp.cuda.get_elapsed_time(first, last))
+    return round(float(sorted(times[1:])[1]), 4)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--info", required=True, type=Path)
     ap.add_argument("--idle-before", type=float, default=3.0)
     ap.add_argument("--busy", type=float, default=10.0)
     ap.add_argument("--idle-after", type=float, default=5.0)
+    ap.add_argument("--busy-at", type=float, help="CLOCK_MONOTONIC time to start the loop")
+    ap.add_argument("--duty", type=float, default=1.0, help="busy share of each 100 ms")
     args = ap.parse_args()
+    if not 0.0 < args.duty <= 1.0:
+        ap.error("--duty: a share above 0 and at most 1")
 
     import cupy as cp  # type: ignore[import-not-found]
 
@@ -42,29 +63,45 @@ def main() -> int:
     c = cp.empty((GEMM_N, GEMM_N), dtype=cp.float32)
     ballast = cp.ones((BALLAST_GIB << 30) // 4, dtype=cp.float32)
     cp.cuda.Device().synchronize()
+    first, last = cp.cuda.Event(), cp.cuda.Event()
+    # Timed before the loop, while no other load runs: --busy-at's mode.
+    product_ms = None if args.busy_at is None else time_alone(cp, first, last, a, b, c)
     pool = cp.get_default_memory_pool()
     info: dict[str, Any] = {
         "pid": os.getpid(),
         "cupy_pool_bytes": int(pool.total_bytes()),
         "cupy_arrays_bytes": int(a.nbytes + b.nbytes + c.nbytes + ballast.nbytes),
+        "product_ms": product_ms,
         "allocated_at": time.monotonic(),
     }
     write(args.info, info)
-    time.sleep(args.idle_before)
+    if args.busy_at is None:
+        time.sleep(args.idle_before)
+    else:
+        info["late_s"] = round(max(0.0, time.monotonic() - args.busy_at), 3)
+        time.sleep(max(0.0, args.busy_at - time.monotonic()))
 
     start = time.monotonic()
-    products = 0
-    while time.monotonic() - start < args.busy:
-        cp.matmul(a, b, out=c)
-        products += 1
-        if products % 4 == 0:
-            cp.cuda.Device().synchronize()  # keeps the queue short: the window is honest
-    cp.cuda.Device().synchronize()
+    products, gpu_ms = 0, 0.0
+    while (slot := time.monotonic()) - start < args.busy:
+        first.record()
+        while True:
+            cp.matmul(a, b, out=c)
+            products += 1
+            if products % 4 == 0 or args.duty < 1.0:
+                break  # keeps the queue short: the window is honest
+        last.record()
+        last.synchronize()
+        gpu_ms += cp.cuda.get_elapsed_time(first, last)
+        if args.duty < 1.0:
+            spent = time.monotonic() - slot
+            time.sleep(max(0.0, spent / args.duty - spent))
     end = time.monotonic()
     info.update(
         busy_from=start,
         busy_to=end,
         products=products,
+        gpu_busy_s=round(gpu_ms / 1e3, 4),
         fp32_tflops=round(2 * GEMM_N**3 * products / (end - start) / 1e12, 1),
     )
     write(args.info, info)

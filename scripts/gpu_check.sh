@@ -3,7 +3,8 @@
 # with nothing from the network: python3 with nvidia-ml-py, cupy, numpy, scipy and
 # psutil, and the project as checked out (not installed). Wheels the project needs
 # beyond those (pyelftools, capstone, orjson, zstandard for `record`) may travel in
-# .whl/; they go to a private folder, never into the system's Python.
+# .whl/ (scripts/gpu_wheels.sh fetches them); they go to a private folder, never into
+# the system's Python.
 #
 #   scripts/gpu_check.sh OUT_DIR [--record-s S] [--cases FILE]
 set -euo pipefail
@@ -20,11 +21,11 @@ if compgen -G "$root/.whl/*.whl" >/dev/null; then
         --target "$work/site" "$root"/.whl/*.whl
     paths+=("$work/site")
 fi
-if ! "$python" -c 'import adaptyst_top.collectors' 2>/dev/null; then
-    # Not installed: the package's four folders under its namespace, as pyproject maps them.
-    mkdir "$work/pkg" "$work/pkg/adaptyst_top"
-    for d in collectors placement runtime tui; do ln -s "$root/$d" "$work/pkg/adaptyst_top/$d"; done
-    paths+=("$work/pkg")
+paths+=("$root/src")  # the checkout's package, ahead of any installed copy
+sdt=$root/src/adaptyst_top/placement
+if [[ -f $root/.whl/_sdt.abi3.so ]] && ! PYTHONPATH=$root/src "$python" -c \
+        'import adaptyst_top.placement._sdt' 2>/dev/null; then
+    cp "$root/.whl/_sdt.abi3.so" "$sdt/"  # built here for any CPython 3 (gpu_wheels.sh)
 fi
 export PYTHONPATH
 PYTHONPATH=$(IFS=:; echo "${paths[*]}")${PYTHONPATH:+:$PYTHONPATH}

@@ -317,3 +317,19 @@ def test_a_calls_joules_are_its_cpu_time_at_the_nodes_joules_per_busy_cpu_second
     assert meter.j_per_cpu_s == pytest.approx(rate)
     assert second.method == "rapl-oncpu"
     assert second.energy_j == pytest.approx(0.05 * rate, rel=0.2)
+
+
+def test_the_cuda_variant_answers_as_the_cpu_or_says_there_is_no_gpu() -> None:
+    x = inputs(np.random.default_rng(3), SMALL)
+    try:
+        from adaptyst_top.placement.kernels import CudaDevice
+
+        CudaDevice()
+    except Exception as e:  # no cupy or no GPU here: the variant must say so in one line
+        with pytest.raises(PlacementError, match="no CUDA device on this worker") as err:
+            dk.logistic_cuda(x)
+        assert "\n" not in str(err.value) and str(e).splitlines()[0] in str(err.value)
+        with pytest.raises(PlacementError):
+            dk.warm("cuda")
+        return
+    assert dk.warm("cuda") and agrees(x, dk.logistic_cuda(x))

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "bench" / "h200"
 sys.path.insert(0, str(ROOT / "bench"))
-from gpu_figures import energy_truth, load_checks  # noqa: E402
+from gpu_figures import energy_truth, load_checks, process_split  # noqa: E402
 
 GIB = 1 << 30
 
@@ -91,3 +91,85 @@ def test_energy_disagreement_is_caught(run: dict[str, Any]) -> None:
     samples = [(t, w, a, None if c is None else c * 1.05) for t, w, a, c in run["samples"]]
     assert not energy_truth(samples, run["lines"])["checks"]["counter_agrees_with_instant_power"]
     assert "error" in energy_truth(run["samples"][:1], run["lines"])
+
+
+# Two loads run together, as bench/gpu_check.py's process_energy part records them:
+# the collector's split at each process read (every 5 s) with the counter read beside
+# it, and NVML's per-process samples (pid, timeStamp in realtime µs, smUtil in %) at
+# the driver's period. Not a recording: no H200 has run this part yet; the shapes are
+# those nvml_raw.json holds for the same calls.
+OFFSET_S = 1.7e9  # CLOCK_REALTIME less CLOCK_MONOTONIC
+HEAVY, LIGHT = 4100, 4200
+
+
+def two_loads() -> dict[str, Any]:
+    loads = {
+        "heavy": {"pid": HEAVY, "busy_from": 100.0, "busy_to": 115.0, "products": 900,
+                  "product_ms": 16.0, "gpu_busy_s": 14.6},
+        "light": {"pid": LIGHT, "busy_from": 100.0, "busy_to": 115.0, "products": 90,
+                  "product_ms": 16.0, "gpu_busy_s": 3.1},
+    }  # fmt: skip
+    samples = []
+    for i in range(int(15 / 0.1667)):  # the driver's ~1/6 s period, both busy
+        ts = int((OFFSET_S + 100.05 + i * 0.1667) * 1e6)
+        samples.append({"pid": HEAVY, "timeStamp": ts, "smUtil": 91})
+        samples.append({"pid": LIGHT, "timeStamp": ts, "smUtil": 9})
+    windows, split, counter, idle = [], {HEAVY: 0.0, LIGHT: 0.0}, 50_000.0, 0.0
+    for k in range(5):  # process reads at 97, 102, ... 117 s
+        if k:
+            spent = 5 * (650.0 if k < 4 else 120.0)
+            busy = 1.0 if k < 4 else 0.0
+            split[HEAVY] += spent * 0.91 * busy
+            split[LIGHT] += spent * 0.09 * busy
+            idle += spent * (1 - busy)
+            counter += spent
+        windows.append(
+            {"t": 97.0 + 5 * k, "counter_j": counter, "measured_j": counter - 50_000.0,
+             "idle_j": idle, "by_pid": {str(p): j for p, j in split.items()}}
+        )  # fmt: skip
+    return {"windows": windows, "loads": loads, "samples": samples}
+
+
+def test_two_loads_split_agrees_with_the_counter_and_the_work() -> None:
+    r = two_loads()
+    f = process_split(r["windows"], r["loads"], r["samples"], OFFSET_S)
+    assert all(f["checks"].values()), f
+    assert f["attributed_plus_idle_vs_counter"] == pytest.approx(1.0)
+    assert f["heavy_share"]["joules"] == pytest.approx(0.91)
+    assert f["heavy_share"]["work"] == pytest.approx(900 / 990, abs=1e-4)
+    assert f["nvml_samples"]["period_ms"] == pytest.approx(166.7, abs=0.1)
+    assert f["nvml_samples"]["heavy"]["missing_while_busy"] == 0
+    assert f["nvml_samples"]["light"]["sm_util_mean_pct"] == 9
+
+
+@pytest.mark.parametrize(
+    ("fault", "check"),
+    [
+        ("counter_high", "attributed_plus_idle_within_5pct"),
+        ("light_uncharged", "both_loads_charged"),
+        ("light_overcharged", "heavy_share_near_its_work"),
+    ],
+)
+def test_each_split_check_catches_its_fault(fault: str, check: str) -> None:
+    r = two_loads()
+    last = r["windows"][-1]
+    if fault == "counter_high":  # energy the split never saw: a window it skipped
+        last["counter_j"] += 0.06 * (last["counter_j"] - r["windows"][0]["counter_j"])
+    elif fault == "light_uncharged":
+        last["by_pid"][str(LIGHT)] = 0.0
+        last["idle_j"] += r["windows"][-2]["by_pid"][str(LIGHT)]
+    elif fault == "light_overcharged":
+        h, li = last["by_pid"][str(HEAVY)], last["by_pid"][str(LIGHT)]
+        last["by_pid"][str(HEAVY)], last["by_pid"][str(LIGHT)] = 0.6 * (h + li), 0.4 * (h + li)
+    checks = process_split(r["windows"], r["loads"], r["samples"], OFFSET_S)["checks"]
+    assert not checks[check]
+    assert sum(not ok for ok in checks.values()) == 1, checks
+
+
+def test_missing_samples_are_counted_and_one_read_is_no_split() -> None:
+    r = two_loads()
+    dropped = [s for i, s in enumerate(r["samples"]) if not (s["pid"] == HEAVY and i % 10 == 0)]
+    seen = process_split(r["windows"], r["loads"], dropped, OFFSET_S)["nvml_samples"]
+    assert seen["heavy"]["missing_while_busy"] == len(r["samples"]) - len(dropped) > 0
+    assert seen["light"]["missing_while_busy"] == 0
+    assert "error" in process_split(r["windows"][:1], r["loads"], r["samples"], OFFSET_S)

@@ -1,7 +1,7 @@
 """A placed task for trying the Dask placement out (the tests and bench/dask_eval.py):
 the logistic map of placement/kernels.py, numpy on the CPU, pyopencl on the worker's
-first OpenCL device (PoCL's on a node without a GPU). Its answers agree across the
-two (kernels.py: the map settles on a stable cycle)."""
+first OpenCL device (PoCL's on a node without a GPU), cupy on its NVIDIA GPU. Its
+answers agree across them (kernels.py: the map settles on a stable cycle)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,16 @@ from typing import Any
 import numpy as np
 
 from adaptyst_top.dask.placed import PlacementError, placed
-from adaptyst_top.placement.kernels import Inputs, OpenCLDevice, opencl_devices, run_cpu
+from adaptyst_top.placement.kernels import (
+    CudaDevice,
+    Inputs,
+    OpenCLDevice,
+    opencl_devices,
+    run_cpu,
+)
 
 _device: OpenCLDevice | None = None
+_cuda: CudaDevice | None = None
 _lock = threading.Lock()
 
 
@@ -30,9 +37,26 @@ def opencl_device() -> OpenCLDevice:
         return _device
 
 
-def warm() -> bool:
-    """Build the OpenCL program now (client.run(warm) on the workers offering opencl)."""
-    opencl_device()
+def cuda_device() -> CudaDevice:
+    """This process's GPU through cupy, set up on first use."""
+    global _cuda
+    with _lock:
+        if _cuda is None:
+            try:
+                _cuda = CudaDevice()
+            except Exception as e:  # no cupy, no driver, no GPU: cupy's own errors vary
+                why = next(iter(str(e).splitlines()), "") or type(e).__name__
+                raise PlacementError(f"no CUDA device on this worker: {why}") from None
+        return _cuda
+
+
+def warm(kind: str = "opencl") -> bool:
+    """Set the accelerator up now, its kernels built and run once (client.run(warm,
+    KIND) on the workers offering KIND), as an application does before its first task."""
+    if kind == "cuda":
+        logistic_cuda(np.full(64, 0.5, dtype=np.float32))
+    else:
+        opencl_device()
     return True
 
 
@@ -44,4 +68,9 @@ def logistic_opencl(x: np.ndarray) -> Any:
     return opencl_device().run(Inputs("logistic", len(x), None, x))
 
 
-logistic = placed("logistic", {"cpu": logistic_cpu, "opencl": logistic_opencl}, size=len)
+def logistic_cuda(x: np.ndarray) -> Any:
+    return cuda_device().run(Inputs("logistic", len(x), None, x))
+
+
+VARIANTS = {"cpu": logistic_cpu, "opencl": logistic_opencl, "cuda": logistic_cuda}
+logistic = placed("logistic", VARIANTS, size=len)
