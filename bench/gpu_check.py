@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 import statistics
 import subprocess
 import sys
@@ -230,28 +231,61 @@ def telemetry_and_energy(n: Any, out: Path, scratch: Path, record_s: float) -> d
     }
 
 
-def start_as_nobody(info: Path, *timing: str) -> subprocess.Popen[bytes]:
-    """gpu_load.py as uid 65534, from a copy in INFO's folder (the user's own: the
-    checkout and the private wheels may be out of its reach), cupy's cache there too."""
-    home = info.parent
-    script = home / "gpu_load.py"
-    script.write_bytes((ROOT / "bench" / "gpu_load.py").read_bytes())
-    os.chown(script, NOBODY, NOBODY)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HOME=str(home), CUPY_CACHE_DIR=str(home / "cupy"))
-    with (home / "stderr.txt").open("wb") as err:
+USER_ENV = ("PATH", "LD_LIBRARY_PATH", "LANG", "CUDA_VISIBLE_DEVICES", "CUDA_PATH", "CUDA_HOME")
+
+
+def user_dirs() -> tuple[Path, Path]:
+    """(HOME, WORK): HOME root's (0711: the user reaches what is named in it, lists
+    nothing, changes nothing), WORK inside it the user's own. Root writes only in HOME,
+    so no path it writes to is one the user (or any other uid 65534 process) can point
+    elsewhere."""
+    home = Path(tempfile.mkdtemp(prefix="gpu_check-nobody-"))
+    home.chmod(0o711)
+    work = home / "w"
+    work.mkdir(mode=0o700)
+    os.chown(work, NOBODY, NOBODY)
+    (home / "gpu_load.py").write_bytes((ROOT / "bench" / "gpu_load.py").read_bytes())
+    (home / "gpu_load.py").chmod(0o644)
+    return home, work
+
+
+def start_as_nobody(home: Path, info: Path, err: Path, *timing: str) -> subprocess.Popen[bytes]:
+    """gpu_load.py as uid 65534, from root's copy in HOME (the checkout and the private
+    wheels may be out of its reach), with only the environment it needs (a process's
+    environment is readable by its user); its stderr to ERR, a file of root's."""
+    env = {k: v for k, v in os.environ.items() if k in USER_ENV or k.startswith("NVIDIA_")}
+    env.update(HOME=str(info.parent), CUPY_CACHE_DIR=str(info.parent / "cupy"))
+    with err.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, str(script), "--info", str(info), *timing],
+            [sys.executable, str(home / "gpu_load.py"), "--info", str(info), *timing],
             user=NOBODY,
             group=NOBODY,
             extra_groups=[],
             env=env,
-            cwd=home,
-            stderr=err,
+            cwd=info.parent,
+            stderr=out,
         )
 
 
-def wait_info(load: subprocess.Popen[bytes], info: Path, timeout_s: float = 60) -> bool:
+def read_json(path: Path) -> Any:
+    """A file another user wrote: never through a link, never a FIFO that blocks."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path}: not a regular file")
+        return json.loads(f.read(1 << 20))
+
+
+def info_of(path: Path) -> dict[str, Any]:
+    """A load's info, or why there is none (its failure is a finding, not a crash)."""
+    try:
+        info: dict[str, Any] = read_json(path)
+    except (OSError, ValueError) as e:
+        return {"failed": f"{path.name}: {e}"}
+    return info
+
+
+def wait_info(load: subprocess.Popen[bytes], info: Path, timeout_s: float = 90) -> bool:
     deadline = time.monotonic() + timeout_s
     while load.poll() is None and not info.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -262,36 +296,38 @@ def process_energy(n: Any, scratch: Path) -> dict[str, Any]:
     """#35.1: two cupy loads at once, a heavy one (root, GEMMs back to back) and a light
     one (uid 65534 where the machine lets it, a product per 100 ms at --duty); the
     collector's per-process split against the energy counter read at each process read,
-    and NVML's per-process samples polled every second beside it."""
+    and NVML's per-process answers polled every second beside it."""
     from adaptyst_top.collectors.devices.nvml import NvmlCollector
 
-    busy_s, after_s = 15.0, 8.0  # after: both still listed at the last process read
-    busy_at = time.monotonic() + 40  # both loaded and each product timed alone by then
-    timing = ("--busy-at", str(busy_at), "--busy", str(busy_s), "--idle-after", str(after_s))
-    home = Path(tempfile.mkdtemp(prefix="gpu_check-nobody-"))  # 0700
-    os.chown(home, NOBODY, NOBODY)
-    light_info, heavy_info = home / "light.json", scratch / "heavy.json"
+    busy_s, after_s = 20.0, 8.0  # after: both still listed at the last process read
+    home, work = user_dirs()
+    go = home / "go"
+    timing = ("--go", str(go), "--busy", str(busy_s), "--idle-after", str(after_s))
+    light_info, heavy_info, err = work / "light.json", scratch / "heavy.json", scratch / "err"
     light_as = "uid 65534"
-    light = start_as_nobody(light_info, *timing, "--duty", "0.3")
-    if not wait_info(light, light_info):
-        light.kill()
-        light.wait()
-        light_as = (
-            "root: as uid 65534 it failed: "
-            + (home / "stderr.txt").read_text(errors="replace")[-400:]
-        )
-        light_info = scratch / "light.json"
-        light = start_load(light_info, *timing, "--duty", "0.3")
-        wait_info(light, light_info)
-    heavy = start_load(heavy_info, *timing)
-    wait_info(heavy, heavy_info)
-
-    collector = NvmlCollector(n)
-    gpu = collector.gpus[0]
-    h = gpu.handle
-    offset_s = time.time() - time.monotonic()
-    windows, samples, last_ts = [], [], 0
+    loads: dict[str, subprocess.Popen[bytes]] = {}
+    collector = None
     try:
+        loads["light"] = start_as_nobody(home, light_info, err, *timing, "--duty", "0.3")
+        if not wait_info(loads["light"], light_info):
+            loads["light"].kill()
+            loads["light"].wait()
+            light_as = "root: as uid 65534 it failed: " + err.read_text(errors="replace")[-400:]
+            light_info = scratch / "light.json"
+            loads["light"] = start_load(light_info, *timing, "--duty", "0.3")
+            wait_info(loads["light"], light_info)
+        loads["heavy"] = start_load(heavy_info, *timing)
+        wait_info(loads["heavy"], heavy_info)
+        collector = NvmlCollector(n)
+        if not collector.gpus:
+            raise RuntimeError(f"NVML: {collector.reason or 'no GPU'}")
+        gpu = collector.gpus[0]
+        h = gpu.handle
+        busy_at = time.monotonic() + 6  # a process read or two before
+        (home / "go.tmp").write_text(repr(busy_at))
+        (home / "go.tmp").chmod(0o644)
+        (home / "go.tmp").replace(go)
+        windows, answers, last_ts, call = [], [], 0, 0
         while time.monotonic() < busy_at + busy_s + after_s - 1.5:
             before = gpu.processes_at
             collector.read()
@@ -305,32 +341,46 @@ def process_energy(n: Any, scratch: Path) -> dict[str, Any]:
                         "by_pid": dict(gpu.split.by_pid),
                     }
                 )
+            call, t = call + 1, time.monotonic()
             try:
                 got = n.nvmlDeviceGetProcessUtilization(h, last_ts)
             except n.NVMLError as e:  # NOT_FOUND: no sample since last_ts
                 got = []
-                samples.append({"error": str(e), "t": time.monotonic()})
+                answers.append({"call": call, "t": t, "error": str(e)})
             for x in got:
-                samples.append({k: plain(getattr(x, k)) for k in ("pid", "timeStamp", "smUtil")})
+                answers.append(
+                    {
+                        "call": call,
+                        "t": t,
+                        **{k: plain(getattr(x, k)) for k in ("pid", "timeStamp", "smUtil")},
+                    }
+                )
                 last_ts = max(last_ts, int(x.timeStamp))
             time.sleep(1.0)
     finally:
-        collector.close()
-        for load in (heavy, light):
-            load.wait(timeout=60)
-    loads = {
-        "heavy": json.loads(heavy_info.read_text()),
-        "light": json.loads(light_info.read_text()),
-    }
-    shutil.rmtree(home, ignore_errors=True)
-    got_samples = [x for x in samples if "pid" in x]
-    return {
+        if collector is not None:
+            collector.close()
+        status = {}
+        for name, load in loads.items():
+            try:
+                status[name] = load.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                load.kill()
+                status[name] = load.wait()
+        done = {"light": info_of(light_info), "heavy": info_of(heavy_info)}
+        shutil.rmtree(home, ignore_errors=True)
+    out: dict[str, Any] = {
         "light_as": light_as,
-        "loads": loads,
+        "exit_status": status,
+        "loads": done,
         "windows": windows,
-        "nvml_samples": samples,
-        "figures": process_split(windows, loads, got_samples, offset_s),
+        "nvml_answers": answers,
     }
+    try:
+        out["figures"] = process_split(windows, done, answers)
+    except Exception:  # the raw data above still comes back
+        out["figures"] = {"failed": traceback.format_exc()}
+    return out
 
 
 def energy_per_run(n: Any, cases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -348,9 +398,9 @@ def energy_per_run(n: Any, cases: Sequence[dict[str, Any]]) -> list[dict[str, An
     gpu = collector.gpus[0]
 
     def own_j() -> float:
-        """A process read now (the collector's every 5 s, made at once): this
-        process's joules so far."""
-        gpu.processes_at = float("-inf")
+        """A process read now, and the energy counter with it (the collector's every
+        5 s, made at once): this process's joules so far."""
+        gpu.processes_at = gpu.counter_at = float("-inf")
         collector.read()
         return gpu.split.by_pid.get(os.getpid(), 0.0)
 

@@ -17,6 +17,7 @@ CONTEXT_MAX_BYTES = GIB  # a CUDA context and cuBLAS workspace, beyond what cupy
 ENERGY_AGREE = 0.02  # the issue's bound between the counter and integrated power
 SPLIT_AGREE = 0.05  # #35: attributed + idle against the counter over the same interval
 SHARE_NEAR = 0.10  # #35: the heavy load's share of joules against its share of SM time
+BUSY_ATTRIBUTED = 0.8  # of the energy while a GEMM loop keeps the SMs busy
 
 Sample = tuple[float, float | None, float | None, float | None]  # t, instant W, avg W, J
 
@@ -147,43 +148,69 @@ def _share(a: float, b: float) -> float | None:
 
 
 def _samples_seen(
-    samples: Sequence[dict[str, Any]], loads: dict[str, dict[str, Any]], offset_s: float
+    answers: Sequence[dict[str, Any]], loads: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
-    """What NVML's per-process samples were: how often the driver took one, and the
-    sample times within each load's busy window that lack it (OFFSET_S: CLOCK_REALTIME
-    less CLOCK_MONOTONIC, for the samples' realtime µs)."""
-    times = sorted({int(x["timeStamp"]) for x in samples})
+    """What NVML's per-process answers were (ANSWERS: each entry of each call, or the
+    call's error, with the call's number and CLOCK_MONOTONIC time `t`): entries a
+    process a call, the spacing of their times, and the calls within each load's busy
+    window that had no entry for it."""
+    entries = [x for x in answers if "pid" in x]
+    calls = {int(x["call"]): float(x["t"]) for x in answers}
+    times = sorted({int(x["timeStamp"]) for x in entries})
     gaps = [(b - a) / 1e3 for a, b in itertools.pairwise(times)]
+    per_call: dict[tuple[int, int], int] = {}
+    for x in entries:
+        key = (int(x["call"]), int(x["pid"]))
+        per_call[key] = per_call.get(key, 0) + 1
     out: dict[str, Any] = {
-        "samples": len(samples),
-        "sample_times": len(times),
-        "period_ms": round(statistics.median(gaps), 1) if gaps else None,
-        "longest_gap_ms": round(max(gaps), 1) if gaps else None,
+        "calls": len(calls),
+        "entries": len(entries),
+        "calls_with_none": sum(1 for x in answers if "error" in x),
+        # One entry a process a call (NVML's documented answer): the spacing of the
+        # times is then the poll's, not the driver's sampling.
+        "most_entries_a_process_a_call": max(per_call.values(), default=0),
+        "time_spacing_ms": round(statistics.median(gaps), 1) if gaps else None,
     }
     for name, info in loads.items():
-        mine = {int(x["timeStamp"]) for x in samples if int(x["pid"]) == info["pid"]}
-        busy = [t for t in times if info["busy_from"] <= t / 1e6 - offset_s <= info["busy_to"]]
-        sm = [int(x["smUtil"]) for x in samples if int(x["pid"]) == info["pid"]]
+        mine = [x for x in entries if int(x["pid"]) == info["pid"]]
+        with_me = {int(x["call"]) for x in mine}
+        busy = [c for c, t in calls.items() if info["busy_from"] <= t <= info["busy_to"]]
+        sm = [int(x["smUtil"]) for x in mine]
         out[name] = {
-            "samples_while_busy": len(busy),
-            "missing_while_busy": sum(1 for t in busy if t not in mine),
+            "calls_while_busy": len(busy),
+            "missing_while_busy": sum(1 for c in busy if c not in with_me),
             "sm_util_sum": sum(sm),
             "sm_util_mean_pct": round(statistics.fmean(sm), 1) if sm else None,
         }
     return out
 
 
+def _busy_windows(
+    windows: Sequence[dict[str, Any]], loads: dict[str, dict[str, Any]]
+) -> float | None:
+    """The share of the energy charged to processes over the windows that lie wholly
+    within both loads' busy time (None: no such window)."""
+    start = max(info["busy_from"] for info in loads.values())
+    end = min(info["busy_to"] for info in loads.values())
+    charged = measured = 0.0
+    for a, b in itertools.pairwise(windows):
+        if a["t"] >= start and b["t"] <= end:
+            charged += sum(b["by_pid"].values()) - sum(a["by_pid"].values())
+            measured += b["measured_j"] - a["measured_j"]
+    return round(charged / measured, 4) if measured > 0 else None
+
+
 def process_split(
     windows: Sequence[dict[str, Any]],
     loads: dict[str, dict[str, Any]],
-    samples: Sequence[dict[str, Any]],
-    offset_s: float,
+    answers: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
     """The collector's per-process split of two loads running together ("heavy" and
     "light", each gpu_load.py's info) against the energy counter read at the same
     moments (WINDOWS: at each of the collector's process reads, its split so far and
     the counter), and the heavy load's share of the joules against its share of the
-    GPU's work: its products times one product's time alone."""
+    GPU's work: its products times one product's time alone. ANSWERS: NVML's
+    per-process answers, polled beside (_samples_seen)."""
     if len(windows) < 2:
         return {"error": "fewer than two process reads"}
     first, last = windows[0], windows[-1]
@@ -194,14 +221,16 @@ def process_split(
     attributed = sum(by_pid.values())
     idle = last["idle_j"] - first["idle_j"]
     work = {n: info["products"] * info["product_ms"] / 1e3 for n, info in loads.items()}
-    seen = _samples_seen(samples, loads, offset_s)
+    seen = _samples_seen(answers, loads)
     shares = {
         "joules": _share(joules["heavy"], joules["light"]),
         "work": _share(work["heavy"], work["light"]),
+        # Events time a burst with its waits behind the other load's kernels: not checked.
         "cuda_events": _share(loads["heavy"]["gpu_busy_s"], loads["light"]["gpu_busy_s"]),
         "nvml_sm_util": _share(seen["heavy"]["sm_util_sum"], seen["light"]["sm_util_sum"]),
     }
     agree = (attributed + idle) / counter_j if counter_j > 0 else None
+    busy = _busy_windows(windows, loads)
     return {
         "span_s": round(last["t"] - first["t"], 3),
         "process_reads": len(windows),
@@ -213,10 +242,13 @@ def process_split(
         "work_s": {k: round(v, 3) for k, v in work.items()},
         "attributed_plus_idle_vs_counter": None if agree is None else round(agree, 4),
         "heavy_share": shares,
+        "attributed_while_both_busy": busy,
         "nvml_samples": seen,
         "checks": {
             "attributed_plus_idle_within_5pct": agree is not None and abs(agree - 1) <= SPLIT_AGREE,
             "both_loads_charged": all(v > 0 for v in joules.values()),
+            # The heavy load keeps the SMs busy: little of those windows is idle.
+            "busy_gpu_mostly_attributed": busy is not None and busy >= BUSY_ATTRIBUTED,
             "heavy_share_near_its_work": None not in (shares["joules"], shares["work"])
             and abs(shares["joules"] - shares["work"]) <= SHARE_NEAR,  # type: ignore[operator]
         },

@@ -5,10 +5,11 @@ Allocates a known number of bytes through cupy's pool, idles, runs an fp32 GEMM 
 What it did (its PID, the bytes cupy holds, the busy window in CLOCK_MONOTONIC
 seconds, the GEMM rate, one product's time alone and the GPU time its products took
 by CUDA events) goes to --info as JSON, so that the monitor's readings can be checked
-against it. --busy-at starts the loop at a CLOCK_MONOTONIC time, so that two loads
-started one after the other, each timing a product alone first, run together.
+against it. With --go FILE, it times a product alone, then waits for FILE to hold a
+CLOCK_MONOTONIC time and starts its loop then: two loads started one after the other
+run together.
 
-    python3 bench/gpu_load.py --info FILE [--idle-before S | --busy-at T] [--busy S]
+    python3 bench/gpu_load.py --info FILE [--idle-before S | --go FILE] [--busy S]
                               [--idle-after S] [--duty F]
 """
 
@@ -32,6 +33,18 @@ def write(path: Path, info: dict[str, Any]) -> None:
     tmp.replace(path)  # a reader never sees half a file
 
 
+def wait_for_start(go: Path, timeout_s: float = 180.0) -> float:
+    """The start time GO holds, once it is there (SystemExit after TIMEOUT_S: the
+    check that started this load is gone, and a load never waits on forever)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            return float(go.read_text())
+        except (OSError, ValueError):  # not there yet, or half written
+            time.sleep(0.01)
+    raise SystemExit(f"gpu_load: no start time in {go} after {timeout_s:.0f} s")
+
+
 def time_alone(cp: Any, first: Any, last: Any, a: Any, b: Any, c: Any) -> float:
     """One product's GPU time (ms): the median of three, after one that warms cuBLAS."""
     times = []
@@ -50,7 +63,7 @@ def main() -> int:
     ap.add_argument("--idle-before", type=float, default=3.0)
     ap.add_argument("--busy", type=float, default=10.0)
     ap.add_argument("--idle-after", type=float, default=5.0)
-    ap.add_argument("--busy-at", type=float, help="CLOCK_MONOTONIC time to start the loop")
+    ap.add_argument("--go", type=Path, help="a file that will hold the loop's start time")
     ap.add_argument("--duty", type=float, default=1.0, help="busy share of each 100 ms")
     args = ap.parse_args()
     if not 0.0 < args.duty <= 1.0:
@@ -64,8 +77,8 @@ def main() -> int:
     ballast = cp.ones((BALLAST_GIB << 30) // 4, dtype=cp.float32)
     cp.cuda.Device().synchronize()
     first, last = cp.cuda.Event(), cp.cuda.Event()
-    # Timed before the loop, while no other load runs: --busy-at's mode.
-    product_ms = None if args.busy_at is None else time_alone(cp, first, last, a, b, c)
+    # Timed before the loop, while no other load runs: --go's mode.
+    product_ms = None if args.go is None else time_alone(cp, first, last, a, b, c)
     pool = cp.get_default_memory_pool()
     info: dict[str, Any] = {
         "pid": os.getpid(),
@@ -75,11 +88,12 @@ def main() -> int:
         "allocated_at": time.monotonic(),
     }
     write(args.info, info)
-    if args.busy_at is None:
+    if args.go is None:
         time.sleep(args.idle_before)
     else:
-        info["late_s"] = round(max(0.0, time.monotonic() - args.busy_at), 3)
-        time.sleep(max(0.0, args.busy_at - time.monotonic()))
+        busy_at = wait_for_start(args.go)
+        info["late_s"] = round(max(0.0, time.monotonic() - busy_at), 3)
+        time.sleep(max(0.0, busy_at - time.monotonic()))
 
     start = time.monotonic()
     products, gpu_ms = 0, 0.0

@@ -291,3 +291,16 @@ def test_amd_processes_get_the_cards_energy_by_their_gfx_engine_time(tmp_path: P
     smi.unsupported = True
     (r,) = collector.read(now=3 * PROCESS_EVERY_S)
     assert r.extra["process_energy"].startswith("none: amdsmi lists no processes")
+
+
+def test_one_entry_a_process_each_at_its_own_time_is_the_window_s_share() -> None:
+    # As NVML documents it and an H200 answered: one entry per process, its utilisation
+    # since the last read, stamped with its own sample time. Counted over both entries'
+    # times, each share would be halved and half the busy GPU's energy called idle.
+    gpu, collector = _gpu()
+    _read(collector, 0.0)
+    gpu.proc_util = [(501, 60, 10), (502, 30, 11)]
+    gpu.energy_mj += 100_000
+    r = _read(collector, PROCESS_EVERY_S)
+    assert _per_process(r) == pytest.approx({501: 60.0, 502: 30.0, 503: 0.0})
+    assert r.extra["idle_j"] == pytest.approx(10.0)

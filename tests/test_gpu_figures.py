@@ -98,7 +98,7 @@ def test_energy_disagreement_is_caught(run: dict[str, Any]) -> None:
 # it, and NVML's per-process samples (pid, timeStamp in realtime µs, smUtil in %) at
 # the driver's period. Not a recording: no H200 has run this part yet; the shapes are
 # those nvml_raw.json holds for the same calls.
-OFFSET_S = 1.7e9  # CLOCK_REALTIME less CLOCK_MONOTONIC
+OFFSET_S = 1.7e9  # CLOCK_REALTIME less CLOCK_MONOTONIC: NVML's µs are realtime
 HEAVY, LIGHT = 4100, 4200
 
 
@@ -110,10 +110,12 @@ def two_loads() -> dict[str, Any]:
                   "product_ms": 16.0, "gpu_busy_s": 3.1},
     }  # fmt: skip
     samples = []
-    for i in range(int(15 / 0.1667)):  # the driver's ~1/6 s period, both busy
-        ts = int((OFFSET_S + 100.05 + i * 0.1667) * 1e6)
-        samples.append({"pid": HEAVY, "timeStamp": ts, "smUtil": 91})
-        samples.append({"pid": LIGHT, "timeStamp": ts, "smUtil": 9})
+    for call in range(15):  # polled every second: one entry a process, each its own time
+        t = 100.5 + call
+        ts = int((OFFSET_S + t) * 1e6)
+        samples.append({"call": call, "t": t, "pid": HEAVY, "timeStamp": ts, "smUtil": 91})
+        samples.append({"call": call, "t": t, "pid": LIGHT, "timeStamp": ts + 3_000, "smUtil": 9})
+    samples.append({"call": 15, "t": 115.5, "error": "Not Found"})
     windows, split, counter, idle = [], {HEAVY: 0.0, LIGHT: 0.0}, 50_000.0, 0.0
     for k in range(5):  # process reads at 97, 102, ... 117 s
         if k:
@@ -132,13 +134,16 @@ def two_loads() -> dict[str, Any]:
 
 def test_two_loads_split_agrees_with_the_counter_and_the_work() -> None:
     r = two_loads()
-    f = process_split(r["windows"], r["loads"], r["samples"], OFFSET_S)
+    f = process_split(r["windows"], r["loads"], r["samples"])
     assert all(f["checks"].values()), f
     assert f["attributed_plus_idle_vs_counter"] == pytest.approx(1.0)
     assert f["heavy_share"]["joules"] == pytest.approx(0.91)
     assert f["heavy_share"]["work"] == pytest.approx(900 / 990, abs=1e-4)
-    assert f["nvml_samples"]["period_ms"] == pytest.approx(166.7, abs=0.1)
+    assert f["nvml_samples"]["most_entries_a_process_a_call"] == 1
+    assert f["nvml_samples"]["time_spacing_ms"] == pytest.approx(3.0)
+    assert f["attributed_while_both_busy"] == pytest.approx(1.0)
     assert f["nvml_samples"]["heavy"]["missing_while_busy"] == 0
+    assert f["nvml_samples"]["calls_with_none"] == 1
     assert f["nvml_samples"]["light"]["sm_util_mean_pct"] == 9
 
 
@@ -148,6 +153,7 @@ def test_two_loads_split_agrees_with_the_counter_and_the_work() -> None:
         ("counter_high", "attributed_plus_idle_within_5pct"),
         ("light_uncharged", "both_loads_charged"),
         ("light_overcharged", "heavy_share_near_its_work"),
+        ("halved", "busy_gpu_mostly_attributed"),
     ],
 )
 def test_each_split_check_catches_its_fault(fault: str, check: str) -> None:
@@ -161,15 +167,20 @@ def test_each_split_check_catches_its_fault(fault: str, check: str) -> None:
     elif fault == "light_overcharged":
         h, li = last["by_pid"][str(HEAVY)], last["by_pid"][str(LIGHT)]
         last["by_pid"][str(HEAVY)], last["by_pid"][str(LIGHT)] = 0.6 * (h + li), 0.4 * (h + li)
-    checks = process_split(r["windows"], r["loads"], r["samples"], OFFSET_S)["checks"]
+    elif fault == "halved":  # each share over both entries' times: half called idle
+        for w in r["windows"]:
+            half = sum(w["by_pid"].values()) / 2
+            w["by_pid"] = {pid: j / 2 for pid, j in w["by_pid"].items()}
+            w["idle_j"] += half
+    checks = process_split(r["windows"], r["loads"], r["samples"])["checks"]
     assert not checks[check]
     assert sum(not ok for ok in checks.values()) == 1, checks
 
 
 def test_missing_samples_are_counted_and_one_read_is_no_split() -> None:
     r = two_loads()
-    dropped = [s for i, s in enumerate(r["samples"]) if not (s["pid"] == HEAVY and i % 10 == 0)]
-    seen = process_split(r["windows"], r["loads"], dropped, OFFSET_S)["nvml_samples"]
+    dropped = [s for s in r["samples"] if s.get("pid") != HEAVY or s["call"] % 5]
+    seen = process_split(r["windows"], r["loads"], dropped)["nvml_samples"]
     assert seen["heavy"]["missing_while_busy"] == len(r["samples"]) - len(dropped) > 0
     assert seen["light"]["missing_while_busy"] == 0
-    assert "error" in process_split(r["windows"][:1], r["loads"], r["samples"], OFFSET_S)
+    assert "error" in process_split(r["windows"][:1], r["loads"], r["samples"])

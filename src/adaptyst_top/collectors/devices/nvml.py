@@ -268,14 +268,21 @@ class NvmlCollector:
         )
         running = set(by_pid)
         util: dict[int, float] = {}  # each process's samples since the last read, summed
+        entries: dict[int, int] = {}
         times: set[int] = set()  # the window's sample times, every process's
         for s in samples or []:
             by_pid.setdefault(int(s.pid), {"pid": int(s.pid), "mem_bytes": None})
             util[int(s.pid)] = util.get(int(s.pid), 0.0) + s.smUtil / 100.0
+            entries[int(s.pid)] = entries.get(int(s.pid), 0) + 1
             times.add(int(s.timeStamp))
             gpu.last_util_ts = max(gpu.last_util_ts, int(s.timeStamp))
-        for pid, total in util.items():  # over the window: a burst is not the whole of it
-            by_pid[pid]["sm_util"] = total / len(times)
+        # NVML documents one entry a process, its utilisation since `last` stamped with
+        # its own time (an H200 answers so): each is the window's figure. A driver that
+        # returns its sample buffer gives several: their mean over every sample time,
+        # as a burst is not the whole window.
+        per_window = len(times) if any(c > 1 for c in entries.values()) else 1
+        for pid, total in util.items():
+            by_pid[pid]["sm_util"] = total / per_window
         # Split over every user's processes before a user is shown only theirs. A process
         # that has exited is charged as GONE: its PID may be another's by now.
         if "process_util" not in gpu.unsupported:
