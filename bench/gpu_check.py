@@ -362,6 +362,8 @@ def process_energy(n: Any, scratch: Path) -> dict[str, Any]:
             collector.close()
         status = {}
         for name, load in loads.items():
+            if not go.exists():  # it would wait for a start that never comes
+                load.kill()
             try:
                 status[name] = load.wait(timeout=60)
             except subprocess.TimeoutExpired:
