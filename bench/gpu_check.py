@@ -231,6 +231,7 @@ def telemetry_and_energy(n: Any, out: Path, scratch: Path, record_s: float) -> d
     }
 
 
+NOBODY = 65534
 USER_ENV = ("PATH", "LD_LIBRARY_PATH", "LANG", "CUDA_VISIBLE_DEVICES", "CUDA_PATH", "CUDA_HOME")
 
 
@@ -294,7 +295,7 @@ def wait_info(load: subprocess.Popen[bytes], info: Path, timeout_s: float = 90) 
 
 def process_energy(n: Any, scratch: Path) -> dict[str, Any]:
     """#35.1: two cupy loads at once, a heavy one (root, GEMMs back to back) and a light
-    one (uid 65534 where the machine lets it, a product per 100 ms at --duty); the
+    one (uid 65534 where the machine lets it, a product at a time, busy 30% of the time); the
     collector's per-process split against the energy counter read at each process read,
     and NVML's per-process answers polled every second beside it."""
     from adaptyst_top.collectors.devices.nvml import NvmlCollector
@@ -501,9 +502,6 @@ def bench_json(dest: Path, script: str, *args: str) -> dict[str, Any]:
     return figures
 
 
-NOBODY = 65534
-
-
 def user_view(scratch: Path) -> dict[str, Any]:
     """What an ordinary user's monitor reads while root's cupy load runs: NVML as that
     user (the device nodes' permissions decide), and the load only as another user's."""
@@ -511,8 +509,7 @@ def user_view(scratch: Path) -> dict[str, Any]:
 
     info_path = scratch / "user_view_load.json"
     load = start_load(info_path, "--idle-before", "0", "--busy", "3", "--idle-after", "0")
-    while load.poll() is None and not info_path.exists():
-        time.sleep(0.05)
+    wait_info(load, info_path)
     r, w = os.pipe()
     child = os.fork()
     if child == 0:  # the user's side: never returns into this program

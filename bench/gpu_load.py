@@ -1,7 +1,8 @@
 """A CUDA load with a known shape, for scripts/gpu_check.sh (needs cupy and a GPU).
 
 Allocates a known number of bytes through cupy's pool, idles, runs an fp32 GEMM loop
-(at full load, or --duty of each 100 ms), then idles holding its memory, and exits.
+(at full load, or one product at a time, then a sleep that leaves it busy --duty
+of the time), then idles holding its memory, and exits.
 What it did (its PID, the bytes cupy holds, the busy window in CLOCK_MONOTONIC
 seconds, the GEMM rate, one product's time alone and the GPU time its products took
 by CUDA events) goes to --info as JSON, so that the monitor's readings can be checked
@@ -24,7 +25,6 @@ from typing import Any
 
 GEMM_N = 8192  # 256 MiB a matrix: one product is ~20 ms on an H100-class GPU
 BALLAST_GIB = 4  # held and touched: the memory the monitor must see
-SLOT_S = 0.1  # --duty's period: well under NVML's per-process sampling windows
 
 
 def write(path: Path, info: dict[str, Any]) -> None:
@@ -64,7 +64,7 @@ def main() -> int:
     ap.add_argument("--busy", type=float, default=10.0)
     ap.add_argument("--idle-after", type=float, default=5.0)
     ap.add_argument("--go", type=Path, help="a file that will hold the loop's start time")
-    ap.add_argument("--duty", type=float, default=1.0, help="busy share of each 100 ms")
+    ap.add_argument("--duty", type=float, default=1.0, help="the share of time busy")
     args = ap.parse_args()
     if not 0.0 < args.duty <= 1.0:
         ap.error("--duty: a share above 0 and at most 1")
@@ -97,13 +97,12 @@ def main() -> int:
 
     start = time.monotonic()
     products, gpu_ms = 0, 0.0
+    burst = 4 if args.duty == 1.0 else 1
     while (slot := time.monotonic()) - start < args.busy:
         first.record()
-        while True:
+        for _ in range(burst):  # a short queue: the busy window is honest
             cp.matmul(a, b, out=c)
-            products += 1
-            if products % 4 == 0 or args.duty < 1.0:
-                break  # keeps the queue short: the window is honest
+        products += burst
         last.record()
         last.synchronize()
         gpu_ms += cp.cuda.get_elapsed_time(first, last)
