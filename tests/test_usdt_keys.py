@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes.keys import UNREADABLE, read_c_string
+from adaptyst_top.collectors.probes.keys import UNREADABLE, KeyResolver, read_c_string
 
 from .bpf_objects import none_left
 from .conftest import requires_root
@@ -86,3 +86,56 @@ def test_read_c_string_truncates_as_the_kernel_does() -> None:
     buf = ctypes.create_string_buffer(b"x" * 40 + b"\0")
     assert read_c_string(os.getpid(), ctypes.addressof(buf)) == b"x" * 31
     assert read_c_string(os.getpid(), 0x10) is None
+
+
+def _symbol(binary: Path, name: str) -> int:
+    from elftools.elf.elffile import ELFFile
+
+    with binary.open("rb") as f:
+        symtab = ELFFile(f).get_section_by_name(".symtab")
+        return int(symtab.get_symbol_by_name(name)[0]["st_value"])
+
+
+def test_a_gone_process_has_its_string_read_from_the_binary(keys_bin: Path) -> None:
+    from elftools.elf.elffile import ELFFile
+
+    from adaptyst_top.collectors.probes.binary_strings import BinaryStrings
+    from adaptyst_top.collectors.probes.elf_info import read_elf
+
+    sites = [p.address for p in read_elf(keys_bin).usdt if p.name == "hit"]
+    strings = BinaryStrings(str(keys_bin), {0: sites})
+    bias = 0x5555_5555_4000  # where a PIE is loaded: any page
+    rodata = bias + _symbol(keys_bin, "from_rodata")
+    assert strings.string_at(0, bias + sites[2], rodata, 31) == b"from-rodata"
+    assert strings.string_at(0, bias + sites[2], rodata + 5, 3) == b"rod"
+    # A hit no site explains, another slot's, or bytes the process could have written:
+    nowhere = bias + sites[0] + 2048  # the sites are a few bytes apart
+    assert all((nowhere - bias - s) % 4096 for s in sites)
+    assert strings.string_at(0, nowhere, rodata, 31) is None
+    assert strings.string_at(1, bias + sites[2], rodata, 31) is None
+    with keys_bin.open("rb") as f:
+        writable = [s for s in ELFFile(f).iter_segments() if s["p_type"] == "PT_LOAD"][-1]
+    assert writable["p_flags"] & 2
+    assert strings.string_at(0, bias + sites[0], bias + writable["p_vaddr"], 31) is None
+
+    def gone(_pid: int) -> None:
+        return None
+
+    resolver = KeyResolver({0: "auto"}, gone, strings)
+    assert resolver._resolve(2**22 + 1, rodata, "auto", 0, bias + sites[1]) == "from-rodata"
+    assert resolver._resolve(2**22 + 1, 0x10000000, "str", 0, bias + sites[1]) == UNREADABLE
+    strings.close()
+    assert strings.string_at(0, bias + sites[2], rodata, 31) is None
+
+
+def test_a_path_that_is_not_a_file_is_never_waited_on(tmp_path: Path) -> None:
+    import os
+
+    from adaptyst_top.collectors.probes.binary_strings import BinaryStrings
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    strings = BinaryStrings(str(fifo), {0: [0x1000]})
+    assert strings.segments == ()
+    assert strings.string_at(0, 0x1000, 0x2000, 31) is None
+    strings.close()

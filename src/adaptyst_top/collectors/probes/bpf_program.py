@@ -243,7 +243,9 @@ static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
     return 0;
 }
 
-static __always_inline void key_from_value(struct skey *k, u64 v, int type) {
+/* ip: where the probe fired, which places the target's binary in its address space:
+ * user space reads a string from that file when the process is gone before its read. */
+static __always_inline void key_from_value(struct skey *k, u64 v, int type, u64 ip) {
     long n = -1;
     if (type != ARG_INT && v >= 0x10000) {
         n = bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v);
@@ -257,6 +259,7 @@ static __always_inline void key_from_value(struct skey *k, u64 v, int type) {
         k->kind = KEY_PTR;
         k->num = v;
         __builtin_memcpy(k->str, &tgid, sizeof(tgid));
+        __builtin_memcpy(k->str + 8, &ip, sizeof(ip));
         return;
     }
     k->kind = KEY_INT;
@@ -294,7 +297,7 @@ def slot_program(slot: Slot) -> str:
         # bcc rewrites bpf_usdt_readarg only inside the function attached to the probe.
         key += (
             f" u64 v = 0; bpf_usdt_readarg({slot.arg}, ctx, &v);"
-            f" key_from_value(&k, v, ARG_{_ARG_TYPE[slot.arg_type].name});"
+            f" key_from_value(&k, v, ARG_{_ARG_TYPE[slot.arg_type].name}, PT_REGS_IP(ctx));"
         )
     body = {
         "uprobe-entry": "return push_frame(0, &k, PT_REGS_SP(ctx));",

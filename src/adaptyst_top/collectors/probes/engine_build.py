@@ -15,6 +15,7 @@ from adaptyst_top.collectors.probes.bcc_extras import (
     usdt_context,
     usdt_readers,
 )
+from adaptyst_top.collectors.probes.binary_strings import binary_strings
 from adaptyst_top.collectors.probes.bpf_program import (
     MULTI_ENTRY,
     MULTI_RETURN,
@@ -124,6 +125,8 @@ class EngineBuild(EngineScope):
         module = ProbeModule(bpf, rows, links, self.oncpu is not None)
         if self.scope is not None:  # a key's string is read from the process checked
             module.keys.open_mem = partial(self.held.opened, name="mem")
+        if spec.kind == "usdt" and spec.arg is not None:
+            module.keys.binary = binary_strings(source, elf, spec, slots[0].index)
         for row in rows:
             row.module = module
             if multi:

@@ -6,8 +6,10 @@ bpf_probe_read_user_str, which cannot fault a page in: a string in a page the ta
 has not touched yet (its read-only data, on the first hit of a run) cannot be read
 there. The kernel then files the hit under the pointer itself, with the process it
 came from (KeyKind.PTR); here it is read through /proc/PID/mem, which can fault the page
-in, and merged into the string's own key. A key is never shown as a pointer: what
-cannot be read at all is counted under UNREADABLE.
+in, and merged into the string's own key; a process gone by then has its string read
+from the probed binary's file where it lay in its read-only bytes (binary_strings.py).
+A key is never shown as a pointer: what cannot be read at all is counted under
+UNREADABLE.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from adaptyst_top.collectors.probes.binary_strings import BinaryStrings
 from adaptyst_top.collectors.probes.bpf_program import KEYLEN, KeyKind
 from adaptyst_top.snapshot.inert import inert
 
@@ -71,14 +74,19 @@ class KeyResolver:
 
     open_mem: opens the memory of a probed process as it was checked, by PID (None: not
     a process of the probes' scope, or gone); unset for node-wide probes. A key's string
-    is read from the process that made the hit, never from a later owner of its PID."""
+    is read from the process that made the hit, never from a later owner of its PID.
+    binary: the probed file, for a string the process took with it (None: not read)."""
 
     def __init__(
-        self, arg_types: dict[int, str], open_mem: Callable[[int], int | None] | None = None
+        self,
+        arg_types: dict[int, str],
+        open_mem: Callable[[int], int | None] | None = None,
+        binary: BinaryStrings | None = None,
     ) -> None:
         self.arg_types = arg_types
         self.open_mem = open_mem
-        self._resolved: dict[tuple[int, int], Key] = {}
+        self.binary = binary
+        self._resolved: dict[tuple[int, int, int], Key] = {}
 
     def key_of(self, k: Any) -> Key:
         kind = int(k.kind)
@@ -87,17 +95,21 @@ class KeyResolver:
         if kind == KeyKind.INT:
             return int(k.num)
         if kind == KeyKind.PTR:
-            # k.str reads as bytes cut at the first NUL: the raw four bytes instead.
-            raw = ctypes.string_at(ctypes.addressof(k) + type(k).str.offset, 4)
-            (tgid,) = struct.unpack("I", raw)
-            return self._resolve(int(tgid), int(k.num), self.arg_types.get(int(k.slot), "auto"))
+            # k.str reads as bytes cut at the first NUL: the raw bytes instead (the
+            # process, and where the probe fired).
+            raw = ctypes.string_at(ctypes.addressof(k) + type(k).str.offset, 16)
+            tgid, _, ip = struct.unpack("IIQ", raw)
+            slot = int(k.slot)
+            return self._resolve(int(tgid), int(k.num), self.arg_types.get(slot, "auto"), slot, ip)
         return None
 
-    def _resolve(self, tgid: int, address: int, arg_type: str) -> Key:
-        cached = self._resolved.get((tgid, address))
+    def _resolve(self, tgid: int, address: int, arg_type: str, slot: int = 0, ip: int = 0) -> Key:
+        cached = self._resolved.get((tgid, address, ip))
         if cached is not None:
             return cached
         text = read_c_string(tgid, address, open_mem=self.open_mem) if address >= 0x10000 else None
+        if text is None and self.binary is not None and ip:
+            text = self.binary.string_at(slot, ip, address, KEYLEN - 1)
         if text:  # the same rule as in the kernel: a non-empty string is a string
             key: Key = inert(text.decode(errors="replace"))
         elif text == b"" and arg_type == "str":
@@ -105,7 +117,7 @@ class KeyResolver:
         else:
             key = UNREADABLE if arg_type == "str" else address
         if text is not None or not self._alive(tgid):
-            self._resolved[(tgid, address)] = key  # settled; retried while it may yet read
+            self._resolved[(tgid, address, ip)] = key  # settled; retried while it may yet read
         return key
 
     def _alive(self, tgid: int) -> bool:

@@ -140,6 +140,8 @@ class ProbeModule:
                     self.multi.close()
                 with contextlib.suppress(Exception):
                     self.bpf.cleanup()
+                if self.keys.binary is not None:
+                    self.keys.binary.close()
 
 
 def closes_interval(row: Row, a: Attachment) -> bool:
