@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from adaptyst_top.collectors.probes.binary_strings import BinaryStrings
+from adaptyst_top.collectors.probes.elf_info import read_elf
 from adaptyst_top.collectors.probes.keys import UNREADABLE, KeyResolver, read_c_string
 
 from .bpf_objects import none_left
@@ -96,14 +98,15 @@ def _symbol(binary: Path, name: str) -> int:
         return int(symtab.get_symbol_by_name(name)[0]["st_value"])
 
 
+def _strings(binary: Path) -> tuple[BinaryStrings, tuple[int, ...]]:
+    elf = read_elf(binary)
+    sites = tuple(p.address for p in elf.usdt if p.name == "hit")
+    return BinaryStrings(str(binary), elf, {0: sites}), sites
+
+
 def test_a_gone_process_has_its_string_read_from_the_binary(keys_bin: Path) -> None:
-    from elftools.elf.elffile import ELFFile
-
-    from adaptyst_top.collectors.probes.binary_strings import BinaryStrings
-    from adaptyst_top.collectors.probes.elf_info import read_elf
-
-    sites = [p.address for p in read_elf(keys_bin).usdt if p.name == "hit"]
-    strings = BinaryStrings(str(keys_bin), {0: sites})
+    strings, sites = _strings(keys_bin)
+    assert not strings.fixed  # gcc here builds a PIE
     bias = 0x5555_5555_4000  # where a PIE is loaded: any page
     rodata = bias + _symbol(keys_bin, "from_rodata")
     assert strings.string_at(0, bias + sites[2], rodata, 31) == b"from-rodata"
@@ -113,10 +116,9 @@ def test_a_gone_process_has_its_string_read_from_the_binary(keys_bin: Path) -> N
     assert all((nowhere - bias - s) % 4096 for s in sites)
     assert strings.string_at(0, nowhere, rodata, 31) is None
     assert strings.string_at(1, bias + sites[2], rodata, 31) is None
-    with keys_bin.open("rb") as f:
-        writable = [s for s in ELFFile(f).iter_segments() if s["p_type"] == "PT_LOAD"][-1]
-    assert writable["p_flags"] & 2
-    assert strings.string_at(0, bias + sites[0], bias + writable["p_vaddr"], 31) is None
+    writable = [s for s in read_elf(keys_bin).loads if s not in strings.segments]
+    assert writable
+    assert strings.string_at(0, bias + sites[0], bias + writable[-1][0], 31) is None
 
     def gone(_pid: int) -> None:
         return None
@@ -128,14 +130,37 @@ def test_a_gone_process_has_its_string_read_from_the_binary(keys_bin: Path) -> N
     assert strings.string_at(0, bias + sites[2], rodata, 31) is None
 
 
-def test_a_path_that_is_not_a_file_is_never_waited_on(tmp_path: Path) -> None:
-    import os
-
-    from adaptyst_top.collectors.probes.binary_strings import BinaryStrings
-
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    strings = BinaryStrings(str(fifo), {0: [0x1000]})
-    assert strings.segments == ()
-    assert strings.string_at(0, 0x1000, 0x2000, 31) is None
+def test_a_binary_at_fixed_addresses_is_read_where_it_was_linked(keys_bin: Path) -> None:
+    (keys_bin.parent / "fixed").mkdir(exist_ok=True)
+    fixed = build_c(SOURCE, keys_bin.parent / "fixed", "-O1", "-no-pie")
+    strings, sites = _strings(fixed)
+    assert strings.fixed
+    rodata = _symbol(fixed, "from_rodata")
+    assert strings.string_at(0, sites[3], rodata, 31) == b"from-rodata"
+    # Moved by a page, as a PIE would be: not where this file is ever loaded.
+    assert strings.string_at(0, sites[3] + 4096, rodata + 4096, 31) is None
     strings.close()
+
+
+def test_a_changed_file_or_one_that_is_not_a_file_is_never_read(
+    keys_bin: Path, tmp_path: Path
+) -> None:
+    import os
+    import shutil
+
+    copy = tmp_path / "keys"
+    shutil.copy(keys_bin, copy)
+    strings, sites = _strings(copy)
+    rodata = _symbol(copy, "from_rodata") + 4096
+    assert strings.string_at(0, sites[0] + 4096, rodata, 31) == b"from-rodata"
+    with copy.open("ab") as f:  # rewritten in place: what was read of it no longer holds
+        f.write(b"\0")
+    assert strings.string_at(0, sites[0] + 4096, rodata, 31) is None
+    strings.close()
+    # Swapped for a FIFO after it was read: opened without waiting, and dropped.
+    elf = read_elf(copy)
+    copy.unlink()
+    os.mkfifo(copy)
+    strings = BinaryStrings(str(copy), elf, {0: sites})
+    assert strings.segments == ()
+    assert strings.string_at(0, sites[0] + 4096, rodata, 31) is None

@@ -8,10 +8,10 @@ from pathlib import Path
 SOURCE = Path(__file__).parent / "targets" / "workload.c"
 
 
-def build_c(source: Path, directory: Path, opt: str = "-O1") -> Path:
+def build_c(source: Path, directory: Path, opt: str = "-O1", *flags: str) -> Path:
     """A C test target built with the system's gcc into DIRECTORY, named after SOURCE."""
     binary = directory / source.stem
-    subprocess.run(["gcc", opt, "-o", str(binary), str(source)], check=True)
+    subprocess.run(["gcc", opt, *flags, "-o", str(binary), str(source)], check=True)
     return binary
 
 

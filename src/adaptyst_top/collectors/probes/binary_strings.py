@@ -10,50 +10,54 @@ binary was loaded, and places the string in the file.
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 import threading
-from collections.abc import Iterable, Mapping
-
-from elftools.common.exceptions import ELFError
-from elftools.elf.constants import P_FLAGS
-from elftools.elf.elffile import ELFFile
 
 from adaptyst_top.collectors.probes.elf_info import ElfInfo
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 
-PAGE = 4096
-
 
 class BinaryStrings:
-    """The read-only loadable bytes of one ELF file, opened once (never by path again),
-    and the link-time addresses of each slot's probe sites."""
+    """The read-only loadable bytes of the one ELF file ELF was read from, opened once
+    (and only if it is still that file), and the link-time addresses of each slot's
+    probe sites. Nothing is read once the file has changed."""
 
-    def __init__(self, source: str, sites: Mapping[int, Iterable[int]]) -> None:
-        self.sites = {slot: tuple(a) for slot, a in sites.items()}
+    def __init__(self, source: str, elf: ElfInfo, sites: dict[int, tuple[int, ...]]) -> None:
+        self.sites = sites
+        self.fixed = elf.fixed
+        self.segments: tuple[tuple[int, int, int], ...] = ()
+        self.identity = elf.identity
         # A read never meets an fd closed (and its number reused) under it.
         self._lock = threading.Lock()
-        # Non-blocking: a path swapped for a FIFO since it was planned is not waited on.
-        self._fd: int | None = os.open(source, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-        self.segments: tuple[tuple[int, int, int], ...] = ()
+        # Non-blocking and never a controlling terminal: a path swapped since it was
+        # read is opened without effect, then dropped as not the file.
+        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+        self._fd: int | None = os.open(source, flags)
         try:
-            if not stat.S_ISREG(os.fstat(self._fd).st_mode):
-                return
-            with os.fdopen(os.dup(self._fd), "rb") as f:
-                # (p_vaddr, p_filesz, p_offset) of each segment the process cannot write:
-                # what is there in memory is what is in the file.
+            if self._unchanged(self._fd):
                 self.segments = tuple(
-                    (int(s["p_vaddr"]), int(s["p_filesz"]), int(s["p_offset"]))
-                    for s in ELFFile(f).iter_segments()
-                    if s["p_type"] == "PT_LOAD" and not s["p_flags"] & P_FLAGS.PF_W
+                    (start, size, offset)
+                    for start, size, offset in elf.readonly
+                    if offset + size <= self.identity[3]
                 )
-        except (ELFError, OSError, ValueError):
-            pass  # nothing read from it: strings of a gone process stay unread
+        finally:
+            if not self.segments:
+                self.close()
+
+    def _unchanged(self, fd: int) -> bool:
+        st = os.fstat(fd)
+        now = (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size)
+        return stat.S_ISREG(st.st_mode) and now == self.identity
 
     def load_bias(self, slot: int, ip: int) -> int | None:
         """Where the binary was loaded, from a hit at IP of SLOT's probe; None unless
-        exactly one site explains it (a load bias is page-aligned)."""
-        found = {ip - a for a in self.sites.get(slot, ()) if ip >= a and (ip - a) % PAGE == 0}
+        exactly one site explains it (a load bias is page-aligned, 0 for ET_EXEC)."""
+        sites = self.sites.get(slot, ())
+        if self.fixed:
+            return 0 if ip in sites else None
+        found = {ip - a for a in sites if ip >= a and (ip - a) % mmap.PAGESIZE == 0}
         return found.pop() if len(found) == 1 else None
 
     def string_at(self, slot: int, ip: int, address: int, limit: int) -> bytes | None:
@@ -66,15 +70,24 @@ class BinaryStrings:
         for start, size, offset in self.segments:
             if start <= vaddr < start + size:
                 want = min(limit + 1, start + size - vaddr)  # never past the segment
-                with self._lock:
-                    if self._fd is None:
-                        return None
-                    try:
-                        data = os.pread(self._fd, want, offset + vaddr - start)
-                    except OSError:
-                        return None
-                return data.split(b"\0", 1)[0][:limit]
+                data = self._read(want, offset + vaddr - start)
+                return None if data is None else data.split(b"\0", 1)[0][:limit]
         return None
+
+    def _read(self, n: int, offset: int) -> bytes | None:
+        with self._lock:
+            if self._fd is None:
+                return None
+            try:
+                fd = os.dup(self._fd)
+            except OSError:
+                return None
+        try:  # outside the lock: a slow file system holds up this read, not close()
+            return os.pread(fd, n, offset) if self._unchanged(fd) else None
+        except (OSError, OverflowError, ValueError):
+            return None
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         with self._lock:
@@ -86,8 +99,10 @@ class BinaryStrings:
 def binary_strings(source: str, elf: ElfInfo, spec: ProbeSpec, slot: int) -> BinaryStrings | None:
     """The file SOURCE for the strings SPEC's argument (read in SLOT) points to; None
     when it cannot be opened (the strings of a gone process then stay unread)."""
-    sites = [p.address for p in elf.usdt if p.provider == spec.provider and p.name == spec.name]
+    sites = tuple(
+        p.address for p in elf.usdt if p.provider == spec.provider and p.name == spec.name
+    )
     try:
-        return BinaryStrings(source, {slot: sites})
+        return BinaryStrings(source, elf, {slot: sites})
     except OSError:
         return None

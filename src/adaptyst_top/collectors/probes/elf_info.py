@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from elftools.common.exceptions import ELFError
+from elftools.elf.constants import P_FLAGS
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection, SymbolTableSection
 
@@ -53,6 +54,10 @@ class ElfInfo:
     stripped: bool  # no .symtab: only exported (.dynsym) functions are visible
     machine: str
     loads: tuple[tuple[int, int, int], ...] = ()  # PT_LOAD (p_vaddr, p_filesz, p_offset)
+    readonly: tuple[tuple[int, int, int], ...] = ()  # those the process cannot write
+    fixed: bool = False  # ET_EXEC: loaded at its link-time addresses
+    # The file read: (st_dev, st_ino, st_ctime_ns, st_size); a later open is checked on it.
+    identity: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     def offset_of(self, vaddr: int) -> int | None:
         """Where a link-time virtual address lies in the file (None outside PT_LOADs)."""
@@ -86,11 +91,11 @@ def _offset_in(loads: tuple[tuple[int, int, int], ...], vaddr: int) -> int | Non
     return None
 
 
-def _loads(elf: ELFFile) -> tuple[tuple[int, int, int], ...]:
+def _loads(elf: ELFFile, writable: bool = True) -> tuple[tuple[int, int, int], ...]:
     return tuple(
         (int(seg["p_vaddr"]), int(seg["p_filesz"]), int(seg["p_offset"]))
         for seg in elf.iter_segments()
-        if seg["p_type"] == "PT_LOAD"
+        if seg["p_type"] == "PT_LOAD" and (writable or not seg["p_flags"] & P_FLAGS.PF_W)
     )
 
 
@@ -160,7 +165,7 @@ def _symbols64(
     return out
 
 
-def _read(f: BinaryIO, path: str) -> ElfInfo:
+def _read(f: BinaryIO, path: str, identity: tuple[int, int, int, int]) -> ElfInfo:
     try:
         elf = ELFFile(f)
         funcs: dict[tuple[str, int], FunctionSymbol] = {}
@@ -203,6 +208,9 @@ def _read(f: BinaryIO, path: str) -> ElfInfo:
             stripped=not have_symtab,
             machine=str(elf["e_machine"]),
             loads=loads,
+            readonly=_loads(elf, writable=False),
+            fixed=elf["e_type"] == "ET_EXEC",
+            identity=identity,
         )
     except ELFError as exc:
         raise NotELFError(f"{path}: not an ELF file ({exc})") from exc
@@ -241,7 +249,7 @@ def read_elf(path: str | Path) -> ElfInfo:
             if (hit := _CACHE.get(key)) is not None:
                 _CACHE.move_to_end(key)
                 return hit
-        info = _read(f, real)
+        info = _read(f, real, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
     with _CACHE_LOCK:
         _CACHE[key] = info
         while len(_CACHE) > _CACHE_SIZE:

@@ -125,13 +125,13 @@ class EngineBuild(EngineScope):
         module = ProbeModule(bpf, rows, links, self.oncpu is not None)
         if self.scope is not None:  # a key's string is read from the process checked
             module.keys.open_mem = partial(self.held.opened, name="mem")
-        if spec.kind == "usdt" and spec.arg is not None:
-            module.keys.binary = binary_strings(source, elf, spec, slots[0].index)
         for row in rows:
             row.module = module
             if multi:
                 row.fns = [MULTI_ENTRY, MULTI_RETURN]
         try:
+            if spec.kind == "usdt" and spec.arg is not None:
+                module.keys.binary = binary_strings(source, elf, spec, slots[0].index)
             with bcc_stderr_captured():
                 if multi:
                     self._attach_multi(module, spec)

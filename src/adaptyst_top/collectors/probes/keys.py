@@ -108,7 +108,7 @@ class KeyResolver:
         if cached is not None:
             return cached
         text = read_c_string(tgid, address, open_mem=self.open_mem) if address >= 0x10000 else None
-        if text is None and self.binary is not None and ip:
+        if text is None and self.binary is not None and address >= 0x10000:
             text = self.binary.string_at(slot, ip, address, KEYLEN - 1)
         if text:  # the same rule as in the kernel: a non-empty string is a string
             key: Key = inert(text.decode(errors="replace"))
