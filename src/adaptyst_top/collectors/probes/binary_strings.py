@@ -15,6 +15,7 @@ import os
 import stat
 import threading
 
+from adaptyst_top.collectors.probes.attach_plan import find_usdt
 from adaptyst_top.collectors.probes.elf_info import ElfInfo
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 
@@ -99,9 +100,8 @@ class BinaryStrings:
 def binary_strings(source: str, elf: ElfInfo, spec: ProbeSpec, slot: int) -> BinaryStrings | None:
     """The file SOURCE for the strings SPEC's argument (read in SLOT) points to; None
     when it cannot be opened (the strings of a gone process then stay unread)."""
-    sites = tuple(
-        p.address for p in elf.usdt if p.provider == spec.provider and p.name == spec.name
-    )
+    assert spec.provider is not None and spec.name is not None
+    sites = tuple(p.address for p in find_usdt(elf, source, spec.provider, spec.name))
     try:
         return BinaryStrings(source, elf, {slot: sites})
     except OSError:
