@@ -324,3 +324,57 @@ def test_a_task_added_while_the_first_hello_goes_out_reaches_the_monitor(
     finally:
         client.close()
         server.close()
+
+
+def _app_as(uid: int, path: Path, tasks: list[str], out: int) -> int:
+    """A forked application of UID that says hello naming TASKS and writes what it was
+    sent in 1.5 s to OUT."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(str(path))
+            s.sendall(encode("hello", pid=os.getpid(), tasks=tasks))
+            s.settimeout(0.2)
+            got = b""
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                try:
+                    got += s.recv(4096)
+                except TimeoutError:
+                    continue
+            os.write(out, got or b"-")
+        finally:
+            os._exit(0)
+    return pid
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
+def test_roots_monitor_sends_a_task_only_to_its_owners_applications(shared_dir: Path) -> None:
+    """Root's advisor serves every user: an application that names no task (it would
+    take any) gets none of another's, and a task two users named goes to neither."""
+    (shared_dir / "ctl").mkdir(mode=0o755)
+    server = ControlServer(shared_dir / "ctl" / "control.sock")
+    pipes = [os.pipe() for _ in range(4)]
+    apps = [
+        (65533, []),  # names nothing
+        (65532, ["mine"]),  # names its own task alone
+        (65531, ["both"]),
+        (65530, ["both"]),  # the same name from two users: no owner
+    ]
+    try:
+        pids = [_app_as(u, server.path, t, w) for (u, t), (_r, w) in zip(apps, pipes, strict=True)]
+        assert wait_until(lambda: sum(c.registered for c in server.clients) == 4)
+        for task in ("mine", "both", "other"):
+            server.push(task, "opencl", "why")
+        got = [os.read(r, 4096) for r, _w in pipes]
+        for p in pids:
+            os.waitpid(p, 0)
+    finally:
+        server.close()
+    assert got[0] == b"-" and got[2] == b"-" and got[3] == b"-", got
+    assert decode(got[1].splitlines()[0]).fields["task"] == "mine"
+    assert b"both" not in got[1] and b"other" not in got[1]

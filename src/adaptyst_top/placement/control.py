@@ -79,8 +79,28 @@ class Client:
 
 
 def _wants(client: Client, task: str) -> bool:
-    """A client that named no tasks takes every assignment."""
+    """A client that named no tasks takes every assignment (that it may have)."""
     return not client.tasks or task in client.tasks
+
+
+def _owners(clients: list[Client]) -> dict[str, set[int]]:
+    """Which users' applications named each task (SO_PEERCRED uids)."""
+    named: dict[str, set[int]] = {}
+    for c in clients:
+        if c.registered:
+            for t in c.tasks:
+                named.setdefault(t, set()).add(c.uid)
+    return named
+
+
+def _may_have(client: Client, task: str, owners: dict[str, set[int]]) -> bool:
+    """Whether an assignment of TASK may go to CLIENT. Root's monitor serves every
+    user's applications: another user's gets only a task its own user alone named (an
+    application that names none gets none), so no user learns where another's tasks
+    run, or is moved by them. The monitor's own user's and root's get all."""
+    if client.uid in (0, os.geteuid()):
+        return _wants(client, task)
+    return task in client.tasks and owners.get(task) == {client.uid}
 
 
 class ControlServer:
@@ -161,8 +181,11 @@ class ControlServer:
         with self._send_lock:
             with self._lock:
                 client.tasks, client.registered = tasks, True
+                owners = _owners(self.clients)
                 standing = [
-                    (t, d, r) for t, (d, r) in self.assignments.items() if _wants(client, t)
+                    (t, d, r)
+                    for t, (d, r) in self.assignments.items()
+                    if _may_have(client, t, owners)
                 ]
             for task, device, reason in standing:
                 with contextlib.suppress(OSError):
@@ -180,7 +203,8 @@ class ControlServer:
             with self._lock:
                 if runs is None:
                     self.assignments[task] = (device, reason[:512])
-                targets = [c for c in self.clients if c.registered and _wants(c, task)]
+                owners = _owners(self.clients)
+                targets = [c for c in self.clients if c.registered and _may_have(c, task, owners)]
             for c in targets:
                 try:
                     c.sock.sendall(data)

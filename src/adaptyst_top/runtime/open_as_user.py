@@ -1,136 +1,143 @@
-"""Files opened as the user who named them: the kernel resolves each path and checks
-every folder and the file itself (ACLs and LSMs included) for that user, and the agent
-reads and probes the descriptor it got, never the path again. A symbolic link swapped
-after the check then changes nothing, and a missing file and a hidden one look alike.
+"""Files opened as the user who named them, by a process of that user's: the agent execs
+a fresh opener (runtime/opener_worker.py) that takes the user's ids before it reads the
+request, and receives the descriptors it opened over SCM_RIGHTS. No thread of the
+agent ever holds a user's ids: a thread that did made the agent's memory readable and
+its threads signalable by that user (the kernel checks a thread's own ids for both).
 
-The opening is done by a thread of its own that takes the user's ids with raw system
-calls (glibc's wrappers would change every thread of the agent) and then ends: its
-credentials end with it. It is a thread of the agent's process, so /proc's magic links
-(/proc/self/fd/N: the agent's own files, another user's among them) are never followed
-(openat2 RESOLVE_NO_MAGICLINKS), and a container's file is resolved inside its root
-(RESOLVE_IN_ROOT). A file on FUSE is refused: its server is the user's, and root would
-read through it.
+The kernel resolves each path and checks every folder and the file itself for that
+user, so a missing file and a hidden one look alike, and the agent reads and probes the
+descriptor it got, never the path again. The opener is believed in nothing: each
+descriptor is checked here again (a regular file, off FUSE), and an opener that answers
+wrongly, late or not at all is killed and costs only its own user one line. One user's
+opens wait for each other; other users' never wait for them.
 """
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
+import json
 import os
-import platform
+import select
+import socket
 import stat
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from adaptyst_top.system.targets import CONTAINER_PATH
+from adaptyst_top.runtime import opener_worker
 
-# setgroups, setresgid, setresuid: the kernel's per-thread calls.
-_SYSCALLS = {"x86_64": (116, 119, 117), "aarch64": (159, 149, 147)}
-_OPENAT2 = 437  # the same number on every architecture (Linux 5.6)
-_RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
-_AT_FDCWD = -100
-_FUSE_SUPER_MAGIC = 0x65735546
-_PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
-# A lookup a user's file system holds up is given up on after this (the thread is left
-# to end when it does; it holds nothing of the agent's).
+WORKER = Path(opener_worker.__file__)
+# A lookup a user's file system holds up is given up on after this; the opener is killed.
 OPEN_TIMEOUT_S = 5.0
-_LOCK = threading.Lock()  # one opener at a time: the dumpable flag is the process's
+_MAX_ANSWER = 64 * 1024
+_locks: dict[int, threading.Lock] = {}
+_locks_lock = threading.Lock()
 
 
 class NotOpened(Exception):
     """Why a path was not opened for the user, in one line."""
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
+def _user_lock(uid: int) -> threading.Lock:
+    with _locks_lock:
+        return _locks.setdefault(uid, threading.Lock())
 
 
 def open_as(uid: int, gid: int, groups: Sequence[int], paths: Sequence[str]) -> list[int | None]:
     """Each of PATHS opened read-only as UID:GID with GROUPS, or None where that user
     could not (missing, hidden, not a regular file, on FUSE, through a magic link).
-    NotOpened when the thread cannot become the user, or the opening takes longer than
-    OPEN_TIMEOUT_S (then nothing is opened)."""
-    calls = _SYSCALLS.get(platform.machine())
-    if calls is None:
-        raise NotOpened(f"opening files as a user is not written for {platform.machine()}")
-    out: list[int | None] = []
-    failed: list[str] = []
+    NotOpened when the opener fails or takes longer than OPEN_TIMEOUT_S (then nothing
+    is opened)."""
+    if len(paths) > opener_worker.MAX_PATHS:
+        raise NotOpened(f"at most {opener_worker.MAX_PATHS} files are opened at once")
+    deadline = time.monotonic() + OPEN_TIMEOUT_S
+    lock = _user_lock(uid)
+    if not lock.acquire(timeout=OPEN_TIMEOUT_S):
+        raise NotOpened(f"uid {uid}'s earlier opens took over {OPEN_TIMEOUT_S:g} s: given up")
+    try:
+        return _open_in_worker(uid, gid, groups, list(paths), deadline)
+    finally:
+        lock.release()
 
-    def as_user() -> None:
-        setgroups, setresgid, setresuid = calls
-        ids = (ctypes.c_uint * max(1, len(groups)))(*groups)
-        for call, args in (
-            (setgroups, (len(groups), ids)),
-            (setresgid, (gid, gid, gid)),
-            (setresuid, (uid, uid, uid)),
-        ):
-            if _libc.syscall(call, *args) != 0:
-                failed.append(os.strerror(ctypes.get_errno()))
-                return
-        opened = [_open_regular(p) for p in paths]
-        out.extend(opened)
 
-    with _LOCK:
-        dumpable = _libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
-        worker = threading.Thread(target=as_user, name="open-as-user", daemon=True)
-        worker.start()
-        worker.join(OPEN_TIMEOUT_S)
-        # Taking a user's ids makes the kernel mark the process not dumpable: as it was.
-        if dumpable >= 0:
-            _libc.prctl(_PR_SET_DUMPABLE, dumpable, 0, 0, 0)
-    if worker.is_alive():
+def _open_in_worker(
+    uid: int, gid: int, groups: Sequence[int], paths: list[str], deadline: float
+) -> list[int | None]:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ids = [str(theirs.fileno()), str(uid), str(gid), ",".join(str(g) for g in groups)]
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(WORKER), *ids],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={},  # the agent's environment is not the user's to read
+            cwd="/",
+        )
+    except OSError as exc:
+        ours.close()
+        theirs.close()
+        raise NotOpened(f"could not start an opener for uid {uid}: {exc.strerror}") from None
+    theirs.close()
+    got: list[int | None] = []
+    try:
+        ours.sendall(json.dumps({"paths": paths}).encode())
+        per = opener_worker.FDS_PER_MESSAGE
+        for _ in range(max(1, -(-len(paths) // per))):
+            got.extend(_receive(ours, uid, deadline))
+        if len(got) != len(paths):
+            raise NotOpened(f"the opener for uid {uid} answered wrongly")
+        return got
+    except BaseException:
+        for fd in got:
+            if fd is not None:
+                os.close(fd)
+        raise
+    finally:
+        ours.close()
+        with contextlib.suppress(OSError):
+            proc.kill()
+        proc.wait()
+
+
+def _receive(link: socket.socket, uid: int, deadline: float) -> list[int | None]:
+    """One answer of the opener: a descriptor or None for each path of its chunk."""
+    wait = deadline - time.monotonic()
+    if wait <= 0 or not select.select([link], [], [], wait)[0]:
         raise NotOpened(f"opening files as uid {uid} took over {OPEN_TIMEOUT_S:g} s: given up")
-    if failed:
-        raise NotOpened(f"could not take uid {uid}'s ids to open files: {failed[0]}")
-    return out
+    fds: list[int] = []
+    try:
+        data, ancillary, flags, _ = socket.recv_fds(link, _MAX_ANSWER, 253, socket.MSG_CMSG_CLOEXEC)
+        fds = list(ancillary)
+        opened = json.loads(data) if data else None
+        if (
+            not isinstance(opened, dict)
+            or not isinstance(flags_list := opened.get("opened"), list)
+            or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC)
+            or sum(1 for f in flags_list if f is True) != len(fds)
+        ):
+            raise ValueError("a malformed answer")
+    except (OSError, ValueError):
+        for fd in fds:
+            os.close(fd)
+        raise NotOpened(f"the opener for uid {uid} answered wrongly") from None
+    handed = iter(fds)
+    return [_checked(next(handed)) if f is True else None for f in flags_list]
 
 
-def _open_regular(path: str) -> int | None:
-    """PATH opened for reading if it is a regular file: first without reading it (a FIFO
-    or a device is never opened for real), then the inode held reopened."""
+def _checked(fd: int) -> int | None:
+    """FD if it is what the opener is to give (a regular file off FUSE), else closed."""
     try:
-        held = _open_path(path)
-    except (OSError, ValueError):  # ValueError: a NUL in the path
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(held).st_mode) or _on_fuse(held):
-            return None
-        return os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_CLOEXEC)
+        if stat.S_ISREG(os.fstat(fd).st_mode) and not opener_worker.on_fuse(fd):
+            return fd
     except OSError:
-        return None
-    finally:
-        os.close(held)
-
-
-def _open_path(path: str) -> int:
-    """An O_PATH descriptor of PATH, never through a magic link; a container's path
-    (/proc/PID/root/...) resolved inside that root."""
-    inside = CONTAINER_PATH.match(path)
-    if inside is None:
-        return _openat2(_AT_FDCWD, path, _RESOLVE_NO_MAGICLINKS)
-    root = os.open(f"/proc/{inside[1]}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        return _openat2(root, inside[2], _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
-    finally:
-        os.close(root)
-
-
-def _openat2(folder: int, path: str, resolve: int) -> int:
-    how = _OpenHow(os.O_PATH | os.O_CLOEXEC, 0, resolve)
-    fd = _libc.syscall(_OPENAT2, folder, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
-    if fd < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return int(fd)
-
-
-def _on_fuse(fd: int) -> bool:
-    buf = ctypes.create_string_buffer(256)  # struct statfs: f_type first
-    if _libc.fstatfs(fd, buf) != 0:
-        return True  # unknown: not trusted
-    return ctypes.c_long.from_buffer(buf).value == _FUSE_SUPER_MAGIC
+        pass
+    os.close(fd)
+    return None
 
 
 __all__ = ["OPEN_TIMEOUT_S", "NotOpened", "open_as"]

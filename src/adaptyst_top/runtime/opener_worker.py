@@ -1,0 +1,136 @@
+"""The per-user opener: a process of its own, exec'd fresh by the agent for one request,
+that opens the files a user names with that user's rights only and hands the
+descriptors back over SCM_RIGHTS.
+
+Run as `python -I -S opener_worker.py FD UID GID GROUPS` (standard library only: no site,
+no package import, nothing of the agent's memory). It starts as root, and before it
+reads a byte of the request it takes the user's groups, gid and uid for good (real,
+effective and saved), which drops every capability, and sets no_new_privs. From then on
+it is the user's own process: the user may stop, kill or read it, and gains nothing,
+since it holds only what the user could open. The agent believes nothing it says: it
+checks every descriptor it receives again (runtime/open_as_user.py).
+
+Each path is looked up by the kernel for that user (folders, ACLs, LSMs), never through
+a /proc magic link (RESOLVE_NO_MAGICLINKS), a container's path inside that container's
+root (RESOLVE_IN_ROOT); only a regular file off FUSE is opened, and a FIFO or a device is
+never opened for real (O_PATH first).
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import json
+import os
+import re
+import signal
+import socket
+import stat
+import sys
+
+_OPENAT2 = 437  # the same number on every architecture (Linux 5.6)
+_RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
+_AT_FDCWD = -100
+_FUSE_SUPER_MAGIC = 0x65735546
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+_CONTAINER_PATH = re.compile(r"^/proc/([1-9][0-9]*)/root(/.*)$")
+MAX_REQUEST = 1 << 20  # bytes of one request (paths)
+MAX_PATHS = 256
+FDS_PER_MESSAGE = 200  # under the kernel's SCM_MAX_FD (253)
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def become(uid: int, gid: int, groups: list[int]) -> None:
+    """Take UID:GID with GROUPS for good, or exit: nothing is done half-dropped."""
+    os.setgroups(groups)
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        sys.exit(3)
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        sys.exit(3)
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("CapPrm:", "CapEff:", "CapAmb:")) and int(line.split()[1], 16):
+                sys.exit(3)  # a capability left: never serve with it
+    # Cleared by the change of ids above, so set after it: the opener never outlives
+    # the agent that waits for it.
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def open_regular(path: str) -> int | None:
+    """PATH opened read-only if it is a regular file off FUSE, else None."""
+    try:
+        held = _open_path(path)
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(held).st_mode) or on_fuse(held):
+            return None
+        return os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    finally:
+        os.close(held)
+
+
+def _open_path(path: str) -> int:
+    inside = _CONTAINER_PATH.match(path)
+    if inside is None:
+        return _openat2(_AT_FDCWD, path, _RESOLVE_NO_MAGICLINKS)
+    root = os.open(f"/proc/{inside[1]}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return _openat2(root, inside[2], _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
+    finally:
+        os.close(root)
+
+
+def _openat2(folder: int, path: str, resolve: int) -> int:
+    how = _OpenHow(os.O_PATH | os.O_CLOEXEC, 0, resolve)
+    fd = _libc.syscall(_OPENAT2, folder, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return int(fd)
+
+
+def on_fuse(fd: int) -> bool:
+    buf = ctypes.create_string_buffer(256)  # struct statfs: f_type first
+    if _libc.fstatfs(fd, buf) != 0:
+        return True  # unknown: not trusted
+    return ctypes.c_long.from_buffer(buf).value == _FUSE_SUPER_MAGIC
+
+
+def serve(link: socket.socket) -> None:
+    """One request: {"paths": [...]}; answered with one message per FDS_PER_MESSAGE
+    paths, {"opened": [bool, ...]} and the opened ones' descriptors in order."""
+    request = json.loads(link.recv(MAX_REQUEST))
+    paths = request["paths"]
+    if not isinstance(paths, list) or len(paths) > MAX_PATHS:
+        sys.exit(4)
+    for start in range(0, max(1, len(paths)), FDS_PER_MESSAGE):
+        chunk = [p if isinstance(p, str) else "" for p in paths[start : start + FDS_PER_MESSAGE]]
+        fds = [open_regular(p) for p in chunk]
+        opened = [fd for fd in fds if fd is not None]
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", opened))]
+        link.sendmsg([json.dumps({"opened": [fd is not None for fd in fds]}).encode()], rights)
+        for fd in opened:
+            os.close(fd)
+
+
+def main(argv: list[str]) -> None:
+    fd, uid, gid = (int(a) for a in argv[1:4])
+    groups = [int(g) for g in argv[4].split(",") if g] if len(argv) > 4 else []
+    become(uid, gid, groups)
+    os.chdir("/")
+    serve(socket.socket(fileno=fd))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

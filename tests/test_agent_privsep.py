@@ -1,0 +1,185 @@
+"""Privilege separation, attacked as a real user would: while alice makes the agent open
+her files as fast as she can, at each fs.suid_dumpable (0, 1, 2; restored after), no
+thread of the agent ever has her uid in any of real/effective/saved, she can read
+nothing private under /proc/AGENT (mem, environ, maps, auxv, fd/), every kill of an
+agent thread she tries gets EPERM, and bob's snapshots keep coming."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.open_as_user import NotOpened, open_as
+
+from . import test_agent
+from .conftest import requires_root
+from .test_agent import Agent, AsUser, User, hear, say, workload_as
+
+pytestmark = [pytest.mark.ebpf, requires_root]
+agent, shared, users = test_agent.agent, test_agent.shared, test_agent.users  # fixtures
+ATTACK_S = 4.0
+PRIVATE = ("mem", "environ", "maps", "auxv", "fd")
+SUID_DUMPABLE = Path("/proc/sys/fs/suid_dumpable")
+
+
+@pytest.fixture(params=[0, 1, 2])
+def suid_dumpable(request: pytest.FixtureRequest) -> Iterator[int]:
+    was = SUID_DUMPABLE.read_text().strip()
+    SUID_DUMPABLE.write_text(str(request.param))
+    try:
+        yield int(request.param)
+    finally:
+        SUID_DUMPABLE.write_text(was)
+
+
+def _tasks(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def _uids(pid: int, tid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return [int(x) for x in line.split()[1:4]]
+    except OSError:
+        pass  # a thread that ended meanwhile
+    return []
+
+
+def _what_alice_got(agent_pid: int, uid: int) -> dict[str, object]:
+    """One sweep, as alice, over the agent's process and each of its threads."""
+    found: list[str] = []
+    kills = 0
+    for tid in [agent_pid, *_tasks(agent_pid)]:
+        base = f"/proc/{agent_pid}" if tid == agent_pid else f"/proc/{agent_pid}/task/{tid}"
+        if uid in _uids(agent_pid, tid):
+            found.append(f"{tid}: has uid {uid}")
+        for name in PRIVATE:
+            for flags in (os.O_RDONLY, os.O_RDWR):
+                try:
+                    fd = os.open(f"{base}/{name}", flags | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                os.close(fd)
+                found.append(f"{base}/{name} opened ({flags})")
+        try:
+            os.kill(tid, 0)
+            found.append(f"kill({tid}, 0) allowed")
+        except OSError as exc:
+            if exc.errno == errno.EPERM:
+                kills += 1
+            elif exc.errno != errno.ESRCH:
+                found.append(f"kill({tid}, 0): {exc}")
+    return {"found": found, "kills": kills}
+
+
+def test_a_user_making_the_agent_open_files_gets_no_hold_on_it(
+    suid_dumpable: int, agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    alice, bob = users
+    agent_pid = agent.proc.pid
+    mine, theirs = workload_as(alice, shared / "workload"), workload_as(bob, shared / "workload")
+
+    def opener(up: int, down: int) -> None:  # alice: the agent opens her files, in a loop
+        conn = AgentConnection(str(agent.path))
+        say(up, ready=True)
+        n = 0
+        end = time.monotonic() + ATTACK_S
+        while time.monotonic() < end:
+            conn.list_objects({"pid": mine.pid, "binary": None, "usdt": True})
+            n += 1
+        say(up, lists=n)
+
+    def scanner(up: int, down: int) -> None:  # alice: a thread scanner, as fast as it goes
+        say(up, ready=True)
+        hear(down)
+        found: list[object] = []
+        sweeps = kills = 0
+        end = time.monotonic() + ATTACK_S
+        while time.monotonic() < end:
+            got = _what_alice_got(agent_pid, alice.uid)
+            found.extend(got["found"])  # type: ignore[arg-type]
+            kills += int(got["kills"])  # type: ignore[call-overload]
+            sweeps += 1
+        say(up, found=found[:10], sweeps=sweeps, kills=kills)
+
+    def watcher(up: int, down: int) -> None:  # bob: his snapshots, timed
+        conn = AgentConnection(str(agent.path))
+        conn.open(theirs.pid, [], 0.02, False, 1000)
+        say(up, ready=True)
+        hear(down)
+        times: list[float] = []
+        end = time.monotonic() + ATTACK_S
+        while time.monotonic() < end:
+            t = time.monotonic()
+            conn.snapshot(with_hist=False)
+            times.append(time.monotonic() - t)
+            time.sleep(0.02)
+        say(up, times=times)
+
+    try:
+        seen_as_root: list[str] = []
+        s, w = AsUser(alice, scanner), AsUser(bob, watcher)
+        assert s.read() == {"ready": True} and w.read() == {"ready": True}
+        o = AsUser(alice, opener)
+        assert o.read() == {"ready": True}
+        s.tell()
+        w.tell()
+        end = time.monotonic() + ATTACK_S
+        while time.monotonic() < end:  # root's view, too: every thread's ids
+            seen_as_root += [str(t) for t in _tasks(agent_pid) if alice.uid in _uids(agent_pid, t)]
+        opened, scanned, watched = o.read(), s.read(), w.read()
+        assert o.wait() == s.wait() == w.wait() == 0
+        assert int(opened["lists"]) > 5, opened  # type: ignore[call-overload]
+        assert seen_as_root == [], seen_as_root
+        assert scanned["found"] == [], scanned
+        assert int(scanned["kills"]) >= int(scanned["sweeps"]) > 0, scanned  # type: ignore[call-overload]
+        times = watched["times"]
+        assert isinstance(times, list) and len(times) > 10, watched  # answered throughout
+        assert agent.proc.poll() is None
+    finally:
+        for p in (mine, theirs):
+            p.kill()
+            p.wait()
+
+
+def test_an_opener_that_hangs_costs_its_user_one_line(
+    users: tuple[User, User], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The opener is its user's process: alice stops hers (SIGSTOP, as she may). The agent
+    gives up on it after OPEN_TIMEOUT_S with one line, kills and reaps it, and bob's
+    opens go on."""
+    from adaptyst_top.runtime import open_as_user
+
+    alice, bob = users
+    stopped: list[int] = []
+    real_popen = subprocess.Popen
+
+    def stopping_popen(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        proc = real_popen(*args, **kwargs)
+        os.kill(proc.pid, signal.SIGSTOP)
+        stopped.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(open_as_user.subprocess, "Popen", stopping_popen)
+    monkeypatch.setattr(open_as_user, "OPEN_TIMEOUT_S", 0.5)
+    with pytest.raises(NotOpened, match="took over"):
+        open_as(alice.uid, alice.gid, [alice.gid], ["/etc/passwd"])
+    monkeypatch.undo()
+    assert stopped and not Path(f"/proc/{stopped[0]}").exists()  # killed and reaped
+    fds = open_as(bob.uid, bob.gid, [bob.gid], ["/etc/passwd"])
+    assert fds[0] is not None
+    os.close(fds[0])
