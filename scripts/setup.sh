@@ -21,7 +21,7 @@ KREL=$(uname -r)
 # 'generic'"); Debian's 3.1 picks its code generation target by the CPU's features.
 APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
-    htop podman runc rustc pocl-opencl-icd python3-venv bpftrace)
+    htop podman runc rustc pocl-opencl-icd python3-venv bpftrace systemd util-linux)
 # install_agent.sh asks for the agent's packages alone, and the system part only.
 [ -n "${SETUP_PACKAGES:-}" ] && read -r -a APT_PACKAGES <<< "$SETUP_PACKAGES"
 SYSTEM_ONLY=0

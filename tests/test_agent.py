@@ -39,6 +39,22 @@ from .conftest import requires_root
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
+UNIT_FILE = Path(__file__).resolve().parent.parent / "systemd" / "adaptyst-top-agent.service"
+
+
+def with_the_units_capabilities() -> list[str]:
+    """A command prefix that leaves root the capabilities the unit leaves the agent
+    (CapabilityBoundingSet=), no others, and no_new_privs: every agent test checks
+    that they are enough."""
+    (caps,) = [
+        line.split("=", 1)[1].split()
+        for line in UNIT_FILE.read_text().splitlines()
+        if line.startswith("CapabilityBoundingSet=")
+    ]
+    keep = ",".join(["-all", *(f"+{c.removeprefix('CAP_').lower()}" for c in caps)])
+    return ["setpriv", f"--bounding-set={keep}", "--inh-caps=-all", "--no-new-privs", "--"]
+
+
 package_version()  # what the children's parsers print is looked up now
 record_parser()
 
@@ -85,7 +101,9 @@ class Agent:
         self.path = path
         self.log = open(path.parent / "agent.log", "ab")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(
-            [*CLI, "agent", "--socket", str(path), *options], stderr=self.log, stdout=self.log
+            [*with_the_units_capabilities(), *CLI, "agent", "--socket", str(path), *options],
+            stderr=self.log,
+            stdout=self.log,
         )
         deadline = time.monotonic() + 30
         while not self.answers():  # a socket left by a killed agent is there, dead

@@ -62,6 +62,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
     from adaptyst_top.runtime.agent import Agent
     from adaptyst_top.runtime.agent_settings import load_settings
     from adaptyst_top.runtime.agent_socket import AgentError
+    from adaptyst_top.system.sd_notify import Notifier
 
     try:
         settings = load_settings(args.config)
@@ -80,7 +81,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     try:
-        agent = Agent(path, admin_gid, settings)
+        agent = Agent(path, admin_gid, settings, Notifier())
     except AgentError as exc:
         print(f"adaptyst-top agent: {exc}", file=sys.stderr)
         return 1

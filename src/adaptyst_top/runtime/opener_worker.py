@@ -57,8 +57,10 @@ def become(uid: int, gid: int, groups: list[int]) -> None:
         sys.exit(3)
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith(("CapPrm:", "CapEff:", "CapAmb:")) and int(line.split()[1], 16):
-                sys.exit(3)  # a capability left: never serve with it
+            # A user's opener keeps no capability (root's own opens are root's).
+            capability = line.startswith(("CapPrm:", "CapEff:", "CapAmb:")) and line.split()[1]
+            if uid != 0 and capability and int(capability, 16):
+                sys.exit(3)
     # Cleared by the change of ids above, so set after it: the opener never outlives
     # the agent that waits for it.
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
