@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import grp
 import select
 import socket
 import sys
@@ -38,7 +39,7 @@ from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_bounds import crowded, room_refusal
 from adaptyst_top.runtime.agent_listing import candidates_for, list_for
 from adaptyst_top.runtime.agent_settings import AgentSettings
-from adaptyst_top.runtime.agent_socket import listen, watch_hangup
+from adaptyst_top.runtime.agent_socket import AgentError, listen, watch_hangup
 from adaptyst_top.runtime.authorization import (
     EXEC_SETTLE_S,
     Peer,
@@ -52,12 +53,15 @@ from adaptyst_top.runtime.authorization import (
 )
 from adaptyst_top.runtime.limits import BUDGET_RANGE, MAX_PROBES_RANGE
 from adaptyst_top.runtime.metrics import ProbeSource
+from adaptyst_top.runtime.own_energy import OwnEnergy
 from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 from adaptyst_top.runtime.stop_flag import StopFlag
 from adaptyst_top.snapshot import ProbeRef, reusing
 from adaptyst_top.system.held_processes import HeldProcesses
+from adaptyst_top.system.pid_namespaces import PidNamespaceError, in_agents_namespace
 from adaptyst_top.system.pinned_files import PinnedFiles
+from adaptyst_top.system.sd_notify import Notifier
 
 DEFAULT_SOCKET = agent_defaults.DEFAULT_SOCKET
 SEND_TIMEOUT_S = 10.0
@@ -79,6 +83,8 @@ class Client:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # The session's process, held from its check on: a later owner of its PID is not it.
     target: HeldProcesses = field(default_factory=HeldProcesses)
+    # A user's view of energy: their own joules only (None: root, admin, energy_groups).
+    energy: OwnEnergy | None = None
 
 
 class Agent:
@@ -87,10 +93,18 @@ class Agent:
         path: Path = DEFAULT_SOCKET,
         admin_gid: int | None = None,
         settings: AgentSettings | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.path = path
+        self.notifier = notifier or Notifier({})
         self.admin_gid = admin_gid
         self.settings = settings or AgentSettings()
+        try:
+            self.energy_gids = frozenset(
+                grp.getgrnam(g).gr_gid for g in self.settings.energy_groups
+            )
+        except KeyError as exc:
+            raise AgentError(f"energy_groups: {exc.args[0]}") from None
         self.clients: list[Client] = []
         self._accounts: dict[int, AttachAccount] = {}  # per user, across their sessions
         self._lock = threading.Lock()
@@ -103,13 +117,19 @@ class Agent:
         guard = threading.Thread(target=self._guard, name="agent-guard", daemon=True)
         guard.start()
         self.sock.setblocking(False)  # select() waits; accept() drains what is queued
+        self.notifier.ready()
+        wake_s = self.notifier.wake_s(ACCEPT_WAKE_S)
         while not self._stop.is_set():
+            # Fed only while this loop and the guard run: a stopped (SIGSTOP) or wedged
+            # agent goes unfed, and systemd restarts it.
+            if guard.is_alive():
+                self.notifier.feed()
             # A stop wakes this at once (its pipe); back here, a signal's handler runs.
             listening = self.sock.fileno()
             if listening < 0:  # closed by stop()
                 break
             stop = self._stop.fileno()
-            ready, _, _ = select.select([listening, stop], [], [], ACCEPT_WAKE_S)
+            ready, _, _ = select.select([listening, stop], [], [], wake_s)
             if listening not in ready:
                 continue
             while True:  # every connection queued: a flood is drained, not met one a wake
@@ -128,6 +148,8 @@ class Agent:
             conn.close()
             return
         client = Client(peer, conn)
+        if not peer.privileged and not peer.groups & self.energy_gids:
+            client.energy = OwnEnergy()
         with self._lock:
             why = crowded(peer, [c.peer for c in self.clients], self.settings)
             if why is None:
@@ -149,6 +171,7 @@ class Agent:
 
     def stop(self) -> None:
         self._stop.set()
+        self.notifier.stopping()
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
@@ -232,6 +255,8 @@ class Agent:
                     if not client.peer.privileged:  # the agent reads GPUs as root
                         devices = visible_to(snap.devices, client.peer.uid)
                         snap = dataclasses.replace(snap, devices=devices)
+                    if client.energy is not None:
+                        snap = client.energy.apply(snap)
                     with reusing():  # encoded and sent: nothing keeps the JSON
                         return proto.encode("snapshot", snapshot=snap.to_json())
                 if kind in ("add", "candidates"):  # they read the process as it is now
@@ -262,6 +287,14 @@ class Agent:
         except (ActionError, SessionError) as exc:
             return proto.encode("error", message=str(exc))
 
+    @staticmethod
+    def _node_pid(peer: Peer, pid: int) -> int:
+        """PID, named in the client's PID namespace, as the agent's."""
+        try:
+            return in_agents_namespace(peer.pid, pid)
+        except PidNamespaceError as exc:
+            raise SessionError(str(exc)) from None
+
     def _open(self, client: Client, msg: dict[str, Any]) -> bytes:
         pid = proto.field(msg, "pid", int, optional=True)
         job = proto.field(msg, "job", str, optional=True)
@@ -287,6 +320,8 @@ class Agent:
                 "node-wide probes are for root and the agent's admin group; you may probe "
                 "your own processes: give --pid PID, --job ID or -- CMD"
             )
+        if pid is not None:
+            pid = self._node_pid(peer, pid)
         if pid is not None and (why := hold_and_check(peer, client.target, pid)):
             raise SessionError(why)
         pinned = None if peer.privileged else PinnedFiles()  # a user's files, opened as them

@@ -35,6 +35,12 @@ class AgentSettings:
     admin_group: str = setting(
         "", 'A group whose members may probe any process, node-wide too, like root ("": none).'
     )
+    energy_groups: list[str] = setting(
+        [],
+        "Groups whose members get the node's device power and energy counters (RAPL, NVML)\n"
+        "as root does. Everyone else gets only the joules charged to their own probes and\n"
+        "GPU processes, once a second: the counters leak other users' work (PLATYPUS).",
+    )
     probe_metrics: str = setting(
         "none",
         "Which users' probes --metrics exports: none, jobs (probes of Slurm jobs) or all.\n"
