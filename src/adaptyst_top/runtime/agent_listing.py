@@ -14,6 +14,7 @@ from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.authorization import Peer, may_probe, open_for, unreadable
 from adaptyst_top.runtime.listing import Candidate, candidates, entry_policy, list_objects
 from adaptyst_top.runtime.session import SessionError
+from adaptyst_top.system.pid_namespaces import PidNamespaceError, in_agents_namespace
 from adaptyst_top.system.targets import TargetError, mapped_files, resolve_target
 
 # Files opened at once for one answer; a process mapping more is listed that far (its
@@ -49,6 +50,11 @@ def list_for(peer: Peer, msg: dict[str, Any]) -> bytes:
     functions, usdt, every = (bool(msg.get(k)) for k in ("functions", "usdt", "all"))
     if (pid is None) == (binary is None):
         raise proto.ProtocolError("list: give either pid or binary")
+    if pid is not None:
+        try:
+            pid = in_agents_namespace(peer.pid, pid)
+        except PidNamespaceError as exc:
+            raise SessionError(str(exc)) from None
     if pid is not None and (why := may_probe(peer, pid)):
         raise SessionError(why)
     try:

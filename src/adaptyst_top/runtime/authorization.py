@@ -12,6 +12,7 @@ A file a probe names must be one the user could read. A Slurm job is its owner's
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -82,6 +83,28 @@ def _ids(pid: int, which: str) -> list[int]:
     raise OSError(f"no {which} line")
 
 
+def _dump_owner(pid: int) -> int | None:
+    """Who /proc says may read PID (its owner while dumpable, else root), from a live
+    thread: once the leader thread has exited, its own /proc files read as root's
+    whatever the process is. None for a zombie (no live thread)."""
+    if _state(f"/proc/{pid}/status") != "Z":
+        return os.stat(f"/proc/{pid}/status").st_uid
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        path = f"/proc/{pid}/task/{tid}/status"
+        with contextlib.suppress(OSError):
+            if _state(path) != "Z":
+                return os.stat(path).st_uid
+    return None
+
+
+def _state(path: str) -> str:
+    with open(path) as f:
+        for line in f:
+            if line.startswith("State:"):
+                return line.split()[1]
+    return "?"
+
+
 def _user_name(uid: int) -> str:
     import pwd
 
@@ -117,9 +140,11 @@ def _may_probe(peer: Peer, pid: int) -> str | None:
         return None
     try:
         uids, gids = _ids(pid, "Uid"), _ids(pid, "Gid")
-        owner = os.stat(f"/proc/{pid}/status").st_uid
+        owner = _dump_owner(pid)
     except (OSError, ValueError):
         return f"PID {pid}: no such process"
+    if owner is None:
+        return f"PID {pid} has exited (a zombie): there is nothing to probe"
     if any(u != peer.uid for u in uids):
         who = _user_name(uids[0]) if uids[0] == uids[1] else f"{_user_name(uids[1])} (setuid)"
         return f"PID {pid} belongs to {who}; you may probe your own processes"

@@ -1,0 +1,71 @@
+"""The agent's rule for who may probe a process, on processes whose leader is gone: a
+live process whose leader thread exited is its user's (its /proc/PID files read as
+root's all the same), a zombie is said to have exited, not to be "not dumpable"."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adaptyst_top.runtime.authorization import Peer, may_probe
+
+from .conftest import requires_root
+
+pytestmark = [requires_root]
+NOBODY = 65534
+
+
+@pytest.fixture
+def built() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="adt-leader-"))
+    folder.chmod(0o755)
+    source = Path(__file__).parent / "targets" / "leader_exits.c"
+    subprocess.run(
+        ["gcc", "-O2", "-pthread", "-o", str(folder / "leader"), str(source)], check=True
+    )
+    try:
+        yield folder / "leader"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _nobody() -> Peer:
+    return Peer(pid=1, uid=NOBODY, gid=NOBODY, groups=frozenset({NOBODY}), privileged=False)
+
+
+def test_a_process_whose_leader_exited_is_still_its_users(built: Path) -> None:
+    proc = subprocess.Popen(
+        [str(built)], user=NOBODY, group=NOBODY, extra_groups=[], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while "Z" not in Path(f"/proc/{proc.pid}/status").read_text().split("State:")[1][:4]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert os.stat(f"/proc/{proc.pid}/status").st_uid == 0  # what misled the rule
+        assert may_probe(_nobody(), proc.pid) is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_zombie_is_said_to_have_exited() -> None:
+    proc = subprocess.Popen(["true"], user=NOBODY, group=NOBODY, extra_groups=[])
+    deadline = time.monotonic() + 10
+    while "zombie" not in Path(f"/proc/{proc.pid}/status").read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    try:
+        assert may_probe(_nobody(), proc.pid) == (
+            f"PID {proc.pid} has exited (a zombie): there is nothing to probe"
+        )
+    finally:
+        proc.wait()
