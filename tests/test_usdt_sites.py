@@ -107,3 +107,21 @@ def test_a_probe_on_them_becomes_a_call_counts_exactly_and_leaves_a_nop() -> Non
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_note_that_points_inside_an_instruction_is_refused(tmp_path: Path) -> None:
+    """A USDT note whose site is the middle of a movabs (0x11b3 in a hostile tester's
+    binary): probed, the kernel's breakpoint byte lands inside the constant and the
+    target computes another sum. Refused in one line; the real site beside it plans."""
+    from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_usdt
+    from adaptyst_top.collectors.probes.spec import parse_spec
+
+    binary = tmp_path / "bad_site"
+    source = Path(__file__).parent / "targets" / "bad_site.c"
+    subprocess.run(["gcc", "-O2", "-o", str(binary), str(source)], check=True)
+    elf = read_elf(str(binary))
+    with pytest.raises(
+        PlanError, match=r"bad:inside at 0x[0-9a-f]+ is not probed: its site is not a nop"
+    ):
+        plan_usdt(parse_spec(f"usdt:{binary}:bad:inside"), str(binary), elf, 10)
+    assert plan_usdt(parse_spec(f"usdt:{binary}:bad:good"), str(binary), elf, 10).names == ["good"]

@@ -190,7 +190,13 @@ def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsd
             ref_ctrs[n] = offset
     if room < 1:
         raise PlanError(f"{spec.text}: more than the limit of attach points")
-    at = [(site_code(path, elf, p), elf.offset_of(p.address)) for n in names for p in sites[n]]
+    named = [(n, p) for n in names for p in sites[n]]
+    at = [(site_code(path, elf, p), elf.offset_of(p.address)) for _, p in named]
+    for (code, _), (n, site) in zip(at, named, strict=True):
+        if why := entry_safety.usdt_site_refusal(code, elf.machine):
+            raise PlanError(
+                f"{spec.text}: {spec.provider}:{n} at {site.address:#x} is not probed: {why}"
+            )
     cls = ov.usdt_class(at, spec.is_pair)
     # One spec, one module: slots start at 0 and a pair has its own chain 1.
     if spec.is_pair:

@@ -162,6 +162,22 @@ class EntryPolicy:
         return f"starts with {insn.description}: {why}"
 
 
+def usdt_site_refusal(code: bytes, machine: str = "x86_64") -> str | None:
+    """Why a USDT site may not carry a probe, or None. sys/sdt.h puts a nop at every
+    site; a note that points anywhere else (inside an instruction: a hostile or broken
+    note) would have the kernel overwrite part of a real instruction, and the target
+    compute something else."""
+    if machine not in ("x86_64", "EM_X86_64"):
+        return None  # decoded on x86-64 only; elsewhere the kernel's own checks stand
+    if not code:
+        return "its site is not in the file"
+    insn = next(iter(_disassembler().disasm(code, 0)), None)
+    if insn is not None and insn.mnemonic == "nop":
+        return None
+    found = f"`{insn.mnemonic} {insn.op_str}`".replace(" `", "`") if insn else code.hex()
+    return f"its site is not a nop but {found} (the note points inside other code)"
+
+
 def refusal_line(
     name: str, insn: EntryInsn, reason: str, ifunc: bool, variants: list[str] | None = None
 ) -> str:
