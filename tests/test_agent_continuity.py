@@ -7,9 +7,11 @@ import math
 import time
 from collections import Counter
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
+from adaptyst_top.runtime import agent_continuity
 from adaptyst_top.runtime.agent_continuity import Continuity
 from adaptyst_top.snapshot import DeviceReading, Latency, ProbeEntry, Snapshot
 from adaptyst_top.snapshot.histogram import bucket_of, percentiles
@@ -83,7 +85,8 @@ def test_what_an_agent_sends_is_carried_only_when_it_makes_sense() -> None:
     carry.broke()
     after = carry.carry(half(1.7e308, [100, 200, 300, 400, 500], 1.7e308, group=0))
     p = after.probes[0]
-    assert p.count == 5 and p.hist == half(0, [100, 200, 300, 400, 500], 0, 0).probes[0].hist
+    # The negative count was dropped (the sane 1 before it stood), so the break adds to 1.
+    assert p.count == 6 and p.hist == half(0, [100, 100, 200, 300, 400, 500], 0, 0).probes[0].hist
     assert math.isfinite(after.t) and math.isfinite(after.devices[0].energy_j or 0.0)
 
 
@@ -106,3 +109,35 @@ def test_no_two_lines_of_a_run_share_a_time() -> None:
     again = carry.held("lost the agent; retrying")
     times = [first.t, held.t, after.t, again.t]
     assert times == sorted(times) and len(set(times)) == len(times), times
+
+
+def test_impossible_figures_within_a_session_are_dropped_and_said(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seen from a hostile agent: counts of 1e30 and going back, energy 40 J then
+    -460 J, a clock that crawls 1 ms a snapshot. The last sane figure stands, and one
+    line says what was dropped."""
+    clock = [100.0]
+    monkeypatch.setattr(agent_continuity, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    carry = Continuity()
+    good = carry.carry(half(1.0, [100, 200], 40.0, group=0))
+    assert not good.warnings
+    clock[0] += 10.0  # the client's 10 s; the agent says 1 ms
+    p = good.probes[0]
+    bad = replace(
+        good,
+        t=1.001,
+        probes=(replace(p, count=10**30), replace(p, name="g", count=-3)),
+        devices=(replace(good.devices[0], energy_j=-460.0, power_w=math.inf, util=7.0),),
+    )
+    seen = carry.carry(bad)
+    assert [q.count for q in seen.probes] == [2]  # 1e30 held at 2; -3 never shown
+    d = seen.devices[0]
+    assert (d.energy_j, d.power_w, d.util) == (40.0, None, None)
+    assert seen.t == 11.0  # the client's clock, not the crawl
+    (line,) = seen.warnings
+    assert line.startswith("dropped what the agent sent that cannot be:") and "more" in line
+    back = carry.carry(replace(good, t=seen.t + 0.1, probes=(replace(p, count=1),)))
+    assert back.probes[0].count == 2 and "going back" in back.warnings[0]
+    carry.broke()  # a new session: its counts start again
+    assert carry.carry(half(0.1, [300], 1.0, group=1)).warnings == ()

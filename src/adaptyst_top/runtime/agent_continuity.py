@@ -11,6 +11,7 @@ import math
 import time
 from dataclasses import replace
 
+from adaptyst_top.runtime.agent_figures import FigureCheck
 from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeKey, Snapshot
 from adaptyst_top.snapshot.histogram import NBUCKETS, percentiles
 
@@ -32,6 +33,7 @@ class Continuity:
         self._probes: dict[Identity, ProbeEntry] = {}
         self._energy: dict[str, float] = {}
         self._told = -1.0  # the last t given out: each line's t is later than the one before
+        self._check = FigureCheck()  # one agent session's figures, believed only if they can be
 
     def _later(self, t: float) -> float:
         """T, or a millisecond after the last t given out: a held line and the new
@@ -51,6 +53,7 @@ class Continuity:
         """A new session starts now: what came before is its base. The gap (s) since
         the last snapshot, whose hits were never read."""
         gap = time.monotonic() - self._last_at if self.last is not None else 0.0
+        self._check.reset()
         if self.last is not None:
             self._t0 = self.now()
             self._probes = {identity(p): p for p in self.last.probes if p.count}
@@ -64,7 +67,9 @@ class Continuity:
     def carry(self, snap: Snapshot) -> Snapshot:
         """SNAP on the run's clock and counts. What the agent sent is only parsed, not
         believed: a sum that would not be finite, a negative count or a bucket out of
-        range is not carried (the new session's own figure stands)."""
+        range is not carried (the new session's own figure stands); within a session,
+        agent_figures.py drops what cannot be."""
+        snap = self._check.check(snap, time.monotonic())
         if self._t0 or self._probes or self._energy:
             snap = replace(
                 snap,
