@@ -565,3 +565,22 @@ def test_errors_the_programs_counted_are_told_once(workload: Workload) -> None:
         errors[ct.c_int(int(KernelError.MAP_FULL))] = ct.c_ulonglong(2)
         engine.read()
         assert engine.warnings[before + 1 :] == ["fast_fn: 2 hits lost: a statistics map is full"]
+
+
+def test_an_engine_joins_its_users_account_only_once_whole(workload: Workload) -> None:
+    """Two sessions of one user opened together: the second's room check asked the
+    account about the first engine while it was half made ('ProbeEngine' object has no
+    attribute '_closed') and ended that session."""
+    from adaptyst_top.collectors.probes.attach_account import AttachAccount
+
+    asked: list[object] = []
+
+    class Asking(AttachAccount):
+        def join(self, engine: Any) -> None:
+            asked.append((engine.closed, engine.points_held(), engine.groups_held()))
+            super().join(engine)
+
+    account = Asking(1000)
+    with ProbeEngine(pid=workload.pid, account=account) as engine:
+        assert asked == [(False, 0, (0, 0))]
+        assert account.room() == 1000 and engine in account._engines

@@ -130,8 +130,6 @@ class EngineState:
                 "out of the setuid programs their processes run"
             ) from None
         self.oncpu = oncpu_source()  # None: calls get no on-CPU time (no BTF)
-        if account is not None:
-            account.join(self)
         self.multi_links = kernel_has_multi() if multi_links is None else multi_links
         self.costs = costs or ov.CostTable()
         self.budget = budget
@@ -160,6 +158,10 @@ class EngineState:
         self._closed = False
         self._exe: str | None = None  # the target's program, to notice an exec
         self._exe_link: str | None = None  # its /proc link as last read (realpath on change)
+        # Joined once whole: another session of the user asks the account about every
+        # engine of theirs at any time (an engine half made had no _closed yet).
+        if account is not None:
+            account.join(self)
         self._worker = threading.Thread(target=self._work, name="probe-compiler", daemon=True)
         self._worker.start()
         if follow and self.scope is not None:
