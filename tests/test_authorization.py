@@ -4,8 +4,10 @@ root's all the same), a zombie is said to have exited, not to be "not dumpable".
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -20,6 +22,7 @@ from .conftest import requires_root
 
 pytestmark = [requires_root]
 NOBODY = 65534
+CLONE_NEWUSER = 0x10000000
 
 
 @pytest.fixture
@@ -69,3 +72,27 @@ def test_a_zombie_is_said_to_have_exited() -> None:
         )
     finally:
         proc.wait()
+
+
+def test_a_process_in_a_user_namespace_is_refused_in_one_line() -> None:
+    """Rootless podman's processes: root of their own user namespace, so the in-kernel
+    check (no permitted capability) dropped every call and the user saw 0 with no word."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            code = ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWUSER)
+            os.write(w, b"in" if code == 0 else b"no")
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(r, 2) == b"in"
+        why = may_probe(_nobody(), pid)
+        assert why is not None and "runs in a user namespace of its own" in why, why
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

@@ -97,6 +97,10 @@ def _dump_owner(pid: int) -> int | None:
     return None
 
 
+def _user_namespace(pid: int | str) -> int:
+    return os.stat(f"/proc/{pid}/ns/user").st_ino
+
+
 def _state(path: str) -> str:
     with open(path) as f:
         for line in f:
@@ -145,6 +149,13 @@ def _may_probe(peer: Peer, pid: int) -> str | None:
         return f"PID {pid}: no such process"
     if owner is None:
         return f"PID {pid} has exited (a zombie): there is nothing to probe"
+    if _user_namespace(pid) != _user_namespace("self"):
+        # Root of a user namespace has capabilities there: the in-kernel check that
+        # keeps a user's probes out of setuid programs would count none of its calls.
+        return (
+            f"PID {pid} runs in a user namespace of its own (a rootless container): the "
+            "agent cannot count its calls; probe a process outside it, or ask an admin"
+        )
     if any(u != peer.uid for u in uids):
         who = _user_name(uids[0]) if uids[0] == uids[1] else f"{_user_name(uids[1])} (setuid)"
         return f"PID {pid} belongs to {who}; you may probe your own processes"
