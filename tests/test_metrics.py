@@ -352,32 +352,58 @@ async def test_three_agents_a_record_and_the_cluster_view(
         target.wait()
 
 
-def test_half_open_connections_take_a_few_threads_and_scrapes_come_back(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """300 connections that never send a request once made 300 of the agent's threads
-    (root's); the server takes MAX_SCRAPES at once and closes silent ones."""
+def test_slow_and_silent_connections_take_no_thread_and_every_scrape_comes_back() -> None:
+    """A local user's 200 connections that never finish their request (slowloris) made
+    5 of 25 honest scrapes fail, and 300 silent ones once made 300 of root's threads:
+    now they take no thread, and every scrape in their midst is answered."""
     import threading
 
     from prometheus_client import CollectorRegistry
 
     from adaptyst_top.runtime import metrics_export
 
-    monkeypatch.setattr(metrics_export._QuietHandler, "timeout", 0.5)
     port = free_port()
     stop = metrics_export.serve(CollectorRegistry(), f"127.0.0.1:{port}")
     before = threading.active_count()
-    half_open = []
+    slow = []
     try:
-        for _ in range(300):
+        for i in range(200):
             s = socket.create_connection(("127.0.0.1", port))
-            half_open.append(s)
-        time.sleep(0.2)
-        assert threading.active_count() - before <= metrics_export.MAX_SCRAPES
-        time.sleep(1.0)  # each silent connection is closed after the header timeout
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-            assert r.status == 200
+            if i % 2:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # and never the end
+            slow.append(s)
+        answered = 0
+        for _ in range(25):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                answered += r.status == 200
+            for s in slow[:4]:
+                s.send(b"X-Drip: 1\r\n")  # a drip keeps nothing alive past the deadline
+        assert answered == 25
+        assert threading.active_count() - before <= 2  # the loop and the renderer
     finally:
-        for s in half_open:
+        for s in slow:
             s.close()
+        stop()
+
+
+def test_a_request_not_whole_in_time_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from adaptyst_top.runtime import metrics_http
+
+    monkeypatch.setattr(metrics_http, "HEADER_TIMEOUT_S", 0.3)
+    port = free_port()
+    stop = metrics_http.serve(CollectorRegistry(), "127.0.0.1", port)
+    try:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /metrics HTTP/1.1\r\n")
+        s.settimeout(5)
+        assert s.recv(100) == b""  # closed at the deadline, nothing sent
+        s.close()
+        with socket.create_connection(("127.0.0.1", port)) as ok:
+            ok.sendall(b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\n\r\n")
+            ok.settimeout(5)
+            head = ok.recv(4096)
+        assert head.startswith(b"HTTP/1.1 200 OK") and b"openmetrics-text" in head
+    finally:
         stop()

@@ -584,3 +584,27 @@ def test_an_engine_joins_its_users_account_only_once_whole(workload: Workload) -
     with ProbeEngine(pid=workload.pid, account=account) as engine:
         assert asked == [(False, 0, (0, 0))]
         assert account.room() == 1000 and engine in account._engines
+
+
+def test_the_process_follower_compiles_in_its_owners_turn(
+    workload: Workload, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The follower's compilation had no owner: under another user's flood of sessions
+    it waited behind all of them (a user's first probe 11.2 s, 1.07 s quiet)."""
+    from contextlib import AbstractContextManager
+
+    from adaptyst_top.collectors.probes import compile_turns
+
+    owners: list[object] = []
+    real_turn = compile_turns.COMPILE_TURNS.turn
+
+    def turn(owner: object = None) -> AbstractContextManager[None]:
+        owners.append(owner)
+        return real_turn(owner)
+
+    monkeypatch.setattr(compile_turns.COMPILE_TURNS, "turn", turn)
+    with ProbeEngine(pid=workload.pid, follow=True, owner=("uid", 4242)):
+        deadline = time.monotonic() + 30
+        while not owners and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert owners and set(owners) == {("uid", 4242)}, owners

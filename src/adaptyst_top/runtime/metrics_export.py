@@ -1,4 +1,4 @@
-"""Where the agent's metrics go: served on /metrics (prometheus-client's HTTP server,
+"""Where the agent's metrics go: served on /metrics (runtime/metrics_http.py,
 OpenMetrics when asked for) or written for node_exporter's textfile collector; the
 registry with the agent's own process figures beside ours."""
 
@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from socketserver import ThreadingMixIn
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app, write_to_textfile
+from prometheus_client import CollectorRegistry, write_to_textfile
 
 from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
+from adaptyst_top.runtime import metrics_http
 from adaptyst_top.runtime.metrics import AgentCollector
 from adaptyst_top.snapshot import DeviceReading
 
@@ -43,64 +40,10 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-MAX_SCRAPES = 8  # connections served at once; more are closed at once
-HEADER_TIMEOUT_S = 5.0  # a connection that has not sent its request by then is closed
-
-
-class _QuietHandler(WSGIRequestHandler):
-    timeout = HEADER_TIMEOUT_S  # each read of the request (and each write) waits this long
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class _BoundedServer(ThreadingMixIn, WSGIServer):
-    """A thread per connection, MAX_SCRAPES at most: 300 half-open connections once made
-    300 root threads in prometheus-client's own server."""
-
-    daemon_threads = True
-    request_queue_size = 64
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.slots = threading.BoundedSemaphore(MAX_SCRAPES)
-        super().__init__(*args, **kwargs)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except Exception:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-
 def serve(registry: CollectorRegistry, listen: str) -> Callable[[], None]:
-    """Serve /metrics; returns what stops it."""
+    """Serve /metrics (runtime/metrics_http.py); returns what stops it."""
     host, port = parse_listen(listen)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    server_class: type[_BoundedServer] = type(
-        "Server", (_BoundedServer,), {"address_family": family}
-    )
-    server: WSGIServer = make_server(
-        host, port, make_wsgi_app(registry), server_class, _QuietHandler
-    )
-    thread = threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True)
-    thread.start()
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-    return stop
+    return metrics_http.serve(registry, host, port)
 
 
 class TextfileWriter:

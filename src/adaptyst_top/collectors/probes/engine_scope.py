@@ -56,7 +56,7 @@ class EngineScope(EngineAttach):
 
     def _start_following(self) -> None:
         try:
-            follower = ProcessFollower(list(self.scope or ()), self._on_process_event)
+            follower = ProcessFollower(list(self.scope or ()), self._on_process_event, self.owner)
         except Exception as exc:  # bcc raises plain Exception (no tracefs, say)
             self.warnings.append(f"children are not followed: {one_line(exc)}")
             return

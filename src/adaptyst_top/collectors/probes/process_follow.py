@@ -21,7 +21,7 @@ import ctypes
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -96,10 +96,17 @@ class ProcessFollower:
     to `on_event`, which may take the engine's lock. So close() never waits on a poll
     stuck behind that lock (close is called with the lock held)."""
 
-    def __init__(self, pids: Iterable[int], on_event: Callable[[ProcessEvent], None]) -> None:
+    def __init__(
+        self,
+        pids: Iterable[int],
+        on_event: Callable[[ProcessEvent], None],
+        owner: Hashable = None,
+    ) -> None:
         from bcc import BPF  # type: ignore[import-not-found]
 
-        with COMPILE_TURNS.turn(), bcc_stderr_captured():
+        # Its compilation is the session owner's turn, as theirs: one user's many
+        # sessions take turns with another user's one, never ahead of it.
+        with COMPILE_TURNS.turn(owner), bcc_stderr_captured():
             self._bpf: Any = BPF(text=_SOURCE % {"max": MAX_FOLLOWED})
         self._on_event = on_event
         self._map = self._bpf["followed"]
