@@ -783,8 +783,8 @@ def test_a_stop_asked_from_a_signal_handler_ends_serving_at_once_and_starts_no_t
     once, and stops the rest itself."""
     import threading
 
-    from adaptyst_top.runtime.agent import ACCEPT_WAKE_S
-    from adaptyst_top.runtime.agent import Agent as RealAgent
+    from adaptyst_top.agent.core.server import ACCEPT_WAKE_S
+    from adaptyst_top.agent.core.server import Agent as RealAgent
 
     agent = RealAgent(tmp_path / "agent.sock")
     threads_started: list[int] = []

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from adaptyst_top.agent.core.own_energy import NODE_ENERGY_NOTE
 from adaptyst_top.runtime.agent_client import AgentConnection
-from adaptyst_top.runtime.own_energy import NODE_ENERGY_NOTE
 
 from . import test_agent
 from .conftest import requires_root

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.agent import Agent as RealAgent
+from adaptyst_top.agent.core.server import Agent as RealAgent
 from adaptyst_top.runtime.agent_client import AgentConnection
 
 from .conftest import requires_root

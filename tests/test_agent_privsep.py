@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from adaptyst_top.agent.core.opener import NotOpened, open_as
 from adaptyst_top.runtime.agent_client import AgentConnection
-from adaptyst_top.runtime.open_as_user import NotOpened, open_as
 
 from . import test_agent
 from .conftest import requires_root
@@ -162,7 +162,7 @@ def test_an_opener_that_hangs_costs_its_user_one_line(
     """The opener is its user's process: alice stops hers (SIGSTOP, as she may). The agent
     gives up on it after OPEN_TIMEOUT_S with one line, kills and reaps it, and bob's
     opens go on."""
-    from adaptyst_top.runtime import open_as_user
+    from adaptyst_top.agent.core import opener as open_as_user
 
     alice, bob = users
     stopped: list[int] = []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.authorization import Peer, may_probe
+from adaptyst_top.agent.core.authorization import Peer, may_probe
 
 from .conftest import requires_root
 

@@ -20,8 +20,11 @@ MAY_IMPORT = {
     "runtime": {"runtime", "collectors", "placement", "system", "snapshot"},
     # Placement across nodes: the advisor inside Dask's scheduler, devices from collectors.
     "dask": {"dask", "placement", "collectors", "system", "snapshot"},
+    # The node agent's privileged core; the clients' side is runtime's and never
+    # imports it (runtime may not import agent).
+    "agent": {"agent", "runtime", "collectors", "placement", "system", "snapshot"},
     "tui": {"tui", "runtime", "collectors", "placement", "system", "snapshot"},
-    "cli": {"cli", "tui", "runtime", "collectors", "placement", "system", "snapshot"},
+    "cli": {"cli", "tui", "agent", "runtime", "collectors", "placement", "system", "snapshot"},
 }
 MAX_LINES = 450
 
@@ -75,6 +78,20 @@ def test_row_builders_know_no_widget(name: str) -> None:
         assert not module.startswith(("adaptyst_top.tui.widgets", "adaptyst_top.tui.screens")), (
             f"tui/{name}.py imports {module}"
         )
+
+
+def test_the_agents_worker_imports_nothing_of_ours() -> None:
+    """A worker runs as a user from a fresh `python -I -S`: the standard library only,
+    so what runs with a user's rights is all in its own file, and nothing of the
+    package (or of site-packages) is imported there."""
+    import sys
+
+    for path in sorted((ROOT / "agent" / "worker").glob("*.py")):
+        for module in imports_of(path):
+            top = module.split(".")[0]
+            assert top in sys.stdlib_module_names or top == "__future__", (
+                f"{path.relative_to(ROOT)} imports {module}"
+            )
 
 
 def test_no_import_cycle() -> None:

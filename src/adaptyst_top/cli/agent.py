@@ -16,7 +16,7 @@ from adaptyst_top.cli.options import Parser, add_version
 from adaptyst_top.runtime.agent_settings import DEFAULT_CONFIG
 
 if TYPE_CHECKING:
-    from adaptyst_top.runtime.agent import Agent
+    from adaptyst_top.agent.core.server import Agent
     from adaptyst_top.runtime.agent_settings import AgentSettings
 
 
@@ -59,9 +59,9 @@ def agent_parser() -> argparse.ArgumentParser:
 
 def cmd_agent(argv: Sequence[str]) -> int:
     args = agent_parser().parse_args(argv)
-    from adaptyst_top.runtime.agent import Agent
+    from adaptyst_top.agent.core.listen import AgentError
+    from adaptyst_top.agent.core.server import Agent
     from adaptyst_top.runtime.agent_settings import load_settings
-    from adaptyst_top.runtime.agent_socket import AgentError
     from adaptyst_top.system.sd_notify import Notifier
 
     try:

@@ -1,5 +1,5 @@
 """Files opened as the user who named them, by a process of that user's: the agent execs
-a fresh opener (runtime/opener_worker.py) that takes the user's ids before it reads the
+a fresh opener (agent/worker/open_files.py) that takes the user's ids before it reads the
 request, and receives the descriptors it opened over SCM_RIGHTS. No thread of the
 agent ever holds a user's ids: a thread that did made the agent's memory readable and
 its threads signalable by that user (the kernel checks a thread's own ids for both).
@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from adaptyst_top.runtime import opener_worker
+from adaptyst_top.agent.worker import open_files as opener_worker
 
 WORKER = Path(opener_worker.__file__)
 # A lookup a user's file system holds up is given up on after this; the opener is killed.

@@ -21,8 +21,8 @@ import struct
 import time
 from dataclasses import dataclass
 
+from adaptyst_top.agent.core.opener import NotOpened, open_as
 from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
-from adaptyst_top.runtime.open_as_user import NotOpened, open_as
 from adaptyst_top.system.held_processes import HeldProcesses
 from adaptyst_top.system.line_socket import peer_credentials
 from adaptyst_top.system.pinned_files import PinnedFiles

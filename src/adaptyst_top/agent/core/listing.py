@@ -9,9 +9,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from adaptyst_top.agent.core.authorization import Peer, may_probe, open_for, unreadable
 from adaptyst_top.collectors.probes.elf_info import NotELFError
 from adaptyst_top.runtime import agent_protocol as proto
-from adaptyst_top.runtime.authorization import Peer, may_probe, open_for, unreadable
 from adaptyst_top.runtime.listing import Candidate, candidates, entry_policy, list_objects
 from adaptyst_top.runtime.session import SessionError
 from adaptyst_top.system.pid_namespaces import PidNamespaceError, in_agents_namespace

@@ -8,7 +8,7 @@ reads a byte of the request it takes the user's groups, gid and uid for good (re
 effective and saved), which drops every capability, and sets no_new_privs. From then on
 it is the user's own process: the user may stop, kill or read it, and gains nothing,
 since it holds only what the user could open. The agent believes nothing it says: it
-checks every descriptor it receives again (runtime/open_as_user.py).
+checks every descriptor it receives again (agent/core/opener.py).
 
 Each path is looked up by the kernel for that user (folders, ACLs, LSMs), never through
 a /proc magic link (RESOLVE_NO_MAGICLINKS), a container's path inside that container's

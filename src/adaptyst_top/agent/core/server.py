@@ -2,7 +2,7 @@
 processes through it (`adaptyst-top agent`, run by systemd as root).
 
 Each connection is one client: the kernel says who it is (SO_PEERCRED), and every
-request is checked against that (runtime/authorization.py); nothing a client says about
+request is checked against that (agent/core/authorization.py); nothing a client says about
 itself is believed. A client's probes are its own engine's, attached to the processes
 it may probe only (pid-scoped uprobes: no other process takes a trap for them), and
 they go when the connection goes (a client killed with SIGKILL included). A guard
@@ -31,16 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.devices.gpu_processes import visible_to
-from adaptyst_top.collectors.probes.attach_account import AttachAccount
-from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
-from adaptyst_top.runtime import agent_defaults
-from adaptyst_top.runtime import agent_protocol as proto
-from adaptyst_top.runtime.agent_bounds import crowded, room_refusal
-from adaptyst_top.runtime.agent_listing import candidates_for, list_for
-from adaptyst_top.runtime.agent_settings import AgentSettings
-from adaptyst_top.runtime.agent_socket import AgentError, listen, watch_hangup
-from adaptyst_top.runtime.authorization import (
+from adaptyst_top.agent.core.authorization import (
     EXEC_SETTLE_S,
     Peer,
     hold_and_check,
@@ -51,9 +42,18 @@ from adaptyst_top.runtime.authorization import (
     spec_refusal,
     still_theirs,
 )
+from adaptyst_top.agent.core.bounds import crowded, room_refusal
+from adaptyst_top.agent.core.listen import AgentError, listen, watch_hangup
+from adaptyst_top.agent.core.listing import candidates_for, list_for
+from adaptyst_top.agent.core.own_energy import OwnEnergy
+from adaptyst_top.collectors.devices.gpu_processes import visible_to
+from adaptyst_top.collectors.probes.attach_account import AttachAccount
+from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
+from adaptyst_top.runtime import agent_defaults
+from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.agent_settings import AgentSettings
 from adaptyst_top.runtime.limits import BUDGET_RANGE, MAX_PROBES_RANGE
 from adaptyst_top.runtime.metrics import ProbeSource
-from adaptyst_top.runtime.own_energy import OwnEnergy
 from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 from adaptyst_top.runtime.stop_flag import StopFlag

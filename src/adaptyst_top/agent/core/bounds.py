@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from adaptyst_top.agent.core.authorization import Peer
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.spec import parse_spec
 from adaptyst_top.runtime.agent_settings import AgentSettings
-from adaptyst_top.runtime.authorization import Peer
 
 
 def crowded(peer: Peer, connected: Sequence[Peer], s: AgentSettings) -> str | None:
