@@ -422,10 +422,12 @@ def test_a_process_that_stops_being_the_users_ends_its_probes(
     def client(up: int, down: int) -> None:
         conn = AgentConnection(str(agent.path))
         conn.open(target.pid, ["uprobe:c:getpid"], 0.02, False, 1000)
+        before = [p.state for p in conn.snapshot(with_hist=False).probes]
         say(up, ready=True)
         hear(down)
         time.sleep(1.0)
-        say(up, warnings=list(conn.snapshot(with_hist=False).warnings))
+        snap = conn.snapshot(with_hist=False)
+        say(up, warnings=list(snap.warnings), states=[before, [p.state for p in snap.probes]])
 
     try:
         time.sleep(0.3)
@@ -436,8 +438,11 @@ def test_a_process_that_stops_being_the_users_ends_its_probes(
         target.stdin.flush()
         assert nothing_left(1.0), our_programs()
         c.tell()
-        (warning,) = c.read()["warnings"]  # type: ignore[misc]
+        said = c.read()
+        (warning,) = said["warnings"]  # type: ignore[misc]
         assert "probes ended" in str(warning) and "not dumpable" in str(warning)
+        # Its rows said attached after the agent had ended them: now ended.
+        assert said["states"] == [["attached"], ["ended"]], said
         assert c.wait() == 0
     finally:
         target.kill()

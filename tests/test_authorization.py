@@ -67,8 +67,9 @@ def test_a_zombie_is_said_to_have_exited() -> None:
         assert time.monotonic() < deadline
         time.sleep(0.01)
     try:
+        # As a gone process is: the guard leaves a session's last read alone for it.
         assert may_probe(_nobody(), proc.pid) == (
-            f"PID {proc.pid} has exited (a zombie): there is nothing to probe"
+            f"PID {proc.pid}: no such process (a zombie: it has exited)"
         )
     finally:
         proc.wait()

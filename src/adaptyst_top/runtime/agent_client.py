@@ -211,8 +211,8 @@ class AgentConnection:
             return self._fetch(with_hist)
         except AgentInterrupted as exc:
             return self.carry.held(str(exc))
-        except AgentRefused as exc:
-            return self.carry.held(f"agent: {exc}")
+        except AgentRefused as exc:  # the agent ended this session (the guard)
+            return self.carry.held(f"agent: {exc}", ended=True)
         except (OSError, proto.ProtocolError, SnapshotError) as exc:
             lost = exc
         if self.stop is not None and self.stop.is_set():

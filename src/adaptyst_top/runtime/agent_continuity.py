@@ -88,14 +88,18 @@ class Continuity:
         self.last, self._last_at = snap, time.monotonic()
         return snap
 
-    def held(self, why: str) -> Snapshot:
-        """The last snapshot at the run's time now, nothing counting, saying WHY."""
+    def held(self, why: str, ended: bool = False) -> Snapshot:
+        """The last snapshot at the run's time now, nothing counting, saying WHY; with
+        ENDED (the agent ended the session's probes), no row is shown attached."""
         if self.last is None:
             return Snapshot(t=self._later(0.0), host="", warnings=(why,))
+        state = {"attached": "ended", "pending": "ended"} if ended else {}
         return replace(
             self.last,
             t=self._later(self.now()),
-            probes=tuple(replace(p, rate_hz=0.0) for p in self.last.probes),
+            probes=tuple(
+                replace(p, rate_hz=0.0, state=state.get(p.state, p.state)) for p in self.last.probes
+            ),
             warnings=(why,),
             final=False,
         )

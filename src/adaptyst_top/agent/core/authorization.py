@@ -147,8 +147,8 @@ def _may_probe(peer: Peer, pid: int) -> str | None:
         owner = _dump_owner(pid)
     except (OSError, ValueError):
         return f"PID {pid}: no such process"
-    if owner is None:
-        return f"PID {pid} has exited (a zombie): there is nothing to probe"
+    if owner is None:  # "no such process": the guard leaves a session's final read to it
+        return f"PID {pid}: no such process (a zombie: it has exited)"
     if _user_namespace(pid) != _user_namespace("self"):
         # Root of a user namespace has capabilities there: the in-kernel check that
         # keeps a user's probes out of setuid programs would count none of its calls.

@@ -121,7 +121,13 @@ def _parse_stapsdt(elf: ELFFile) -> list[UsdtProbe]:
                 if sem:
                     sem += delta
             probes.append(
-                UsdtProbe(provider.decode(), name.decode(), pc, sem, args.decode(errors="replace"))
+                UsdtProbe(
+                    provider.decode(errors="replace"),
+                    name.decode(errors="replace"),
+                    pc,
+                    sem,
+                    args.decode(errors="replace"),
+                )
             )
     return probes
 
@@ -165,9 +171,28 @@ def _symbols64(
     return out
 
 
+def _within(elf: ELFFile, size: int) -> None:
+    """Every table and section the file says it has lies inside its SIZE bytes: a
+    section of 2^60 bytes in a 20 KB file had pyelftools allocate for it (MemoryError,
+    in the agent's root process)."""
+    if elf["e_shoff"] + elf["e_shnum"] * elf["e_shentsize"] > size:
+        raise ELFError("its section table lies past its end")
+    if elf["e_phoff"] + elf["e_phnum"] * elf["e_phentsize"] > size:
+        raise ELFError("its program headers lie past their end")
+    for i in range(elf.num_sections()):
+        h = elf._get_section_header(i)
+        if h["sh_type"] != "SHT_NOBITS" and h["sh_offset"] + h["sh_size"] > size:
+            raise ELFError(f"section {i} lies past its end")
+    for i in range(elf.num_segments()):
+        h = elf._get_segment_header(i)
+        if h["p_offset"] + h["p_filesz"] > size:
+            raise ELFError(f"segment {i} lies past its end")
+
+
 def _read(f: BinaryIO, path: str, identity: tuple[int, int, int, int]) -> ElfInfo:
     try:
         elf = ELFFile(f)
+        _within(elf, identity[3])
         funcs: dict[tuple[str, int], FunctionSymbol] = {}
         have_symtab = False
         versym = elf.get_section_by_name(".gnu.version")
@@ -214,6 +239,10 @@ def _read(f: BinaryIO, path: str, identity: tuple[int, int, int, int]) -> ElfInf
         )
     except ELFError as exc:
         raise NotELFError(f"{path}: not an ELF file ({exc})") from exc
+    except Exception as exc:  # a hostile file breaks pyelftools in many ways
+        # struct and construct errors, bad text, out-of-range values: all one line.
+        why = str(exc).splitlines()[0][:120] if str(exc) else ""
+        raise NotELFError(f"{path}: not a readable ELF file ({type(exc).__name__}: {why})") from exc
 
 
 def _opened(p: Path) -> BinaryIO:
