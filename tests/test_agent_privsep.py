@@ -174,6 +174,7 @@ def test_an_opener_that_hangs_costs_its_user_one_line(
         stopped.append(proc.pid)
         return proc
 
+    open_as_user.end_all()  # a kept opener of alice's would answer without a start
     monkeypatch.setattr(open_as_user.subprocess, "Popen", stopping_popen)
     monkeypatch.setattr(open_as_user, "OPEN_TIMEOUT_S", 0.5)
     with pytest.raises(NotOpened, match="took over"):

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from adaptyst_top.agent.worker import open_files as opener_worker
@@ -39,6 +40,22 @@ _locks_lock = threading.Lock()
 
 class NotOpened(Exception):
     """Why a path was not opened for the user, in one line."""
+
+
+@dataclass
+class _Opener:
+    proc: subprocess.Popen[bytes]
+    link: socket.socket
+
+
+# One opener per user's ids, kept while it is used (it exits IDLE_S after its last
+# request): a list or the picker's typing costs a request, not a process (36 ms).
+_openers: dict[tuple[int, int, tuple[int, ...]], _Opener] = {}
+_openers_lock = threading.Lock()  # the dict's; a user's opens are ordered by their lock
+
+
+class _Gone(Exception):
+    """A kept opener had exited (idle) before it read the request."""
 
 
 def _user_lock(uid: int) -> threading.Lock:
@@ -57,15 +74,48 @@ def open_as(uid: int, gid: int, groups: Sequence[int], paths: Sequence[str]) -> 
     lock = _user_lock(uid)
     if not lock.acquire(timeout=OPEN_TIMEOUT_S):
         raise NotOpened(f"uid {uid}'s earlier opens took over {OPEN_TIMEOUT_S:g} s: given up")
+    key = (uid, gid, tuple(sorted(groups)))
     try:
-        return _open_in_worker(uid, gid, groups, list(paths), deadline)
+        with _openers_lock:
+            kept = _openers.pop(key, None)
+        if kept is not None:
+            with contextlib.suppress(_Gone):  # exited idle a moment ago: a fresh one
+                got = _ask(kept, uid, list(paths), deadline, kept=True)
+                _keep(key, kept)
+                return got
+        opener = _start(uid, gid, groups)
+        got = _ask(opener, uid, list(paths), deadline, kept=False)
+        _keep(key, opener)
+        return got
     finally:
         lock.release()
 
 
-def _open_in_worker(
-    uid: int, gid: int, groups: Sequence[int], paths: list[str], deadline: float
-) -> list[int | None]:
+def _keep(key: tuple[int, int, tuple[int, ...]], opener: _Opener) -> None:
+    with _openers_lock:
+        _openers[key] = opener
+
+
+def end_all() -> None:
+    """End every kept opener (the agent stops)."""
+    with _openers_lock:
+        ended = list(_openers.values())
+        _openers.clear()
+    for o in ended:
+        _end(o)
+
+
+def reap_idle() -> None:
+    """Forget (and reap) the kept openers that exited idle: called often (the agent's
+    guard), so none is left a zombie for long."""
+    with _openers_lock:
+        gone = [k for k, o in _openers.items() if o.proc.poll() is not None]
+        ended = [_openers.pop(k) for k in gone]
+    for o in ended:
+        o.link.close()
+
+
+def _start(uid: int, gid: int, groups: Sequence[int]) -> _Opener:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ids = [str(theirs.fileno()), str(uid), str(gid), ",".join(str(g) for g in groups)]
     try:
@@ -80,15 +130,34 @@ def _open_in_worker(
         )
     except OSError as exc:
         ours.close()
-        theirs.close()
         raise NotOpened(f"could not start an opener for uid {uid}: {exc.strerror}") from None
-    theirs.close()
+    finally:
+        theirs.close()
+    return _Opener(proc, ours)
+
+
+def _end(opener: _Opener) -> None:
+    opener.link.close()
+    with contextlib.suppress(OSError):
+        opener.proc.kill()
+    opener.proc.wait()
+
+
+def _ask(
+    opener: _Opener, uid: int, paths: list[str], deadline: float, kept: bool
+) -> list[int | None]:
+    """PATHS opened by OPENER; it is ended on any failure (_Gone: a kept one had exited)."""
     got: list[int | None] = []
     try:
-        ours.sendall(json.dumps({"paths": paths}).encode())
+        try:
+            opener.link.sendall(json.dumps({"paths": paths}).encode())
+        except OSError:
+            if kept:
+                raise _Gone from None
+            raise NotOpened(f"the opener for uid {uid} is gone") from None
         per = opener_worker.FDS_PER_MESSAGE
         for _ in range(max(1, -(-len(paths) // per))):
-            got.extend(_receive(ours, uid, deadline))
+            got.extend(_receive(opener.link, uid, deadline, kept and not got))
         if len(got) != len(paths):
             raise NotOpened(f"the opener for uid {uid} answered wrongly")
         return got
@@ -96,16 +165,13 @@ def _open_in_worker(
         for fd in got:
             if fd is not None:
                 os.close(fd)
+        _end(opener)
         raise
-    finally:
-        ours.close()
-        with contextlib.suppress(OSError):
-            proc.kill()
-        proc.wait()
 
 
-def _receive(link: socket.socket, uid: int, deadline: float) -> list[int | None]:
-    """One answer of the opener: a descriptor or None for each path of its chunk."""
+def _receive(link: socket.socket, uid: int, deadline: float, first: bool) -> list[int | None]:
+    """One answer of the opener: a descriptor or None for each path of its chunk.
+    FIRST: the first answer of a kept opener (one that closed instead is _Gone)."""
     wait = deadline - time.monotonic()
     if wait <= 0 or not select.select([link], [], [], wait)[0]:
         raise NotOpened(f"opening files as uid {uid} took over {OPEN_TIMEOUT_S:g} s: given up")
@@ -113,6 +179,8 @@ def _receive(link: socket.socket, uid: int, deadline: float) -> list[int | None]
     try:
         data, ancillary, flags, _ = socket.recv_fds(link, _MAX_ANSWER, 253, socket.MSG_CMSG_CLOEXEC)
         fds = list(ancillary)
+        if not data and not fds and first:
+            raise _Gone
         opened = json.loads(data) if data else None
         if (
             not isinstance(opened, dict)
@@ -140,4 +208,4 @@ def _checked(fd: int) -> int | None:
     return None
 
 
-__all__ = ["OPEN_TIMEOUT_S", "NotOpened", "open_as"]
+__all__ = ["OPEN_TIMEOUT_S", "NotOpened", "end_all", "open_as", "reap_idle"]

@@ -45,6 +45,7 @@ from adaptyst_top.agent.core.authorization import (
 from adaptyst_top.agent.core.bounds import crowded, room_refusal
 from adaptyst_top.agent.core.listen import AgentError, listen, watch_hangup
 from adaptyst_top.agent.core.listing import candidates_for, list_for
+from adaptyst_top.agent.core.opener import end_all, reap_idle
 from adaptyst_top.agent.core.own_energy import OwnEnergy
 from adaptyst_top.collectors.devices.gpu_processes import visible_to
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
@@ -58,6 +59,7 @@ from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, 
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 from adaptyst_top.runtime.stop_flag import StopFlag
 from adaptyst_top.snapshot import ProbeRef, reusing
+from adaptyst_top.system import heap
 from adaptyst_top.system.held_processes import HeldProcesses
 from adaptyst_top.system.pid_namespaces import PidNamespaceError, in_agents_namespace
 from adaptyst_top.system.pinned_files import PinnedFiles
@@ -97,6 +99,7 @@ class Agent:
     ) -> None:
         self.path = path
         self.notifier = notifier or Notifier({})
+        heap.bound_arenas()
         self.admin_gid = admin_gid
         self.settings = settings or AgentSettings()
         try:
@@ -172,6 +175,7 @@ class Agent:
     def stop(self) -> None:
         self._stop.set()
         self.notifier.stopping()
+        end_all()  # the users' openers
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
@@ -403,6 +407,7 @@ class Agent:
     def _guard(self) -> None:
         """Probes end as soon as their process is no longer the user's to probe."""
         while not self._stop.wait(GUARD_PERIOD_S):
+            reap_idle()  # users' openers that exited idle
             with self._lock:
                 clients = list(self.clients)
             for c in clients:
@@ -428,6 +433,7 @@ def _end(client: Client) -> None:
     client.target.release_all()
     if session is not None:
         session.close()
+        heap.give_back()  # what its compiles and maps freed
 
 
 def _read(reader: proto.LineReader, silent: str) -> dict[str, Any] | None:

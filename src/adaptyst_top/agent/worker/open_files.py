@@ -1,10 +1,11 @@
-"""The per-user opener: a process of its own, exec'd fresh by the agent for one request,
-that opens the files a user names with that user's rights only and hands the
-descriptors back over SCM_RIGHTS.
+"""The per-user opener: a process of its own, exec'd fresh by the agent for one user, that
+opens the files the user names with that user's rights only and hands the descriptors
+back over SCM_RIGHTS; it serves that user's requests in turn and exits after IDLE_S
+without one.
 
-Run as `python -I -S opener_worker.py FD UID GID GROUPS` (standard library only: no site,
+Run as `python -I -S open_files.py FD UID GID GROUPS` (standard library only: no site,
 no package import, nothing of the agent's memory). It starts as root, and before it
-reads a byte of the request it takes the user's groups, gid and uid for good (real,
+reads a byte of a request it takes the user's groups, gid and uid for good (real,
 effective and saved), which drops every capability, and sets no_new_privs. From then on
 it is the user's own process: the user may stop, kill or read it, and gains nothing,
 since it holds only what the user could open. The agent believes nothing it says: it
@@ -23,6 +24,7 @@ import ctypes
 import json
 import os
 import re
+import select
 import signal
 import socket
 import stat
@@ -35,6 +37,7 @@ _FUSE_SUPER_MAGIC = 0x65735546
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
 _CONTAINER_PATH = re.compile(r"^/proc/([1-9][0-9]*)/root(/.*)$")
 MAX_REQUEST = 1 << 20  # bytes of one request (paths)
+IDLE_S = 5.0  # an opener that is asked nothing for this long exits
 MAX_PATHS = 256
 FDS_PER_MESSAGE = 200  # under the kernel's SCM_MAX_FD (253)
 
@@ -110,9 +113,17 @@ def on_fuse(fd: int) -> bool:
 
 
 def serve(link: socket.socket) -> None:
+    """Requests until IDLE_S pass without one, or the agent closes its end."""
+    while select.select([link], [], [], IDLE_S)[0]:
+        data = link.recv(MAX_REQUEST)
+        if not data:
+            return
+        answer(link, json.loads(data))
+
+
+def answer(link: socket.socket, request: dict[str, object]) -> None:
     """One request: {"paths": [...]}; answered with one message per FDS_PER_MESSAGE
     paths, {"opened": [bool, ...]} and the opened ones' descriptors in order."""
-    request = json.loads(link.recv(MAX_REQUEST))
     paths = request["paths"]
     if not isinstance(paths, list) or len(paths) > MAX_PATHS:
         sys.exit(4)
