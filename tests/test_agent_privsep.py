@@ -1,13 +1,15 @@
 """Privilege separation, attacked as a real user would: while alice makes the agent open
 her files as fast as she can, at each fs.suid_dumpable (0, 1, 2; restored after), no
 thread of the agent ever has her uid in any of real/effective/saved, she can read
-nothing private under /proc/AGENT (mem, environ, maps, auxv, fd/), every kill of an
-agent thread she tries gets EPERM, and bob's snapshots keep coming."""
+nothing private under /proc/AGENT (mem, environ, maps, auxv, fd/) nor under her own
+opener's, every kill of an agent thread she tries gets EPERM, and bob's snapshots keep
+coming."""
 
 from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -59,9 +61,34 @@ def _uids(pid: int, tid: int) -> list[int]:
     return []
 
 
+def _her_openers(agent_pid: int, uid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            if int(fields["PPid"]) == agent_pid and int(fields["Uid"].split()[0]) == uid:
+                out.append(int(name))
+        except (OSError, ValueError, KeyError):
+            continue
+    return out
+
+
 def _what_alice_got(agent_pid: int, uid: int) -> dict[str, object]:
-    """One sweep, as alice, over the agent's process and each of its threads."""
+    """One sweep, as alice, over the agent's process and each of its threads, and her
+    own openers: hers, yet not dumpable (at suid_dumpable=1 she could else ptrace one,
+    take its socket and answer the agent in its name)."""
     found: list[str] = []
+    for opener in _her_openers(agent_pid, uid):
+        for name in ("mem", "fd", "environ"):
+            try:
+                if name == "fd":
+                    os.listdir(f"/proc/{opener}/fd")
+                else:
+                    os.close(os.open(f"/proc/{opener}/{name}", os.O_RDONLY))
+                found.append(f"her opener's /proc/{opener}/{name} opened")
+            except OSError:
+                pass
     kills = 0
     for tid in [agent_pid, *_tasks(agent_pid)]:
         base = f"/proc/{agent_pid}" if tid == agent_pid else f"/proc/{agent_pid}/task/{tid}"
@@ -184,3 +211,38 @@ def test_an_opener_that_hangs_costs_its_user_one_line(
     fds = open_as(bob.uid, bob.gid, [bob.gid], ["/etc/passwd"])
     assert fds[0] is not None
     os.close(fds[0])
+
+
+def test_a_descriptor_that_proves_no_read_access_is_refused(tmp_path: Path) -> None:
+    """An opener answered in a user's name (ptraced at suid_dumpable=1) sent an O_PATH
+    descriptor of a root 0600 file: root reopened it through /proc/self/fd and listed
+    it. Only a descriptor opened for reading is taken."""
+    from adaptyst_top.agent.core.opener import _checked
+
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"\x7fELF")
+    secret.chmod(0o600)
+    assert _checked(os.open(secret, os.O_PATH)) is None
+    assert _checked(os.open(secret, os.O_WRONLY)) is None
+    fd = _checked(os.open(secret, os.O_RDONLY))
+    assert fd is not None
+    os.close(fd)
+
+
+def test_many_long_paths_are_opened_in_one_call(shared: Path, users: tuple[User, User]) -> None:
+    """256 paths near PATH_MAX in one request were refused by the socket (EMSGSIZE: a
+    process mapping 60 such files could not be listed); they go in several messages."""
+    alice, _ = users
+    deep = shared
+    while len(str(deep)) < 3800:
+        deep = deep / ("d" * 200)
+    deep.mkdir(parents=True, mode=0o755)
+    (deep / "f").write_bytes(b"x")
+    (deep / "f").chmod(0o644)
+    try:
+        fds = open_as(alice.uid, alice.gid, [alice.gid], [str(deep / "f")] * 256)
+        assert len(fds) == 256 and all(fd is not None for fd in fds)
+        for fd in fds:
+            os.close(fd)  # type: ignore[arg-type]
+    finally:
+        shutil.rmtree(shared / ("d" * 200))

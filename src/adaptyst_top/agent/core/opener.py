@@ -15,6 +15,7 @@ opens wait for each other; other users' never wait for them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -34,6 +35,8 @@ WORKER = Path(opener_worker.__file__)
 # A lookup a user's file system holds up is given up on after this; the opener is killed.
 OPEN_TIMEOUT_S = 5.0
 _MAX_ANSWER = 64 * 1024
+_O_PATH = 0o10000000  # Linux's; Python names it only where the platform has it
+REQUEST_PATHS = 32  # paths a request message: 32 x PATH_MAX (4 KiB) fits a socket's buffer
 _locks: dict[int, threading.Lock] = {}
 _locks_lock = threading.Lock()
 
@@ -117,10 +120,9 @@ def reap_idle() -> None:
 
 def _start(uid: int, gid: int, groups: Sequence[int]) -> _Opener:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    ids = [str(theirs.fileno()), str(uid), str(gid), ",".join(str(g) for g in groups)]
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(WORKER), *ids],
+            [sys.executable, "-I", "-S", str(WORKER), str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -133,7 +135,13 @@ def _start(uid: int, gid: int, groups: Sequence[int]) -> _Opener:
         raise NotOpened(f"could not start an opener for uid {uid}: {exc.strerror}") from None
     finally:
         theirs.close()
-    return _Opener(proc, ours)
+    opener = _Opener(proc, ours)
+    try:
+        ours.sendall(json.dumps({"uid": uid, "gid": gid, "groups": list(groups)}).encode())
+    except OSError:
+        _end(opener)
+        raise NotOpened(f"the opener for uid {uid} did not start") from None
+    return opener
 
 
 def _end(opener: _Opener) -> None:
@@ -149,15 +157,21 @@ def _ask(
     """PATHS opened by OPENER; it is ended on any failure (_Gone: a kept one had exited)."""
     got: list[int | None] = []
     try:
-        try:
-            opener.link.sendall(json.dumps({"paths": paths}).encode())
-        except OSError:
-            if kept:
-                raise _Gone from None
-            raise NotOpened(f"the opener for uid {uid} is gone") from None
-        per = opener_worker.FDS_PER_MESSAGE
-        for _ in range(max(1, -(-len(paths) // per))):
-            got.extend(_receive(opener.link, uid, deadline, kept and not got))
+        # A request a message, small enough for the socket's buffer (256 paths of 4 KiB
+        # in one were refused: EMSGSIZE); one answer each.
+        for start in range(0, max(1, len(paths)), REQUEST_PATHS):
+            chunk = paths[start : start + REQUEST_PATHS]
+            try:
+                opener.link.sendall(json.dumps({"paths": chunk}).encode())
+            except OSError:
+                if kept and not got:
+                    raise _Gone from None
+                raise NotOpened(f"the opener for uid {uid} is gone") from None
+            answer = _receive(opener.link, uid, deadline, kept and not got)
+            if len(answer) != len(chunk):
+                got.extend(answer)
+                raise NotOpened(f"the opener for uid {uid} answered wrongly")
+            got.extend(answer)
         if len(got) != len(paths):
             raise NotOpened(f"the opener for uid {uid} answered wrongly")
         return got
@@ -198,9 +212,13 @@ def _receive(link: socket.socket, uid: int, deadline: float, first: bool) -> lis
 
 
 def _checked(fd: int) -> int | None:
-    """FD if it is what the opener is to give (a regular file off FUSE), else closed."""
+    """FD if it is what the opener is to give: a regular file off FUSE, opened for
+    reading (an O_PATH descriptor is no proof of read access: the agent reads through
+    the descriptor it gets, /proc/self/fd/N reopened as root), else closed."""
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode) and not opener_worker.on_fuse(fd):
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        readable = flags & os.O_ACCMODE == os.O_RDONLY and not flags & _O_PATH
+        if readable and stat.S_ISREG(os.fstat(fd).st_mode) and not opener_worker.on_fuse(fd):
             return fd
     except OSError:
         pass

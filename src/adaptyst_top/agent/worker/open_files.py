@@ -3,12 +3,13 @@ opens the files the user names with that user's rights only and hands the descri
 back over SCM_RIGHTS; it serves that user's requests in turn and exits after IDLE_S
 without one.
 
-Run as `python -I -S open_files.py FD UID GID GROUPS` (standard library only: no site,
+Run as `python -I -S open_files.py FD` (its first message says whose it is) (standard library only: no site,
 no package import, nothing of the agent's memory). It starts as root, and before it
 reads a byte of a request it takes the user's groups, gid and uid for good (real,
-effective and saved), which drops every capability, and sets no_new_privs. From then on
-it is the user's own process: the user may stop, kill or read it, and gains nothing,
-since it holds only what the user could open. The agent believes nothing it says: it
+effective and saved), which drops every capability, sets no_new_privs and makes itself
+not dumpable (at fs.suid_dumpable=1 the user could otherwise ptrace it and answer in
+its name). The user may stop or kill it, and gains nothing: it holds only what the
+user could open. The agent believes nothing it says: it
 checks every descriptor it receives again (agent/core/opener.py).
 
 Each path is looked up by the kernel for that user (folders, ACLs, LSMs), never through
@@ -34,7 +35,7 @@ _OPENAT2 = 437  # the same number on every architecture (Linux 5.6)
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
 _AT_FDCWD = -100
 _FUSE_SUPER_MAGIC = 0x65735546
-_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 1, 4, 38
 _CONTAINER_PATH = re.compile(r"^/proc/([1-9][0-9]*)/root(/.*)$")
 MAX_REQUEST = 1 << 20  # bytes of one request (paths)
 IDLE_S = 5.0  # an opener that is asked nothing for this long exits
@@ -64,6 +65,10 @@ def become(uid: int, gid: int, groups: list[int]) -> None:
             capability = line.startswith(("CapPrm:", "CapEff:", "CapAmb:")) and line.split()[1]
             if uid != 0 and capability and int(capability, 16):
                 sys.exit(3)
+    # The change of ids made the process dumpable as fs.suid_dumpable says: at 1, the
+    # user could ptrace it, take its socket (pidfd_getfd) and answer in its name.
+    if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        sys.exit(3)
     # Cleared by the change of ids above, so set after it: the opener never outlives
     # the agent that waits for it.
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -138,11 +143,13 @@ def answer(link: socket.socket, request: dict[str, object]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    fd, uid, gid = (int(a) for a in argv[1:4])
-    groups = [int(g) for g in argv[4].split(",") if g] if len(argv) > 4 else []
-    become(uid, gid, groups)
+    link = socket.socket(fileno=int(argv[1]))
+    # Whose opener this is comes first, from the agent, read while still root (no user
+    # can reach this process yet); not in argv, where every user would see it.
+    ids = json.loads(link.recv(MAX_REQUEST))
+    become(int(ids["uid"]), int(ids["gid"]), [int(g) for g in ids["groups"]])
     os.chdir("/")
-    serve(socket.socket(fileno=fd))
+    serve(link)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,281 @@
+"""The agent's privilege separation, against the agent before it in the same run (root;
+real users made with useradd, removed at the end):
+
+- a user's first `list --binary` through the agent and the median of 10 more: the
+  files opened by a fresh per-user opener process, against the thread that took the
+  user's ids (the commit before, run from a git worktree of it);
+- a user's first probe (open a session with one uprobe, attached), the same two agents;
+- the load cases on the agent of this tree: one user opening 14 sessions x 4 specs at
+  once, and 7 users x 2 sessions x 4 specs; an honest user's first probe and snapshot
+  p95 round trip under them as ratios to the same user's quiet figures (goal <= 2x),
+  and the agent's RSS idle, under load and after the sessions closed.
+
+    .venv/bin/python bench/bench_agent_privsep.py [--json] [--no-load]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from adaptyst_top.runtime.agent_client import AgentConnection  # noqa: E402
+from tests.workload import build  # noqa: E402
+
+CLI = ["-m", "adaptyst_top.cli.start", "agent"]
+BEFORE = "3487702^"  # the agent whose thread took a user's ids
+SPECS = ("fast_fn", "held_fn", "napped_fn", "nop5_entry")
+
+
+def as_user(uid: int, fn: Callable[[], object]) -> object:
+    """FN's JSON-able result, run in a forked child that became UID (and its group)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        out: object = None
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            out = fn()
+        except BaseException as exc:  # never back into the bench
+            out = {"raised": repr(exc)}
+        finally:
+            os.write(w, json.dumps(out).encode())
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    got = json.loads(data)
+    if isinstance(got, dict) and "raised" in got:
+        raise RuntimeError(got["raised"])
+    return got
+
+
+@contextmanager
+def agent(folder: Path, source: Path | None) -> Iterator[tuple[Path, int]]:
+    """An agent of this tree (SOURCE None) or of SOURCE's src/, on a socket in FOLDER."""
+    sock = folder / f"agent-{uuid.uuid4().hex[:6]}.sock"
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")  # a crash prints every thread's stack
+    if source is not None:
+        env["PYTHONPATH"] = str(source / "src")
+    log = open(folder / f"{sock.stem}.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, *CLI, "--socket", str(sock)], env=env, stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not sock.is_socket():
+            assert proc.poll() is None and time.monotonic() < deadline, "the agent did not start"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        yield sock, proc.pid
+    finally:
+        if proc.poll() is not None:  # it ended under the bench: say how
+            print(f"the agent ended ({proc.returncode}):", file=sys.stderr)
+            sys.stderr.write((folder / f"{sock.stem}.log").read_text()[-6000:])
+        proc.terminate()
+        proc.wait(60)
+        log.close()
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def target_of(uid: int, work: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [str(work)], user=uid, group=uid, extra_groups=[], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def first_figures(sock: Path, uid: int, work: Path, pid: int) -> dict[str, float]:
+    """A user's first list and first probe, and the median of 10 more lists (ms)."""
+
+    def client() -> dict[str, float]:
+        conn = AgentConnection(str(sock))
+        ask = {"binary": str(work), "pid": None, "functions": True, "usdt": False}
+        t = time.perf_counter()
+        conn.list_objects(ask)
+        first = time.perf_counter() - t
+        more = []
+        for _ in range(10):
+            t = time.perf_counter()
+            conn.list_objects(ask)
+            more.append(time.perf_counter() - t)
+        probe = AgentConnection(str(sock))
+        t = time.perf_counter()
+        probe.open(pid, [f"uprobe:{work}:fast_fn"], 0.02, False, 1000)
+        attach = time.perf_counter() - t
+        return {
+            "first_list_ms": first * 1e3,
+            "list_ms_median": statistics.median(more) * 1e3,
+            "first_probe_ms": attach * 1e3,
+        }
+
+    return as_user(uid, client)  # type: ignore[return-value]
+
+
+def honest(sock: Path, uid: int, work: Path, pid: int) -> dict[str, float]:
+    """The honest user's first probe (ms) and the p95 of 30 snapshot round trips (ms)."""
+
+    def client() -> dict[str, float]:
+        conn = AgentConnection(str(sock))
+        t = time.perf_counter()
+        conn.open(pid, [f"uprobe:{work}:fast_fn"], 0.02, False, 1000)
+        first = time.perf_counter() - t
+        trips = []
+        for _ in range(30):
+            t = time.perf_counter()
+            conn.snapshot(with_hist=False)
+            trips.append(time.perf_counter() - t)
+            time.sleep(0.1)
+        trips.sort()
+        return {"first_probe_ms": first * 1e3, "snapshot_p95_ms": trips[28] * 1e3}
+
+    return as_user(uid, client)  # type: ignore[return-value]
+
+
+def flood(sock: Path, uid: int, work: Path, pid: int, sessions: int) -> None:
+    """UID's SESSIONS sessions of 4 specs each, opened at once, held until DONE."""
+
+    def client() -> int:
+        conns: list[AgentConnection] = []
+
+        def one() -> None:
+            c = AgentConnection(str(sock))
+            c.open(pid, [f"uprobe:{work}:{f}" for f in SPECS], 0.02, False, 1000)
+            conns.append(c)
+
+        threads = [threading.Thread(target=one) for _ in range(sessions)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        time.sleep(8)  # held while the honest user measures
+        for c in conns:
+            c.close()
+        return len(conns)
+
+    as_user(uid, client)
+
+
+def load_case(sock: Path, agent_pid: int, users: list[int], sessions: int, honest_uid: int,
+              work: Path, quiet: dict[str, float]) -> dict[str, float]:  # fmt: skip
+    targets = [target_of(u, work) for u in users]
+    mine = target_of(honest_uid, work)
+    try:
+        floods = [
+            threading.Thread(target=flood, args=(sock, u, work, t.pid, sessions))
+            for u, t in zip(users, targets, strict=True)
+        ]
+        for f in floods:
+            f.start()
+        time.sleep(0.5)  # their opens are under way
+        got = honest(sock, honest_uid, work, mine.pid)
+        loaded = rss_mib(agent_pid)
+        for f in floods:
+            f.join()
+        time.sleep(5)
+        return {
+            "first_probe_ratio": got["first_probe_ms"] / quiet["first_probe_ms"],
+            "snapshot_p95_ratio": got["snapshot_p95_ms"] / quiet["snapshot_p95_ms"],
+            "first_probe_ms": got["first_probe_ms"],
+            "snapshot_p95_ms": got["snapshot_p95_ms"],
+            "rss_mib_loaded": loaded,
+            "rss_mib_after": rss_mib(agent_pid),
+        }
+    finally:
+        for t in [*targets, mine]:
+            t.kill()
+            t.wait()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-load", action="store_true", help="skip the load cases")
+    args = p.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="bench-privsep-"))
+    folder.chmod(0o755)
+    old = folder / "before"
+    tag = uuid.uuid4().hex[:5]
+    names = [f"bps{i}-{tag}" for i in range(9)]
+    res: dict[str, object] = {}
+    try:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old),
+                        BEFORE], check=True)  # fmt: skip
+        for so in (ROOT / "src/adaptyst_top/placement").glob("_sdt*.so"):
+            shutil.copy(so, old / "src/adaptyst_top/placement")
+        for n in names:
+            subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", n], check=True)
+        uids = [pwd.getpwnam(n).pw_uid for n in names]
+        work = build(folder)
+        work.chmod(0o755)
+        for label, source in (("thread_before", old), ("opener_now", None)):
+            with agent(folder, source) as (sock, _pid):
+                target = target_of(uids[0], work)
+                try:
+                    res[label] = first_figures(sock, uids[0], work, target.pid)
+                finally:
+                    target.kill()
+                    target.wait()
+        before, now = res["thread_before"], res["opener_now"]
+        assert isinstance(before, dict) and isinstance(now, dict)
+        res["ratios_now_to_before"] = {k: now[k] / before[k] for k in before}
+        if not args.no_load:
+            with agent(folder, None) as (sock, agent_pid):
+                idle = rss_mib(agent_pid)
+                quiet_target = target_of(uids[8], work)
+                try:
+                    quiet = honest(sock, uids[8], work, quiet_target.pid)
+                finally:
+                    quiet_target.kill()
+                    quiet_target.wait()
+                res["quiet"] = quiet
+                res["rss_mib_idle"] = idle
+                res["one_user_14x4"] = load_case(sock, agent_pid, uids[:1], 14, uids[8], work,
+                                                 quiet)  # fmt: skip
+                res["seven_users_2x4"] = load_case(sock, agent_pid, uids[1:8], 2, uids[8], work,
+                                                   quiet)  # fmt: skip
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                       check=False, capture_output=True)  # fmt: skip
+        for n in names:
+            subprocess.run(["userdel", n], check=False, capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+    if args.json:
+        print(json.dumps(res))
+    else:
+        for k, v in res.items():
+            print(f"{k}: {json.dumps(v)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
