@@ -1,7 +1,7 @@
 """Energy through the agent, as real users see it: alice's snapshots carry no device
 power or energy (the counters are the PLATYPUS side channel), only her own probe's
-joules, refreshed once a second; bob, in one of energy_groups, and root get the
-device figures. The CPU's figures are the agent's load-based estimate here (no RAPL in
+joules, at the boundaries of the period (1 s here, a minute by default); bob, in one
+of energy_groups, and root get the device figures. The CPU's figures are the agent's load-based estimate here (no RAPL in
 this VM): the same fields as RAPL's."""
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ def test_a_user_gets_their_own_joules_and_no_node_counter(
 ) -> None:
     alice, bob = users
     config = shared / "energy.toml"
-    config.write_text(f'cpu_power_model = "40:180"\nenergy_groups = ["{bob.name}"]\n')
+    config.write_text(
+        f'cpu_power_model = "40:180"\nenergy_groups = ["{bob.name}"]\nuser_energy_period_s = 1.0\n'
+    )
     agent = Agent(shared / "energy.sock", "--config", str(config))
     target = workload_as(alice, shared / "workload")
     bobs_own = workload_as(bob, shared / "workload")

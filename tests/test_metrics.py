@@ -129,7 +129,10 @@ class Prometheus:
 @pytest.fixture
 def exporting_agent(shared: Path, tmp_path: Path) -> Iterator[tuple[Agent, str, Path]]:  # noqa: F811
     config = shared / "agent-metrics.toml"
-    config.write_text('probe_metrics = "all"\ncpu_power_model = "10:90"\n')
+    # A user's own joules at one-second boundaries here (a minute by default).
+    config.write_text(
+        'probe_metrics = "all"\ncpu_power_model = "10:90"\nuser_energy_period_s = 1.0\n'
+    )
     listen = f"127.0.0.1:{free_port()}"
     textdir = tmp_path / "textfile"
     textdir.mkdir(mode=0o755)
@@ -405,5 +408,69 @@ def test_a_request_not_whole_in_time_is_dropped(monkeypatch: pytest.MonkeyPatch)
             ok.settimeout(5)
             head = ok.recv(4096)
         assert head.startswith(b"HTTP/1.1 200 OK") and b"openmetrics-text" in head
+    finally:
+        stop()
+
+
+def test_device_and_job_energy_are_published_at_most_once_a_period() -> None:
+    """Any local user reads /metrics: a package counter fresh at every scrape gave a
+    hidden 10 W / 47 W pattern back second by second (a hostile review's fake RAPL)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from adaptyst_top.runtime.metrics import AgentCollector
+    from adaptyst_top.snapshot import DeviceReading
+
+    joules = [100.0]
+
+    def devices() -> list[DeviceReading]:
+        return [DeviceReading(id="cpu", kind="cpu", name="CPU", power_w=joules[0] / 10,
+                              energy_j=joules[0], energy_source="rapl")]  # fmt: skip
+
+    def scraped(collector: AgentCollector) -> bytes:
+        registry = CollectorRegistry()
+        registry.register(collector)
+        line = [
+            x for x in generate_latest(registry).splitlines()
+            if x.startswith(b"adaptyst_device_energy_joules_total")
+        ]  # fmt: skip
+        return line[0].rsplit(b" ", 1)[1]
+
+    held = AgentCollector(devices, list, "none", energy_period_s=3600.0)
+    fresh = AgentCollector(devices, list, "none")
+    first = scraped(held), scraped(fresh)
+    joules[0] = 470.0
+    assert scraped(held) == first[0] == b"100.0"
+    assert scraped(fresh) == b"470.0"
+
+
+def test_a_flood_of_scrapes_shares_one_render() -> None:
+    """6,000 queued GETs once made an honest scrape wait 3 s behind as many renders."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import GaugeMetricFamily
+
+    from adaptyst_top.runtime import metrics_http
+
+    renders = []
+
+    class Counting:
+        def collect(self) -> Iterator[GaugeMetricFamily]:
+            renders.append(1)
+            yield GaugeMetricFamily("x", "x", value=1.0)
+
+    registry = CollectorRegistry()
+    registry.register(Counting())  # type: ignore[arg-type]
+    port = free_port()
+    stop = metrics_http.serve(registry, "127.0.0.1", port)
+    try:
+        conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(300)]
+        for c in conns:
+            c.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+        answered = 0
+        for c in conns:
+            c.settimeout(10)
+            answered += c.recv(64).startswith(b"HTTP/1.1 200")
+            c.close()
+        assert answered == 300
+        assert len(renders) <= 5, len(renders)  # about one a second of the flood
     finally:
         stop()

@@ -25,8 +25,20 @@ def snap(t: float, probe_j: float, device_j: float, proc_j: float) -> Snapshot:
     return Snapshot(t=t, host="n", probes=(probe,), devices=(cpu, gpu), energy_split=split)
 
 
+class Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
 def test_no_node_wide_figure_reaches_a_user() -> None:
-    seen = OwnEnergy().apply(snap(1.0, 0.5, 100.0, 7.0))
+    clock = Clock()
+    view = OwnEnergy(ENERGY_PERIOD_S, clock)
+    view.apply(snap(1.0, 0.4, 90.0, 6.0))
+    clock.t += ENERGY_PERIOD_S
+    seen = view.apply(snap(2.0, 0.5, 100.0, 7.0))
     assert seen.energy_split == ()
     for d in seen.devices:
         assert (d.power_w, d.energy_j, d.energy_source, d.energy_method) == (None,) * 4
@@ -38,28 +50,42 @@ def test_no_node_wide_figure_reaches_a_user() -> None:
     ]
 
 
-def test_own_joules_move_at_most_once_a_period() -> None:
-    view = OwnEnergy()
-    step = ENERGY_PERIOD_S / 10
+def test_own_joules_move_only_at_the_periods_boundaries() -> None:
+    clock = Clock(0.0)
+    period = 2.0
+    view = OwnEnergy(period, clock)
     shown = []
-    for i in range(35):  # a client asking ten times a period
-        t = 1.0 + i * step
-        s = view.apply(snap(t, probe_j=t, device_j=10 * t, proc_j=2 * t))
-        shown.append((s.probes[0].energy_j, s.devices[1].extra["processes"][0]["energy_j"]))
-    changes = [i for i in range(1, len(shown)) if shown[i] != shown[i - 1]]
-    assert len(changes) == 3, shown  # 3.4 periods: three refreshes after the first
-    assert all(b - a >= 9 for a, b in zip([0, *changes], changes, strict=False)), changes
-    assert shown[0] == (1.0, 2.0)
+    for i in range(70):  # a client asking ten times a second for 7 s
+        clock.t = 0.05 + i * 0.1
+        s = view.apply(snap(clock.t, probe_j=clock.t, device_j=10 * clock.t, proc_j=2 * clock.t))
+        shown.append((clock.t, s.probes[0].energy_j))
+    assert all(j is None for t, j in shown if t < period)  # nothing before a boundary
+    changed = [t for (t, j), (_, before) in zip(shown[1:], shown, strict=False) if j != before]
+    assert [round(t, 2) for t in changed] == [2.05, 4.05, 6.05], changed
+    assert shown[-1][1] == 6.05  # what it was at the last boundary
 
 
-def test_a_clock_that_starts_again_refreshes_at_once() -> None:
-    view = OwnEnergy()
-    view.apply(snap(50.0, 9.0, 1.0, 1.0))
-    assert view.apply(snap(0.5, 0.1, 1.0, 1.0)).probes[0].energy_j == 0.1  # a new session
+def test_connections_in_other_phases_learn_nothing_finer() -> None:
+    """Sixteen connections opened a tenth of a period apart all change at the same
+    instants: the boundaries are the agent's clock's, not each connection's."""
+    clock = Clock(0.0)
+    views = [OwnEnergy(1.0, clock) for _ in range(16)]
+    changes: set[float] = set()
+    last: list[float | None] = [None] * 16
+    for step in range(60):
+        clock.t = step * 0.1 + 0.01
+        for k, v in enumerate(views):
+            if step < k:  # not opened yet
+                continue
+            j = v.apply(snap(clock.t, clock.t, 1.0, 1.0)).probes[0].energy_j
+            if j != last[k]:
+                changes.add(round(clock.t, 2))
+                last[k] = j
+    assert changes == {1.01, 2.01, 3.01, 4.01, 5.01}, sorted(changes)
 
 
 def test_the_snapshot_given_is_never_changed() -> None:
     original = snap(1.0, 0.5, 100.0, 7.0)
     before = original.to_json()
-    OwnEnergy().apply(original)
+    OwnEnergy(0.0).apply(original)
     assert original.to_json() == before

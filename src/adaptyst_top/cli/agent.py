@@ -118,6 +118,7 @@ def _export(agent: Agent, args: argparse.Namespace, settings: AgentSettings) -> 
         settings.probe_metrics,  # type: ignore[arg-type]  # checked: one of PROBE_EXPORTS
         settings.max_probe_series,
         node=args.node_name,
+        energy_period_s=settings.metrics_energy_period_s,
     )
     registry = metrics_export.registry_for(collector)
     stops = []

@@ -48,6 +48,21 @@ class AgentSettings:
         "keys, users and jobs out of it; devices, job energy and the agent's own figures stay.",
         choices=PROBE_EXPORTS,
     )
+    user_energy_period_s: float = setting(
+        60.0,
+        "Seconds: a user outside energy_groups sees the joules charged to their own probes\n"
+        "and GPU processes as they stood at the last boundary of this period (0: fresh).\n"
+        "They are shares of the node's counter: fresh, they give it back (PLATYPUS).",
+        range=(0.0, 3600.0),
+    )
+    metrics_energy_period_s: float = setting(
+        60.0,
+        "Seconds: devices' power and energy and jobs' joules in the metrics are published\n"
+        "at most this often (0: at every scrape). Any local user can read /metrics, and a\n"
+        "fresh package counter leaks what others run (PLATYPUS); a minute's figure says\n"
+        "little more than the load /proc/stat shows everyone.",
+        range=(0.0, 3600.0),
+    )
     max_probe_series: int = setting(
         200,
         "Probe and task label sets per node in the metrics; the least active are left out.",

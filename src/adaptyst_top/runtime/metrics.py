@@ -18,6 +18,7 @@ series, the occupied range keeps a scrape small.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -42,6 +43,8 @@ from adaptyst_top.runtime.job_energy import JobEnergy
 from adaptyst_top.snapshot import DeviceReading, ProbeEntry
 from adaptyst_top.snapshot.histogram import bucket_bounds
 from adaptyst_top.system.slurm_jobs import job_of
+
+JobTotals = dict[tuple[str, str, str], float]  # (job, device, method) -> joules
 
 if TYPE_CHECKING:
     from adaptyst_top.runtime.session import Session
@@ -135,8 +138,15 @@ class AgentCollector(Collector):
         export: ProbeExport = DEFAULT_PROBE_EXPORT,
         max_series: int = DEFAULT_MAX_PROBE_SERIES,
         node: str | None = None,
+        energy_period_s: float = 0.0,
     ) -> None:
+        """energy_period_s: device power and energy and jobs' joules are published at
+        most this often (0: at every scrape). /metrics needs no login: a counter any
+        local user reads every second is the PLATYPUS side channel."""
         self.devices = devices
+        self.energy_period_s = energy_period_s
+        self._held: tuple[float, dict[str, tuple[float | None, float | None]], JobTotals] | None
+        self._held = None
         self.probes = probes
         self.export = export
         self.max_series = max_series
@@ -152,8 +162,9 @@ class AgentCollector(Collector):
             start = time.perf_counter()
             devices = list(self.devices())
             self.job_energy.update(devices)
+            devices, jobs = self._published_energy(devices)
             yield from self._devices(devices)
-            yield self._job_energy()
+            yield self._job_energy(jobs)
             # What the admin exports (probe_metrics): every user's, only jobs', or none.
             sources = [
                 s
@@ -181,14 +192,31 @@ class AgentCollector(Collector):
 
     # ----- devices ---------------------------------------------------------------------
 
-    def _job_energy(self) -> Metric:
+    def _published_energy(
+        self, devices: list[DeviceReading]
+    ) -> tuple[list[DeviceReading], JobTotals]:
+        """DEVICES with the power and energy published last, and the jobs' joules then,
+        both taken anew once energy_period_s has passed."""
+        now = time.monotonic()
+        if self._held is None or now - self._held[0] >= self.energy_period_s:
+            figures = {d.id: (d.power_w, d.energy_j) for d in devices}
+            self._held = (now, figures, dict(self.job_energy.totals))
+        _, figures, jobs = self._held
+        held = []
+        for d in devices:
+            power, energy = figures.get(d.id, (None, None))
+            same = (power, energy) == (d.power_w, d.energy_j)
+            held.append(d if same else dataclasses.replace(d, power_w=power, energy_j=energy))
+        return held, jobs
+
+    def _job_energy(self, totals: JobTotals) -> Metric:
         fam = CounterMetricFamily(
             "adaptyst_job_energy_joules",
             "Device energy attributed to each Slurm job on the node by its share of the "
             "device (method); the rest is job=unattributed",
             labels=["node", "job", "device", "method"],
         )
-        for (job, device, method), joules in sorted(self.job_energy.totals.items()):
+        for (job, device, method), joules in sorted(totals.items()):
             fam.add_metric([self.node, job, device, method], joules)
         return fam
 

@@ -7,6 +7,11 @@ PID of that namespace is found by the NSpid line of the processes in it."""
 from __future__ import annotations
 
 import os
+import threading
+
+_REMEMBERED = 1024
+_FOUND: dict[tuple[int, int], int] = {}  # (namespace, its PID) -> the node's PID
+_LOCK = threading.Lock()
 
 
 class PidNamespaceError(Exception):
@@ -37,6 +42,31 @@ def in_agents_namespace(peer_pid: int, pid: int) -> int:
         ) from None
     if theirs == _ns("self"):
         return pid
+    key = (theirs, pid)
+    with _LOCK:
+        known = _FOUND.get(key)
+    if known is not None and _still(known, theirs, pid):
+        return known
+    found = _scan(theirs, pid)
+    with _LOCK:
+        _FOUND[key] = found
+        while len(_FOUND) > _REMEMBERED:
+            _FOUND.pop(next(iter(_FOUND)))
+    return found
+
+
+def _still(node_pid: int, ns: int, pid: int) -> bool:
+    """Whether NODE_PID is still PID of namespace NS (not a later process's number)."""
+    try:
+        ids = _nspid(str(node_pid))
+        return len(ids) > 1 and ids[-1] == pid and _ns(node_pid) == ns
+    except (OSError, ValueError):
+        return False
+
+
+def _scan(theirs: int, pid: int) -> int:
+    """Every process of the node looked at: a lookup costs a pass over /proc, so each
+    one found is remembered (checked again when used)."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue

@@ -1,23 +1,29 @@
-"""What a user of the agent sees of energy: their own attributed joules, refreshed at
-most once per ENERGY_PERIOD_S, and never a node-wide counter.
+"""What a user of the agent sees of energy: their own attributed joules as they stood at
+the last boundary of a period (user_energy_period_s, a minute by default), and never a
+node-wide counter.
 
 A device's energy counter (RAPL's package, a GPU's NVML total) moves with every user's
 work: served to everyone once a second it is the side channel the kernel closed in 5.10
 (PLATYPUS, CVE-2020-8694, made energy_uj root-only): user A read +37 J in each second of
 user B's spin. So a user's snapshot carries no device power or energy, no measured
 total in the energy split, no idle figure; only the joules charged to their own probe
-rows and their own GPU processes, as they stood at the last refresh. Root, the admin
-group and the agent's energy_groups get the counters (docs/safety.md says why a one-
-second view of one's own joules is safe to give)."""
+rows and their own GPU processes. Those are shares of the same counter (a row gets
+energy x its on-CPU ns / the node's busy ns, and busy time is public in /proc/stat), so
+they too are released only at period boundaries of the agent's clock, the same
+instants for every connection: a new connection waits for the next boundary, and many
+connections in other phases learn nothing finer. Root, the admin group and the
+agent's energy_groups get the counters (docs/safety.md says why a minute is enough)."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any
 
 from adaptyst_top.snapshot import DeviceReading, ProbeEntry, Snapshot
 
-ENERGY_PERIOD_S = 1.0
+ENERGY_PERIOD_S = 60.0
 NODE_ENERGY_NOTE = "node-wide power and energy are root's (docs/safety.md)"
 _ProbeKey = tuple[str, str, str]
 
@@ -27,23 +33,28 @@ def _key(p: ProbeEntry) -> _ProbeKey:
 
 
 class OwnEnergy:
-    """One client's view of energy (one per connection: its clock is the snapshots')."""
+    """One connection's view of energy, on boundaries of the agent's clock."""
 
-    def __init__(self) -> None:
-        self._at: float | None = None
+    def __init__(
+        self, period_s: float = ENERGY_PERIOD_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.period_s = period_s
+        self._clock = clock
+        self._period: int | None = None  # the period whose start the held figures are of
         self._probes: dict[_ProbeKey, float | None] = {}
         self._procs: dict[tuple[str, int], Any] = {}
 
     def apply(self, snap: Snapshot) -> Snapshot:
         """SNAP as this user may see it (a copy; SNAP is never changed)."""
-        if self._at is None or not 0 <= snap.t - self._at < ENERGY_PERIOD_S:
-            self._at = snap.t
+        period = int(self._clock() // self.period_s) if self.period_s > 0 else None
+        if period is None or (self._period is not None and period != self._period):
             self._probes = {_key(p): p.energy_j for p in snap.probes}
             self._procs = {
                 (d.id, int(p["pid"])): p.get("energy_j")
                 for d in snap.devices
                 for p in _processes(d)
             }
+        self._period = period
         probes = tuple(self._probe(p) for p in snap.probes)
         devices = tuple(self._device(d) for d in snap.devices)
         return dataclasses.replace(snap, probes=probes, devices=devices, energy_split=())

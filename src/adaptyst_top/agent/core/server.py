@@ -152,7 +152,7 @@ class Agent:
             return
         client = Client(peer, conn)
         if not peer.privileged and not peer.groups & self.energy_gids:
-            client.energy = OwnEnergy()
+            client.energy = OwnEnergy(self.settings.user_energy_period_s)
         with self._lock:
             why = crowded(peer, [c.peer for c in self.clients], self.settings)
             if why is None:
