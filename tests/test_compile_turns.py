@@ -61,3 +61,30 @@ def test_one_owner_is_served_first_come_first() -> None:
 def _note(turns: CompileTurns, seen: list[int], i: int) -> None:
     with turns.turn("a"):
         seen.append(i)
+
+
+def test_a_teardown_waits_for_a_compilation_under_way() -> None:
+    """bcc's module destructor edits the table storage compilations fill: a cleanup
+    beside a compile crashed the agent (two threads faulting in libbcc's front end)."""
+    import threading
+    import time
+
+    from adaptyst_top.collectors.probes.compile_turns import CompileTurns
+
+    turns = CompileTurns()
+    order: list[str] = []
+    started = threading.Event()
+
+    def compile_() -> None:
+        with turns.turn("alice"):
+            started.set()
+            time.sleep(0.2)
+            order.append("compiled")
+
+    t = threading.Thread(target=compile_)
+    t.start()
+    started.wait(5)
+    with turns.teardown():
+        order.append("cleaned")
+    t.join()
+    assert order == ["compiled", "cleaned"]

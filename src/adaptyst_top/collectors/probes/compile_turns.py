@@ -4,14 +4,19 @@ bcc's clang/LLVM front end is not thread-safe: one compilation at a time per pro
 whichever engine asks. In the agent the engines are different users': with a plain
 lock, one user's flood of compilations could keep another's waiting behind all of
 them. Here the waiting owners are served in rotation (first come first within one), so
-each waits for at most one compilation of each other owner."""
+each waits for at most one compilation of each other owner.
+
+A module's teardown (BPF.cleanup: bcc's module destructor, which edits the table
+storage that compilations fill) takes a turn too, all teardowns as one owner: seen
+without, fourteen sessions closing at once beside other users' compilations crashed
+the agent inside libbcc's front end (two threads faulting at one address)."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 
 class CompileTurns:
@@ -40,10 +45,15 @@ class CompileTurns:
                 self._busy = False
                 self._cond.notify_all()
 
+    def teardown(self) -> AbstractContextManager[None]:
+        """Holds the compiler for one module's cleanup."""
+        return self.turn(_TEARDOWN)
+
     def _first(self) -> object | None:
         for queue in self._waiting.values():
             return queue[0]
         return None
 
 
+_TEARDOWN = object()  # every cleanup's owner: they take turns with the users' compiles
 COMPILE_TURNS = CompileTurns()

@@ -11,6 +11,7 @@ from typing import Any
 
 from adaptyst_top.collectors.probes.bpf_maps import MapReader
 from adaptyst_top.collectors.probes.bpf_program import KernelError
+from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
 from adaptyst_top.collectors.probes.keys import KeyResolver, Stats
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
@@ -138,7 +139,7 @@ class ProbeModule:
                 self.closed = True
                 if self.multi is not None:
                     self.multi.close()
-                with contextlib.suppress(Exception):
+                with COMPILE_TURNS.teardown(), contextlib.suppress(Exception):
                     self.bpf.cleanup()
                 if self.keys.binary is not None:
                     self.keys.binary.close()

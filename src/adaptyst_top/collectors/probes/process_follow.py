@@ -134,8 +134,8 @@ class ProcessFollower:
     def _poll(self) -> None:
         while not self._stop.is_set():
             self._bpf.ring_buffer_poll(POLL_MS)
-        with contextlib.suppress(Exception):
-            self._bpf.cleanup()  # here: never while a poll runs
+        with COMPILE_TURNS.teardown(), contextlib.suppress(Exception):
+            self._bpf.cleanup()  # here: never while a poll runs, nor a compilation
 
     def _hand_on(self) -> None:
         while (event := self._events.get()) is not None:
