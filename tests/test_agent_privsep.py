@@ -246,3 +246,36 @@ def test_many_long_paths_are_opened_in_one_call(shared: Path, users: tuple[User,
             os.close(fd)  # type: ignore[arg-type]
     finally:
         shutil.rmtree(shared / ("d" * 200))
+
+
+def test_a_kept_opener_outlives_the_thread_that_started_it_and_its_users_kill(
+    users: tuple[User, User],
+) -> None:
+    """Each client has a thread: an opener that died with the thread that started it
+    (PR_SET_PDEATHSIG is per thread) failed the next client's open as 'answered
+    wrongly'. One its user kills is replaced at the next open."""
+    import threading
+
+    from adaptyst_top.agent.core import opener as open_as_user
+
+    alice, _ = users
+    open_as_user.end_all()
+
+    def one() -> None:
+        for fd in open_as(alice.uid, alice.gid, [alice.gid], ["/etc/passwd"]):
+            if fd is not None:
+                os.close(fd)
+
+    t = threading.Thread(target=one)
+    t.start()
+    t.join()
+    (kept,) = open_as_user._openers.values()
+    time.sleep(0.2)
+    assert kept.proc.poll() is None  # alive after its thread ended
+    one()
+    assert list(open_as_user._openers.values()) == [kept]  # and used again
+    os.kill(kept.proc.pid, signal.SIGKILL)  # as alice may
+    kept.proc.wait()
+    one()  # a fresh one, no error
+    assert list(open_as_user._openers.values()) != [kept]
+    open_as_user.end_all()

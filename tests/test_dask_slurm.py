@@ -121,7 +121,10 @@ def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
     from .test_metrics import free_port
 
     config = tmp_path / "agent.toml"
-    config.write_text('probe_metrics = "jobs"\ncpu_power_model = "10:90"\n')
+    # The job's joules fresh at each scrape (by default they are published once a minute).
+    config.write_text(
+        'probe_metrics = "jobs"\ncpu_power_model = "10:90"\nmetrics_energy_period_s = 0.0\n'
+    )
     listen = f"127.0.0.1:{free_port()}"
     agent = Agent(tmp_path / "agent.sock", "--config", str(config), "--metrics", listen)
     warnings.filterwarnings("ignore", message="Sending large graph")

@@ -203,6 +203,10 @@ def _receive(link: socket.socket, uid: int, deadline: float, first: bool) -> lis
             or sum(1 for f in flags_list if f is True) != len(fds)
         ):
             raise ValueError("a malformed answer")
+    except ConnectionResetError:
+        if first:  # a kept opener that ended (its user may kill it): a fresh one
+            raise _Gone from None
+        raise NotOpened(f"the opener for uid {uid} ended") from None
     except (OSError, ValueError):
         for fd in fds:
             os.close(fd)

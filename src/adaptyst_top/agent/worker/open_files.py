@@ -26,7 +26,6 @@ import json
 import os
 import re
 import select
-import signal
 import socket
 import stat
 import sys
@@ -35,7 +34,7 @@ _OPENAT2 = 437  # the same number on every architecture (Linux 5.6)
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
 _AT_FDCWD = -100
 _FUSE_SUPER_MAGIC = 0x65735546
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 1, 4, 38
+_PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 4, 38
 _CONTAINER_PATH = re.compile(r"^/proc/([1-9][0-9]*)/root(/.*)$")
 MAX_REQUEST = 1 << 20  # bytes of one request (paths)
 IDLE_S = 5.0  # an opener that is asked nothing for this long exits
@@ -69,9 +68,9 @@ def become(uid: int, gid: int, groups: list[int]) -> None:
     # user could ptrace it, take its socket (pidfd_getfd) and answer in its name.
     if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         sys.exit(3)
-    # Cleared by the change of ids above, so set after it: the opener never outlives
-    # the agent that waits for it.
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    # No PR_SET_PDEATHSIG: it fires when the thread that started the process ends (one
+    # client's), which ended openers kept for the next request. The agent's death
+    # closes its end of the socket instead: the opener reads the end and exits.
 
 
 def open_regular(path: str) -> int | None:
