@@ -279,3 +279,20 @@ def test_a_kept_opener_outlives_the_thread_that_started_it_and_its_users_kill(
     one()  # a fresh one, no error
     assert list(open_as_user._openers.values()) != [kept]
     open_as_user.end_all()
+
+
+def test_a_user_keeps_one_opener_whatever_groups_they_ask_under(
+    users: tuple[User, User],
+) -> None:
+    """Openers are per set of ids; a user asking under many group sets (newgrp) kept a
+    process for each."""
+    from adaptyst_top.agent.core import opener as open_as_user
+
+    alice, _ = users
+    open_as_user.end_all()
+    for groups in ([alice.gid], [alice.gid, 100], [alice.gid, 100, 27]):
+        for fd in open_as(alice.uid, alice.gid, groups, ["/etc/passwd"]):
+            if fd is not None:
+                os.close(fd)
+    assert [k[0] for k in open_as_user._openers] == [alice.uid]
+    open_as_user.end_all()

@@ -95,8 +95,14 @@ def open_as(uid: int, gid: int, groups: Sequence[int], paths: Sequence[str]) -> 
 
 
 def _keep(key: tuple[int, int, tuple[int, ...]], opener: _Opener) -> None:
+    """Keep OPENER for KEY, and only it of its user's: one who asks under many group
+    sets (newgrp) keeps one process, not one a set."""
     with _openers_lock:
+        others = [k for k in _openers if k[0] == key[0] and k != key]
+        ended = [_openers.pop(k) for k in others]
         _openers[key] = opener
+    for o in ended:
+        _end(o)
 
 
 def end_all() -> None:
