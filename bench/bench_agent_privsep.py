@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from adaptyst_top.runtime.agent_client import AgentConnection  # noqa: E402
+from tests.as_user import run_as  # noqa: E402
 from tests.workload import build  # noqa: E402
 
 CLI = ["-m", "adaptyst_top.cli.start", "agent"]
@@ -43,31 +44,11 @@ SPECS = ("fast_fn", "held_fn", "napped_fn", "nop5_entry")
 
 
 def as_user(uid: int, fn: Callable[[], object]) -> object:
-    """FN's JSON-able result, run in a forked child that became UID (and its group)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        out: object = None
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            out = fn()
-        except BaseException as exc:  # never back into the bench
-            out = {"raised": repr(exc)}
-        finally:
-            os.write(w, json.dumps(out).encode())
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 1 << 16):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    got = json.loads(data)
-    if isinstance(got, dict) and "raised" in got:
-        raise RuntimeError(got["raised"])
-    return got
+    """FN's JSON-able result, run in a forked child that became UID (tests/as_user.py)."""
+    code, out = run_as(uid, lambda: json.dumps(fn()).encode())
+    if code != 0:
+        raise RuntimeError(out.decode(errors="replace"))
+    return json.loads(out)
 
 
 @contextmanager

@@ -192,6 +192,20 @@ class AsUser:
         self.wait()
 
 
+def children_as(parent: int, uid: int) -> list[int]:
+    """PARENT's child processes that run as UID (the agent's openers of that user)."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            if int(fields["PPid"]) == parent and int(fields["Uid"].split()[0]) == uid:
+                found.append(int(name))
+        except (OSError, ValueError, KeyError):
+            continue  # not a process, or gone meanwhile
+    return found
+
+
 def say(fd: int, **msg: object) -> None:
     os.write(fd, (json.dumps(msg) + "\n").encode())
 

@@ -22,7 +22,7 @@ from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
 
 from . import test_agent
 from .conftest import requires_root
-from .test_agent import Agent, AsUser, User, say
+from .test_agent import Agent, AsUser, User, children_as, say
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 agent, shared, users = test_agent.agent, test_agent.shared, test_agent.users  # fixtures
@@ -79,22 +79,6 @@ def hostile(shared: Path, users: tuple[User, User]) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _openers_of(uid: int, agent_pid: int) -> list[int]:
-    """The agent's children that run as UID (its openers)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue
-        if int(fields["PPid"]) == agent_pid and int(fields["Uid"].split()[0]) == uid:
-            found.append(int(name))
-    return found
-
-
 def test_hostile_files_get_a_list_or_one_line_and_the_agent_lives(
     agent: Agent, users: tuple[User, User], hostile: Path
 ) -> None:
@@ -128,6 +112,6 @@ def test_hostile_files_get_a_list_or_one_line_and_the_agent_lives(
     assert int(said["demangled"]) >= 300, said  # type: ignore[call-overload]
     assert agent.proc.poll() is None and agent.answers()
     deadline = time.monotonic() + IDLE_S + 3  # an opener exits idle, the guard reaps it
-    while _openers_of(alice.uid, agent.proc.pid) and time.monotonic() < deadline:
+    while children_as(agent.proc.pid, alice.uid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _openers_of(alice.uid, agent.proc.pid) == []
+    assert children_as(agent.proc.pid, alice.uid) == []

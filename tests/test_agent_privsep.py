@@ -24,7 +24,7 @@ from adaptyst_top.runtime.agent_client import AgentConnection
 
 from . import test_agent
 from .conftest import requires_root
-from .test_agent import Agent, AsUser, User, hear, say, workload_as
+from .test_agent import Agent, AsUser, User, children_as, hear, say, workload_as
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 agent, shared, users = test_agent.agent, test_agent.shared, test_agent.users  # fixtures
@@ -61,25 +61,12 @@ def _uids(pid: int, tid: int) -> list[int]:
     return []
 
 
-def _her_openers(agent_pid: int, uid: int) -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-            if int(fields["PPid"]) == agent_pid and int(fields["Uid"].split()[0]) == uid:
-                out.append(int(name))
-        except (OSError, ValueError, KeyError):
-            continue
-    return out
-
-
 def _what_alice_got(agent_pid: int, uid: int) -> dict[str, object]:
     """One sweep, as alice, over the agent's process and each of its threads, and her
     own openers: hers, yet not dumpable (at suid_dumpable=1 she could else ptrace one,
     take its socket and answer the agent in its name)."""
     found: list[str] = []
-    for opener in _her_openers(agent_pid, uid):
+    for opener in children_as(agent_pid, uid):
         for name in ("mem", "fd", "environ"):
             try:
                 if name == "fd":

@@ -18,6 +18,7 @@ import pytest
 
 from adaptyst_top.agent.core.authorization import Peer, may_probe
 
+from .as_user import become
 from .conftest import requires_root
 
 pytestmark = [requires_root]
@@ -82,16 +83,15 @@ def test_a_process_in_a_user_namespace_is_refused_in_one_line() -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            os.setgroups([])
-            os.setresgid(NOBODY, NOBODY, NOBODY)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
+            become(NOBODY)
             code = ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWUSER)
             os.write(w, b"in" if code == 0 else b"no")
             time.sleep(30)
         finally:
             os._exit(0)
     try:
-        assert os.read(r, 2) == b"in"
+        if os.read(r, 2) != b"in":  # this kernel lets no user make one: nothing to refuse
+            pytest.skip("unprivileged user namespaces are off here: no rootless container")
         why = may_probe(_nobody(), pid)
         assert why is not None and "runs in a user namespace of its own" in why, why
     finally:

@@ -463,6 +463,7 @@ def test_a_flood_of_scrapes_shares_one_render() -> None:
     port = free_port()
     stop = metrics_http.serve(registry, "127.0.0.1", port)
     try:
+        start = time.monotonic()
         conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(300)]
         for c in conns:
             c.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
@@ -472,6 +473,8 @@ def test_a_flood_of_scrapes_shares_one_render() -> None:
             answered += c.recv(64).startswith(b"HTTP/1.1 200")
             c.close()
         assert answered == 300
-        assert len(renders) <= 5, len(renders)  # about one a second of the flood
+        # One render a RENDER_REUSE_S of the flood (a busy machine makes it last longer).
+        took = time.monotonic() - start
+        assert len(renders) <= took / metrics_http.RENDER_REUSE_S + 2, (len(renders), took)
     finally:
         stop()

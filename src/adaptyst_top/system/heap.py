@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 
 _M_ARENA_MAX = -8
 # Arenas in all: threads beyond share them. Each client is a thread; contention on a
@@ -14,6 +15,7 @@ _M_ARENA_MAX = -8
 ARENA_MAX = 4
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
     with contextlib.suppress(OSError):
         libc = ctypes.CDLL(None)
