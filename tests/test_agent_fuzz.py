@@ -43,7 +43,7 @@ def _mutated(original: bytes, rng: random.Random) -> bytes:
         del data[rng.randrange(16, len(data)) :]
     else:  # a field made huge (offsets, counts)
         at = rng.randrange(0x18, min(len(data), 0x1000) - 8)
-        data[at : at + 8] = rng.choice([b"\xff" * 8, b"\x00" * 7 + b"\x7f", os.urandom(8)])
+        data[at : at + 8] = rng.choice([b"\xff" * 8, b"\x00" * 7 + b"\x7f", rng.randbytes(8)])
     return bytes(data)
 
 

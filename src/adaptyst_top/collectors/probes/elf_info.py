@@ -99,6 +99,9 @@ def _loads(elf: ELFFile, writable: bool = True) -> tuple[tuple[int, int, int], .
     )
 
 
+_ADDRESS = (1 << 64) - 1
+
+
 def _parse_stapsdt(elf: ELFFile) -> list[UsdtProbe]:
     probes: list[UsdtProbe] = []
     base_sec = elf.get_section_by_name(".stapsdt.base")
@@ -116,10 +119,12 @@ def _parse_stapsdt(elf: ELFFile) -> list[UsdtProbe]:
             provider, name, args = [*desc[24:].split(b"\0"), b"", b"", b""][:3]
             # Prelink adjustment as in the SystemTap SDT spec.
             if base_sec is not None and base:
+                # In 64 bits, as the spec's addresses are: a hostile base made a
+                # location below -2^63 that no JSON encoder takes.
                 delta = base_sec["sh_addr"] - base
-                pc += delta
+                pc = (pc + delta) & _ADDRESS
                 if sem:
-                    sem += delta
+                    sem = (sem + delta) & _ADDRESS
             probes.append(
                 UsdtProbe(
                     provider.decode(errors="replace"),
