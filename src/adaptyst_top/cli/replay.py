@@ -42,15 +42,18 @@ def cmd_replay(argv: Sequence[str]) -> int:
     from adaptyst_top.tui.app import MonitorApp
 
     args = replay_parser().parse_args(argv)
-    try:
-        check_recording(args.file)
-    except (OSError, ValueError) as exc:
-        print(f"adaptyst-top: {exc}", file=sys.stderr)
-        return 1
     config = load_config_or_exit(args.config)
     if config is None:
         return 1
-    source = ReplaySource(args.file)
+    try:
+        check_recording(args.file)
+        source = ReplaySource(args.file)  # opened again: what was checked may have changed
+    except ValueError as exc:
+        print(f"adaptyst-top: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"adaptyst-top: {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     try:
         app = MonitorApp(
             source, interval=args.interval, config=config, ascii=args.ascii, speed=args.speed

@@ -21,6 +21,10 @@ from adaptyst_top.runtime.zstd_frames import ZSTD_MAGIC, FramedWriter, FramesRea
 from adaptyst_top.system.private_files import open_for_replacing, open_for_writing
 
 ZSTD_LEVEL = 6  # ~25x on snapshot lines at a few ms per second of a 200-row run
+# The longest recorded line read back. Below the wire's cap (64 MiB) because a line costs
+# its reader about 4x its length (the line, its text, the values: sources.PARSE_BUDGET),
+# and `export` of any recording stays under 200 MB; 24 MiB holds ~34,000 probe rows.
+LINE_MAX = 24 << 20
 
 
 def open_output(path: str) -> IO[str]:
@@ -80,8 +84,29 @@ def _text_out(fd: int, path: str) -> IO[str]:
 def open_recording(path: str | os.PathLike[str]) -> BinaryIO:
     """A recording's bytes, decompressed when it is zstd (whatever its name); a stream
     cut short (a killed `record`) reads to its last complete line, a damaged frame is
-    skipped and noted (zstd_frames.damage_of)."""
-    raw = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+    skipped and noted (zstd_frames.damage_of). Only a regular file is read: a FIFO
+    another user left in /tmp is refused at once (ValueError, one line), never waited on."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{os.fsdecode(path)}: not a regular file, so not a recording")
+        os.set_blocking(fd, True)
+        raw = open(fd, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+    except BaseException:
+        os.close(fd)
+        raise
     if raw.peek(4)[:4] != ZSTD_MAGIC:
         return raw
     return io.BufferedReader(FramesReader(raw))  # type: ignore[arg-type]
+
+
+def recording_lines(stream: BinaryIO) -> Iterator[bytes | None]:
+    """The lines of a recording, each at most LINE_MAX bytes; a longer one is read past
+    in bounded pieces and given as None: one damaged line, never held whole."""
+    while line := stream.readline(LINE_MAX + 1):
+        if len(line) <= LINE_MAX or line.endswith(b"\n"):
+            yield line
+            continue
+        while (rest := stream.readline(1 << 20)) and not rest.endswith(b"\n"):
+            pass
+        yield None

@@ -18,7 +18,7 @@ from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
 from adaptyst_top.runtime import listing
 from adaptyst_top.runtime.agent_client import AgentInterrupted, AgentRefused
 from adaptyst_top.runtime.listing import Candidate
-from adaptyst_top.runtime.record_file import open_recording
+from adaptyst_top.runtime.record_file import open_recording, recording_lines
 from adaptyst_top.runtime.record_format import CompactDecoder
 from adaptyst_top.runtime.session import Session
 from adaptyst_top.runtime.zstd_frames import damage_line, damage_of
@@ -156,7 +156,7 @@ class ReplaySource:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._file: IO[bytes] = open_recording(self.path)
-        self._lines: Iterator[bytes] = iter(self._file)
+        self._lines: Iterator[bytes | None] = recording_lines(self._file)
         self.ended = False
         self.count = 0
         self.skipped = 0
@@ -169,9 +169,9 @@ class ReplaySource:
 
     def snapshot(self) -> Snapshot | None:
         for raw in self._lines:
-            if not raw.strip():
+            if raw is not None and not raw.strip():
                 continue
-            snap = parse_snapshot_line(raw, self._decoder)
+            snap = None if raw is None else parse_snapshot_line(raw, self._decoder)
             if snap is None:
                 self.skipped += 1  # a torn last line of a recording cut short, or garbage
                 continue
@@ -219,10 +219,28 @@ class ReplaySource:
         self._file.close()
 
 
+# Bytes of Python objects one line may cost to parse. JSON's worst case is about 24x
+# its text (`[],` is 3 bytes, a list 72), so a line is priced before json.loads sees it:
+# a crafted one is refused as malformed, and `export` of any recording stays in bounds.
+PARSE_BUDGET = 96 << 20
+_PRICED_FROM = 1 << 20  # smaller lines cost at most 24 MiB: not worth pricing
+
+
+def parse_cost(raw: bytes) -> int:
+    """An upper estimate of what parsing RAW as JSON holds at once, in bytes: the text
+    twice (bytes, then str) and each container and value as CPython makes them."""
+    containers = raw.count(b"[") + raw.count(b"{")
+    values = raw.count(b",") + raw.count(b":")
+    return 2 * len(raw) + 72 * containers + 40 * values
+
+
 def parse_snapshot_line(raw: bytes, decoder: CompactDecoder | None = None) -> Snapshot | None:
     """A recorded snapshot, or None when the line is not one (not UTF-8, not JSON, or
-    not of the snapshot's shape: Snapshot.from_json says what it checks). A compact line
-    (record_format) needs the decoder that read the lines before it."""
+    not of the snapshot's shape: Snapshot.from_json says what it checks; or priced past
+    PARSE_BUDGET). A compact line (record_format) needs the decoder that read the lines
+    before it."""
+    if len(raw) > _PRICED_FROM and parse_cost(raw) > PARSE_BUDGET:
+        return None
     try:
         value = json.loads(raw.decode("utf-8"))
         if decoder is not None and isinstance(value, dict):
@@ -239,10 +257,10 @@ def export_recording(path: str, out: IO[str]) -> tuple[int, int, str | None]:
     decoder = CompactDecoder()
     written = skipped = 0
     with open_recording(Path(path)) as f:
-        for raw in f:
-            if not raw.strip():
+        for raw in recording_lines(f):
+            if raw is not None and not raw.strip():
                 continue
-            snap = parse_snapshot_line(raw, decoder)
+            snap = None if raw is None else parse_snapshot_line(raw, decoder)
             if snap is None:
                 skipped += 1
                 continue
@@ -260,8 +278,8 @@ def check_recording(path: str) -> None:
     if p.is_dir():
         raise ValueError(f"{path}: a directory, not a recording")
     with open_recording(p) as f:
-        first = f.readline(1 << 20)
-    if parse_snapshot_line(first) is None:
+        first = next(recording_lines(f), None)
+    if first is None or parse_snapshot_line(first) is None:
         raise ValueError(
             f"{path}: not an adaptyst-top recording (expected JSON lines from `record`)"
         )

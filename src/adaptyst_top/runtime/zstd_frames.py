@@ -22,9 +22,18 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # recording: 64-line frames compress to within a few percent of one long stream.
 FRAME_LINES = 64
 _CHUNK = 1 << 16
-# A frame's lines are handed out once its checksum passes; a frame longer than this
-# (one written before frames were cut: the whole recording) is handed out as it comes.
+# Compressed bytes given to the decoder at a time. A zstd block yields at most 128 KiB
+# from at least 4 bytes (an RLE block), so one step yields at most 8 MiB however the
+# input was made: a 64 KiB bomb is decoded in bounded steps, never in one 4 GB piece.
+_FEED = 64
+# A frame's lines are handed out once its checksum passes; past this much held (a frame
+# written before frames were cut: the whole recording; or one made to be huge) what is
+# held is handed out as it comes, and the line reader bounds each line.
 HOLD_MAX = 8 << 20
+# The most history a frame may ask the decoder to keep. `record` writes 2 MiB windows
+# (level 6); `zstd -19` makes 8 MiB; a frame that asks more (up to 2 GiB with --long)
+# is damage, not a reason to allocate.
+MAX_WINDOW = 16 << 20
 
 
 class FramedWriter(io.RawIOBase):
@@ -63,7 +72,7 @@ class FramesReader(io.RawIOBase):
     def __init__(self, raw: BinaryIO) -> None:
         self.raw = raw
         self.damage: list[tuple[int, int]] = []
-        self._dctx = zstandard.ZstdDecompressor()
+        self._dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
         self._obj: zstandard.ZstdDecompressionObj | None = None
         self._frame_at = 0  # file offset of the frame being decoded
         self._in = b""  # input read but not yet decoded
@@ -84,11 +93,10 @@ class FramesReader(io.RawIOBase):
         return n
 
     def _step(self) -> None:
-        if self._in:
-            chunk, self._in = self._in, b""
-        else:
+        if not self._in:
             self._pos = self.raw.tell()
-            chunk = self.raw.read(_CHUNK)
+            self._in = self.raw.read(_CHUNK)
+        chunk, self._in = self._in[:_FEED], self._in[_FEED:]
         if not chunk:
             self._done = True  # the end; inside a frame: cut short, its whole lines kept
             self._release(whole_lines=True)
@@ -107,11 +115,13 @@ class FramesReader(io.RawIOBase):
         if self._obj.eof:
             rest = self._obj.unused_data
             self._pos += len(chunk) - len(rest)
-            self._in = rest
+            self._in = rest + self._in
             self._obj = None
             self._release(whole_lines=False)  # checked: all of it
-        elif len(self._held) > HOLD_MAX:
-            self._release(whole_lines=True)  # a long frame (an old recording)
+        else:
+            self._pos += len(chunk)
+            if len(self._held) > HOLD_MAX:
+                self._release(whole_lines=False)  # a long frame: handed out unchecked
 
     def _release(self, whole_lines: bool) -> None:
         cut = self._held.rfind(b"\n") + 1 if whole_lines else len(self._held)
