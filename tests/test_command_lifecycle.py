@@ -5,6 +5,7 @@ that dies takes it along, a signal during attach never releases it."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -161,6 +162,7 @@ def test_duration_ends_the_run_on_time_and_the_command_with_it(tmp_path: Path) -
     lines = r.stdout.splitlines()
     assert len(lines) == 1 and '"final": true' in lines[0]
     assert r.returncode == 128 + signal.SIGTERM, r.stderr  # the command's own status
+    assert json.loads(lines[0])["command"]["status"] == r.returncode  # the line says it too
     assert all(gone(p) for p in pids(tmp_path))
 
 

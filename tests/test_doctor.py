@@ -201,3 +201,17 @@ def test_fake_nvml_matches_pynvml_surface() -> None:
     for name in dir(FakeNvml):
         if name.startswith(("nvml", "NVML")):
             assert hasattr(pynvml, name), name
+
+
+def test_doctor_shows_a_typed_path_inert(tmp_path: Path) -> None:
+    """A socket path with escape sequences (retitle, clear the screen) is shown, not run."""
+    path = f"{tmp_path}/\x1b]0;pwned\x07\x1b[2J\x1b[H.sock"
+    r = subprocess.run(
+        [sys.executable, "-m", "adaptyst_top.cli.start", "doctor", "--no-smoke", "--agent", path],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout, r.stdout
+    agent = [line for line in r.stdout.splitlines() if line.startswith("agent")]
+    assert len(agent) == 1 and "pwned" in agent[0], r.stdout

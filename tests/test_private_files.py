@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -140,5 +142,49 @@ def test_roots_output_never_follows_a_link_another_user_planted(tmp_path: Path) 
         with open_output(str(shared / "mine" / "ok.jsonl")) as f:
             f.write("{}\n")
         assert (tmp_path / "ok.jsonl").read_text() == "{}\n"
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="needs root to become another user")
+def test_a_user_may_record_to_the_null_device_not_to_a_planted_file(tmp_path: Path) -> None:
+    """/dev is root's: its null device is written as asked. In a folder others may write,
+    a file that is not a regular one of the user's own is still refused, in one line."""
+    from adaptyst_top.runtime.record_file import open_output
+
+    shared = Path(tempfile.mkdtemp(prefix="adt-out-"))
+    shared.chmod(0o777)  # not sticky: the kernel's protected_fifos/regular stay out of it
+    os.mkfifo(shared / "fifo")  # root's, in a folder anyone may write
+    (shared / "fifo").chmod(0o666)
+    (shared / "roots.jsonl").write_text("root's\n")
+    (shared / "roots.jsonl").chmod(0o666)
+
+    def write() -> bytes:
+        with open_output("/dev/null") as f:
+            f.write("{}\n")
+        said = []
+        for name in ("fifo", "roots.jsonl"):
+            try:
+                open_output(str(shared / name))
+            except pf.UnsafePathError as exc:
+                said.append(str(exc))
+        return "\n".join(said).encode()
+
+    try:
+        code, said = run_as(NOBODY, write)
+        assert code == 0, said
+        assert said.decode().splitlines() == [
+            f"{shared / 'fifo'}: a FIFO with no reader: not waited for",
+            f"{shared / 'roots.jsonl'}: not a regular file of yours, in a folder others may "
+            "write: not overwritten",
+        ]
+        assert (shared / "roots.jsonl").read_text() == "root's\n"
+        done = subprocess.run(
+            [sys.executable, "-m", "adaptyst_top.cli.start", "record", "--out", "/dev/null",
+             "--duration", "0.5", "--", "true"],
+            capture_output=True, text=True, timeout=60, user=NOBODY, group=NOBODY, extra_groups=[],
+            env={"PATH": os.environ["PATH"]},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
     finally:
         shutil.rmtree(shared, ignore_errors=True)

@@ -28,6 +28,7 @@ def cmd_doctor(argv: Sequence[str]) -> int:
     from adaptyst_top.cli.options import agent_socket
     from adaptyst_top.collectors.doctor import can_run, run_doctor
     from adaptyst_top.runtime.agent_check import check_agent
+    from adaptyst_top.snapshot.inert import inert
 
     args = doctor_parser().parse_args(argv)
     caps = [*run_doctor(run_smoke=not args.no_smoke), check_agent(agent_socket(args.agent))]
@@ -35,7 +36,7 @@ def cmd_doctor(argv: Sequence[str]) -> int:
         print(json.dumps([c.to_json() for c in caps], indent=None))
     else:
         width = max(len(c.name) for c in caps)
-        for c in caps:
-            fix = f"  fix: {c.fix}" if c.fix and c.status != "ok" else ""
-            print(f"{c.name:<{width}}  {c.status:<8}  {c.detail}{fix}")
+        for c in caps:  # a detail may hold a path the user typed: shown, never acted on
+            fix = f"  fix: {inert(c.fix)}" if c.fix and c.status != "ok" else ""
+            print(f"{c.name:<{width}}  {c.status:<8}  {inert(c.detail)}{fix}")
     return 0 if can_run(caps) else 1

@@ -20,6 +20,11 @@ class WriteInterrupted(Exception):
     raised from the signal handler, it gets the recording out of that write."""
 
 
+def gap_line(seconds: float, missed: int) -> str:
+    """What a line says after a wait that took MISSED intervals' lines."""
+    return f"no snapshot for {seconds:.1f} s: {missed} interval(s) not recorded (a late answer)"
+
+
 def record_snapshots(
     session: Session,
     out: IO[str],
@@ -50,8 +55,22 @@ def record_snapshots(
         exited = child is not None and child.poll() is not None
         timed_out = end is not None and time.monotonic() >= end
         snap = session.snapshot()
+        late = time.monotonic() - tick_end
+        if late >= interval:
+            # The snapshot came past the next tick (an agent that stalled): the ticks it
+            # covered are one stated gap, not a burst of lines a millisecond apart.
+            missed = int(late // interval)
+            next_tick += missed * interval
+            snap = replace(snap, warnings=(*snap.warnings, gap_line(late + interval, missed)))
+        ended: int | None = None
         if exited or timed_out or stop.is_set():
             snap = replace(snap, final=True)
+        if not exited and (timed_out or stop.is_set()):
+            # Ended now, before the last line: it says what the command ended with (a kept
+            # command runs on, and its status stays null).
+            ended = session.end_command()
+            if snap.command is not None:
+                snap = replace(snap, command=replace(snap.command, status=ended))
         if encoder is None:
             line = json.dumps(snap.to_json()) + "\n"
         else:
@@ -68,7 +87,6 @@ def record_snapshots(
             assert child is not None
             return child.status or 0
         if stop.is_set() or timed_out:
-            status = session.end_command()
-            return 0 if status is None or session.options.keep_command else status
+            return 0 if ended is None or session.options.keep_command else ended
         if snap.target_ended:
             return 0

@@ -112,7 +112,9 @@ def private_log(prefix: str) -> tuple[int, Path]:
 
 
 def _others_may_write(st: os.stat_result) -> bool:
-    return st.st_uid != os.geteuid() or bool(st.st_mode & 0o022)
+    """Whether a folder's names may be changed by someone but us and root (root can do
+    anything anyway: /dev is root's, so /dev/null and /dev/stdout are as they should be)."""
+    return st.st_uid not in (0, os.geteuid()) or bool(st.st_mode & 0o022)
 
 
 def open_for_writing(path: str, mode: int = 0o644) -> int:
@@ -134,8 +136,8 @@ def open_for_writing(path: str, mode: int = 0o644) -> int:
             st.st_uid != os.geteuid() or st.st_nlink != 1 or not stat.S_ISREG(st.st_mode)
         ):
             raise UnsafePathError(
-                f"{path}: a file another user could have put there (its folder is "
-                "writable by others): not overwritten"
+                f"{path}: not a regular file of yours, in a folder others may write: "
+                "not overwritten"
             )
         if hostile:
             os.ftruncate(fd, 0)
