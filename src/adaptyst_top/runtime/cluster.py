@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,13 @@ from adaptyst_top.snapshot.inert import inert
 QUERY_TIMEOUT_S = 5.0  # a whole request, not each read
 # 2,000 nodes answer in ~300 kB a query; this is 50x that, and parses in well under 1 GB.
 MAX_ANSWER = 16 << 20
+# Series read from one answer: 5,000 nodes of four device kinds. Past it the answer is
+# cut (and the view says so): 100,000 series took 13 s and 380 MB to read in full.
+MAX_SERIES = 20_000
+# What a node's figure can be; past it a value is impossible, shown blank and marked.
+UTIL_MAX = 1.05  # a ratio, with room for an exporter's rounding
+POWER_MAX_W = 100_000.0  # a node of eight 1 kW GPUs draws ~10 kW
+LATENCY_MAX_S = 86_400.0
 LOOKBACK = "15m"  # how far back a node that stopped reporting is still listed
 STALE_AFTER_S = 30.0  # no sample for this long: stale
 # A failed scrape makes every series of its node stale at once: a job's node is still
@@ -49,6 +56,8 @@ class NodeRow:
     energy_w: dict[str, float] = field(default_factory=dict)  # kind -> joules/s (rate)
     jobs: set[str] = field(default_factory=set)
     slowest: tuple[str, float] | None = None  # (probe, p99 seconds)
+    # "what:kind" of each figure Prometheus gave that cannot be (shown blank, marked)
+    impossible: set[str] = field(default_factory=set)
     # (task, device it runs on now): the task API's, a Dask worker's placed calls
     tasks: set[tuple[str, str]] = field(default_factory=set)
 
@@ -74,8 +83,11 @@ class Prometheus:
         self._open: set[http.client.HTTPConnection] = set()
         self._lock = threading.Lock()
         self.skipped = 0  # series of the wrong shape, since the caller last reset it
+        self.cut = 0  # series past MAX_SERIES left unread, since the caller last reset it
+        self.aborted = threading.Event()
 
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        self._check_aborted()
         params = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
@@ -91,8 +103,13 @@ class Prometheus:
         result = data.get("result") if isinstance(data, dict) else None
         if not isinstance(result, list):
             raise ClusterError(f"Prometheus at {self.url}: an answer without a result list")
+        if len(result) > MAX_SERIES:
+            self.cut += len(result) - MAX_SERIES
+            del result[MAX_SERIES:]
         out = []
-        for s in result:  # label values are any user's text (a job name, a function)
+        for i, s in enumerate(result):  # label values are any user's text (a job, a function)
+            if i % 1000 == 999:
+                self._check_aborted()
             if not isinstance(s, dict):
                 self.skipped += 1
                 continue
@@ -146,11 +163,17 @@ class Prometheus:
         return body
 
     def abort(self) -> None:
-        """Cut every request under way (the view is quitting): they fail at once."""
+        """Cut every request under way (the view is quitting): they fail at once, and so
+        does any query after."""
+        self.aborted.set()
         with self._lock:
             conns = list(self._open)
         for conn in conns:
             _cut(conn)
+
+    def _check_aborted(self) -> None:
+        if self.aborted.is_set():
+            raise ClusterError(f"Prometheus at {self.url}: stopped")
 
 
 def _cut(conn: http.client.HTTPConnection) -> None:
@@ -160,48 +183,69 @@ def _cut(conn: http.client.HTTPConnection) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
-def _value(sample: dict[str, Any]) -> float | None:
+def _number(sample: dict[str, Any]) -> float | None:
+    """The sample's value as a float, NaN and infinities included; None: not a number."""
     try:
-        v = float(sample["value"][1])
+        return float(sample["value"][1])
     except (KeyError, IndexError, TypeError, ValueError):
         return None
-    return v if math.isfinite(v) else None
+
+
+def _value(sample: dict[str, Any]) -> float | None:
+    v = _number(sample)
+    return v if v is not None and math.isfinite(v) else None
 
 
 def _job_of(labels: dict[str, str]) -> str:
     return next((labels[k] for k in JOB_LABELS if labels.get(k)), "")
 
 
+QUERIES = 8  # that read_cluster makes, for its progress
+
+
 def read_cluster(
-    prom: Prometheus, job: str | None = None, stale_after: float = STALE_AFTER_S
+    prom: Prometheus,
+    job: str | None = None,
+    stale_after: float = STALE_AFTER_S,
+    progress: Callable[[int], None] | None = None,
 ) -> list[NodeRow]:
-    """Every node seen within LOOKBACK (only those running JOB, given one), by name."""
+    """Every node seen within LOOKBACK (only those running JOB, given one), by name.
+    PROGRESS(n) is told before the n-th of QUERIES queries (from 1)."""
     now = time.time()
     rows: dict[str, NodeRow] = {}
+    asked = 0
+
+    def query(promql: str) -> list[dict[str, Any]]:
+        nonlocal asked
+        asked += 1
+        if progress is not None:
+            progress(asked)
+        return prom.query(promql)
+
     # The nodes reporting now (their last sample's time), then those that stopped
     # within LOOKBACK: their series are stale, but a range keeps their last clock.
     live = "max by (node) (timestamp(adaptyst_scrape_duration_seconds))"
     past = f"max by (node) (last_over_time(adaptyst_time_seconds[{LOOKBACK}]))"
     for promql in (live, past):
-        for s in prom.query(promql):
+        for s in query(promql):
             node, t = s.get("metric", {}).get("node"), _value(s)
-            if node and t is not None and node not in rows:
+            if node and t is not None and t > 0 and node not in rows:
                 rows[node] = NodeRow(node, t, stale=now - t > stale_after)
-    for s in prom.query("avg by (node, kind) (adaptyst_device_utilization_ratio)"):
-        _put(rows, s, "util")
-    for s in prom.query("sum by (node, kind) (adaptyst_device_power_watts)"):
-        _put(rows, s, "power_w")
-    for s in prom.query("sum by (node, kind) (rate(adaptyst_device_energy_joules_total[1m]))"):
-        _put(rows, s, "energy_w")
+    for s in query("avg by (node, kind) (adaptyst_device_utilization_ratio)"):
+        _put(rows, s, "util", UTIL_MAX)
+    for s in query("sum by (node, kind) (adaptyst_device_power_watts)"):
+        _put(rows, s, "power_w", POWER_MAX_W)
+    for s in query("sum by (node, kind) (rate(adaptyst_device_energy_joules_total[1m]))"):
+        _put(rows, s, "energy_w", POWER_MAX_W)
     by_job = f"count by (node, {', '.join(JOB_LABELS)})"
-    for s in prom.query(f"{by_job} (last_over_time(adaptyst_probe_calls_total[{JOB_WINDOW}]))"):
+    for s in query(f"{by_job} (last_over_time(adaptyst_probe_calls_total[{JOB_WINDOW}]))"):
         labels = s.get("metric", {})
         if labels.get("node") in rows and (j := _job_of(labels)):
             rows[labels["node"]].jobs.add(j)
     # Now, not over a window: a task that moved left a series for its old device, which
     # Prometheus marks stale at the next scrape. Only JOB's tasks, given one.
     placed = f"max by (node, task, current, {', '.join(JOB_LABELS)}) (adaptyst_task_placement_info)"
-    for s in prom.query(placed):
+    for s in query(placed):
         labels = s.get("metric", {})
         row = rows.get(labels.get("node", ""))
         task, device = labels.get("task"), labels.get("current")
@@ -211,20 +255,30 @@ def read_cluster(
         "histogram_quantile(0.99, sum by (node, probe, le) "
         "(rate(adaptyst_probe_latency_seconds_bucket[5m])))"
     )
-    for s in prom.query(p99):
-        labels, v = s.get("metric", {}), _value(s)
+    for s in query(p99):
+        labels, v = s.get("metric", {}), _value(s)  # +Inf: past the last bucket, not shown
         row = rows.get(labels.get("node", ""))
-        if row is not None and v is not None and (row.slowest is None or v > row.slowest[1]):
+        if row is None or v is None:
+            continue
+        if not 0.0 <= v <= LATENCY_MAX_S:
+            row.impossible.add("p99")
+        elif row.slowest is None or v > row.slowest[1]:
             row.slowest = (labels.get("probe", "?"), v)
     out = sorted(rows.values(), key=lambda r: r.node)
     return [r for r in out if job in r.jobs] if job else out
 
 
-def _put(rows: dict[str, NodeRow], sample: dict[str, Any], what: str) -> None:
-    labels, v = sample.get("metric", {}), _value(sample)
+def _put(rows: dict[str, NodeRow], sample: dict[str, Any], what: str, most: float) -> None:
+    """The sample's figure on its node's row, if it can be (0..MOST); else marked."""
+    labels, v = sample.get("metric", {}), _number(sample)
     row = rows.get(labels.get("node", ""))
-    if row is not None and v is not None:
-        getattr(row, what)[labels.get("kind", "?")] = v
+    if row is None or v is None:
+        return
+    kind = labels.get("kind", "?")
+    if 0.0 <= v <= most:  # False for NaN too
+        getattr(row, what)[kind] = v
+    else:
+        row.impossible.add(f"{what}:{kind}")
 
 
 def kinds(rows: Sequence[NodeRow]) -> list[str]:
@@ -234,4 +288,4 @@ def kinds(rows: Sequence[NodeRow]) -> list[str]:
     return sorted(found, key=lambda k: (order.get(k, 9), k))
 
 
-__all__ = ["ClusterError", "NodeRow", "Prometheus", "kinds", "read_cluster"]
+__all__ = ["QUERIES", "ClusterError", "NodeRow", "Prometheus", "kinds", "read_cluster"]

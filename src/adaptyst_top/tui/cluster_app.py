@@ -20,6 +20,8 @@ from textual.driver import Driver
 from textual.widgets import Footer
 
 from adaptyst_top.runtime.cluster import (
+    MAX_SERIES,
+    QUERIES,
     STALE_AFTER_S,
     ClusterError,
     NodeRow,
@@ -46,25 +48,37 @@ CLUSTER_COLUMNS = [
     Column("tasks", "TASKS ON", 0, priority=1),
 ]
 SORTS = ("node", "cpu", "gpu", "power", "p99")
+IMPOSSIBLE = "?"  # a figure Prometheus gave that cannot be (negative, not finite, too large)
 
 
-def _pct(v: float | None) -> str:
+def _pct(row: NodeRow, kind: str) -> str:
+    if f"util:{kind}" in row.impossible:
+        return IMPOSSIBLE
+    v = row.util.get(kind)
     return "" if v is None else f"{100 * v:.0f}"
+
+
+def _watts(row: NodeRow, what: str) -> str:
+    if any(i.startswith(f"{what}:") for i in row.impossible):
+        return IMPOSSIBLE  # a sum with an impossible part is not a sum
+    per_kind: dict[str, float] = getattr(row, what)
+    return f"{sum(per_kind.values()):.0f}" if per_kind else ""
 
 
 def node_cells(row: NodeRow) -> tuple[dict[str, str], dict[str, object], str]:
     """A node's cells, its sort values, and its style (stale nodes dim)."""
     power = sum(row.power_w.values()) if row.power_w else None
-    energy = sum(row.energy_w.values()) if row.energy_w else None
     slowest = f"{fmt_ns(row.slowest[1] * 1e9)} {row.slowest[0]}" if row.slowest else ""
+    if "p99" in row.impossible and not slowest:
+        slowest = IMPOSSIBLE
     seen = time.strftime("%H:%M:%S", time.localtime(row.last_seen))
     cells = {
         "node": row.node,
-        "cpu": _pct(row.util.get("cpu")),
-        "gpu": _pct(row.util.get("gpu")),
-        "fpga": _pct(row.util.get("fpga")),
-        "power": "" if power is None else f"{power:.0f}",
-        "energy": "" if energy is None else f"{energy:.0f}",
+        "cpu": _pct(row, "cpu"),
+        "gpu": _pct(row, "gpu"),
+        "fpga": _pct(row, "fpga"),
+        "power": _watts(row, "power_w"),
+        "energy": _watts(row, "energy_w"),
         "jobs": ",".join(sorted(row.jobs)),
         "p99": slowest,
         "seen": f"stale {seen}" if row.stale else seen,
@@ -112,6 +126,7 @@ class ClusterApp(App[None]):
         self.stale_after = stale_after
         self.sort_index = 0
         self.rows: list[NodeRow] = []
+        self._asking: tuple[float, int] | None = None  # (since, query n of QUERIES) under way
 
     def compose(self) -> ComposeResult:
         yield TextLine(id="header")
@@ -130,19 +145,34 @@ class ClusterApp(App[None]):
         self.table.set_sort("node")
         self.refresh_now()
         self.set_interval(self.interval, self.refresh_now)
+        self.set_interval(0.5, self._show_asking)  # a slow query's time, as it runs
 
     @work(thread=True, exclusive=True, group="query")
     def refresh_now(self) -> None:
         start = time.monotonic()
-        self.prom.skipped = 0
-        try:
-            rows = read_cluster(self.prom, self.job, self.stale_after)
-        except ClusterError as exc:
+        self.prom.skipped = self.prom.cut = 0
+
+        def asking(n: int) -> None:
+            self._asking = (start, n)
             with contextlib.suppress(RuntimeError):  # quitting: no app to tell
+                self.call_from_thread(self._show_asking)
+
+        try:
+            rows = read_cluster(self.prom, self.job, self.stale_after, asking)
+        except ClusterError as exc:
+            self._asking = None
+            with contextlib.suppress(RuntimeError):
                 self.call_from_thread(self.set_status, str(exc))
             return
+        self._asking = None
         with contextlib.suppress(RuntimeError):
             self.call_from_thread(self.show, rows, time.monotonic() - start, self.prom.skipped)
+
+    def _show_asking(self) -> None:
+        if (asking := self._asking) is not None:
+            since, n = asking
+            took = time.monotonic() - since
+            self.set_status(f"asking Prometheus: query {n} of {QUERIES}, {took:.1f} s")
 
     async def action_quit(self) -> None:
         self.prom.abort()  # a query under way ends now, not at its deadline
@@ -153,10 +183,7 @@ class ClusterApp(App[None]):
 
     def show(self, rows: Sequence[NodeRow], took_s: float = 0.0, skipped: int = 0) -> None:
         self.rows = list(rows)
-        for row in rows:
-            cells, sort, style = node_cells(row)
-            self.table.upsert(row.node, cells, sort, style)
-        self.table.retain({r.node for r in rows})
+        self.table.replace_all((row.node, *node_cells(row)) for row in rows)
         stale = sum(r.stale for r in rows)
         parts = [
             "cluster",
@@ -165,12 +192,24 @@ class ClusterApp(App[None]):
             f"{took_s * 1000:.0f} ms",
         ]
         self.query_one("#header", TextLine).text = "  │  ".join(parts)
+        impossible = sum(len(r.impossible) for r in rows)
+        said = []
+        if self.prom.cut:
+            said.append(
+                f"{self.prom.cut} series past the first {MAX_SERIES:,} of an answer: not read"
+                " (narrow it with --job)"
+            )
         if skipped:
-            self.set_status(f"{skipped} series of the wrong shape in Prometheus' answers: skipped")
-        elif not rows:
-            self.set_status(
+            said.append(f"{skipped} series of the wrong shape in Prometheus' answers: skipped")
+        if impossible:
+            said.append(
+                f"{impossible} impossible values (negative, not finite, too large): {IMPOSSIBLE}"
+            )
+        if not rows:
+            said.append(
                 f"no node runs job {self.job}" if self.job else "no adaptyst-top agent reports"
             )
+        self.set_status("; ".join(said) if said else f"refreshed in {took_s:.1f} s")
 
     def set_status(self, text: str) -> None:
         self.query_one("#status", TextLine).text = text

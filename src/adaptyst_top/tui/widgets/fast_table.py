@@ -123,6 +123,23 @@ class FastTable(ScrollView, can_focus=True):
         if not ((self.sort_key is not None or self.filter_text) and self._reorder(True)):
             self._refresh_row(key)
 
+    def replace_all(self, rows: Iterable[tuple[str, dict[str, str], dict[str, Any], str]]) -> None:
+        """Every row at once, as (key, cells, sort, style); the rest removed. One
+        reorder for all: a row at a time reorders the table each time (20,000 nodes'
+        rows took minutes that way)."""
+        fresh: dict[str, TableRow] = {}
+        for key, cells, sort, style in rows:
+            self._note_needs(cells)
+            row = self.rows.get(key)
+            if row is None:
+                row = TableRow(key, cells, sort, style)
+            elif row.cells != cells or row.style != style:
+                row.cells, row.style, row.version = cells, style, row.version + 1
+            row.sort = sort or row.sort
+            fresh[key] = row
+        self.rows = fresh
+        self._reorder()
+
     def _note_needs(self, cells: dict[str, str]) -> None:
         for k, need in self._needs.items():
             n = len(cells.get(k, ""))
