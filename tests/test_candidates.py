@@ -27,7 +27,7 @@ def test_the_picker_offers_the_libraries_a_process_maps() -> None:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         files = mapped_files(proc.pid)
         session = types.SimpleNamespace(remote=None, pid=proc.pid, child=None)
-        found = LiveSource(session).candidates()  # type: ignore[arg-type]
+        found = list(LiveSource(session).candidates())  # type: ignore[arg-type]
         specs = [c.spec for c in found]
         libc = next(f for f in files if "/libc.so" in f or "/libc-" in f)
         assert f"uprobe:{libc}:malloc" in specs

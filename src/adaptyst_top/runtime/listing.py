@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -52,11 +53,24 @@ def candidates(
     policy: EntryPolicy | None,
     sources: dict[str, str] | None = None,
 ) -> list[Candidate]:
+    """Every candidate of FILES at once (iter_candidates)."""
+    return list(iter_candidates(files, pid, policy, sources))
+
+
+def iter_candidates(
+    files: list[str],
+    pid: int | None,
+    policy: EntryPolicy | None,
+    sources: dict[str, str] | None = None,
+) -> Iterator[Candidate]:
     """Every function of FILES (in their order: the executable first, then the libraries
-    it maps) and every USDT probe in them, with the refused ones marked. SOURCES: where
-    each file is read (the agent's descriptors opened as its user; a file without one is
-    left out), when not at its path."""
-    out: list[Candidate] = []
+    it maps) and every USDT probe in them, with the refused ones marked, as each is
+    read: a picker shows the first while a library of 200,000 symbols is still being
+    read. A spec is given once (an unstripped library has local functions that share a
+    name, 52 of OpenBLAS' `add_y`: one spec probes them all). SOURCES: where each file
+    is read (the agent's descriptors opened as its user; a file without one is left
+    out), when not at its path."""
+    given: set[str] = set()
     for path in files:
         source = path if sources is None else sources.get(path)
         if source is None:
@@ -66,21 +80,22 @@ def candidates(
         except (OSError, ValueError):
             continue
         for f in info.functions:
+            spec = f"uprobe:{path}:{f.name}"
+            if spec in given:
+                continue
             shown = demangle(f.name)
             if shown.cold:
                 continue  # the split-off unlikely branch of a function, not a function
+            given.add(spec)
             refused = (
                 _function(path, info, f, policy, pid, source).get("refused") if policy else None
             )
-            label = inert(f"{path}:{shown.display}")
-            out.append(Candidate(f"uprobe:{path}:{f.name}", label, refused))
-        seen: set[tuple[str, str]] = set()
+            yield Candidate(spec, inert(f"{path}:{shown.display}"), refused)
         for u in info.usdt:
-            if (u.provider, u.name) not in seen:
-                seen.add((u.provider, u.name))
-                spec = f"usdt:{path}:{u.provider}:{u.name}"
-                out.append(Candidate(spec, spec))
-    return out
+            spec = f"usdt:{path}:{u.provider}:{u.name}"
+            if spec not in given:
+                given.add(spec)
+                yield Candidate(spec, spec)
 
 
 def entry_policy() -> EntryPolicy | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Protocol
@@ -48,7 +48,7 @@ class Source(Protocol):
     def toggle(self, ref: ProbeRef) -> bool: ...  # whether the row is now on
     def add(self, spec: str) -> None: ...  # queued; compiles in the background
     def remove(self, ref: ProbeRef) -> str: ...  # the removed spec's text
-    def candidates(self) -> list[Candidate]: ...  # what the add-probe picker offers
+    def candidates(self) -> Iterable[Candidate]: ...  # what the picker offers, as read
     def apply_advice(self, task: str) -> None: ...
     def set_advisor_mode(self, mode: str) -> None: ...
     def stop(self) -> None: ...  # the monitor quits: a wait for data under way ends now
@@ -125,9 +125,10 @@ class LiveSource:
     def stop(self) -> None:
         self.session.options.cancel.set()
 
-    def candidates(self) -> list[Candidate]:
+    def candidates(self) -> Iterable[Candidate]:
         """What the picker offers: the functions of the target's executable, then of every
-        library it maps, and every USDT probe in them, the refused ones marked."""
+        library it maps, and every USDT probe in them, the refused ones marked; as each
+        is read (the agent's come in one answer)."""
         if self.session.remote is not None:
             try:
                 return self.session.remote.candidates()
@@ -142,7 +143,7 @@ class LiveSource:
                 files = []
         if s.child is not None and s.child.path not in files:
             files.insert(0, s.child.path)
-        return listing.candidates(files, s.pid or None, listing.entry_policy())
+        return listing.iter_candidates(files, s.pid or None, listing.entry_policy())
 
 
 class ReplaySource:

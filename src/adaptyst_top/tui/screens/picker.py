@@ -5,7 +5,8 @@ with why, and cannot be picked."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from typing import ClassVar
 
 from textual import work
@@ -15,10 +16,12 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
 
 from adaptyst_top.runtime.listing import Candidate
 
 SHOWN = 300  # options listed at once: enough to pick from, cheap to filter
+BATCH_S = 0.25  # candidates read reach the list this often while the rest are read
 
 
 class AddProbeScreen(ModalScreen[str | None]):
@@ -27,10 +30,17 @@ class AddProbeScreen(ModalScreen[str | None]):
         Binding("down", "focus_list", "List", show=False),
     ]
 
-    def __init__(self, load_candidates: Callable[[], list[Candidate]]) -> None:
+    def __init__(self, load_candidates: Callable[[], Iterable[Candidate]]) -> None:
         super().__init__()
         self.load = load_candidates
         self.candidates: list[Candidate] = []
+        self.loaded = False
+        self._specs: set[str] = set()  # an option's id is its spec: each spec once
+        self._text = ""
+        self._matches: list[Candidate] = []  # of self.candidates, for self._text
+        self._lock = threading.Lock()
+        self._incoming: list[Candidate] = []  # read, not yet taken (fill's thread)
+        self._read_all = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
@@ -43,31 +53,75 @@ class AddProbeScreen(ModalScreen[str | None]):
             yield OptionList(id="picker-list")
 
     def on_mount(self) -> None:
-        self.query_one("#picker-list", OptionList).add_option(
-            Option("reading the target's symbols…", disabled=True)
-        )
+        self._render_list()
+        self._poll = self.set_interval(BATCH_S, self._take)
         self.fill()
 
     @work(thread=True)
     def fill(self) -> None:
-        self.app.call_from_thread(self._loaded, self.load())
+        # Read into a list the screen takes from on a timer: a read that blocks (a large
+        # library's tables) never holds back what was read before it.
+        worker = get_current_worker()
+        for c in self.load():
+            if worker.is_cancelled:
+                return  # the picker was closed: the rest is not read
+            with self._lock:
+                self._incoming.append(c)
+        with self._lock:
+            self._read_all = True
+        self.app.call_from_thread(self._take)
 
-    def _loaded(self, found: list[Candidate]) -> None:
-        self.candidates = found
-        self._show(self.query_one("#picker-input", Input).value)
+    def _take(self) -> None:
+        with self._lock:
+            found, self._incoming = self._incoming, []
+            done = self._read_all
+        if done:
+            self._poll.stop()
+        if found or done:
+            self._more(found, done)
+
+    def _more(self, found: list[Candidate], done: bool) -> None:
+        fresh = [c for c in found if c.spec not in self._specs]
+        self._specs.update(c.spec for c in fresh)
+        self.candidates += fresh
+        self.loaded = done
+        before = len(self._matches)
+        if before < SHOWN:
+            self._matches += [c for c in fresh if self._fits(c)][: SHOWN - before]
+        if before < SHOWN or done:  # a full list changes no more until the text does
+            self._render_list()
+
+    def _fits(self, c: Candidate) -> bool:
+        words = self._text.lower().split()
+        return all(w in c.label.lower() or w in c.spec.lower() for w in words)
 
     def _show(self, text: str) -> None:
+        self._text = text
+        self._matches = []
+        for c in self.candidates:
+            if self._fits(c):
+                self._matches.append(c)
+                if len(self._matches) >= SHOWN:
+                    break
+        self._render_list()
+
+    def _render_list(self) -> None:
         ol = self.query_one("#picker-list", OptionList)
         ol.clear_options()
-        words = text.lower().split()
-        shown = [
-            c
-            for c in self.candidates
-            if all(w in c.label.lower() or w in c.spec.lower() for w in words)
-        ][:SHOWN]
-        ol.add_options([_option(c) for c in shown])
-        if not self.candidates:
+        ol.add_options([_option(c) for c in self._matches])
+        if not self.loaded:
+            # Never "none" while reading: what is not listed yet may still come.
+            ol.add_option(
+                Option(
+                    f"reading the target's symbols… {len(self.candidates):,} so far", disabled=True
+                )
+            )
+        elif not self.candidates:
             ol.add_option(Option("no symbols found (type a whole spec)", disabled=True))
+        elif not self._matches:
+            ol.add_option(
+                Option(f"none of {len(self.candidates):,} symbols matches", disabled=True)
+            )
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._show(event.value)
