@@ -154,8 +154,9 @@ class ClusterApp(App[None]):
 
         def asking(n: int) -> None:
             self._asking = (start, n)
-            with contextlib.suppress(RuntimeError):  # quitting: no app to tell
-                self.call_from_thread(self._show_asking)
+            if not self.rows:  # said at once while nothing is shown; later by the timer
+                with contextlib.suppress(RuntimeError):  # quitting: no app to tell
+                    self.call_from_thread(self._show_asking)
 
         try:
             rows = read_cluster(self.prom, self.job, self.stale_after, asking)

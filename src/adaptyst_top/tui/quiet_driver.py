@@ -46,9 +46,23 @@ class _WakingEvent(threading.Event):
 class QuietLinuxDriver(LinuxDriver):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._wake_r = self._wake_w = -1
+        self.exit_event: _WakingEvent = _WakingEvent(-1)
+        self._open_wake()
+
+    def _open_wake(self) -> None:
+        """The wake-up pipe, anew when close() closed it: Textual's suspend (the cluster
+        view's Enter) closes the driver and starts it again, and a thread that then
+        waited on the closed pipe's number died with EINVAL and ended the view."""
+        if self._wake_r >= 0:
+            return
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
-        self.exit_event: _WakingEvent = _WakingEvent(self._wake_w)
+        self.exit_event.write_fd = self._wake_w
+
+    def start_application_mode(self) -> None:
+        self._open_wake()
+        super().start_application_mode()
 
     def run_input_thread(self) -> None:
         parser = XTermParser(self._debug)
@@ -103,6 +117,7 @@ class QuietLinuxDriver(LinuxDriver):
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        self._wake_r = self._wake_w = -1
 
 
 _UNKNOWN = object()
