@@ -90,3 +90,38 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             child.kill()
         proc.kill()
         proc.wait()
+
+
+def _read_for(fd: int, seconds: float, done: Callable[[], bool] | None = None) -> bytes:
+    seen = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not (done is not None and done()):
+        time.sleep(0.05)
+        with contextlib.suppress(BlockingIOError, OSError):
+            seen += os.read(fd, 65536)
+    with contextlib.suppress(BlockingIOError, OSError):
+        seen += os.read(fd, 65536)
+    return seen
+
+
+def test_what_a_library_writes_to_stderr_never_reaches_the_screen(tmp_path: Path) -> None:
+    """libbcc prints to descriptor 2 ("cannot attach uprobe, probe entry may not exist"),
+    which was the screen: its line was painted over a pane's border. While the app runs
+    it goes to a sink, and is said after the screen is gone, under a line saying so."""
+    from adaptyst_top.tui.quiet_driver import SAID_HEADER
+
+    proc, terminal = start_app(tmp_path)
+    try:
+        assert _read_until(terminal, b"tick 3")
+        os.write(terminal, b"e")
+        screen = _read_for(terminal, 1.0)
+        assert b"tick" in screen  # the app still paints
+        assert b"NOISE" not in screen
+        os.write(terminal, b"q")
+        after = _read_for(terminal, 20, lambda: proc.poll() is not None)
+        assert proc.wait(5) == 0
+        said = after[after.rindex(b"\x1b[?1049l") :]  # after the screen is left
+        assert SAID_HEADER.encode() in said and b"NOISE-FROM-A-C-LIBRARY" in said, said
+    finally:
+        _kill(proc)
+        os.close(terminal)

@@ -5,12 +5,14 @@ status line, all changed every 0.2 s and painted straight to the terminal.
 Keys: f freezes the figures; r has Textual repaint the whole screen; n shows a
 notification over the table; d drops the first row and changes the next; b takes the
 focus off the table (its border and cursor colours change) and t gives it back; g gives
-the table another background. On exit it writes to the file it is given how many paints
+the table another background; e writes a line straight to descriptor 2, as a C
+library does. On exit it writes to the file it is given how many paints
 went straight to the terminal, how many fell back to Textual's refresh, how many writes
 reached the driver, and how many had when it was frozen after how many rounds."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import ClassVar
@@ -52,6 +54,7 @@ class PaintApp(Rows):
         Binding("b", "blur", "Blur"),
         Binding("t", "focus_table", "Focus"),
         Binding("g", "other_background", "Background"),
+        Binding("e", "noise", "Noise"),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -75,6 +78,9 @@ class PaintApp(Rows):
     def tick(self) -> None:
         if not self.frozen:
             super().tick()  # every row, then "tick N" in the header and status
+
+    def action_noise(self) -> None:
+        os.write(2, b"NOISE-FROM-A-C-LIBRARY\n")
 
     def action_freeze(self) -> None:
         self.frozen = True

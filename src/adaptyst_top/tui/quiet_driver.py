@@ -16,9 +16,11 @@ import contextlib
 import errno
 import os
 import selectors
+import sys
+import tempfile
 import threading
 from codecs import getincrementaldecoder
-from typing import Any
+from typing import IO, Any
 
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
@@ -26,6 +28,9 @@ from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
 
 POLL_S = 0.1  # Textual's own period, used when the parser's deadline can't be read
+SAID_LINES = 20  # of what was written to descriptor 2 while the screen was up
+SAID_MAX = 64 << 10
+SAID_HEADER = "adaptyst-top: written to stderr while the screen was up (last lines):"
 
 
 class _WakingEvent(threading.Event):
@@ -49,6 +54,41 @@ class QuietLinuxDriver(LinuxDriver):
         self._wake_r = self._wake_w = -1
         self.exit_event: _WakingEvent = _WakingEvent(-1)
         self._open_wake()
+        # The screen is written through a descriptor of its own: while the app runs,
+        # descriptor 2 goes to a sink, and what a library prints there (libbcc's
+        # "cannot attach uprobe, probe entry may not exist") never lands on the screen.
+        if sys.__stderr__ is not None:
+            own = os.dup(sys.__stderr__.fileno())
+            self._file = open(own, "w", encoding="utf-8")  # noqa: SIM115 - the app's, for its life
+        self._stderr_saved = -1
+        self._stderr_sink: IO[bytes] | None = None
+
+    def _stderr_to_sink(self) -> None:
+        if self._stderr_sink is not None:
+            return
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        self._stderr_sink = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _stderr_back
+        self._stderr_saved = os.dup(2)
+        os.dup2(self._stderr_sink.fileno(), 2)
+
+    def _stderr_back(self) -> None:
+        """Descriptor 2 back where it was; what was said meanwhile is said there now,
+        once the screen is gone: its last lines, under a line that says what they are."""
+        sink, self._stderr_sink = self._stderr_sink, None
+        if sink is None:
+            return
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os.dup2(self._stderr_saved, 2)
+        os.close(self._stderr_saved)
+        size = sink.seek(0, os.SEEK_END)
+        sink.seek(max(0, size - SAID_MAX))
+        said = sink.read().decode(errors="replace").splitlines()[-SAID_LINES:]
+        sink.close()
+        if said:
+            with contextlib.suppress(OSError):
+                os.write(2, "\n".join([SAID_HEADER, *said, ""]).encode())
 
     def _open_wake(self) -> None:
         """The wake-up pipe, anew when close() closed it: Textual's suspend (the cluster
@@ -62,7 +102,12 @@ class QuietLinuxDriver(LinuxDriver):
 
     def start_application_mode(self) -> None:
         self._open_wake()
-        super().start_application_mode()
+        self._stderr_to_sink()
+        super().start_application_mode()  # type: ignore[no-untyped-call]
+
+    def stop_application_mode(self) -> None:
+        super().stop_application_mode()
+        self._stderr_back()  # before a suspend too: the program run then has the terminal
 
     def run_input_thread(self) -> None:
         parser = XTermParser(self._debug)
