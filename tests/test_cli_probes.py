@@ -174,3 +174,23 @@ def test_a_closed_pipe_ends_quietly() -> None:
     )
     assert proc.stdout.startswith("/") and proc.stderr == ""
     assert proc.returncode == 141
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_the_last_line_of_a_record_keeps_the_measured_overhead(workload_bin: Path) -> None:
+    """The target's CPU time cannot be read once it has exited: the last interval's share
+    was taken as 100% ("probe overhead 100% ... exceeds the budget") after 0.2% all run
+    long. The last share measured stands, and nothing is warned."""
+    proc = run(
+        "record", "--interval", "0.3", "--probe", f"uprobe:{workload_bin}:held_fn",
+        "--", str(workload_bin), "held", "20", "100000",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    shares = [line["overhead"]["share"] for line in lines if line.get("overhead")]
+    measured = [s for s in shares if s is not None]
+    assert measured and max(measured) < lines[-1]["overhead"]["budget"], shares
+    assert lines[-1]["final"] and lines[-1]["overhead"]["share"] == measured[-1]
+    warned = [w for line in lines for w in line.get("warnings", []) if "exceeds" in w]
+    assert warned == []

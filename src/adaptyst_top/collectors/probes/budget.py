@@ -32,6 +32,7 @@ class BudgetWatch:
         self.pids = pids
         self.budget = budget
         self._last: dict[int, int] | None = None
+        self._share: float | None = None  # the last share measured
 
     def _cpu(self) -> dict[int, int] | None:
         if self.pids is None:
@@ -51,6 +52,11 @@ class BudgetWatch:
         # Over the processes read both times: one that came or went mid-interval would
         # count its whole life, or less than nothing.
         cpu_delta = sum(ns - last[pid] for pid, ns in cpu.items() if pid in last)
+        if cpu_delta <= 0:
+            # Not measured: the target ended in the interval (its CPU time is no longer
+            # there to read; the last line of every `record` read 100% here), or ran less
+            # than a clock tick. The last share measured stands; nothing is warned.
+            return Overhead(self._share, None)
         # Rows hit in the interval only: most rows of a wide glob are idle.
         cost = {
             r.id: r.interval_hits * costs.get(r.cost_class).per_hit_ns
@@ -59,7 +65,7 @@ class BudgetWatch:
         }
         total = sum(cost.values())
         # Probe time is charged to the target's own CPU time, so it sits inside cpu_delta.
-        share = total / cpu_delta if cpu_delta > 0 else (None if total == 0 else 1.0)
-        if share is None or share <= self.budget:
+        share = self._share = total / cpu_delta
+        if share <= self.budget:
             return Overhead(share, None)
         return Overhead(share, max(cost, key=lambda i: cost[i]))
