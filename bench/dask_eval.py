@@ -17,7 +17,8 @@ of running the same rounds, each on a fresh cluster:
 Reported: the wall time of each, `cpu_vs_placed` (how many times faster placed is than
 the CPU variant alone) and `placed_vs_oracle` (how much slower than the oracle), with
 the scheduler's placing cost per task, measured in the run and for 1,000 simulated
-workers (the plugin's update_graph and log_event on a scheduler-shaped object).
+workers (the plugin's update_graph, and its transition hook taking each run's report
+from the task-finished message, on a scheduler-shaped object).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from distributed import Client, Nanny, Scheduler, SpecCluster
 
 from adaptyst_top.dask import DevicePlacement, placement_report
 from adaptyst_top.dask import demo_kernels as dk
-from adaptyst_top.dask.placed import ANNOTATION, TOPIC, VERSION
+from adaptyst_top.dask.placed import ANNOTATION, METADATA, VERSION
 
 SCRATCH = tempfile.mkdtemp(prefix="adt-dask-eval-")
 atexit.register(shutil.rmtree, SCRATCH, True)
@@ -139,7 +140,7 @@ def run_placed(client: Any, work: list[list[np.ndarray]], objective: str) -> tup
 
 
 def simulated_cost(workers: int, tasks: int) -> dict[str, float]:
-    """µs per task of the plugin's update_graph and log_event with WORKERS workers (a
+    """µs per task of the plugin's update_graph and learning with WORKERS workers (a
     scheduler-shaped object: the plugin reads workers' resources and tasks' specs)."""
     plugin = DevicePlacement("time")
     res = [{"opencl": 1} if i % 4 == 0 else {} for i in range(workers)]
@@ -179,20 +180,12 @@ def simulated_cost(workers: int, tasks: int) -> dict[str, float]:
     placed_ns = (time.perf_counter_ns() - start) / tasks
     addresses = list(ws)
     start = time.perf_counter_ns()
-    for i, ts in enumerate(tasks_.values()):
+    for i, (key, ts) in enumerate(tasks_.items()):
         p = ts.annotations[ANNOTATION]
         t = 1e-3 if p["kind"] == "opencl" and p["size"] > 10_000 else 2e-3
-        plugin.log_event(
-            TOPIC,
-            {
-                "v": VERSION,
-                "stream": p["stream"],
-                "kind": p["kind"],
-                "explored": p["explored"],
-                "size": p["size"],
-                "t": t,
-                "worker": addresses[i % workers],
-            },
+        run = {"v": VERSION, "t": t, "e": None, "how": None}  # as the worker reports it
+        plugin.transition(
+            key, "processing", "memory", worker=addresses[i % workers], metadata={METADATA: run}
         )
     learned_ns = (time.perf_counter_ns() - start) / tasks
     return {"place_us": round(placed_ns / 1e3, 2), "learn_us": round(learned_ns / 1e3, 2)}

@@ -50,15 +50,19 @@ SYSTEM_MODULES = {
     "test_cli_probes",  # probes through the command line
     "test_cluster",  # a real Prometheus
     "test_cluster_hostile",
+    "test_cluster_limits",  # answers of 100,000 series
+    "test_cluster_enter",  # the view in a real terminal
     "test_command_lifecycle",  # record's commands, probed
     "test_containers",  # podman
     "test_dask",  # a Dask scheduler and worker processes
     "test_dask_slurm",  # Dask workers as jobs of a Slurm of its own
+    "test_dask_hostile",
     "test_demo_moves",  # the demo workload for a minute
     "test_e2e_tmux",  # the monitor in a real terminal
     "test_install_agent",  # apt and a venv
     "test_metrics",  # Prometheus scrapes of a real agent
     "test_placement_e2e",
+    "test_recording_hostile",  # gigabytes decoded
     "test_slurm",  # a Slurm of its own
     "test_task_api_native",  # compilers and eBPF
 }

@@ -133,8 +133,11 @@ def test_a_task_no_worker_can_run_errs_saying_so_and_the_rest_run(two_workers: C
     x = inputs(np.random.default_rng(2), SMALL)
     with pytest.raises(PlacementError, match="variants for cuda but the workers offer cpu, opencl"):
         client.submit(only_cuda, x).result()
+    # size() is the client's code: it runs on the client (PlacedTask.submit/map), and
+    # fails there; the scheduler never runs it, and sizes a plain submit itself.
     with pytest.raises(PlacementError, match=r"badsize: size.* not a finite count"):
-        client.submit(bad_size, x).result()
+        bad_size.submit(client, x)
+    assert agrees(x, client.submit(bad_size, x).result())
     assert agrees(x, client.submit(dk.logistic, x).result())
 
 
@@ -195,33 +198,71 @@ def test_two_placed_tasks_of_one_name_never_share_a_dask_key() -> None:
         placed("big", {"cpu": len}, size=lambda x: 1e20).input_size([1])
 
 
-def test_forged_or_damaged_run_events_are_counted_and_learnt_from_never() -> None:
+def test_damaged_run_reports_are_counted_and_learnt_from_never() -> None:
+    """What a worker reports in its task-finished message is learnt from only when it is
+    a run of this version, in range, of a call the scheduler itself placed; a Dask event
+    (Client.log_event: any client may send one) never is."""
     from types import SimpleNamespace
+
+    from adaptyst_top.dask.placed import METADATA, VERSION
+    from adaptyst_top.dask.plugin import Placement
 
     plugin = DevicePlacement()
     worker_state = SimpleNamespace(host="127.0.0.1", resources={})
     plugin.scheduler = SimpleNamespace(workers={"tcp://127.0.0.1:1": worker_state}, resources={})
     stream = plugin.stream("t", 10, ["cpu"])
-    good = {"v": 1, "stream": stream.task, "kind": "cpu", "explored": False, "size": 1000}
-    good |= {"t": 0.01, "worker": "tcp://127.0.0.1:1"}
+    good = {"v": VERSION, "t": 0.01, "e": None, "how": None}
     bad = [
-        {**good, "worker": "tcp://10.9.9.9:1"},  # no worker of this cluster
-        {**good, "kind": "opencl"},  # a kind the stream does not place
         {**good, "t": 10**400},
         {**good, "t": float("inf")},
-        {**good, "size": 2**1100},
-        {**good, "stream": ["x"]},
+        {**good, "t": True},
+        {**good, "t": "0.01"},
+        {**good, "t": -1.0},
         "not a dict",
         {**good, "v": 99},
         {**good, "e": float("nan")},
         {**good, "e": -1.0},
         {**good, "e": "lots"},
     ]
-    for msg in bad:
-        plugin.log_event(TOPIC, msg)
-    plugin.log_event(TOPIC, good)
+    for i, run in enumerate([*bad, good]):
+        plugin.placements[f"k{i}"] = Placement("t", 10, "cpu", False, 1000)
+        plugin.transition(
+            f"k{i}", "processing", "memory", worker="tcp://127.0.0.1:1", metadata={METADATA: run}
+        )
     assert plugin.ignored == len(bad)
-    assert list(plugin.figures) == [(stream.task, "cpu", "127.0.0.1")]
+    assert list(plugin.names["t"].figures) == [(10, "cpu", "127.0.0.1")]
+    # A run reported again, or for a key the scheduler did not place: nothing learnt.
+    plugin.transition(f"k{len(bad)}", "processing", "memory", metadata={METADATA: good})
+    plugin.transition("other", "processing", "memory", metadata={METADATA: good})
+    assert plugin.names["t"].figures[(10, "cpu", "127.0.0.1")][0] == 1
+    # Dask events are not listened to at all.
+    plugin.log_event(TOPIC, {**good, "stream": stream.task, "kind": "cpu", "size": 1000})
+    assert plugin.names["t"].figures[(10, "cpu", "127.0.0.1")][0] == 1
+
+
+def test_the_client_sizes_a_call_and_the_scheduler_takes_only_a_plain_count() -> None:
+    from adaptyst_top.dask.placed import key_size
+
+    assert key_size("logistic-ab12-s2000") == 2000 and key_size("x-s007") == 7
+    assert key_size(f"x-s{2**63}") is None  # beyond what msgpack and the probes carry
+    assert key_size("x-s" + "9" * 20) is None
+    assert key_size("x-s\u0663") is None  # a digit, but not an ASCII one
+    assert key_size("x-s12-0") is None and key_size(("x-s12", 0)) is None
+    assert key_size("x-s-1") is None and key_size("x-s1.5") is None
+    seven = placed("seven", {"cpu": len}, size=lambda x: 7 * len(x))
+    with cluster(plain=worker({"cpu": 1})) as c, Client(c) as client:
+        client.register_plugin(DevicePlacement("time"))
+        xs = [list(range(n)) for n in (100, 1000, 1001)]
+        assert client.gather(seven.map(client, xs)) == [100, 1000, 1001]
+        assert seven.submit(client, list(range(10))).result() == 10
+        assert client.gather(client.map(seven, xs[:1])) == [100]  # no size(): the count
+        report = placement_report(client)
+    assert report["sizes"] == {"client": 4, "inputs": 0, "unknown": 1}
+    buckets = {r["size_bucket"]: sum(r["runs"].values()) for r in report["tasks"]}
+    want = {size_bucket(700): 1, size_bucket(7000): 2, size_bucket(70): 1}
+    # The plain call: size() is not the scheduler's to run, a list has no bytes it
+    # reads (numpy arrays and bytes have): size 1.
+    assert buckets == {**want, size_bucket(1): 1}, buckets
 
 
 def spin(s: float) -> float:

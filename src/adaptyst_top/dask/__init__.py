@@ -4,10 +4,12 @@
 
     spmv = placed("spmv", {"cpu": spmv_numpy, "opencl": spmv_pyopencl}, size=lambda A, x: A.nnz)
     client.register_plugin(DevicePlacement(objective="time"))
-    futures = client.map(spmv, matrices, vectors)
+    futures = client.map(spmv, matrices, vectors)  # or spmv.map(client, matrices, vectors)
 
 Each call runs on the device kind, and so the workers, that the scheduler's advisor
-chose for its input size, learned from the runs themselves (docs/placement.md)."""
+chose for its input size, learned from the runs themselves (docs/placement.md). The
+scheduler never runs size(): spmv.map/spmv.submit run it on the client and send the
+size with the call; a plain client.map is sized from what the scheduler holds."""
 
 from __future__ import annotations
 

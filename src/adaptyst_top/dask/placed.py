@@ -1,14 +1,23 @@
 """A task's variants, one per device kind, as one callable that Dask runs where the
 scheduler's placement chose (plugin.py): the chosen variant runs inside the task API's
 USDT probes (the node's monitor and agent see the task), timed and its energy measured
-(run_energy.py), and both go back to the scheduler as a Dask event."""
+(run_energy.py). The measurement goes back to the scheduler in the worker's own
+task-finished message (the task's metadata), the only report it learns from; a copy is
+logged as a Dask event for people to read.
+
+The input's size is the user's code (SIZE): it runs on the client, never on the
+scheduler. PlacedTask.submit and .map run it there and send the size as data, in the
+call's key ("...-s<size>"); a plain client.submit/map leaves the scheduler to size the
+call from what it holds itself (placement in plugin.py)."""
 
 from __future__ import annotations
 
+import inspect
 import math
+import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from typing import Any
 
@@ -16,15 +25,31 @@ from adaptyst_top.dask.offer import OFFER_NAME
 from adaptyst_top.dask.run_energy import Measured
 from adaptyst_top.placement import task_api
 
-VERSION = 1  # the shape of the annotation and the events: tasks and plugin must agree
+VERSION = 2  # the shape of the annotation, the key and the report: tasks and plugin agree
 ANNOTATION = "adaptyst"  # the task annotation that carries the placement to the worker
-TOPIC = "adaptyst-placement"  # the Dask event topic the workers report runs on
+METADATA = "adaptyst"  # the worker's task metadata entry that carries a run's measurement
+TOPIC = "adaptyst-placement"  # the Dask event topic a copy of each run is logged under
 KINDS = ("cpu", "opencl", "cuda")  # device kinds, as workers name their resources
 MAX_SIZE = 2**63 - 1  # what Dask's msgpack and the USDT probes carry
+# A size the client computed, as the last part of the call's key: ASCII digits only
+# (Python's int() would also read other scripts' digits), at most MAX_SIZE's 19.
+SIZE_SUFFIX = re.compile(r"-s([0-9]{1,19})\Z")
 
 
 class PlacementError(RuntimeError):
     """A placed task that cannot run as asked; its message is one line for the user."""
+
+
+def key_size(key: object) -> int | None:
+    """The size a client sent in KEY, or None: keys are anyone's data, so only a string
+    key ending in "-s" and at most 19 ASCII digits, within [0, MAX_SIZE], counts."""
+    if type(key) is not str:
+        return None
+    m = SIZE_SUFFIX.search(key)
+    if m is None:
+        return None
+    n = int(m.group(1))
+    return n if n <= MAX_SIZE else None
 
 
 class PlacedTask:
@@ -66,7 +91,9 @@ class PlacedTask:
         return f"placed({self.name!r}, {sorted(self.variants)})"
 
     def input_size(self, *args: Any, **kwargs: Any) -> int:
-        """The input's size, from SIZE, else the arguments' bytes; a finite count >= 1."""
+        """The input's size, from SIZE, else the arguments' bytes; a finite count >= 1.
+        Runs the user's SIZE: call it where user code runs (the client), never on the
+        scheduler."""
         if self.size is None:
             n: Any = sum(int(getattr(a, "nbytes", 0)) for a in (*args, *kwargs.values()))
         else:
@@ -79,12 +106,74 @@ class PlacedTask:
             raise PlacementError(f"{self.name}: size() gave {n!r}, not a finite count in [0, 2^63)")
         return max(1, int(value))
 
+    # ----- on the client: the size computed here, sent as data ---------------------------
+
+    def submit(self, client: Any, *args: Any, **kwargs: Any) -> Any:
+        """client.submit(self, *args, **kwargs), with the input's size computed here (SIZE
+        raises here, as PlacementError) and sent in the call's key. KEY, if given, is the
+        key's beginning; Dask's own options (pure, resources, ...) pass through."""
+        own = _options(client.submit)
+        fn_kwargs = {k: v for k, v in kwargs.items() if k not in own}
+        size = self._client_size(args, fn_kwargs)
+        key = kwargs.pop("key", None)
+        if key is None:
+            pure = kwargs.get("pure", True)
+            token = _token(self, fn_kwargs, args) if pure else uuid.uuid4().hex
+            key = f"{self.name}-{token}"
+        elif not isinstance(key, str):
+            raise ValueError(f"{self.name}.submit: key must be a string, the key's beginning")
+        if size is not None:
+            key = f"{key}-s{size}"
+        return client.submit(self, *args, key=key, **kwargs)
+
+    def map(self, client: Any, *iterables: Iterable[Any], **kwargs: Any) -> list[Any]:
+        """client.map(self, *iterables, **kwargs), each call's size computed here and sent
+        in its key. KEY, if given, is a string (the keys' beginning) or a list of keys."""
+        own = _options(client.map)
+        fn_kwargs = {k: v for k, v in kwargs.items() if k not in own}
+        columns = [list(it) for it in iterables]
+        calls = list(zip(*columns, strict=False))  # as Dask: as many calls as the shortest
+        sizes = [self._client_size(args, fn_kwargs) for args in calls]
+        key = kwargs.pop("key", None)
+        if isinstance(key, list):
+            if len(key) != len(calls) or not all(isinstance(k, str) for k in key):
+                raise ValueError(f"{self.name}.map: {len(calls)} string keys, one a call")
+            keys = list(key)
+        elif key is None or isinstance(key, str):
+            prefix = key or self.name
+            if kwargs.get("pure", True):
+                base = _token(self, fn_kwargs)
+                keys = [f"{prefix}-{_token(base, args)}" for args in calls]
+            else:
+                uid = uuid.uuid4().hex
+                keys = [f"{prefix}-{uid}-{i}" for i in range(len(calls))]
+        else:
+            raise ValueError(f"{self.name}.map: key must be a string or a list of keys")
+        keys = [k if n is None else f"{k}-s{n}" for k, n in zip(keys, sizes, strict=True)]
+        return list(client.map(self, *columns, key=keys, **kwargs))
+
+    def _client_size(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        """The call's size here, or None where its arguments are other tasks' results
+        (futures): only the workers hold those, and the scheduler knows their bytes."""
+        from distributed import Future
+
+        if any(isinstance(a, Future) for a in (*args, *kwargs.values())):
+            return None
+        try:
+            return self.input_size(*args, **kwargs)
+        except PlacementError:
+            raise
+        except Exception as e:  # the user's size function: its error, in one line
+            raise PlacementError(f"{self.name}: size() failed: {type(e).__name__}: {e}") from e
+
+    # ----- on the worker --------------------------------------------------------------
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         where = placement_here()
         if where is None:  # outside Dask, or no DevicePlacement: the first variant, CPU first
             kind = "cpu" if "cpu" in self.variants else next(iter(self.variants))
             return self.variants[kind](*args, **kwargs)
-        worker, placement = where
+        worker, metadata, placement = where
         if placement.get("error"):
             raise PlacementError(str(placement["error"]))
         placed_on = placement.get("kind")
@@ -93,17 +182,12 @@ class PlacedTask:
             raise PlacementError(
                 f"{self.name}: placed on {placed_on!r}, a kind it has no variant for"
             )
-        size = int(placement.get("size") or self.input_size(*args, **kwargs))
+        # The scheduler's size, never SIZE here: the worker's thread is not the user's
+        # size function's to hold (it ran on the client, or the scheduler sized the call).
+        size = placement.get("size")
+        size = size if type(size) is int and 1 <= size <= MAX_SIZE else 1
         offer = worker.plugins.get(OFFER_NAME)
         energy = getattr(offer, "energy", None)
-        report = {
-            "v": VERSION,
-            "stream": placement.get("stream"),
-            "kind": placed_on,
-            "explored": bool(placement.get("explored")),
-            "size": size,
-            "worker": worker.address,
-        }
         with (
             task_api.task(self.name, str(placed_on), size),
             energy.call(placed_on) if energy is not None else nullcontext(Measured()) as cost,
@@ -111,8 +195,22 @@ class PlacedTask:
             start = time.perf_counter()  # the variant alone, not what measures it
             out = fn(*args, **kwargs)  # one that raises: the scheduler sees it erred
             took = time.perf_counter() - start
-        report |= {"t": took, "e": cost.energy_j, "how": cost.method}
-        worker.log_event(TOPIC, report)
+        run = {"v": VERSION, "t": took, "e": cost.energy_j, "how": cost.method}
+        # Into this task's own metadata: the worker sends it with the task-finished
+        # message on its own connection, which no client can write to. Written before
+        # the task returns; the worker builds that message after.
+        metadata[METADATA] = run
+        worker.log_event(  # for people (client.get_events); the scheduler ignores it
+            TOPIC,
+            {
+                **run,
+                "stream": placement.get("stream"),
+                "kind": placed_on,
+                "explored": bool(placement.get("explored")),
+                "size": size,
+                "worker": worker.address,
+            },
+        )
         return out
 
 
@@ -122,14 +220,28 @@ def placed(
     size: Callable[..., float] | None = None,
 ) -> PlacedTask:
     """NAME's variants per device kind ("cpu", "opencl", "cuda"), as one function to
-    submit to Dask (client.submit, client.map); SIZE gives an input's size from the
-    call's arguments (default: their bytes)."""
+    submit to Dask (client.submit, client.map; or f.submit(client, ...), f.map(client,
+    ...), which compute SIZE, an input's size from the call's arguments (default: their
+    bytes), on the client)."""
     return PlacedTask(name, variants, size)
 
 
-def placement_here() -> tuple[Any, dict[str, Any]] | None:
-    """(the worker, the placement the scheduler gave the running task), or None outside
-    a Dask worker's task or for a task the plugin did not place."""
+def _options(method: Callable[..., Any]) -> set[str]:
+    """The keyword options of a Client method: the rest of a call's keywords are the
+    task's own (Client.submit and Client.map pass them on to it)."""
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return {n for n, p in inspect.signature(method).parameters.items() if p.kind in kinds}
+
+
+def _token(*parts: Any) -> str:
+    from dask.base import tokenize
+
+    return str(tokenize(*parts))
+
+
+def placement_here() -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
+    """(the worker, the running task's metadata, the placement the scheduler gave it), or
+    None outside a Dask worker's task or for a task the plugin did not place."""
     try:
         from dask.context import thread_state
         from distributed.worker import get_worker
@@ -141,5 +253,7 @@ def placement_here() -> tuple[Any, dict[str, Any]] | None:
         return None
     key: Any = getattr(thread_state, "key", None)
     ts = worker.state.tasks.get(key)
-    placement = (ts.annotations or {}).get(ANNOTATION) if ts is not None else None
-    return (worker, placement) if isinstance(placement, dict) else None
+    if ts is None:
+        return None
+    placement = (ts.annotations or {}).get(ANNOTATION)
+    return (worker, ts.metadata, placement) if isinstance(placement, dict) else None
