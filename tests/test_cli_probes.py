@@ -194,3 +194,53 @@ def test_the_last_line_of_a_record_keeps_the_measured_overhead(workload_bin: Pat
     assert lines[-1]["final"] and lines[-1]["overhead"]["share"] == measured[-1]
     warned = [w for line in lines for w in line.get("warnings", []) if "exceeds" in w]
     assert warned == []
+
+
+HOLDER = """
+import sys, time
+from bcc import BPF
+b = BPF(text="int hit(void *ctx) { return 0; }")
+b.attach_uprobe(name=sys.argv[1], sym=sys.argv[2], fn_name="hit")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_a_probe_the_kernel_refuses_stops_record_unless_keep_going(workload_bin: Path) -> None:
+    """Another tool holds held_fn with a uprobe of its own (bcc's, as funclatency does):
+    the kernel refuses our link there. record said nothing, ran the command unprobed and
+    exited 0; now it names the probe on stderr and exits 1, or records with --keep-going."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(workload_bin), "held_fn"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        args = ["record", "--interval", "0.3", "--probe", f"uprobe:{workload_bin}:*_fn"]
+        command = ["--", str(workload_bin), "held", "3", "1000"]
+        going = run(*args, "--keep-going", *command)
+        assert going.returncode == 0, going.stderr
+        rows = json.loads(going.stdout.splitlines()[-1])["probes"]
+        errors = [p["error"] for p in rows if p["state"] == "error"]
+        if not errors:  # a kernel that lets both attach: nothing is refused
+            assert "refused the probe" not in going.stderr
+            return
+        line = (
+            f"adaptyst-top: uprobe:{workload_bin}:*_fn: held_fn: the kernel refused the probe: "
+            "Invalid argument"
+        )
+        assert errors == [line.split("*_fn: ", 1)[1]]
+        assert line in going.stderr.splitlines()  # said, not only inside the JSON
+        stopped = run(*args, *command)
+        assert stopped.returncode == 1, stopped.stderr
+        assert stopped.stderr.splitlines() == [
+            line,
+            "adaptyst-top: not running the command with probes the kernel refused "
+            "(--keep-going does)",
+        ]
+        assert stopped.stdout == ""  # the command never ran
+    finally:
+        holder.communicate("")
+    assert none_left()

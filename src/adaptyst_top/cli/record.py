@@ -20,10 +20,12 @@ from adaptyst_top.cli.options import (
     bounded_float,
     session_options,
 )
+from adaptyst_top.collectors.probes.uprobe_multi import KERNEL_REFUSED
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, DURATION_RANGE
 from adaptyst_top.runtime.record import WriteInterrupted, record_snapshots
 from adaptyst_top.runtime.record_file import open_output, replaced_output, same_file
-from adaptyst_top.runtime.session import SessionError, child_output_for, open_session
+from adaptyst_top.runtime.session import Session, SessionError, child_output_for, open_session
+from adaptyst_top.snapshot.inert import inert
 
 
 def record_parser() -> argparse.ArgumentParser:
@@ -49,6 +51,12 @@ def record_parser() -> argparse.ArgumentParser:
         metavar="FILE|-",
         help="where to write (- = stdout); a name ending in .zst is zstd-compressed, "
         "flushed every interval",
+    )
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="record even when the kernel refused some probes (another tool may hold the "
+        "function); by default record says which and exits 1 without running CMD",
     )
     p.add_argument(
         "--format",
@@ -98,6 +106,13 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
         if caught:
             session.close()
             raise SessionError("interrupted before the command started")
+        refused = kernel_refusals(session)
+        for line in refused:
+            print(f"adaptyst-top: {line}", file=sys.stderr)
+        if refused and not args.keep_going:
+            session.close()
+            what = "running the command" if command else "recording"
+            raise SessionError(f"not {what} with probes the kernel refused (--keep-going does)")
         session.start()
     except SessionError as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
@@ -135,6 +150,17 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
         if out is not sys.stdout:
             with contextlib.suppress(OSError):
                 out.close()
+
+
+def kernel_refusals(session: Session) -> list[str]:
+    """A line per probe the kernel would not attach (uprobe_multi.KERNEL_REFUSED): the
+    run would record it as a row of 0 calls, with the reason only inside the JSON."""
+    rows = session.snapshot(with_hist=False).probes
+    return [
+        inert(f"{p.spec}: {p.error}")
+        for p in rows
+        if p.state == "error" and p.error and KERNEL_REFUSED in p.error
+    ]
 
 
 def export_parser() -> argparse.ArgumentParser:

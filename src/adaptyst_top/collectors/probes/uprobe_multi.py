@@ -35,6 +35,10 @@ MIN_KERNEL = (6, 6)
 DISABLE_ENV = "ADAPTYST_TOP_NO_UPROBE_MULTI"  # set: one uprobe per function, as before 6.6
 _libc = ct.CDLL(None, use_errno=True)
 
+# How a row the kernel would not attach says so (another tool may hold the function):
+# `record` finds these rows by it, to stop rather than run the command unprobed.
+KERNEL_REFUSED = "the kernel refused the probe"
+
 
 def release_has_multi(release: str) -> bool:
     """Whether a kernel of this release (`uname -r`) has multi-uprobe links."""
@@ -105,7 +109,7 @@ def link_split(
             if exc.errno not in _PER_OFFSET:
                 raise
             if len(part) == 1:
-                refused[part[0][0]] = f"the kernel refused the probe: {exc.strerror}"
+                refused[part[0][0]] = f"{KERNEL_REFUSED}: {exc.strerror}"
                 return
             half = len(part) // 2
             attempt(part[:half])
