@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -377,3 +379,47 @@ def test_roots_monitor_sends_a_task_only_to_its_owners_applications(shared_dir: 
     assert got[0] == b"-" and got[2] == b"-" and got[3] == b"-", got
     assert decode(got[1].splitlines()[0]).fields["task"] == "mine"
     assert b"both" not in got[1] and b"other" not in got[1]
+
+
+MONITOR = """
+import sys
+from adaptyst_top.placement.control import ControlServer
+server = ControlServer()
+print(server.path, flush=True)
+sys.stdin.read()
+server.close()
+"""
+
+
+def test_a_second_monitor_neither_takes_nor_removes_the_firsts_socket() -> None:
+    """Two demos (or --advisor sessions) of one user on one node: the second bound the
+    first's path, deleted it on exit, and left the first listening where no application
+    finds it. The second listens at a path of its own; each removes only its own."""
+    from adaptyst_top.system.line_socket import listening
+
+    def monitor() -> tuple[subprocess.Popen[str], Path]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", MONITOR],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        return proc, Path(proc.stdout.readline().strip())
+
+    first, first_path = monitor()
+    try:
+        second, second_path = monitor()
+        try:
+            assert first_path.name == "control.sock"
+            assert second_path == first_path.with_name(f"control-{second.pid}.sock")
+            assert listening(first_path) and listening(second_path)
+        finally:
+            second.communicate("")
+        assert listening(first_path) and not second_path.exists()
+        with pytest.raises(OSError, match="another process listens at"):
+            ControlServer(first_path)  # never taken, even asked for by name
+        assert listening(first_path)
+    finally:
+        first.communicate("")
+    assert not first_path.exists()

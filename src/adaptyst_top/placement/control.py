@@ -12,6 +12,7 @@ rejected and logged; an application keeps running when the monitor goes away.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adaptyst_top.placement.protocol import MAX_LINE, Message, ProtocolError, decode, encode
-from adaptyst_top.system.line_socket import LineReader, listen, peer_credentials
+from adaptyst_top.system.line_socket import LineReader, listen, listening, peer_credentials
 from adaptyst_top.system.private_files import runtime_dir
 
 log = logging.getLogger("adaptyst_top.control")
@@ -31,10 +32,17 @@ log = logging.getLogger("adaptyst_top.control")
 CONTROL_ENV = "ADAPTYST_TOP_CONTROL"  # the monitor's socket, as it tells a command it launches
 
 
+@functools.cache
 def server_socket_path() -> Path:
-    """Where the monitor listens: in runtime_dir(), made and checked (a fresh private
-    folder when another user squatted the conventional one)."""
-    return runtime_dir() / "control.sock"
+    """Where this monitor listens: in runtime_dir(), made and checked (a fresh private
+    folder when another user squatted the conventional one). When another monitor of
+    the same user already listens there (two demos, two --advisor sessions), a path of
+    this process's own: the first keeps its socket, and a command this one launches is
+    told where this one is (CONTROL_ENV). Decided once per process."""
+    conventional = runtime_dir() / "control.sock"
+    if listening(conventional):
+        return conventional.with_name(f"control-{os.getpid()}.sock")
+    return conventional
 
 
 def default_socket_path() -> Path:
@@ -124,6 +132,7 @@ class ControlServer:
         # Applications of other users may connect; what they may do is checked per peer.
         mode = 0o755 if os.geteuid() == 0 else 0o700
         self.sock = listen(self.path, folder_mode=mode, backlog=16)
+        self._inode = os.stat(self.path).st_ino  # close() unlinks only this socket
         self.sock.settimeout(0.2)
         self._thread = threading.Thread(target=self._accept, name="control-accept", daemon=True)
         self._thread.start()
@@ -222,7 +231,8 @@ class ControlServer:
                 with contextlib.suppress(OSError):
                     c.sock.close()
         with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+            if os.stat(self.path).st_ino == self._inode:  # not one another monitor made since
+                self.path.unlink()
 
 
 class ControlClient:

@@ -129,6 +129,20 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
     return pid, uid, gid
 
 
+def listening(path: Path) -> bool:
+    """Whether a process accepts connections at the socket PATH (a socket left by a
+    killed one refuses them)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
 def listen(path: Path, folder_mode: int, backlog: int) -> socket.socket:
     """A socket at PATH that every user can connect to (who they are is checked per
     connection), in a folder made or checked private with FOLDER_MODE, so that no one
@@ -142,6 +156,8 @@ def listen(path: Path, folder_mode: int, backlog: int) -> socket.socket:
         st = os.lstat(path)
         if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
             raise SocketError(f"{path} exists and is not our socket: not replaced")
+        if listening(path):  # a second monitor (or agent) took the path of the first
+            raise SocketError(f"another process listens at {path}: not replaced")
         path.unlink()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
