@@ -163,3 +163,26 @@ def test_a_gpus_processes_are_rows_under_it() -> None:
     assert rows["gpu:0/others"] == {"name": " └ 2 of other users", "mem": "6.0 GiB"}
     g.extra = {"processes": "not a list", "processes_of_others": {"count": 0}}
     assert gpu_process_rows(g) == []
+
+
+def test_the_hot_row_sorts_first_and_sub_microsecond_latencies_read_under_1_us() -> None:
+    """By default the probes pane is sorted by total time (calls x mean), most first: of
+    xz's 107 lzma_* rows the hot one was row 18, under a page of zero-call rows. A net
+    latency under the probe's resolution was shown as 0 ns."""
+    from adaptyst_top.tui.rows import SORTABLE
+
+    hot = entry(id=1, name="lzma_code", count=200, latency=Latency(5e5, 4e5, 9e5, 1e6, 1e5, 2e6))
+    busy = entry(
+        id=2, name="lzma_crc32", count=90_000, latency=Latency(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    )
+    idle = entry(id=3, name="lzma_aaa", count=0)
+    assert SORTABLE[0] == "total"
+    totals = {p.name: probe_row(p, WARN_NS)[1]["total"] for p in (hot, busy, idle)}
+    assert sorted(totals, key=totals.__getitem__, reverse=True) == [
+        "lzma_code",
+        "lzma_crc32",
+        "lzma_aaa",
+    ]
+    cells = probe_row(busy, WARN_NS)[0]
+    assert cells["mean"] == cells["p99"] == "<1 µs"
+    assert probe_row(hot, WARN_NS)[0]["mean"] == "500 µs"

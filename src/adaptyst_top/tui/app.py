@@ -94,7 +94,7 @@ class MonitorApp(App[None]):
         self.autoplay = autoplay
         self.paused = False
         self.snap: Snapshot | None = None
-        self.sort_index = -1
+        self.sort_index = 0  # the probes pane starts sorted by SORTABLE[0]
         self.feed: SnapshotFeed[Snapshot] | None = None
         self._header = ""
         self._status = ""

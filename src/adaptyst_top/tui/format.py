@@ -38,6 +38,19 @@ def fmt_ns(ns: float | None) -> str:
     return f"{ns:.0f} ns"
 
 
+# A function's latency below this is within what subtracting the probe's own cost
+# leaves uncertain (a uprobe pair costs ~1-2 µs here): shown as "<1 µs", never "0 ns".
+LATENCY_FLOOR_NS = 1000.0
+
+
+def fmt_latency(ns: float | None) -> str:
+    """A function's latency, net of the probe's cost: below LATENCY_FLOOR_NS it is
+    "<1 µs" (a net figure clamps to 0 where the probe costs more than the call)."""
+    if ns is not None and ns < LATENCY_FLOOR_NS:
+        return "<1 µs"
+    return fmt_ns(ns)
+
+
 def fmt_count(n: int | None) -> str:
     if n is None:
         return "-"

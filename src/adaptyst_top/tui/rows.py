@@ -13,7 +13,14 @@ from adaptyst_top.snapshot import (
     ProbeEntry,
 )
 from adaptyst_top.tui.columns import Column
-from adaptyst_top.tui.format import fmt_bytes, fmt_count, fmt_energy, fmt_ns, fmt_rate
+from adaptyst_top.tui.format import (
+    fmt_bytes,
+    fmt_count,
+    fmt_energy,
+    fmt_latency,
+    fmt_ns,
+    fmt_rate,
+)
 from adaptyst_top.tui.glyphs import bar, sparkline
 
 PROBE_COLUMNS = (
@@ -31,7 +38,8 @@ PROBE_COLUMNS = (
     Column("cost", "Cost/hit", 9, right=True, priority=4),
     Column("energy", "J/call", 8, right=True, priority=2),
 )
-SORTABLE = ("count", "rate", "mean", "p99", "cost", "energy", "name")
+# The first is the default: the row whose calls took most time in all, on top.
+SORTABLE = ("total", "count", "rate", "mean", "p99", "cost", "energy", "name")
 
 DEVICE_COLUMNS = (
     Column("name", "Device", 0, priority=10),
@@ -148,15 +156,17 @@ def probe_row(
         "name": name if not p.error else f"{p.spec}: {p.error}",
         "count": fmt_count(p.count),
         "rate": fmt_rate(p.rate_hz),
-        "mean": fmt_ns(p.mean_ns),
-        "p50": fmt_ns(p.p50_ns),
-        "p95": fmt_ns(p.p95_ns),
-        "p99": fmt_ns(p.p99_ns),
-        "max": fmt_ns(p.max_ns),
+        "mean": fmt_latency(p.mean_ns),
+        "p50": fmt_latency(p.p50_ns),
+        "p95": fmt_latency(p.p95_ns),
+        "p99": fmt_latency(p.p99_ns),
+        "max": fmt_latency(p.max_ns),
         "cost": fmt_ns(p.overhead_ns_per_hit),
         "energy": "-" if (per_call := joules_per_call(p)) is None else fmt_energy(per_call),
     }
     sort = {
+        # calls x mean: where the time went; then calls (sub-resolution ones, count-only)
+        "total": (p.count * (p.mean_ns or 0.0), p.count),
         "count": p.count,
         "rate": p.rate_hz,
         "mean": p.mean_ns or 0.0,

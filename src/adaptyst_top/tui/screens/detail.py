@@ -14,7 +14,7 @@ from textual.widgets import Footer, Static
 
 from adaptyst_top.snapshot import EnergySplit, Latency, ProbeEntry
 from adaptyst_top.snapshot.histogram import bucket_bounds
-from adaptyst_top.tui.format import fmt_energy, fmt_ns, fmt_rate
+from adaptyst_top.tui.format import fmt_energy, fmt_latency, fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
 
 MAX_ROWS = 24
@@ -110,9 +110,9 @@ class DetailScreen(Screen[None]):
         title = (
             f"{p.name}{key}   {p.state}   {p.spec}\n"
             f"calls {p.count:,}   {fmt_rate(p.rate_hz)}/s   "
-            f"mean {fmt_ns(p.mean_ns)}   p50 {fmt_ns(p.p50_ns)}   "
-            f"p95 {fmt_ns(p.p95_ns)}   p99 {fmt_ns(p.p99_ns)}   "
-            f"max {fmt_ns(p.max_ns)}\n"
+            f"mean {fmt_latency(p.mean_ns)}   p50 {fmt_latency(p.p50_ns)}   "
+            f"p95 {fmt_latency(p.p95_ns)}   p99 {fmt_latency(p.p99_ns)}   "
+            f"max {fmt_latency(p.max_ns)}\n"
             f"probe cost {fmt_ns(p.overhead_ns_per_hit)}/hit ({p.overhead_source or '?'}; class "
             f"{p.cost_class or '?'}), BPF {fmt_ns(p.bpf_ns_per_hit)}/hit. "
             "The histogram is of raw intervals; the figures above are net of the probe cost.\n"

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from adaptyst_top.snapshot import ProbeEntry
-from adaptyst_top.tui.rows import PROBE_COLUMNS, probe_row
+from adaptyst_top.tui.rows import PROBE_COLUMNS, SORTABLE, probe_row
 from adaptyst_top.tui.widgets.devices_pane import HISTORY
 from adaptyst_top.tui.widgets.fast_table import FastTable
 
@@ -22,6 +22,8 @@ class ProbesPane(FastTable):
         self._with_energy = False
         self.border_title = "Probes"
         self.p99_warn_ns = p99_warn_ns
+        # The hot row first: most time in all (calls x mean); `s` goes on from here.
+        self.sort_key, self.sort_reverse = SORTABLE[0], True
         self.entries: dict[str, ProbeEntry] = {}
         self.rate_history: dict[str, deque[float | None]] = {}
         self.p99_history: dict[str, deque[float | None]] = {}
@@ -39,18 +41,19 @@ class ProbesPane(FastTable):
         # An entry handed back unchanged keeps its key: no ProbeRef and string per row
         # per tick. Each is held with its entry, so an id is never another entry's.
         known, self._key_of = self._key_of, {}
-        for p in probes:
-            last = known.get(id(p))
-            key = last[1] if last is not None and last[0] is p else p.ref.text
-            self._key_of[id(p)] = (p, key)
-            entries[key] = p
-            with_energy = with_energy or p.energy_j is not None
-            self.rate_history.setdefault(key, deque(maxlen=HISTORY)).append(p.rate_hz)
-            self.p99_history.setdefault(key, deque(maxlen=HISTORY)).append(p.p99_ns)
-            if same_context and p is self.entries.get(key) and key in self.rows:
-                continue
-            cells, sort, style = probe_row(p, self.p99_warn_ns, app)
-            self.upsert(key, cells, sort, style)
+        with self.sorted_once():
+            for p in probes:
+                last = known.get(id(p))
+                key = last[1] if last is not None and last[0] is p else p.ref.text
+                self._key_of[id(p)] = (p, key)
+                entries[key] = p
+                with_energy = with_energy or p.energy_j is not None
+                self.rate_history.setdefault(key, deque(maxlen=HISTORY)).append(p.rate_hz)
+                self.p99_history.setdefault(key, deque(maxlen=HISTORY)).append(p.p99_ns)
+                if same_context and p is self.entries.get(key) and key in self.rows:
+                    continue
+                cells, sort, style = probe_row(p, self.p99_warn_ns, app)
+                self.upsert(key, cells, sort, style)
         if with_energy != self._with_energy:
             self._with_energy = with_energy
             self.set_columns(PROBE_COLUMNS if with_energy else _WITHOUT_ENERGY)
