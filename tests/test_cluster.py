@@ -33,6 +33,7 @@ from .test_metrics import free_port
 
 NODES = [f"cn{i:03d}" for i in range(200)]
 JOB_NODES = NODES[:5]  # these run Slurm job 100, with a probe each
+NO_JOB_NODE = NODES[5]  # a probe of a session in no Slurm job
 GONE = NODES[-1]  # stops reporting during the test
 PLACED_KEY = "logistic|opencl|20|0"  # a placed task's calls (a Dask worker's) on each
 
@@ -113,8 +114,13 @@ class Exporter:
             placed = replace(fast, name=TASK_PROBE_NAME, kind="usdt", key=PLACED_KEY)
             return [ProbeSource("alice", "100", [probe(index, calls), placed], 0.001)]
 
-        live = node in JOB_NODES
-        collector = AgentCollector(self._now_devices, sources if live else list, "jobs")
+        def no_job() -> list[ProbeSource]:
+            calls = int(1000 * (1 + time.monotonic() - self.start))
+            return [ProbeSource("alice", None, [probe(index, calls)], 0.001)]
+
+        chosen = sources if node in JOB_NODES else no_job if node == NO_JOB_NODE else list
+        export = "all" if node == NO_JOB_NODE else "jobs"  # "jobs" leaves out a jobless one
+        collector = AgentCollector(self._now_devices, chosen, export)
         collector.node = node
         return collector
 
@@ -166,6 +172,9 @@ def test_every_node_listed_and_a_jobs_nodes_alone(cluster: tuple[Prometheus, Exp
     # The job's placed task, on the device it runs on, in each node's row.
     assert all(r.tasks == {("logistic", "opencl")} for r in job_rows), job_rows
     assert not any(r.tasks for r in rows if r.node not in JOB_NODES)
+    # A probe in no Slurm job: its series carry only the scrape's `job`, which is no job.
+    assert [r.jobs for r in rows if r.node == NO_JOB_NODE] == [set()]
+    assert prom.query(f'adaptyst_probe_calls_total{{node="{NO_JOB_NODE}"}}')
     assert node_cells(job_rows[0])[0]["tasks"] == "logistic@opencl"
     # The slowest probe by p99 once two scrapes give a rate: cn004's calls take 500 us.
     deadline = time.monotonic() + 30

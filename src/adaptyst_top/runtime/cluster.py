@@ -196,8 +196,14 @@ def _value(sample: dict[str, Any]) -> float | None:
     return v if v is not None and math.isfinite(v) else None
 
 
-def _job_of(labels: dict[str, str]) -> str:
-    return next((labels[k] for k in JOB_LABELS if labels.get(k)), "")
+def _job_of(labels: dict[str, str], scrape_jobs: set[str]) -> str:
+    """The Slurm job of a series, or "". A series with no Slurm job carries only the
+    scrape's own `job` (its value was empty, so no `exported_job`): that name (e.g.
+    `adaptyst`) was shown as the node's job."""
+    if exported := labels.get("exported_job"):
+        return exported
+    job = labels.get("job", "")
+    return "" if job in scrape_jobs else job
 
 
 QUERIES = 8  # that read_cluster makes, for its progress
@@ -224,11 +230,15 @@ def read_cluster(
 
     # The nodes reporting now (their last sample's time), then those that stopped
     # within LOOKBACK: their series are stale, but a range keeps their last clock.
-    live = "max by (node) (timestamp(adaptyst_scrape_duration_seconds))"
-    past = f"max by (node) (last_over_time(adaptyst_time_seconds[{LOOKBACK}]))"
+    # By scrape job too: the node's own series carry no Slurm job, so their `job` is
+    # the scrape's name, which is then never taken for a Slurm job.
+    live = "max by (node, job) (timestamp(adaptyst_scrape_duration_seconds))"
+    past = f"max by (node, job) (last_over_time(adaptyst_time_seconds[{LOOKBACK}]))"
+    scrape_jobs: set[str] = set()
     for promql in (live, past):
         for s in query(promql):
             node, t = s.get("metric", {}).get("node"), _value(s)
+            scrape_jobs.add(s.get("metric", {}).get("job", ""))
             if node and t is not None and t > 0 and node not in rows:
                 rows[node] = NodeRow(node, t, stale=now - t > stale_after)
     for s in query("avg by (node, kind) (adaptyst_device_utilization_ratio)"):
@@ -240,7 +250,7 @@ def read_cluster(
     by_job = f"count by (node, {', '.join(JOB_LABELS)})"
     for s in query(f"{by_job} (last_over_time(adaptyst_probe_calls_total[{JOB_WINDOW}]))"):
         labels = s.get("metric", {})
-        if labels.get("node") in rows and (j := _job_of(labels)):
+        if labels.get("node") in rows and (j := _job_of(labels, scrape_jobs)):
             rows[labels["node"]].jobs.add(j)
     # Now, not over a window: a task that moved left a series for its old device, which
     # Prometheus marks stale at the next scrape. Only JOB's tasks, given one.
@@ -249,7 +259,12 @@ def read_cluster(
         labels = s.get("metric", {})
         row = rows.get(labels.get("node", ""))
         task, device = labels.get("task"), labels.get("current")
-        if row is not None and task and device and (job is None or _job_of(labels) == job):
+        if (
+            row is not None
+            and task
+            and device
+            and (job is None or _job_of(labels, scrape_jobs) == job)
+        ):
             row.tasks.add((inert(task), inert(device)))
     p99 = (
         "histogram_quantile(0.99, sum by (node, probe, le) "
