@@ -711,6 +711,15 @@ def test_doctor_as_a_user_says_what_the_agent_lets_them_do(
     assert isinstance(absent, dict) and absent["status"] == "missing"
     assert "no agent at" in absent["detail"] and "docs/install.md" in absent["fix"]
     assert c.wait() == 0
+    # The whole report: eBPF is not the user's, and needs no fix where the agent answers.
+    done = subprocess.run(
+        [*CLI, "doctor", "--no-smoke", "--agent", str(agent.path)],
+        capture_output=True, text=True, timeout=120, user=alice.uid, group=alice.gid,
+        extra_groups=[],
+    )  # fmt: skip
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()}
+    assert lines["agent"].split()[1] == "ok", done.stdout
+    assert "run as root" not in lines["ebpf"] and "none needed" in lines["ebpf"], done.stdout
 
 
 @pytest.mark.parametrize("hello_after_the_close", [False, True])

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Sequence
+from dataclasses import replace
 
 from adaptyst_top.cli.options import Parser, add_version
+from adaptyst_top.system.capability import Capability
 
 
 def doctor_parser() -> argparse.ArgumentParser:
@@ -24,6 +27,20 @@ def doctor_parser() -> argparse.ArgumentParser:
     return p
 
 
+def through_agent(caps: list[Capability]) -> list[Capability]:
+    """CAPS, where a user's agent answers: eBPF denied to them needs no fix (it said
+    "run as root" right above "agent ok", which is all a user needs)."""
+    agent = next((c for c in caps if c.name == "agent"), None)
+    if agent is None or agent.status != "ok" or os.geteuid() == 0:
+        return caps
+    return [
+        replace(c, fix="none needed: the agent attaches your probes (see agent)")
+        if c.name == "ebpf" and not c.usable
+        else c
+        for c in caps
+    ]
+
+
 def cmd_doctor(argv: Sequence[str]) -> int:
     from adaptyst_top.cli.options import agent_socket
     from adaptyst_top.collectors.doctor import can_run, run_doctor
@@ -31,7 +48,9 @@ def cmd_doctor(argv: Sequence[str]) -> int:
     from adaptyst_top.snapshot.inert import inert
 
     args = doctor_parser().parse_args(argv)
-    caps = [*run_doctor(run_smoke=not args.no_smoke), check_agent(agent_socket(args.agent))]
+    caps = through_agent(
+        [*run_doctor(run_smoke=not args.no_smoke), check_agent(agent_socket(args.agent))]
+    )
     if args.json:
         print(json.dumps([c.to_json() for c in caps], indent=None))
     else:
