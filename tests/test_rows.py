@@ -186,3 +186,11 @@ def test_the_hot_row_sorts_first_and_sub_microsecond_latencies_read_under_1_us()
     cells = probe_row(busy, WARN_NS)[0]
     assert cells["mean"] == cells["p99"] == "<1 µs"
     assert probe_row(hot, WARN_NS)[0]["mean"] == "500 µs"
+
+
+def test_a_loss_reads_as_times_slower() -> None:
+    from adaptyst_top.tui.advisor_rows import pct
+
+    assert pct(-1.64) == "2.6x slower"  # was "-164%"
+    assert pct(-0.5) == "1.5x slower"
+    assert pct(-0.2) == "-20%" and pct(0.31) == "+31%" and pct(0.004) == "+0.4%"

@@ -18,7 +18,7 @@ TASK_COLUMNS = (
     Column("best", "Best", 10, priority=8),
     Column("times", "Time per run (~ predicted)", 0, priority=6),
     Column("energy", "Energy/run", 10, right=True, priority=2),
-    Column("gain", "Gain", 7, right=True, priority=8),
+    Column("gain", "Gain", 11, right=True, priority=8),  # "+31%", "2.6x slower"
     Column("confidence", "Conf.", 5, right=True, priority=3),
     Column("state", "State", 9, priority=7),
     Column("runs", "Runs", 7, right=True, priority=4),
@@ -27,15 +27,22 @@ MOVE_COLUMNS = (
     Column("t", "At", 7, right=True, priority=7),
     Column("task", "Task", 0, priority=10),
     Column("move", "Move", 0, priority=9),
-    Column("predicted", "Predicted", 9, right=True, priority=8),
-    Column("measured", "Measured", 9, right=True, priority=8),
+    Column("predicted", "Predicted", 11, right=True, priority=8),
+    Column("measured", "Measured", 11, right=True, priority=8),
     Column("runs", "Runs after", 10, right=True, priority=5),
 )
 
 
+SLOWER_FROM = 1.5  # a run this many times longer or more reads "N.Nx slower", not "-50%"
+
+
 def pct(v: float | None) -> str:
+    """A gain (the share of the run's time saved) as a person reads it: "+31%", and a
+    loss of half the time or more as how many times slower ("-164%" said nothing)."""
     if v is None:
         return "-"
+    if 1.0 - v >= SLOWER_FROM:
+        return f"{1.0 - v:.1f}x slower"
     # A gain under 1% keeps a decimal: never a "+0%" that reads as no reason at all.
     return f"{v * 100:+.1f}%" if abs(v) < 0.01 else f"{v * 100:+.0f}%"
 
