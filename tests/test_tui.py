@@ -466,3 +466,19 @@ def test_snapshot_energy_detail(snap_compare) -> None:  # type: ignore[no-untype
         await pilot.pause()
 
     assert snap_compare(energy_app(), terminal_size=(120, 40), run_before=run_before)
+
+
+async def test_ascii_mode_writes_only_ascii_in_every_pane() -> None:
+    """--ascii is for terminals that cannot show more: the panes' own units, separators,
+    cuts and sort marks (µs, ·, …, ▼) were still written."""
+    from adaptyst_top.tui.widgets.text_line import TextLine
+
+    app = MonitorApp(ReplaySource(RECORDING), interval=1.0, autoplay=False, ascii=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot, 4)
+        shown = []
+        for table in app.query(FastTable):
+            shown += [table.render_line(y).text for y in range(table.size.height)]
+        shown += [line.render_line(0).text for line in app.query(TextLine) if line.size.height]
+        assert any("us" in text for text in shown)  # latencies are there, in ASCII
+        assert [t for t in shown if not t.isascii()] == []

@@ -33,3 +33,18 @@ def sparkline(
         else:
             out.append(chars[min(len(chars) - 1, round(v / peak * (len(chars) - 1)))])
     return "".join(out).rjust(width)
+
+
+# One cell for one cell, so that columns stay where they are: what --ascii shows for the
+# few non-ASCII characters the panes write themselves (units, separators, cuts, arrows).
+_ASCII_CELLS = str.maketrans(
+    {"µ": "u", "·": "|", "…": "~", "│": "|", "→": ">", "▼": "v", "▲": "^", "–": "-", "×": "x"}
+)
+
+
+def to_ascii(text: str) -> str:
+    """TEXT for --ascii: the panes' own glyphs as their ASCII cells, anything else
+    non-ASCII (a name from a target) as "?"."""
+    if text.isascii():
+        return text
+    return text.translate(_ASCII_CELLS).encode("ascii", "replace").decode("ascii")

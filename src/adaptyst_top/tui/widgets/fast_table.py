@@ -22,6 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from adaptyst_top.tui.columns import Column
+from adaptyst_top.tui.glyphs import to_ascii
 from adaptyst_top.tui.textual_private import paint_lines, when_done
 
 
@@ -90,6 +91,7 @@ class FastTable(ScrollView, can_focus=True):
         self._row_styles: dict[tuple[str, bool], Style] = {}
         self._dirty_rows: set[str] = set()  # rows changed since the last repaint
         self._batching = False  # inside sorted_once(): the order is put right at its end
+        self._ascii = False
         self._order_stale = False
         self._layout: list[tuple[Column, int]] = []
         self._layout_width = -1
@@ -297,9 +299,13 @@ class FastTable(ScrollView, can_focus=True):
         self._strips.clear()
         return self._layout
 
+    def on_mount(self) -> None:
+        self._ascii = bool(getattr(self.app, "ascii", False))  # --ascii: every cell ASCII
+
     def _text_of(self, cells: dict[str, str], width: int) -> str:
         parts = [_fit(cells.get(c.key, ""), w, c.right) for c, w in self.columns_for(width)]
-        return " ".join(parts)[:width].ljust(width)
+        text = " ".join(parts)[:width].ljust(width)
+        return to_ascii(text) if self._ascii else text
 
     @property
     def text_width(self) -> int:

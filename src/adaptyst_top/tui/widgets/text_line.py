@@ -14,6 +14,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from adaptyst_top.tui.glyphs import to_ascii
 from adaptyst_top.tui.textual_private import paint_lines
 
 
@@ -24,16 +25,23 @@ class TextLine(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, markup=False)
+        self._ascii = False
+
+    def on_mount(self) -> None:
+        self._ascii = bool(getattr(self.app, "ascii", False))  # --ascii: every cell ASCII
+
+    def _shown(self) -> str:
+        return to_ascii(self.text) if self._ascii else self.text
 
     def render(self) -> str:
-        return self.text
+        return self._shown()
 
     def render_line(self, y: int) -> Strip:
         if self.size.height != 1:
             return super().render_line(y)  # wrapped over its lines by Textual
         # One line needs no wrapping: a segment, 15x cheaper. It ends where Textual's
         # wrap would end it (at the last whole word), and the style cache pads it.
-        text = _whole_words(self.text, self.size.width)
+        text = _whole_words(self._shown(), self.size.width)
         return Strip([Segment(text, self.visual_style.rich_style)])
 
     def watch_text(self) -> None:
