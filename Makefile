@@ -47,7 +47,7 @@ bench: setup
 screenshots: setup
 	$(PY) scripts/screenshots.py
 
-# An admin's one command for a node's agent (root): see README, "For admins".
+# An admin's one command for a node's agent (root): see docs/install.md.
 PREFIX ?= /opt/adaptyst-top
 install-agent:
 	PREFIX=$(PREFIX) ./scripts/install_agent.sh
