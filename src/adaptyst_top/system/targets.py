@@ -212,12 +212,15 @@ def _resolve_inside(target: str, pid: int, root: str) -> str:
 
 
 def _mapped_library(target: str, pid: int) -> str | None:
-    """The file PID maps whose name is TARGET or TARGET's library name, if any."""
+    """The file PID maps whose name is TARGET's library name (libTARGET.so.N), else
+    TARGET itself, else a looser library name; as without --pid, where the library
+    cache comes before the executables on PATH: `sqlite3` with the sqlite3 shell's PID
+    is the libsqlite3.so.0 it maps, not /usr/bin/sqlite3."""
     files = mapped_files(pid)
-    for strict in (True, False):
-        pattern = _lib_pattern(target, strict)
-        for path in files:
-            base = os.path.basename(path)
-            if base == target or pattern.match(base):
+    names = [(path, os.path.basename(path)) for path in files]
+    strict, loose = _lib_pattern(target, True), _lib_pattern(target, False)
+    for matches in (strict.match, target.__eq__, loose.match):
+        for path, base in names:
+            if matches(base):
                 return path
     return None
