@@ -51,7 +51,14 @@ def sample(value: str, **labels: str) -> dict[str, object]:
 def impossible_figures(promql: str) -> Series:
     now = str(time.time())
     if "timestamp(" in promql or "adaptyst_time_seconds" in promql:
-        return [sample(now, node="cn1"), sample(now, node="cn2"), sample("-5", node="cn3")]
+        huge = {"metric": {"node": "cn5"}, "value": [time.time(), 10**400]}  # no float
+        return [
+            sample(now, node="cn1"),
+            sample(now, node="cn2"),
+            sample("-5", node="cn3"),
+            sample("1e300", node="cn4"),  # a clock far past ours
+            huge,
+        ]
     if "utilization" in promql:
         return [sample("7.5", node="cn1", kind="cpu"), sample("0.5", node="cn2", kind="cpu")]
     if "power_watts" in promql:
@@ -75,7 +82,7 @@ def test_impossible_figures_are_blank_and_marked(
     told: list[int] = []
     rows = {r.node: r for r in read_cluster(Prometheus(url), progress=told.append)}
     assert told == list(range(1, QUERIES + 1))
-    assert set(rows) == {"cn1", "cn2"}  # a clock of -5 s is no node's last sample
+    assert set(rows) == {"cn1", "cn2"}  # -5 s, 1e300 s, 10**400: no node's last sample
     assert rows["cn1"].impossible == {"util:cpu", "power_w:cpu", "energy_w:cpu", "p99"}
     assert rows["cn2"].impossible == {"power_w:gpu"}
     one = node_cells(rows["cn1"])[0]

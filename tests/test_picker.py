@@ -110,3 +110,19 @@ async def test_first_matches_show_while_the_rest_is_read() -> None:
         await pilot.press(*"nothing-like-it")
         await pilot.pause(0.1)
         assert prompts(app) == ["none of 2,001 symbols matches"]
+
+
+async def test_names_that_read_as_markup_are_shown_as_they_are() -> None:
+    """A symbol named `f[/b]` ended the monitor (Textual's MarkupError); one named
+    `[@click=app.quit]x` made its line an action."""
+    offered = [
+        Candidate("uprobe:/lib/x.so:f[/b]", "/lib/x.so:f[/b]"),
+        Candidate("uprobe:/lib/x.so:g", "/lib/x.so:[@click=app.quit]g"),
+    ]
+    app = Host(lambda: offered)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.5)
+        assert prompts(app) == ["/lib/x.so:f[/b]", "/lib/x.so:[@click=app.quit]g"]
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+    assert app.picked == ["uprobe:/lib/x.so:f[/b]"]

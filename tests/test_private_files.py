@@ -158,14 +158,20 @@ def test_a_user_may_record_to_the_null_device_not_to_a_planted_file(tmp_path: Pa
     (shared / "fifo").chmod(0o666)
     (shared / "roots.jsonl").write_text("root's\n")
     (shared / "roots.jsonl").chmod(0o666)
+    # A link root made in a folder of its own, to a name in the shared folder where
+    # another user put a link of theirs: never followed, root's folder or not.
+    roots = Path(tempfile.mkdtemp(prefix="adt-roots-"))
+    roots.chmod(0o755)
+    (shared / "planted.jsonl").symlink_to(shared / "roots.jsonl")
+    (roots / "latest.jsonl").symlink_to(shared / "planted.jsonl")
 
     def write() -> bytes:
         with open_output("/dev/null") as f:
             f.write("{}\n")
         said = []
-        for name in ("fifo", "roots.jsonl"):
+        for path in (shared / "fifo", shared / "roots.jsonl", roots / "latest.jsonl"):
             try:
-                open_output(str(shared / name))
+                open_output(str(path))
             except pf.UnsafePathError as exc:
                 said.append(str(exc))
         return "\n".join(said).encode()
@@ -177,6 +183,8 @@ def test_a_user_may_record_to_the_null_device_not_to_a_planted_file(tmp_path: Pa
             f"{shared / 'fifo'}: a FIFO with no reader: not waited for",
             f"{shared / 'roots.jsonl'}: not a regular file of yours, in a folder others may "
             "write: not overwritten",
+            f"{roots / 'latest.jsonl'}: latest.jsonl is a symbolic link in a folder another "
+            "user can write: not followed",
         ]
         assert (shared / "roots.jsonl").read_text() == "root's\n"
         done = subprocess.run(
@@ -188,3 +196,4 @@ def test_a_user_may_record_to_the_null_device_not_to_a_planted_file(tmp_path: Pa
         assert done.returncode == 0, done.stderr
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+        shutil.rmtree(roots, ignore_errors=True)

@@ -14,6 +14,13 @@ from pathlib import Path
 import zstandard
 
 from adaptyst_top.runtime.record_file import LINE_MAX, open_recording, recording_lines
+from adaptyst_top.runtime.zstd_frames import (
+    RATIO_FROM,
+    RATIO_MAX,
+    ZSTD_MAGIC,
+    damage_of,
+    stopped_line,
+)
 
 RECORDING = Path(__file__).parent / "data" / "recording.jsonl"
 RSS_BOUND = 200 << 20  # the issue's bound for `export` of any .zst
@@ -60,33 +67,106 @@ def test_a_bomb_without_newlines_is_read_in_bounded_memory(tmp_path: Path) -> No
     assert bomb.stat().st_size < 256 << 10
     status, err, rss = run_measured([*CLI, "export", str(bomb), "--out", "-"])
     assert rss < RSS_BOUND, f"export peaked at {rss >> 20} MiB"
-    assert status == 0, err
+    assert status == 1, err
     lines = err.strip().splitlines()
-    assert lines == [f"adaptyst-top: skipped 1 malformed line(s) of {bomb}"], err
+    assert lines[0] == f"adaptyst-top: skipped 1 malformed line(s) of {bomb}", err
+    assert f"{bomb}: decodes to more than {RATIO_MAX} times its size" in lines[1], err
 
 
 def test_a_line_priced_past_the_budget_is_skipped_not_parsed(tmp_path: Path) -> None:
     lines = RECORDING.read_bytes().splitlines(keepends=True)[:3]
     crafted = b"[" + b"[]," * (LINE_MAX // 4) + b"[]]\n"  # about 500 MB as lists
-    path = tmp_path / "crafted.zst"
-    with open(path, "wb") as f:
-        cctx = zstandard.ZstdCompressor(level=3, write_checksum=True)
-        for line in (lines[0], crafted, *lines[1:]):
-            f.write(cctx.compress(line))
+    path = tmp_path / "crafted.jsonl"  # plain: a .zst of it stops at its ratio first
+    path.write_bytes(b"".join((lines[0], crafted, *lines[1:])))
     status, err, rss = run_measured([*CLI, "export", str(path), "--out", "-"])
     assert rss < RSS_BOUND, f"export peaked at {rss >> 20} MiB"
     assert status == 0, err
     assert "skipped 1 malformed line(s)" in err
 
 
-def test_valid_lines_that_decode_huge_stream_in_bounded_memory(tmp_path: Path) -> None:
+def test_valid_lines_that_decode_huge_stop_at_a_recordings_ratio(tmp_path: Path) -> None:
     line = RECORDING.read_bytes().splitlines(keepends=True)[-1]
     copies = (64 << 20) // len(line)  # 64 MiB of valid snapshots from a few KB
     path = tmp_path / "many.zst"
     path.write_bytes(repeated_frames(line * 1024, copies // 1024))
     status, err, rss = run_measured([*CLI, "export", str(path), "--out", "-"])
-    assert status == 0, err
     assert rss < RSS_BOUND, f"export peaked at {rss >> 20} MiB"
+    assert status == 1 and f"decodes to more than {RATIO_MAX} times its size" in err, err
+
+
+def test_a_newline_bomb_stops_where_no_recording_could_be(tmp_path: Path) -> None:
+    """16 MB of newlines from 0.5 KB took 4 s; 36 KB of them, some 270 s."""
+    path = tmp_path / "newlines.zst"
+    first = RECORDING.read_bytes().splitlines(keepends=True)[0]
+    path.write_bytes(
+        zstandard.ZstdCompressor().compress(first) + repeated_frames(b"\n" * (64 << 20), 4)
+    )
+    with open_recording(path) as f:
+        lines = sum(1 for _ in recording_lines(f))
+        stopped = stopped_line(f, "r")
+    # Stopped within a step of the ratio's start (a step yields at most 8 MiB).
+    assert stopped is not None and lines <= 2 * RATIO_FROM, lines
+
+
+def nested_frames(depth: int) -> bytes:
+    """DEPTH zstd frames, each a raw block holding the next, each ending in a bad block:
+    every magic number inside a failed frame starts a frame that fails near the end."""
+    window = b"\x00\x38"  # no checksum, no content size; a 128 KiB window
+    bad = b"\x07\x00\x00"  # a last block of the reserved type
+    inner = ZSTD_MAGIC + window + bad
+    for _ in range(depth):
+        size = len(inner)
+        raw = (size << 3).to_bytes(3, "little")  # a raw block, not the last
+        inner = ZSTD_MAGIC + window + raw + inner + bad
+    return inner
+
+
+def test_frames_nested_in_a_bad_one_are_decoded_in_linear_work(tmp_path: Path) -> None:
+    """Each failed frame restarted a byte after its start: 10,000 nested frames (120 KB)
+    took 24.5 s of CPU, and more repeats of them hours. Each byte is decoded at most
+    twice now, whatever the nesting."""
+    path = tmp_path / "nested.zst"
+    first = RECORDING.read_bytes().splitlines(keepends=True)[0]
+    path.write_bytes(zstandard.ZstdCompressor().compress(first) + nested_frames(4000) * 3)
+    with open_recording(path) as f:
+        read = [x for x in recording_lines(f) if x is not None]
+        work = f.raw._fed  # type: ignore[attr-defined]
+        damage = damage_of(f)
+    assert read == [first]
+    assert work <= 3 * path.stat().st_size, (work, path.stat().st_size)
+    assert damage and sum(n for _, n in damage) <= path.stat().st_size
+
+
+def test_control_characters_are_priced_as_what_they_cost(tmp_path: Path) -> None:
+    """A host of 12 million U+0085 (24 MB, 5 KB compressed) took export to 1 GB: each is
+    escaped into a piece of its own when read back."""
+    path = tmp_path / "controls.jsonl"  # plain: a .zst of it stops at its ratio first
+    lines = RECORDING.read_bytes().splitlines(keepends=True)[:2]
+    crafted = b'{"t": 0.5, "host": "' + "\u0085".encode() * 12_000_000 + b'"}\n'
+    path.write_bytes(b"".join((lines[0], crafted, lines[1])))
+    status, err, rss = run_measured([*CLI, "export", str(path), "--out", "-"])
+    assert rss < RSS_BOUND, f"export peaked at {rss >> 20} MiB"
+    assert status == 0 and "skipped 1 malformed line(s)" in err, err
+
+
+def test_a_compact_line_uses_each_row_before_it_once(tmp_path: Path) -> None:
+    """One row of 80,000 histogram buckets, then lines repeating it with
+    {"diff": {}, "from": 0}: 15 KB made 915 MB, then a MemoryError traceback."""
+    from adaptyst_top.runtime.record_format import COMPACT_SCHEMA
+
+    first = json.loads(RECORDING.read_bytes().splitlines()[0])
+    row = {**first["probes"][0], "hist": [[i % 100, 1] for i in range(80_000)]}
+    path = tmp_path / "compact.zst"
+    cctx = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    with open(path, "wb") as f:
+        f.write(cctx.compress((json.dumps({**first, "probes": [row]}) + "\n").encode()))
+        repeat = {"diff": {}, "from": 0}
+        line = {**first, "schema_version": COMPACT_SCHEMA, "probes": [repeat] * 60}
+        for _ in range(30):
+            f.write(cctx.compress((json.dumps(line) + "\n").encode()))
+    status, err, rss = run_measured([*CLI, "export", str(path), "--out", "-"])
+    assert rss < RSS_BOUND, f"export peaked at {rss >> 20} MiB"
+    assert status == 0 and "skipped 30 malformed line(s)" in err, err
 
 
 def test_an_over_long_line_is_one_damaged_line_and_the_rest_is_read(tmp_path: Path) -> None:

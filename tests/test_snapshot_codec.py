@@ -119,3 +119,13 @@ def test_no_part_of_the_snapshot_writes_or_reads_its_json_by_hand() -> None:
             continue
         hand = re.findall(r"def (to_json|from_json)|json\.(dumps|loads)", path.read_text())
         assert not hand, (path.name, hand)
+
+
+def test_an_integer_past_any_float_is_no_number() -> None:
+    """A recording's `util` of 4,000 digits was read, and the row's float() then raised
+    OverflowError in the replay's screen."""
+    from adaptyst_top.snapshot.value_readers import Bad, read_number
+
+    with pytest.raises(Bad):
+        read_number(10**4000)
+    assert read_number(10**300) == 10**300 and read_number(-5) == -5

@@ -187,7 +187,7 @@ def _number(sample: dict[str, Any]) -> float | None:
     """The sample's value as a float, NaN and infinities included; None: not a number."""
     try:
         return float(sample["value"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError):
         return None
 
 
@@ -239,7 +239,8 @@ def read_cluster(
         for s in query(promql):
             node, t = s.get("metric", {}).get("node"), _value(s)
             scrape_jobs.add(s.get("metric", {}).get("job", ""))
-            if node and t is not None and t > 0 and node not in rows:
+            # A clock before 1970 or a day ahead of ours is no node's last sample.
+            if node and t is not None and 0 < t < now + 86_400 and node not in rows:
                 rows[node] = NodeRow(node, t, stale=now - t > stale_after)
     for s in query("avg by (node, kind) (adaptyst_device_utilization_ratio)"):
         _put(rows, s, "util", UTIL_MAX)

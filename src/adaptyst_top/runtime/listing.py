@@ -95,7 +95,7 @@ def iter_candidates(
             spec = f"usdt:{path}:{u.provider}:{u.name}"
             if spec not in given:
                 given.add(spec)
-                yield Candidate(spec, spec)
+                yield Candidate(spec, inert(spec))  # a provider's names are any bytes
 
 
 def entry_policy() -> EntryPolicy | None:

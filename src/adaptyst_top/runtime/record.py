@@ -22,7 +22,10 @@ class WriteInterrupted(Exception):
 
 def gap_line(seconds: float, missed: int) -> str:
     """What a line says after a wait that took MISSED intervals' lines."""
-    return f"no snapshot for {seconds:.1f} s: {missed} interval(s) not recorded (a late answer)"
+    return (
+        f"no snapshot for {seconds:.1f} s: {missed} interval(s) not recorded (the snapshot, "
+        "or the write of the line before, came late)"
+    )
 
 
 def record_snapshots(

@@ -137,6 +137,10 @@ class CompactDecoder:
     def _rows(items: Any, prev: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         if not isinstance(items, list):
             raise CompactError("compact probes is not a list")
+        # Each row of the line before is the base of one row at most, as the encoder
+        # writes them: a line of {"diff": {}, "from": 0} rows repeating one row of
+        # 80,000 histogram buckets made 15 KB decode to gigabytes.
+        used: set[int] = set()
         i = 0
         for item in items:
             if not isinstance(item, dict):
@@ -145,6 +149,10 @@ class CompactDecoder:
                 n = item["same"]
                 if not isinstance(n, int) or n < 1 or i + n > len(prev):
                     raise CompactError("a run of unchanged rows beyond the line before")
+                run = range(i, i + n)
+                if not used.isdisjoint(run):
+                    raise CompactError("a row of the line before used twice")
+                used.update(run)
                 yield from prev[i : i + n]
                 i += n
             elif "diff" in item:
@@ -153,6 +161,9 @@ class CompactDecoder:
                     raise CompactError("a changed row with nothing before it")
                 if not isinstance(item["diff"], dict):
                     raise CompactError("a changed row that is not an object")
+                if j in used:
+                    raise CompactError("a row of the line before used twice")
+                used.add(j)
                 yield _patched(prev[j], item["diff"])
                 i += 1
             else:

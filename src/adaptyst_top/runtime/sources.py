@@ -18,10 +18,10 @@ from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
 from adaptyst_top.runtime import listing
 from adaptyst_top.runtime.agent_client import AgentInterrupted, AgentRefused
 from adaptyst_top.runtime.listing import Candidate
-from adaptyst_top.runtime.record_file import open_recording, recording_lines
+from adaptyst_top.runtime.record_file import LINE_MAX, open_recording, recording_lines
 from adaptyst_top.runtime.record_format import CompactDecoder
 from adaptyst_top.runtime.session import Session
-from adaptyst_top.runtime.zstd_frames import damage_line, damage_of
+from adaptyst_top.runtime.zstd_frames import damage_line, damage_of, stopped_line
 from adaptyst_top.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.system.targets import TargetError, mapped_files
 
@@ -163,6 +163,7 @@ class ReplaySource:
         self.skipped = 0
         self._told = 0
         self._damage_told = 0
+        self._stop_told = False
         self._newer_told = False
         self.host = "replay"
         self.target = f"replay of {self.path.name}"
@@ -182,6 +183,9 @@ class ReplaySource:
             if len(damage := damage_of(self._file)) != self._damage_told:
                 self._damage_told = len(damage)
                 notes.append(damage_line(damage, self.path.name))
+            if not self._stop_told and (stopped := stopped_line(self._file, self.path.name)):
+                self._stop_told = True
+                notes.append(stopped)
             if self.skipped != self._told:
                 self._told = self.skipped
                 notes.append(f"skipped {self.skipped} malformed line(s) of {self.path.name}")
@@ -221,18 +225,23 @@ class ReplaySource:
 
 
 # Bytes of Python objects one line may cost to parse. JSON's worst case is about 24x
-# its text (`[],` is 3 bytes, a list 72), so a line is priced before json.loads sees it:
-# a crafted one is refused as malformed, and `export` of any recording stays in bounds.
+# its text (`[],` is 3 bytes, a list 72), and a control character read back is escaped
+# into a piece of its own (inert.py: ~100 bytes each; 24 MB of U+0085 took 1 GB). A line
+# is priced before json.loads sees it: a crafted one is refused as malformed, and
+# `export` of any recording stays in bounds.
 PARSE_BUDGET = 96 << 20
-_PRICED_FROM = 1 << 20  # smaller lines cost at most 24 MiB: not worth pricing
+_PRICED_FROM = 64 << 10  # smaller lines cost at most a few MiB: not worth pricing
+_PLAIN = bytes(range(0x20, 0x7F))  # what JSON text and inert() leave as it is
 
 
 def parse_cost(raw: bytes) -> int:
     """An upper estimate of what parsing RAW as JSON holds at once, in bytes: the text
-    twice (bytes, then str) and each container and value as CPython makes them."""
+    twice (bytes, then str), each container and value as CPython makes them, and each
+    byte that is not plain ASCII as the piece inert() would make of it."""
     containers = raw.count(b"[") + raw.count(b"{")
     values = raw.count(b",") + raw.count(b":")
-    return 2 * len(raw) + 72 * containers + 40 * values
+    odd = len(raw.translate(None, _PLAIN))
+    return 2 * len(raw) + 72 * containers + 40 * values + 128 * odd
 
 
 def parse_snapshot_line(raw: bytes, decoder: CompactDecoder | None = None) -> Snapshot | None:
@@ -268,7 +277,10 @@ def export_recording(path: str, out: IO[str]) -> tuple[int, int, str | None]:
             out.write(json.dumps(snap.to_json()) + "\n")
             written += 1
         damage = damage_of(f)
-    return written, skipped, damage_line(damage, path) if damage else None
+        said = [damage_line(damage, path)] if damage else []
+        if stopped := stopped_line(f, path):
+            said.append(stopped)
+    return written, skipped, "; ".join(said) or None
 
 
 def check_recording(path: str) -> None:
@@ -279,8 +291,8 @@ def check_recording(path: str) -> None:
     if p.is_dir():
         raise ValueError(f"{path}: a directory, not a recording")
     with open_recording(p) as f:
-        first = next(recording_lines(f), None)
-    if first is None or parse_snapshot_line(first) is None:
+        first = f.readline(LINE_MAX + 1)  # never read past: a 1 TB file of zeros is one line
+    if len(first) > LINE_MAX or parse_snapshot_line(first) is None:
         raise ValueError(
             f"{path}: not an adaptyst-top recording (expected JSON lines from `record`)"
         )

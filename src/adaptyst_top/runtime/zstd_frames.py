@@ -34,6 +34,11 @@ HOLD_MAX = 8 << 20
 # (level 6); `zstd -19` makes 8 MiB; a frame that asks more (up to 2 GiB with --long)
 # is damage, not a reason to allocate.
 MAX_WINDOW = 16 << 20
+# A recording's frames decode to some 20 times their size (64 lines a frame); past
+# RATIO_FROM bytes out, input that gave more than RATIO_MAX times itself is a bomb (16 MB
+# of newlines from 0.5 KB took 4 s; 36 KB of them ~270 s): the rest is not read.
+RATIO_MAX = 1000
+RATIO_FROM = 8 << 20
 
 
 class FramedWriter(io.RawIOBase):
@@ -67,16 +72,22 @@ class FramesReader(io.RawIOBase):
     """The bytes of the frames of RAW one after another. A frame the decoder rejects is
     skipped to the next magic number (its partial last line dropped) and noted in
     `damage` as (offset, length) of the compressed bytes lost; input that ends inside a
-    frame (a killed `record`) ends the stream quietly."""
+    frame (a killed `record`) ends the stream quietly. Input that decodes past RATIO_MAX
+    times its size (a bomb, not a recording) ends the stream, said in `stopped`."""
 
     def __init__(self, raw: BinaryIO) -> None:
         self.raw = raw
         self.damage: list[tuple[int, int]] = []
+        self.stopped: str | None = None
         self._dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
         self._obj: zstandard.ZstdDecompressionObj | None = None
         self._frame_at = 0  # file offset of the frame being decoded
-        self._in = b""  # input read but not yet decoded
-        self._pos = 0  # file offset of _in[0]
+        self._in = b""  # input read; from _at on not yet decoded
+        self._at = 0
+        self._pos = 0  # file offset of _in[_at]
+        self._failed_until = 0  # the furthest offset a failed frame was decoded to
+        self._fed = 0  # compressed bytes decoded, and what they gave
+        self._given = 0
         self._ready = bytearray()  # whole lines, to hand out
         self._held = bytearray()  # the current frame's output, until its checksum passes
         self._done = False
@@ -93,10 +104,10 @@ class FramesReader(io.RawIOBase):
         return n
 
     def _step(self) -> None:
-        if not self._in:
-            self._pos = self.raw.tell()
-            self._in = self.raw.read(_CHUNK)
-        chunk, self._in = self._in[:_FEED], self._in[_FEED:]
+        if self._at >= len(self._in):
+            self._pos, self._in, self._at = self.raw.tell(), self.raw.read(_CHUNK), 0
+        chunk = self._in[self._at : self._at + _FEED]  # an index, not a copy of the rest
+        self._at += len(chunk)
         if not chunk:
             self._done = True  # the end; inside a frame: cut short, its whole lines kept
             self._release(whole_lines=True)
@@ -109,19 +120,39 @@ class FramesReader(io.RawIOBase):
         except zstandard.ZstdError:  # a bad block, or a checksum that does not match
             self._held.clear()
             self._obj = None
-            self._skip_from(self._frame_at + 1)
+            self._failed(self._pos + len(chunk))
             return
+        self._fed += len(chunk)
+        self._given += len(data)
         self._held += data
         if self._obj.eof:
             rest = self._obj.unused_data
             self._pos += len(chunk) - len(rest)
-            self._in = rest + self._in
+            self._at -= len(rest)
             self._obj = None
             self._release(whole_lines=False)  # checked: all of it
         else:
             self._pos += len(chunk)
             if len(self._held) > HOLD_MAX:
                 self._release(whole_lines=False)  # a long frame: handed out unchecked
+        if self._given > RATIO_FROM and self._given > RATIO_MAX * self._fed:
+            self.stopped = (
+                f"decodes to more than {RATIO_MAX} times its size by byte {self._pos} (a "
+                "recording is some 20 times): not read further"
+            )
+            self._done = True
+            self._release(whole_lines=True)
+
+    def _failed(self, reached: int) -> None:
+        """The frame at _frame_at failed where REACHED: on from the next magic number
+        after it began; or, for a frame that began inside one that failed before (frames
+        nested in a bad one), after that one's end: each byte is decoded at most twice,
+        never once per magic number in it."""
+        resume = self._frame_at + 1
+        if self._frame_at < self._failed_until:
+            resume = self._failed_until
+        self._failed_until = max(self._failed_until, reached)
+        self._skip_from(resume, self._frame_at)
 
     def _release(self, whole_lines: bool) -> None:
         cut = self._held.rfind(b"\n") + 1 if whole_lines else len(self._held)
@@ -130,31 +161,32 @@ class FramesReader(io.RawIOBase):
         if not whole_lines or self._done:
             self._held.clear()
 
-    def _skip_from(self, offset: int) -> None:
-        """Past damage that starts at the frame at OFFSET - 1: on to the next magic."""
+    def _skip_from(self, offset: int, lost_from: int) -> None:
+        """On to the next magic number from OFFSET; the damage from LOST_FROM to it."""
         self.raw.seek(offset)
         at, carry = offset, b""
         while True:
             chunk = self.raw.read(_CHUNK)
             if not chunk:
-                self._note(offset - 1, at + len(carry) - offset + 1)
+                self._note(lost_from, at + len(carry) - lost_from)
                 self._done = True
                 return
             window = carry + chunk
             found = window.find(ZSTD_MAGIC)
             if found >= 0:
                 start = at + found
-                self._note(offset - 1, start - offset + 1)
-                self._in, self._pos = window[found:], start
+                self._note(lost_from, start - lost_from)
+                self._in, self._at, self._pos = window, found, start
                 return
             carry = window[-(len(ZSTD_MAGIC) - 1) :]
             at += len(window) - len(carry)
 
     def _note(self, start: int, length: int) -> None:
-        """Damage from START; one stretch with the last when it follows on from it (a
-        magic number inside the damage that led nowhere)."""
-        if self.damage and sum(self.damage[-1]) == start:
-            self.damage[-1] = (self.damage[-1][0], self.damage[-1][1] + length)
+        """Damage from START; one stretch with the last when it follows on from it or
+        overlaps it (a magic number inside the damage that led nowhere)."""
+        if self.damage and start <= sum(self.damage[-1]):
+            first = self.damage[-1][0]
+            self.damage[-1] = (first, max(sum(self.damage[-1]), start + length) - first)
         else:
             self.damage.append((start, length))
 
@@ -168,6 +200,14 @@ def damage_of(stream: object) -> list[tuple[int, int]]:
     of each stretch of compressed bytes skipped."""
     raw = getattr(stream, "raw", None)
     return list(raw.damage) if isinstance(raw, FramesReader) else []
+
+
+def stopped_line(stream: object, name: str) -> str | None:
+    """Why a recording's reader stopped before its end (a bomb), in one line; None if
+    it did not."""
+    raw = getattr(stream, "raw", None)
+    why = raw.stopped if isinstance(raw, FramesReader) else None
+    return f"{name}: {why}" if why else None
 
 
 def damage_line(damage: list[tuple[int, int]], name: str) -> str:

@@ -5,6 +5,7 @@ part holds it or raises Bad, which says what the value is not."""
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -50,6 +51,9 @@ def read_int(v: Any) -> int:
     raise Bad("not an integer")
 
 
+_FLOAT_MAX = int(sys.float_info.max)
+
+
 def read_number(v: Any) -> float:
     # A float is finite when v - v is 0 (inf - inf and nan - nan are nan); an int stays
     # an int, so the JSON written again is byte-equal; bool is not a number here.
@@ -58,7 +62,9 @@ def read_number(v: Any) -> float:
             return v  # type: ignore[no-any-return]
         raise Bad("not a finite number")
     if type(v) is int:
-        return v  # type: ignore[no-any-return]
+        if -_FLOAT_MAX <= v <= _FLOAT_MAX:  # a 4,000-digit integer is no float
+            return v  # type: ignore[no-any-return]
+        raise Bad("a number past any float")
     raise Bad("not a finite number")
 
 

@@ -137,6 +137,8 @@ def listening(path: Path) -> bool:
     try:
         probe.connect(str(path))
         return True
+    except BlockingIOError:
+        return True  # EAGAIN: its backlog is full, so someone listens
     except OSError:
         return False
     finally:

@@ -112,9 +112,9 @@ def private_log(prefix: str) -> tuple[int, Path]:
 
 
 def _others_may_write(st: os.stat_result) -> bool:
-    """Whether a folder's names may be changed by someone but us and root (root can do
-    anything anyway: /dev is root's, so /dev/null and /dev/stdout are as they should be)."""
-    return st.st_uid not in (0, os.geteuid()) or bool(st.st_mode & 0o022)
+    # Root's folders count too: a link root made there (to a user's folder) would lead
+    # through whatever that user planted, past every check made here.
+    return st.st_uid != os.geteuid() or bool(st.st_mode & 0o022)
 
 
 def open_for_writing(path: str, mode: int = 0o644) -> int:
@@ -132,14 +132,19 @@ def open_for_writing(path: str, mode: int = 0o644) -> int:
         os.close(folder)
     try:
         st = os.fstat(fd)
-        if hostile and (
-            st.st_uid != os.geteuid() or st.st_nlink != 1 or not stat.S_ISREG(st.st_mode)
+        # A character device is written as it is (/dev/null, a terminal): only root makes
+        # one, and writing it truncates nothing.
+        device = stat.S_ISCHR(st.st_mode)
+        if (
+            hostile
+            and not device
+            and (st.st_uid != os.geteuid() or st.st_nlink != 1 or not stat.S_ISREG(st.st_mode))
         ):
             raise UnsafePathError(
                 f"{path}: not a regular file of yours, in a folder others may write: "
                 "not overwritten"
             )
-        if hostile:
+        if hostile and not device:
             os.ftruncate(fd, 0)
         os.set_blocking(fd, True)
     except BaseException:

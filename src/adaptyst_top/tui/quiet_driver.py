@@ -27,6 +27,8 @@ from textual._xterm_parser import XTermParser
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
 
+from adaptyst_top.snapshot.inert import inert
+
 POLL_S = 0.1  # Textual's own period, used when the parser's deadline can't be read
 SAID_LINES = 20  # of what was written to descriptor 2 while the screen was up
 SAID_MAX = 64 << 10
@@ -86,9 +88,9 @@ class QuietLinuxDriver(LinuxDriver):
         sink.seek(max(0, size - SAID_MAX))
         said = sink.read().decode(errors="replace").splitlines()[-SAID_LINES:]
         sink.close()
-        if said:
+        if said:  # shown, never acted on: a library may print a target's bytes
             with contextlib.suppress(OSError):
-                os.write(2, "\n".join([SAID_HEADER, *said, ""]).encode())
+                os.write(2, "\n".join([SAID_HEADER, *map(inert, said), ""]).encode())
 
     def _open_wake(self) -> None:
         """The wake-up pipe, anew when close() closed it: Textual's suspend (the cluster

@@ -89,11 +89,11 @@ class DetailScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static("", id="detail-title")
+            yield Static("", id="detail-title", markup=False)  # names, keys: any bytes
             # The history before the histogram: on a short terminal it is never the part
             # pushed below the fold (it was, at 100x30).
-            yield Static("", id="detail-history")
-            yield Static("", id="detail-hist")
+            yield Static("", id="detail-history", markup=False)
+            yield Static("", id="detail-hist", markup=False)
         yield Footer()
 
     def show(

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -150,6 +151,6 @@ class AddProbeScreen(ModalScreen[str | None]):
 
 def _option(c: Candidate) -> Option:
     if c.refused is None:
-        return Option(c.label, id=c.spec)
+        return Option(Text(c.label), id=c.spec)  # a symbol is any bytes: never markup
     # Disabled: picked, it would only come back as an error row.
-    return Option(f"✗ {c.label}  — {c.refused}", id=c.spec, disabled=True)
+    return Option(Text(f"✗ {c.label}  — {c.refused}"), id=c.spec, disabled=True)

@@ -34,7 +34,7 @@ class TaskScreen(Screen[None]):
         self._shown: TaskEntry | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="task-title")
+        yield Static("", id="task-title", markup=False)  # a task name is any text
         yield PlotextPlot(id="time-plot")
         yield PlotextPlot(id="energy-plot")
         yield Footer()
