@@ -482,3 +482,17 @@ async def test_ascii_mode_writes_only_ascii_in_every_pane() -> None:
         shown += [line.render_line(0).text for line in app.query(TextLine) if line.size.height]
         assert any("us" in text for text in shown)  # latencies are there, in ASCII
         assert [t for t in shown if not t.isascii()] == []
+
+
+async def test_the_filter_border_counts_the_matching_rows() -> None:
+    """It counted every row, matches or not."""
+    app = MonitorApp(ReplaySource(RECORDING), interval=1.0, autoplay=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot, 4)
+        table = app.query_one("#probes", FastTable)
+        total = len(table.rows)
+        table.set_filter("_fn")
+        await pilot.pause(0.1)
+        matching = len(table.order)
+        assert 0 < matching < total
+        assert table.border_subtitle == f"{matching} of {total} rows match _fn"

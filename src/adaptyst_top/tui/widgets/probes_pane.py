@@ -29,6 +29,7 @@ class ProbesPane(FastTable):
         self.p99_history: dict[str, deque[float | None]] = {}
         self._cells_for: tuple[float, str | None] | None = None  # what probe_row depends on
         self._key_of: dict[int, tuple[ProbeEntry, str]] = {}  # id(entry): it, its row key
+        self._read_only = False
 
     def show(self, probes: Sequence[ProbeEntry], read_only: bool, app: str | None = None) -> None:
         """APP: the launched application's name (task probes show it as their target)."""
@@ -62,12 +63,20 @@ class ProbesPane(FastTable):
             for gone in set(history) - set(entries):
                 del history[gone]
         self.entries = entries
-        if not entries:
-            subtitle = "no probes" if read_only else "no probes: a adds one"
+        self._read_only = read_only
+        self._say_rows()
+
+    def set_filter(self, text: str) -> None:
+        super().set_filter(text)
+        self._say_rows()  # at once: a paused or ended replay has no next tick
+
+    def _say_rows(self) -> None:
+        if not self.entries:
+            subtitle = "no probes" if self._read_only else "no probes: a adds one"
+        elif self.filter_text:
+            subtitle = f"{len(self.order)} of {len(self.entries)} rows match {self.filter_text}"
         else:
-            subtitle = f"{len(entries)} rows" + (
-                f", filter: {self.filter_text}" if self.filter_text else ""
-            )
+            subtitle = f"{len(self.entries)} rows"
         if self.border_subtitle != subtitle:  # a border change repaints the pane
             self.border_subtitle = subtitle
 
