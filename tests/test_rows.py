@@ -194,3 +194,14 @@ def test_a_loss_reads_as_times_slower() -> None:
     assert pct(-1.64) == "2.6x slower"  # was "-164%"
     assert pct(-0.5) == "1.5x slower"
     assert pct(-0.2) == "-20%" and pct(0.31) == "+31%" and pct(0.004) == "+0.4%"
+
+
+def test_a_status_line_cut_short_says_so() -> None:
+    """The advisor's status line was cut mid-sentence, with nothing to say it went on."""
+    from adaptyst_top.tui.widgets.text_line import _whole_words
+
+    text = "advisor running · auto · objective time · 4 settled · 4 tasks, 0 exploring"
+    cut = _whole_words(text, 40)
+    assert cut == "advisor running · auto · objective time…" and len(cut) <= 40
+    assert _whole_words("short", 40) == "short"
+    assert _whole_words("x" * 50, 10) == "x" * 9 + "…"  # one word: cut where it must be

@@ -41,7 +41,8 @@ class TextLine(Widget):
             return super().render_line(y)  # wrapped over its lines by Textual
         # One line needs no wrapping: a segment, 15x cheaper. It ends where Textual's
         # wrap would end it (at the last whole word), and the style cache pads it.
-        text = _whole_words(self._shown(), self.size.width)
+        text = _whole_words(self.text, self.size.width)
+        text = to_ascii(text) if self._ascii else text
         return Strip([Segment(text, self.visual_style.rich_style)])
 
     def watch_text(self) -> None:
@@ -51,11 +52,15 @@ class TextLine(Widget):
 
 def _whole_words(text: str, width: int) -> str:
     """TEXT cut to WIDTH cells after its last whole word (a single word longer than the
-    line is cut where it must be): never a number cut in two."""
+    line is cut where it must be), ending in "…": never a number cut in two, never a
+    sentence that stops as if it were whole."""
     if cell_len(text) <= width:
         return text
-    head = set_cell_size(text, width)
-    if text[len(head)] == " ":
-        return head.rstrip()
-    cut = head.rstrip().rfind(" ")
-    return head[:cut].rstrip() if cut > 0 else head
+    if width < 2:
+        return set_cell_size(text, width)
+    # One cell kept for the mark that says the line goes on (to_ascii makes it "~").
+    head = set_cell_size(text, width - 1)
+    if text[len(head)] != " ":
+        cut = head.rstrip().rfind(" ")
+        head = head[:cut] if cut > 0 else head
+    return head.rstrip() + "…"
