@@ -78,7 +78,15 @@ def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
         assert "attached" in line_of(text, "fast_fn")
         assert "Devices" in text and "Probes" in text and "Advisor" in text
         assert all(len(ln) <= 80 for ln in text.splitlines())
-        TERM.keys("Space")  # the cursor starts on the first row
+        # Rows move as their total time changes (the hot one first): the filter leaves
+        # fast_fn alone, under the cursor.
+        TERM.keys("/")
+        wait_for(lambda s: "filter probes" in s, 15)
+        TERM.keys("fast_fn")
+        wait_for(lambda s: "fast_fn" in s.split("filter probes", 1)[-1], 15)
+        TERM.keys("Enter")
+        wait_for(lambda s: "1 of 3 rows match fast_fn" in s, 15)
+        TERM.keys("Space")
         wait_for(lambda s: "detached" in line_of(s, "fast_fn"), 15)
         # A lone Escape is told from the start of a key sequence only by a timeout: the
         # input thread, which sleeps until input comes, must still wake for it.

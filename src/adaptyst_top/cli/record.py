@@ -20,7 +20,7 @@ from adaptyst_top.cli.options import (
     bounded_float,
     session_options,
 )
-from adaptyst_top.collectors.probes.uprobe_multi import KERNEL_REFUSED
+from adaptyst_top.collectors.probes.uprobe_multi import KERNEL_REFUSED, UNSUPPORTED
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, DURATION_RANGE
 from adaptyst_top.runtime.record import WriteInterrupted, record_snapshots
 from adaptyst_top.runtime.record_file import open_output, replaced_output, same_file
@@ -153,13 +153,19 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
 
 
 def kernel_refusals(session: Session) -> list[str]:
-    """A line per probe the kernel would not attach (uprobe_multi.KERNEL_REFUSED): the
-    run would record it as a row of 0 calls, with the reason only inside the JSON."""
-    rows = session.snapshot(with_hist=False).probes
+    """A line per probe the kernel would not attach for something in its way (another
+    tool's probe there: uprobe_multi.KERNEL_REFUSED); the run would record it as a row of
+    0 calls, with the reason only inside the JSON. A function uprobes cannot take at all
+    (UNSUPPORTED) is the function's nature, as an entry check's refusal is: a glob goes
+    on without it. Read from the engine's rows, not a snapshot: an agent's session would
+    lose its first one. A session through the agent is not checked here."""
+    engine = session.engine
+    if engine is None:
+        return []
     return [
-        inert(f"{p.spec}: {p.error}")
-        for p in rows
-        if p.state == "error" and p.error and KERNEL_REFUSED in p.error
+        inert(f"{row.spec.text}: {row.error}")
+        for row in list(engine.rows.values())
+        if row.state == "error" and KERNEL_REFUSED in row.error and UNSUPPORTED not in row.error
     ]
 
 

@@ -15,13 +15,11 @@ Dask events (Client.log_event) are never learnt from: any client may send one.""
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import numpy as np
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps
 
@@ -30,11 +28,18 @@ from adaptyst_top.dask.offer import OFFER_NAME, DeviceOffer
 from adaptyst_top.dask.placed import (
     ANNOTATION,
     KINDS,
-    MAX_SIZE,
     METADATA,
     VERSION,
     PlacedTask,
     key_size,
+)
+from adaptyst_top.dask.untrusted import (
+    clamp,
+    func_kinds,
+    func_name,
+    own_len,
+    own_nbytes,
+    parse_run,
 )
 from adaptyst_top.placement.advisor import Advisor, Objective
 from adaptyst_top.placement.stream import TaskStream
@@ -44,15 +49,9 @@ logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "adaptyst-placement"
 OBJECTIVES = ("time", "energy", "edp", "weighted")
-MAX_RUN_S = 86_400.0  # a reported run longer than a day is no run of ours
-MAX_RUN_J = 1e9  # nor one that drew more than a day of a 10 kW node
 # Task names whose models the scheduler keeps (~25 KB each): the least recently used
 # beyond it are forgotten, so that a flood of names cannot grow the scheduler for ever.
 MAX_NAMES = 1024
-# What the scheduler may measure itself: builtin and numpy types, whose len() and
-# nbytes are the interpreter's and numpy's own code, never a class the client sent.
-SIZED_BY_LEN = (list, tuple, dict, str, bytes, bytearray, set, frozenset, range, memoryview)
-SIZED_BY_BYTES = (bytes, bytearray)
 
 
 @dataclass
@@ -430,70 +429,6 @@ def row_of(
         "gain_vs_cpu": gain,
         "predicted_ms": predicted_ms(stream),
     }
-
-
-def parse_run(run: Any) -> tuple[float, float | None, str | None] | None:
-    """(seconds, joules or None, how) of a worker's report, or None unless it is one of
-    this version, of plain numbers in range."""
-    if type(run) is not dict or run.get("v") != VERSION:
-        return None
-    t, e, how = number_in(run.get("t"), MAX_RUN_S), run.get("e"), run.get("how")
-    if t is None:
-        return None
-    if e is not None:
-        e = number_in(e, MAX_RUN_J)
-        if e is None:
-            return None
-    return t, e, (how[:40] if type(how) is str else None)
-
-
-def number_in(value: Any, most: float) -> float | None:
-    """VALUE as a float when it is a plain int or float (not a bool) in [0, MOST]."""
-    if type(value) is int:  # compared as an int: a huge one does not fit a float
-        return float(value) if 0 <= value <= most else None
-    if type(value) is float and math.isfinite(value) and 0 <= value <= most:
-        return value
-    return None
-
-
-def func_name(func: PlacedTask) -> str | None:
-    """The task's name, read from its state (a PlacedTask the client pickled may hold
-    anything): a str of 1-40 characters without '|', as placed() makes."""
-    name = func.__dict__.get("name")
-    ok = type(name) is str and 0 < len(name) <= 40 and "|" not in name
-    return cast(str, name) if ok else None
-
-
-def func_kinds(func: PlacedTask) -> list[str] | None:
-    """Its variants' kinds: only a plain dict of known kinds is read (a Mapping the client
-    sent could run its code here)."""
-    variants = func.__dict__.get("variants")
-    if type(variants) is not dict:
-        return None
-    kinds = [k for k in variants if type(k) is str and k in KINDS]
-    return kinds or None
-
-
-def own_len(value: Any) -> int | None:
-    """len(VALUE) where the interpreter or numpy computes it, else None."""
-    if type(value) in SIZED_BY_LEN:
-        return len(value)
-    if type(value) is np.ndarray and value.ndim >= 1:
-        return int(value.shape[0])
-    return None
-
-
-def own_nbytes(value: Any) -> int:
-    """VALUE's bytes where numpy or the interpreter knows them, else 0."""
-    if type(value) is np.ndarray or type(value) is memoryview:
-        return int(value.nbytes)
-    if type(value) in SIZED_BY_BYTES:
-        return len(value)
-    return 0
-
-
-def clamp(n: int) -> int:
-    return min(MAX_SIZE, max(1, n))
 
 
 def add(counts: dict[str, Any], key: str, n: float) -> None:

@@ -32,16 +32,20 @@ log = logging.getLogger("adaptyst_top.control")
 CONTROL_ENV = "ADAPTYST_TOP_CONTROL"  # the monitor's socket, as it tells a command it launches
 
 
-@functools.cache
 def server_socket_path() -> Path:
     """Where this monitor listens: in runtime_dir(), made and checked (a fresh private
     folder when another user squatted the conventional one). When another monitor of
     the same user already listens there (two demos, two --advisor sessions), a path of
     this process's own: the first keeps its socket, and a command this one launches is
-    told where this one is (CONTROL_ENV). Decided once per process."""
+    told where this one is (CONTROL_ENV). Decided once per process and user."""
+    return _chosen_path(os.getpid(), os.geteuid(), os.environ.get("XDG_RUNTIME_DIR"))
+
+
+@functools.cache
+def _chosen_path(pid: int, euid: int, xdg: str | None) -> Path:
     conventional = runtime_dir() / "control.sock"
     if listening(conventional):
-        return conventional.with_name(f"control-{os.getpid()}.sock")
+        return conventional.with_name(f"control-{pid}.sock")
     return conventional
 
 

@@ -38,6 +38,9 @@ _libc = ct.CDLL(None, use_errno=True)
 # How a row the kernel would not attach says so (another tool may hold the function):
 # `record` finds these rows by it, to stop rather than run the command unprobed.
 KERNEL_REFUSED = "the kernel refused the probe"
+# Why, when the function's first instruction is one uprobes cannot take (ENOTSUPP, 524):
+# the function's own nature, like an entry check's refusal, not something in the way.
+UNSUPPORTED = "not supported by uprobes"
 
 
 def release_has_multi(release: str) -> bool:
@@ -82,7 +85,7 @@ def create_link(
     fd = int(_libc.syscall(_NR_BPF, BPF_LINK_CREATE, attr, _ATTR_SIZE))
     if fd < 0:
         err = ct.get_errno()
-        raise OSError(err, os.strerror(err) if err != 524 else "not supported by uprobes")
+        raise OSError(err, os.strerror(err) if err != 524 else UNSUPPORTED)
     return fd
 
 
