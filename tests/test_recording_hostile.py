@@ -201,3 +201,20 @@ def test_a_recording_still_reads_whole(tmp_path: Path) -> None:
     with open_recording(path) as f:
         got = [json.loads(x) for x in recording_lines(f) if x is not None]
     assert got == [json.loads(x) for x in RECORDING.read_text().splitlines()]
+
+
+def test_a_skippable_frame_is_damage_not_a_place_to_hide_the_rest(tmp_path: Path) -> None:
+    """A skippable frame declaring 4 GB swallowed the frames after it, and nothing was
+    said: 3 of 4 lines came out."""
+    lines = RECORDING.read_bytes().splitlines(keepends=True)[:4]
+    cctx = zstandard.ZstdCompressor(write_checksum=True)
+    hiding = b"\x50\x2a\x4d\x18" + (0xFFFF_FFFF).to_bytes(4, "little")
+    path = tmp_path / "hiding.zst"
+    path.write_bytes(
+        cctx.compress(lines[0]) + hiding + b"".join(cctx.compress(x) for x in lines[1:])
+    )
+    with open_recording(path) as f:
+        read = [x for x in recording_lines(f) if x is not None]
+        damage = damage_of(f)
+    assert read == lines
+    assert damage and damage[0][1] == len(hiding)

@@ -113,8 +113,13 @@ class FramesReader(io.RawIOBase):
             self._release(whole_lines=True)
             return
         if self._obj is None:
-            self._obj = self._dctx.decompressobj()
             self._frame_at = self._pos
+            if _skippable(chunk):
+                # `record` writes none; one declaring 4 GB swallowed every frame after
+                # it without a word. Damage, skipped as a bad frame is.
+                self._failed(self._pos + len(chunk))
+                return
+            self._obj = self._dctx.decompressobj()
         try:
             data = self._obj.decompress(chunk)
         except zstandard.ZstdError:  # a bad block, or a checksum that does not match
@@ -200,6 +205,11 @@ def damage_of(stream: object) -> list[tuple[int, int]]:
     of each stretch of compressed bytes skipped."""
     raw = getattr(stream, "raw", None)
     return list(raw.damage) if isinstance(raw, FramesReader) else []
+
+
+def _skippable(chunk: bytes) -> bool:
+    """Whether CHUNK starts a skippable frame (magic 0x184D2A50-5F, little-endian)."""
+    return len(chunk) >= 4 and chunk[1:4] == b"\x2a\x4d\x18" and chunk[0] & 0xF0 == 0x50
 
 
 def stopped_line(stream: object, name: str) -> str | None:
