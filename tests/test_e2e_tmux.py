@@ -91,9 +91,9 @@ def test_monitor_in_tmux_80x24(workload_bin: Path) -> None:
         # A lone Escape is told from the start of a key sequence only by a timeout: the
         # input thread, which sleeps until input comes, must still wake for it.
         TERM.keys("?")
-        wait_for(lambda s: "fast_fn" not in s, 15)
+        wait_for(lambda s: "adaptyst-top keys" in s, 15)
         TERM.keys("Escape")
-        wait_for(lambda s: "fast_fn" in s, 5)
+        wait_for(lambda s: "adaptyst-top keys" not in s and "fast_fn" in s, 5)
         TERM.keys("q")
         text = wait_for(lambda s: "EXITED" in s, 30)
         assert "EXITED 0" in text

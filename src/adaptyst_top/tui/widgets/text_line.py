@@ -34,6 +34,9 @@ class TextLine(Widget):
         return to_ascii(self.text) if self._ascii else self.text
 
     def render(self) -> str:
+        if self.size.height == 1 and self.size.width:  # cut as render_line cuts it
+            text = _whole_words(self.text, self.size.width)
+            return to_ascii(text) if self._ascii else text
         return self._shown()
 
     def render_line(self, y: int) -> Strip:
