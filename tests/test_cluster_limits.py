@@ -29,19 +29,21 @@ def by_query(series_for: Callable[[str], Series], delay_s: float = 0.0) -> Answe
         promql = urllib.parse.parse_qs(urllib.parse.urlparse(h.path).query)["query"][0]
         time.sleep(delay_s)
         result = series_for(promql)
-        body = json.dumps(
-            {"status": "success", "data": {"resultType": "vector", "result": result}}
-        ).encode()
-        try:
-            h.send_response(200)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Content-Length", str(len(body)))
-            h.end_headers()
-            h.wfile.write(body)
-        except OSError:
-            pass  # the view quit
+        body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+        send_body(h, json.dumps(body).encode())
 
     return send
+
+
+def send_body(h: BaseHTTPRequestHandler, body: bytes) -> None:
+    try:
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+    except OSError:
+        pass  # the view quit
 
 
 def sample(value: str, **labels: str) -> dict[str, object]:
@@ -133,15 +135,7 @@ def many_nodes() -> Answer:
 
     def send(h: BaseHTTPRequestHandler) -> None:
         promql = urllib.parse.parse_qs(urllib.parse.urlparse(h.path).query)["query"][0]
-        body = bodies["time" in promql]
-        try:
-            h.send_response(200)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Content-Length", str(len(body)))
-            h.end_headers()
-            h.wfile.write(body)
-        except OSError:
-            pass  # the view quit
+        send_body(h, bodies["time" in promql])
 
     return send
 
