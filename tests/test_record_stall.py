@@ -44,12 +44,13 @@ def test_a_stalled_agent_is_a_stated_gap_not_a_burst(shared: Path) -> None:  # n
     lines = [json.loads(x) for x in [first, *out.splitlines()]]
     times = [line["t"] for line in lines]
     steps = [b - a for a, b in itertools.pairwise(times)]
-    # Each line at its own time: no two closer than half an interval (a burst was 1 ms).
-    assert min(steps) >= INTERVAL / 2, steps
-    gaps = [
-        w for line in lines for w in line.get("warnings", []) if w.startswith("no snapshot for")
-    ]
-    assert len(gaps) == 1, gaps
+    # Each line at its own time: a burst was 1 ms apart (10 ms leaves a busy machine room
+    # for a late tick, which the next one then follows closely).
+    assert min(steps) >= 0.01, steps
+    said = [w for line in lines for w in line.get("warnings", []) if w.startswith("no snapshot")]
+    # The stall is one gap; a busy machine may add short ones of its own.
+    gaps = [w for w in said if float(w.split()[3]) >= STALL_S - 2 * INTERVAL]
+    assert len(gaps) == 1, said
     missed = int(gaps[0].split(": ")[1].split()[0])
     # The stall took about STALL_S / INTERVAL ticks (the scheduler may shift one or two).
     assert STALL_S / INTERVAL - 3 <= missed <= STALL_S / INTERVAL + 2, gaps
