@@ -92,3 +92,72 @@ async def test_a_sorted_table_repaints_only_a_row_whose_place_holds() -> None:
         table.upsert("r0", dict(CELLS, count="9"), {"count": 9})  # now it moves
         await pilot.pause()
         assert table.order == ["r1", "r2", "r0"] and len(whole) == 1
+
+
+async def test_columns_follow_their_growing_figures_at_every_size() -> None:
+    """The layout rule: a figure wider than its column re-lays the table (the advisor's
+    `Runs` at 2,109 drifted from its header), and free width goes to the column whose
+    text is cut, not to blank names."""
+    from adaptyst_top.tui.advisor_rows import TASK_COLUMNS
+
+    class Tasks(App[None]):
+        def compose(self) -> ComposeResult:
+            yield FastTable(TASK_COLUMNS, id="t")
+
+    for size in ((80, 24), (120, 40), (200, 50)):
+        app = Tasks()
+        async with app.run_test(size=size) as pilot:
+            table = app.query_one(FastTable)
+            cells = {
+                "task": "spmv",
+                "on": "cpu",
+                "best": "opencl:0",
+                "times": "cpu 1.2 ms · opencl:0 ~300 µs",
+                "energy": "1.1 mJ",
+                "gain": "+31%",
+                "confidence": "0.91",
+                "state": "settled",
+                "runs": "9",
+            }
+            for runs in (9, 2109, 1_234_567, 123_456_789_012):
+                cells = dict(cells, runs=f"{runs:,}", energy=f"{runs:,}.5 mJ")
+                table.upsert("spmv", cells)
+                await pilot.pause()
+                width = table.text_width
+                layout = table.columns_for(width)
+                assert sum(w for _, w in layout) + len(layout) - 1 <= width
+                header, row = table.render_line(0).text, table.render_line(1).text
+                for column, w in layout:
+                    at = sum(x + 1 for _, x in layout[: layout.index((column, w))])
+                    label = header[at : at + w].strip()
+                    assert label == column.label, (size, column.key, header)
+                    if width >= 110 or column.priority >= 7:
+                        # every shown figure whole under its own header
+                        assert cells[column.key] in row[at : at + w], (size, column.key, row)
+
+
+async def test_a_log_shown_newest_first_keeps_its_newest_rows_in_view() -> None:
+    """A replay's move log hid its 15 newest moves above the view: the cursor followed
+    its row down as moves came in above it."""
+    from adaptyst_top.tui.advisor_rows import MOVE_COLUMNS
+
+    class Log(App[None]):
+        def compose(self) -> ComposeResult:
+            yield FastTable(MOVE_COLUMNS, id="m")
+
+    app = Log()
+    async with app.run_test(size=(100, 12)) as pilot:
+        table = app.query_one(FastTable)
+        table.set_sort("order", reverse=True)
+        table.follow_head = True
+        for i in range(40):
+            table.upsert(f"m{i}", {"task": f"t{i}", "move": "cpu → gpu"}, sort={"order": i})
+            await pilot.pause()
+        assert table.cursor == 0 and table.selected_key == "m39"
+        assert int(table.scroll_offset.y) == 0
+        assert "t39" in table.render_line(1).text
+        table.action_cursor(3)  # a user who moved down keeps the row they chose
+        await pilot.pause()
+        table.upsert("m40", {"task": "t40", "move": "cpu → gpu"}, sort={"order": 40})
+        await pilot.pause()
+        assert table.selected_key == "m36"

@@ -50,7 +50,9 @@ def test_a_task_says_its_best_device_gain_state_and_curves() -> None:
             advisor.observe("gemm", device, (sb, 0), s, 4, None, size=2**sb)
     advisor.set_current("gemm", "cpu")
     (t,) = task_entries(advisor)
-    assert t.device == "cpu" and t.best == "opencl:0" and t.state == "settled"
+    # A better device measured, no move made yet: the row says what it waits for, never
+    # `settled` beside a better device.
+    assert t.device == "cpu" and t.best == "opencl:0" and t.state == "holding"
     assert t.gain == pytest.approx(1 - 4e-3 / 2.6e-2, abs=1e-3)
     assert t.confidence is not None and 0 <= t.confidence <= 1
     assert [c.device for c in t.curves] == ["cpu", "opencl:0"]
@@ -88,3 +90,18 @@ def test_energy_points_mark_the_pareto_front() -> None:
     assert energy_points(t) == [
         ("gpu:0", 1.0, 3.0, True), ("cpu", 2.0, 1.0, True), ("fpga:0", 3.0, 2.0, False)
     ]  # fmt: skip
+
+
+def test_a_task_settled_only_where_the_models_say_it_is_best() -> None:
+    def state(cpu_s: float, ocl_s: float, ocl_runs: int) -> str:
+        advisor = Advisor(["cpu", "opencl:0"])
+        for device, s, runs in (("opencl:0", ocl_s, ocl_runs), ("cpu", cpu_s, 3)):
+            advisor.set_current("spmv", device)
+            for _ in range(runs):
+                advisor.observe("spmv", device, (12, 0), s, 1, None, size=4096)
+        (t,) = task_entries(advisor)
+        return t.state
+
+    assert state(1e-3, 2e-3, 3) == "settled"  # where it runs is the best
+    assert state(1e-3, 0.97e-3, 3) == "in noise"  # 3% better: under the move threshold
+    assert state(1e-3, 0.5e-3, 1) == "untried"  # one run there: not enough to move on

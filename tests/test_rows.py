@@ -123,6 +123,11 @@ def test_a_move_row_has_the_gain_predicted_and_the_gain_measured() -> None:
     assert (
         move_row(lost, ascii=True)[0]["move"] == "cpu -> opencl:0" and move_row(lost)[1] == "warn"
     )
+    # An exploration is not a choice: said so, dim, and never a lost move in warning.
+    explore = replace(lost, explore=True, predicted_gain=None)
+    cells, style = move_row(explore)
+    assert cells["move"] == "explore cpu → opencl:0" and cells["predicted"] == "to measure"
+    assert style == "dim"
 
 
 def test_a_python_apps_task_probes_name_the_app_not_the_extension() -> None:

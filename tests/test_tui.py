@@ -3,6 +3,7 @@ root, on a live probed target)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,16 @@ async def test_detail_help_and_back() -> None:
         await pilot.press("escape")
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+        shown = str(app.screen.query_one("#help Static").render())
+        from adaptyst_top.tui.screens.help import NOTATION, TABLES
+
+        for _title, columns in TABLES:  # every column of every pane, explained
+            for c in columns:
+                assert c.help and f"  {c.label}" in shown and c.help in shown, c.label
+        for mark, _what in NOTATION:
+            assert f"  {mark}" in shown
+        for word in ("n~2^", "untried", "in noise", "holding", "explore", "<1 µs"):
+            assert word in shown
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
@@ -422,6 +433,16 @@ async def test_the_advisor_pane_shows_tasks_and_the_move_log_from_a_recording() 
 
         assert isinstance(app.screen, TaskScreen)
         assert app.screen.task_name == tasks.selected_key
+        # The axes in the units the other screens use: no raw 370727.6 or 0.04614.
+        from textual_plotext import PlotextPlot
+
+        plot = app.screen.query_one("#time-plot", PlotextPlot)
+        for size in ((100, 30), (130, 45)):  # a resize draws it again (it once crashed)
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            drawn = plot.plt.uncolorize(plot.plt.build())
+            assert re.search(r"\d (ns|µs|ms|s)\b", drawn), drawn
+            assert not re.search(r"\d\.\d{4,}|\d{6,}", drawn), drawn
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, TaskScreen)

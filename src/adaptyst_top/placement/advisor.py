@@ -271,7 +271,7 @@ class Advisor:
         if best != st.current:
             gain = (scores[st.current] - scores[best]) / scores[st.current]
             uncertainty = preds[best].rel_err + cur.rel_err
-            threshold = self._threshold(preds[best], cur)
+            threshold = self.threshold_for(preds[best], cur)
             if gain > threshold and gain > uncertainty:
                 st.streak = st.streak + 1 if st.streak_target == best else 1
                 st.streak_target = best
@@ -283,7 +283,7 @@ class Advisor:
         st.streak = 0
         return self._exploration(task, st, preds, scores, feasible)
 
-    def _threshold(self, there: Prediction, here: Prediction) -> float:
+    def threshold_for(self, there: Prediction, here: Prediction) -> float:
         """The gain a move must beat. A few runs of a device on a shared node can all
         fall in one slow or fast spell, so a gain under `threshold` is taken for noise;
         once both devices ran this input SETTLED_SAMPLES times (spread over the task's

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
-from adaptyst_top.placement.advisor import Advisor
-from adaptyst_top.placement.model import bucket_size
+from adaptyst_top.placement.advisor import MOVE_MIN_SAMPLES, Advisor
+from adaptyst_top.placement.model import Prediction, bucket_size
 from adaptyst_top.placement.task_state import TaskState
 from adaptyst_top.snapshot import Curve, TaskEntry
 
@@ -36,7 +36,7 @@ def task_entries(advisor: Advisor) -> tuple[TaskEntry, ...]:
                 best=best,
                 gain=None if gain is None else round(gain, 4),
                 confidence=None if confidence is None else round(confidence, 3),
-                state=_state(st, len(preds), len(advisor.devices)),
+                state=_state(advisor, st, preds, best, gain),
                 size=st.size,
                 curves=_curves(advisor, name, st.context[1]),
             )
@@ -44,12 +44,25 @@ def task_entries(advisor: Advisor) -> tuple[TaskEntry, ...]:
     return tuple(out)
 
 
-def _state(st: TaskState, predicted: int, devices: int) -> str:
+def _state(
+    advisor: Advisor, st: TaskState, preds: dict[str, Prediction], best: str, gain: float | None
+) -> str:
+    """What the task waits for, in a word: a row that reads `settled` beside a better
+    device and no move said nothing of why (docs/placement.md, "States")."""
     if st.exploring or st.switch_in:
         return "exploring"  # a few runs on another device, to measure it
-    if predicted < devices:
+    if len(preds) < len(advisor.devices):
         return "learning"  # a device the task may run on has no cost for this input yet
-    return "settled"
+    if not best or best == st.current or gain is None or gain <= 0:
+        return "settled"
+    there, here = preds[best], preds[st.current]
+    if there.source != "measured" or there.samples < MOVE_MIN_SAMPLES or st.stale(best):
+        return "untried"  # predicted only: moves go where the input really ran
+    if gain <= advisor.threshold_for(there, here):
+        return "in noise"  # under the move threshold: taken for the node's noise
+    if gain <= there.rel_err + here.rel_err:
+        return "unsure"  # within the two devices' measured spread
+    return "holding"  # a gain near the noise must hold for a few decisions first
 
 
 def _curves(advisor: Advisor, task: str, feature: int) -> tuple[Curve, ...]:

@@ -13,23 +13,115 @@ from adaptyst_top.tui.columns import Column
 from adaptyst_top.tui.format import fmt_energy, fmt_ns
 
 TASK_COLUMNS = (
-    Column("task", "Task", 0, priority=10),
-    Column("on", "On", 10, priority=9),
-    Column("best", "Best", 10, priority=8),
-    Column("times", "Time per run (~ predicted)", 0, priority=6),
-    Column("energy", "Energy/run", 10, right=True, priority=2),
-    Column("gain", "Gain", 11, right=True, priority=8),  # "+31%", "2.6x slower"
-    Column("confidence", "Conf.", 5, right=True, priority=3),
-    Column("state", "State", 9, priority=7),
-    Column("runs", "Runs", 7, right=True, priority=4),
+    Column(
+        "task",
+        "Task",
+        0,
+        priority=10,
+        help="a task the application reported (adaptyst:task_begin..task_end)",
+    ),
+    Column(
+        "on",
+        "On",
+        10,
+        priority=9,
+        help="the device it runs on now",
+    ),
+    Column(
+        "best",
+        "Best",
+        10,
+        priority=8,
+        help="the device the models say for its current input and the objective",
+    ),
+    Column(
+        "times",
+        "Time per run (~ predicted)",
+        0,
+        priority=6,
+        help="each device's time per run, fastest first; ~ marks a prediction, not a measurement",
+    ),
+    Column(
+        "energy",
+        "Energy/run",
+        10,
+        right=True,
+        priority=2,
+        help="energy of one run where it runs now",
+    ),
+    Column(
+        "gain",
+        "Gain",
+        11,
+        right=True,
+        priority=8,
+        help="what Best saves over On, in the objective's terms (N.Nx slower: a loss)",
+    ),  # "+31%", "2.6x slower"
+    Column(
+        "confidence",
+        "Conf.",
+        5,
+        right=True,
+        priority=3,
+        help="how sure, 0..1: one minus both devices' relative spread",
+    ),
+    Column(
+        "state",
+        "State",
+        9,
+        priority=7,
+        help="learning (a device has no cost yet), exploring (a few runs to measure one), settled (On is Best), untried (Best is predicted only), in noise (gain under the move threshold), unsure (gain within the spread), holding (gain must hold a few decisions), m: move / explore? (advice waiting for m)",
+    ),
+    Column(
+        "runs",
+        "Runs",
+        7,
+        right=True,
+        priority=4,
+        help="runs seen",
+    ),
 )
 MOVE_COLUMNS = (
-    Column("t", "At", 7, right=True, priority=7),
-    Column("task", "Task", 0, priority=10),
-    Column("move", "Move", 0, priority=9),
-    Column("predicted", "Predicted", 11, right=True, priority=8),
-    Column("measured", "Measured", 11, right=True, priority=8),
-    Column("runs", "Runs after", 10, right=True, priority=5),
+    Column(
+        "t",
+        "At",
+        7,
+        right=True,
+        priority=7,
+        help="when it moved (minutes:seconds into the session)",
+    ),
+    Column("task", "Task", 0, priority=10, help="the task moved"),
+    Column(
+        "move",
+        "Move",
+        0,
+        priority=9,
+        help="from → to; explore: a few runs to measure a device (dim), not a choice",
+    ),
+    Column(
+        "predicted",
+        "Predicted",
+        11,
+        right=True,
+        priority=8,
+        help="the gain predicted when it moved",
+    ),
+    Column(
+        "measured",
+        "Measured",
+        11,
+        right=True,
+        priority=8,
+        help="the gain measured over the runs after it (yellow: it lost)",
+    ),
+    Column(
+        "runs",
+        "Runs after",
+        10,
+        right=True,
+        priority=5,
+        help="runs measured after the move",
+    ),
 )
 
 
@@ -93,20 +185,23 @@ def task_row(
 
 
 def move_row(m: Move, ascii: bool = False) -> tuple[dict[str, str], str]:
-    """(cells, style) of a move: green-lit (no style) when the measured gain holds what
-    was predicted, 'warn' when it lost."""
+    """(cells, style) of a move: plain when the measured gain holds what was predicted,
+    'warn' when it lost, dim for an exploration (a few runs to measure a device, which
+    is not a choice: it read like one)."""
     arrow = "->" if ascii else "→"
     at = "-" if m.t is None else f"{int(m.t) // 60}:{int(m.t) % 60:02d}"
-    what = f"{m.source} {arrow} {m.to}" + (" (explore)" if m.explore else "")
+    what = ("explore " if m.explore else "") + f"{m.source} {arrow} {m.to}"
     cells = {
         "t": at,
         "task": m.task,
         "move": what,
-        "predicted": pct(m.predicted_gain),
+        "predicted": "to measure" if m.explore else pct(m.predicted_gain),
         "measured": pct(m.measured_gain) if m.runs else "-",
         "runs": f"{m.runs:,}",
     }
-    lost = m.measured_gain is not None and m.measured_gain < 0 and not m.explore
+    if m.explore:
+        return cells, "dim"
+    lost = m.measured_gain is not None and m.measured_gain < 0
     return cells, "warn" if lost else ""
 
 

@@ -13,3 +13,4 @@ class Column:
     width: int  # 0: takes what is left
     right: bool = False
     priority: int = 0  # higher goes first when space runs out
+    help: str = ""  # what `?` says of it

@@ -69,3 +69,25 @@ def energy_points(t: TaskEntry) -> list[tuple[str, float, float, bool]]:
         if time_s > 0 and energy > 0:
             out.append((device, float(time_s), float(energy), device in front))
     return sorted(out, key=lambda x: x[1])
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Round values to mark a log axis over [lo, hi]: the powers of ten in it, with the
+    2x and 5x steps between them while fewer than three fit, else its two ends."""
+    if not (0 < lo <= hi and math.isfinite(hi)):
+        return []
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    decades = [10.0**e for e in range(first, last + 1)]
+    for steps in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 5, 7)):
+        ticks = [d * m for d in decades for m in steps if lo <= d * m <= hi]
+        if len(ticks) >= 3:
+            return ticks
+    return ticks if len(ticks) >= 2 else sorted({lo, hi})
+
+
+def fmt_size(n: float) -> str:
+    """An input size on an axis: "512", "32k", "1.5M" (a raw 370727.6 said nothing)."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return f"{n:.3g}"

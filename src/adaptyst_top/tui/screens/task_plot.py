@@ -4,6 +4,7 @@ devices cross) and, where energy is known, time against energy with the Pareto f
 
 from __future__ import annotations
 
+import math
 import os
 from typing import ClassVar
 
@@ -15,8 +16,15 @@ from textual_plotext import PlotextPlot
 
 from adaptyst_top.snapshot import TaskEntry
 from adaptyst_top.tui.advisor_rows import device_times, pct
-from adaptyst_top.tui.format import fmt_ns
-from adaptyst_top.tui.task_plot_data import crossovers, energy_points, fitted, size_range
+from adaptyst_top.tui.format import fmt_energy, fmt_ns
+from adaptyst_top.tui.task_plot_data import (
+    crossovers,
+    energy_points,
+    fitted,
+    fmt_size,
+    log_ticks,
+    size_range,
+)
 
 ASCII_MARKERS = ("*", "+", "o", "x", "#", "@")
 POINT_MARKERS = ("●", "■", "▲", "◆", "★", "✚")  # measured: apart from the fitted lines
@@ -72,25 +80,40 @@ class TaskScreen(Screen[None]):
         self._plot_energy(t)
 
     def _plot_times(self, t: TaskEntry, crosses: list[tuple[float, str, str]]) -> None:
+        """On log axes drawn from log10 values: plotext's own log scale rewrites its
+        data in place, so a second draw (any resize) took log10 of a negative and
+        crashed the monitor."""
         widget = self.query_one("#time-plot", PlotextPlot)
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title("time per run (s) by input size: points measured, lines fitted")
+        plt.title("time per run by input size: points measured, lines fitted")
         span = size_range(t.curves)
+        times: list[float] = []
         for i, c in enumerate(t.curves):
             if span is not None:
                 xs, ys = fitted(c, *span)
                 if xs:  # drawn first: the measured points stay visible over it
-                    plt.plot(xs, ys, marker=self._marker(i), label=f"{c.device} fit")
-            points = ([n for n, _ in c.points], [s for _, s in c.points])
-            plt.scatter(*points, marker=self._marker(i, point=True), label=c.device)
+                    plt.plot(_log(xs), _log(ys), marker=self._marker(i), label=f"{c.device} fit")
+                times += ys
+            points = [(n, s) for n, s in c.points if n > 0 and s > 0]
+            times += [s for _, s in points]
+            plt.scatter(
+                _log([n for n, _ in points]),
+                _log([s for _, s in points]),
+                marker=self._marker(i, point=True),
+                label=c.device,
+            )
         for n, _, _ in crosses:
-            plt.vline(n)
-        if t.curves:
-            plt.xscale("log")
-            plt.yscale("log")
-        plt.xlabel("input size")
+            plt.vline(math.log10(n))
+        # Ticks in the units every other screen uses (µs, ms; 32k), not raw seconds.
+        if span is not None:
+            xs = log_ticks(*span)
+            plt.xticks(_log(xs), [fmt_size(n) for n in xs])
+        if times:
+            ys = log_ticks(min(times), max(times))
+            plt.yticks(_log(ys), [fmt_ns(s * 1e9) for s in ys])
+        plt.xlabel("input size (log)")
         widget.refresh()
 
     def _plot_energy(self, t: TaskEntry) -> None:
@@ -102,11 +125,25 @@ class TaskScreen(Screen[None]):
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title("energy (J) against time (s) per run: the Pareto front joined")
+        plt.title("energy against time per run: the Pareto front joined")
         for i, (device, time_s, energy, _) in enumerate(points):
             plt.scatter([time_s], [energy], marker=self._marker(i, point=True), label=device)
         front = [(s, e) for _, s, e, on in points if on]
         if len(front) > 1:
             plt.plot([s for s, _ in front], [e for _, e in front], marker=self._marker(len(points)))
         plt.xlabel(f"time per run (fastest {fmt_ns(points[0][1] * 1e9)})")
+        xs, ys = _linear_ticks([p[1] for p in points]), _linear_ticks([p[2] for p in points])
+        plt.xticks(xs, [fmt_ns(s * 1e9) for s in xs])
+        plt.yticks(ys, [fmt_energy(j) for j in ys])
         widget.refresh()
+
+
+def _linear_ticks(values: list[float], count: int = 4) -> list[float]:
+    lo, hi = min(values), max(values)
+    if hi <= lo:
+        return [lo]
+    return [lo + (hi - lo) * i / (count - 1) for i in range(count)]
+
+
+def _log(values: list[float]) -> list[float]:
+    return [math.log10(v) for v in values]

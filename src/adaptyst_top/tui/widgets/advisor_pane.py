@@ -34,7 +34,8 @@ class AdvisorPane(Vertical):
         yield FastTable(MOVE_COLUMNS, id="moves")
 
     def on_mount(self) -> None:
-        self.moves.set_sort("order", reverse=True)  # the newest move first
+        self.moves.set_sort("order", reverse=True)  # the newest move first, kept in view
+        self.moves.follow_head = True
         self.moves.border_title = "Moves"
         self.show_state()
 

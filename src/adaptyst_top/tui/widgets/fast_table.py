@@ -85,6 +85,10 @@ class FastTable(ScrollView, can_focus=True):
         self.filter_fn: Callable[[TableRow, str], bool] = _default_filter
         self.sort_key: str | None = None
         self.sort_reverse = False
+        # A log shown newest first: a cursor on the first row stays there as rows come
+        # in above it, so the newest stay in view (a replay's move log hid its 15
+        # newest moves above the view: the cursor followed its row down).
+        self.follow_head = False
         self._strips: dict[tuple[str, int, int, bool], Strip] = {}
         # A row's style by its class and cursor: Textual's rich_style walks every
         # ancestor's styles on each call, and a row was rebuilt for each change.
@@ -95,13 +99,13 @@ class FastTable(ScrollView, can_focus=True):
         self._order_stale = False
         self._layout: list[tuple[Column, int]] = []
         self._layout_width = -1
-        # The longest text of each flexible column: its width follows its content.
-        self._needs: dict[str, int] = {c.key: len(c.label) for c in self.columns if not c.width}
+        # The longest text (label included) each column has shown: widths follow it.
+        self._needs: dict[str, int] = _label_needs(self.columns)
 
     def set_columns(self, columns: Iterable[Column]) -> None:
         """Other columns (one shown only when some row has a value for it): laid out again."""
         self.columns = list(columns)
-        self._needs = {c.key: len(c.label) for c in self.columns if not c.width}
+        self._needs = _label_needs(self.columns)
         self._layout_width = -1
         self._strips.clear()
         self.refresh()
@@ -158,6 +162,8 @@ class FastTable(ScrollView, can_focus=True):
             self.retain(keys)
 
     def _note_needs(self, cells: dict[str, str]) -> None:
+        """A text longer than its column has shown re-lays the table: a column grows
+        with its figures (`Runs` at 2,109) instead of drifting from its header."""
         for k, need in self._needs.items():
             n = len(cells.get(k, ""))
             if n > need:
@@ -211,8 +217,11 @@ class FastTable(ScrollView, can_focus=True):
         if only_if_moved and keys == self.order:
             return False
         selected = self.selected_key
+        at_head = self.follow_head and self.cursor == 0
         self.order = keys
-        if selected in keys:
+        if at_head:
+            self.scroll_to(y=0, animate=False)
+        elif selected in keys:
             self.cursor = keys.index(selected)
         self.cursor = min(self.cursor, max(0, len(keys) - 1))
         self.virtual_size = Size(self.text_width, len(keys) + 1)
@@ -275,6 +284,10 @@ class FastTable(ScrollView, can_focus=True):
     # ----- rendering --------------------------------------------------------------------
 
     def columns_for(self, width: int) -> list[tuple[Column, int]]:
+        """The columns shown at WIDTH and the cells each gets. Which are shown depends on
+        the declared widths only (a wide value never hides a column); then each column
+        gets what its longest text needs, the narrowest first, and what is left goes
+        to the names."""
         if width == self._layout_width:
             return self._layout
         cols = list(self.columns)
@@ -286,10 +299,8 @@ class FastTable(ScrollView, can_focus=True):
                 break
             drop = min(cols, key=lambda c: c.priority)
             cols.remove(drop)
-        fixed = sum(c.width + 1 for c in cols if c.width)
-        flex = [c for c in cols if not c.width]
-        shares = _shares(flex, width - fixed - max(0, len(flex) - 1), self._needs)
-        self._layout = [(c, c.width or shares[c.key]) for c in cols]
+        shares = _shares(cols, width - max(0, len(cols) - 1), self._needs)
+        self._layout = [(c, shares[c.key]) for c in cols]
         self._layout_width = width
         self._strips.clear()
         return self._layout
@@ -363,16 +374,33 @@ class FastTable(ScrollView, can_focus=True):
         self.virtual_size = Size(self.text_width, len(self.order) + 1)
 
 
-def _shares(flex: list[Column], room: int, needs: dict[str, int]) -> dict[str, int]:
-    """ROOM cells among the flexible columns by what their texts need, the shortest
-    served first (no column takes space another needs); what is left goes to the
-    first (the names)."""
-    shares: dict[str, int] = {}
-    left, pending = room, sorted(flex, key=lambda c: needs.get(c.key, 0))
-    while pending:
-        c = pending.pop(0)
-        shares[c.key] = max(4, min(needs.get(c.key, 0), left // (len(pending) + 1)))
-        left -= shares[c.key]
+def _label_needs(columns: Iterable[Column]) -> dict[str, int]:
+    return {c.key: len(c.label) for c in columns}
+
+
+def _shares(cols: list[Column], room: int, needs: dict[str, int]) -> dict[str, int]:
+    """ROOM cells among COLS. A fixed column has its declared width and a flexible one
+    up to FLEX_MIN; then each column whose text would be cut grows towards what it
+    needs, the smallest need served first, so that one long name does not take the
+    room a short figure needs; what is left goes to the first flexible column (the
+    names). Short of room, the flexible columns shrink (down to 4 cells)."""
+    shares = {c.key: c.width or min(FLEX_MIN, max(4, needs.get(c.key, 0))) for c in cols}
+    left = room - sum(shares.values())
+    flex = [c for c in cols if not c.width]
+    if left < 0:  # only flexible columns give room back; the fixed ones were fitted
+        for c in sorted(flex, key=lambda c: -shares[c.key]):
+            take = min(-left, shares[c.key] - 4)
+            shares[c.key] -= take
+            left += take
+        return shares
+    cut = sorted(
+        (c for c in cols if needs.get(c.key, 0) > shares[c.key]), key=lambda c: needs[c.key]
+    )
+    while cut and left > 0:
+        c = cut.pop(0)
+        grow = min(needs[c.key] - shares[c.key], left // (len(cut) + 1) or left)
+        shares[c.key] += grow
+        left -= grow
     if flex and left > 0:
         shares[flex[0].key] += left
     return shares
