@@ -178,8 +178,9 @@ def _event_lines() -> list[str]:
 _EVENTS_AT_START.update(_event_lines())
 
 
-def none_left(timeout: float = 5.0) -> bool:
-    """No program of ours loaded, allowing for the kernel's deferred free after a process dies."""
+def none_left(timeout: float = 20.0) -> bool:
+    """No program of ours loaded, allowing for the kernel's deferred free after a process dies
+    (a multi-uprobe link waits out an RCU grace period, seen past 10 s on a busy machine)."""
     import time
 
     deadline = time.monotonic() + timeout

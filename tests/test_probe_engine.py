@@ -112,6 +112,28 @@ def test_usdt_split_by_integer_argument(workload: Workload) -> None:
         assert r[("adaptyst_test:task_begin", 200)]["count"] == 3
 
 
+def test_a_function_split_by_its_argument_and_by_its_return_value(workload: Workload) -> None:
+    """uprobe @argN (1-based, like USDT's) and @retval, as bpftrace's arg0 and retval:
+    each key's calls exact, its latency its own; the other functions of a glob keyed
+    the same way."""
+    b = workload.binary
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"uprobe:{b}:held_fn@arg1", f"uprobe:{b}:other_fn@retval:int")
+        workload.run("held 6 300")
+        workload.run("held 3 1500")
+        workload.run("other 4")  # other_fn(i) returns 2i
+        r = rows(engine)
+        assert r[("held_fn", 300)]["count"] == 6 and r[("held_fn", 1500)]["count"] == 3
+        assert within(r[("held_fn", 300)]["p50_ns"], 300_000, 0.2)
+        assert within(r[("held_fn", 1500)]["p50_ns"], 1_500_000)
+        assert {k: v["count"] for (n, k), v in r.items() if n == "other_fn"} == {
+            0: 1,
+            2: 1,
+            4: 1,
+            6: 1,
+        }
+
+
 def test_nested_pairs_match_last_in_first_out(workload: Workload) -> None:
     spec = f"usdt:{workload.binary}:adaptyst_test:task_begin..task_end@arg1"
     with ProbeEngine(pid=workload.pid) as engine:

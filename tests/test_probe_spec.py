@@ -45,3 +45,32 @@ def test_malformed_specs_point_at_the_bad_part(spec: str, column: int, words: st
     assert words in err.value.one_line
     assert f"column {column}" in err.value.one_line
     assert "\n" not in err.value.one_line
+
+
+def test_uprobes_split_by_an_argument_or_the_return_value() -> None:
+    s = parse_spec("uprobe:./a:f*@arg2")
+    assert (s.func, s.arg, s.retval, s.keyed) == ("f*", 2, False, True)
+    s = parse_spec('uprobe:./a:"ns::f(int)"@retval:int')
+    assert (s.func, s.arg, s.retval, s.arg_type) == ("ns::f(int)", None, True, "int")
+    # A symbol's own @ stays in the symbol: only an argument or the return splits.
+    s = parse_spec("uprobe:c:memcpy@GLIBC_2.14")
+    assert (s.func, s.keyed) == ("memcpy@GLIBC_2.14", False)
+    for bad, why in (
+        ("uprobe:./a:f@arg7", "arguments 1..6"),
+        ("uprobe:./a:f@arg0", "expected @argN or @retval"),
+        ("uprobe:./a:f@retval:float", "expected @argN or @retval"),
+        ("usdt:./a:p:n@retval", "no @retval"),
+    ):
+        with pytest.raises(ProbeSpecError, match=why):
+            parse_spec(bad)
+
+
+def test_integer_keys_read_signed_as_bpftrace_does() -> None:
+    from types import SimpleNamespace
+
+    from adaptyst_top.collectors.probes.bpf_program import KeyKind
+    from adaptyst_top.collectors.probes.keys import KeyResolver
+
+    keys = KeyResolver({})
+    assert keys.key_of(SimpleNamespace(kind=KeyKind.INT, num=(1 << 64) - 1)) == -1
+    assert keys.key_of(SimpleNamespace(kind=KeyKind.INT, num=(1 << 63) - 1)) == (1 << 63) - 1

@@ -517,3 +517,43 @@ async def test_the_filter_border_counts_the_matching_rows() -> None:
         matching = len(table.order)
         assert 0 < matching < total
         assert table.border_subtitle == f"{matching} of {total} rows match _fn"
+
+
+async def test_power_and_energy_over_time_a_key_away() -> None:
+    """`e`: each device's power and the energy it used over the session, from the
+    snapshots already shown (an H200 under load: ~640 W)."""
+    from textual_plotext import PlotextPlot
+
+    from adaptyst_top.tui.screens.power_plot import PowerScreen
+
+    app = MonitorApp(ReplaySource(H200_RECORDING), interval=1.0, autoplay=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, 12)
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, PowerScreen)
+        history = app.power_history
+        gpu = next(d for d in history.devices if d.startswith("gpu"))
+        times, watts = history.power(gpu)
+        assert len(times) == 12 and times == sorted(times) and max(watts) > 100
+        snaps = ReplaySource(H200_RECORDING)
+        shown = [snaps.snapshot() for _ in range(12)]
+        first, last = (
+            next(d.energy_j for d in s.devices if d.id == gpu) for s in (shown[0], shown[-1])
+        )
+        assert first is not None and last is not None
+        assert history.energy(gpu)[1][-1] == pytest.approx(last - first)
+        title = str(app.screen.query_one("#power-title").render())
+        assert "NVIDIA H200" in title and " W now" in title and "(nvml)" in title
+        app.step()  # a new snapshot reaches the open screen
+        await pilot.pause()
+        assert len(history.power(gpu)[0]) == 13
+        for size in ((90, 30), (140, 45)):  # drawn again on a resize
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            drawn = app.screen.query_one("#power-plot", PlotextPlot)
+            text = drawn.plt.uncolorize(drawn.plt.build())
+            assert re.search(r"\d+ W", text) and re.search(r"\d+:\d\d", text), text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, PowerScreen)

@@ -94,8 +94,9 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="SPEC",
         help="uprobe:TARGET:FUNC | usdt:TARGET:PROVIDER:NAME | "
-        "usdt:TARGET:PROVIDER:BEGIN..END, with @argN[:str|:int] to split usdt by an "
-        "argument (repeatable); TARGET is a path or a library name like c",
+        "usdt:TARGET:PROVIDER:BEGIN..END, with @argN[:str|:int] to split by argument N "
+        "(from 1), or @retval for a uprobe's return value (repeatable); TARGET is a path "
+        "or a library name like c",
     )
     # No argparse defaults for what the config file may also set: None means "not
     # given", and the command line, the config and the defaults merge in that order.

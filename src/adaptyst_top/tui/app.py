@@ -22,11 +22,13 @@ from adaptyst_top.collectors.probes.budget import share_text
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
 from adaptyst_top.snapshot import ProbeRef, Snapshot, TaskEntry
+from adaptyst_top.tui.power_history import PowerHistory
 from adaptyst_top.tui.quit_signals import quit_on_signals
 from adaptyst_top.tui.rows import SORTABLE, app_name
 from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen
 from adaptyst_top.tui.screens.picker import AddProbeScreen
+from adaptyst_top.tui.screens.power_plot import PowerScreen
 from adaptyst_top.tui.screens.prompt import ask_filter
 from adaptyst_top.tui.screens.task_plot import TaskScreen
 from adaptyst_top.tui.snapshot_feed import SnapshotFeed
@@ -58,6 +60,7 @@ class MonitorApp(App[None]):
         Binding("a", "add_probe", "Add"),
         Binding("d", "remove_probe", "Remove"),
         Binding("enter", "detail", "Detail"),
+        Binding("e", "power", "Power", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort"),
         Binding("S", "sort_reverse", "Reverse", show=False),
@@ -94,6 +97,7 @@ class MonitorApp(App[None]):
         self.autoplay = autoplay
         self.paused = False
         self.snap: Snapshot | None = None
+        self.power_history = PowerHistory()  # what `e` plots, from every snapshot shown
         self.sort_index = 0  # the probes pane starts sorted by SORTABLE[0]
         self.feed: SnapshotFeed[Snapshot] | None = None
         self._header = ""
@@ -178,6 +182,7 @@ class MonitorApp(App[None]):
             self.set_status("replay ended: q quits")
             return
         self.snap = snap
+        self.power_history.add(snap.t, snap.devices)
         with one_write(self):  # the panes' direct paints: one hand-off to the writer
             self.query_one(DevicesPane).show(snap.devices)
             self.probes.show(snap.probes, self.source.read_only, app_name(snap.command))
@@ -189,6 +194,8 @@ class MonitorApp(App[None]):
             self._update_detail(self.screen)
         elif isinstance(self.screen, TaskScreen):
             self.screen.show(self._task_entry(self.screen.task_name))
+        elif isinstance(self.screen, PowerScreen):
+            self.screen.show(self.power_history)
 
     def _task_entry(self, name: str) -> TaskEntry | None:
         return next((t for t in self.snap.tasks if t.task == name), None) if self.snap else None
@@ -323,6 +330,11 @@ class MonitorApp(App[None]):
             list(probes.p99_history.get(screen.key, [])),
             self.snap.energy_split if self.snap is not None else (),
         )
+
+    def action_power(self) -> None:
+        screen = PowerScreen(self.ascii)
+        self.push_screen(screen)
+        self.call_after_refresh(lambda: screen.show(self.power_history))
 
     def action_filter(self) -> None:
         ask_filter(self, self.probes, "probes", self.set_status)

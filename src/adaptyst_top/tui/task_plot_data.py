@@ -91,3 +91,11 @@ def fmt_size(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.3g}{unit}"
     return f"{n:.3g}"
+
+
+def linear_ticks(values: list[float], count: int = 4) -> list[float]:
+    """COUNT evenly spaced values over the span of VALUES, to mark a linear axis."""
+    lo, hi = min(values), max(values)
+    if hi <= lo:
+        return [lo]
+    return [lo + (hi - lo) * i / (count - 1) for i in range(count)]

@@ -33,7 +33,7 @@ def room_refusal(
     if not specs:
         return None
     modules, keyed = account.groups()
-    new_keyed = sum(1 for t in specs if parse_spec(t).arg)  # checked by spec_refusal
+    new_keyed = sum(1 for t in specs if parse_spec(t).keyed)  # checked by spec_refusal
     if account.room() < 1:
         bound = f"{account.limit} attach points (max_attach_per_user)"
     elif modules + len(specs) > s.modules_per_user:

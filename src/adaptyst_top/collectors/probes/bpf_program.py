@@ -174,6 +174,29 @@ static __always_inline struct stack *thread_stack(u32 chain, int create) {
     return st;
 }
 
+/* ip: where the probe fired, which places the target's binary in its address space:
+ * user space reads a string from that file when the process is gone before its read. */
+static __always_inline void key_from_value(struct skey *k, u64 v, int type, u64 ip) {
+    long n = -1;
+    if (type != ARG_INT && v >= 0x10000) {
+        n = bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v);
+        if (n > 1 || (n == 1 && type == ARG_STR)) { k->kind = KEY_STR; return; }
+        __builtin_memset(k->str, 0, sizeof(k->str));
+    }
+    if (type == ARG_STR || (type == ARG_AUTO && n < 0 && v >= 0x10000)) {
+        /* Not readable here (a page not faulted in yet): user space reads it, with the
+         * process it lives in; never filed as a number. */
+        u32 tgid = bpf_get_current_pid_tgid() >> 32;
+        k->kind = KEY_PTR;
+        k->num = v;
+        __builtin_memcpy(k->str, &tgid, sizeof(tgid));
+        __builtin_memcpy(k->str + 8, &ip, sizeof(ip));
+        return;
+    }
+    k->kind = KEY_INT;
+    k->num = v;
+}
+
 /* sp: the stack pointer at a function's entry (0 for USDT). The same call seen again
  * at the same sp (by a second link while links are swapped, or after a return that was
  * never seen) restarts the frame on top rather than pushing another. */
@@ -213,7 +236,9 @@ static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
 static __always_inline void no_entry(void) {
     if (theirs()) count_error(ERR_NO_ENTRY);
 }
-static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
+/* by_ret: the key is the return value RV (@retval), read as TYPE; the frame's is its slot's */
+static __always_inline int pop_frame_as(u32 chain, u32 slot, u64 ret_sp, int by_ret, u64 rv,
+                                        int type, u64 ip) {
     u64 now = bpf_ktime_get_ns();  /* first: the rest of this handler stays outside */
     u64 se[2];
     run_read(se);
@@ -230,6 +255,7 @@ static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
      * END in the program it became would time that program. Popped, not recorded. */
     if (slot == NO_SLOT && !theirs()) return 0;
     struct skey k = fr->k;
+    if (by_ret) key_from_value(&k, rv, type, ip);
     u64 delta = now - fr->ts;
     /* on a CPU: the wall time less the time the thread was off one (see oncpu.py). Each
      * CPU's task clock leaves out its own IRQ and steal time: across CPUs the offsets
@@ -242,29 +268,7 @@ static __always_inline int pop_frame(u32 chain, u32 slot, u64 ret_sp) {
     record(&k, delta, (u64)oncpu, 1);
     return 0;
 }
-
-/* ip: where the probe fired, which places the target's binary in its address space:
- * user space reads a string from that file when the process is gone before its read. */
-static __always_inline void key_from_value(struct skey *k, u64 v, int type, u64 ip) {
-    long n = -1;
-    if (type != ARG_INT && v >= 0x10000) {
-        n = bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v);
-        if (n > 1 || (n == 1 && type == ARG_STR)) { k->kind = KEY_STR; return; }
-        __builtin_memset(k->str, 0, sizeof(k->str));
-    }
-    if (type == ARG_STR || (type == ARG_AUTO && n < 0 && v >= 0x10000)) {
-        /* Not readable here (a page not faulted in yet): user space reads it, with the
-         * process it lives in; never filed as a number. */
-        u32 tgid = bpf_get_current_pid_tgid() >> 32;
-        k->kind = KEY_PTR;
-        k->num = v;
-        __builtin_memcpy(k->str, &tgid, sizeof(tgid));
-        __builtin_memcpy(k->str + 8, &ip, sizeof(ip));
-        return;
-    }
-    k->kind = KEY_INT;
-    k->num = v;
-}
+#define pop_frame(chain, slot, ret_sp) pop_frame_as(chain, slot, ret_sp, 0, 0, 0, 0)
 
 """
 
@@ -278,6 +282,11 @@ class Slot:
     chain: int = 0  # USDT pairs: one stack per pair (uprobes share chain 0)
     arg: int | None = None
     arg_type: str = "auto"
+    retval: bool = False  # a uprobe keyed by its return value (@retval)
+
+    @property
+    def keyed(self) -> bool:
+        return self.arg is not None or self.retval
 
     @property
     def fn_name(self) -> str:
@@ -293,11 +302,15 @@ _ARG_TYPE = {"auto": ArgType.AUTO, "int": ArgType.INT, "str": ArgType.STR}
 
 def slot_program(slot: Slot) -> str:
     key = f"struct skey k = {{}}; k.slot = {slot.index};"
-    if slot.arg is not None:
+    arg_type = f"ARG_{_ARG_TYPE[slot.arg_type].name}"
+    if slot.arg is not None and slot.role == "uprobe-entry":
+        # A function's entry: its first six integer arguments are in registers (x86-64).
+        key += f" key_from_value(&k, PT_REGS_PARM{slot.arg}(ctx), {arg_type}, PT_REGS_IP(ctx));"
+    elif slot.arg is not None:
         # bcc rewrites bpf_usdt_readarg only inside the function attached to the probe.
         key += (
             f" u64 v = 0; bpf_usdt_readarg({slot.arg}, ctx, &v);"
-            f" key_from_value(&k, v, ARG_{_ARG_TYPE[slot.arg_type].name}, PT_REGS_IP(ctx));"
+            f" key_from_value(&k, v, {arg_type}, PT_REGS_IP(ctx));"
         )
     body = {
         "uprobe-entry": "return push_frame(0, &k, PT_REGS_SP(ctx));",
@@ -310,9 +323,10 @@ def slot_program(slot: Slot) -> str:
     prog = f"int {slot.fn_name}(struct pt_regs *ctx) {{ {key} {body} }}"
     if slot.role == "uprobe-entry":
         # Its own return program: a return can check that the frame on top is its own.
+        by_ret = f"1, PT_REGS_RC(ctx), {arg_type}, PT_REGS_IP(ctx)" if slot.retval else "0, 0, 0, 0"
         prog += (
             f"\nint {slot.ret_fn_name}(struct pt_regs *ctx) "
-            f"{{ return pop_frame(0, {slot.index}, PT_REGS_SP(ctx)); }}"
+            f"{{ return pop_frame_as(0, {slot.index}, PT_REGS_SP(ctx), {by_ret}); }}"
         )
     return prog
 
@@ -321,7 +335,7 @@ def map_sizes(slots: list[Slot]) -> tuple[int, int]:
     """Entries of the statistics and histogram maps. Without an @argN a slot has one key,
     so the maps hold exactly what they can need: reading a hash map walks every bucket
     it has (0.3 ms for an empty one of 131,072 here, every interval, per module)."""
-    if any(s.arg is not None for s in slots):
+    if any(s.keyed for s in slots):
         return MAX_KEYS, HIST_ENTRIES
     keys = max(1, len(slots))
     return keys, min(HIST_ENTRIES, keys * HIST_PER_KEY)
@@ -338,7 +352,7 @@ def module_source(
     only in that user's processes, while they are theirs. ONCPU: `oncpu_source()` to
     measure each call's on-CPU time (NO_MARK or None: not measured)."""
     max_keys, hist_entries = map_sizes(slots)
-    keyed = any(s.arg is not None for s in slots)
+    keyed = any(s.keyed for s in slots)
     prelude = PRELUDE % {
         "map_flags": "BPF_F_NO_PREALLOC" if keyed else "0",
         "keylen": KEYLEN,

@@ -98,7 +98,10 @@ class EngineBuild(EngineScope):
         with self.account.planning if self.account else contextlib.nullcontext():
             if spec.kind == "uprobe":
                 rows, slots, refused = self._plan_uprobes(spec, path, source, elf)
-                multi = self.multi_links and all(r.offset is not None for r in rows)
+                # A keyed spec reads its key in its own programs; multi-links share two.
+                multi = (
+                    self.multi_links and not spec.keyed and all(r.offset is not None for r in rows)
+                )
                 usdt_contexts: list[Any] = []
             else:
                 rows, slots, usdt_contexts = self._plan_usdt(spec, path, source, elf)
@@ -184,7 +187,7 @@ class EngineBuild(EngineScope):
                 row.state, row.error = "error", p.refused
                 refused.append(row)
                 continue
-            slot = Slot(len(slots), "uprobe-entry")
+            slot = Slot(len(slots), "uprobe-entry", 0, spec.arg, spec.arg_type, spec.retval)
             row = self._new_row(spec, p.name, path, p.cost_class, slot.index)
             row.offset = p.offset
             row.attachments = [

@@ -206,4 +206,4 @@ class EngineState:
         """(modules, keyed modules) held or being built."""
         with self._lock:
             live = [g for g in self.groups if g.state != "error"]
-            return len(live), sum(1 for g in live if g.spec is not None and g.spec.arg)
+            return len(live), sum(1 for g in live if g.spec is not None and g.spec.keyed)

@@ -93,7 +93,8 @@ class KeyResolver:
         if kind == KeyKind.STR:
             return inert(bytes(k.str).split(b"\0", 1)[0].decode(errors="replace"))
         if kind == KeyKind.INT:
-            return int(k.num)
+            num = int(k.num)  # a register's 64 bits, read as bpftrace reads them: signed
+            return num - (1 << 64) if num >> 63 else num
         if kind == KeyKind.PTR:
             # k.str reads as bytes cut at the first NUL: the raw bytes instead (the
             # process, and where the probe fired).

@@ -124,7 +124,7 @@ class ProbeModule:
         self.buckets: dict[bytes, dict[int, int]] = {}
         self._readers: dict[str, MapReader] = {}
         self.keys = KeyResolver(
-            {r.slot: r.spec.arg_type for r in rows if r.spec.arg is not None and r.slot >= 0}
+            {r.slot: r.spec.arg_type for r in rows if r.spec.keyed and r.slot >= 0}
         )
 
     def reader(self, name: str) -> MapReader:

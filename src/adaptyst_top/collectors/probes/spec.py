@@ -3,7 +3,9 @@
     uprobe:TARGET:FUNC                    entry-to-return latency of each function matching FUNC (a glob)
     usdt:TARGET:PROVIDER:NAME             hit count and rate of one USDT probe
     usdt:TARGET:PROVIDER:BEGIN..END       per-thread latency from BEGIN to the matching END (LIFO)
-    ...@argN[:str|:int]                   split a usdt probe's statistics by argument N (1-based)
+    ...@argN[:str|:int]                   split a probe's statistics by argument N (1-based;
+                                          a uprobe's 1..6, those passed in registers)
+    uprobe:TARGET:FUNC@retval[:str|:int]  split a function's statistics by what it returns
 
 TARGET is a path or a library short name (`c` is libc).
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 KeyType = Literal["auto", "str", "int"]
 
@@ -35,7 +37,8 @@ def _split_function(rest: str) -> tuple[str, str, str]:
     return rest[:last], ":", rest[last + 1 :]
 
 
-_ARG = re.compile(r"^arg([1-9][0-9]?)(?::(str|int))?$")
+_ARG = re.compile(r"^(?:arg([1-9][0-9]?)|(retval))(?::(str|int))?$")
+UPROBE_ARGS = 6  # x86-64's integer argument registers: what a uprobe's entry can read
 
 
 class ProbeSpecError(ValueError):
@@ -62,6 +65,12 @@ class ProbeSpec:
     end: str | None = None  # usdt END of a pair
     arg: int | None = None  # @argN, 1-based like bcc's bpf_usdt_readarg
     arg_type: KeyType = "auto"
+    retval: bool = False  # @retval: a uprobe's statistics split by the return value
+
+    @property
+    def keyed(self) -> bool:
+        """Its statistics are split by a value (@argN or @retval)."""
+        return self.arg is not None or self.retval
 
     @property
     def is_pair(self) -> bool:
@@ -94,31 +103,47 @@ def parse_spec(text: str) -> ProbeSpec:
 
     arg: int | None = None
     arg_type: KeyType = "auto"
-    if "@" in rest and kind == "usdt":
-        rest, _, argtext = rest.rpartition("@")
+    retval = False
+    # A uprobe's symbol may hold an @ of its own (`memcpy@GLIBC_2.14`): there the last
+    # @ outside quotes splits only when what follows names an argument or the return.
+    at = rest.rfind("@")
+    tail = rest[at + 1 :] if at >= 0 else ""
+    if at >= 0 and (kind == "usdt" or ('"' not in tail and re.match(r"(arg\d|retval)(:|$)", tail))):
+        rest, argtext = rest[:at], rest[at + 1 :]
+        col = spec.rindex("@") + 1
         m = _ARG.match(argtext)
         if not m:
-            col = spec.rindex("@") + 1
-            raise ProbeSpecError(spec, col, len(argtext), "expected @argN, @argN:str or @argN:int")
-        arg = int(m.group(1))
-        arg_type = m.group(2) or "auto"  # type: ignore[assignment]
-        if arg > 12:
-            raise ProbeSpecError(
-                spec, spec.rindex("@") + 1, len(argtext), "USDT has arguments 1..12"
-            )
+            what = "@argN or @retval" if kind == "uprobe" else "@argN"
+            raise ProbeSpecError(spec, col, len(argtext), f"expected {what}, with :str or :int")
+        arg_type = m.group(3) or "auto"  # type: ignore[assignment]
+        if m.group(2):
+            if kind == "usdt":
+                raise ProbeSpecError(spec, col, len(argtext), "a USDT probe has no @retval")
+            retval = True
+        else:
+            arg = int(m.group(1))
+            most = UPROBE_ARGS if kind == "uprobe" else 12
+            if arg > most:
+                why = (
+                    f"a uprobe reads arguments 1..{UPROBE_ARGS} (those in registers)"
+                    if kind == "uprobe"
+                    else "USDT has arguments 1..12"
+                )
+                raise ProbeSpecError(spec, col, len(argtext), why)
 
     if kind == "uprobe":
+        keyed: dict[str, Any] = {"arg": arg, "arg_type": arg_type, "retval": retval}
         target, sep, func = _split_function(rest)
         if not sep or not target:
             raise ProbeSpecError(spec, body_start, len(rest), "expected uprobe:TARGET:FUNC")
         if len(func) > 2 and func[0] == func[-1] == '"' and '"' not in func[1:-1]:
             # Quoted: a demangled name with spaces or parentheses, "ns::f(int, char)".
-            return ProbeSpec(spec, "uprobe", target, func=func[1:-1])
+            return ProbeSpec(spec, "uprobe", target, func=func[1:-1], **keyed)
         if not func or not _GLOB.match(func):
             raise ProbeSpecError(
                 spec, body_start + len(target) + 1, len(func) or 1, "bad function glob"
             )
-        return ProbeSpec(spec, "uprobe", target, func=func)
+        return ProbeSpec(spec, "uprobe", target, func=func, **keyed)
 
     parts = rest.rsplit(":", 2)
     if len(parts) != 3 or not parts[0]:

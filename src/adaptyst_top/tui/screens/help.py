@@ -19,6 +19,7 @@ KEYS = (
     ("a", "add probes: pick from the target's functions and USDT probes, or type a spec"),
     ("d", "remove the selected probe's spec"),
     ("enter", "probe detail: latency histogram, percentiles, rate and p99 over time"),
+    ("e", "power and energy of each device over the session (a plot)"),
     ("/", "filter probe rows (substring; empty to clear)"),
     ("s / S", "sort by the next column / reverse the order"),
     ("p", "pause / resume the display"),

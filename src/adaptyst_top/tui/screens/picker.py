@@ -46,9 +46,11 @@ class AddProbeScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
             yield Static(
-                "Add a probe: type to filter, or a whole spec (uprobe:TARGET:FUNC, "
-                "usdt:TARGET:PROVIDER:NAME[..END][@argN]); enter adds it",
+                "Add a probe: type to filter, or a whole spec (uprobe:TARGET:FUNC"
+                "[@argN|@retval], usdt:TARGET:PROVIDER:NAME[..END][@argN]; N from 1); "
+                "enter adds it",
                 id="picker-help",
+                markup=False,
             )
             yield Input(placeholder="filter or spec", id="picker-input")
             yield OptionList(id="picker-list")

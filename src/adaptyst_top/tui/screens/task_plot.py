@@ -22,6 +22,7 @@ from adaptyst_top.tui.task_plot_data import (
     energy_points,
     fitted,
     fmt_size,
+    linear_ticks,
     log_ticks,
     size_range,
 )
@@ -132,17 +133,10 @@ class TaskScreen(Screen[None]):
         if len(front) > 1:
             plt.plot([s for s, _ in front], [e for _, e in front], marker=self._marker(len(points)))
         plt.xlabel(f"time per run (fastest {fmt_ns(points[0][1] * 1e9)})")
-        xs, ys = _linear_ticks([p[1] for p in points]), _linear_ticks([p[2] for p in points])
+        xs, ys = linear_ticks([p[1] for p in points]), linear_ticks([p[2] for p in points])
         plt.xticks(xs, [fmt_ns(s * 1e9) for s in xs])
         plt.yticks(ys, [fmt_energy(j) for j in ys])
         widget.refresh()
-
-
-def _linear_ticks(values: list[float], count: int = 4) -> list[float]:
-    lo, hi = min(values), max(values)
-    if hi <= lo:
-        return [lo]
-    return [lo + (hi - lo) * i / (count - 1) for i in range(count)]
 
 
 def _log(values: list[float]) -> list[float]:
