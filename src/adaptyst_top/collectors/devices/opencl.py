@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice, list_opencl_devices
+from adaptyst_top.collectors.devices.opencl_inventory import (
+    OpenCLDevice,
+    list_opencl_devices_apart,
+)
 from adaptyst_top.snapshot import DeviceReading
 
 
@@ -24,10 +27,12 @@ def physical_id(dev: OpenCLDevice, physical: list[DeviceReading]) -> str | None:
 
 
 class OpenCLCollector:
-    """Lists devices once (enumeration is slow); each read copies the mapped device's
-    utilisation and power, saying where they come from."""
+    """Lists devices once (enumeration is slow), in a child process; each read copies
+    the mapped device's utilisation and power, saying where they come from."""
 
-    def __init__(self, lister: Callable[[], list[OpenCLDevice]] = list_opencl_devices) -> None:
+    def __init__(
+        self, lister: Callable[[], list[OpenCLDevice]] = list_opencl_devices_apart
+    ) -> None:
         try:
             self.devices = lister()
             self.reason = ""

@@ -1,8 +1,15 @@
-"""OpenCL platforms and devices, as plain data (pyopencl when importable)."""
+"""OpenCL platforms and devices, as plain data (pyopencl when importable).
+
+The monitor lists them in a child process (`python -m` this module): an ICD such as
+PoCL loads its own LLVM and clang, ~75 MiB resident that the monitor would carry for
+its whole run only to learn a few names (bench/README.md, "Memory")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from adaptyst_top.collectors.devices.opencl_platforms import platforms_in_use
@@ -97,3 +104,48 @@ def list_opencl_devices(module: Any | None = None) -> list[OpenCLDevice]:
                 )
             )
     return out
+
+
+LIST_TIMEOUT_S = 30.0  # PoCL's first run compiles its kernel library (seconds, once)
+
+
+def list_opencl_devices_apart(timeout: float = LIST_TIMEOUT_S) -> list[OpenCLDevice]:
+    """list_opencl_devices() in a child process; RuntimeError with one line on failure
+    (the child's error, a timeout, or an answer that is not a device list)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", __name__],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"listing OpenCL devices took over {timeout:.0f} s") from None
+    except OSError as exc:
+        raise RuntimeError(f"listing OpenCL devices failed: {exc.strerror}") from None
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        if "error" in answer:
+            raise RuntimeError(str(answer["error"]).splitlines()[0])
+        names = {f.name for f in fields(OpenCLDevice)}
+        return [
+            OpenCLDevice(**{k: v for k, v in d.items() if k in names}) for d in answer["devices"]
+        ]
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+        said = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise RuntimeError(f"listing OpenCL devices failed: {said}") from None
+
+
+def _main() -> None:
+    try:
+        answer: dict[str, Any] = {"devices": [asdict(d) for d in list_opencl_devices()]}
+    except RuntimeError as exc:
+        answer = {"error": str(exc)}
+    sys.stdout.flush()
+    print(json.dumps(answer))  # the last line: an ICD may print its own lines before
+
+
+if __name__ == "__main__":
+    _main()

@@ -9,7 +9,10 @@ each waits for at most one compilation of each other owner.
 A module's teardown (BPF.cleanup: bcc's module destructor, which edits the table
 storage that compilations fill) takes a turn too, all teardowns as one owner: seen
 without, fourteen sessions closing at once beside other users' compilations crashed
-the agent inside libbcc's front end (two threads faulting at one address)."""
+the agent inside libbcc's front end (two threads faulting at one address).
+
+When the last waiting turn ends, what the compiler used is given back (system/heap.py):
+its freed heap and its code's resident pages, ~200 MiB of a headless `record`."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+
+from adaptyst_top.system import heap
 
 
 class CompileTurns:
@@ -43,7 +48,11 @@ class CompileTurns:
         finally:
             with self._cond:
                 self._busy = False
+                idle = not self._waiting
                 self._cond.notify_all()
+            if idle:  # a compile waiting would only fault the pages back in
+                heap.give_back()
+                heap.drop_clean_pages()
 
     def teardown(self) -> AbstractContextManager[None]:
         """Holds the compiler for one module's cleanup."""
