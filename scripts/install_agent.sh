@@ -17,6 +17,15 @@ die() { say "$*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "run as root (the agent attaches probes for every user of the node)"
 case $PREFIX in /*) ;; *) die "PREFIX must be an absolute path, not $PREFIX" ;; esac
+# Every user runs PREFIX/bin/adaptyst-top: each folder on the way must let others pass.
+reach=$PREFIX
+while :; do
+    if [ -d "$reach" ] && [ $(( 8#$(stat -c %a "$reach") & 1 )) -eq 0 ]; then
+        die "users could not run $PREFIX/bin/adaptyst-top: $reach is mode $(stat -c %a "$reach") (others may not pass); choose a PREFIX every user can reach, such as /opt/adaptyst-top"
+    fi
+    [ "$reach" = / ] && break
+    reach=$(dirname "$reach")
+done
 umask 022  # the venv is run by every user of the node, the agent's clients included
 
 # System packages, kernel headers and tracefs: the agent's part of setup only.
@@ -45,8 +54,13 @@ printf '%s\n' "$PREFIX/distro-bcc" > "$purelib/distro-bcc.pth"
 "$PREFIX/bin/python" -I -c 'import bcc' 2>/dev/null || die "$PREFIX cannot import bcc from $BCC_DIR"
 say "ok: $PREFIX sees the distribution's bcc ($BCC_DIR)"
 
+DOCDIR=$PREFIX/share/doc/adaptyst-top  # what the unit's Documentation= names
+install -d "$DOCDIR"
+install -m 0644 README.md docs/*.md "$DOCDIR/"
+
 mkdir -p "$UNITDIR"
-sed "s|^ExecStart=.*|ExecStart=$PREFIX/bin/adaptyst-top agent --config $CONFDIR/agent.toml|" \
+sed -e "s|^ExecStart=.*|ExecStart=$PREFIX/bin/adaptyst-top agent --config $CONFDIR/agent.toml|" \
+    -e "s|^Documentation=.*|Documentation=file://$DOCDIR/agent.md file://$DOCDIR/install.md|" \
     systemd/$UNIT > "$UNITDIR/$UNIT.new"
 chmod 0644 "$UNITDIR/$UNIT.new"
 mv -f "$UNITDIR/$UNIT.new" "$UNITDIR/$UNIT"
@@ -68,3 +82,5 @@ if [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && [ "$UNITDIR" = /etc/system
 else
     say "systemd is not running here; start the agent with: $PREFIX/bin/adaptyst-top agent --config $CONFDIR/agent.toml"
 fi
+say "users run $PREFIX/bin/adaptyst-top, which finds this agent by itself; to let them type"
+say "  adaptyst-top alone: ln -s $PREFIX/bin/adaptyst-top /usr/local/bin/adaptyst-top"

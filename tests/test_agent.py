@@ -689,6 +689,44 @@ def test_record_a_command_through_the_agent(agent: Agent, shared: Path, tmp_path
     assert last["final"] and last["probes"][0]["count"] == 3000
 
 
+def test_a_probe_the_kernel_refuses_through_the_agent_stops_record(
+    agent: Agent, shared: Path
+) -> None:
+    """As record does locally: another tool's uprobe on held_fn makes the kernel refuse
+    the agent's link there; record names it on stderr and runs nothing (it ran the
+    command unprobed and exited 0)."""
+    from .test_cli_probes import HOLDER
+
+    binary = shared / "workload"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(binary), "held_fn"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        args = [*CLI, "record", "--agent", str(agent.path), "--probe", f"uprobe:{binary}:*_fn"]
+        command = ["--", str(binary), "held", "3", "1000"]
+        going = subprocess.run(
+            [*args, "--keep-going", *command], capture_output=True, text=True, timeout=120
+        )
+        assert going.returncode == 0, going.stderr
+        rows = json.loads(going.stdout.splitlines()[-1])["probes"]
+        if not [p for p in rows if p["state"] == "error"]:
+            return  # a kernel that lets both attach: nothing is refused
+        line = f"adaptyst-top: uprobe:{binary}:*_fn: held_fn: the kernel refused the probe: "
+        assert any(x.startswith(line) for x in going.stderr.splitlines()), going.stderr
+        stopped = subprocess.run([*args, *command], capture_output=True, text=True, timeout=120)
+        assert stopped.returncode == 1, stopped.stderr
+        said = stopped.stderr.splitlines()
+        assert said[0].startswith(line) and said[-1] == (
+            "adaptyst-top: not running the command with probes the kernel refused "
+            "(--keep-going does)"
+        ), said
+        assert stopped.stdout == ""  # the command never ran
+    finally:
+        holder.communicate("")
+
+
 def test_doctor_as_a_user_says_what_the_agent_lets_them_do(
     agent: Agent, users: tuple[User, User]
 ) -> None:

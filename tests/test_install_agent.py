@@ -62,6 +62,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
             assert r.returncode == 0, r.stdout + r.stderr
         assert f"ok: {prefix} (on " in runs[1].stdout  # the second run keeps the venv
         assert "kept as it is" in runs[1].stdout
+        # The admin is told what users run.
+        assert f"users run {prefix}/bin/adaptyst-top" in runs[1].stdout
         yield prefix, units, conf
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -120,6 +122,34 @@ def test_the_venv_is_on_the_interpreter_of_the_distributions_bcc(
     )
     r = subprocess.run([str(prefix / "bin/python"), "-c", code], input=text, text=True)
     assert r.returncode == 0
+
+
+def test_the_units_documentation_is_what_the_install_wrote(
+    installed: tuple[Path, Path, Path],
+) -> None:
+    prefix, units, _ = installed
+    unit = (units / "adaptyst-top-agent.service").read_text()
+    (line,) = [ln for ln in unit.splitlines() if ln.startswith("Documentation=")]
+    docs = line.split("=", 1)[1].split()
+    assert docs and all(d.startswith(f"file://{prefix}/") for d in docs), docs
+    for d in docs:
+        assert Path(d.removeprefix("file://")).is_file(), d
+
+
+def test_a_prefix_users_cannot_reach_is_refused_in_one_line(tmp_path: Path) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    r = subprocess.run(
+        ["make", "-s", "-C", str(ROOT), "install-agent", f"PREFIX={private}/adt"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode != 0
+    said = [ln for ln in r.stderr.splitlines() if ln.startswith("install-agent:")]
+    assert len(said) == 1 and f"{private} is mode 700" in said[0], r.stderr
+    assert not (private / "adt").exists()
 
 
 @pytest.fixture

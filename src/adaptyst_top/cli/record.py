@@ -20,12 +20,11 @@ from adaptyst_top.cli.options import (
     bounded_float,
     session_options,
 )
-from adaptyst_top.collectors.probes.uprobe_multi import KERNEL_REFUSED, UNSUPPORTED
+from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals as refused_rows
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, DURATION_RANGE
 from adaptyst_top.runtime.record import WriteInterrupted, record_snapshots
 from adaptyst_top.runtime.record_file import open_output, replaced_output, same_file
 from adaptyst_top.runtime.session import Session, SessionError, child_output_for, open_session
-from adaptyst_top.snapshot.inert import inert
 
 
 def record_parser() -> argparse.ArgumentParser:
@@ -153,20 +152,12 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
 
 
 def kernel_refusals(session: Session) -> list[str]:
-    """A line per probe the kernel would not attach for something in its way (another
-    tool's probe there: uprobe_multi.KERNEL_REFUSED); the run would record it as a row of
-    0 calls, with the reason only inside the JSON. A function uprobes cannot take at all
-    (UNSUPPORTED) is the function's nature, as an entry check's refusal is: a glob goes
-    on without it. Read from the engine's rows, not a snapshot: an agent's session would
-    lose its first one. A session through the agent is not checked here."""
-    engine = session.engine
-    if engine is None:
-        return []
-    return [
-        inert(f"{row.spec.text}: {row.error}")
-        for row in list(engine.rows.values())
-        if row.state == "error" and KERNEL_REFUSED in row.error and UNSUPPORTED not in row.error
-    ]
+    """What the kernel refused (uprobe_multi.kernel_refusals), from the engine's rows, not
+    a snapshot (an agent's session would lose its first one); through an agent, as its
+    answer to the open said."""
+    if session.engine is not None:
+        return refused_rows(session.engine.rows.values())
+    return list(session.remote.refused) if session.remote is not None else []
 
 
 def export_parser() -> argparse.ArgumentParser:

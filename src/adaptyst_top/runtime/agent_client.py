@@ -95,6 +95,7 @@ class AgentConnection:
         self._retry_at = 0.0  # after a failed reconnect, the next one not before this
         self._backoff = RETRY_FIRST_S
         self._open: dict[str, Any] | None = None
+        self.refused: list[str] = []  # what the kernel refused at the open (the agent says)
         self._added: list[str] = []
         self._told: list[str] = []
         self.carry = Continuity()
@@ -202,7 +203,14 @@ class AgentConnection:
             "max_probes": max_probes,
             "command_path": command_path,
         }
-        self._ask("open", **self._open)
+        answer = self._ask("open", **self._open)
+        said = answer.get("refused")
+        # What the kernel refused (record stops on it): text made inert, bounded.
+        self.refused = (
+            [inert(s)[:500] for s in said if isinstance(s, str)][:100]
+            if isinstance(said, list)
+            else []
+        )
 
     def snapshot(self, with_hist: bool) -> Snapshot:
         """The agent's snapshot; after a lost connection, one that says so (and the

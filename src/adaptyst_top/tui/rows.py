@@ -171,7 +171,7 @@ DEVICE_COLUMNS = (
         "Energy (source)",
         0,
         priority=8,
-        help="energy since start and where it comes from (rapl, nvml, amdsmi, xrt, hwmon, estimate), or why none",
+        help="energy since start and where it comes from (rapl, nvml, amdsmi, xrt, hwmon, estimate), or why none; without RAPL, --cpu-power-model IDLE_W:MAX_W estimates the CPU's",
     ),  # its note is what to read
     Column(
         "temp",

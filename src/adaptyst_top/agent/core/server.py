@@ -50,6 +50,7 @@ from adaptyst_top.agent.core.own_energy import OwnEnergy
 from adaptyst_top.collectors.devices.gpu_processes import visible_to
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
+from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals
 from adaptyst_top.runtime import agent_defaults
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_settings import AgentSettings
@@ -362,7 +363,9 @@ class Agent:
             raise
         with client.lock:
             client.session = session
-        return proto.encode("ok")
+        # Probes the kernel refused (another tool's there): the client says so and stops.
+        refused = [] if session.engine is None else kernel_refusals(session.engine.rows.values())
+        return proto.encode("ok", refused=refused) if refused else proto.encode("ok")
 
     def _start(self, client: Client, opts: SessionOptions) -> Session:
         done = threading.Event()

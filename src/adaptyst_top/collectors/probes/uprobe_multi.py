@@ -22,9 +22,14 @@ import errno
 import functools
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from adaptyst_top.snapshot.inert import inert
+
+if TYPE_CHECKING:
+    from adaptyst_top.collectors.probes.model import Row
 
 BPF_LINK_CREATE = 28
 BPF_TRACE_UPROBE_MULTI = 48
@@ -197,3 +202,16 @@ def _close_all(fds: list[int]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def kernel_refusals(rows: Iterable[Row]) -> list[str]:
+    """A line per probe the kernel would not attach for something in its way (another
+    tool's probe there: KERNEL_REFUSED), which a run would otherwise record as a row of
+    0 calls with the reason only inside the JSON. A function uprobes cannot take at all
+    (UNSUPPORTED) is the function's nature, as an entry check's refusal is: a glob goes
+    on without it."""
+    return [
+        inert(f"{row.spec.text}: {row.error}")
+        for row in list(rows)
+        if row.state == "error" and KERNEL_REFUSED in row.error and UNSUPPORTED not in row.error
+    ]
