@@ -1,8 +1,8 @@
 """The monitor's own CPU use at 1 s refresh with ~50 probe rows and every pane, side by
 side in the same run, all in tmux, with `top -d 1`, `htop -d 10` and two floors
 (bench/textual_floor.py): Textual changing one line a second, and our presentation
-alone repainting 45 rows that all change every second with nothing collected
-(goal: <= 0.5% of one core). Ours is also given from schedstat (ns, its UI thread
+alone repainting 45 rows that all change every second with nothing collected; and a
+headless `record` of the same probes, which collects and draws nothing. Ours is also given from schedstat (ns, its UI thread
 apart), which clock ticks only approximate.
 
     sudo .venv/bin/python bench/bench_monitor_cpu.py [--seconds 60] [--json]
@@ -96,20 +96,23 @@ def main() -> int:
     binary = build(Path(tempfile.mkdtemp()))
     ours = "bench-ours"
     floor = f"exec {sys.executable} {ROOT / 'bench' / 'textual_floor.py'}"
+    probes = (
+        f"--probe 'uprobe:{binary}:*_fn' "
+        f"--probe 'usdt:{binary}:adaptyst_test:task_begin..task_end@arg1' "
+        f"--probe 'uprobe:c:*printf*' -- {binary} forever 300"
+    )
     peers = {  # result name: command, each in a tmux session of its own
         "top": "exec top -d 1",
         "htop": "exec htop -d 10",
         "textual_floor": floor,
         "presentation_floor": f"{floor} --rows {FLOOR_ROWS}",
+        # The same probes collected with no interface: what collecting alone costs.
+        "record": f"exec {CLI} record --interval 1 --out /dev/null {probes}",
     }
     sessions = [ours, *(f"bench-{name}" for name in peers)]
     for s in sessions:
         subprocess.run(["tmux", "kill-session", "-t", s], capture_output=True)
-    cmd = (
-        f"exec {CLI} --interval 1 --probe 'uprobe:{binary}:*_fn' "
-        f"--probe 'usdt:{binary}:adaptyst_test:task_begin..task_end@arg1' "
-        f"--probe 'uprobe:c:*printf*' -- {binary} forever 300"
-    )
+    cmd = f"exec {CLI} --interval 1 {probes}"
     for session, command in zip(sessions, (cmd, *peers.values()), strict=True):
         subprocess.run(
             ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "60", command],
@@ -138,6 +141,14 @@ def main() -> int:
         res["ours_rss_mib"] = rss_mib(pids[0])
         for name in peers:
             res[f"ours_vs_{name}"] = pct[0] / max(1e-9, res[f"{name}_pct_of_core"])
+        # The interface against the framework's floor, and the whole against drawing
+        # plus collecting (the floor beside a headless record of the same probes).
+        res["ours_ui_vs_textual_floor"] = res["ours_ui_thread_pct_of_core_ns"] / max(
+            1e-9, res["textual_floor_pct_of_core"]
+        )
+        res["ours_vs_floor_plus_record"] = pct[0] / max(
+            1e-9, res["textual_floor_pct_of_core"] + res["record_pct_of_core"]
+        )
     finally:
         for s in sessions:
             subprocess.run(["tmux", "send-keys", "-t", s, "q"], capture_output=True)

@@ -25,6 +25,7 @@ from adaptyst_top.collectors.probes.engine_state import (
     ATTACH_S_PER_POINT,
     DEFAULT_BUDGET,
     DEFAULT_MAX_ATTACH,
+    ERRORS_EVERY,
     REAP_EVERY,
     WORKER_JOIN_S,
 )
@@ -86,7 +87,8 @@ class ProbeEngine(EngineBuild):
                 if module.closed:
                     continue
                 read_module(module)
-                self.warnings.extend(new_kernel_errors(module))
+                if self._reads % ERRORS_EVERY == 1:
+                    self.warnings.extend(new_kernel_errors(module))
                 if self._reads % REAP_EVERY == 0:
                     reap_dead_threads(module)
             refresh_bpf = self.bpf_stats.window_closed()

@@ -52,6 +52,9 @@ WORKER_JOIN_S = 60.0  # close() waits this long at most for an attach under way
 # spec grows with what it matched, on top of a fixed allowance for compiling.
 ATTACH_S_PER_POINT = 0.25
 REAP_EVERY = 10  # reads between sweeps of the stacks of exited threads
+# Reads between looks at the programs' error counts (a full map, a stack too deep): a
+# warning within seconds is soon enough, and each look was 50 us a module every tick.
+ERRORS_EVERY = 5
 
 
 class EngineState:

@@ -24,12 +24,10 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from adaptyst_top.collectors.probes.spec import ProbeSpec
 from adaptyst_top.snapshot.inert import inert
-
-if TYPE_CHECKING:
-    from adaptyst_top.collectors.probes.model import Row
 
 BPF_LINK_CREATE = 28
 BPF_TRACE_UPROBE_MULTI = 48
@@ -204,7 +202,13 @@ def _close_all(fds: list[int]) -> None:
             os.close(fd)
 
 
-def kernel_refusals(rows: Iterable[Row]) -> list[str]:
+class _Refusable(Protocol):  # model.Row, which imports this module
+    spec: ProbeSpec
+    state: str
+    error: str
+
+
+def kernel_refusals(rows: Iterable[_Refusable]) -> list[str]:
     """A line per probe the kernel would not attach for something in its way (another
     tool's probe there: KERNEL_REFUSED), which a run would otherwise record as a row of
     0 calls with the reason only inside the JSON. A function uprobes cannot take at all
