@@ -609,7 +609,20 @@ def run_parts(args: argparse.Namespace, pynvml: Any, scratch: Path) -> int:
         (args.out / "gpu_check.json").write_text(json.dumps(result, indent=1))
     summary = {k: v for k, v in result.items() if k != "nvml_raw"}
     print(json.dumps(summary, indent=1), flush=True)
+    failed = [name for name, value in result.items() if _has_failure(value)]
+    if failed:  # every part ran; the run as a whole did not pass
+        print(f"gpu_check: {len(failed)} part(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _has_failure(value: Any) -> bool:
+    """A part's result holds a "failed" (its own, or one of its figures')."""
+    if isinstance(value, dict):
+        return "failed" in value or any(_has_failure(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_failure(v) for v in value)
+    return False
 
 
 if __name__ == "__main__":

@@ -52,3 +52,42 @@ def test_the_readme_has_a_line_for_each_command() -> None:
     for c in COMMANDS:
         assert rows.get(f" `adaptyst-top {c.name}` ", "").strip() == c.summary, c.name
     assert len(readme.splitlines()) <= 250
+
+
+def test_demo_refuses_a_command_it_would_drop() -> None:
+    """`demo -- CMD` ran the demo's own workload and silently dropped CMD."""
+    r = subprocess.run(
+        [sys.executable, "-m", "adaptyst_top.cli.start", "demo", "--", "sleep", "30"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    assert "demo runs its own workload" in line and "-- sleep 30" in line
+
+
+def test_the_gpu_check_fails_when_a_part_failed(tmp_path: Path) -> None:
+    """bench/gpu_check.py exited 0 when every part failed; its status is now the
+    parts' (here the machine decides which: without a GPU, NVML's init fails)."""
+    import json
+
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run(
+        [sys.executable, str(root / "bench" / "gpu_check.py"), "--out", str(tmp_path)]
+        + ["--parts", "sweep"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    result = json.loads((tmp_path / "gpu_check.json").read_text())
+
+    def has_failed(v: object) -> bool:  # a "failed" key at any depth
+        if isinstance(v, dict):
+            return "failed" in v or any(has_failed(x) for x in v.values())
+        return isinstance(v, list) and any(has_failed(x) for x in v)
+
+    failed = [k for k, v in result.items() if has_failed(v)]
+    assert (r.returncode != 0) == bool(failed), (r.returncode, failed)
+    if failed:
+        assert f"part(s) failed: {', '.join(failed)}" in r.stderr

@@ -39,6 +39,14 @@ def demo_parser() -> argparse.ArgumentParser:
 def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
     import importlib.util
 
+    if command:  # it runs its own workload: a command given would be silently dropped
+        print(
+            "adaptyst-top: demo runs its own workload and takes no command; "
+            f"to monitor {command[0]}: adaptyst-top --probe SPEC -- {' '.join(command)}",
+            file=sys.stderr,
+        )
+        return 2
+
     if importlib.util.find_spec("scipy") is None:
         print(
             "adaptyst-top: the demo workload needs scipy: pip install 'adaptyst-top[demo]'",
