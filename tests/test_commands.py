@@ -73,9 +73,9 @@ def test_the_gpu_check_fails_when_a_part_failed(tmp_path: Path) -> None:
     import json
 
     root = Path(__file__).resolve().parent.parent
+    check = [sys.executable, str(root / "bench" / "gpu_check.py"), "--out", str(tmp_path)]
     r = subprocess.run(
-        [sys.executable, str(root / "bench" / "gpu_check.py"), "--out", str(tmp_path)]
-        + ["--parts", "sweep"],
+        [*check, "--parts", "sweep"],
         capture_output=True,
         text=True,
         timeout=300,
