@@ -18,10 +18,20 @@ die() { say "$*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (the agent attaches probes for every user of the node)"
 case $PREFIX in /*) ;; *) die "PREFIX must be an absolute path, not $PREFIX" ;; esac
 # Every user runs PREFIX/bin/adaptyst-top: each folder on the way must let others pass.
+# Root runs it too (the agent): each must be root's, and none writable by others unless
+# sticky (/tmp), or another user could plant the agent's code (a PREFIX made before).
 reach=$PREFIX
 while :; do
-    if [ -d "$reach" ] && [ $(( 8#$(stat -c %a "$reach") & 1 )) -eq 0 ]; then
-        die "users could not run $PREFIX/bin/adaptyst-top: $reach is mode $(stat -c %a "$reach") (others may not pass); choose a PREFIX every user can reach, such as /opt/adaptyst-top"
+    if [ -e "$reach" ]; then
+        mode=$(stat -L -c %a "$reach")
+        owner=$(stat -L -c %u "$reach")
+        m=$((8#$mode))
+        [ $((m & 1)) -ne 0 ] ||
+            die "users could not run $PREFIX/bin/adaptyst-top: $reach is mode $mode (others may not pass); choose a PREFIX every user can reach, such as /opt/adaptyst-top"
+        [ "$owner" = 0 ] ||
+            die "$reach belongs to uid $owner, not root: the agent's code must be root's alone; choose a PREFIX such as /opt/adaptyst-top"
+        [ $((m & 8#022)) -eq 0 ] || [ $((m & 8#1000)) -ne 0 ] ||
+            die "$reach is writable by others (mode $mode): the agent's code must be root's alone; choose a PREFIX such as /opt/adaptyst-top"
     fi
     [ "$reach" = / ] && break
     reach=$(dirname "$reach")

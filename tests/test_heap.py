@@ -3,6 +3,7 @@ file's own are dropped, and a probe compiled after the drop counts exactly."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.system.heap import clean_ranges
+from adaptyst_top.system.heap import clean_ranges, drop_clean_pages
 
 from .conftest import requires_root
 from .workload import Workload
@@ -42,6 +43,20 @@ def test_only_clean_read_only_mappings_of_the_compiler_are_dropped() -> None:
     # The code, and clang's read-only data; not relocated data (its own pages), not a
     # writable mapping, not libc, and a folder's name is not a file's.
     assert ranges == [(0x7F0000000000, 0x7F0000100000), (0x7F0000300000, 0x7F0000400000)]
+
+
+def test_a_mapped_path_of_any_bytes_never_fails_the_drop(tmp_path: Path) -> None:
+    """smaps was read as strict UTF-8: a library at a path of other bytes raised from
+    the end of a compile turn, after the compile itself had worked."""
+    import mmap
+
+    odd = os.path.join(os.fsencode(tmp_path), b"lib\xffLLVM.so")
+    with open(odd, "wb") as f:
+        f.write(b"\0" * 8192)
+    with open(odd, "rb") as f, mmap.mmap(f.fileno(), 8192, prot=mmap.PROT_READ) as m:
+        assert m[0] == 0
+        assert drop_clean_pages(("libLLVM", "\udcff")) >= 0
+        assert m[:4] == b"\0\0\0\0"  # dropped or not, its pages read the same
 
 
 def _compiler_resident_kib() -> int:

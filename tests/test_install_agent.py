@@ -150,6 +150,24 @@ def test_a_prefix_users_cannot_reach_is_refused_in_one_line(tmp_path: Path) -> N
     said = [ln for ln in r.stderr.splitlines() if ln.startswith("install-agent:")]
     assert len(said) == 1 and f"{private} is mode 700" in said[0], r.stderr
     assert not (private / "adt").exists()
+    # Nor one another user could have planted: theirs, or writable by others.
+    for mode, uid, why in (
+        (0o755, 65534, "belongs to uid 65534"),
+        (0o777, 0, "writable by others"),
+    ):
+        planted = tmp_path / f"planted-{mode:o}-{uid}"
+        planted.mkdir()
+        planted.chmod(mode)
+        os.chown(planted, uid, -1)
+        r = subprocess.run(
+            ["make", "-s", "-C", str(ROOT), "install-agent", f"PREFIX={planted}/adt"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        said = [ln for ln in r.stderr.splitlines() if ln.startswith("install-agent:")]
+        assert r.returncode != 0 and len(said) == 1 and why in said[0], r.stderr
+        assert not (planted / "adt").exists()
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@ measured after it, the device the models say for a task, and the plot's crossove
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from adaptyst_top.placement.advisor import Advisor
@@ -105,3 +107,14 @@ def test_a_task_settled_only_where_the_models_say_it_is_best() -> None:
     assert state(1e-3, 2e-3, 3) == "settled"  # where it runs is the best
     assert state(1e-3, 0.97e-3, 3) == "in noise"  # 3% better: under the move threshold
     assert state(1e-3, 0.5e-3, 1) == "untried"  # one run there: not enough to move on
+
+
+def test_a_fit_that_overflows_is_not_drawn() -> None:
+    """An absurd fit (a crafted replay) overflowed to inf, which plotext cannot draw."""
+    from adaptyst_top.tui.task_plot_data import log_ticks
+
+    absurd = Curve("cpu", ((10.0, 1e-3), (1e6, 2e-3), (float("inf"), 1.0)), (1.0, 500.0, 0.0))
+    xs, ys = fitted(absurd, 10.0, 1e6)
+    assert all(math.isfinite(y) for y in ys) and len(xs) == len(ys)
+    assert crossovers((absurd, Curve("gpu", ((10.0, 1e-3),), (1e-6, 1.0, 0.0)))) is not None
+    assert log_ticks(1.0, math.inf) == [] and log_ticks(0.0, 1.0) == []

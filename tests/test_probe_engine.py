@@ -132,6 +132,13 @@ def test_a_function_split_by_its_argument_and_by_its_return_value(workload: Work
             4: 1,
             6: 1,
         }
+    # A negative return (auto: no type said) is a number, never a pointer to read: a -1
+    # read as one once stopped every read after it (OverflowError).
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"uprobe:{b}:negate@retval")
+        workload.run("neg 3")
+        r = rows(engine)
+        assert {k: v["count"] for (n, k), v in r.items() if n == "negate"} == {-1: 1, -2: 1, -3: 1}
 
 
 def test_nested_pairs_match_last_in_first_out(workload: Workload) -> None:
@@ -637,3 +644,31 @@ def test_the_process_follower_compiles_in_its_owners_turn(
         while not owners and time.monotonic() < deadline:
             time.sleep(0.05)
     assert owners and set(owners) == {("uid", 4242)}, owners
+
+
+def test_a_busy_engine_is_passed_over_by_the_guard_not_waited_on(workload: Workload) -> None:
+    """The agent's guard asks every session's engine for its processes; an engine stuck
+    in a read of its user's memory (a string key behind a stopped FUSE daemon) held
+    the guard, and so every other user's revocations, with it."""
+    import threading
+
+    with ProbeEngine(pid=workload.pid) as engine:
+        attached(engine, f"uprobe:{workload.binary}:fast_fn")
+        held, release = threading.Event(), threading.Event()
+
+        def stuck() -> None:
+            with engine._lock:
+                held.set()
+                release.wait(10)
+
+        t = threading.Thread(target=stuck)
+        t.start()
+        try:
+            assert held.wait(5)
+            t0 = time.monotonic()
+            assert engine.scope_pids_within(0.2) is None
+            assert time.monotonic() - t0 < 2
+        finally:
+            release.set()
+            t.join()
+        assert engine.scope_pids_within(0.2) == [workload.pid]

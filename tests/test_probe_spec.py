@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
@@ -58,6 +60,8 @@ def test_uprobes_split_by_an_argument_or_the_return_value() -> None:
     for bad, why in (
         ("uprobe:./a:f@arg7", "arguments 1..6"),
         ("uprobe:./a:f@arg0", "expected @argN or @retval"),
+        ("uprobe:./a:f@arg06", "expected @argN or @retval"),  # not a symbol's own @
+        ("uprobe:./a:f@retvalue", "expected @argN or @retval"),
         ("uprobe:./a:f@retval:float", "expected @argN or @retval"),
         ("usdt:./a:p:n@retval", "no @retval"),
     ):
@@ -73,4 +77,9 @@ def test_integer_keys_read_signed_as_bpftrace_does() -> None:
 
     keys = KeyResolver({})
     assert keys.key_of(SimpleNamespace(kind=KeyKind.INT, num=(1 << 64) - 1)) == -1
+    # A "pointer" no user space has (a -1 returned) is never read: no OverflowError.
+    from adaptyst_top.collectors.probes.keys import read_c_string
+
+    for address in ((1 << 64) - 1, 1 << 63, 0xFFFF800000000000, 1 << 47, 0):
+        assert read_c_string(os.getpid(), address) is None
     assert keys.key_of(SimpleNamespace(kind=KeyKind.INT, num=(1 << 63) - 1)) == (1 << 63) - 1

@@ -51,6 +51,10 @@ __attribute__((noinline, optimize("O0"))) long fast_fn(long x) { return x + 1; }
 
 __attribute__((noinline, optimize("O0"))) long other_fn(long x) { return x * 2; }
 
+/* Negative returns, as a failing read() gives: keyed by @retval, a number, never read
+ * as a pointer. */
+__attribute__((noinline, optimize("O0"))) long negate(long x) { return -x; }
+
 /* held_fn behind an entry instruction that must be single-stepped, like an -O2 function. */
 __asm__(".text\n.globl held_ss\n.type held_ss,@function\n"
         "held_ss:\n lea 0(%rdi),%rdi\n jmp held_fn\n.size held_ss,.-held_ss\n");
@@ -117,6 +121,8 @@ int main(int argc, char **argv) {
             for (long i = 0; i < n; i++) getppid();  /* a libc function nothing else calls */
         } else if (!strcmp(cmd, "other") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) other_fn(i);
+        } else if (!strcmp(cmd, "neg") && fscanf(in, "%ld", &n) == 1) {
+            for (long i = 1; i <= n; i++) negate(i);
         } else if (!strcmp(cmd, "leaf") && fscanf(in, "%ld", &n) == 1) {
             long acc = 0;
             for (long i = 0; i < n; i++) acc += leaf_fn(i);

@@ -57,7 +57,7 @@ def _state(
         return "settled"
     there, here = preds[best], preds[st.current]
     if there.source != "measured" or there.samples < MOVE_MIN_SAMPLES or st.stale(best):
-        return "untried"  # predicted only: moves go where the input really ran
+        return "untried"  # not run there enough: moves go where the input really ran
     if gain <= advisor.threshold_for(there, here):
         return "in noise"  # under the move threshold: taken for the node's noise
     if gain <= there.rel_err + here.rel_err:

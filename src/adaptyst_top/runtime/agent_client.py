@@ -203,9 +203,11 @@ class AgentConnection:
             "max_probes": max_probes,
             "command_path": command_path,
         }
-        answer = self._ask("open", **self._open)
+        self._note_refused(self._ask("open", **self._open))
+
+    def _note_refused(self, answer: dict[str, Any]) -> None:
+        """What the kernel refused at an open (record stops on it), made inert, bounded."""
         said = answer.get("refused")
-        # What the kernel refused (record stops on it): text made inert, bounded.
         self.refused = (
             [inert(s)[:500] for s in said if isinstance(s, str)][:100]
             if isinstance(said, list)
@@ -262,7 +264,7 @@ class AgentConnection:
             self.link.close()
             self._connect()
             if self._open is not None:
-                self._ask("open", **self._open)
+                self._note_refused(self._ask("open", **self._open))
             gap = self.carry.broke()  # the new session's clock starts with the open
             dropped = []
             for spec in list(self._added):

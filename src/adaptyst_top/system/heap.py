@@ -86,9 +86,10 @@ def drop_clean_pages(names: Iterable[str] = COMPILER_LIBRARIES) -> int:
     if (libc := _libc()) is None:
         return 0
     try:
-        with open("/proc/self/smaps") as f:
+        # A mapped path may be any bytes: read as the kernel wrote it, never an error.
+        with open("/proc/self/smaps", encoding="utf-8", errors="surrogateescape") as f:
             ranges = list(clean_ranges(f, names))
-    except OSError:
+    except (OSError, ValueError):
         return 0
     madvise = libc.madvise
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]

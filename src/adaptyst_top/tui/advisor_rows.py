@@ -70,7 +70,7 @@ TASK_COLUMNS = (
         "State",
         9,
         priority=7,
-        help="learning (a device has no cost yet), exploring (a few runs to measure one), settled (On is Best), untried (Best is predicted only), in noise (gain under the move threshold), unsure (gain within the spread), holding (gain must hold a few decisions), m: move / explore? (advice waiting for m)",
+        help="learning (a device has no cost yet), exploring (a few runs to measure one), settled (On is Best), untried (Best has not run this input enough to move on: predicted, or measured too few times), in noise (gain under the move threshold), unsure (gain within the spread), holding (gain must hold a few decisions), m: move / explore? (advice waiting for m)",
     ),
     Column(
         "runs",

@@ -14,12 +14,16 @@ Fit = tuple[float, float, float]
 
 
 def _at(fit: Fit, n: float) -> float:
+    """The fit at N; inf where it overflows (a crafted or absurd fit): never drawn."""
     a, b, c = fit
-    return max(1e-12, float(a * n**b + c))
+    try:
+        return max(1e-12, float(a * n**b + c))
+    except (OverflowError, ZeroDivisionError):
+        return math.inf
 
 
 def size_range(curves: tuple[Curve, ...]) -> tuple[float, float] | None:
-    sizes = [n for c in curves for n, _ in c.points if n > 0]
+    sizes = [n for c in curves for n, _ in c.points if 0 < n < math.inf]
     return (min(sizes), max(sizes)) if sizes else None
 
 
@@ -28,7 +32,8 @@ def fitted(curve: Curve, lo: float, hi: float) -> tuple[list[float], list[float]
     if curve.fit is None or lo <= 0 or hi <= lo:
         return [], []
     xs = [lo * (hi / lo) ** (i / (SAMPLES - 1)) for i in range(SAMPLES)]
-    return xs, [_at(curve.fit, x) for x in xs]
+    points = [(x, y) for x in xs if math.isfinite(y := _at(curve.fit, x))]
+    return [x for x, _ in points], [y for _, y in points]
 
 
 def crossovers(curves: tuple[Curve, ...]) -> list[tuple[float, str, str]]:

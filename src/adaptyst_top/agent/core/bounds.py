@@ -39,7 +39,7 @@ def room_refusal(
     elif modules + len(specs) > s.modules_per_user:
         bound = f"{s.modules_per_user} probe modules (modules_per_user)"
     elif new_keyed and keyed + new_keyed > s.keyed_probes_per_user:
-        bound = f"{s.keyed_probes_per_user} keyed @argN probes (keyed_probes_per_user)"
+        bound = f"{s.keyed_probes_per_user} keyed probes, @argN or @retval (keyed_probes_per_user)"
     else:
         return None
     return (

@@ -418,7 +418,8 @@ class Agent:
                 if s is None or c.peer.privileged:
                     continue
                 if s.engine is not None:  # the processes that joined: each one alone
-                    for p in s.engine.scope_pids():
+                    # An engine stuck in its user's memory is passed over, not waited on.
+                    for p in s.engine.scope_pids_within(GUARD_PERIOD_S) or ():
                         why = may_probe(c.peer, p, EXEC_SETTLE_S)
                         if p != s.pid and why is not None and "no such process" not in why:
                             s.engine.unfollow(p, why)

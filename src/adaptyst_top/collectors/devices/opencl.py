@@ -36,9 +36,9 @@ class OpenCLCollector:
         try:
             self.devices = lister()
             self.reason = ""
-        except RuntimeError as exc:
+        except Exception as exc:  # a device list is never worth a monitor that won't start
             self.devices = []
-            self.reason = str(exc)
+            self.reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
 
     def read(self, physical: list[DeviceReading]) -> list[DeviceReading]:
         by_id = {p.id: p for p in physical}

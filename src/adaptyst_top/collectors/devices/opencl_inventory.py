@@ -6,7 +6,10 @@ its whole run only to learn a few names (bench/README.md, "Memory")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, fields
@@ -107,26 +110,37 @@ def list_opencl_devices(module: Any | None = None) -> list[OpenCLDevice]:
 
 
 LIST_TIMEOUT_S = 30.0  # PoCL's first run compiles its kernel library (seconds, once)
+MARK = "adaptyst-top-opencl: "  # the answer's line, among whatever an ICD prints
 
 
 def list_opencl_devices_apart(timeout: float = LIST_TIMEOUT_S) -> list[OpenCLDevice]:
     """list_opencl_devices() in a child process; RuntimeError with one line on failure
-    (the child's error, a timeout, or an answer that is not a device list)."""
+    (the child's error, a timeout, or an answer that is not a device list). The child
+    is isolated (`-I`: no current folder, user site or PYTHON* variables on its path)
+    and starts in `/`: run as root from a folder others write, it must not import their
+    `json.py`."""
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", __name__],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+        with subprocess.Popen(
+            [sys.executable, "-I", "-m", __name__],
+            cwd="/",
             stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"listing OpenCL devices took over {timeout:.0f} s") from None
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # what an ICD starts goes with it on a timeout
+        ) as child:
+            try:
+                out, err = child.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                child.communicate()
+                raise RuntimeError(f"listing OpenCL devices took over {timeout:.0f} s") from None
     except OSError as exc:
         raise RuntimeError(f"listing OpenCL devices failed: {exc.strerror}") from None
+    # An ICD may print lines of its own, before the answer or after it (at exit).
+    answers = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith(MARK)]
     try:
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        answer = json.loads(answers[-1][len(MARK) :])
         if "error" in answer:
             raise RuntimeError(str(answer["error"]).splitlines()[0])
         names = {f.name for f in fields(OpenCLDevice)}
@@ -134,7 +148,7 @@ def list_opencl_devices_apart(timeout: float = LIST_TIMEOUT_S) -> list[OpenCLDev
             OpenCLDevice(**{k: v for k, v in d.items() if k in names}) for d in answer["devices"]
         ]
     except (ValueError, IndexError, KeyError, TypeError, AttributeError):
-        said = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+        said = (err.decode(errors="replace").strip().splitlines() or ["no answer"])[-1]
         raise RuntimeError(f"listing OpenCL devices failed: {said}") from None
 
 
@@ -144,7 +158,7 @@ def _main() -> None:
     except RuntimeError as exc:
         answer = {"error": str(exc)}
     sys.stdout.flush()
-    print(json.dumps(answer))  # the last line: an ICD may print its own lines before
+    print(MARK + json.dumps(answer), flush=True)
 
 
 if __name__ == "__main__":

@@ -176,14 +176,17 @@ static __always_inline struct stack *thread_stack(u32 chain, int create) {
 
 /* ip: where the probe fired, which places the target's binary in its address space:
  * user space reads a string from that file when the process is gone before its read. */
+/* A user-space address: above the first 64 KiB, below x86-64's 47-bit user half. A
+ * value outside (a negative ssize_t, -1) is a number, never a pointer to read. */
+#define USER_PTR(v) ((v) >= 0x10000 && (v) < (1ULL << 47))
 static __always_inline void key_from_value(struct skey *k, u64 v, int type, u64 ip) {
     long n = -1;
-    if (type != ARG_INT && v >= 0x10000) {
+    if (type != ARG_INT && USER_PTR(v)) {
         n = bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v);
         if (n > 1 || (n == 1 && type == ARG_STR)) { k->kind = KEY_STR; return; }
         __builtin_memset(k->str, 0, sizeof(k->str));
     }
-    if (type == ARG_STR || (type == ARG_AUTO && n < 0 && v >= 0x10000)) {
+    if ((type == ARG_STR && USER_PTR(v)) || (type == ARG_AUTO && n < 0 && USER_PTR(v))) {
         /* Not readable here (a page not faulted in yet): user space reads it, with the
          * process it lives in; never filed as a number. */
         u32 tgid = bpf_get_current_pid_tgid() >> 32;

@@ -16,6 +16,7 @@ its freed heap and its code's resident pages, ~200 MiB of a headless `record`.""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator
@@ -47,12 +48,16 @@ class CompileTurns:
             yield
         finally:
             with self._cond:
-                self._busy = False
                 idle = not self._waiting
-                self._cond.notify_all()
             if idle:  # a compile waiting would only fault the pages back in
-                heap.give_back()
-                heap.drop_clean_pages()
+                # Still in the turn: no compile runs the code being dropped. Memory
+                # given back is a saving, never a failure of the compile just done.
+                with contextlib.suppress(Exception):
+                    heap.give_back()
+                    heap.drop_clean_pages()
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
 
     def teardown(self) -> AbstractContextManager[None]:
         """Holds the compiler for one module's cleanup."""

@@ -54,6 +54,17 @@ class EngineScope(EngineAttach):
         with self._lock:
             return list(self.scope or ())
 
+    def scope_pids_within(self, wait_s: float) -> list[int] | None:
+        """scope_pids(), or None when the engine stayed busy past WAIT_S (a read stuck in
+        its user's memory: a stopped FUSE daemon behind a string key), so that the
+        agent's guard goes on to the other users instead of waiting with it."""
+        if not self._lock.acquire(timeout=wait_s):
+            return None
+        try:
+            return list(self.scope or ())
+        finally:
+            self._lock.release()
+
     def _start_following(self) -> None:
         try:
             follower = ProcessFollower(list(self.scope or ()), self._on_process_event, self.owner)

@@ -33,6 +33,10 @@ UNREADABLE = "<unreadable>"
 Key = str | int | None
 
 
+# Where a user-space string can be: as bpf_program.PRELUDE's USER_PTR says.
+USER_SPACE = (0x10000, 1 << 47)
+
+
 def read_c_string(
     pid: int,
     address: int,
@@ -42,6 +46,8 @@ def read_c_string(
     """At most LIMIT bytes of the C string at ADDRESS in PID, as the kernel's read would
     truncate it; None when nothing can be read there. open_mem: opens the memory of the
     process that was checked (never another that got its PID since)."""
+    if not USER_SPACE[0] <= address < USER_SPACE[1]:
+        return None  # no user-space address (a negative number read as one)
     if open_mem is not None:
         fd = open_mem(pid)
     else:
@@ -60,7 +66,7 @@ def read_c_string(
                 break
             try:
                 data += os.pread(fd, want, address + len(data))
-            except OSError:
+            except (OSError, OverflowError, ValueError):
                 break
     finally:
         os.close(fd)
@@ -108,8 +114,9 @@ class KeyResolver:
         cached = self._resolved.get((tgid, address, ip))
         if cached is not None:
             return cached
-        text = read_c_string(tgid, address, open_mem=self.open_mem) if address >= 0x10000 else None
-        if text is None and self.binary is not None and address >= 0x10000:
+        pointer = USER_SPACE[0] <= address < USER_SPACE[1]
+        text = read_c_string(tgid, address, open_mem=self.open_mem) if pointer else None
+        if text is None and self.binary is not None and pointer:
             text = self.binary.string_at(slot, ip, address, KEYLEN - 1)
         if text:  # the same rule as in the kernel: a non-empty string is a string
             key: Key = inert(text.decode(errors="replace"))

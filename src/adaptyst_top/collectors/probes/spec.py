@@ -108,10 +108,10 @@ def parse_spec(text: str) -> ProbeSpec:
     # @ outside quotes splits only when what follows names an argument or the return.
     at = rest.rfind("@")
     tail = rest[at + 1 :] if at >= 0 else ""
-    if at >= 0 and (kind == "usdt" or ('"' not in tail and re.match(r"(arg\d|retval)(:|$)", tail))):
+    if at >= 0 and (kind == "usdt" or ('"' not in tail and re.match(r"(arg\d|retval)", tail))):
         rest, argtext = rest[:at], rest[at + 1 :]
         col = spec.rindex("@") + 1
-        m = _ARG.match(argtext)
+        m = _ARG.fullmatch(argtext)
         if not m:
             what = "@argN or @retval" if kind == "uprobe" else "@argN"
             raise ProbeSpecError(spec, col, len(argtext), f"expected {what}, with :str or :int")

@@ -97,7 +97,7 @@ class TaskScreen(Screen[None]):
                 if xs:  # drawn first: the measured points stay visible over it
                     plt.plot(_log(xs), _log(ys), marker=self._marker(i), label=f"{c.device} fit")
                 times += ys
-            points = [(n, s) for n, s in c.points if n > 0 and s > 0]
+            points = [(n, s) for n, s in c.points if 0 < n < math.inf and 0 < s < math.inf]
             times += [s for _, s in points]
             plt.scatter(
                 _log([n for n, _ in points]),
