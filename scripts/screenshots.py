@@ -135,6 +135,7 @@ async def main() -> None:
         await shoot(rec, "probe-detail", (110, 32), ["down", "enter"])
         await shoot(rec, "help", (100, 30), ["question_mark"])
         await shoot(rec, "sorted-by-p99", (110, 32), ["s", "s", "s", "s"])
+        await shoot(rec, "power", (110, 32), ["e"], steps=20)
         demo = record_demo(Path(tmp))
         await shoot(demo, "demo", (120, 36), [], steps=18)
         await shoot(demo, "task-plots", (120, 40), ["enter"], steps=18, on_tasks=True)

@@ -169,7 +169,21 @@ elif ! is_root; then
 else
     say "no apt-get: install bcc (python3 module), kernel headers and sys/sdt.h by hand"
 fi
+commit_hook() {
+    # A clone's own hook is kept; otherwise ruff runs before each commit (scripts/pre-commit).
+    local hooks
+    hooks=$(git rev-parse --git-path hooks 2>/dev/null) || return 0  # not a git tree
+    if [ -e "$hooks/pre-commit" ] || [ -L "$hooks/pre-commit" ]; then
+        say "ok: git pre-commit hook"
+        return
+    fi
+    mkdir -p "$hooks"
+    ln -s "$(pwd)/scripts/pre-commit" "$hooks/pre-commit"
+    say "linked scripts/pre-commit as the git pre-commit hook (ruff on staged files)"
+}
+
 [ "$SYSTEM_ONLY" -eq 1 ] && exit 0
 venv
 bcc_in_venv
+commit_hook
 say "done: $VENV/bin/adaptyst-top"
