@@ -7,6 +7,7 @@ its whole run only to learn a few names (bench/README.md, "Memory")."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -110,6 +111,7 @@ def list_opencl_devices(module: Any | None = None) -> list[OpenCLDevice]:
 
 
 LIST_TIMEOUT_S = 30.0  # PoCL's first run compiles its kernel library (seconds, once)
+_PR_SET_PDEATHSIG = 1
 MARK = "adaptyst-top-opencl: "  # the answer's line, among whatever an ICD prints
 
 
@@ -121,7 +123,7 @@ def list_opencl_devices_apart(timeout: float = LIST_TIMEOUT_S) -> list[OpenCLDev
     `json.py`."""
     try:
         with subprocess.Popen(
-            [sys.executable, "-I", "-m", __name__],
+            [sys.executable, "-I", "-m", __name__, str(os.getpid())],
             cwd="/",
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -152,7 +154,18 @@ def list_opencl_devices_apart(timeout: float = LIST_TIMEOUT_S) -> list[OpenCLDev
         raise RuntimeError(f"listing OpenCL devices failed: {said}") from None
 
 
+def _die_with(parent: int) -> None:
+    """SIGKILL when the parent dies (a killed monitor leaves no lister behind). The
+    thread that started this one waits for it, so the signal cannot come early."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it died before the signal was set
+        os._exit(1)
+
+
 def _main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1].isdigit():
+        _die_with(int(sys.argv[1]))
     try:
         answer: dict[str, Any] = {"devices": [asdict(d) for d in list_opencl_devices()]}
     except RuntimeError as exc:
