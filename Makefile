@@ -13,9 +13,9 @@ demo: setup
 	$(VENV)/bin/adaptyst-top demo
 
 # The whole check: lint and types first (seconds), then the suite, then the TUI's tests
-# on Textual's stock rendering (the fast paths off). CI runs this.
+# on Textual's stock rendering (the fast paths off), the 25 slowest tests named. CI runs this.
 test: setup lint typecheck
-	$(PY) -m pytest --require-ebpf-if-root
+	$(PY) -m pytest --require-ebpf-if-root --durations=25
 	$(MAKE) --no-print-directory test-stock
 
 # The TUI's tests with tui/textual_private.py's switch on: what users get where a

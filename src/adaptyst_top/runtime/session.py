@@ -78,7 +78,9 @@ class SessionOptions:
     advisor: str | None = None  # an objective (time, energy, edp, weighted): run the advisor
     auto: bool = False  # apply its advice
     keep_command: bool = False  # let a launched command outlive the monitor
-    kept_models: bool = True  # the advisor starts from the models of earlier runs, and keeps its
+    # The advisor starts from the models of earlier runs, and keeps its own for the next
+    # (runtime/model_store.py).
+    kept_models: bool = True
     command_log: str | None = None
     # The program of a command held at the door elsewhere (a client of the agent).
     command_path: str | None = None
