@@ -81,6 +81,9 @@ class PaintApp(Rows):
 
     def action_noise(self) -> None:
         os.write(2, b"NOISE-FROM-A-C-LIBRARY\n")
+        # Painted after it, and kept (the ticks stop): the tests wait for this line.
+        self.frozen = True
+        self.query_one("#status", TextLine).text = "noise said"
 
     def action_freeze(self) -> None:
         self.frozen = True

@@ -88,9 +88,18 @@ class QuietLinuxDriver(LinuxDriver):
         sink.seek(max(0, size - SAID_MAX))
         said = sink.read().decode(errors="replace").splitlines()[-SAID_LINES:]
         sink.close()
-        if said:  # shown, never acted on: a library may print a target's bytes
-            with contextlib.suppress(OSError):
-                os.write(2, "\n".join([SAID_HEADER, *map(inert, said), ""]).encode())
+        if not said:
+            return
+        text = "\n".join([SAID_HEADER, *map(inert, said), ""])  # shown, never acted on
+        if self._writer_thread is not None:
+            # Behind the sequences that leave the screen, in the writer thread's queue:
+            # written straight to descriptor 2 it could come first (a busy machine) and
+            # be painted on the screen being left, which the terminal then throws away.
+            self.write(text)
+            self.flush()
+            return
+        with contextlib.suppress(OSError):
+            os.write(2, text.encode())
 
     def _open_wake(self) -> None:
         """The wake-up pipe, anew when close() closed it: Textual's suspend (the cluster
