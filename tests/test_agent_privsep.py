@@ -61,21 +61,37 @@ def _uids(pid: int, tid: int) -> list[int]:
     return []
 
 
+def _has_memory(pid: int) -> bool:
+    """Whether PID has an address space (statm is anyone's to read)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[0]) > 0
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def _what_alice_got(agent_pid: int, uid: int) -> dict[str, object]:
     """One sweep, as alice, over the agent's process and each of its threads, and her
     own openers: hers, yet not dumpable (at suid_dumpable=1 she could else ptrace one,
     take its socket and answer the agent in its name)."""
     found: list[str] = []
     for opener in children_as(agent_pid, uid):
+        if opener == os.getpid():
+            continue  # the scanner itself, where the openers' parent is the test's process
         for name in ("mem", "fd", "environ"):
             try:
+                had = _has_memory(opener)
                 if name == "fd":
-                    os.listdir(f"/proc/{opener}/fd")
+                    got = bool(os.listdir(f"/proc/{opener}/fd"))
                 else:
                     os.close(os.open(f"/proc/{opener}/{name}", os.O_RDONLY))
-                found.append(f"her opener's /proc/{opener}/{name} opened")
+                    # An opener that exited (a zombie) has no memory to read and opens
+                    # empty: only an open over a live address space is a hold.
+                    got = had and _has_memory(opener)
             except OSError:
-                pass
+                continue
+            if got:
+                found.append(f"her opener's /proc/{opener}/{name} opened")
     kills = 0
     for tid in [agent_pid, *_tasks(agent_pid)]:
         base = f"/proc/{agent_pid}" if tid == agent_pid else f"/proc/{agent_pid}/task/{tid}"
@@ -168,6 +184,55 @@ def test_a_user_making_the_agent_open_files_gets_no_hold_on_it(
         for p in (mine, theirs):
             p.kill()
             p.wait()
+
+
+def test_no_fresh_opener_is_hers_to_read_while_it_takes_her_ids(users: tuple[User, User]) -> None:
+    """At fs.suid_dumpable=1 the change of uid made each fresh opener dumpable for the
+    moment before it said not: alice, scanning as fast as she goes, opened the memory of
+    about one opener in ten while it started (23 of 239). Root starts openers as fast as
+    it can (each open under another group set ends the last and starts one) while she
+    scans them; she gets none."""
+    from adaptyst_top.agent.core import opener as open_as_user
+
+    alice, _ = users
+    parent = os.getpid()
+
+    def scanner(up: int, down: int) -> None:
+        say(up, ready=True)
+        hear(down)
+        found: list[object] = []
+        sweeps = 0
+        end = time.monotonic() + ATTACK_S
+        while time.monotonic() < end:
+            found.extend(_what_alice_got(parent, alice.uid)["found"])  # type: ignore[arg-type]
+            sweeps += 1
+        say(up, found=found[:10], sweeps=sweeps)
+
+    was = SUID_DUMPABLE.read_text().strip()
+    SUID_DUMPABLE.write_text("1")
+    s = AsUser(alice, scanner)
+    try:
+        assert s.read() == {"ready": True}
+        s.tell()
+        started = 0
+        end = time.monotonic() + ATTACK_S
+        while time.monotonic() < end:
+            groups = [alice.gid] if started % 2 else []
+            for fd in open_as(alice.uid, alice.gid, groups, ["/etc/passwd"]):
+                if fd is not None:
+                    os.close(fd)
+            started += 1
+        scanned = s.read()
+    except BaseException:
+        s.kill()
+        raise
+    finally:
+        SUID_DUMPABLE.write_text(was)
+        open_as_user.end_all()
+    assert s.wait() == 0
+    assert started > 20, started
+    assert scanned["found"] == [], scanned
+    assert int(scanned["sweeps"]) > started, scanned  # type: ignore[call-overload]
 
 
 def test_an_opener_that_hangs_costs_its_user_one_line(

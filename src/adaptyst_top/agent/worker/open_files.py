@@ -34,7 +34,7 @@ _OPENAT2 = 437  # the same number on every architecture (Linux 5.6)
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
 _AT_FDCWD = -100
 _FUSE_SUPER_MAGIC = 0x65735546
-_PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 4, 38
+_PR_GET_DUMPABLE, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 3, 4, 38
 _CONTAINER_PATH = re.compile(r"^/proc/([1-9][0-9]*)/root(/.*)$")
 MAX_REQUEST = 1 << 20  # bytes of one request (paths)
 IDLE_S = 5.0  # an opener that is asked nothing for this long exits
@@ -52,9 +52,18 @@ _libc = ctypes.CDLL(None, use_errno=True)
 def become(uid: int, gid: int, groups: list[int]) -> None:
     """Take UID:GID with GROUPS for good, or exit: nothing is done half-dropped."""
     os.setgroups(groups)
-    os.setresgid(gid, gid, gid)
+    # The change of uid makes the process dumpable as fs.suid_dumpable says (at 1, the
+    # user could ptrace it, take its socket and answer in its name) until it says not:
+    # the saved gid stays root's over that window, so the kernel's ptrace check (all
+    # three uids and gids the user's) fails for the user; the gid is taken for good after.
+    os.setresgid(gid, gid, 0)
     os.setresuid(uid, uid, uid)
+    if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        sys.exit(3)
+    os.setresgid(gid, gid, gid)  # the saved gid alone: dumpable stays 0
     if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        sys.exit(3)
+    if _libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) != 0:
         sys.exit(3)
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         sys.exit(3)
@@ -64,10 +73,6 @@ def become(uid: int, gid: int, groups: list[int]) -> None:
             capability = line.startswith(("CapPrm:", "CapEff:", "CapAmb:")) and line.split()[1]
             if uid != 0 and capability and int(capability, 16):
                 sys.exit(3)
-    # The change of ids made the process dumpable as fs.suid_dumpable says: at 1, the
-    # user could ptrace it, take its socket (pidfd_getfd) and answer in its name.
-    if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        sys.exit(3)
     # No PR_SET_PDEATHSIG: it fires when the thread that started the process ends (one
     # client's), which ended openers kept for the next request. The agent's death
     # closes its end of the socket instead: the opener reads the end and exits.
