@@ -10,7 +10,7 @@ real users made with useradd, removed at the end):
   p95 round trip under them as ratios to the same user's quiet figures (goal <= 2x),
   and the agent's RSS idle, under load and after the sessions closed.
 
-    .venv/bin/python bench/bench_agent_privsep.py [--json] [--no-load]
+    .venv/bin/python bench/bench_agent_privsep.py [--json] [--no-load] [--before REV]
 """
 
 from __future__ import annotations
@@ -201,6 +201,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-load", action="store_true", help="skip the load cases")
+    p.add_argument("--before", default=BEFORE, help=f"the agent to compare with (default {BEFORE})")
     args = p.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-privsep-"))
     folder.chmod(0o755)
@@ -210,7 +211,8 @@ def main() -> int:
     res: dict[str, object] = {}
     try:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old),
-                        BEFORE], check=True)  # fmt: skip
+                        args.before], check=True)  # fmt: skip
+        res["before_rev"] = args.before
         for so in (ROOT / "src/adaptyst_top/placement").glob("_sdt*.so"):
             shutil.copy(so, old / "src/adaptyst_top/placement")
         for n in names:

@@ -241,6 +241,7 @@ def test_an_opener_that_hangs_costs_its_user_one_line(
     """The opener is its user's process: alice stops hers (SIGSTOP, as she may). The agent
     gives up on it after OPEN_TIMEOUT_S with one line, kills and reaps it, and bob's
     opens go on."""
+    from adaptyst_top.agent.core import kept_workers
     from adaptyst_top.agent.core import opener as open_as_user
 
     alice, bob = users
@@ -254,7 +255,7 @@ def test_an_opener_that_hangs_costs_its_user_one_line(
         return proc
 
     open_as_user.end_all()  # a kept opener of alice's would answer without a start
-    monkeypatch.setattr(open_as_user.subprocess, "Popen", stopping_popen)
+    monkeypatch.setattr(kept_workers.subprocess, "Popen", stopping_popen)
     monkeypatch.setattr(open_as_user, "OPEN_TIMEOUT_S", 0.5)
     with pytest.raises(NotOpened, match="took over"):
         open_as(alice.uid, alice.gid, [alice.gid], ["/etc/passwd"])

@@ -80,18 +80,40 @@ def test_row_builders_know_no_widget(name: str) -> None:
         )
 
 
-def test_the_agents_worker_imports_nothing_of_ours() -> None:
-    """A worker runs as a user from a fresh `python -I -S`: the standard library only,
-    so what runs with a user's rights is all in its own file, and nothing of the
-    package (or of site-packages) is imported there."""
+# Beyond the standard library, what each of the agent's workers may import: the opener
+# nothing; the parser its sibling's `become` and, once it runs as the user, the parsers.
+WORKER_MAY_IMPORT = {
+    "__init__.py": (),
+    "open_files.py": (),
+    "parse_elf.py": (
+        "orjson",
+        "adaptyst_top.agent.worker.open_files",
+        "adaptyst_top.collectors.probes.demangle",
+        "adaptyst_top.collectors.probes.elf_info",
+    ),
+}
+PARSERS = ("adaptyst_top.collectors",)
+
+
+def test_the_agents_workers_import_what_they_are_allowed() -> None:
+    """A worker runs as a user from a fresh `python -I`: what runs with a user's rights
+    is in its own file, the opener's the standard library only; the parser imports the
+    package's ELF parsers and demangler inside a function, after it took the user's ids."""
     import sys
 
     for path in sorted((ROOT / "agent" / "worker").glob("*.py")):
+        allowed = WORKER_MAY_IMPORT[path.name]
         for module in imports_of(path):
-            top = module.split(".")[0]
-            assert top in sys.stdlib_module_names or top == "__future__", (
-                f"{path.relative_to(ROOT)} imports {module}"
+            ok = module.split(".")[0] in sys.stdlib_module_names | {"__future__"} or any(
+                module == a or module.startswith(f"{a}.") for a in allowed
             )
+            assert ok, f"{path.relative_to(ROOT)} imports {module}"
+        top_level = ast.parse(path.read_text()).body
+        for node in top_level:
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith(PARSERS), (
+                    f"{path.relative_to(ROOT)} imports {node.module} before it runs as the user"
+                )
 
 
 def test_no_import_cycle() -> None:

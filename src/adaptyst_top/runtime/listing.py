@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from adaptyst_top.collectors.probes.attach_plan import plan_function
-from adaptyst_top.collectors.probes.demangle import demangle, matches
-from adaptyst_top.collectors.probes.elf_info import ElfInfo, FunctionSymbol, read_elf
+from adaptyst_top.collectors.probes.demangle import matches, name_of
+from adaptyst_top.collectors.probes.elf_info import ElfInfo, ElfReader, FunctionSymbol, read_elf
 from adaptyst_top.collectors.probes.entry_safety import (
     EntryPolicy,
     cached_policy,
@@ -52,9 +52,10 @@ def candidates(
     pid: int | None,
     policy: EntryPolicy | None,
     sources: dict[str, str] | None = None,
+    read: ElfReader = read_elf,
 ) -> list[Candidate]:
     """Every candidate of FILES at once (iter_candidates)."""
-    return list(iter_candidates(files, pid, policy, sources))
+    return list(iter_candidates(files, pid, policy, sources, read))
 
 
 def iter_candidates(
@@ -62,6 +63,7 @@ def iter_candidates(
     pid: int | None,
     policy: EntryPolicy | None,
     sources: dict[str, str] | None = None,
+    read: ElfReader = read_elf,
 ) -> Iterator[Candidate]:
     """Every function of FILES (in their order: the executable first, then the libraries
     it maps) and every USDT probe in them, with the refused ones marked, as each is
@@ -69,21 +71,21 @@ def iter_candidates(
     read. A spec is given once (an unstripped library has local functions that share a
     name, 52 of OpenBLAS' `add_y`: one spec probes them all). SOURCES: where each file
     is read (the agent's descriptors opened as its user; a file without one is left
-    out), when not at its path."""
+    out), when not at its path; READ parses each (the agent's: in its user's worker)."""
     given: set[str] = set()
     for path in files:
         source = path if sources is None else sources.get(path)
         if source is None:
             continue
         try:
-            info = read_elf(source)
+            info = read(source)
         except (OSError, ValueError):
             continue
         for f in info.functions:
             spec = f"uprobe:{path}:{f.name}"
             if spec in given:
                 continue
-            shown = demangle(f.name)
+            shown = name_of(f.name, f.source)
             if shown.cold:
                 continue  # the split-off unlikely branch of a function, not a function
             given.add(spec)
@@ -113,7 +115,7 @@ def _function(
     pid: int | None,
     source: str | None = None,
 ) -> dict[str, Any]:
-    name = demangle(f.name)
+    name = name_of(f.name, f.source)
     out: dict[str, Any] = {"name": name.display, "address": f.address, "size": f.size}
     out["ifunc"] = f.ifunc
     if name.display != f.name:
@@ -140,15 +142,16 @@ def describe(
     policy: EntryPolicy | None = None,
     pid: int | None = None,
     source: str | None = None,
+    read: ElfReader = read_elf,
 ) -> dict[str, Any]:
     """What `list` says of one file; SOURCE: where it is read, when not at PATH."""
-    info = read_elf(source or path)
+    info = read(source or path)
     entry: dict[str, Any] = {"path": path, "stripped": info.stripped}
     if functions:
         entry["functions"] = [
             _function(path, info, f, policy, pid, source)
             for f in info.functions
-            if matches(demangle(f.name), pattern)
+            if matches(name_of(f.name, f.source), pattern)
         ]
     if usdt:
         # One entry per probe, like tplist; a probe the compiler inlined has many sites.
@@ -182,9 +185,10 @@ def list_objects(
     every_object: bool,
     policy: EntryPolicy | None,
     sources: dict[str, str] | None = None,
+    read: ElfReader = read_elf,
 ) -> list[dict[str, Any]]:
     """`list --json`'s objects. TargetError, NotELFError, OSError say what is wrong.
-    SOURCES: where each file is read (see candidates()), when not at its path."""
+    SOURCES: where each file is read, READ how (see iter_candidates())."""
     if pid is not None:
         check_pid(pid)
         root = mount_root(pid)
@@ -194,7 +198,7 @@ def list_objects(
             if source is None:
                 continue
             want = functions and (every_object or i == 0)
-            d = describe(path, pattern, want, usdt, policy, pid, source)
+            d = describe(path, pattern, want, usdt, policy, pid, source, read)
             if root:  # a container's process: its paths as it sees them, what specs name
                 d["path"], d["container_root"] = path[len(root) :], root
             objects.append(d)
@@ -202,6 +206,6 @@ def list_objects(
     assert binary is not None
     # A file here first; else a library or program name, resolved like bcc's tplist -l.
     if sources is not None:
-        return [describe(binary, pattern, functions, usdt, policy, None, sources[binary])]
+        return [describe(binary, pattern, functions, usdt, policy, None, sources[binary], read)]
     path = binary if os.path.isfile(binary) else resolve_target(binary)
     return [describe(path, pattern, functions, usdt, policy)]

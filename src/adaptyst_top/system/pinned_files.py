@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from adaptyst_top.system.targets import TargetError
 
@@ -14,7 +16,10 @@ from adaptyst_top.system.targets import TargetError
 class PinnedFiles:
     """Spec targets (as the spec names them) and the descriptors opened for them."""
 
-    def __init__(self) -> None:
+    def __init__(self, read: Callable[[str], Any] | None = None) -> None:
+        # How the engine parses these files (the agent's: in its user's worker); None:
+        # in the engine's own process.
+        self.read = read
         self._fds: dict[str, tuple[int, str]] = {}
         self._lock = threading.Lock()
         self._closed = False

@@ -1,6 +1,6 @@
 """The agent's answers to `list` and to the picker (`candidates`): the functions and
-USDT probes of a process or file that this user may probe, read from files opened as
-that user, the process asked about again once they are open."""
+USDT probes of a process or file that this user may probe, read from files opened and
+parsed as that user, the process asked about again once they are open."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from adaptyst_top.agent.core.authorization import Peer, may_probe, open_for, unreadable
-from adaptyst_top.collectors.probes.elf_info import NotELFError
+from adaptyst_top.agent.core.parser import reader_for
+from adaptyst_top.collectors.probes.elf_info import NotELFError, read_elf
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.listing import Candidate, candidates, entry_policy, list_objects
 from adaptyst_top.runtime.session import SessionError
@@ -69,7 +70,10 @@ def list_for(peer: Peer, msg: dict[str, Any]) -> bytes:
                 raise SessionError(unreadable(binary))
             if pid is not None and (why := may_probe(peer, pid)):
                 raise SessionError(why)  # the PID changed hands while its files opened
-            objects = list_objects(pid, binary, pattern, functions, usdt, every, policy, sources)
+            read = read_elf if sources is None else reader_for(peer)
+            objects = list_objects(
+                pid, binary, pattern, functions, usdt, every, policy, sources, read
+            )
     except (TargetError, NotELFError, OSError) as exc:
         raise SessionError(str(exc)) from None
     return proto.encode("ok", objects=objects, policy_known=policy is not None)
@@ -87,4 +91,5 @@ def candidates_for(peer: Peer, pid: int | None) -> list[Candidate]:
     with opened_as(peer, files) as sources:
         if may_probe(peer, pid) is not None:
             return []
-        return candidates(files, pid, entry_policy(), sources)
+        read = read_elf if sources is None else reader_for(peer)
+        return candidates(files, pid, entry_policy(), sources, read)

@@ -21,14 +21,12 @@ import os
 import select
 import socket
 import stat
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from adaptyst_top.agent.core.kept_workers import KeptWorkers, Worker, WorkerFailed, end
 from adaptyst_top.agent.worker import open_files as opener_worker
 
 WORKER = Path(opener_worker.__file__)
@@ -37,33 +35,20 @@ OPEN_TIMEOUT_S = 5.0
 _MAX_ANSWER = 64 * 1024
 _O_PATH = 0o10000000  # Linux's; Python names it only where the platform has it
 REQUEST_PATHS = 32  # paths a request message: 32 x PATH_MAX (4 KiB) fits a socket's buffer
-_locks: dict[int, threading.Lock] = {}
-_locks_lock = threading.Lock()
 
 
 class NotOpened(Exception):
     """Why a path was not opened for the user, in one line."""
 
 
-@dataclass
-class _Opener:
-    proc: subprocess.Popen[bytes]
-    link: socket.socket
-
-
 # One opener per user's ids, kept while it is used (it exits IDLE_S after its last
 # request): a list or the picker's typing costs a request, not a process (36 ms).
-_openers: dict[tuple[int, int, tuple[int, ...]], _Opener] = {}
-_openers_lock = threading.Lock()  # the dict's; a user's opens are ordered by their lock
+_KEPT = KeptWorkers("an opener", [sys.executable, "-I", "-S", str(WORKER)])
+_openers = _KEPT.kept
 
 
 class _Gone(Exception):
     """A kept opener had exited (idle) before it read the request."""
-
-
-def _user_lock(uid: int) -> threading.Lock:
-    with _locks_lock:
-        return _locks.setdefault(uid, threading.Lock())
 
 
 def open_as(uid: int, gid: int, groups: Sequence[int], paths: Sequence[str]) -> list[int | None]:
@@ -74,91 +59,35 @@ def open_as(uid: int, gid: int, groups: Sequence[int], paths: Sequence[str]) -> 
     if len(paths) > opener_worker.MAX_PATHS:
         raise NotOpened(f"at most {opener_worker.MAX_PATHS} files are opened at once")
     deadline = time.monotonic() + OPEN_TIMEOUT_S
-    lock = _user_lock(uid)
+    lock = _KEPT.user_lock(uid)
     if not lock.acquire(timeout=OPEN_TIMEOUT_S):
         raise NotOpened(f"uid {uid}'s earlier opens took over {OPEN_TIMEOUT_S:g} s: given up")
     key = (uid, gid, tuple(sorted(groups)))
     try:
-        with _openers_lock:
-            kept = _openers.pop(key, None)
+        kept = _KEPT.take(key)
         if kept is not None:
             with contextlib.suppress(_Gone):  # exited idle a moment ago: a fresh one
                 got = _ask(kept, uid, list(paths), deadline, kept=True)
-                _keep(key, kept)
+                _KEPT.keep(key, kept)
                 return got
-        opener = _start(uid, gid, groups)
+        try:
+            opener = _KEPT.start(uid, gid, groups)
+        except WorkerFailed as exc:
+            raise NotOpened(str(exc)) from None
         got = _ask(opener, uid, list(paths), deadline, kept=False)
-        _keep(key, opener)
+        _KEPT.keep(key, opener)
         return got
     finally:
         lock.release()
 
 
-def _keep(key: tuple[int, int, tuple[int, ...]], opener: _Opener) -> None:
-    """Keep OPENER for KEY, and only it of its user's: one who asks under many group
-    sets (newgrp) keeps one process, not one a set."""
-    with _openers_lock:
-        others = [k for k in _openers if k[0] == key[0] and k != key]
-        ended = [_openers.pop(k) for k in others]
-        _openers[key] = opener
-    for o in ended:
-        _end(o)
-
-
 def end_all() -> None:
-    """End every kept opener (the agent stops)."""
-    with _openers_lock:
-        ended = list(_openers.values())
-        _openers.clear()
-    for o in ended:
-        _end(o)
-
-
-def reap_idle() -> None:
-    """Forget (and reap) the kept openers that exited idle: called often (the agent's
-    guard), so none is left a zombie for long."""
-    with _openers_lock:
-        gone = [k for k, o in _openers.items() if o.proc.poll() is not None]
-        ended = [_openers.pop(k) for k in gone]
-    for o in ended:
-        o.link.close()
-
-
-def _start(uid: int, gid: int, groups: Sequence[int]) -> _Opener:
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(WORKER), str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={},  # the agent's environment is not the user's to read
-            cwd="/",
-        )
-    except OSError as exc:
-        ours.close()
-        raise NotOpened(f"could not start an opener for uid {uid}: {exc.strerror}") from None
-    finally:
-        theirs.close()
-    opener = _Opener(proc, ours)
-    try:
-        ours.sendall(json.dumps({"uid": uid, "gid": gid, "groups": list(groups)}).encode())
-    except OSError:
-        _end(opener)
-        raise NotOpened(f"the opener for uid {uid} did not start") from None
-    return opener
-
-
-def _end(opener: _Opener) -> None:
-    opener.link.close()
-    with contextlib.suppress(OSError):
-        opener.proc.kill()
-    opener.proc.wait()
+    """End every kept opener."""
+    _KEPT.end_all()
 
 
 def _ask(
-    opener: _Opener, uid: int, paths: list[str], deadline: float, kept: bool
+    opener: Worker, uid: int, paths: list[str], deadline: float, kept: bool
 ) -> list[int | None]:
     """PATHS opened by OPENER; it is ended on any failure (_Gone: a kept one had exited)."""
     got: list[int | None] = []
@@ -185,7 +114,7 @@ def _ask(
         for fd in got:
             if fd is not None:
                 os.close(fd)
-        _end(opener)
+        end(opener)
         raise
 
 
@@ -236,4 +165,4 @@ def _checked(fd: int) -> int | None:
     return None
 
 
-__all__ = ["OPEN_TIMEOUT_S", "NotOpened", "end_all", "open_as", "reap_idle"]
+__all__ = ["OPEN_TIMEOUT_S", "NotOpened", "end_all", "open_as"]

@@ -43,10 +43,11 @@ from adaptyst_top.agent.core.authorization import (
     still_theirs,
 )
 from adaptyst_top.agent.core.bounds import crowded, room_refusal
+from adaptyst_top.agent.core.kept_workers import end_all, reap_idle
 from adaptyst_top.agent.core.listen import AgentError, listen, watch_hangup
 from adaptyst_top.agent.core.listing import candidates_for, list_for
-from adaptyst_top.agent.core.opener import end_all, reap_idle
 from adaptyst_top.agent.core.own_energy import OwnEnergy
+from adaptyst_top.agent.core.parser import reader_for
 from adaptyst_top.collectors.devices.gpu_processes import visible_to
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
@@ -329,7 +330,9 @@ class Agent:
             pid = self._node_pid(peer, pid)
         if pid is not None and (why := hold_and_check(peer, client.target, pid)):
             raise SessionError(why)
-        pinned = None if peer.privileged else PinnedFiles()  # a user's files, opened as them
+        pinned = (
+            None if peer.privileged else PinnedFiles(reader_for(peer))
+        )  # opened, parsed as them
         try:
             for spec in probes:
                 self._check_spec(peer, spec, pid, pinned)
@@ -410,7 +413,7 @@ class Agent:
     def _guard(self) -> None:
         """Probes end as soon as their process is no longer the user's to probe."""
         while not self._stop.wait(GUARD_PERIOD_S):
-            reap_idle()  # users' openers that exited idle
+            reap_idle()  # users' workers that exited idle
             with self._lock:
                 clients = list(self.clients)
             for c in clients:

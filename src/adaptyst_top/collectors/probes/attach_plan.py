@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from adaptyst_top.collectors.probes import entry_safety, ifunc
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.bpf_program import Slot
-from adaptyst_top.collectors.probes.demangle import demangle, matches
+from adaptyst_top.collectors.probes.demangle import matches, name_of
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, FunctionSymbol, UsdtProbe, entry_bytes
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 
@@ -43,7 +43,7 @@ def matching_functions(spec: ProbeSpec, elf: ElfInfo) -> list[FunctionSymbol]:
     glob = spec.func or "*"
     by_addr: dict[int, FunctionSymbol] = {}
     for sym in elf.functions:
-        name = demangle(sym.name)
+        name = name_of(sym.name, sym.source)
         if not name.cold and matches(name, glob):  # a .cold part is not a function
             best = by_addr.get(sym.address)
             if best is None or (best.name.startswith("_"), len(best.name)) > (
@@ -125,7 +125,7 @@ def plan_function(
         variants = safe_variants(source or path, elf, sym, refusal) if sym.ifunc else []
         refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
     cls = ov.classify_entry(code, elf.machine, sym.file_offset)
-    shown = demangle(sym.name).display
+    shown = name_of(sym.name, sym.source).display
     text = f"endbr64; {insn.text}" if skip else insn.text
     return PlannedFunction(
         shown, cls, text, sym=by_name, addr=addr, refused=refused, offset=sym.file_offset

@@ -66,6 +66,15 @@ def demangle(raw: str) -> Name:
     return Name(raw, _source(base), suffix)
 
 
+def name_of(raw: str, source: str | None) -> Name:
+    """RAW's Name where SOURCE (its demangled base) was found elsewhere (the agent's
+    user worker); demangled here when it is None."""
+    if source is None:
+        return demangle(raw)
+    m = _SUFFIX.search(raw)
+    return Name(raw, source, m.group(1) if m and m.start() > 0 else "")
+
+
 def _source(base: str) -> str:
     if base.startswith("_R") or _RUST_LEGACY.match(base):
         import rust_demangler  # type: ignore[import-untyped]

@@ -6,6 +6,7 @@ import os
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -31,6 +32,9 @@ class FunctionSymbol:
     # A GNU indirect function: `address` is its resolver, run once by the dynamic
     # loader; calls go to the implementation the resolver picked (collectors/probes/ifunc.py).
     ifunc: bool = False
+    # The name as the source spells it, where the agent's user worker demangled it (the
+    # root process never demangles a user's bytes); None: demangled where it is shown.
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,9 @@ class ElfInfo:
         """The virtual address of the file's first loadable byte (its offset-0 mapping)."""
         return self.loads[0][0] - self.loads[0][2] if self.loads else 0
 
+
+# How a caller's ELF files are parsed: read_elf here, the agent's in its user's worker.
+ElfReader = Callable[[str], ElfInfo]
 
 # pyelftools names type 10 STT_LOOS (the first OS-specific type); on GNU it is IFUNC.
 FUNC_TYPES = ("STT_FUNC", "STT_GNU_IFUNC", "STT_LOOS")
@@ -194,7 +201,8 @@ def _within(elf: ELFFile, size: int) -> None:
             raise ELFError(f"segment {i} lies past its end")
 
 
-def _read(f: BinaryIO, path: str, identity: tuple[int, int, int, int]) -> ElfInfo:
+def parse_elf(f: BinaryIO, path: str, identity: tuple[int, int, int, int]) -> ElfInfo:
+    """The ELF file F (named PATH, of IDENTITY), parsed; NotELFError in one line."""
     try:
         elf = ELFFile(f)
         _within(elf, identity[3])
@@ -283,7 +291,7 @@ def read_elf(path: str | Path) -> ElfInfo:
             if (hit := _CACHE.get(key)) is not None:
                 _CACHE.move_to_end(key)
                 return hit
-        info = _read(f, real, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
+        info = parse_elf(f, real, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
     with _CACHE_LOCK:
         _CACHE[key] = info
         while len(_CACHE) > _CACHE_SIZE:

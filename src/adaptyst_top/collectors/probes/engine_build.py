@@ -23,11 +23,7 @@ from adaptyst_top.collectors.probes.bpf_program import (
     module_source,
 )
 from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
-from adaptyst_top.collectors.probes.elf_info import (
-    ElfInfo,
-    NotELFError,
-    read_elf,
-)
+from adaptyst_top.collectors.probes.elf_info import ElfInfo, ElfReader, NotELFError, read_elf
 from adaptyst_top.collectors.probes.engine_scope import EngineScope
 from adaptyst_top.collectors.probes.model import (
     Attachment,
@@ -83,11 +79,13 @@ class EngineBuild(EngineScope):
             self.command_path.rsplit("/", 1)[-1],
         ):
             target = self.command_path
+        read: ElfReader = read_elf
         if self.pinned is not None:
             path, source = self.pinned.source(target)
+            read = self.pinned.read or read_elf
         else:
             path = source = resolve_target(target, self._reference_pid())
-        return path, source, read_elf(source)
+        return path, source, read(source)
 
     def _build(self, group: ProbeGroup) -> None:
         spec = group.spec

@@ -1,0 +1,137 @@
+"""What the root process believes of a user's ELF file: its program headers, read here
+with two bounded reads (64 bytes, then at most MAX_SEGMENTS x 56), and the user's
+worker's answer (agent/worker/parse_elf.py) checked field by field against them. Every
+function's place in the file is computed here from its address and these headers,
+never taken from the worker; an address outside the file's loaded bytes has none and
+is never attached to."""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any
+
+from elftools.elf.enums import ENUM_E_MACHINE
+
+from adaptyst_top.collectors.probes.elf_info import ElfInfo, FunctionSymbol, NotELFError, UsdtProbe
+
+_HEADER = struct.Struct("<4sBBBBBxxxxxxxHHIQQQIHHHHHH")  # Elf64_Ehdr
+_PHDR = struct.Struct(
+    "<IIQQQQQQ"
+)  # Elf64_Phdr: type, flags, offset, vaddr, paddr, filesz, memsz, align
+_PT_LOAD, _PF_W, _ET_EXEC = 1, 2, 2
+MAX_SEGMENTS = 512
+MAX_FUNCTIONS = 4_000_000
+MAX_NAME = 64 * 1024  # a symbol name's characters (C++ templates run long)
+MAX_NOTE = 4096
+_MACHINES = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
+_ADDRESS = 1 << 64
+
+Loads = tuple[tuple[int, int, int], ...]
+
+
+def headers(fd: int, path: str) -> tuple[str, bool, Loads, Loads]:
+    """(machine, fixed, loads, readonly loads) of the 64-bit little-endian ELF file FD;
+    NotELFError in one line for anything else."""
+    size = os.fstat(fd).st_size
+    head = os.pread(fd, _HEADER.size, 0)
+    if len(head) < _HEADER.size or head[:4] != b"\x7fELF":
+        raise NotELFError(f"{path}: not an ELF file")
+    _, cls, data, *_, e_type, machine, _, _, phoff, _, _, _, phentsize, phnum, _, _, _ = (
+        _HEADER.unpack(head)
+    )
+    if cls != 2 or data != 1:
+        raise NotELFError(f"{path}: only 64-bit little-endian ELF files are probed")
+    if phentsize != _PHDR.size or phnum > MAX_SEGMENTS or phoff + phnum * _PHDR.size > size:
+        raise NotELFError(f"{path}: not a readable ELF file (its program headers)")
+    table = os.pread(fd, phnum * _PHDR.size, phoff)
+    loads, readonly = [], []
+    for p_type, flags, offset, vaddr, _, filesz, _, _ in _PHDR.iter_unpack(table):
+        if p_type != _PT_LOAD:
+            continue
+        if offset + filesz > size or vaddr + filesz >= _ADDRESS:
+            raise NotELFError(f"{path}: not a readable ELF file (a segment lies past its end)")
+        loads.append((vaddr, filesz, offset))
+        if not flags & _PF_W:
+            readonly.append((vaddr, filesz, offset))
+    return (
+        _MACHINES.get(machine, f"EM_{machine}"),
+        e_type == _ET_EXEC,
+        tuple(loads),
+        tuple(readonly),
+    )
+
+
+def checked(answer: Any, fd: int, path: str) -> ElfInfo:
+    """The worker's ANSWER for the file FD (shown as PATH), as the root process takes
+    it: NotELFError with the worker's one line, or for any field of the wrong shape."""
+    if isinstance(answer, dict) and isinstance(why := answer.get("error"), str):
+        raise NotELFError(_line(why) or f"{path}: not a readable ELF file")
+    machine, fixed, loads, readonly = headers(fd, path)
+    try:
+        functions = answer["functions"]
+        notes = answer["usdt"]
+        stripped = answer["stripped"]
+        if not (isinstance(functions, list) and isinstance(notes, list)):
+            raise TypeError
+        if len(functions) > MAX_FUNCTIONS or len(notes) > MAX_FUNCTIONS:
+            raise TypeError
+        syms = tuple(_function(f, loads) for f in functions)
+        probes = tuple(_usdt(u) for u in notes)
+        if not isinstance(stripped, bool):
+            raise TypeError
+    except (KeyError, TypeError, ValueError):
+        raise NotELFError(f"{path}: the parser answered wrongly") from None
+    st = os.fstat(fd)
+    return ElfInfo(
+        path=path,
+        functions=syms,
+        usdt=probes,
+        stripped=stripped,
+        machine=machine,
+        loads=loads,
+        readonly=readonly,
+        fixed=fixed,
+        identity=(st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size),
+    )
+
+
+def _line(text: str) -> str:
+    return text.splitlines()[0][:300] if text else ""
+
+
+def _text(x: object, limit: int) -> str:
+    if not isinstance(x, str) or len(x) > limit:
+        raise TypeError
+    return x
+
+
+def _address(x: object) -> int:
+    if type(x) is not int or not 0 <= x < _ADDRESS:
+        raise TypeError
+    return x
+
+
+def _function(f: object, loads: Loads) -> FunctionSymbol:
+    if not isinstance(f, list) or len(f) != 5:
+        raise TypeError
+    raw, source, address, size, ifunc = f
+    name = _text(raw, MAX_NAME)
+    if not name or not isinstance(ifunc, bool):
+        raise TypeError
+    vaddr = _address(address)
+    offset = next((vaddr - s + o for s, n, o in loads if s <= vaddr < s + n), None)
+    return FunctionSymbol(name, vaddr, _address(size), offset, ifunc, _text(source, MAX_NAME))
+
+
+def _usdt(u: object) -> UsdtProbe:
+    if not isinstance(u, list) or len(u) != 5:
+        raise TypeError
+    provider, name, address, semaphore, arguments = u
+    return UsdtProbe(
+        _text(provider, MAX_NOTE),
+        _text(name, MAX_NOTE),
+        _address(address),
+        _address(semaphore),
+        _text(arguments, MAX_NOTE),
+    )

@@ -1,0 +1,147 @@
+"""The agent's processes of a user's: each exec'd fresh (never a fork of the threaded
+agent), told first, while it is still root and no user can reach it, whose it is; it
+then takes that user's ids for good (agent/worker/). One is kept per user while used (it
+exits by itself when idle); one that fails, lies or is late is killed and costs only its
+own user one line. A user's requests queue behind each other; other users' never wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import struct
+import subprocess
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+Key = tuple[int, int, tuple[int, ...]]  # uid, gid, groups
+FRAME = struct.Struct(">I")  # a stream worker's message: its length, then its bytes
+
+
+class WorkerFailed(Exception):
+    """Why a user's worker could not be started, in one line."""
+
+
+@dataclass
+class Worker:
+    proc: subprocess.Popen[bytes]
+    link: socket.socket
+
+
+@dataclass
+class KeptWorkers:
+    """One kind of worker (WHAT names it in errors), started as ARGV plus its end of a
+    socket of KIND (SOCK_SEQPACKET: a message a request; SOCK_STREAM: FRAMEd)."""
+
+    what: str
+    argv: list[str]
+    kind: int = socket.SOCK_SEQPACKET
+    kept: dict[Key, Worker] = field(default_factory=dict)
+    _locks: dict[int, threading.Lock] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        _ALL.append(self)
+
+    def user_lock(self, uid: int) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(uid, threading.Lock())
+
+    def take(self, key: Key) -> Worker | None:
+        """The worker kept for KEY, now the caller's (None: start one)."""
+        with self._lock:
+            return self.kept.pop(key, None)
+
+    def keep(self, key: Key, worker: Worker) -> None:
+        """Keep WORKER for KEY, and only it of its user's: one who asks under many group
+        sets (newgrp) keeps one process, not one a set."""
+        with self._lock:
+            others = [k for k in self.kept if k[0] == key[0] and k != key]
+            ended = [self.kept.pop(k) for k in others]
+            self.kept[key] = worker
+        for w in ended:
+            end(w)
+
+    def start(self, uid: int, gid: int, groups: Sequence[int]) -> Worker:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, self.kind)
+        try:
+            proc = subprocess.Popen(
+                [*self.argv, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={},  # the agent's environment is not the user's to read
+                cwd="/",
+            )
+        except OSError as exc:
+            ours.close()
+            raise WorkerFailed(
+                f"could not start {self.what} for uid {uid}: {exc.strerror}"
+            ) from None
+        finally:
+            theirs.close()
+        worker = Worker(proc, ours)
+        try:
+            send(ours, json.dumps({"uid": uid, "gid": gid, "groups": list(groups)}).encode())
+        except OSError:
+            end(worker)
+            raise WorkerFailed(f"{self.what} for uid {uid} did not start") from None
+        return worker
+
+    def end_all(self) -> None:
+        with self._lock:
+            ended = list(self.kept.values())
+            self.kept.clear()
+        for w in ended:
+            end(w)
+
+    def reap_idle(self) -> None:
+        with self._lock:
+            gone = [k for k, w in self.kept.items() if w.proc.poll() is not None]
+            ended = [self.kept.pop(k) for k in gone]
+        for w in ended:
+            w.link.close()
+
+
+_ALL: list[KeptWorkers] = []
+
+
+def send(link: socket.socket, data: bytes) -> None:
+    """DATA as one message of LINK's kind."""
+    link.sendall(FRAME.pack(len(data)) + data if link.type == socket.SOCK_STREAM else data)
+
+
+def end(worker: Worker) -> None:
+    worker.link.close()
+    with contextlib.suppress(OSError):
+        worker.proc.kill()
+    worker.proc.wait()
+
+
+def end_all() -> None:
+    """End every kept worker of every kind (the agent stops)."""
+    for kind in _ALL:
+        kind.end_all()
+
+
+def reap_idle() -> None:
+    """Forget (and reap) the kept workers that exited idle: called often (the agent's
+    guard), so none is left a zombie for long."""
+    for kind in _ALL:
+        kind.reap_idle()
+
+
+__all__ = [
+    "FRAME",
+    "KeptWorkers",
+    "Key",
+    "Worker",
+    "WorkerFailed",
+    "end",
+    "end_all",
+    "reap_idle",
+    "send",
+]

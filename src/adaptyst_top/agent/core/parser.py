@@ -1,0 +1,141 @@
+"""A user's ELF files parsed by a process of that user's (agent/worker/parse_elf.py),
+never by the root process: the agent hands it the descriptor its opener opened and takes
+back plain data, which agent/core/elf_check.py checks against the program headers it
+reads itself. A parser that fails, lies or is late is killed; that costs its own user
+one line. Answers are cached per user and file (a file's inode and times)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import select
+import socket
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import orjson
+
+from adaptyst_top.agent.core.authorization import Peer
+from adaptyst_top.agent.core.elf_check import checked
+from adaptyst_top.agent.core.kept_workers import FRAME, KeptWorkers, Worker, WorkerFailed, end
+from adaptyst_top.collectors.probes.elf_info import ElfInfo, ElfReader, NotELFError
+
+# A library of 200,000 symbols takes seconds on a busy node; a parser past this is killed.
+PARSE_TIMEOUT_S = 60.0
+MAX_ANSWER = 512 << 20
+_DESCRIPTOR = re.compile(r"^/proc/self/fd/([0-9]+)$")
+_KEPT = KeptWorkers(
+    "a parser",
+    [sys.executable, "-I", "-m", "adaptyst_top.agent.worker.parse_elf"],
+    socket.SOCK_STREAM,
+)
+_CACHE: OrderedDict[tuple[int, int, int, int, int, int], ElfInfo] = OrderedDict()
+_CACHE_SIZE = 64
+_CACHE_LOCK = threading.Lock()
+
+
+class _Gone(Exception):
+    """A kept parser had exited (idle) before it read the request."""
+
+
+def reader_for(peer: Peer) -> ElfReader:
+    """What parses a file for PEER: its source is a /proc/self/fd/N the agent holds."""
+
+    def read(source: str) -> ElfInfo:
+        m = _DESCRIPTOR.match(source)
+        if m is None:
+            raise NotELFError(f"{source}: not a file opened for you")
+        return elf_as(peer.uid, peer.gid, sorted(peer.groups), int(m[1]))
+
+    return read
+
+
+def elf_as(uid: int, gid: int, groups: Sequence[int], fd: int) -> ElfInfo:
+    """The ELF file FD, parsed as UID:GID with GROUPS; NotELFError in one line."""
+    path = os.readlink(f"/proc/self/fd/{fd}")
+    st = os.fstat(fd)
+    key = (uid, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+    with _CACHE_LOCK:
+        if (hit := _CACHE.get(key)) is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    info = checked(_ask_as(uid, gid, groups, fd, path), fd, path)
+    with _CACHE_LOCK:
+        _CACHE[key] = info
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return info
+
+
+def _ask_as(uid: int, gid: int, groups: Sequence[int], fd: int, path: str) -> object:
+    deadline = time.monotonic() + PARSE_TIMEOUT_S
+    lock = _KEPT.user_lock(uid)
+    if not lock.acquire(timeout=PARSE_TIMEOUT_S):
+        raise NotELFError(f"{path}: uid {uid}'s earlier files took over {PARSE_TIMEOUT_S:g} s")
+    key = (uid, gid, tuple(sorted(groups)))
+    try:
+        kept = _KEPT.take(key)
+        if kept is not None:
+            with contextlib.suppress(_Gone):  # exited idle a moment ago: a fresh one
+                got = _ask(kept, fd, path, deadline, kept=True)
+                _KEPT.keep(key, kept)
+                return got
+        try:
+            parser = _KEPT.start(uid, gid, groups)
+        except WorkerFailed as exc:
+            raise NotELFError(str(exc)) from None
+        got = _ask(parser, fd, path, deadline, kept=False)
+        _KEPT.keep(key, parser)
+        return got
+    finally:
+        lock.release()
+
+
+def _ask(parser: Worker, fd: int, path: str, deadline: float, kept: bool) -> object:
+    """PARSER's answer for FD; it is ended on any failure (_Gone: a kept one had exited)."""
+    try:
+        data = json.dumps({"path": path}).encode()
+        try:
+            socket.send_fds(parser.link, [FRAME.pack(len(data)) + data], [fd])
+        except OSError:
+            raise _Gone if kept else NotELFError(f"{path}: the parser is gone") from None
+        head = _read(parser.link, FRAME.size, deadline, path, first=kept)
+        (n,) = FRAME.unpack(head)
+        if n > MAX_ANSWER:
+            raise NotELFError(f"{path}: the parser answered wrongly")
+        try:
+            return orjson.loads(_read(parser.link, n, deadline, path, first=False))
+        except orjson.JSONDecodeError:
+            raise NotELFError(f"{path}: the parser answered wrongly") from None
+    except BaseException:
+        end(parser)
+        raise
+
+
+def _read(link: socket.socket, n: int, deadline: float, path: str, first: bool) -> bytes:
+    """N bytes of LINK by DEADLINE. FIRST: a kept parser that closed instead is _Gone."""
+    chunks: list[bytes] = []
+    got = 0
+    while got < n:
+        wait = deadline - time.monotonic()
+        if wait <= 0 or not select.select([link], [], [], wait)[0]:
+            raise NotELFError(f"{path}: parsing took over {PARSE_TIMEOUT_S:g} s: given up")
+        try:
+            chunk = link.recv(min(n - got, 1 << 20))
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            if first and not got:
+                raise _Gone
+            raise NotELFError(f"{path}: the parser ended (the file may be too large to read)")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+__all__ = ["PARSE_TIMEOUT_S", "elf_as", "reader_for"]

@@ -1,0 +1,119 @@
+"""The per-user parser: a process of its own, exec'd fresh by the agent for one user
+(`python -I -m adaptyst_top.agent.worker.parse_elf FD`), that parses the ELF files the
+agent hands it (descriptors the user's opener opened) and demangles their names, with
+that user's rights only; it serves that user's requests in turn and exits after IDLE_S
+without one.
+
+It takes the user's ids for good before it reads a request, as the opener does
+(open_files.become), and bounds its own memory: a hostile file costs its user a
+one-line error and this process, never the agent. The agent believes nothing it says:
+it reads the program headers itself and places every address by them
+(agent/core/elf_check.py).
+
+Messages are framed (a 4-byte big-endian length, then JSON). A request is
+{"path": shown} with the descriptor attached; the answer is
+{"functions": [[raw, source, address, size, ifunc], ...],
+ "usdt": [[provider, name, address, semaphore, arguments], ...], "stripped": bool}
+or {"error": one line}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import socket
+import struct
+import sys
+
+import orjson
+
+from adaptyst_top.agent.worker.open_files import IDLE_S, become
+
+FRAME = struct.Struct(">I")
+MAX_REQUEST = 64 * 1024
+MEMORY_LIMIT = 4 << 30  # address space: pyelftools on a 200,000-symbol library needs < 1 GiB
+
+
+def _recv_exact(link: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = link.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def read_request(link: socket.socket) -> tuple[dict[str, object], int | None]:
+    """One framed request and the descriptor that came with it."""
+    head, fds, _, _ = socket.recv_fds(link, FRAME.size, 1, socket.MSG_CMSG_CLOEXEC)
+    if not head:
+        raise EOFError
+    head += _recv_exact(link, FRAME.size - len(head))
+    (n,) = FRAME.unpack(head)
+    if n > MAX_REQUEST:
+        sys.exit(4)
+    msg = json.loads(_recv_exact(link, n))
+    return (msg if isinstance(msg, dict) else {}), (fds[0] if fds else None)
+
+
+def answer(fd: int | None, path: str) -> dict[str, object]:
+    # Imported after the ids are taken: the parsers run as the user only.
+    from adaptyst_top.collectors.probes.demangle import demangle
+    from adaptyst_top.collectors.probes.elf_info import NotELFError, parse_elf
+
+    if fd is None:
+        return {"error": f"{path}: no file was handed over"}
+    try:
+        # Its own open of the file: the descriptor handed over shares its offset with
+        # the agent's, so reading through it would move theirs.
+        try:
+            mine = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            os.close(fd)
+        with os.fdopen(mine, "rb") as f:
+            st = os.fstat(f.fileno())
+            if f.read(4) != b"\x7fELF":
+                return {"error": f"{path}: not an ELF file"}
+            f.seek(0)
+            info = parse_elf(f, path, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
+    except (NotELFError, OSError) as exc:
+        return {"error": str(exc).splitlines()[0] if str(exc) else "unreadable"}
+    except MemoryError:
+        return {"error": f"{path}: too large to read"}
+    return {
+        "functions": [
+            [s.name, demangle(s.name).source, s.address, s.size, s.ifunc] for s in info.functions
+        ],
+        "usdt": [[u.provider, u.name, u.address, u.semaphore, u.arguments] for u in info.usdt],
+        "stripped": info.stripped,
+    }
+
+
+def serve(link: socket.socket) -> None:
+    """Requests until IDLE_S pass without one, or the agent closes its end."""
+    while select.select([link], [], [], IDLE_S)[0]:
+        try:
+            request, fd = read_request(link)
+        except EOFError:
+            return
+        path = request.get("path")
+        data = orjson.dumps(answer(fd, path if isinstance(path, str) else "?"))
+        link.sendall(FRAME.pack(len(data)) + data)
+
+
+def main(argv: list[str]) -> None:
+    link = socket.socket(fileno=int(argv[1]))
+    # Whose parser this is comes first, from the agent, while still root.
+    (n,) = FRAME.unpack(_recv_exact(link, FRAME.size))
+    ids = json.loads(_recv_exact(link, min(n, MAX_REQUEST)))
+    become(int(ids["uid"]), int(ids["gid"]), [int(g) for g in ids["groups"]])
+    os.chdir("/")
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    serve(link)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
