@@ -159,24 +159,31 @@ def test_root_reads_the_headers_itself_and_places_every_address_by_them(tmp_path
             False,
             ((0x1000, 0x100, 0), (0x3000, 0x40, 0x100)),
             ((0x1000, 0x100, 0),),
+            ((0x1000, 0x100, 0),),
         )
         info = checked(
             {
-                # The worker's offsets are not asked for: root computes them.
-                "functions": [["f", "f", 0x1010, 4, False], ["g", "g", 0x9000, 4, False]],
-                "usdt": [["p", "n", 0x1020, 0x3008, "-4@%eax"]],
+                # The worker's offsets are not asked for: root computes them, and
+                # leaves out what lies outside the executable segment (g, h; a note).
+                "functions": [
+                    ["f", "f", 0x1010, 4, False],
+                    ["g", "g", 0x9000, 4, False],
+                    ["h", "h", 0x3010, 4, False],
+                ],
+                "usdt": [["p", "n", 0x1020, 0x3008, "-4@%eax"], ["p", "m", 0x3004, 0, ""]],
                 "stripped": True,
             },
             fd,
             "f",
         )
-        assert [(s.name, s.file_offset) for s in info.functions] == [("f", 0x10), ("g", None)]
-        assert info.usdt[0].semaphore == 0x3008 and info.identity[1] == os.fstat(fd).st_ino
+        assert [(s.name, s.file_offset) for s in info.functions] == [("f", 0x10)]
+        assert [u.name for u in info.usdt] == ["n"] and info.usdt[0].semaphore == 0x3008
+        assert info.identity[1] == os.fstat(fd).st_ino
         for lie in (
             {"functions": [["f", "f", -1, 4, False]], "usdt": [], "stripped": True},
             {"functions": [["f", "f", 1 << 64, 4, False]], "usdt": [], "stripped": True},
             {"functions": [["", "", 0x1010, 4, False]], "usdt": [], "stripped": True},
-            {"functions": [["f" * 70_000, "f", 0x1010, 4, False]], "usdt": [], "stripped": True},
+            {"functions": [["f" * 5000, "f", 0x1010, 4, False]], "usdt": [], "stripped": True},
             {"functions": [["f", "f", 0x1010, 4, 1]], "usdt": [], "stripped": True},
             {"functions": [["f", "f", 4112.0, 4, False]], "usdt": [], "stripped": True},
             {"functions": [], "usdt": [["p", "n", 1, 2]], "stripped": True},
@@ -259,3 +266,51 @@ def test_a_hostile_file_costs_its_parser_and_one_line(
         os.close(fd)
     (worker,) = parser._KEPT.kept.values()  # her parser lives on, for her next file
     assert worker.proc.poll() is None
+
+
+def test_a_parser_that_answers_wrongly_is_not_asked_again(
+    shared: Path, users: tuple[User, User], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice, _ = users
+    fd = _as(alice, shared / "workload")
+    try:
+        parser.elf_as(alice.uid, alice.gid, [alice.gid], fd)
+        (worker,) = parser._KEPT.kept.values()
+        parser._CACHE.clear()
+        monkeypatch.setattr(parser, "_ask_as", lambda *a: ({"functions": {}}, 15))
+        with pytest.raises(NotELFError, match="answered wrongly"):
+            parser.elf_as(alice.uid, alice.gid, [alice.gid], fd)
+        assert parser._KEPT.kept == {} and worker.proc.poll() is not None  # ended
+    finally:
+        os.close(fd)
+
+
+def test_the_cache_keeps_each_user_within_a_share(
+    shared: Path, users: tuple[User, User], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One user's many files (or one file touched again and again: each change of its
+    times is a new entry) push out only that user's oldest answers."""
+    alice, bob = users
+    fd = _as(bob, shared / "workload")
+    try:
+        parser.elf_as(bob.uid, bob.gid, [bob.gid], fd)
+    finally:
+        os.close(fd)
+    (bobs,) = parser._CACHE.values()
+    monkeypatch.setattr(parser, "CACHE_PER_USER", 3 * bobs[1])
+    copies = []
+    for i in range(6):
+        copy = shared / f"copy{i}"
+        copy.write_bytes((shared / "workload").read_bytes())
+        copy.chmod(0o644)
+        copies.append(copy)
+        fd = _as(alice, copy)
+        try:
+            parser.elf_as(alice.uid, alice.gid, [alice.gid], fd)
+        finally:
+            os.close(fd)
+    alices = [v[1] for k, v in parser._CACHE.items() if k[0] == alice.uid]
+    assert 0 < sum(alices) <= 3 * bobs[1] and len(alices) < 6
+    assert any(k[0] == bob.uid for k in parser._CACHE)  # his answer stays
+    for copy in copies:
+        copy.unlink()

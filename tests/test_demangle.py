@@ -168,3 +168,29 @@ def test_a_rust_function_by_its_source_name(tmp_path: Path, mangling: str) -> No
     names, counts = probe_and_count(binary, f"uprobe:{binary}:rs::solver::*", "step 4321")
     assert names == ["rs::solver::step"]
     assert counts == {"rs::solver::step": 4321}
+
+
+def test_a_copys_suffix_is_split_as_the_pattern_says_in_linear_time() -> None:
+    """split_copy against the regular expression it replaced (searched from every dot:
+    seconds on a hostile 60,000-character name), on random names of the words."""
+    import random
+    import re
+
+    from adaptyst_top.collectors.probes.demangle import split_copy
+
+    pattern = re.compile(
+        r"((?:\.(?:isra|constprop|part|cold|lto_priv|localalias|clone|llvm)(?:\.[0-9]+)?)+)$"
+    )
+
+    def by_pattern(raw: str) -> tuple[str, str]:
+        m = pattern.search(raw)
+        return (raw[: m.start()], m.group(1)) if m and m.start() > 0 else (raw, "")
+
+    rng = random.Random(0)
+    words = [".isra", ".cold", ".0", ".12", "f", ".", "..", ".part", ".llvm", ".7a", ".clone"]
+    for _ in range(20_000):
+        raw = "".join(rng.choice(words) for _ in range(rng.randint(0, 7)))
+        assert split_copy(raw) == by_pattern(raw), raw
+    hostile = "f" + ".clone" * 10_000 + "x"
+    assert split_copy(hostile) == (hostile, "")
+    assert split_copy("f" + ".clone" * 10_000) == ("f", ".clone" * 10_000)

@@ -50,7 +50,7 @@ def test_libc_ifuncs_are_listed_as_such_and_compat_versions_are_not() -> None:
 
 
 def test_resolve_finds_the_implementation_this_cpu_runs() -> None:
-    vaddr = ifunc.resolve(LIBC, "strlen")
+    vaddr = ifunc.resolve(read_elf(LIBC), "strlen")
     resolver = next(f.address for f in read_elf(LIBC).functions if f.name == "strlen")
     assert vaddr != resolver
     libc = ctypes.CDLL(LIBC)
@@ -65,7 +65,7 @@ def refused_for_other_tunables() -> None:
     )
     try:
         with pytest.raises(ifunc.IfuncError, match="GLIBC_TUNABLES"):
-            ifunc.resolve(LIBC, "strlen", other.pid)
+            ifunc.resolve(read_elf(LIBC), "strlen", other.pid)
     finally:
         other.kill()
         other.wait()
@@ -78,9 +78,9 @@ def test_resolve_refuses_what_it_cannot_know(tmp_path: Path) -> None:
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
     assert next(f for f in read_elf(str(so)).functions if f.name == "chosen").ifunc
     with pytest.raises(ifunc.IfuncError, match="not loaded"):
-        ifunc.resolve(str(so), "chosen")  # loading it would run its constructors here
+        ifunc.resolve(read_elf(so), "chosen")  # loading it would run its constructors here
     ctypes.CDLL(str(so))  # once the monitor has it, it resolves
-    assert ifunc.resolve(str(so), "chosen") > 0
+    assert ifunc.resolve(read_elf(so), "chosen") > 0
     refused_for_other_tunables()
 
 
@@ -94,3 +94,20 @@ def test_an_ifunc_probe_counts_the_calls(tmp_path: Path) -> None:
     # On the resolver, as a by-name attach does, it would count 0 (it ran at startup).
     assert 5000 <= row["count"] <= 5100
     assert none_left()
+
+
+def test_the_path_named_is_never_opened_only_the_file_read(tmp_path: Path) -> None:
+    """An IFUNC is resolved in a file this process loaded, found by the device and
+    inode it was read from: a path a user named (swapped meanwhile for her file, or a
+    FIFO that would hang dlopen) is never opened; her own copy of libc is refused."""
+    import dataclasses
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    real = read_elf(LIBC)
+    named = dataclasses.replace(real, path=str(fifo))
+    assert ifunc.resolve(named, "strlen") == ifunc.resolve(real, "strlen")
+    copy = tmp_path / "libc.so.6"
+    copy.write_bytes(Path(LIBC).read_bytes())
+    with pytest.raises(ifunc.IfuncError, match="has not loaded"):
+        ifunc.resolve(read_elf(copy), "strlen")

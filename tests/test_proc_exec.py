@@ -9,6 +9,7 @@ import os
 import subprocess
 
 from adaptyst_top.collectors.probes import ifunc
+from adaptyst_top.collectors.probes.elf_info import read_elf
 from adaptyst_top.system.proc_exec import read_proc
 from adaptyst_top.system.process_names import process_name
 
@@ -57,7 +58,9 @@ def test_what_is_truly_empty_is_read_as_empty() -> None:
         assert read_proc(bare.pid, "cmdline") == b"sleep\x0030\x00"
         # Without GLIBC_TUNABLES, like the monitor: nothing to refuse.
         if "GLIBC_TUNABLES" not in os.environ:
-            assert ifunc.resolve(LIBC, "strlen", bare.pid) == ifunc.resolve(LIBC, "strlen")
+            assert ifunc.resolve(read_elf(LIBC), "strlen", bare.pid) == ifunc.resolve(
+                read_elf(LIBC), "strlen"
+            )
     finally:
         bare.kill()
         bare.wait()

@@ -13,16 +13,16 @@ from typing import Any
 
 from elftools.elf.enums import ENUM_E_MACHINE
 
+from adaptyst_top.agent.worker.parse_elf import MAX_NAME, MAX_SOURCE
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, FunctionSymbol, NotELFError, UsdtProbe
 
 _HEADER = struct.Struct("<4sBBBBBxxxxxxxHHIQQQIHHHHHH")  # Elf64_Ehdr
 _PHDR = struct.Struct(
     "<IIQQQQQQ"
 )  # Elf64_Phdr: type, flags, offset, vaddr, paddr, filesz, memsz, align
-_PT_LOAD, _PF_W, _ET_EXEC = 1, 2, 2
+_PT_LOAD, _PF_X, _PF_W, _ET_EXEC = 1, 1, 2, 2
 MAX_SEGMENTS = 512
-MAX_FUNCTIONS = 4_000_000
-MAX_NAME = 64 * 1024  # a symbol name's characters (C++ templates run long)
+MAX_FUNCTIONS = 1_000_000  # OpenBLAS unstripped has 224,372
 MAX_NOTE = 4096
 _MACHINES = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
 _ADDRESS = 1 << 64
@@ -30,9 +30,13 @@ _ADDRESS = 1 << 64
 Loads = tuple[tuple[int, int, int], ...]
 
 
-def headers(fd: int, path: str) -> tuple[str, bool, Loads, Loads]:
-    """(machine, fixed, loads, readonly loads) of the 64-bit little-endian ELF file FD;
-    NotELFError in one line for anything else."""
+class Lied(NotELFError):
+    """The parser's answer is of the wrong shape: it is not believed again."""
+
+
+def headers(fd: int, path: str) -> tuple[str, bool, Loads, Loads, Loads]:
+    """(machine, fixed, loads, readonly loads, executable loads) of the 64-bit
+    little-endian ELF file FD; NotELFError in one line for anything else."""
     size = os.fstat(fd).st_size
     head = os.pread(fd, _HEADER.size, 0)
     if len(head) < _HEADER.size or head[:4] != b"\x7fELF":
@@ -45,7 +49,7 @@ def headers(fd: int, path: str) -> tuple[str, bool, Loads, Loads]:
     if phentsize != _PHDR.size or phnum > MAX_SEGMENTS or phoff + phnum * _PHDR.size > size:
         raise NotELFError(f"{path}: not a readable ELF file (its program headers)")
     table = os.pread(fd, phnum * _PHDR.size, phoff)
-    loads, readonly = [], []
+    loads, readonly, code = [], [], []
     for p_type, flags, offset, vaddr, _, filesz, _, _ in _PHDR.iter_unpack(table):
         if p_type != _PT_LOAD:
             continue
@@ -54,12 +58,10 @@ def headers(fd: int, path: str) -> tuple[str, bool, Loads, Loads]:
         loads.append((vaddr, filesz, offset))
         if not flags & _PF_W:
             readonly.append((vaddr, filesz, offset))
-    return (
-        _MACHINES.get(machine, f"EM_{machine}"),
-        e_type == _ET_EXEC,
-        tuple(loads),
-        tuple(readonly),
-    )
+        if flags & _PF_X:
+            code.append((vaddr, filesz, offset))
+    name = _MACHINES.get(machine, f"EM_{machine}")
+    return name, e_type == _ET_EXEC, tuple(loads), tuple(readonly), tuple(code)
 
 
 def checked(answer: Any, fd: int, path: str) -> ElfInfo:
@@ -67,7 +69,7 @@ def checked(answer: Any, fd: int, path: str) -> ElfInfo:
     it: NotELFError with the worker's one line, or for any field of the wrong shape."""
     if isinstance(answer, dict) and isinstance(why := answer.get("error"), str):
         raise NotELFError(_line(why) or f"{path}: not a readable ELF file")
-    machine, fixed, loads, readonly = headers(fd, path)
+    machine, fixed, loads, readonly, code = headers(fd, path)
     try:
         functions = answer["functions"]
         notes = answer["usdt"]
@@ -76,12 +78,13 @@ def checked(answer: Any, fd: int, path: str) -> ElfInfo:
             raise TypeError
         if len(functions) > MAX_FUNCTIONS or len(notes) > MAX_FUNCTIONS:
             raise TypeError
-        syms = tuple(_function(f, loads) for f in functions)
-        probes = tuple(_usdt(u) for u in notes)
+        # A function or a USDT site outside the executable segments is no place to probe.
+        syms = tuple(s for f in functions if (s := _function(f, code)) is not None)
+        probes = tuple(u for n in notes if _place(code, (u := _usdt(n)).address) is not None)
         if not isinstance(stripped, bool):
             raise TypeError
     except (KeyError, TypeError, ValueError):
-        raise NotELFError(f"{path}: the parser answered wrongly") from None
+        raise Lied(f"{path}: the parser answered wrongly") from None
     st = os.fstat(fd)
     return ElfInfo(
         path=path,
@@ -112,7 +115,13 @@ def _address(x: object) -> int:
     return x
 
 
-def _function(f: object, loads: Loads) -> FunctionSymbol:
+def _place(code: Loads, vaddr: int) -> int | None:
+    return next((vaddr - s + o for s, n, o in code if s <= vaddr < s + n), None)
+
+
+def _function(f: object, code: Loads) -> FunctionSymbol | None:
+    """The function F names, placed by CODE; None where it lies outside them (an IFUNC's
+    resolver is placed, not its implementation: that is found later, here)."""
     if not isinstance(f, list) or len(f) != 5:
         raise TypeError
     raw, source, address, size, ifunc = f
@@ -120,8 +129,10 @@ def _function(f: object, loads: Loads) -> FunctionSymbol:
     if not name or not isinstance(ifunc, bool):
         raise TypeError
     vaddr = _address(address)
-    offset = next((vaddr - s + o for s, n, o in loads if s <= vaddr < s + n), None)
-    return FunctionSymbol(name, vaddr, _address(size), offset, ifunc, _text(source, MAX_NAME))
+    offset = _place(code, vaddr)
+    if offset is None:
+        return None
+    return FunctionSymbol(name, vaddr, _address(size), offset, ifunc, _text(source, MAX_SOURCE))
 
 
 def _usdt(u: object) -> UsdtProbe:

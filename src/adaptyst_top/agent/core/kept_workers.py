@@ -91,6 +91,14 @@ class KeptWorkers:
             raise WorkerFailed(f"{self.what} for uid {uid} did not start") from None
         return worker
 
+    def end_all_of(self, uid: int) -> None:
+        """End UID's kept workers of this kind."""
+        with self._lock:
+            keys = [k for k in self.kept if k[0] == uid]
+            ended = [self.kept.pop(k) for k in keys]
+        for w in ended:
+            end(w)
+
     def end_all(self) -> None:
         with self._lock:
             ended = list(self.kept.values())

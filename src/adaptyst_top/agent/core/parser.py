@@ -21,21 +21,25 @@ from collections.abc import Sequence
 import orjson
 
 from adaptyst_top.agent.core.authorization import Peer
-from adaptyst_top.agent.core.elf_check import checked
+from adaptyst_top.agent.core.elf_check import Lied, checked
 from adaptyst_top.agent.core.kept_workers import FRAME, KeptWorkers, Worker, WorkerFailed, end
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, ElfReader, NotELFError
 
 # A library of 200,000 symbols takes seconds on a busy node; a parser past this is killed.
 PARSE_TIMEOUT_S = 60.0
-MAX_ANSWER = 512 << 20
+# An answer's bytes: OpenBLAS' 224,372 functions answer ~25 MiB.
+MAX_ANSWER = 64 << 20
+# Answers kept, in their bytes: per user (one user's files do not push out another's),
+# and in all.
+CACHE_PER_USER = 96 << 20
+CACHE_ALL = 256 << 20
 _DESCRIPTOR = re.compile(r"^/proc/self/fd/([0-9]+)$")
 _KEPT = KeptWorkers(
     "a parser",
     [sys.executable, "-I", "-m", "adaptyst_top.agent.worker.parse_elf"],
     socket.SOCK_STREAM,
 )
-_CACHE: OrderedDict[tuple[int, int, int, int, int, int], ElfInfo] = OrderedDict()
-_CACHE_SIZE = 64
+_CACHE: OrderedDict[tuple[int, int, int, int, int, int], tuple[ElfInfo, int]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 
 
@@ -63,16 +67,31 @@ def elf_as(uid: int, gid: int, groups: Sequence[int], fd: int) -> ElfInfo:
     with _CACHE_LOCK:
         if (hit := _CACHE.get(key)) is not None:
             _CACHE.move_to_end(key)
-            return hit
-    info = checked(_ask_as(uid, gid, groups, fd, path), fd, path)
+            return hit[0]
+    answer, size = _ask_as(uid, gid, groups, fd, path)
+    try:
+        info = checked(answer, fd, path)
+    except Lied:
+        _KEPT.end_all_of(uid)  # a parser that answered wrongly is not asked again
+        raise
     with _CACHE_LOCK:
-        _CACHE[key] = info
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        _CACHE[key] = (info, size)
+        _trim(uid)
     return info
 
 
-def _ask_as(uid: int, gid: int, groups: Sequence[int], fd: int, path: str) -> object:
+def _trim(uid: int) -> None:
+    """Drop the oldest answers past UID's share and past the whole cache's."""
+    for owner, budget in ((uid, CACHE_PER_USER), (None, CACHE_ALL)):
+        held = [k for k in _CACHE if owner is None or k[0] == owner]
+        total = sum(_CACHE[k][1] for k in held)
+        for k in held:
+            if total <= budget:
+                break
+            total -= _CACHE.pop(k)[1]
+
+
+def _ask_as(uid: int, gid: int, groups: Sequence[int], fd: int, path: str) -> tuple[object, int]:
     deadline = time.monotonic() + PARSE_TIMEOUT_S
     lock = _KEPT.user_lock(uid)
     if not lock.acquire(timeout=PARSE_TIMEOUT_S):
@@ -96,7 +115,7 @@ def _ask_as(uid: int, gid: int, groups: Sequence[int], fd: int, path: str) -> ob
         lock.release()
 
 
-def _ask(parser: Worker, fd: int, path: str, deadline: float, kept: bool) -> object:
+def _ask(parser: Worker, fd: int, path: str, deadline: float, kept: bool) -> tuple[object, int]:
     """PARSER's answer for FD; it is ended on any failure (_Gone: a kept one had exited)."""
     try:
         data = json.dumps({"path": path}).encode()
@@ -109,7 +128,7 @@ def _ask(parser: Worker, fd: int, path: str, deadline: float, kept: bool) -> obj
         if n > MAX_ANSWER:
             raise NotELFError(f"{path}: the parser answered wrongly")
         try:
-            return orjson.loads(_read(parser.link, n, deadline, path, first=False))
+            return orjson.loads(_read(parser.link, n, deadline, path, first=False)), n
         except orjson.JSONDecodeError:
             raise NotELFError(f"{path}: the parser answered wrongly") from None
     except BaseException:

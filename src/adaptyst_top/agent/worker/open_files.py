@@ -52,15 +52,16 @@ _libc = ctypes.CDLL(None, use_errno=True)
 def become(uid: int, gid: int, groups: list[int]) -> None:
     """Take UID:GID with GROUPS for good, or exit: nothing is done half-dropped."""
     os.setgroups(groups)
+    os.setresgid(gid, gid, gid)
     # The change of uid makes the process dumpable as fs.suid_dumpable says (at 1, the
     # user could ptrace it, take its socket and answer in its name) until it says not:
-    # the saved gid stays root's over that window, so the kernel's ptrace check (all
-    # three uids and gids the user's) fails for the user; the gid is taken for good after.
-    os.setresgid(gid, gid, 0)
-    os.setresuid(uid, uid, uid)
+    # the saved uid stays root's over that window, so the kernel's ptrace check (all
+    # three uids the caller's) fails for the user, whatever their gid (0 too); the uid
+    # is taken for good after, which ends the capabilities still permitted.
+    os.setresuid(uid, uid, 0)
     if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         sys.exit(3)
-    os.setresgid(gid, gid, gid)  # the saved gid alone: dumpable stays 0
+    os.setresuid(uid, uid, uid)  # the saved uid alone: dumpable stays 0
     if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
         sys.exit(3)
     if _libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) != 0:

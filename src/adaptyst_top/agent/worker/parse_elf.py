@@ -34,6 +34,10 @@ from adaptyst_top.agent.worker.open_files import IDLE_S, become
 FRAME = struct.Struct(">I")
 MAX_REQUEST = 64 * 1024
 MEMORY_LIMIT = 4 << 30  # address space: pyelftools on a 200,000-symbol library needs < 1 GiB
+# The longest symbol name answered: C++ templates run long (libstdc++'s longest is 1,142);
+# a function named longer is left out, as the agent would refuse it.
+MAX_NAME = 4096
+MAX_SOURCE = 4 * MAX_NAME  # a demangled name longer (substitutions expand) shows as mangled
 
 
 def _recv_exact(link: socket.socket, n: int) -> bytes:
@@ -85,11 +89,17 @@ def answer(fd: int | None, path: str) -> dict[str, object]:
         return {"error": f"{path}: too large to read"}
     return {
         "functions": [
-            [s.name, demangle(s.name).source, s.address, s.size, s.ifunc] for s in info.functions
+            [s.name, _source(demangle(s.name).source, s.name), s.address, s.size, s.ifunc]
+            for s in info.functions
+            if len(s.name) <= MAX_NAME
         ],
         "usdt": [[u.provider, u.name, u.address, u.semaphore, u.arguments] for u in info.usdt],
         "stripped": info.stripped,
     }
+
+
+def _source(source: str, raw: str) -> str:
+    return source if len(source) <= MAX_SOURCE else raw
 
 
 def serve(link: socket.socket) -> None:

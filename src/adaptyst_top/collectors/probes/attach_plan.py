@@ -107,7 +107,7 @@ def plan_function(
     by_name, addr = sym.name, 0
     if sym.ifunc:
         # Probed where its calls go: the implementation its resolver picked.
-        impl = ifunc.resolve(path, sym.name, pid)
+        impl = ifunc.resolve(elf, sym.name, pid)
         sym = replace(sym, address=impl, file_offset=elf.offset_of(impl))
         by_name, addr = "", impl
     code = entry_bytes(source or path, sym)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from adaptyst_top.collectors.probes.elf_info import read_elf
+from adaptyst_top.collectors.probes.elf_info import ElfInfo
 from adaptyst_top.system.proc_exec import read_proc
 
 
@@ -27,15 +27,28 @@ class IfuncError(RuntimeError):
 
 
 def mapped_start(path: str) -> int | None:
-    """Where this process mapped the file's first byte."""
-    real = os.path.realpath(path)
+    """Where this process mapped the file at PATH's first byte."""
+    st = os.stat(path)
+    found = mapped_here((st.st_dev, st.st_ino))
+    return None if found is None else found[0]
+
+
+def mapped_here(identity: tuple[int, int]) -> tuple[int, str] | None:
+    """(where its first byte lies, the name this process loaded it by) of the file of
+    IDENTITY (st_dev, st_ino), if this process maps it: matched by the file, never by
+    a path someone else may swap meanwhile."""
+    dev, ino = identity
+    want = f"{os.major(dev):02x}:{os.minor(dev):02x}"
     with open("/proc/self/maps") as f:
         for line in f:
             parts = line.split(maxsplit=5)
-            if len(parts) == 6 and int(parts[2], 16) == 0:
-                mapped = parts[5].strip()
-                if mapped == real or (mapped.startswith("/") and os.path.realpath(mapped) == real):
-                    return int(parts[0].split("-")[0], 16)
+            if (
+                len(parts) == 6
+                and int(parts[2], 16) == 0
+                and (parts[3], parts[4]) == (want, str(ino))
+                and parts[5].startswith("/")
+            ):
+                return int(parts[0].split("-")[0], 16), parts[5].strip()
     return None
 
 
@@ -51,18 +64,24 @@ def _tunables(pid: int) -> str | None:
     return None
 
 
-def resolve(path: str, name: str, pid: int | None = None) -> int:
-    """The link-time virtual address, in PATH, of the implementation NAME resolves to."""
+def resolve(elf: ElfInfo, name: str, pid: int | None = None) -> int:
+    """The link-time virtual address, in the file ELF was read from, of the
+    implementation NAME resolves to."""
+    path = elf.path
     if pid is not None and _tunables(pid) != os.environ.get("GLIBC_TUNABLES"):
         raise IfuncError(
             f"{name} is an IFUNC and PID {pid} runs with other GLIBC_TUNABLES than the "
             "monitor: its implementation may differ; probe the implementation by name"
         )
-    start = mapped_start(path)
+    # Only a file this process has loaded itself, found by the file read (its device
+    # and inode), asked for by the name this process loaded it by: a path a user named
+    # is never opened or loaded here (a FIFO there would hang dlopen).
+    here = mapped_here(elf.identity[:2]) if elf.identity[1] else None
     try:
-        if start is None:
+        if here is None:
             raise OSError
-        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        start, loaded = here
+        lib = ctypes.CDLL(loaded, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
     except OSError:
         raise IfuncError(
             f"{name} is an IFUNC in {path}, which the monitor has not loaded: its "
@@ -74,7 +93,6 @@ def resolve(path: str, name: str, pid: int | None = None) -> int:
         raise IfuncError(f"{name}: dlsym found no such symbol in {path}") from None
     if not addr:
         raise IfuncError(f"{name}: the resolver in {path} returned no function")
-    elf = read_elf(path)  # cached: one parse for every IFUNC of a glob
     vaddr = addr - start + elf.load_base_vaddr
     if vaddr < 0 or elf.offset_of(vaddr) is None:
         raise IfuncError(f"{name}: its resolver in {path} picked a function in another object")
