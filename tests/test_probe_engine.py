@@ -77,6 +77,32 @@ def test_counts_exact_and_p50_within_5_percent(workload: Workload, multi: bool) 
         assert r[("leaf_fn", None)]["class"] == ov.SINGLESTEP
 
 
+def test_places_are_the_files_offsets_libbcc_resolves_none(
+    workload: Workload, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One uprobe per function, a keyed one and a USDT site from the notes attach at the
+    file offsets this process checked: libbcc's name resolution (which reads the file,
+    as root, a user's for the agent) is never asked, and the counts are exact."""
+    from bcc import BPF  # type: ignore[import-not-found]
+
+    def refuse(*args: Any) -> Any:
+        raise AssertionError(f"libbcc asked to resolve {args}")
+
+    monkeypatch.setattr(BPF, "_check_path_symbol", staticmethod(refuse))
+    b = workload.binary
+    with ProbeEngine(pid=workload.pid, multi_links=False) as engine:
+        specs = (f"uprobe:{b}:fast_fn", f"uprobe:{b}:held_fn@arg1", f"usdt:{b}:adaptyst_test:tick")
+        attached(engine, *specs)
+        workload.run("fast 300")
+        workload.run("held 3 100")
+        workload.run("tick 77")
+        r = rows(engine)
+        assert r[("fast_fn", None)]["count"] == 300
+        assert sum(v["count"] for (name, _), v in r.items() if name.startswith("held_fn")) == 3
+        assert r[("adaptyst_test:tick", None)]["count"] == 77
+    monkeypatch.undo()
+
+
 def test_usdt_count_and_rate(workload: Workload) -> None:
     with ProbeEngine(pid=workload.pid) as engine:
         attached(engine, f"usdt:{workload.binary}:adaptyst_test:tick")

@@ -79,11 +79,35 @@ def attach_with_semaphore(
     from bcc import BPF  # type: ignore[import-not-found]
 
     name, offset = BPF._check_path_symbol(path.encode(), b"", addr, pid, 0)
+    _attach_uprobe(bpf, name, offset, fn_name, pid, False, ref_ctr_offset)
+
+
+def attach_at_offset(
+    bpf: Any, path: str, offset: int, fn_name: str, pid: int, ret: bool, ref_ctr_offset: int
+) -> None:
+    """A uprobe (a uretprobe when RET) at the file OFFSET of PATH, checked by the caller
+    in the file's executable segments: libbcc neither resolves a name nor reads the file
+    (bcc's attach_uprobe does both, as root, on what may be a user's file)."""
+    _attach_uprobe(bpf, path.encode(), offset, fn_name, pid, ret, ref_ctr_offset)
+
+
+def detach_at_offset(bpf: Any, path: str, offset: int, pid: int, ret: bool) -> None:
+    """Undo attach_at_offset (as bcc's detach_uprobe would, without its resolution)."""
+    bpf.detach_uprobe_event(
+        bpf._get_uprobe_evname(b"r" if ret else b"p", path.encode(), offset, pid)
+    )
+
+
+def _attach_uprobe(
+    bpf: Any, path: bytes, offset: int, fn_name: str, pid: int, ret: bool, ref_ctr: int
+) -> None:
+    from bcc import BPF
+
     fn = bpf.load_func(fn_name.encode(), BPF.KPROBE)
-    ev_name = bpf._get_uprobe_evname(b"p", name, offset, pid)
-    fd = _libbcc().bpf_attach_uprobe(fn.fd, 0, ev_name, name, offset, pid, ref_ctr_offset)
+    ev_name = bpf._get_uprobe_evname(b"r" if ret else b"p", path, offset, pid)
+    fd = _libbcc().bpf_attach_uprobe(fn.fd, 1 if ret else 0, ev_name, path, offset, pid, ref_ctr)
     if fd < 0:
-        raise OSError(ct.get_errno(), "Failed to attach BPF to uprobe with a semaphore")
+        raise OSError(ct.get_errno(), f"Failed to attach BPF to {'uretprobe' if ret else 'uprobe'}")
     bpf._add_uprobe_fd(ev_name, fd)
 
 

@@ -8,7 +8,9 @@ import ctypes
 from typing import Any
 
 from adaptyst_top.collectors.probes.bcc_extras import (
+    attach_at_offset,
     attach_with_semaphore,
+    detach_at_offset,
 )
 from adaptyst_top.collectors.probes.engine_state import EngineState
 from adaptyst_top.collectors.probes.model import (
@@ -156,7 +158,9 @@ class EngineAttach(EngineState):
                     kw["sym"] = a.sym
                 else:
                     kw["addr"] = a.addr
-                if a.ref_ctr:
+                if a.offset is not None:
+                    attach_at_offset(bpf, a.path, a.offset, a.fn_name, pid, a.ret, a.ref_ctr)
+                elif a.ref_ctr:
                     attach_with_semaphore(bpf, a.path, a.addr, a.fn_name, pid, a.ref_ctr)
                 else:
                     (bpf.attach_uretprobe if a.ret else bpf.attach_uprobe)(**kw)
@@ -168,6 +172,10 @@ class EngineAttach(EngineState):
         row.pids.add(pid)
 
     def _detach_one(self, bpf: Any, a: Attachment, pid: int) -> None:
+        if a.offset is not None:
+            with contextlib.suppress(Exception):
+                detach_at_offset(bpf, a.path, a.offset, pid, a.ret)
+            return
         kw: dict[str, Any] = {"name": a.path, "pid": pid}
         if a.sym:
             kw["sym"] = a.sym

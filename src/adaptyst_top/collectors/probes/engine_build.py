@@ -189,8 +189,10 @@ class EngineBuild(EngineScope):
             row = self._new_row(spec, p.name, path, p.cost_class, slot.index)
             row.offset = p.offset
             row.attachments = [
-                Attachment(slot.fn_name, source, sym=p.sym, addr=p.addr),
-                Attachment(slot.ret_fn_name, source, sym=p.sym, addr=p.addr, ret=True),
+                Attachment(slot.fn_name, source, sym=p.sym, addr=p.addr, offset=p.offset),
+                Attachment(
+                    slot.ret_fn_name, source, sym=p.sym, addr=p.addr, ret=True, offset=p.offset
+                ),
             ]
             row.fns = [slot.fn_name, slot.ret_fn_name]
             rows.append(row)
@@ -221,11 +223,18 @@ class EngineBuild(EngineScope):
         row.ref_ctrs = {
             s.fn_name: ref_ctrs[n] for n, s in zip(names, slots, strict=False) if n in ref_ctrs
         }
-        if ref_ctrs and not spec.arg:
-            # Nothing to read from the probe: bcc's USDT context (which would raise the
-            # semaphore itself) is not needed. Every site, from the ELF notes.
+        if not spec.arg:
+            # Nothing to read from the probe: bcc's USDT context (which would parse the
+            # file's notes again, as root, and raise a semaphore itself) is not needed.
+            # Every site, from the checked notes, at its file offset.
             row.attachments = [
-                Attachment(s.fn_name, source, addr=p.address, ref_ctr=ref_ctrs.get(n, 0))
+                Attachment(
+                    s.fn_name,
+                    source,
+                    addr=p.address,
+                    ref_ctr=ref_ctrs.get(n, 0),
+                    offset=elf.offset_of(p.address),
+                )
                 for n, s in zip(names, slots, strict=False)
                 for p in plan.sites[n]
             ]

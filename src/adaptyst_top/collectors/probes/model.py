@@ -41,6 +41,9 @@ class Attachment:
     addr: int = 0
     ret: bool = False
     ref_ctr: int = 0  # file offset of a USDT semaphore the kernel keeps raised meanwhile
+    # Where in the file, as this process placed it from the file's executable segments:
+    # attached there, libbcc resolving nothing (None: by sym/addr, as bcc resolves them).
+    offset: int | None = None
 
 
 @dataclass
