@@ -7,9 +7,9 @@ decides, it attaches nothing (and so needs no privileges: tests run it on any EL
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from adaptyst_top.collectors.probes import entry_safety, ifunc
+from adaptyst_top.collectors.probes import entry_safety, ifunc, usdt_args
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.bpf_program import Slot
 from adaptyst_top.collectors.probes.demangle import matches, name_of
@@ -153,6 +153,8 @@ class PlannedUsdt:
     ref_ctrs: dict[str, int]
     slots: list[Slot]
     cost_class: str  # overhead.USDT or USDT_PAIR, or their OPTIMIZED (5-byte nop sites)
+    # (probe, site address) -> which of its slot's argument readers the site takes
+    variant: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 def find_usdt(elf: ElfInfo, path: str, provider: str, name: str) -> list[UsdtProbe]:
@@ -170,6 +172,8 @@ def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsd
     assert spec.provider is not None and spec.name is not None
     names = [spec.name] + ([spec.end] if spec.end else [])
     sites = {n: find_usdt(elf, path, spec.provider, n) for n in names}
+    readers: tuple[str, ...] = ()
+    variant: dict[tuple[str, int], int] = {}
     if spec.arg is not None:
         have = min(len(p.arg_specs) for p in sites[spec.name])
         if spec.arg > have:
@@ -177,6 +181,15 @@ def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsd
                 f"{spec.text}: {spec.provider}:{spec.name} has {have} argument"
                 f"{'' if have == 1 else 's'}: there is no @arg{spec.arg}"
             )
+        # Each site may keep the argument elsewhere (a probe inlined in many places):
+        # one reader per distinct location, each site to its own.
+        where = {p.address: p.arg_specs[spec.arg - 1] for p in sites[spec.name]}
+        distinct = sorted(set(where.values()))
+        try:
+            readers = tuple(usdt_args.reader(usdt_args.parse_arg(t)) for t in distinct)
+        except usdt_args.ArgError as exc:
+            raise PlanError(f"{spec.text}: @arg{spec.arg}: {exc}") from None
+        variant = {(spec.name, a): distinct.index(t) for a, t in where.items()}
     # A semaphore-gated probe is enabled by the kernel (uprobe ref_ctr_offset): it raises
     # the semaphore in each probed process while the probe is attached and drops it when
     # the probe goes, whatever ends the monitor (SIGKILL included).
@@ -201,12 +214,12 @@ def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsd
     # One spec, one module: slots start at 0 and a pair has its own chain 1.
     if spec.is_pair:
         slots = [
-            Slot(0, "usdt-begin", 1, spec.arg, spec.arg_type),
+            Slot(0, "usdt-begin", 1, spec.arg, spec.arg_type, readers=readers),
             Slot(1, "usdt-end", 1),
         ]
-        return PlannedUsdt(names, sites, ref_ctrs, slots, cls)
-    slots = [Slot(0, "usdt-count", 0, spec.arg, spec.arg_type)]
-    return PlannedUsdt(names, sites, ref_ctrs, slots, cls)
+        return PlannedUsdt(names, sites, ref_ctrs, slots, cls, variant)
+    slots = [Slot(0, "usdt-count", 0, spec.arg, spec.arg_type, readers=readers)]
+    return PlannedUsdt(names, sites, ref_ctrs, slots, cls, variant)
 
 
 def site_code(path: str, elf: ElfInfo, probe: UsdtProbe) -> bytes:

@@ -9,14 +9,13 @@ undoes them), and the workarounds for its bugs.
 - BPF_ENABLE_STATS (kernel >= 5.8): BPF run-time statistics on for as long as a file
   descriptor is held; the kernel counts holders and drops ours when we exit, however
   we exit (writing kernel.bpf_stats_enabled can leave it on for everybody);
+- uprobes attached at file offsets the caller placed, libbcc resolving nothing;
 - libbcc's complaints kept off our stderr, one compilation at a time (its clang front
-  end is not thread-safe), USDT(pid) contexts never freed (it closes a descriptor
-  twice), and the USDT argument readers generated without bcc attaching anything.
+  end is not thread-safe).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes as ct
 import os
@@ -55,20 +54,8 @@ def _libbcc() -> Any:
         fn.restype = ct.c_int
         fn.argtypes = [ct.c_int, ct.c_int, ct.c_char_p, ct.c_char_p, ct.c_ulonglong]
         fn.argtypes += [ct.c_int, ct.c_uint32]
-        add = own.bcc_usdt_addsem_fully_specified_probe
-        add.restype = ct.c_int
-        add.argtypes = [ct.c_void_p, ct.c_char_p, ct.c_char_p, ct.c_char_p, ct.c_int16]
         _attach = own
     return _attach
-
-
-def lower_bcc_semaphore(ctx: Any, provider: str, name: str, fn_name: str) -> None:
-    """Undo the +1 that bcc's USDT(pid).enable_probe wrote into the target's semaphore."""
-    rc = _libbcc().bcc_usdt_addsem_fully_specified_probe(
-        ctx.context, provider.encode(), name.encode(), fn_name.encode(), -1
-    )
-    if rc != 0:
-        raise OSError(f"cannot lower the semaphore of {provider}:{name}")
 
 
 def attach_with_semaphore(
@@ -132,57 +119,3 @@ def bcc_stderr_captured() -> Iterator[list[str]]:
             os.close(saved)
             sink.seek(0)
             lines.extend(sink.read().decode(errors="replace").splitlines())
-
-
-# bcc 0.26 closes the /proc/PID/root descriptor of a PID USDT context twice, the second
-# time when the context is destroyed, by which time another thread may own that
-# descriptor number. Such contexts are kept here and never freed.
-KEPT_USDT_CONTEXTS: list[Any] = []
-
-
-class _KeptContext:
-    """What a kept USDT context becomes at exit: no __del__ to run against a
-    half-torn-down interpreter (bcc's own module globals are gone by then)."""
-
-
-@atexit.register
-def _keep_contexts_quiet() -> None:
-    for ctx in KEPT_USDT_CONTEXTS:
-        ctx.__class__ = _KeptContext
-
-
-def usdt_readers(contexts: list[Any]) -> str:
-    if not contexts:
-        return ""
-    from bcc.libbcc import lib
-
-    arr = (ct.c_void_p * len(contexts))(*[c.get_context() for c in contexts])
-    text = lib.bcc_usdt_genargs(arr, len(contexts))
-    if text is None:
-        raise RuntimeError("bcc could not generate the USDT argument readers")
-    return str(text.decode() if isinstance(text, bytes) else text)
-
-
-def usdt_context(
-    pid: int | None,
-    path: str,
-    provider: str,
-    names: list[str],
-    slots: list[Any],
-    ref_ctrs: dict[str, int],
-) -> Any:
-    """bcc's USDT context with each named probe enabled for its slot's program (by PID
-    when the process maps PATH, else by path). A semaphore bcc raises by writing the
-    target's memory is lowered again at once: the kernel holds it from the attach on
-    (ref_ctr_offset)."""
-    from bcc import USDT  # type: ignore[import-not-found]
-
-    ctx = USDT(pid=pid) if pid else USDT(path=path)
-    if pid:
-        KEPT_USDT_CONTEXTS.append(ctx)  # never freed (above)
-    for name, slot in zip(names, slots, strict=True):
-        # USDT(pid) names the probe by provider:name to avoid clashes across libraries.
-        ctx.enable_probe(probe=f"{provider}:{name}", fn_name=slot.fn_name)
-        if name in ref_ctrs:
-            lower_bcc_semaphore(ctx, provider, name, slot.fn_name)
-    return ctx

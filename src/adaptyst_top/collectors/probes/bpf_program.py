@@ -286,6 +286,9 @@ class Slot:
     arg: int | None = None
     arg_type: str = "auto"
     retval: bool = False  # a uprobe keyed by its return value (@retval)
+    # A USDT @argN: the C that reads it (usdt_args.reader), one program per distinct
+    # location among the probe's sites.
+    readers: tuple[str, ...] = ()
 
     @property
     def keyed(self) -> bool:
@@ -294,6 +297,14 @@ class Slot:
     @property
     def fn_name(self) -> str:
         return f"at_s{self.index}"
+
+    def variant_name(self, j: int) -> str:
+        """The program of the Jth of `readers` (the first is fn_name)."""
+        return self.fn_name if j == 0 else f"{self.fn_name}_{j}"
+
+    @property
+    def fn_names(self) -> list[str]:
+        return [self.variant_name(j) for j in range(max(1, len(self.readers)))]
 
     @property
     def ret_fn_name(self) -> str:
@@ -310,20 +321,18 @@ def slot_program(slot: Slot) -> str:
         # A function's entry: its first six integer arguments are in registers (x86-64).
         key += f" key_from_value(&k, PT_REGS_PARM{slot.arg}(ctx), {arg_type}, PT_REGS_IP(ctx));"
     elif slot.arg is not None:
-        # bcc rewrites bpf_usdt_readarg only inside the function attached to the probe.
-        key += (
-            f" u64 v = 0; bpf_usdt_readarg({slot.arg}, ctx, &v);"
-            f" key_from_value(&k, v, {arg_type}, PT_REGS_IP(ctx));"
+        # One program per location the argument has among the probe's sites.
+        keyed = [
+            f"{key} u64 v = 0; {r} key_from_value(&k, v, {arg_type}, PT_REGS_IP(ctx));"
+            for r in slot.readers
+        ]
+        return "\n".join(
+            f"int {slot.variant_name(j)}(struct pt_regs *ctx) {{ {k} {_body(slot)} }}"
+            for j, k in enumerate(keyed)
         )
-    body = {
-        "uprobe-entry": "return push_frame(0, &k, PT_REGS_SP(ctx));",
-        "usdt-begin": f"return push_frame({slot.chain}, &k, 0);",
-        "usdt-count": f"if (!theirs() || gated({slot.index})) return 0; record(&k, 0, 0, 0); return 0;",
-        "usdt-end": f"return pop_frame({slot.chain}, NO_SLOT, 0);",
-    }[slot.role]
     if slot.role == "usdt-end":
         key = ""  # the key travels in the frame pushed by BEGIN
-    prog = f"int {slot.fn_name}(struct pt_regs *ctx) {{ {key} {body} }}"
+    prog = f"int {slot.fn_name}(struct pt_regs *ctx) {{ {key} {_body(slot)} }}"
     if slot.role == "uprobe-entry":
         # Its own return program: a return can check that the frame on top is its own.
         by_ret = f"1, PT_REGS_RC(ctx), {arg_type}, PT_REGS_IP(ctx)" if slot.retval else "0, 0, 0, 0"
@@ -332,6 +341,15 @@ def slot_program(slot: Slot) -> str:
             f"{{ return pop_frame_as(0, {slot.index}, PT_REGS_SP(ctx), {by_ret}); }}"
         )
     return prog
+
+
+def _body(slot: Slot) -> str:
+    return {
+        "uprobe-entry": "return push_frame(0, &k, PT_REGS_SP(ctx));",
+        "usdt-begin": f"return push_frame({slot.chain}, &k, 0);",
+        "usdt-count": f"if (!theirs() || gated({slot.index})) return 0; record(&k, 0, 0, 0); return 0;",
+        "usdt-end": f"return pop_frame({slot.chain}, NO_SLOT, 0);",
+    }[slot.role]
 
 
 def map_sizes(slots: list[Slot]) -> tuple[int, int]:

@@ -59,15 +59,6 @@ class EngineAttach(EngineState):
 
     def _attach_row(self, row: Row) -> None:
         assert row.module is not None
-        ctx = row.usdt_ctx
-        if ctx is not None and not row.attachments:
-            # Every location of every probe of the spec, as bcc resolved them.
-            for binpath, fn_name, addr, _pid in ctx.enumerate_active_probes():
-                fn = fn_name.decode() if isinstance(fn_name, bytes) else fn_name
-                if fn in row.fns:
-                    path = binpath.decode() if isinstance(binpath, bytes) else binpath
-                    ref = row.ref_ctrs.get(fn, 0)
-                    row.attachments.append(Attachment(fn, path, addr=int(addr), ref_ctr=ref))
         pids = self._attach_pids()
         if not pids and self.pid is not None:
             raise ProbeError(f"PID {self.pid} exited during attach")

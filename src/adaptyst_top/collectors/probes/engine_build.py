@@ -6,14 +6,11 @@ from __future__ import annotations
 import contextlib
 import time
 from functools import partial
-from typing import Any
 
 from adaptyst_top.collectors.probes import entry_safety
 from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_uprobes, plan_usdt
 from adaptyst_top.collectors.probes.bcc_extras import (
     bcc_stderr_captured,
-    usdt_context,
-    usdt_readers,
 )
 from adaptyst_top.collectors.probes.binary_strings import binary_strings
 from adaptyst_top.collectors.probes.bpf_program import (
@@ -38,7 +35,6 @@ from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
 from adaptyst_top.snapshot.inert import inert
 from adaptyst_top.system.targets import (
     TargetError,
-    mount_root,
     resolve_target,
 )
 
@@ -100,22 +96,16 @@ class EngineBuild(EngineScope):
                 multi = (
                     self.multi_links and not spec.keyed and all(r.offset is not None for r in rows)
                 )
-                usdt_contexts: list[Any] = []
             else:
-                rows, slots, usdt_contexts = self._plan_usdt(spec, path, source, elf)
+                rows, slots = self._plan_usdt(spec, path, source, elf)
                 refused = []
             group.planned = len(rows)
         group.timings["plan_s"] = (planned_at := time.monotonic()) - started
         from bcc import BPF  # type: ignore[import-not-found]
 
         try:
-            # The USDT argument readers are generated here rather than by passing
-            # usdt_contexts to BPF(), which would also attach every location itself,
-            # with its own idea of the PID; we attach them with ours, so they can be toggled.
             with COMPILE_TURNS.turn(self.owner):
-                text = usdt_readers(usdt_contexts) + module_source(
-                    slots, multi, self.confine, self.oncpu
-                )
+                text = module_source(slots, multi, self.confine, self.oncpu)
                 bpf = BPF(text=text)
             links = MultiLinks(bpf, source, MULTI_ENTRY, MULTI_RETURN) if multi else None
         except ProbeError:
@@ -212,61 +202,26 @@ class EngineBuild(EngineScope):
 
     def _plan_usdt(
         self, spec: ProbeSpec, path: str, source: str, elf: ElfInfo
-    ) -> tuple[list[Row], list[Slot], list[Any]]:
+    ) -> tuple[list[Row], list[Slot]]:
         try:
             plan = plan_usdt(spec, path, elf, self._room())
         except PlanError as exc:
             raise ProbeError(str(exc)) from None
         names, slots, ref_ctrs = plan.names, plan.slots, plan.ref_ctrs
         row = self._new_row(spec, spec.label, path, plan.cost_class, slots[0].index)
-        row.fns = [s.fn_name for s in slots]
-        row.ref_ctrs = {
-            s.fn_name: ref_ctrs[n] for n, s in zip(names, slots, strict=False) if n in ref_ctrs
-        }
-        if not spec.arg:
-            # Nothing to read from the probe: bcc's USDT context (which would parse the
-            # file's notes again, as root, and raise a semaphore itself) is not needed.
-            # Every site, from the checked notes, at its file offset.
-            row.attachments = [
-                Attachment(
-                    s.fn_name,
-                    source,
-                    addr=p.address,
-                    ref_ctr=ref_ctrs.get(n, 0),
-                    offset=elf.offset_of(p.address),
-                )
-                for n, s in zip(names, slots, strict=False)
-                for p in plan.sites[n]
-            ]
-            return [row], slots, []
-        # USDT(pid) needs the binary mapped; a command held before exec does not map it
-        # yet, so it gets a path context and our PID filter. So does a process in another
-        # mount namespace: bcc would resolve its paths inside it, where we cannot attach.
-        ref = self._reference_pid()
-        mapped = ref is not None and self._maps(ref, path) and not mount_root(ref)
-        pid = ref if mapped else None
-        if self.pinned is not None:
-            # Serving a user: USDT(pid) would open the files the process maps, by path,
-            # as root, and write its semaphores. The file the user opened is read instead.
-            pid = None
-            if ref_ctrs:
-                raise ProbeError(
-                    f"{spec.text}: reading @arg{spec.arg} of a semaphore-gated probe is not "
-                    "offered through the agent (it would write the process's memory as "
-                    "root): probe it without @argN, or run adaptyst-top as root"
-                )
-        if ref_ctrs and pid is None:
-            raise ProbeError(
-                f"{spec.text}: reading @arg{spec.arg} of a semaphore-gated probe needs the "
-                f"process running with {path} mapped: attach with --pid once it runs "
-                "(without @argN it works for a command launched here too)"
+        row.fns = [fn for s in slots for fn in s.fn_names]  # a pair's END last
+        # Every site, from the checked notes, at its file offset, to the program that
+        # reads its argument where that site has it; a semaphore held up by the kernel
+        # (uprobe ref_ctr_offset) while the probe is attached, whatever ends the monitor.
+        row.attachments = [
+            Attachment(
+                s.variant_name(plan.variant.get((n, p.address), 0)),
+                source,
+                addr=p.address,
+                ref_ctr=ref_ctrs.get(n, 0),
+                offset=elf.offset_of(p.address),
             )
-        assert spec.provider is not None
-        try:
-            ctx = usdt_context(pid, source, spec.provider, names, slots, ref_ctrs)
-        except Exception as exc:
-            raise ProbeError(f"{spec.text}: enabling USDT failed: {one_line(exc)}") from None
-        # Filled after loading, from what bcc really attached (it resolves every location).
-        row.attachments = []
-        row.usdt_ctx = ctx
-        return [row], slots, [ctx]
+            for n, s in zip(names, slots, strict=False)
+            for p in plan.sites[n]
+        ]
+        return [row], slots

@@ -30,12 +30,6 @@ from adaptyst_top.system.targets import (
 
 
 class EngineScope(EngineAttach):
-    def _maps(self, pid: int, path: str) -> bool:
-        try:
-            return path in mapped_files(pid)
-        except TargetError:
-            return False
-
     def _reference_pid(self) -> int | None:
         """The process whose view resolves names (library short names, USDT): the target,
         or another live process of the scope once it is gone."""

@@ -59,8 +59,6 @@ class Row:
     group: int = -1  # the ProbeGroup it belongs to (set when its group is built)
     attachments: list[Attachment] = field(default_factory=list)
     fns: list[str] = field(default_factory=list)  # program names, for bpf run time
-    ref_ctrs: dict[str, int] = field(default_factory=dict)  # program name -> semaphore offset
-    usdt_ctx: Any = None  # bcc's USDT context, whose sites fill `attachments` once loaded
     offset: int | None = None  # a function's file offset, for a multi-uprobe link
     state: str = "pending"  # pending | attached | detached | ended | error
     error: str = ""

@@ -63,7 +63,7 @@ class ProbeSpec:
     provider: str | None = None
     name: str | None = None  # usdt probe, or BEGIN of a pair
     end: str | None = None  # usdt END of a pair
-    arg: int | None = None  # @argN, 1-based like bcc's bpf_usdt_readarg
+    arg: int | None = None  # @argN, 1-based as bcc's and bpftrace's USDT arguments
     arg_type: KeyType = "auto"
     retval: bool = False  # @retval: a uprobe's statistics split by the return value
 

@@ -1,0 +1,62 @@
+"""USDT argument locations (collectors/probes/usdt_args.py): every form SDT notes use on
+x86-64 read, the rest refused in one line, and the C each becomes."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaptyst_top.collectors.probes.usdt_args import ArgError, UsdtArg, parse_arg, reader
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("8@%rax", UsdtArg(8, False, reg="ax")),
+        ("-4@%eax", UsdtArg(4, True, reg="ax")),
+        ("1@%sil", UsdtArg(1, False, reg="si")),
+        ("8@%r14", UsdtArg(8, False, reg="r14")),
+        ("-4@%r9d", UsdtArg(4, True, reg="r9")),
+        ("8@-16(%rbp)", UsdtArg(8, False, base="bp", disp=-16)),
+        ("-4@12(%rsp)", UsdtArg(4, True, base="sp", disp=12)),
+        ("8@(%rax)", UsdtArg(8, False, base="ax")),
+        ("8@8(%rax,%rdx,8)", UsdtArg(8, False, base="ax", disp=8, index="dx", scale=8)),
+        ("2@(%rbx,%rcx)", UsdtArg(2, False, base="bx", index="cx")),
+        ("4@$5", UsdtArg(4, False, const=5)),
+        ("-8@$-1", UsdtArg(8, True, const=-1)),
+        ("8@$0x10", UsdtArg(8, False, const=16)),
+    ],
+)
+def test_every_location_sdt_notes_use_is_read(text: str, want: UsdtArg) -> None:
+    assert parse_arg(text) == want
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "8@foo(%rip)",  # a global: relative to the instruction pointer
+        "8@%fs:8",
+        "3@%rax",
+        "8@%xmm0",
+        "8@%rax)",
+        "8@(%rax,%rdx,3)",
+        "@%rax",
+        "8@" + "9" * 100,
+        "8@$" + "9" * 25,
+        "",
+        "8@%rip",
+    ],
+)
+def test_what_it_does_not_read_is_refused_in_one_line(text: str) -> None:
+    with pytest.raises(ArgError) as got:
+        parse_arg(text)
+    assert "\n" not in str(got.value) and len(str(got.value)) < 200
+
+
+def test_each_location_becomes_c_that_leaves_the_value_in_v() -> None:
+    assert reader(parse_arg("8@%rax")) == "v = ctx->ax;"
+    assert reader(parse_arg("-4@%eax")) == "v = ctx->ax; v = (u64)(s64)(s32)v;"
+    assert reader(parse_arg("2@%bx")) == "v = ctx->bx; v = (u64)(u16)v;"
+    assert reader(parse_arg("-8@$-1")) == "v = (u64)0xffffffffffffffffULL;"
+    mem = reader(parse_arg("-4@8(%rax,%rdx,4)"))
+    assert "bpf_probe_read_user(&t, sizeof(t), (void *)(ctx->ax + (8LL) + ctx->dx * 4))" in mem
+    assert mem.startswith("{ u32 t = 0;") and mem.endswith("v = (u64)(s64)(s32)v;")
