@@ -170,7 +170,11 @@ def test_root_reads_the_headers_itself_and_places_every_address_by_them(tmp_path
                     ["g", "g", 0x9000, 4, False],
                     ["h", "h", 0x3010, 4, False],
                 ],
-                "usdt": [["p", "n", 0x1020, 0x3008, "-4@%eax"], ["p", "m", 0x3004, 0, ""]],
+                "usdt": [
+                    ["p", "n", 0x1020, 0x3008, "-4@%eax"],
+                    ["p", "m", 0x3004, 0, ""],  # a site in data
+                    ["p", "s", 0x1024, 0x1030, ""],  # a semaphore in code
+                ],
                 "stripped": True,
             },
             fd,

@@ -60,3 +60,18 @@ def test_each_location_becomes_c_that_leaves_the_value_in_v() -> None:
     mem = reader(parse_arg("-4@8(%rax,%rdx,4)"))
     assert "bpf_probe_read_user(&t, sizeof(t), (void *)(ctx->ax + (8LL) + ctx->dx * 4))" in mem
     assert mem.startswith("{ u32 t = 0;") and mem.endswith("v = (u64)(s64)(s32)v;")
+
+
+def test_an_argument_in_too_many_places_is_refused_before_anything_compiles() -> None:
+    """A file whose probe keeps @arg1 in 17 places would cost 17 programs: refused."""
+    from adaptyst_top.collectors.probes.attach_plan import MAX_READERS, PlanError, plan_usdt
+    from adaptyst_top.collectors.probes.elf_info import ElfInfo, UsdtProbe
+    from adaptyst_top.collectors.probes.spec import parse_spec
+
+    def sites(n: int) -> tuple[UsdtProbe, ...]:
+        return tuple(UsdtProbe("p", "n", 0x1000 + i, 0, f"8@{8 * i}(%rbp)") for i in range(n))
+
+    spec = parse_spec("usdt:/nonexistent:p:n@arg1")
+    many = ElfInfo("/nonexistent", (), sites(MAX_READERS + 1), True, "EM_X86_64")
+    with pytest.raises(PlanError, match=f"lies in {MAX_READERS + 1} places"):
+        plan_usdt(spec, "/nonexistent", many, 100)

@@ -80,7 +80,14 @@ def checked(answer: Any, fd: int, path: str) -> ElfInfo:
             raise TypeError
         # A function or a USDT site outside the executable segments is no place to probe.
         syms = tuple(s for f in functions if (s := _function(f, code)) is not None)
-        probes = tuple(u for n in notes if _place(code, (u := _usdt(n)).address) is not None)
+        # A semaphore must lie in a segment the process may write (the kernel raises it).
+        data = tuple(x for x in loads if x not in readonly)
+        probes = tuple(
+            u
+            for n in notes
+            if _place(code, (u := _usdt(n)).address) is not None
+            and (u.semaphore == 0 or _place(data, u.semaphore) is not None)
+        )
         if not isinstance(stripped, bool):
             raise TypeError
     except (KeyError, TypeError, ValueError):

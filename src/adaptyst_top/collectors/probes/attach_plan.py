@@ -20,6 +20,11 @@ from adaptyst_top.collectors.probes.spec import ProbeSpec
 Refusal = Callable[[entry_safety.EntryInsn], "str | None"]
 
 
+# Distinct places one USDT argument may lie in among a probe's sites, a program each: an
+# inlined probe has a few; a file with thousands would hold the compiler for every user.
+MAX_READERS = 16
+
+
 class PlanError(ValueError):
     """Why a spec matches nothing that can be probed, in one line."""
 
@@ -185,6 +190,11 @@ def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsd
         # one reader per distinct location, each site to its own.
         where = {p.address: p.arg_specs[spec.arg - 1] for p in sites[spec.name]}
         distinct = sorted(set(where.values()))
+        if len(distinct) > MAX_READERS:
+            raise PlanError(
+                f"{spec.text}: @arg{spec.arg} lies in {len(distinct)} places among its sites "
+                f"(at most {MAX_READERS} are read: a program each)"
+            )
         try:
             readers = tuple(usdt_args.reader(usdt_args.parse_arg(t)) for t in distinct)
         except usdt_args.ArgError as exc:
