@@ -135,9 +135,23 @@ def test_root_demangles_none_of_a_users_names(
     assert any(f.get("symbol", "").startswith("_Z") for f in answer["objects"][0]["functions"])
 
 
-def _header(phnum: int = 1, cls: int = 2, phoff: int = 64) -> bytes:
+def _header(phnum: int = 1, cls: int = 2, phoff: int = 64, sections: int = 0) -> bytes:
+    """An ELF header; SECTIONS: that many section headers at 0x200, names the last."""
     ident = b"\x7fELF" + bytes([cls, 1, 1, 0, 0]) + bytes(7)
-    return ident + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, phoff, 0, 0, 64, 56, phnum, 0, 0, 0)
+    shoff, shentsize, shstrndx = (0x200, 64, sections - 1) if sections else (0, 0, 0)
+    fields = (3, 62, 1, 0, phoff, shoff, 0, 64, 56, phnum, shentsize, sections, shstrndx)
+    return ident + struct.pack("<HHIQQQIHHHHHH", *fields)
+
+
+def _sections() -> bytes:
+    """At 0x180 the section names, at 0x200 three section headers: none, .probes (at
+    0x3000, 16 bytes, in the writable segment) and the names."""
+    names = b"\0.probes\0.shstrtab\0"
+    shdr = struct.Struct("<IIQQQQIIQQ")
+    table = shdr.pack(*[0] * 10)
+    table += shdr.pack(1, 1, 3, 0x3000, 0x100, 0x10, 0, 0, 2, 0)
+    table += shdr.pack(9, 3, 0, 0, 0x180, len(names), 0, 0, 1, 0)
+    return names.ljust(0x80, b"\0") + table
 
 
 def _phdr(vaddr: int, filesz: int, offset: int, flags: int = 5) -> bytes:
@@ -151,8 +165,8 @@ def _file(tmp_path: Path, data: bytes) -> int:
 
 
 def test_root_reads_the_headers_itself_and_places_every_address_by_them(tmp_path: Path) -> None:
-    body = _header(2) + _phdr(0x1000, 0x100, 0) + _phdr(0x3000, 0x40, 0x100, flags=6)
-    fd = _file(tmp_path, body + bytes(0x200 - len(body)))
+    body = _header(2, sections=3) + _phdr(0x1000, 0x100, 0) + _phdr(0x3000, 0x40, 0x100, flags=6)
+    fd = _file(tmp_path, body.ljust(0x180, b"\0") + _sections())
     try:
         assert headers(fd, "f") == (
             "EM_X86_64",
@@ -174,6 +188,8 @@ def test_root_reads_the_headers_itself_and_places_every_address_by_them(tmp_path
                     ["p", "n", 0x1020, 0x3008, "-4@%eax"],
                     ["p", "m", 0x3004, 0, ""],  # a site in data
                     ["p", "s", 0x1024, 0x1030, ""],  # a semaphore in code
+                    ["p", "o", 0x1028, 0x3009, ""],  # ... at an odd address
+                    ["p", "d", 0x102C, 0x3020, ""],  # ... in data past .probes
                 ],
                 "stripped": True,
             },

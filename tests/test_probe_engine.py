@@ -103,6 +103,27 @@ def test_places_are_the_files_offsets_libbcc_resolves_none(
     monkeypatch.undo()
 
 
+def test_two_probes_at_one_place_leave_nothing_behind(workload: Workload) -> None:
+    """Two functions whose calls go to one implementation (glibc's memcpy and memmove
+    IFUNCs pick one on many CPUs), keyed, one uprobe each: the second is refused in one
+    line instead of hiding the first from detach; a USDT pair whose END is its BEGIN is
+    refused. Nothing is left attached (the fixture checks)."""
+    from .test_ifunc import LIBC
+
+    b = workload.binary
+    with ProbeEngine(pid=workload.pid, multi_links=False) as engine:
+        g = engine.add(f"uprobe:{LIBC}:mem[cm][po]*@arg1")
+        assert engine.wait(120)
+        rows_now = engine.snapshot_rows()
+        assert rows_now and all(
+            r.state == "attached" or (r.error and "\n" not in r.error) for r in rows_now
+        ), [(r.name, r.state, r.error) for r in rows_now]
+        assert g.state in ("attached", "error")
+        assert "two of its probe sites lie at one address" in error_of(
+            engine, f"usdt:{b}:adaptyst_test:tick..tick"
+        )
+
+
 def test_usdt_count_and_rate(workload: Workload) -> None:
     with ProbeEngine(pid=workload.pid) as engine:
         attached(engine, f"usdt:{workload.binary}:adaptyst_test:tick")

@@ -75,3 +75,19 @@ def test_an_argument_in_too_many_places_is_refused_before_anything_compiles() ->
     many = ElfInfo("/nonexistent", (), sites(MAX_READERS + 1), True, "EM_X86_64")
     with pytest.raises(PlanError, match=f"lies in {MAX_READERS + 1} places"):
         plan_usdt(spec, "/nonexistent", many, 100)
+
+
+def test_a_spec_of_too_many_sites_or_two_at_one_place_is_refused() -> None:
+    from adaptyst_top.collectors.probes.attach_plan import MAX_SITES, PlanError, plan_usdt
+    from adaptyst_top.collectors.probes.elf_info import ElfInfo, UsdtProbe
+    from adaptyst_top.collectors.probes.spec import parse_spec
+
+    def elf(addresses: list[int]) -> ElfInfo:
+        notes = tuple(UsdtProbe("p", "n", a, 0, "") for a in addresses)
+        return ElfInfo("/nonexistent", (), notes, True, "EM_X86_64")
+
+    spec = parse_spec("usdt:/nonexistent:p:n")
+    with pytest.raises(PlanError, match=f"{MAX_SITES + 1} probe sites"):
+        plan_usdt(spec, "/nonexistent", elf(list(range(MAX_SITES + 1))), 1000)
+    with pytest.raises(PlanError, match="two of its probe sites lie at one address"):
+        plan_usdt(spec, "/nonexistent", elf([0x10, 0x10]), 1000)

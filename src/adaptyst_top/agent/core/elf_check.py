@@ -20,8 +20,11 @@ _HEADER = struct.Struct("<4sBBBBBxxxxxxxHHIQQQIHHHHHH")  # Elf64_Ehdr
 _PHDR = struct.Struct(
     "<IIQQQQQQ"
 )  # Elf64_Phdr: type, flags, offset, vaddr, paddr, filesz, memsz, align
+_SHDR = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr: name, type, flags, addr, offset, size, ...
 _PT_LOAD, _PF_X, _PF_W, _ET_EXEC = 1, 1, 2, 2
 MAX_SEGMENTS = 512
+MAX_SECTIONS = 4096
+MAX_NAMES = 1 << 20  # bytes of section names read
 MAX_FUNCTIONS = 1_000_000  # OpenBLAS unstripped has 224,372
 MAX_NOTE = 4096
 _MACHINES = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
@@ -64,6 +67,31 @@ def headers(fd: int, path: str) -> tuple[str, bool, Loads, Loads, Loads]:
     return name, e_type == _ET_EXEC, tuple(loads), tuple(readonly), tuple(code)
 
 
+def semaphores(fd: int) -> tuple[int, int] | None:
+    """(address, size) of the file's `.probes` section, where SDT semaphores live, from
+    bounded reads of the section headers and their names; None when it has none. A
+    semaphore is taken only there: the kernel raises the word at that place in every
+    process that maps the file while the probe is attached, across an exec too."""
+    size = os.fstat(fd).st_size
+    head = os.pread(fd, _HEADER.size, 0)
+    if len(head) < _HEADER.size:
+        return None
+    *_, shoff, _, _, _, _, shentsize, shnum, shstrndx = _HEADER.unpack(head)[9:]
+    if shentsize != _SHDR.size or not 0 < shnum <= MAX_SECTIONS or shstrndx >= shnum:
+        return None
+    if shoff + shnum * _SHDR.size > size:
+        return None
+    table = list(_SHDR.iter_unpack(os.pread(fd, shnum * _SHDR.size, shoff)))
+    names_at, names_size = table[shstrndx][4], table[shstrndx][5]
+    if names_at + min(names_size, MAX_NAMES) > size:
+        return None
+    names = os.pread(fd, min(names_size, MAX_NAMES), names_at)
+    for name, _, _, addr, _, sh_size, *_ in table:
+        if names[name : name + len(b".probes") + 1] == b".probes\0":
+            return addr, sh_size
+    return None
+
+
 def checked(answer: Any, fd: int, path: str) -> ElfInfo:
     """The worker's ANSWER for the file FD (shown as PATH), as the root process takes
     it: NotELFError with the worker's one line, or for any field of the wrong shape."""
@@ -80,13 +108,24 @@ def checked(answer: Any, fd: int, path: str) -> ElfInfo:
             raise TypeError
         # A function or a USDT site outside the executable segments is no place to probe.
         syms = tuple(s for f in functions if (s := _function(f, code)) is not None)
-        # A semaphore must lie in a segment the process may write (the kernel raises it).
+        # A semaphore must be a 2-byte word of the .probes section, in a segment the
+        # process may write: nowhere else will the kernel be asked to raise one.
         data = tuple(x for x in loads if x not in readonly)
+        probes_at = semaphores(fd) if any(_usdt(n).semaphore for n in notes) else None
+
+        def semaphore_ok(u: UsdtProbe) -> bool:
+            if u.semaphore == 0:
+                return True
+            if probes_at is None or u.semaphore % 2:
+                return False
+            start, length = probes_at
+            inside = start <= u.semaphore and u.semaphore + 2 <= start + length
+            return inside and _place(data, u.semaphore) is not None
+
         probes = tuple(
             u
             for n in notes
-            if _place(code, (u := _usdt(n)).address) is not None
-            and (u.semaphore == 0 or _place(data, u.semaphore) is not None)
+            if _place(code, (u := _usdt(n)).address) is not None and semaphore_ok(u)
         )
         if not isinstance(stripped, bool):
             raise TypeError

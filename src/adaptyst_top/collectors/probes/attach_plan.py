@@ -23,6 +23,9 @@ Refusal = Callable[[entry_safety.EntryInsn], "str | None"]
 # Distinct places one USDT argument may lie in among a probe's sites, a program each: an
 # inlined probe has a few; a file with thousands would hold the compiler for every user.
 MAX_READERS = 16
+# Sites one USDT spec attaches (a descriptor each per process): CPython's probes have
+# one each, an inlined library probe a few; a file with thousands would spend root's.
+MAX_SITES = 64
 
 
 class PlanError(ValueError):
@@ -177,6 +180,15 @@ def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsd
     assert spec.provider is not None and spec.name is not None
     names = [spec.name] + ([spec.end] if spec.end else [])
     sites = {n: find_usdt(elf, path, spec.provider, n) for n in names}
+    placed = [p.address for n in names for p in sites[n]]
+    if len(set(placed)) < len(placed):
+        # Two probes at one place would share the kernel's name for it: one could never
+        # be taken off again (a pair whose END is its BEGIN, or a note given twice).
+        raise PlanError(f"{spec.text}: two of its probe sites lie at one address")
+    if len(placed) > MAX_SITES:
+        raise PlanError(
+            f"{spec.text}: {len(placed)} probe sites (at most {MAX_SITES} are attached for one spec)"
+        )
     readers: tuple[str, ...] = ()
     variant: dict[tuple[str, int], int] = {}
     if spec.arg is not None:

@@ -90,8 +90,11 @@ def _attach_uprobe(
 ) -> None:
     from bcc import BPF
 
-    fn = bpf.load_func(fn_name.encode(), BPF.KPROBE)
     ev_name = bpf._get_uprobe_evname(b"r" if ret else b"p", path, offset, pid)
+    if ev_name in bpf.uprobe_fds:
+        # bcc keeps one descriptor per name: a second would hide the first from detach.
+        raise OSError(f"another probe of this module is attached at offset {offset:#x}")
+    fn = bpf.load_func(fn_name.encode(), BPF.KPROBE)
     fd = _libbcc().bpf_attach_uprobe(fn.fd, 1 if ret else 0, ev_name, path, offset, pid, ref_ctr)
     if fd < 0:
         raise OSError(ct.get_errno(), f"Failed to attach BPF to {'uretprobe' if ret else 'uprobe'}")
