@@ -7,13 +7,12 @@ workload):
 - another process calling a function one client probes in its own process: per-call time
   against no probe at all, and against a node-wide probe of the same function.
 
-    .venv/bin/python bench/bench_agent.py [--json]
+    .venv/bin/python -m bench.bench_agent [--json]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -23,15 +22,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import orjson
 
-import orjson  # noqa: E402
-
-from adaptyst_top.runtime.agent_client import AgentConnection  # noqa: E402
-from adaptyst_top.runtime.session import SessionOptions, open_session  # noqa: E402
-from adaptyst_top.snapshot import Snapshot, reusing  # noqa: E402
-from tests.workload import build  # noqa: E402
+from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.session import SessionOptions, open_session
+from adaptyst_top.snapshot import Snapshot, reusing
+from bench import common
+from tests.support.workload import build
 
 CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -119,6 +116,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    common.header(args.json)
     d = Path(tempfile.mkdtemp(prefix="bench-agent-"))
     d.chmod(0o755)
     binary = build(d)
@@ -205,11 +203,7 @@ def main() -> int:
     finally:
         agent.terminate()
         agent.wait(60)
-    if args.json:
-        print(json.dumps(res, indent=1))
-    else:
-        for k, v in res.items():
-            print(f"{k:<45} {v:10.3f}")
+    common.footer(res, args.json, width=45, indent=1)
     return 0
 
 

@@ -10,7 +10,7 @@ real users made with useradd, removed at the end):
   p95 round trip under them as ratios to the same user's quiet figures (goal <= 2x),
   and the agent's RSS idle, under load and after the sessions closed.
 
-    .venv/bin/python bench/bench_agent_privsep.py [--json] [--no-load] [--before REV]
+    .venv/bin/python -m bench.bench_agent_privsep [--json] [--no-load] [--before REV]
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from adaptyst_top.runtime.agent_client import AgentConnection  # noqa: E402
-from tests.as_user import run_as  # noqa: E402
-from tests.workload import build  # noqa: E402
+from adaptyst_top.runtime.agent_client import AgentConnection
+from bench import common
+from tests.support.as_user import run_as
+from tests.support.paths import REPO
+from tests.support.workload import build
 
 CLI = ["-m", "adaptyst_top.cli.start", "agent"]
 BEFORE = "3487702^"  # the agent whose thread took a user's ids
@@ -44,7 +43,7 @@ SPECS = ("fast_fn", "held_fn", "napped_fn", "nop5_entry")
 
 
 def as_user(uid: int, fn: Callable[[], object]) -> object:
-    """FN's JSON-able result, run in a forked child that became UID (tests/as_user.py)."""
+    """FN's JSON-able result, run in a forked child that became UID (tests/support/as_user.py)."""
     code, out = run_as(uid, lambda: json.dumps(fn()).encode())
     if code != 0:
         raise RuntimeError(out.decode(errors="replace"))
@@ -203,6 +202,7 @@ def main() -> int:
     p.add_argument("--no-load", action="store_true", help="skip the load cases")
     p.add_argument("--before", default=BEFORE, help=f"the agent to compare with (default {BEFORE})")
     args = p.parse_args()
+    common.header(args.json)
     folder = Path(tempfile.mkdtemp(prefix="bench-privsep-"))
     folder.chmod(0o755)
     old = folder / "before"
@@ -210,10 +210,10 @@ def main() -> int:
     names = [f"bps{i}-{tag}" for i in range(9)]
     res: dict[str, object] = {}
     try:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old),
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(old),
                         args.before], check=True)  # fmt: skip
         res["before_rev"] = args.before
-        for so in (ROOT / "src/adaptyst_top/placement").glob("_sdt*.so"):
+        for so in (REPO / "src/adaptyst_top/placement").glob("_sdt*.so"):
             shutil.copy(so, old / "src/adaptyst_top/placement")
         for n in names:
             subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", n], check=True)
@@ -247,16 +247,12 @@ def main() -> int:
                 res["seven_users_2x4"] = load_case(sock, agent_pid, uids[1:8], 2, uids[8], work,
                                                    quiet)  # fmt: skip
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)],
                        check=False, capture_output=True)  # fmt: skip
         for n in names:
             subprocess.run(["userdel", n], check=False, capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
-    if args.json:
-        print(json.dumps(res))
-    else:
-        for k, v in res.items():
-            print(f"{k}: {json.dumps(v)}")
+    common.footer(res, args.json, width=20, spec="")
     return 0
 
 

@@ -1,7 +1,7 @@
 """CPU time of one device sweep (goal: <= 5 ms here), against a peer in the same run:
 the bare psutil reads every monitor does (per-core CPU, memory, load).
 
-    .venv/bin/python bench/bench_device_sweep.py [--sweeps N] [--json] [--nvidia-smi]
+    .venv/bin/python -m bench.bench_device_sweep [--sweeps N] [--json] [--nvidia-smi]
 
 Also measured: the sweep with 8 fake NVML GPUs (the real pynvml structures and
 units; the driver calls themselves are not in it: no GPU here). Where an NVIDIA GPU
@@ -13,23 +13,18 @@ reported beside CPU time: NVML calls wait on the driver.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import subprocess
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from adaptyst_top.collectors.devices.nvml import NvmlCollector  # noqa: E402
-from adaptyst_top.collectors.devices.sweep import DeviceSweep  # noqa: E402
-from tests.fake_nvml import FakeGpu, FakeNvml  # noqa: E402
+from adaptyst_top.collectors.devices.nvml import NvmlCollector
+from adaptyst_top.collectors.devices.sweep import DeviceSweep
+from bench import common
+from tests.support.fake_nvml import FakeGpu, FakeNvml
 
 # What the NVML collector reads, as nvidia-smi names it.
 SMI_QUERY = (
@@ -65,6 +60,7 @@ def main() -> int:
     ap.add_argument("--nvidia-smi", action="store_true", help="time nvidia-smi beside us")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    common.header(args.json)
 
     def peer(_now: float) -> object:
         return (psutil.cpu_percent(percpu=True), psutil.virtual_memory(), os.getloadavg())
@@ -95,11 +91,7 @@ def main() -> int:
         )
     here.close()
     res["ratio_vs_peer"] = res["sweep_this_machine_ms"] / res["peer_psutil_ms"]
-    if args.json:
-        print(json.dumps(res))
-    else:
-        for k, v in res.items():
-            print(f"{k:<28} {v:10.3f}")
+    common.footer(res, args.json)
     return 0
 
 

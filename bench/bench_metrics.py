@@ -4,28 +4,23 @@ half an octave: the boundaries they occupy are exported), against
 Debian's node_exporter (its default collectors) scraped the same way in the same run.
 Series counted as the sample lines of the text format.
 
-    .venv/bin/python bench/bench_metrics.py [--json]
+    .venv/bin/python -m bench.bench_metrics [--json]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import socket
 import statistics
 import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from adaptyst_top.runtime import metrics, metrics_export  # noqa: E402
-from adaptyst_top.snapshot import Latency, ProbeEntry  # noqa: E402
-from adaptyst_top.snapshot.histogram import bucket_of  # noqa: E402
+from adaptyst_top.runtime import metrics, metrics_export
+from adaptyst_top.snapshot import Latency, ProbeEntry
+from adaptyst_top.snapshot.histogram import bucket_of
+from bench import common
 
 REPS = 20
 
@@ -67,6 +62,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    common.header(args.json)
     res: dict[str, float] = {}
     devices = metrics_export.node_devices()
     for n in (0, 10, 50, 200):
@@ -99,11 +95,7 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait()
-    if args.json:
-        print(json.dumps(res, indent=1))
-    else:
-        for k, v in res.items():
-            print(f"{k:<28} {v:10.1f}")
+    common.footer(res, args.json, spec="10.1f", indent=1)
     return 0
 
 

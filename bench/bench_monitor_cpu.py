@@ -1,31 +1,30 @@
 """The monitor's own CPU use at 1 s refresh with ~50 probe rows and every pane, side by
 side in the same run, all in tmux, with `top -d 1`, `htop -d 10` and two floors
-(bench/textual_floor.py): Textual changing one line a second, and our presentation
+(bench.textual_floor): Textual changing one line a second, and our presentation
 alone repainting 45 rows that all change every second with nothing collected; and a
 headless `record` of the same probes, which collects and draws nothing. Ours is also given from schedstat (ns, its UI thread
 apart), which clock ticks only approximate.
 
-    sudo .venv/bin/python bench/bench_monitor_cpu.py [--seconds 60] [--json]
+    sudo .venv/bin/python -m bench.bench_monitor_cpu [--seconds 60] [--json]
 
-The target is tests/targets/workload.c running `forever`; the probes are its
+The target is tests/support/targets/workload.c running `forever`; the probes are its
 functions, a USDT pair split by task name, and libc's *printf* family in it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tests.workload import build  # noqa: E402
+from bench import common
+from tests.support.paths import REPO
+from tests.support.workload import build
 
 CLI = Path(sys.executable).parent / "adaptyst-top"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -90,12 +89,16 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    common.header(args.json)
     if os.geteuid() != 0:
         print("bench_monitor_cpu: needs root (eBPF)", file=sys.stderr)
         return 1
     binary = build(Path(tempfile.mkdtemp()))
     ours = "bench-ours"
-    floor = f"exec {sys.executable} {ROOT / 'bench' / 'textual_floor.py'}"
+    # The floor imports bench.*: it runs from the repository, as every benchmark does.
+    floor = (
+        f"cd {shlex.quote(str(REPO))} && exec {shlex.quote(sys.executable)} -m bench.textual_floor"
+    )
     probes = (
         f"--probe 'uprobe:{binary}:*_fn' "
         f"--probe 'usdt:{binary}:adaptyst_test:task_begin..task_end@arg1' "
@@ -155,11 +158,7 @@ def main() -> int:
         time.sleep(2)
         for s in sessions:
             subprocess.run(["tmux", "kill-session", "-t", s], capture_output=True)
-    if args.json:
-        print(json.dumps(res))
-    else:
-        for k, v in res.items():
-            print(f"{k:<22} {v:10.3f}")
+    common.footer(res, args.json, width=22)
     return 0
 
 

@@ -1,9 +1,9 @@
 """Per-hit cost and accuracy of adaptyst-top's probes, side by side in one run with an
 empty BPF program on the same function and with bcc's funclatency.
 
-    sudo .venv/bin/python bench/bench_probe_cost.py [--calls N] [--json]
+    sudo .venv/bin/python -m bench.bench_probe_cost [--calls N] [--json]
 
-Target: tests/targets/workload.c (built here). The cost of a probe is the time per
+Target: tests/support/targets/workload.c (built here). The cost of a probe is the time per
 call of the traced function with the probe minus without it, measured in the same
 process, back to back; every figure is a median of --repeats runs.
 """
@@ -11,7 +11,6 @@ process, back to back; every figure is a median of --repeats runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -24,15 +23,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from adaptyst_top.collectors.probes.bcc_extras import enable_run_time_stats  # noqa: E402
-from adaptyst_top.collectors.probes.calibration import BackgroundCalibration  # noqa: E402
-from adaptyst_top.collectors.probes.engine import ProbeEngine  # noqa: E402
-from adaptyst_top.collectors.probes.overhead import CostTable  # noqa: E402
-from tests.bpf_objects import loaded_programs  # noqa: E402
-from tests.workload import Workload, build  # noqa: E402
+from adaptyst_top.collectors.probes.bcc_extras import enable_run_time_stats
+from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
+from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.overhead import CostTable
+from bench import common
+from tests.support.bpf_objects import loaded_programs
+from tests.support.workload import Workload, build
 
 FUNCLATENCY = shutil.which("funclatency-bpfcc") or "/usr/share/bcc/tools/funclatency"
 
@@ -159,6 +156,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    common.header(args.json)
     if os.geteuid() != 0:
         print("bench_probe_cost: needs root (eBPF)", file=sys.stderr)
         return 1
@@ -341,11 +339,7 @@ def main() -> int:
     res["calibration"] = costs.costs[r.cost_class or ""].source  # type: ignore[assignment]
     w.kill()
 
-    if args.json:
-        print(json.dumps(res))
-    else:
-        for k, v in res.items():
-            print(f"{k:<42} {v:>14.3f}" if isinstance(v, float) else f"{k:<42} {v!s:>14}")
+    common.footer(res, args.json, width=42, spec=">14.3f")
     return 0
 
 

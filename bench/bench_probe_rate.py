@@ -1,5 +1,5 @@
 """The highest sustained rate of probed calls with exact counts: a target calling one
-function from K threads at once (tests/targets/workload.c `threads K N F`), with this
+function from K threads at once (tests/support/targets/workload.c `threads K N F`), with this
 tool's latency probe (entry and return) against an empty BPF program on the same entry
 and return, and no probe, in turns, in one run. Two functions: `nop5_entry` (a 5-byte nop
 first, as gcc -pg -mfentry -mnop-mcount builds them: the kernel's call path where it
@@ -10,7 +10,7 @@ less its BPF run time), the empty program's BPF time, and what this tool's progr
 in the kernel (their BPF run time less the empty one's), from run-time statistics held on
 for the run (BPF_ENABLE_STATS).
 
-    sudo .venv/bin/python bench/bench_probe_rate.py [--calls 1000000] [--repeats 3] [--json]
+    sudo .venv/bin/python -m bench.bench_probe_rate [--calls 1000000] [--repeats 3] [--json]
 """
 
 from __future__ import annotations
@@ -24,16 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bench_probe_cost import EmptyProgram, ours  # noqa: E402
-
-from adaptyst_top.collectors.probes import overhead as ov  # noqa: E402
-from adaptyst_top.collectors.probes.bcc_extras import enable_run_time_stats  # noqa: E402
-from adaptyst_top.collectors.probes.reading import bpf_run_ns  # noqa: E402
-from tests.workload import Workload, build  # noqa: E402
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.bcc_extras import enable_run_time_stats
+from adaptyst_top.collectors.probes.reading import bpf_run_ns
+from bench import common
+from bench.bench_probe_cost import EmptyProgram, ours
+from tests.support.workload import Workload, build
 
 FUNCTIONS = ("nop5_entry", "fast_fn")
 THREADS = (1, 2, 4)
@@ -45,6 +41,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    common.header(args.json)
     binary = build(Path(tempfile.mkdtemp(prefix="bench-rate-")))
     w = Workload(binary)
     stats_fd = enable_run_time_stats()

@@ -4,7 +4,7 @@ default for .zst: each line only what changed) in the same run, on a synthetic 1
 24 h (rows with moving counts, rates and histograms, as a busy target gives),
 and what compressing costs per interval.
 
-    .venv/bin/python bench/bench_recording_size.py [--minutes 10] [--json]
+    .venv/bin/python -m bench.bench_recording_size [--minutes 10] [--json]
 
 With --real-minutes M (root: real probes), a real `record` of M minutes instead: the
 test workload running `forever`, probed on its functions, its USDT pair split by task,
@@ -25,20 +25,18 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from adaptyst_top.collectors.probes.output import latency_fields  # noqa: E402
-from adaptyst_top.collectors.probes.overhead import CostTable  # noqa: E402
-from adaptyst_top.runtime.record_file import open_output  # noqa: E402
-from adaptyst_top.runtime.record_format import CompactEncoder  # noqa: E402
-from adaptyst_top.snapshot import (  # noqa: E402
+from adaptyst_top.collectors.probes.output import latency_fields
+from adaptyst_top.collectors.probes.overhead import CostTable
+from adaptyst_top.runtime.record_file import open_output
+from adaptyst_top.runtime.record_format import CompactEncoder
+from adaptyst_top.snapshot import (
     DeviceReading,
     Overhead,
     ProbeEntry,
     Snapshot,
 )
-from adaptyst_top.snapshot.histogram import bucket_of  # noqa: E402
+from adaptyst_top.snapshot.histogram import bucket_of
+from bench import common
 
 ROWS = 200
 GIB = 1 << 30
@@ -111,7 +109,7 @@ def write(path: Path, snaps: list[Snapshot], compact: bool = False) -> float:
 
 def real_record(minutes: float, d: Path) -> list[Snapshot]:
     """The snapshots of a real `record` of the test workload, as its plain lines hold them."""
-    from tests.workload import build
+    from tests.support.workload import build
 
     binary = build(d)
     out = d / "real.jsonl"
@@ -137,6 +135,7 @@ def main() -> int:
     p.add_argument("--real-minutes", type=float, default=0.0, metavar="M")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    common.header(args.json)
     if args.real_minutes > 0 and os.geteuid() != 0:
         print("bench_recording_size: --real-minutes needs root (eBPF)", file=sys.stderr)
         return 1
@@ -165,11 +164,7 @@ def report(snaps: list[Snapshot], d: Path, as_json: bool) -> int:
     res["compact_zstd_gib_per_day"] = compact.stat().st_size * scale / GIB
     res["compact_ratio"] = plain.stat().st_size / compact.stat().st_size
     res["compact_ms_per_interval"] = compact_s * 1e3 / seconds
-    if as_json:
-        print(json.dumps(res, indent=1))
-    else:
-        for k, v in res.items():
-            print(f"{k:<28} {v:10.3f}")
+    common.footer(res, as_json, indent=1)
     return 0
 
 

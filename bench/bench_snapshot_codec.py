@@ -1,8 +1,8 @@
 """What reading and writing a snapshot's JSON costs, against the JSON parser alone.
 
-    .venv/bin/python bench/bench_snapshot_codec.py [--rows N] [--repeat N] [--json]
+    .venv/bin/python -m bench.bench_snapshot_codec [--rows N] [--repeat N] [--json]
 
-A snapshot of N probe rows (the rows of tests/data/recording.jsonl, cloned) is read
+A snapshot of N probe rows (the rows of tests/support/data/recording.jsonl, cloned) is read
 (`json.loads` then `Snapshot.from_json`) and written (`to_json` then `json.dumps`) in a
 loop. The peer is `json.loads`/`json.dumps` of the same line alone: the ratio says what
 the checked, typed codec adds to the parse a replay or an agent client pays anyway.
@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from adaptyst_top.snapshot import Snapshot
+from bench import common
+from tests.support.paths import DATA
 
-REAL = Path(__file__).resolve().parent.parent / "tests" / "data" / "recording.jsonl"
+REAL = DATA / "recording.jsonl"
 
 
 def line_of(rows: int) -> str:
@@ -52,6 +53,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    common.header(a.json)
     line = line_of(a.rows)
     value = json.loads(line)
     snap = Snapshot.from_json(value)
@@ -69,11 +71,7 @@ def main() -> None:
         "write_us": round(write, 1),
         "write_ratio": round(write / dump, 2),
     }
-    if a.json:
-        print(json.dumps(res))
-    else:
-        for k, v in res.items():
-            print(f"{k:>18}  {v}")
+    common.footer(res, a.json, width=18, spec="")
 
 
 if __name__ == "__main__":

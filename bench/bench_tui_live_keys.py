@@ -1,9 +1,9 @@
 """How fast a key takes effect in the live monitor with 200+ probes attached to a real
 process (goal: within 100 ms), and what one refresh of that many rows costs.
 
-    sudo .venv/bin/python bench/bench_tui_live_keys.py [--repeats 5] [--json]
+    sudo .venv/bin/python -m bench.bench_tui_live_keys [--repeats 5] [--json]
 
-The target is tests/targets/workload.c running `forever`; the probes are its own
+The target is tests/support/targets/workload.c running `forever`; the probes are its own
 functions and two libc globs in it (get*, *printf*), each an entry+return uprobe pair.
 A key's time runs from the press until its effect is in the widgets (the next frame
 paints it; frames are capped at TEXTUAL_FPS, 20 by default): a probe's state cell
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -24,19 +23,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from textual import events
 
-from textual import events  # noqa: E402
-
-from adaptyst_top.runtime.session import SessionOptions, open_session  # noqa: E402
-from adaptyst_top.runtime.sources import LiveSource  # noqa: E402
-from adaptyst_top.tui.app import MonitorApp  # noqa: E402
-from adaptyst_top.tui.screens.detail import DetailScreen  # noqa: E402
-from adaptyst_top.tui.screens.help import HelpScreen  # noqa: E402
-from adaptyst_top.tui.screens.prompt import PromptScreen  # noqa: E402
-from adaptyst_top.tui.widgets.fast_table import FastTable  # noqa: E402
-from tests.workload import build  # noqa: E402
+from adaptyst_top.runtime.session import SessionOptions, open_session
+from adaptyst_top.runtime.sources import LiveSource
+from adaptyst_top.tui.app import MonitorApp
+from adaptyst_top.tui.screens.detail import DetailScreen
+from adaptyst_top.tui.screens.help import HelpScreen
+from adaptyst_top.tui.screens.prompt import PromptScreen
+from adaptyst_top.tui.widgets.fast_table import FastTable
+from bench import common
+from tests.support.workload import build
 
 
 async def until(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -129,6 +126,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    common.header(args.json)
     if os.geteuid() != 0:
         print("bench_tui_live_keys: needs root (eBPF)", file=sys.stderr)
         return 1
@@ -162,11 +160,7 @@ def main() -> int:
     for k, v in samples.items():
         res[f"{k}_median"] = statistics.median(v)
         res[f"{k}_max"] = max(v)
-    if args.json:
-        print(json.dumps(res))
-    else:
-        for k, x in res.items():
-            print(f"{k:<26} {x:10.2f}")
+    common.footer(res, args.json, width=26, spec="10.2f")
     return 0
 
 

@@ -1,10 +1,10 @@
 """The TUI's bounded memory over a long replay at high speed, and how fast a key
 takes effect with 200 probe rows (goal: within 100 ms).
 
-    .venv/bin/python bench/bench_tui_replay.py [--snapshots N] [--json]
+    .venv/bin/python -m bench.bench_tui_replay [--snapshots N] [--json]
 
 The recording is synthetic in its numbers but has the shape of a real one (the
-probe rows of tests/data/recording.jsonl, cloned to 200 rows).
+probe rows of tests/support/data/recording.jsonl, cloned to 200 rows).
 """
 
 from __future__ import annotations
@@ -14,18 +14,16 @@ import asyncio
 import copy
 import json
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from adaptyst_top.runtime.sources import ReplaySource
+from adaptyst_top.tui.app import MonitorApp
+from bench import common
+from tests.support.paths import DATA
 
-from adaptyst_top.runtime.sources import ReplaySource  # noqa: E402
-from adaptyst_top.tui.app import MonitorApp  # noqa: E402
-
-REAL = ROOT / "tests" / "data" / "recording.jsonl"
+REAL = DATA / "recording.jsonl"
 
 
 def rss_mib() -> float:
@@ -89,16 +87,13 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=200)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    common.header(args.json)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "long.jsonl"
         synthetic(path, args.snapshots, args.rows)
         res = asyncio.run(run(path, args.snapshots))
     res["rows"] = args.rows
-    if args.json:
-        print(json.dumps(res))
-    else:
-        for k, v in res.items():
-            print(f"{k:<26} {v:10.2f}")
+    common.footer(res, args.json, width=26, spec="10.2f")
     return 0
 
 

@@ -8,7 +8,7 @@ minus without it, the fastest of its repeats), taken --runs times afresh; and, a
 floor, the same sites with an empty BPF program (one count per hit, plain bcc), where
 only the path into the kernel differs.
 
-    sudo .venv/bin/python bench/bench_usdt_sites.py [--runs 3] [--json]
+    sudo .venv/bin/python -m bench.bench_usdt_sites [--runs 3] [--json]
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ import argparse
 import json
 import statistics
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.calibration import PLAN as CALIBRATION_PLAN
 from adaptyst_top.collectors.probes.calibration import build_calibrator, calibrate
 from adaptyst_top.collectors.probes.helper_build import HelperProcess
+from bench import common
 
 ENDBR, ENDBR_NOP5 = "endbr64 (single-stepped)", "endbr64; nop5 (probed on the nop)"
 PLAN = (
@@ -82,6 +80,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    common.header(args.json)
     runs: dict[str, list[float]] = {c: [] for c in CLASSES}
     for i in range(args.runs):
         table = calibrate(plan=PLAN)

@@ -3,7 +3,7 @@ refresh: a Python thread that wakes once a second and does nothing, and the CPU 
 the first system call after a wake against the same call made again at once (caches
 and branch predictors gone cold while asleep; on a VM, the host's too).
 
-    .venv/bin/python bench/bench_wake_cost.py [--seconds 20] [--json]
+    .venv/bin/python -m bench.bench_wake_cost [--seconds 20] [--json]
 
 Why it matters: the monitor's own CPU (bench_monitor_cpu.py) is a few milliseconds a
 second, so each thread that wakes more than it must, and each hand-off between threads,
@@ -13,12 +13,13 @@ is a visible share of it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import threading
 import time
 from collections.abc import Callable
+
+from bench import common
 
 
 def thread_ns(tid: int) -> int:
@@ -78,17 +79,14 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    common.header(args.json)
     rounds = max(3, int(args.seconds / 2))
     res = {"idle_wake_us_per_s": idle_wake_us(args.seconds)}
     for name, call in (("stat", lambda: os.stat("/proc/self")), ("proc_read", read_proc_stat)):
         first, again = first_and_again_us(call, rounds)
         res[f"{name}_first_us"], res[f"{name}_again_us"] = first, again
         res[f"{name}_first_vs_again"] = first / max(again, 1e-3)
-    if args.json:
-        print(json.dumps(res))
-    else:
-        for k, v in res.items():
-            print(f"{k:24s} {v:9.1f}")
+    common.footer(res, args.json, width=24, spec="9.1f")
     return 0
 
 

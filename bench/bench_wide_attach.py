@@ -3,7 +3,7 @@ through multi-uprobe links, beside the kernel's own floor in the same run (an em
 program linked on the same offsets) and beside one uprobe per function (on a narrower
 glob, extrapolated per function: the full glob would take minutes).
 
-    sudo .venv/bin/python bench/bench_wide_attach.py [--spec uprobe:c:*] [--repeats 3] [--json]
+    sudo .venv/bin/python -m bench.bench_wide_attach [--spec uprobe:c:*] [--repeats 3] [--json]
 
 Counts are checked exact afterwards (the target calls getppid a known number of times).
 Compilation is reported apart: the issue's goal (#14) is attaching in <= 1 s and
@@ -13,7 +13,6 @@ detaching in <= 0.5 s, compilation aside.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -21,12 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from adaptyst_top.collectors.probes.engine import ProbeEngine  # noqa: E402
-from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks  # noqa: E402
-from tests.workload import Workload, build  # noqa: E402
+from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
+from bench import common
+from tests.support.workload import Workload, build
 
 
 def ours(pid: int, spec: str, multi: bool) -> dict[str, float]:
@@ -94,6 +91,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    common.header(args.json)
     if os.geteuid() != 0:
         print("bench_wide_attach: needs root (eBPF)", file=sys.stderr)
         return 1
@@ -133,11 +131,7 @@ def main() -> int:
         res["attach_speedup_vs_per_function"] = per_fn * n / float(res["attach_s"])
     finally:
         w.kill()
-    if args.json:
-        print(json.dumps(res, indent=1))
-    else:
-        for k, v in res.items():
-            print(f"{k:40} {v:.4g}" if isinstance(v, float) else f"{k:40} {v}")
+    common.footer(res, args.json, width=40, spec=".4g", indent=1)
     return 0
 
 

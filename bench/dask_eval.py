@@ -19,6 +19,8 @@ the CPU variant alone) and `placed_vs_oracle` (how much slower than the oracle),
 the scheduler's placing cost per task, measured in the run and for 1,000 simulated
 workers (the plugin's update_graph, and its transition hook taking each run's report
 from the task-finished message, on a scheduler-shaped object).
+
+    .venv/bin/python -m bench.dask_eval [--rounds 30] [--accelerator cuda] [--json]
 """
 
 from __future__ import annotations
@@ -33,14 +35,10 @@ import sys
 import tempfile
 import time
 import warnings
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-
 from distributed import Client, Nanny, Scheduler, SpecCluster
 
 from adaptyst_top.dask import DevicePlacement, placement_report

@@ -1,9 +1,11 @@
 """Floors for bench_monitor_cpu.py, measured in the same run as the monitor.
 
-    textual_floor.py            Textual as it comes: a Static changed once a second
-    textual_floor.py --rows N   our presentation alone: the monitor's driver and table
-                                widget, N probe rows in a bordered pane, every row's
-                                figures changed once a second, no data collected
+    python -m bench.textual_floor            Textual as it comes: a Static changed
+                                             once a second
+    python -m bench.textual_floor --rows N   our presentation alone: the monitor's
+                                             driver and table widget, N probe rows in a
+                                             bordered pane, every row's figures changed
+                                             once a second, no data collected
 
 The first is what any Textual monitor refreshing every second costs at least here; the
 second what showing N changing rows costs with no snapshot behind it, so that the

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# The NVIDIA path on a real GPU (bench/gpu_check.py says what it checks), on a machine
+# The NVIDIA path on a real GPU (experiments/gpu/gpu_check.py says what it checks), on a machine
 # with nothing from the network: python3 with nvidia-ml-py, cupy, numpy, scipy and
 # psutil, and the project as checked out (not installed). Wheels the project needs
 # beyond those (pyelftools, capstone, orjson, zstandard for `record`) may travel in
 # .whl/ (scripts/gpu_wheels.sh fetches them); they go to a private folder, never into
 # the system's Python.
 #
-#   scripts/gpu_check.sh OUT_DIR [--record-s S] [--cases FILE]
+#   scripts/gpu_check.sh OUT_DIR [--record-s S] [--cases FILE] [--parts A,B]
+#
+# It runs `python -m experiments.gpu.gpu_check` from the repository root (a FILE given
+# relative is read from there). The last H200 run's results are in results/h200/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [gpu_check.py options]}
 shift
 python=${PYTHON:-python3}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)  # the check runs from the repository root
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 paths=()
@@ -22,6 +26,7 @@ if compgen -G "$root/.whl/*.whl" >/dev/null; then
     paths+=("$work/site")
 fi
 paths+=("$root/src")  # the checkout's package, ahead of any installed copy
+paths+=("$root")  # bench.*, experiments.*, wherever a part's process starts
 sdt=$root/src/adaptyst_top/placement
 if [[ -f $root/.whl/_sdt.abi3.so ]] && ! PYTHONPATH=$root/src "$python" -c \
         'import adaptyst_top.placement._sdt' 2>/dev/null; then
@@ -32,4 +37,5 @@ PYTHONPATH=$(IFS=:; echo "${paths[*]}")${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,mig.mode.current \
     --format=csv 2>&1 | tee "$out/log.txt" || true
-"$python" "$root/bench/gpu_check.py" --out "$out" "$@" 2>&1 | tee -a "$out/log.txt"
+cd "$root"
+"$python" -m experiments.gpu.gpu_check --out "$out" "$@" 2>&1 | tee -a "$out/log.txt"

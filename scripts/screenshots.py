@@ -1,7 +1,7 @@
 """Regenerate screenshots/*.svg from a real run: record the test workload under real
 probes (root), then play the recording through each screen and save it.
 
-    .venv/bin/python scripts/screenshots.py    (or: make screenshots)
+    .venv/bin/python -m scripts.screenshots    (from the repository root; or: make screenshots)
 """
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from adaptyst_top.runtime.sources import ReplaySource
+from adaptyst_top.tui.app import MonitorApp
+from tests.support.paths import REPO
+from tests.support.workload import build
 
-from adaptyst_top.runtime.sources import ReplaySource  # noqa: E402
-from adaptyst_top.tui.app import MonitorApp  # noqa: E402
-from tests.workload import build  # noqa: E402
-
-OUT = ROOT / "screenshots"
+OUT = REPO / "screenshots"
 
 
 def record(directory: Path) -> Path:
@@ -139,7 +137,7 @@ async def main() -> None:
         demo = record_demo(Path(tmp))
         await shoot(demo, "demo", (120, 36), [], steps=18)
         await shoot(demo, "task-plots", (120, 40), ["enter"], steps=18, on_tasks=True)
-    print("\n".join(sorted(str(p.relative_to(ROOT)) for p in OUT.glob("*.svg"))))
+    print("\n".join(sorted(str(p.relative_to(REPO)) for p in OUT.glob("*.svg"))))
 
 
 if __name__ == "__main__":

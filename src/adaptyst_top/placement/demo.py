@@ -31,9 +31,9 @@ class Phase:
 # best on the CPU path, large SpMV on OpenCL; GEMM and the reduction stay on the CPU
 # (launch cost, PoCL's GEMM); the logistic map, compute-heavy and element-wise, is
 # OpenCL's wherever it runs on every core in SIMD: 1.15x at 20,000 elements, 1.9x at
-# 10^6, 3.4x at 2x10^6 (2 vCPUs of a Zen 5, Debian's PoCL 3.1; bench/placement_eval.py's
-# cases). A newcomer sees it move within the first phase, where it is large enough to
-# win by far even with a core taken by something else.
+# 10^6, 3.4x at 2x10^6 (2 vCPUs of a Zen 5, Debian's PoCL 3.1; the cases of
+# experiments/placement/placement_eval.py). A newcomer sees it move within the first
+# phase, where it is large enough to win by far even with a core taken by something else.
 PHASES = (
     Phase("small", (3000, 0.004), 96, 200_000, 1_000_000),
     Phase("large", (100_000, 0.003), 128, 2_000_000, 2_000_000),

@@ -4,11 +4,11 @@ on the host's cores, a GPU) and the current device's run.
 
 A first run of a kernel on an OpenCL device costs at least a launch, a copy of the
 input and, on PoCL, a build for the size: 0.7 ms here for a 0.07 ms reduction, 4.9 ms
-for a 0.014 ms GEMM (bench/placement_eval.py rows). A task whose runs take 12 µs cannot
-pay for that look out of a tenth of its runs until it has run 40,000 times: it is not
-looked at before. A 20M-element reduction that takes 15 ms a run on 16 vCPUs can, at
-its first decision, on a GPU (the H200 ran it in 0.08 ms, and no kernel there under
-0.05 ms: bench/h200/placement_rows.json).
+for a 0.014 ms GEMM (experiments/placement/placement_eval.py rows). A task whose runs
+take 12 µs cannot pay for that look out of a tenth of its runs until it has run 40,000
+times: it is not looked at before. A 20M-element reduction that takes 15 ms a run on 16
+vCPUs can, at its first decision, on a GPU (the H200 ran it in 0.08 ms, and no kernel
+there under 0.05 ms: results/h200/placement_rows.json).
 
 A device's fastest run of other tasks or inputs says nothing of a first look's cost:
 it bounds the launch from above, not from below (PoCL's 5 ms logistic map at 10^6

@@ -1,5 +1,5 @@
 """A cost model that shares what it learned across input sizes from the first run, and
-chooses by Thompson sampling (bench/placement_sim.py measures it against the advisor
+chooses by Thompson sampling (experiments/placement/placement_sim.py measures it against the advisor
 and the classic policies on generated cases it was not tuned on).
 
 Per (task, device): a Bayesian linear regression of the log of a call's cost on radial
@@ -28,7 +28,7 @@ CENTERS = np.arange(4.0, 34.0, 1.5)
 WIDTH = 3.5
 PRIOR_LEVEL_SD = 3.0  # a device never run: within a factor e^3 (20x) of the first cost seen
 # How far one size's cost may part from the level (natural log); chosen on seeds 0-119
-# of bench/placement_sim.py (0.7: 36.3% regret, 1.0: 36.9%, 1.5: 37.9%; 0.7 settled
+# of experiments/placement/placement_sim.py (0.7: 36.3% regret, 1.0: 36.9%, 1.5: 37.9%; 0.7 settled
 # shifts slower, p95 128 calls against 93): wider explores more at new sizes.
 PRIOR_SHAPE_SD = 1.0
 DRIFT_VAR = 2e-4  # variance the weights gain each call of the task (ageing)

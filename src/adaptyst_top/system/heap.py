@@ -2,12 +2,13 @@
 
 - glibc keeps what a compile freed in its arenas (one per thread that allocated, up to
   8 per core), so the agent's RSS only grew (40 MiB idle, 1,058 MiB after seven users'
-  sessions had closed: bench/README.md). malloc_trim gives it back.
+  sessions had closed: results/2026-12-03-agent-privsep.md). malloc_trim gives it back.
 - A compile touches ~80 MiB of LLVM's and clang's code and read-only data, which then
   stay resident in the process for the rest of its life though nothing runs them until
   the next compile. Those pages are clean copies of the files: dropping them from the
   process costs a refault from the page cache at the next compile, and a headless
-  `record` of three probes went from 309 to ~110 MiB (bench/README.md)."""
+  `record` of three probes went from 309 to ~110 MiB
+  (results/2026-12-03-first-minutes-memory-cpu.md)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ refreshes as usual: another screen on top, a layout on its way, a batch update, 
 widget not on screen, or a driver that is not a terminal (headless tests, inline).
 
 Textual is pinned (pyproject.toml); the private names read here are checked by
-tests/test_direct_paint.py, which fails if a later Textual renames them.
+tests/system/pty/test_direct_paint.py, which fails if a later Textual renames them.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ both are off — Textual renders and reads input as it always does — when:
 - a name they read on a running app is gone (an AttributeError turns them off for
   the rest of the run, and that frame is refreshed as Textual would).
 
-The Textual the tests pin (tests/constraints.txt) is checked by tests/test_direct_paint.py;
+The Textual the tests pin (tests/constraints.txt) is checked by tests/system/pty/test_direct_paint.py;
 `make test` also runs the TUI tests with the switch on.
 """
 

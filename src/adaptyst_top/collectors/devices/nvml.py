@@ -6,7 +6,7 @@ permission (said), GPU lost (that device is no longer polled; the others go on).
 Energy comes from nvmlDeviceGetTotalEnergyConsumption (mJ, Volta and newer) as
 counter deltas, else from integrated power.
 
-Measured on an H200 (driver 580, bench/gpu_check.py): every call answers in 2-16 us
+Measured on an H200 (driver 580, experiments/gpu/gpu_check.py): every call answers in 2-16 us
 but the energy counter, ~3.2 ms of CPU, and the MIG mode, ~0.15 ms. The counter (like
 instant power) moves every 100 ms, so it is read every COUNTER_EVERY_S, with power
 integrated in between (collectors/devices/energy.py), and the MIG mode with the process list.

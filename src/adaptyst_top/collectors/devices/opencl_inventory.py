@@ -2,7 +2,8 @@
 
 The monitor lists them in a child process (`python -m` this module): an ICD such as
 PoCL loads its own LLVM and clang, ~75 MiB resident that the monitor would carry for
-its whole run only to learn a few names (bench/README.md, "Memory")."""
+its whole run only to learn a few names (results/2026-12-03-first-minutes-memory-cpu.md,
+"Memory")."""
 
 from __future__ import annotations
 

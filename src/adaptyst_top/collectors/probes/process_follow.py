@@ -10,7 +10,7 @@ ring buffer, where the engine attaches the probes for a new child, re-checks who
 process that exec'd, and drops one that exited.
 
 Calls a child makes before its probes are attached are not seen: the delay from fork
-to attached is measured by tests/test_follow.py and reported in the engine's
+to attached is measured by tests/system/ebpf/test_follow.py and reported in the engine's
 `follow_delay_ms`.
 """
 

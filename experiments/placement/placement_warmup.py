@@ -7,7 +7,8 @@ than it will run, and the advisor weighs it so. Per input: the median of runs 2-
 4-run blocks (an exploration, its cold first run left out, as the advisor does) and of
 runs 2-4 and 5-12 of 12-run blocks, each block after 5 runs on the CPU, alternated.
 
-    .venv/bin/python bench/placement_warmup.py [--device opencl:0] [--rounds 6] [--json]
+    .venv/bin/python -m experiments.placement.placement_warmup [--device opencl:0]
+        [--rounds 6] [--json]
 """
 
 from __future__ import annotations
@@ -18,13 +19,9 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from adaptyst_top.placement import kernels  # noqa: E402
+from adaptyst_top.placement import kernels
 
 CASES = (
     ("spmv", 8000, 0.02),

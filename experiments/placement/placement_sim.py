@@ -15,7 +15,8 @@ oracle's.
 
 Tune only on seeds below TUNE_SEEDS; report on seeds from REPORT_SEED up.
 
-    .venv/bin/python bench/placement_sim.py [--cases 1000] [--seed 1000] [--json]
+    .venv/bin/python -m experiments.placement.placement_sim [--cases 1000] [--seed 1000]
+        [--json]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The NVIDIA path on a real GPU, in one run (scripts/gpu_check.sh calls it).
 
-1. Telemetry: `record --duration 26 --interval 1` while bench/gpu_load.py idles, runs a
+1. Telemetry: `record --duration 26 --interval 1` while gpu_load.py idles, runs a
    GEMM loop at full load for 10 s and idles again: utilisation, power, memory and the
    per-process entries are checked against what the load did.
 2. Energy truth: over the same window, the NVML total-energy counter against instant
@@ -9,10 +9,11 @@
    the machine lets it) at once; the collector's per-process split against the energy
    counter read at each of its process reads, and the heavy load's share of the joules
    against its share of the GPU's work; NVML's per-process samples as they came.
-4. Placement: bench/placement_eval.py --warm on CPU vs CUDA cases (energy with NVML
-   power; cold against the goal of >= 0.8x the best static device, and against the
-   last H200 run's figures), and each case's energy per run from NVML's counter over
-   >= 1 s of runs, and on CUDA from the collector's split for this process.
+4. Placement: experiments/placement/placement_eval.py --warm on CPU vs CUDA cases
+   (energy with NVML power; cold against the goal of >= 0.8x the best static device,
+   and against the last H200 run's figures, results/h200/), and each case's energy per
+   run from NVML's counter over >= 1 s of runs, and on CUDA from the collector's split
+   for this process.
 5. Dask: bench/dask_eval.py with one worker offering `cuda`, one the CPU alone.
 6. The cost of one device sweep with a real GPU against `nvidia-smi --query-gpu`.
 7. An ordinary user's view (uid 65534) while root's load runs: NVML works for the user,
@@ -42,10 +43,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from experiments.gpu.gpu_figures import energy_truth, load_checks, process_split
 
-from gpu_figures import energy_truth, load_checks, process_split  # noqa: E402 - beside this file
+ROOT = Path(__file__).resolve().parents[2]  # the repository: every script runs from it
+GPU_LOAD = Path(__file__).with_name("gpu_load.py")
+PLACEMENT = ROOT / "experiments" / "placement"
+H200 = ROOT / "results" / "h200"  # the last H200 run's results
 
 SAMPLE_EVERY_S = 0.01
 PARTS = (
@@ -173,14 +176,16 @@ class PowerSampler(threading.Thread):
             self.stop.wait(max(0.0, SAMPLE_EVERY_S - (time.monotonic() - t)))
 
 
-def python_cmd(*args: str) -> list[str]:
-    return [sys.executable, *args]
+def module_cmd(module: str, *args: str) -> list[str]:
+    """A module run by this Python (a script of this checkout's imports name the
+    repository's packages: run it from ROOT)."""
+    return [sys.executable, "-m", module, *args]
 
 
 def start_load(info: Path, *timing: str) -> subprocess.Popen[bytes]:
-    """bench/gpu_load.py, writing what it did to INFO (TIMING: its idle and busy options)."""
+    """gpu_load.py, writing what it did to INFO (TIMING: its idle and busy options)."""
     return subprocess.Popen(
-        python_cmd(str(ROOT / "bench" / "gpu_load.py"), "--info", str(info), *timing)
+        module_cmd("experiments.gpu.gpu_load", "--info", str(info), *timing), cwd=ROOT
     )
 
 
@@ -190,8 +195,7 @@ def telemetry_and_energy(n: Any, out: Path, scratch: Path, record_s: float) -> d
     sampler = PowerSampler(n)
     sampler.start()
     rec = subprocess.Popen(
-        python_cmd(
-            "-m",
+        module_cmd(
             "adaptyst_top.cli.start",
             "record",
             "--duration",
@@ -245,7 +249,7 @@ def user_dirs() -> tuple[Path, Path]:
     work = home / "w"
     work.mkdir(mode=0o700)
     os.chown(work, NOBODY, NOBODY)
-    (home / "gpu_load.py").write_bytes((ROOT / "bench" / "gpu_load.py").read_bytes())
+    (home / "gpu_load.py").write_bytes(GPU_LOAD.read_bytes())  # it imports nothing of ours
     (home / "gpu_load.py").chmod(0o644)
     return home, work
 
@@ -452,8 +456,8 @@ def energy_per_run(n: Any, cases: Sequence[dict[str, Any]]) -> list[dict[str, An
 
 def placement(n: Any, out: Path, cases_file: Path, before: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.run(
-        python_cmd(
-            str(ROOT / "bench" / "placement_eval.py"),
+        module_cmd(
+            "experiments.placement.placement_eval",
             "--cases",
             str(cases_file),
             "--json",
@@ -465,6 +469,7 @@ def placement(n: Any, out: Path, cases_file: Path, before: dict[str, Any]) -> di
         capture_output=True,
         text=True,
         timeout=400,
+        cwd=ROOT,
     )
     print(proc.stdout + proc.stderr, flush=True)
     totals = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
@@ -474,7 +479,7 @@ def placement(n: Any, out: Path, cases_file: Path, before: dict[str, Any]) -> di
     return {
         "eval_status": proc.returncode,
         "totals": totals,
-        "before": old.get("totals"),  # the last H200 run's, from bench/h200/
+        "before": old.get("totals"),  # the last H200 run's, from results/h200/
         "energy_per_run": energy_per_run(n, cases),
         "energy_per_run_before": old.get("energy_per_run"),
         "checks": {"cold_at_least_0.8_of_best_static": cold is not None and cold >= 0.8},
@@ -483,16 +488,18 @@ def placement(n: Any, out: Path, cases_file: Path, before: dict[str, Any]) -> di
 
 def dask_cuda(out: Path) -> dict[str, Any]:
     """#35.4: bench/dask_eval.py with one worker offering `cuda`, one the CPU alone."""
-    return bench_json(out / "dask_cuda.json", "dask_eval.py", "--accelerator", "cuda", "--json")
+    return bench_json(out / "dask_cuda.json", "dask_eval", "--accelerator", "cuda", "--json")
 
 
 def bench_json(dest: Path, script: str, *args: str) -> dict[str, Any]:
-    """Another bench/ script's run: its output to DEST, its last line's JSON returned."""
+    """A bench/ script's run (`python -m bench.SCRIPT`): its output to DEST, its last
+    line's JSON returned."""
     proc = subprocess.run(
-        python_cmd(str(ROOT / "bench" / script), *args),
+        module_cmd(f"bench.{script}", *args),
         capture_output=True,
         text=True,
         timeout=400,
+        cwd=ROOT,
     )
     print(proc.stdout + proc.stderr, flush=True)
     if proc.returncode != 0:
@@ -554,7 +561,7 @@ def user_view(scratch: Path) -> dict[str, Any]:
 
 
 def sweep_cost(out: Path) -> dict[str, Any]:
-    return bench_json(out / "sweep.json", "bench_device_sweep.py", "--json", "--nvidia-smi")
+    return bench_json(out / "sweep.json", "bench_device_sweep", "--json", "--nvidia-smi")
 
 
 def main() -> int:
@@ -563,11 +570,13 @@ def main() -> int:
     )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--record-s", type=float, default=26.0)
-    ap.add_argument("--cases", type=Path, default=ROOT / "bench" / "placement_cases_cuda.json")
+    ap.add_argument("--cases", type=Path, default=PLACEMENT / "placement_cases_cuda.json")
     ap.add_argument("--parts", help="a comma-separated subset of: " + ",".join(PARTS))
     args = ap.parse_args()
+    # The scripts it starts run from ROOT: every path they are given is absolute.
+    args.out, args.cases = args.out.resolve(), args.cases.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
-    last = ROOT / "bench" / "h200" / "gpu_check.json"  # read before --out may replace it
+    last = H200 / "gpu_check.json"  # read before --out may replace it
     args.before = json.loads(last.read_text()) if last.exists() else {}
     import pynvml
 

@@ -10,8 +10,10 @@ against it. With --go FILE, it times a product alone, then waits for FILE to hol
 CLOCK_MONOTONIC time and starts its loop then: two loads started one after the other
 run together.
 
-    python3 bench/gpu_load.py --info FILE [--idle-before S | --go FILE] [--busy S]
-                              [--idle-after S] [--duty F]
+    python3 -m experiments.gpu.gpu_load --info FILE [--idle-before S | --go FILE]
+        [--busy S] [--idle-after S] [--duty F]
+
+It imports nothing of this project's: gpu_check.py also runs a copy of it by path.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 execution against each case's best device, cold and warm) and each case's decisions
 (the device every execution ran on, explorations marked, the oracle's best beside).
 
-    .venv/bin/python bench/placement_plot.py ROWS.json OUT.png   # from --rows FILE
-    .venv/bin/python bench/placement_eval.py --plot OUT.png      # at the end of a run
+    .venv/bin/python -m experiments.placement.placement_plot ROWS.json OUT.png
+        (from placement_eval.py --rows FILE)
+    .venv/bin/python -m experiments.placement.placement_eval --plot OUT.png
+        (at the end of a run)
 
 Needs the bench extra (matplotlib): pip install -e '.[bench]'.
 """

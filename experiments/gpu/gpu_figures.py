@@ -1,4 +1,4 @@
-"""The figures and checks of bench/gpu_check.py, from what it recorded: pure functions,
+"""The figures and checks of gpu_check.py, from what it recorded: pure functions,
 so that they are tested here on recorded shapes while the run itself needs a GPU.
 
 Times are CLOCK_MONOTONIC seconds. A record line at `t` (seconds after the recording
