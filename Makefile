@@ -12,40 +12,48 @@ setup:
 demo: setup
 	$(VENV)/bin/adaptyst-top demo
 
-# The whole check: lint and types first (seconds), then the suite, then the TUI's tests
-# on Textual's stock rendering (the fast paths off), the 25 slowest tests named. CI runs this.
+# The whole check: lint and types first (seconds), then the suite in parallel (JOBS
+# pytest-xdist workers; one service's folder on one worker, see tests/conftest.py), then
+# the `serial` tests alone (they measure time or CPU, or change a node-wide setting),
+# then the TUI's tests on Textual's stock rendering. Each names its slowest tests. CI
+# runs this.
+JOBS ?= 2
+PARALLEL := -n $(JOBS) --dist loadgroup
 test: setup lint typecheck
-	$(PY) -m pytest --require-ebpf-if-root --durations=25
+	$(PY) -m pytest $(PARALLEL) -m "not serial" --require-ebpf-if-root --durations=25
+	$(PY) -m pytest -m serial --durations=25
 	$(MAKE) --no-print-directory test-stock
 
 # The TUI's tests with tui/textual_private.py's switch on: what users get where a
-# Textual without the private names the fast paths read is installed.
-TUI_TESTS := tests/test_tui.py tests/test_e2e_tmux.py tests/test_fast_table.py
+# Textual without the private names the fast paths read is installed. By folder: the
+# pilot's tests and the real terminal's.
 test-stock: setup
-	ADAPTYST_TOP_STOCK_RENDERING=1 $(PY) -m pytest -q $(TUI_TESTS)
+	ADAPTYST_TOP_STOCK_RENDERING=1 $(PY) -m pytest -q $(PARALLEL) tests/unit/tui/pilot tests/system/tmux
 
-# The tests that need no root and no services (tests/conftest.py: the `system` marker),
-# as any user, in under 2 minutes: the loop while writing code.
+# tests/unit/: no root, no services, nothing sleeping over a second, as any user; the
+# loop while writing code.
 test-fast: setup
-	$(PY) -m pytest -q -m "not system" -p no:cacheprovider
+	$(PY) -m pytest -q $(PARALLEL) -p no:cacheprovider tests/unit
 
 lint: setup
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench experiments
+	$(VENV)/bin/ruff format --check src tests bench experiments
 	@# requires-python (>=3.10) is checked: which stdlib modules and syntax each version has
 	$(VENV)/bin/vermin --target=3.10- --violations --no-tips --eval-annotations -q \
-		src bench
+		src bench experiments
 
 typecheck: setup
 	VENV=$(VENV) ./scripts/typecheck.sh
 
 check: test
 
+# Every benchmark, each as a module from the repository root (bench/README.md).
 bench: setup
-	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in bench/bench_*.py; do name=$$(basename $$b .py); echo "== $$name"; \
+		$(PY) -m bench.$$name || exit 1; done
 
 screenshots: setup
-	$(PY) scripts/screenshots.py
+	$(PY) -m scripts.screenshots
 
 # An admin's one command for a node's agent (root): see docs/install.md.
 PREFIX ?= /opt/adaptyst-top

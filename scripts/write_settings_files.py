@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/write_settings_files.py
 
-tests/test_settings_model.py fails when either file is not what this writes."""
+tests/unit/runtime/test_settings_model.py fails when either file is not what this writes."""
 
 from __future__ import annotations
 

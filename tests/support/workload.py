@@ -1,0 +1,54 @@
+"""The C test target (tests/support/targets/workload.c), built once per session and driven over stdin."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.support.paths import TARGETS
+
+SOURCE = TARGETS / "workload.c"
+
+
+def build_c(source: Path, directory: Path, opt: str = "-O1", *flags: str) -> Path:
+    """A C test target built with the system's gcc into DIRECTORY, named after SOURCE."""
+    binary = directory / source.stem
+    subprocess.run(["gcc", opt, *flags, "-o", str(binary), str(source)], check=True)
+    return binary
+
+
+def build(directory: Path) -> Path:
+    binary = directory / "workload"
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(binary), str(SOURCE)], check=True)
+    return binary
+
+
+class Workload:
+    """A running target that does exactly what it is told, then says ok."""
+
+    def __init__(self, binary: Path) -> None:
+        self.binary = binary
+        self.proc = subprocess.Popen(
+            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "ready"
+        self.pid = self.proc.pid
+
+    def run(self, command: str) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline().strip()
+        assert reply == "ok", f"{command!r} -> {reply!r}"
+
+    def exit(self, code: int = 0) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"exit {code}\n")
+        self.proc.stdin.flush()
+        return self.proc.wait(10)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

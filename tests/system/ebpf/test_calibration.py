@@ -1,0 +1,28 @@
+"""Calibration measures the classes on this machine (real probes, as root)."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.calibration import build_calibrator, calibrate
+from tests.support.bpf_objects import none_left
+from tests.support.marks import requires_root
+
+# serial: times each probe class
+pytestmark = pytest.mark.serial
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_calibration_measures_every_class(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    table = calibrate(build_calibrator(tmp_path))
+    for cls in (ov.USDT, "usdt-pair", ov.EMULATED, ov.SINGLESTEP):
+        cost = table.get(cls)
+        assert cost.source == "calibrated" and cost.per_hit_ns > 0, (cls, cost)
+    # A single-stepped entry takes a second trap, so it is dearer than an emulated one
+    # (4-7x here, fastest of 5 runs; the bound leaves room for a busy CI machine).
+    assert table.get(ov.SINGLESTEP).per_hit_ns > 2 * table.get(ov.EMULATED).per_hit_ns
+    # Part of each latency probe's cost lands inside the interval it measures.
+    assert 0 < table.get(ov.EMULATED).in_interval_ns < table.get(ov.EMULATED).per_hit_ns
+    assert none_left()

@@ -1,0 +1,91 @@
+"""The learner (placement/learner.py): one regression over sizes per device, Thompson
+sampling, Page-Hinkley on its residuals; and the simulator that measures it
+(experiments/placement/placement_sim.py), run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+
+from adaptyst_top.placement.learner import PRIOR_LEVEL_SD, CostModel, Learner
+from tests.support.paths import REPO
+
+
+def cpu(n: int) -> float:
+    return 1e-5 + n * 1e-8
+
+
+def gpu(n: int) -> float:
+    return 5e-4 + n * 1e-9  # the crossover at 55,555 items
+
+
+def test_a_crossover_is_learned_in_a_few_calls_and_kept() -> None:
+    rng = random.Random(3)
+    learner = Learner(["cpu", "gpu"], seed=3)
+    small, large = 1_000, 1_000_000
+    last: dict[int, list[str]] = {small: [], large: []}
+    for i in range(300):
+        n = small if rng.random() < 0.5 else large
+        device = learner.choose("t", n)
+        cost = (cpu if device == "cpu" else gpu)(n) * math.exp(rng.gauss(0, 0.1))
+        learner.observe("t", device, n, cost)
+        if i >= 200:
+            last[n].append(device)
+    assert last[small].count("cpu") >= 0.9 * len(last[small]), last[small]
+    assert last[large].count("gpu") >= 0.9 * len(last[large]), last[large]
+
+
+def test_a_size_never_seen_is_predicted_from_its_neighbours() -> None:
+    m = CostModel(level=math.log(cpu(1 << 10)))
+    for _ in range(20):
+        m.observe(1 << 10, math.log(cpu(1 << 10)))
+        m.observe(1 << 14, math.log(cpu(1 << 14)))
+    mean, var = m.predict(1 << 12)
+    assert math.log(cpu(1 << 10)) < mean < math.log(cpu(1 << 14))
+    _, far_var = m.predict(1 << 30)
+    assert var < 0.1 < far_var <= PRIOR_LEVEL_SD**2 + 10  # honest: unsure far away
+
+
+def test_a_device_whose_cost_moves_is_seen_to_move() -> None:
+    m = CostModel(level=math.log(1e-3))
+    rng = random.Random(1)
+    for _ in range(40):
+        assert not m.observe(4096, math.log(1e-3 * math.exp(rng.gauss(0, 0.05))))
+    moved_after = next(
+        i for i in range(20) if m.observe(4096, math.log(3e-3 * math.exp(rng.gauss(0, 0.05))))
+    )
+    assert moved_after <= 5
+    for _ in range(10):
+        m.observe(4096, math.log(3e-3))
+    assert abs(m.predict(4096)[0] - math.log(3e-3)) < 0.1
+
+
+def test_costs_that_are_no_cost_teach_nothing() -> None:
+    learner = Learner(["cpu", "gpu"])
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        assert learner.observe("t", "gpu", 100, bad) is False
+    assert learner.models == {}
+    assert learner.choose("t", 100) == "cpu"
+
+
+def test_the_simulator_reports_every_policy_against_the_oracle() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.placement.placement_sim", "--cases", "8", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(out.stdout)
+    assert report["seeds"] == [1000, 1008] and report["calls"] > 8 * 100
+    table = report["policies"]
+    assert {"static CPU", "best static", "advisor", "learner", "UCB1", "Thompson"} <= set(table)
+    for name, entry in table.items():
+        for family, row in entry.items():
+            assert row["regret"] >= 0, (name, family)  # nothing beats the oracle
+            assert 0 <= row["optimal"] <= 1 and row["settle_p95"] >= 0
+    assert table["best static"]["all"]["regret"] <= table["static CPU"]["all"]["regret"]
+    assert report["advisor_calls_per_s"] > 0 and report["learner_calls_per_s"] > 0

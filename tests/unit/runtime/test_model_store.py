@@ -1,0 +1,149 @@
+"""The advisor's models kept between runs of an application: one private file per
+application and node, read at the start, written at the end; what another user could
+steer is never used, a damaged file is not used and says so in one line."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.placement.control import ControlClient, ControlServer
+from adaptyst_top.placement.loop import PlacementLoop
+from adaptyst_top.runtime.model_store import (
+    DIR_ENV,
+    app_name,
+    load_models,
+    models_path,
+    save_models,
+)
+from adaptyst_top.runtime.session import SessionOptions, start_placement
+from adaptyst_top.snapshot import DeviceReading
+from tests.support.waits import wait_until
+
+
+def learned_advisor() -> Advisor:
+    adv = Advisor(["cpu", "opencl:0"])
+    for _ in range(6):
+        adv.observe("spmv", "cpu", (16, 2), 0.004, 1, size=70_000)
+        adv.observe("spmv", "opencl:0", (16, 2), 0.001, 1, size=70_000)
+    return adv
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "models"
+    monkeypatch.setenv(DIR_ENV, str(d))
+    return d
+
+
+def test_kept_models_come_back_as_priors(folder: Path) -> None:
+    path = models_path("solver", "cn042")
+    assert path == folder / "solver@cn042.json"
+    assert save_models(path, learned_advisor().learned()) is None
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(folder).st_mode & 0o777) == "0o700"
+    models, why = load_models(path)
+    assert why is None and {(m.task, m.device) for m in models} == {
+        ("spmv", "cpu"),
+        ("spmv", "opencl:0"),
+    }
+    warm = Advisor(["cpu", "opencl:0", "cuda"])
+    assert warm.preload(models) == 2
+    warm.observe("spmv", "cpu", (16, 2), 0.004, 1, size=70_000)  # its first run here
+    p = warm.predictions("spmv")
+    assert p["opencl:0"].time_s == pytest.approx(0.001) and p["opencl:0"].samples <= 6
+
+
+def test_nothing_kept_yet_is_said_as_nothing(folder: Path) -> None:
+    assert load_models(models_path("solver", "cn042")) == ([], None)
+
+
+def test_a_folder_others_may_write_is_neither_read_nor_written(folder: Path) -> None:
+    path = models_path("solver", "cn042")
+    assert save_models(path, learned_advisor().learned()) is None
+    os.chmod(folder, 0o777)
+    models, why = load_models(path)
+    assert models == [] and why is not None and "writable by others" in why
+    assert "writable by others" in (save_models(path, learned_advisor().learned()) or "")
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        (b"\xff\xfe", "not JSON"),
+        (b"[1, 2]", "not a version 1"),
+        (b'{"version": 1, "models": [{"task": "t"}]}', "1 damaged"),
+    ],
+)
+def test_a_damaged_file_is_not_used_and_says_why(folder: Path, text: bytes, says: str) -> None:
+    folder.mkdir(mode=0o700)
+    path = models_path("solver", "cn042")
+    path.write_bytes(text)
+    models, why = load_models(path)
+    assert models == [] and why is not None and says in why and "\n" not in why
+
+
+def test_the_application_is_named_by_its_program_or_its_script() -> None:
+    assert app_name(["/opt/app/bin/solver", "-n", "4"]) == "solver"
+    assert app_name(["/usr/bin/python3", "-u", "tools/train.py", "x"]) == "train.py"
+    assert app_name(["python3.11", "-m", "adaptyst_top.placement.demo"]) == (
+        "adaptyst_top.placement.demo"
+    )
+    assert app_name(["python3", "-c", "print(1)"]) == "python3"
+    assert app_name([]) is None
+
+
+def test_a_session_starts_from_the_kept_models_and_keeps_its_own(folder: Path) -> None:
+    cpu = DeviceReading(id="cpu", kind="cpu", name="cpu")
+    opts = SessionOptions(command=["/opt/app/solver"], advisor="time")
+    path = models_path("solver")
+    save_models(path, learned_advisor().learned())
+    loop = start_placement(opts, [cpu])
+    try:
+        assert loop.prior == "1 model(s) from earlier runs of solver"  # cpu: the device here
+        for _ in range(3):
+            loop.advisor.observe("gemm", "cpu", (10, 0), 0.002, 1, size=1024)
+    finally:
+        loop.close()
+    models, _ = load_models(path)
+    assert {m.task for m in models} == {"spmv", "gemm"}
+    fresh = start_placement(
+        SessionOptions(command=["/opt/app/solver"], advisor="time", kept_models=False), [cpu]
+    )
+    try:
+        assert fresh.prior == "" and fresh.keep is None and not fresh.advisor.models
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize("mode", ["auto", "suggest"])
+def test_an_application_starts_where_earlier_runs_placed_its_task(
+    tmp_path: Path, mode: str
+) -> None:
+    """In auto mode the remembered device is the task's standing assignment, sent over a
+    real socket when the application registers, before the task's first run; suggest
+    mode moves nothing without the user."""
+    server = ControlServer(tmp_path / "control.sock")
+    advisor = Advisor(["cpu", "opencl:0"])
+    advisor.preload(learned_advisor().learned())
+    loop = PlacementLoop(advisor, server)
+    loop.set_mode(mode)
+    got: list[tuple[str, str, int | None]] = []
+    client = ControlClient(["spmv"], lambda t, d, r: got.append((t, d, r)), server.path, 0.1)
+    try:
+        assert wait_until(lambda: any(c.registered for c in server.clients))
+        if mode == "auto":
+            assert wait_until(lambda: got == [("spmv", "opencl:0", None)])
+            assert loop.prior.endswith(
+                "placed at start: spmv on opencl:0"
+            )  # the advisor pane's line
+        else:
+            time.sleep(0.3)
+            assert got == [] and server.assignments == {}
+    finally:
+        client.close()
+        loop.close()
