@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from adaptyst_top.cli.monitor import ViewOptions, run_monitor
 from adaptyst_top.cli.options import Parser, add_version, agent_socket, bounded_float, interval_s
+from adaptyst_top.placement.objectives import OBJECTIVES
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, PHASE_RANGE
 
 
@@ -19,7 +20,7 @@ def demo_parser() -> argparse.ArgumentParser:
     )
     add_version(p)
     p.add_argument("--interval", type=interval_s, default=DEFAULT_INTERVAL, metavar="S")
-    p.add_argument("--objective", default="time", choices=("time", "energy", "edp", "weighted"))
+    p.add_argument("--objective", default="time", choices=OBJECTIVES)
     p.add_argument(
         "--phase-s",
         type=bounded_float(*PHASE_RANGE),

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
+from adaptyst_top.placement.objectives import OBJECTIVES
 from adaptyst_top.runtime.agent_defaults import AGENT_ENV, DEFAULT_SOCKET
 from adaptyst_top.runtime.limits import (
     BUDGET_RANGE,
@@ -134,7 +135,7 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         "--advisor",
         nargs="?",
         const="time",
-        choices=("time", "energy", "edp", "weighted"),
+        choices=OBJECTIVES,
         metavar="OBJECTIVE",
         help="run the placement advisor on the task probes (objective: time, energy, "
         "edp or weighted; default time)",

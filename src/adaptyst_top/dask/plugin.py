@@ -18,7 +18,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps
@@ -41,14 +41,14 @@ from adaptyst_top.dask.untrusted import (
     own_nbytes,
     parse_run,
 )
-from adaptyst_top.placement.advisor import Advisor, Objective
+from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.placement.objectives import OBJECTIVES, Objective
 from adaptyst_top.placement.stream import TaskStream
 from adaptyst_top.placement.task_keys import size_bucket
 
 logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "adaptyst-placement"
-OBJECTIVES = ("time", "energy", "edp", "weighted")
 # Task names whose models the scheduler keeps (~25 KB each): the least recently used
 # beyond it are forgotten, so that a flood of names cannot grow the scheduler for ever.
 MAX_NAMES = 1024
@@ -106,7 +106,7 @@ class DevicePlacement(SchedulerPlugin):
                 PowerModel.parse(cpu_power_model)
             except (ValueError, AttributeError) as exc:
                 raise ValueError(f"DevicePlacement: {exc}") from None
-        self.objective = cast(Objective, objective)
+        self.objective: Objective = objective
         self.weight = float(weight)
         self.cpu_power_model = cpu_power_model
         self.max_names = max_names

@@ -8,7 +8,6 @@ a row; devices not yet measured are explored when the exploration is worth its c
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
 
 from adaptyst_top.placement import device_priors as dp
 from adaptyst_top.placement import exploration as ex
@@ -16,10 +15,10 @@ from adaptyst_top.placement import priors as pr
 from adaptyst_top.placement.advice import Advice as Advice
 from adaptyst_top.placement.exploration import EXPLORE_RUNS as EXPLORE_RUNS
 from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, bucket_size
+from adaptyst_top.placement.objectives import Objective as Objective
 from adaptyst_top.placement.task_state import TaskState as TaskState
 from adaptyst_top.placement.transfer import TransferModel as TransferModel
 
-Objective = Literal["time", "energy", "edp", "weighted"]
 # A device measured in fewer runs than this for an input, whose optimistic estimate
 # would still beat the current one, may be measured again: five runs on a shared node
 # can all land in a slow spell (seen here: PoCL at 14 ms, then 9 ms for good), and a

@@ -12,7 +12,7 @@ import time
 from dataclasses import replace
 
 from adaptyst_top.runtime.agent_figures import FigureCheck
-from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeKey, Snapshot
+from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeKey, ProbeState, Snapshot
 from adaptyst_top.snapshot.histogram import NBUCKETS, percentiles
 
 Identity = tuple[str, str, str | None, ProbeKey]
@@ -93,7 +93,7 @@ class Continuity:
         ENDED (the agent ended the session's probes), no row is shown attached."""
         if self.last is None:
             return Snapshot(t=self._later(0.0), host="", warnings=(why,))
-        state = {"attached": "ended", "pending": "ended"} if ended else {}
+        state: dict[str, ProbeState] = {"attached": "ended", "pending": "ended"} if ended else {}
         return replace(
             self.last,
             t=self._later(self.now()),

@@ -248,7 +248,7 @@ class AgentCollector(Collector):
         }
         for d in devices:
             base = [self.node, d.id, d.kind, d.name]
-            source = [d.energy_source or "unknown"]
+            source: list[str] = [d.energy_source or "unknown"]
             for key, value, extra in (
                 ("util", d.util, []),
                 ("mem_used", d.mem_used_bytes, []),

@@ -29,7 +29,15 @@ from adaptyst_top.snapshot.advice import (
     TaskEntry,
 )
 from adaptyst_top.snapshot.codec import SnapshotError
-from adaptyst_top.snapshot.devices import DeviceKind, DeviceReading, EnergyReading, SourceState
+from adaptyst_top.snapshot.devices import (
+    DeviceKind,
+    DeviceReading,
+    EnergyMethod,
+    EnergyReading,
+    EnergySource,
+    SourceState,
+    SourceStatus,
+)
 from adaptyst_top.snapshot.parts import CommandState, Overhead, ProbeTarget
 from adaptyst_top.snapshot.probes import (
     LATENCY_FIELDS,
@@ -38,7 +46,9 @@ from adaptyst_top.snapshot.probes import (
     Latency,
     ProbeEntry,
     ProbeKey,
+    ProbeKind,
     ProbeRef,
+    ProbeState,
 )
 from adaptyst_top.snapshot.tick import SCHEMA_VERSION, Snapshot
 from adaptyst_top.snapshot.value_readers import reusing
@@ -53,7 +63,9 @@ __all__ = [
     "Curve",
     "DeviceKind",
     "DeviceReading",
+    "EnergyMethod",
     "EnergyReading",
+    "EnergySource",
     "EnergySplit",
     "Latency",
     "Move",
@@ -61,11 +73,14 @@ __all__ = [
     "PlacementPart",
     "ProbeEntry",
     "ProbeKey",
+    "ProbeKind",
     "ProbeRef",
+    "ProbeState",
     "ProbeTarget",
     "Snapshot",
     "SnapshotError",
     "SourceState",
+    "SourceStatus",
     "TaskEntry",
     "reusing",
 ]

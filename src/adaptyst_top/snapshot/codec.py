@@ -26,6 +26,7 @@ from adaptyst_top.snapshot.value_readers import (
     Bad,
     Reader,
     checked,
+    read_choice,
     read_fixed,
     read_flag,
     read_int,
@@ -332,9 +333,10 @@ def _reader(kind: Any) -> Reader:
         return read_list(inert_values)
     if base in (dict, Mapping):
         return read_mapping(_reader(args[1]) if args else inert_values)
+    if base is Literal:
+        return read_choice(args)
     simple: dict[Any, Reader] = {
         str: read_text,
-        Literal: read_text,
         int: read_int,
         float: read_number,
         bool: read_flag,

@@ -9,6 +9,9 @@ from adaptyst_top.snapshot.codec import JsonPart, json_field
 
 DeviceKind = Literal["cpu", "gpu", "fpga", "opencl"]
 EnergyMethod = Literal["counter", "power"]  # a hardware energy counter, or integrated power
+# Where a device's energy comes from; "estimate" is the CPU power model's.
+EnergySource = Literal["rapl", "nvml", "amdsmi", "xrt", "hwmon", "estimate"]
+SourceStatus = Literal["ok", "missing", "denied", "degraded"]  # worst last
 
 
 @dataclass
@@ -17,7 +20,7 @@ class EnergyReading:
 
     energy_j: float | None
     power_w: float | None
-    source: str | None  # the snapshot contract's names: rapl, nvml, amdsmi, xrt, hwmon, estimate
+    source: EnergySource | None
     method: EnergyMethod | None = None  # how that source's energy was obtained in the last interval
 
 
@@ -34,8 +37,8 @@ class DeviceReading(JsonPart):
     mem_total_bytes: int | None = None
     power_w: float | None = None
     energy_j: float | None = None  # since the collector started
-    energy_source: str | None = None  # rapl | nvml | amdsmi | xrt | hwmon | estimate | None
-    energy_method: str | None = None  # counter (hardware energy counter) | power (integrated)
+    energy_source: EnergySource | None = None
+    energy_method: EnergyMethod | None = None
     temp_c: float | None = None
     note: str = ""  # why a value is missing, or where an estimate comes from
     extra: dict[str, Any] = field(default_factory=dict)  # source-specific figures
@@ -51,5 +54,5 @@ class SourceState(JsonPart):
     """A device source of the node (rapl, nvml, ...) and why it is not there."""
 
     name: str
-    state: str  # ok | missing | denied | degraded
+    state: SourceStatus
     reason: str = ""

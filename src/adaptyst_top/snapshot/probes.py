@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Literal
 
 from adaptyst_top.snapshot.codec import JsonPart, json_field
 
 ProbeKey = str | int | None  # an @argN value: a string, an integer, or None when unsplit
+ProbeKind = Literal["uprobe", "usdt"]
+ProbeState = Literal["pending", "attached", "detached", "ended", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +60,9 @@ class ProbeEntry(JsonPart):
     id: int | None  # the engine's row (None for a spec that never attached)
     spec: str
     name: str
-    kind: str | None  # uprobe | usdt
+    kind: ProbeKind | None
     key: ProbeKey = None
-    state: str = "pending"  # pending | attached | detached | ended | error
+    state: ProbeState = "pending"
     target: str | None = None  # the file probed
     cost_class: str | None = field(default=None, metadata=json_field(name="class"))
     count: int = 0

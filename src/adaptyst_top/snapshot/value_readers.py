@@ -43,6 +43,19 @@ def read_text(v: Any) -> str:
     raise Bad("not a string")
 
 
+def read_choice(choices: tuple[Any, ...]) -> Reader:
+    """A Literal's value: one of its words, nothing else (a newer word is refused)."""
+    allowed = frozenset(choices)
+    said = " | ".join(map(str, choices))
+
+    def read(v: Any) -> Any:
+        if type(v) is str and v in allowed:
+            return v
+        raise Bad(f"not one of {said}")
+
+    return read
+
+
 def read_int(v: Any) -> int:
     if type(v) is int:
         return v

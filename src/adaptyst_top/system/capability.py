@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-Status = Literal["ok", "missing", "denied", "degraded"]
+from adaptyst_top.snapshot.devices import SourceStatus
+
+Status = SourceStatus  # a check's state is a device source's
 
 # Worst first: a capability is as good as its weakest part.
 _SEVERITY: dict[str, int] = {"missing": 3, "denied": 2, "degraded": 1, "ok": 0}

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from adaptyst_top.snapshot import DeviceReading, Latency, Snapshot, SnapshotError
+from adaptyst_top.snapshot import (
+    DeviceKind,
+    DeviceReading,
+    EnergySource,
+    Latency,
+    Snapshot,
+    SnapshotError,
+)
 from adaptyst_top.snapshot.codec import JsonPart, decode, encode, json_field
 from tests.support.paths import REPO
 
@@ -129,3 +137,31 @@ def test_an_integer_past_any_float_is_no_number() -> None:
     with pytest.raises(Bad):
         read_number(10**4000)
     assert read_number(10**300) == 10**300 and read_number(-5) == -5
+
+
+@pytest.mark.parametrize(
+    ("part", "message"),
+    [
+        ({"devices": [{"id": "npu:0", "kind": "npu", "name": "x"}]}, "devices[0].kind"),
+        ({"devices": [{"id": "c", "name": "x", "energy_source": "psu"}]}, "energy_source"),
+        ({"devices": [{"id": "c", "name": "x", "energy_method": 1}]}, "energy_method"),
+        ({"device_sources": [{"name": "rapl", "state": "fine"}]}, "device_sources[0].state"),
+        ({"probes": [{"spec": "s", "name": "f", "kind": "kprobe"}]}, "probes[0].kind"),
+        ({"probes": [{"spec": "s", "name": "f", "kind": "usdt", "state": "on"}]}, "state"),
+    ],
+)
+def test_a_word_outside_its_vocabulary_is_refused_naming_the_words(
+    part: dict[str, Any], message: str
+) -> None:
+    """A Literal field reads only its own words: "kind": "npu" was read as any text."""
+    with pytest.raises(SnapshotError) as e:
+        Snapshot.from_json({"t": 1.0, "host": "h", **part})
+    assert message in str(e.value) and "is not one of" in str(e.value), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_every_word_of_a_vocabulary_reads_back() -> None:
+    for kind in typing.get_args(DeviceKind):
+        for source in typing.get_args(EnergySource):
+            d = DeviceReading(id="d", kind=kind, name="n", energy_source=source)
+            assert DeviceReading.from_json(d.to_json()) == d

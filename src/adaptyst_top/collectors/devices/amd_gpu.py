@@ -21,7 +21,7 @@ from adaptyst_top.collectors.devices.gpu_energy import (
 )
 from adaptyst_top.collectors.devices.gpu_processes import split_for
 from adaptyst_top.collectors.devices.hwmon import hwmon_dirs, read_hwmon
-from adaptyst_top.snapshot import DeviceReading
+from adaptyst_top.snapshot import DeviceReading, EnergySource
 from adaptyst_top.system.optional import import_optional
 
 AMD_PCI_VENDOR = "0x1002"
@@ -95,7 +95,7 @@ class AmdGpuCollector:
         r.mem_used_bytes = _int(dev / "mem_info_vram_used")
         r.mem_total_bytes = _int(dev / "mem_info_vram_total")
         power_w = counter_j = None
-        source = "hwmon"
+        source: EnergySource = "hwmon"
         for d in hwmon_dirs(dev):
             s = read_hwmon(d)
             power_w = s.power_w if s.power_w is not None else power_w

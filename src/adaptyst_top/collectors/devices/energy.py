@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from adaptyst_top.snapshot import EnergyReading
 from adaptyst_top.snapshot.devices import EnergyMethod as Method
+from adaptyst_top.snapshot.devices import EnergySource
 
 # A wrap implying more than this is treated as a reset: no single device draws it.
 MAX_PLAUSIBLE_W = 5000.0
@@ -25,10 +26,10 @@ STALE_AFTER_S = 3.0
 
 
 class EnergyAccount:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: EnergySource) -> None:
         self.counter_source = source
         self.total_j = 0.0
-        self.source: str | None = None
+        self.source: EnergySource | None = None
         self.method: Method | None = None
         self._last_t: float | None = None
         self._last_counter: float | None = None

@@ -34,7 +34,7 @@ from adaptyst_top.collectors.devices.gpu_energy import (
 )
 from adaptyst_top.collectors.devices.gpu_energy import METHOD as SPLIT_METHOD
 from adaptyst_top.collectors.devices.gpu_processes import split_for
-from adaptyst_top.snapshot import DeviceReading
+from adaptyst_top.snapshot import DeviceReading, SourceStatus
 from adaptyst_top.system.process_names import process_name
 
 T = TypeVar("T")
@@ -75,7 +75,7 @@ class NvmlCollector:
         self.nvml: Any = nvml
         self.gpus: list[Gpu] = []
         self.euid = os.geteuid()
-        self.state = "ok"
+        self.state: SourceStatus = "ok"
         self.reason = ""
         if self.nvml is None:
             try:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adaptyst_top.collectors.devices.energy import EnergyAccount
-from adaptyst_top.snapshot import EnergyReading
+from adaptyst_top.snapshot import EnergyReading, SourceStatus
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class RaplReader:
         self.accounts = {z.id: EnergyAccount("rapl") for z in self.zones}
         self.ranges: dict[str, float | None] = {}
         self.reads = 0
-        self.state = "ok" if self.zones else "missing"
+        self.state: SourceStatus = "ok" if self.zones else "missing"
         self.reason = "" if self.zones else "no powercap RAPL zones (virtual machine or no driver)"
         for z in self.zones:
             try:

@@ -23,7 +23,7 @@ from adaptyst_top.collectors.probes.model import (
     one_line,
 )
 from adaptyst_top.collectors.probes.spec import ProbeSpec
-from adaptyst_top.snapshot import ProbeRef
+from adaptyst_top.snapshot import ProbeRef, ProbeState
 from adaptyst_top.system.targets import (
     pid_alive,
     process_start,
@@ -204,7 +204,9 @@ class EngineAttach(EngineState):
                 row.pids.clear()
         with self._lock:
             row.linked = row.unlinking = False
-            if row.state == "attached" and not row.module.closed:
+            # Read again: another thread may have switched it on while the detach ran.
+            now: ProbeState = row.state
+            if now == "attached" and not row.module.closed:
                 # Switched back on while the detach ran: attach again, then open the gate.
                 try:
                     self._attach_row(row)
@@ -212,7 +214,7 @@ class EngineAttach(EngineState):
                 except ProbeError as exc:
                     row.state, row.error = "error", str(exc)
 
-    def _switch_off(self, row: Row, state: str) -> None:
+    def _switch_off(self, row: Row, state: ProbeState) -> None:
         if row.module is not None and not row.module.closed and row.state == "attached":
             self._set_gate(row, off=True)  # effective at once
             self._queue.put(lambda: self._unlink(row))

@@ -15,7 +15,7 @@ from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
 from adaptyst_top.collectors.probes.keys import KeyResolver, Stats
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
-from adaptyst_top.snapshot import Latency, ProbeEntry
+from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeState
 
 KERNEL_ERRORS = {
     KernelError.MAP_FULL: "hits lost: a statistics map is full",
@@ -60,7 +60,7 @@ class Row:
     attachments: list[Attachment] = field(default_factory=list)
     fns: list[str] = field(default_factory=list)  # program names, for bpf run time
     offset: int | None = None  # a function's file offset, for a multi-uprobe link
-    state: str = "pending"  # pending | attached | detached | ended | error
+    state: ProbeState = "pending"
     error: str = ""
     module: ProbeModule | None = None
     linked: bool = False  # programs really attached (lags `state` while a detach is queued)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from adaptyst_top.collectors.probes.spec import ProbeSpec
+from adaptyst_top.snapshot import ProbeState
 from adaptyst_top.snapshot.inert import inert
 
 BPF_LINK_CREATE = 28
@@ -204,7 +205,7 @@ def _close_all(fds: list[int]) -> None:
 
 class _Refusable(Protocol):  # model.Row, which imports this module
     spec: ProbeSpec
-    state: str
+    state: ProbeState
     error: str
 
 
