@@ -48,7 +48,9 @@ def worker(resources: dict[str, float] | None) -> dict[str, Any]:
 
 
 def cluster(**workers: dict[str, Any]) -> SpecCluster:
-    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": None}}
+    # Its HTTP routes on a free loopback port: another Dask on this node holds 8787.
+    http = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", **http}}
     return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40)
 
 

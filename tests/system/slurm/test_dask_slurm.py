@@ -135,7 +135,11 @@ def test_slurm_jobs_as_workers_run_placed_calls_where_they_run_best(
         "walltime": "00:10:00",
         "log_directory": str(tmp_path),
         "local_directory": str(tmp_path),
-        "scheduler_options": {"host": "127.0.0.1", "dashboard_address": None},
+        "scheduler_options": {
+            "host": "127.0.0.1",
+            "dashboard": False,
+            "dashboard_address": "127.0.0.1:0",
+        },
     }
     out = tmp_path / "job.jsonl"
     with (

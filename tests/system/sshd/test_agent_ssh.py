@@ -123,6 +123,9 @@ def agent(node: tuple[Path, User, dict[str, str]]) -> Iterator[Agent]:
         assert nothing_left(5.0)
 
 
+RUN_S = "8"
+
+
 def record(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*CLI, "record", *args], capture_output=True, text=True, env=env, timeout=120
@@ -138,13 +141,13 @@ def test_record_on_another_node_through_ssh_is_a_local_record(
     try:
         remote = record(
             env, "--host", f"{user.name}@127.0.0.1", "--pid", str(target.pid),
-            # The run's time counts from the start, ssh and the attach included: room
-            # for both on a loaded 2-core machine.
-            "--probe", spec, "--duration", "6",
+            # The run's time counts from the start, ssh and the compile and attach
+            # included: room for them on a loaded 2-core machine (over 2 s seen).
+            "--probe", spec, "--duration", RUN_S,
         )  # fmt: skip
         assert remote.returncode == 0, remote.stderr
         local = record(env, "--agent", str(agent.path), "--pid", str(target.pid),
-                       "--probe", spec, "--duration", "2")  # fmt: skip
+                       "--probe", spec, "--duration", RUN_S)  # fmt: skip
         assert local.returncode == 0, local.stderr
         far, near = (json.loads(r.stdout.splitlines()[-1]) for r in (remote, local))
         assert far.keys() == near.keys() and far["final"] and far["schema_version"] == 1
