@@ -25,7 +25,8 @@ from pathlib import Path
 import orjson
 
 from adaptyst_top.runtime.agent_client import AgentConnection
-from adaptyst_top.runtime.session import SessionOptions, open_session
+from adaptyst_top.runtime.session import open_session
+from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
 from adaptyst_top.snapshot import Snapshot, reusing
 from bench import common
 from tests.support.workload import build
@@ -162,7 +163,7 @@ def main() -> int:
         res[f"snapshot_ms_agent_{rows}_rows"] = median_ms(lambda: conn.snapshot(with_hist=False))
         conn.close()
         res |= decode_ms(last)
-        local = open_session(SessionOptions(pid=target.proc.pid, probes=many))
+        local = open_session(SessionOptions(Target(pid=target.proc.pid), ProbeSettings(many)))
         res[f"snapshot_ms_in_process_{rows}_rows"] = median_ms(
             lambda: local.snapshot(with_hist=False)
         )

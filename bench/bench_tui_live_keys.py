@@ -25,7 +25,8 @@ from pathlib import Path
 
 from textual import events
 
-from adaptyst_top.runtime.session import SessionOptions, open_session
+from adaptyst_top.runtime.session import open_session
+from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
 from adaptyst_top.runtime.sources import LiveSource
 from adaptyst_top.tui.app import MonitorApp
 from adaptyst_top.tui.screens.detail import DetailScreen
@@ -133,7 +134,9 @@ def main() -> int:
     binary = build(Path(tempfile.mkdtemp()))
     specs = [f"uprobe:{binary}:*_fn", "uprobe:c:get*", "uprobe:c:*printf*"]
     t0 = time.perf_counter()
-    session = open_session(SessionOptions(probes=specs, command=[str(binary), "forever", "300"]))
+    session = open_session(
+        SessionOptions(Target(command=[str(binary), "forever", "300"]), ProbeSettings(specs))
+    )
     assert session.child is not None and session.engine is not None
     session.child.release()
     try:

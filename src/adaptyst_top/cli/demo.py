@@ -56,14 +56,13 @@ def cmd_demo(argv: Sequence[str], command: Sequence[str]) -> int:
         return 1
     from adaptyst_top.placement.demo import command as demo_command
     from adaptyst_top.placement.task_api import TASK_SPEC
-    from adaptyst_top.runtime.session import SessionOptions
+    from adaptyst_top.runtime import session_options as so
 
     args = demo_parser().parse_args(argv)
-    opts = SessionOptions(
-        probes=[TASK_SPEC],
-        command=demo_command(phase_s=args.phase_s),
-        advisor=args.objective,
-        auto=not args.suggest,
+    opts = so.SessionOptions(
+        target=so.Target(command=demo_command(phase_s=args.phase_s)),
+        probing=so.ProbeSettings(specs=[TASK_SPEC]),
+        advisor=so.AdvisorSettings(objective=args.objective, auto=not args.suggest),
         agent=agent_socket(None),  # as the monitor: the node's agent when not root
     )
     return run_monitor(opts, ViewOptions(interval=args.interval))

@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +90,7 @@ def view_options(args: argparse.Namespace) -> ViewOptions:
 
 
 def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
-    """The TUI over a live session of OPTS (opts.command launched under it)."""
+    """The TUI over a live session of OPTS (opts.target.command launched under it)."""
     from adaptyst_top.collectors.devices.cpu import PowerModel
     from adaptyst_top.runtime.config import merged_settings
     from adaptyst_top.runtime.session import SessionError, open_session
@@ -100,15 +100,16 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
     config = load_config_or_exit(view.config)
     if config is None:
         return 1
-    command = opts.command
-    opts.probes = [*config.probes, *opts.probes]
-    interval, opts.budget = merged_settings(view.interval, view.budget, config)
-    if opts.power_model is None and config.cpu_power_model:
+    command = opts.target.command
+    interval, budget = merged_settings(view.interval, view.budget, config)
+    probing = replace(opts.probing, specs=[*config.probes, *opts.probing.specs], budget=budget)
+    if probing.power_model is None and config.cpu_power_model:
         try:
-            opts.power_model = PowerModel.parse(config.cpu_power_model)
+            probing = replace(probing, power_model=PowerModel.parse(config.cpu_power_model))
         except ValueError as exc:
             print(f"adaptyst-top: {config.path}: {exc}", file=sys.stderr)
             return 1
+    opts = replace(opts, probing=probing)
     log_path = None
     if command:
         # The command's output would garble the screen: it goes to a fresh file in a
@@ -118,8 +119,8 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
         except OSError as exc:
             print(f"adaptyst-top: no place for the command's output: {exc}", file=sys.stderr)
             return 1
-        opts.child_stdout = opts.child_stderr = fd
-        opts.command_log = str(log_path)
+        target = replace(opts.target, child_stdout=fd, child_stderr=fd, command_log=str(log_path))
+        opts = replace(opts, target=target)
     app: Any = None
     close: Callable[[], None] | None = None
     # The command's output told and its file removed, once: here at the end, or by the
@@ -142,8 +143,8 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
         try:
             session = open_session(opts)
         finally:
-            if isinstance(opts.child_stdout, int):
-                os.close(opts.child_stdout)  # the child holds its own copy
+            if isinstance(opts.target.child_stdout, int):
+                os.close(opts.target.child_stdout)  # the child holds its own copy
         try:
             if opts.cancel.is_set():
                 raise SessionError("interrupted before the command started")

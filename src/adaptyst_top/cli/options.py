@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.placement.objectives import OBJECTIVES
@@ -172,24 +172,36 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def session_options(args: argparse.Namespace, command: Sequence[str]) -> SessionOptions:
-    from adaptyst_top.runtime.session import SessionOptions
+def session_options(
+    args: argparse.Namespace,
+    command: Sequence[str],
+    child_stdout: IO[Any] | int | None = None,
+    give_up_at: float | None = None,
+) -> SessionOptions:
+    """What `monitor` and `record` ask of a session, from their common options."""
+    from adaptyst_top.runtime import session_options as so
 
-    return SessionOptions(
-        pid=args.pid,
-        job=args.job,
-        probes=args.probe,
-        command=command,
-        budget=DEFAULT_BUDGET if args.budget is None else args.budget,
-        enforce_budget=args.enforce_budget,
-        max_probes=args.max_probes,
-        power_model=args.cpu_power_model,
-        advisor=args.advisor,
-        auto=args.auto,
-        kept_models=not args.fresh_models,
-        keep_command=args.keep_command,
+    return so.SessionOptions(
+        target=so.Target(
+            pid=args.pid,
+            job=args.job,
+            command=command,
+            keep_command=args.keep_command,
+            child_stdout=child_stdout,
+        ),
+        probing=so.ProbeSettings(
+            specs=args.probe,
+            budget=DEFAULT_BUDGET if args.budget is None else args.budget,
+            enforce_budget=args.enforce_budget,
+            max_probes=args.max_probes,
+            power_model=args.cpu_power_model,
+        ),
+        advisor=so.AdvisorSettings(
+            objective=args.advisor, auto=args.auto, kept_models=not args.fresh_models
+        ),
         agent=agent_socket(args.agent),
         host=args.host,
+        give_up_at=give_up_at,
     )
 
 

@@ -75,11 +75,9 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
     except OSError as exc:
         print(f"adaptyst-top: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    opts = session_options(args, command)
-    opts.child_stdout = child_output_for(to_stdout)
-    if args.duration is not None:
-        # An agent that does not attach the probes within the whole run ends it.
-        opts.give_up_at = time.monotonic() + args.duration
+    # An agent that does not attach the probes within the whole run ends it.
+    give_up_at = None if args.duration is None else time.monotonic() + args.duration
+    opts = session_options(args, command, child_output_for(to_stdout), give_up_at)
     caught: list[int] = []
     writing = threading.Event()
 
@@ -138,7 +136,7 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, out.fileno())
         status = session.end_command()
-        return 0 if status is None or session.options.keep_command else status
+        return 0 if status is None or session.options.target.keep_command else status
     except BrokenPipeError:
         return 0  # a reader like `head` went away: not an error (the command is ended)
     except OSError as exc:

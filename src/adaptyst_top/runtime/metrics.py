@@ -83,7 +83,7 @@ class ProbeSource:
         if engine is None:
             return None
         pid = session.pid
-        job = session.options.job or (job_of(pid) if pid is not None else None)
+        job = session.options.target.job or (job_of(pid) if pid is not None else None)
         rows = engine.snapshot_rows(with_hist=True)
         if isinstance(session.hub, Hub):  # the joules charged at the session's last tick
             rows = session.hub.energy.charged(rows)

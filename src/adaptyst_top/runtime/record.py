@@ -90,6 +90,6 @@ def record_snapshots(
             assert child is not None
             return child.status or 0
         if stop.is_set() or timed_out:
-            return 0 if ended is None or session.options.keep_command else ended
+            return 0 if ended is None or session.options.target.keep_command else ended
         if snap.target_ended:
             return 0

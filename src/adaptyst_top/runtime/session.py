@@ -8,19 +8,15 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
-from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
-from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
 from adaptyst_top.collectors.probes.engine import (
     ATTACH_S_PER_POINT,
-    DEFAULT_BUDGET,
-    DEFAULT_MAX_ATTACH,
     ProbeEngine,
     ProbeError,
 )
@@ -39,10 +35,9 @@ from adaptyst_top.runtime.agent_client import (
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.job_watch import JobWatch
 from adaptyst_top.runtime.model_store import app_of, kept_models
-from adaptyst_top.runtime.stop_flag import StopFlag
+from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.snapshot import CommandState, DeviceReading, Snapshot
 from adaptyst_top.system.launcher import HeldCommand, LaunchError
-from adaptyst_top.system.pinned_files import PinnedFiles
 from adaptyst_top.system.slurm_jobs import JobError, JobScan
 from adaptyst_top.system.targets import TargetError, check_pid
 
@@ -53,43 +48,6 @@ class SessionError(RuntimeError):
     def __init__(self, message: str, status: int = 1) -> None:
         super().__init__(message)
         self.status = status
-
-
-@dataclass
-class SessionOptions:
-    pid: int | None = None
-    job: str | None = None  # a Slurm job: its processes on this node, present and future
-    follow: bool = True  # the processes a probed process starts are probed too
-    # A process's refusal (None: it may be probed): the agent's rule for its user.
-    admit: Callable[[int], str | None] | None = None
-    probes: Sequence[str] = ()
-    command: Sequence[str] = ()
-    budget: float = DEFAULT_BUDGET
-    enforce_budget: bool = False
-    max_probes: int = DEFAULT_MAX_ATTACH
-    owner: Hashable = None  # whose turn at the compiler (the agent: a user's uid)
-    account: AttachAccount | None = None  # the owner's bound across their sessions
-    confine_uid: int | None = None  # hits count only in this user's own processes
-    pinned: PinnedFiles | None = None  # the only files specs may name (the engine closes them)
-    attach_timeout: float = 120.0
-    child_stdout: IO[Any] | int | None = None
-    child_stderr: IO[Any] | int | None = None
-    power_model: PowerModel | None = None
-    advisor: str | None = None  # an objective (time, energy, edp, weighted): run the advisor
-    auto: bool = False  # apply its advice
-    keep_command: bool = False  # let a launched command outlive the monitor
-    # The advisor starts from the models of earlier runs, and keeps its own for the next
-    # (runtime/model_store.py).
-    kept_models: bool = True
-    command_log: str | None = None
-    # The program of a command held at the door elsewhere (a client of the agent).
-    command_path: str | None = None
-    agent: str | None = None  # a node agent's socket: probes attach there, not here
-    host: str | None = None  # another node: its agent, through `ssh HOST adaptyst-top bridge`
-    # Set (by a signal handler) to give up attaching: the command is then never started.
-    cancel: StopFlag = field(default_factory=StopFlag)  # set by signal handlers
-    # No answer of an agent is waited for past this time.monotonic() (record's --duration).
-    give_up_at: float | None = None
 
 
 @dataclass
@@ -110,7 +68,7 @@ class Session:
         """Release the held command; SessionError (status 126/127) when it cannot run."""
         if self.child is not None:
             try:
-                self.child.release(keep=self.options.keep_command)
+                self.child.release(keep=self.options.target.keep_command)
             except LaunchError as exc:
                 raise SessionError(str(exc), exc.status) from None
 
@@ -129,7 +87,7 @@ class Session:
         self.child.poll()
         told = []
         name = os.path.basename(self.child.argv[0])
-        log = self.options.command_log  # where the command's output goes, when to a file
+        log = self.options.target.command_log  # where the command's output goes, when to a file
         if log and not self._log_told:
             self._log_told = True
             told.append(f"{name}'s output: {log}")
@@ -157,7 +115,7 @@ class Session:
         """End the launched command (unless it is kept); its status as a shell says it."""
         if self.child is None:
             return None
-        if self.options.keep_command and self.child.released:
+        if self.options.target.keep_command and self.child.released:
             return self.child.poll()
         return self.child.end()
 
@@ -180,14 +138,14 @@ def open_session(opts: SessionOptions) -> Session:
     if opts.agent is not None or opts.host is not None:
         return open_remote_session(opts)
     specs = _parsed_specs(opts)
-    if opts.pid is not None:
+    if opts.target.pid is not None:
         try:
-            check_pid(opts.pid)
+            check_pid(opts.target.pid)
         except TargetError as exc:
             raise SessionError(str(exc)) from None
-    scan, job_pids = _job_processes(opts) if opts.job is not None else (None, [])
+    scan, job_pids = _job_processes(opts) if opts.target.job is not None else (None, [])
     child = _held_command(opts)
-    pid = child.pid if child else opts.pid
+    pid = child.pid if child else opts.target.pid
     engine = None
     calibration = None
     try:
@@ -199,7 +157,7 @@ def open_session(opts: SessionOptions) -> Session:
                 if opts.cancel.is_set():
                     raise SessionError("interrupted while attaching: the command never ran")
                 points = sum(g.planned for g in groups)
-                limit = opts.attach_timeout + ATTACH_S_PER_POINT * points
+                limit = opts.probing.attach_timeout + ATTACH_S_PER_POINT * points
                 if time.monotonic() - start > limit:
                     raise SessionError(
                         f"probes not attached after {limit:.0f}s ({points} attach points)"
@@ -217,9 +175,9 @@ def open_session(opts: SessionOptions) -> Session:
         if child is not None:
             child.end()
         raise SessionError(str(exc)) from None
-    sweep = DeviceSweep(pid=pid, power_model=opts.power_model)
+    sweep = DeviceSweep(pid=pid, power_model=opts.probing.power_model)
     hub = Hub(engine, sweep)
-    placement = start_placement(opts, sweep.read()) if opts.advisor else None
+    placement = start_placement(opts, sweep.read()) if opts.advisor.objective else None
     job_watch = JobWatch(scan, engine) if scan is not None and engine is not None else None
     return Session(
         job_watch=job_watch,
@@ -243,19 +201,19 @@ def new_engine(
     costs = CostTable()
     engine = ProbeEngine(
         pid=pid,
-        scope=job_pids if opts.job is not None else None,
-        follow=opts.follow,
-        admit=opts.admit,
-        scope_name=f"job {opts.job}" if opts.job is not None else None,
-        command_path=child.path if child else opts.command_path,
-        max_attach=opts.max_probes,
-        owner=opts.owner,
-        account=opts.account,
-        confine_uid=opts.confine_uid,
-        pinned=opts.pinned,
+        scope=job_pids if opts.target.job is not None else None,
+        follow=opts.target.follow,
+        admit=opts.tenant.admit,
+        scope_name=f"job {opts.target.job}" if opts.target.job is not None else None,
+        command_path=child.path if child else opts.target.command_path,
+        max_attach=opts.probing.max_probes,
+        owner=opts.tenant.owner,
+        account=opts.tenant.account,
+        confine_uid=opts.tenant.confine_uid,
+        pinned=opts.tenant.pinned,
         costs=costs,
-        budget=opts.budget,
-        enforce_budget=opts.enforce_budget,
+        budget=opts.probing.budget,
+        enforce_budget=opts.probing.enforce_budget,
     )
     return engine, BackgroundCalibration(costs)
 
@@ -265,12 +223,12 @@ def open_remote_session(opts: SessionOptions) -> Session:
     node's (opts.agent) or another's (opts.host). A command is launched here, as the
     user, held until they are in."""
     _parsed_specs(opts)  # a bad spec is said here, before anything starts
-    if opts.host is not None and opts.command:
+    if opts.host is not None and opts.target.command:
         raise SessionError(
             f"-- CMD would run here, not on {opts.host}: give --pid of a process there"
         )
     child = _held_command(opts)
-    pid = child.pid if child else opts.pid
+    pid = child.pid if child else opts.target.pid
     try:
         conn = AgentConnection(
             opts.agent or str(DEFAULT_SOCKET), opts.host, opts.cancel, opts.give_up_at
@@ -282,12 +240,12 @@ def open_remote_session(opts: SessionOptions) -> Session:
     try:
         conn.open(
             pid,
-            opts.probes,
-            opts.budget,
-            opts.enforce_budget,
-            opts.max_probes,
+            opts.probing.specs,
+            opts.probing.budget,
+            opts.probing.enforce_budget,
+            opts.probing.max_probes,
             child.path if child else None,
-            opts.job,
+            opts.target.job,
         )
     except (AgentRefused, AgentInterrupted, OSError, ValueError) as exc:
         conn.close()
@@ -296,7 +254,9 @@ def open_remote_session(opts: SessionOptions) -> Session:
         raise SessionError(str(exc)) from None
     hub = AgentHub(conn)
     placement = (
-        start_placement(opts, hub.snapshot(with_hist=False).devices) if opts.advisor else None
+        start_placement(opts, hub.snapshot(with_hist=False).devices)
+        if opts.advisor.objective
+        else None
     )
     return Session(
         hub=hub,
@@ -311,13 +271,15 @@ def open_remote_session(opts: SessionOptions) -> Session:
 def _parsed_specs(opts: SessionOptions) -> list[ProbeSpec]:
     """Every spec parsed (a bad one is one line), and a target given at most one way."""
     specs = []
-    for text in opts.probes:
+    for text in opts.probing.specs:
         try:
             specs.append(parse_spec(text))
         except ProbeSpecError as exc:
             raise SessionError(exc.one_line) from None
-    given = [w for w, v in (("--pid", opts.pid), ("--job", opts.job)) if v is not None]
-    given += ["-- CMD"] if opts.command else []
+    given = [
+        w for w, v in (("--pid", opts.target.pid), ("--job", opts.target.job)) if v is not None
+    ]
+    given += ["-- CMD"] if opts.target.command else []
     if len(given) > 1:
         raise SessionError(f"give one target: {' or '.join(given)}, not both")
     return specs
@@ -325,13 +287,13 @@ def _parsed_specs(opts: SessionOptions) -> list[ProbeSpec]:
 
 def _job_processes(opts: SessionOptions) -> tuple[JobScan, list[int]]:
     """The job's processes here that may be probed; SessionError when there are none."""
-    assert opts.job is not None
+    assert opts.target.job is not None
     try:
-        scan = JobScan(opts.job)
+        scan = JobScan(opts.target.job)
     except JobError as exc:
         raise SessionError(str(exc)) from None
     found = scan.new_processes()
-    pids = [p for p in found if opts.admit is None or opts.admit(p) is None]
+    pids = [p for p in found if opts.tenant.admit is None or opts.tenant.admit(p) is None]
     if not pids:
         yours = " that you may probe" if found else ""
         raise SessionError(f"job {scan.job_id} has no process on this node{yours}")
@@ -340,13 +302,16 @@ def _job_processes(opts: SessionOptions) -> tuple[JobScan, list[int]]:
 
 def _held_command(opts: SessionOptions) -> HeldCommand | None:
     """The command launched and held at the door (None without -- CMD)."""
-    if not opts.command:
+    if not opts.target.command:
         return None
     # The advisor's socket, told to the command (it may not be where an app looks first).
-    env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor else None
+    env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor.objective else None
     try:
         return HeldCommand(
-            opts.command, stdout=opts.child_stdout, stderr=opts.child_stderr, env=env
+            opts.target.command,
+            stdout=opts.target.child_stdout,
+            stderr=opts.target.child_stderr,
+            env=env,
         )
     except LaunchError as exc:
         raise SessionError(str(exc), exc.status) from None
@@ -364,11 +329,11 @@ def start_placement(opts: SessionOptions, readings: Sequence[DeviceReading]) -> 
         control = None  # the socket cannot be made: advise, but push nothing
     # An OpenCL GPU is a GPU to the advisor's first looks; PoCL's device the host's cores.
     kinds = {r.id: str(r.extra.get("type") or "cpu") for r in readings if r.kind == "opencl"}
-    advisor = Advisor(targets, objective=opts.advisor, kinds=kinds)  # type: ignore[arg-type]
-    app = app_of(opts.command, opts.pid) if opts.kept_models else None
+    advisor = Advisor(targets, objective=opts.advisor.objective, kinds=kinds)  # type: ignore[arg-type]
+    app = app_of(opts.target.command, opts.target.pid) if opts.advisor.kept_models else None
     keep, prior = kept_models(app, advisor)
     loop = PlacementLoop(advisor, control, keep=keep, prior=prior)
-    loop.set_mode("auto" if opts.auto else "suggest")
+    loop.set_mode("auto" if opts.advisor.auto else "suggest")
     return loop
 
 

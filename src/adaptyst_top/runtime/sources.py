@@ -65,8 +65,8 @@ class LiveSource:
     @property
     def target(self) -> str:
         s = self.session
-        if s.options.job is not None:
-            return f"job {s.options.job}"
+        if s.options.target.job is not None:
+            return f"job {s.options.target.job}"
         if s.child is not None:
             return f"pid {s.pid} ({os.path.basename(s.child.argv[0])})"
         return f"pid {s.pid}" if s.pid else "node-wide"

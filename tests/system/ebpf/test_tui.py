@@ -16,13 +16,15 @@ from tests.unit.tui.pilot.test_tui import probe_names
 @pytest.mark.ebpf
 @pytest.mark.skipif(__import__("os").geteuid() != 0, reason="eBPF needs root")
 async def test_live_toggle_add_remove(workload_bin: Path) -> None:
-    from adaptyst_top.runtime.session import SessionOptions, open_session
+    from adaptyst_top.runtime.session import open_session
+    from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
     from adaptyst_top.runtime.sources import LiveSource
     from tests.support.bpf_objects import none_left
 
     session = open_session(
         SessionOptions(
-            probes=[f"uprobe:{workload_bin}:fast_fn"], command=[str(workload_bin), "forever", "300"]
+            Target(command=[str(workload_bin), "forever", "300"]),
+            ProbeSettings([f"uprobe:{workload_bin}:fast_fn"]),
         )
     )
     session.child.release()  # type: ignore[union-attr]

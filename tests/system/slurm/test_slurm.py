@@ -278,12 +278,13 @@ def test_record_job_as_root_in_process(
 
 
 def test_one_target_at_a_time() -> None:
-    from adaptyst_top.runtime.session import SessionError, SessionOptions, open_session
+    from adaptyst_top.runtime.session import SessionError, open_session
+    from adaptyst_top.runtime.session_options import SessionOptions, Target
 
     with pytest.raises(SessionError, match="give one target: --pid or --job, not both"):
-        open_session(SessionOptions(pid=1, job="7"))
+        open_session(SessionOptions(Target(pid=1, job="7")))
     with pytest.raises(SessionError, match="a Slurm job ID is a number"):
-        open_session(SessionOptions(job="x"))
+        open_session(SessionOptions(Target(job="x")))
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="a Slurm of its own needs root")

@@ -20,7 +20,8 @@ from adaptyst_top.runtime.model_store import (
     models_path,
     save_models,
 )
-from adaptyst_top.runtime.session import SessionOptions, start_placement
+from adaptyst_top.runtime.session import start_placement
+from adaptyst_top.runtime.session_options import AdvisorSettings, SessionOptions, Target
 from adaptyst_top.snapshot import DeviceReading
 from tests.support.waits import wait_until
 
@@ -99,7 +100,7 @@ def test_the_application_is_named_by_its_program_or_its_script() -> None:
 
 def test_a_session_starts_from_the_kept_models_and_keeps_its_own(folder: Path) -> None:
     cpu = DeviceReading(id="cpu", kind="cpu", name="cpu")
-    opts = SessionOptions(command=["/opt/app/solver"], advisor="time")
+    opts = SessionOptions(Target(command=["/opt/app/solver"]), advisor=AdvisorSettings("time"))
     path = models_path("solver")
     save_models(path, learned_advisor().learned())
     loop = start_placement(opts, [cpu])
@@ -112,7 +113,10 @@ def test_a_session_starts_from_the_kept_models_and_keeps_its_own(folder: Path) -
     models, _ = load_models(path)
     assert {m.task for m in models} == {"spmv", "gemm"}
     fresh = start_placement(
-        SessionOptions(command=["/opt/app/solver"], advisor="time", kept_models=False), [cpu]
+        SessionOptions(
+            Target(command=["/opt/app/solver"]), advisor=AdvisorSettings("time", kept_models=False)
+        ),
+        [cpu],
     )
     try:
         assert fresh.prior == "" and fresh.keep is None and not fresh.advisor.models

@@ -46,6 +46,7 @@ def test_the_one_engine_factory_passes_every_option(monkeypatch: pytest.MonkeyPa
     replaced; the engine is the real one, built by the factory every path uses."""
     from adaptyst_top.collectors.probes.engine import ProbeEngine
     from adaptyst_top.runtime import session as session_mod
+    from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions
 
     monkeypatch.setattr(ProbeEngine, "require_ebpf", staticmethod(lambda: None))
     calibrated = []
@@ -58,7 +59,8 @@ def test_the_one_engine_factory_passes_every_option(monkeypatch: pytest.MonkeyPa
             pass
 
     monkeypatch.setattr(session_mod, "BackgroundCalibration", NoCalibration)
-    opts = session_mod.SessionOptions(budget=0.001, enforce_budget=True, max_probes=7)
+    probing = ProbeSettings(budget=0.001, enforce_budget=True, max_probes=7)
+    opts = SessionOptions(probing=probing)
     session = session_mod.open_session(opts)  # no probe: no engine yet
     try:
         assert session.engine is None

@@ -20,9 +20,12 @@ import stat
 import struct
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from adaptyst_top.agent.core.opener import NotOpened, open_as
+from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
+from adaptyst_top.runtime.session_options import Tenant
 from adaptyst_top.system.held_processes import HeldProcesses
 from adaptyst_top.system.line_socket import peer_credentials
 from adaptyst_top.system.pinned_files import PinnedFiles
@@ -284,3 +287,12 @@ def job_refusal(peer: Peer, job: str) -> str | None:
     if peer.privileged or info.owner_uid is None or info.owner_uid == peer.uid:
         return None
     return f"job {info.job_id} belongs to user {info.owner}; you may target your own jobs"
+
+
+def tenant_of(peer: Peer, pinned: PinnedFiles | None, account: AttachAccount | None) -> Tenant:
+    """A session's bounds for PEER: root's are a local session's, a user's are the rule."""
+    if peer.privileged:
+        return Tenant(owner=peer.uid, pinned=pinned)  # users and root take turns to compile
+    # Each process that joins (a child, a job's new task) is asked again.
+    admit = partial(may_probe, peer, settle_s=EXEC_SETTLE_S)
+    return Tenant(admit, peer.uid, account, peer.uid, pinned)

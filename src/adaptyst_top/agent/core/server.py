@@ -27,7 +27,6 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from adaptyst_top.agent.core.authorization import (
     pin_file,
     spec_refusal,
     still_theirs,
+    tenant_of,
 )
 from adaptyst_top.agent.core.bounds import crowded, room_refusal
 from adaptyst_top.agent.core.kept_workers import end_all, reap_idle
@@ -57,7 +57,8 @@ from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_settings import AgentSettings
 from adaptyst_top.runtime.limits import BUDGET_RANGE, MAX_PROBES_RANGE
 from adaptyst_top.runtime.metrics import ProbeSource
-from adaptyst_top.runtime.session import Session, SessionError, SessionOptions, open_session
+from adaptyst_top.runtime.session import Session, SessionError, open_session
+from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 from adaptyst_top.runtime.stop_flag import StopFlag
 from adaptyst_top.snapshot import ProbeRef, reusing
@@ -271,7 +272,7 @@ class Agent:
                         raise ActionError(why)
                 if kind == "add":
                     s = client.session
-                    self._check_spec(client.peer, spec, s.pid, s.options.pinned)
+                    self._check_spec(client.peer, spec, s.pid, s.options.tenant.pinned)
                     self._check_room(client.peer, [spec])
                     source.add(spec)
                     return proto.encode("ok")
@@ -342,22 +343,17 @@ class Agent:
             session = self._start(
                 client,
                 SessionOptions(
-                    pid=pid,
-                    job=job,
-                    # Each process that joins (a child, a job's new task) is asked again.
-                    admit=None
-                    if peer.privileged
-                    else partial(may_probe, peer, settle_s=EXEC_SETTLE_S),
-                    probes=probes,
-                    budget=budget,
-                    enforce_budget=bool(msg.get("enforce_budget")),
-                    max_probes=max_probes,
-                    command_path=command_path,
-                    owner=peer.uid,  # users take turns at the compiler
-                    account=None if peer.privileged else self._account(peer),
-                    confine_uid=None if peer.privileged else peer.uid,
-                    pinned=pinned,
-                    power_model=self.settings.power_model,
+                    Target(pid=pid, job=job, command_path=command_path),
+                    ProbeSettings(
+                        probes,
+                        budget,
+                        bool(msg.get("enforce_budget")),
+                        max_probes,
+                        power_model=self.settings.power_model,
+                    ),
+                    tenant=tenant_of(
+                        peer, pinned, None if peer.privileged else self._account(peer)
+                    ),
                 ),
             )
         except BaseException:
@@ -381,7 +377,7 @@ class Agent:
         finally:
             done.set()
         # The PID could have changed hands while the probes attached: asked again.
-        if opts.pid is not None and (why := may_probe(client.peer, opts.pid)):
+        if opts.target.pid is not None and (why := may_probe(client.peer, opts.target.pid)):
             session.close()
             raise SessionError(why)
         return session
