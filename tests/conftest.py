@@ -50,6 +50,8 @@ def xdist_group(path: Path) -> str:
     return str(path.relative_to(TESTS)) if service in SHARED_BY_MODULE else service
 
 
+# First: xdist reads the groups in its own hook, which would otherwise run before this.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.relative_to(TESTS).parts[0] == "system":
