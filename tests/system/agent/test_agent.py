@@ -645,7 +645,7 @@ def test_record_through_the_agent_as_a_user(
                 "--probe",
                 f"uprobe:{shared / 'workload'}:fast_fn",
                 "--duration",
-                "4",  # the wait for a busy agent counts in it (1.5 s ran out once)
+                "8",  # the wait for a busy agent and its compile count in it (4 s ran out once)
             ]
         )
         sys.stdout.flush()
