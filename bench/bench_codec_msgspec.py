@@ -33,7 +33,9 @@ from bench.bench_snapshot_codec import best_us, line_of
 Finite = float  # strict JSON: NaN and Infinity are refused by the decoder
 
 
-class Raw(msgspec.Struct, omit_defaults=True):
+class Raw(msgspec.Struct):
+    """The six latency figures, in ns."""
+
     mean_ns: Finite | None = None
     p50_ns: Finite | None = None
     p95_ns: Finite | None = None
@@ -42,7 +44,9 @@ class Raw(msgspec.Struct, omit_defaults=True):
     max_ns: Finite | None = None
 
 
-class Row(msgspec.Struct, rename={"cost_class": "class"}):
+class Row(Raw, kw_only=True, rename={"cost_class": "class"}):
+    """A probe row's JSON; its net latency figures (Raw's six) sit in the row itself."""
+
     spec: str
     name: str
     id: int | None = None
@@ -56,12 +60,6 @@ class Row(msgspec.Struct, rename={"cost_class": "class"}):
     overhead_ns_per_hit: Finite | None = None
     overhead_source: str | None = None
     bpf_ns_per_hit: Finite | None = None
-    mean_ns: Finite | None = None
-    p50_ns: Finite | None = None
-    p95_ns: Finite | None = None
-    p99_ns: Finite | None = None
-    min_ns: Finite | None = None
-    max_ns: Finite | None = None
     raw: Raw | None = None
     hist: list[tuple[int, int]] | None = None
     cpu_ns: int | None = None
