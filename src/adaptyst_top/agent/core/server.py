@@ -9,8 +9,9 @@ they go when the connection goes (a client killed with SIGKILL included). A guar
 checks every live session again four times a second: a process that stopped being the
 user's (a setuid exec) ends its probes.
 
-A thread per client: a slow or stalled client blocks only its own thread (and is
-dropped when a send has waited SEND_TIMEOUT_S). What one user may hold is bounded by
+A thread per client once it says hello (agent/core/lobby.py holds it until then): a
+slow or stalled client blocks only its own thread (and is dropped when a send has
+waited SEND_TIMEOUT_S). What one user may hold is bounded by
 the settings (runtime/agent_settings.py): connections (root and the admin group have
 room of their own), attach points, modules and keyed probes across their sessions; a
 connection that says no hello, or stops asking, is closed; users take turns at the
@@ -26,7 +27,7 @@ import select
 import socket
 import sys
 import threading
-from dataclasses import dataclass, field
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,11 @@ from adaptyst_top.agent.core.authorization import (
     tenant_of,
 )
 from adaptyst_top.agent.core.bounds import crowded, room_refusal
+from adaptyst_top.agent.core.client import Client, end
 from adaptyst_top.agent.core.kept_workers import end_all, reap_idle
 from adaptyst_top.agent.core.listen import AgentError, listen, watch_hangup
 from adaptyst_top.agent.core.listing import candidates_for, list_for
+from adaptyst_top.agent.core.lobby import ACCEPT_BATCH, Lobby, Sorted, hung_up, turn_away
 from adaptyst_top.agent.core.own_energy import OwnEnergy
 from adaptyst_top.agent.core.parser import reader_for
 from adaptyst_top.collectors.devices.gpu_processes import visible_to
@@ -63,7 +66,6 @@ from adaptyst_top.runtime.sources import ActionError, LiveSource
 from adaptyst_top.runtime.stop_flag import StopFlag
 from adaptyst_top.snapshot import ProbeRef, reusing
 from adaptyst_top.system import heap
-from adaptyst_top.system.held_processes import HeldProcesses
 from adaptyst_top.system.pid_namespaces import PidNamespaceError, in_agents_namespace
 from adaptyst_top.system.pinned_files import PinnedFiles
 from adaptyst_top.system.sd_notify import Notifier
@@ -77,19 +79,6 @@ GUARD_PERIOD_S = 0.25
 # a SIGTERM lost, the agent still listening a minute later. A wake-up every 2 s costs
 # ~0.01% of a core.
 ACCEPT_WAKE_S = 2.0
-
-
-@dataclass
-class Client:
-    peer: Peer
-    conn: socket.socket
-    session: Session | None = None
-    revoked: str = ""  # why its probes were ended by the guard
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    # The session's process, held from its check on: a later owner of its PID is not it.
-    target: HeldProcesses = field(default_factory=HeldProcesses)
-    # A user's view of energy: their own joules only (None: root, admin, energy_groups).
-    energy: OwnEnergy | None = None
 
 
 class Agent:
@@ -116,6 +105,7 @@ class Agent:
         self._lock = threading.Lock()
         self._stop = StopFlag()  # set from a signal handler: no lock (stop_flag.py)
         self.sock = listen(path)
+        self.lobby: Lobby[Client] = Lobby()
 
     # ----- life cycle -------------------------------------------------------------------
 
@@ -135,19 +125,25 @@ class Agent:
             if listening < 0:  # closed by stop()
                 break
             stop = self._stop.fileno()
-            ready, _, _ = select.select([listening, stop], [], [], wake_s)
-            if listening not in ready:
-                continue
-            while True:  # every connection queued: a flood is drained, not met one a wake
-                try:
-                    conn, _ = self.sock.accept()
-                except OSError:  # none left, a client that gave up, or stop()
-                    break
-                self._admit(conn)
+            waiting = self.lobby.fds()
+            ready, _, _ = select.select(
+                [listening, stop, *waiting], [], [], self.lobby.wait_s(wake_s)
+            )
+            if listening in ready:
+                for _ in range(ACCEPT_BATCH):  # a flood drained, a batch at a time
+                    try:
+                        conn, _ = self.sock.accept()
+                    except OSError:  # none left, a client that gave up, or stop()
+                        break
+                    self._admit(conn)
+            self._let_in(self.lobby.sort(ready))
 
     def _admit(self, conn: socket.socket) -> None:
-        """A thread for CONN, or a one-line reason and a close (no thread) when its user,
-        or every user, has all the connections they may have."""
+        """CONN to the lobby until it says hello, or a one-line reason and a close when
+        its user, or every user, has all the connections they may have."""
+        if hung_up(conn):  # connected and closed at once: nothing to answer
+            conn.close()
+            return
         try:
             peer = peer_of(conn, self.admin_gid)
         except OSError:
@@ -161,12 +157,21 @@ class Agent:
             if why is None:
                 self.clients.append(client)
         if why is not None:
-            with contextlib.suppress(OSError):
-                conn.setblocking(False)  # a full buffer drops the reason, never waits
-                conn.send(proto.encode("error", message=why))
-            conn.close()
+            turn_away(conn, why)
             return
-        threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+        self.lobby.add(conn, client, self.settings.hello_timeout_s)
+
+    def _let_in(self, found: Sorted[Client]) -> None:
+        """A thread for each client that spoke; the others' places given back."""
+        for client, hello_by in found.spoke:
+            threading.Thread(target=self._serve, args=(client, hello_by), daemon=True).start()
+        for client in found.gone + found.late:
+            with self._lock:
+                self.clients.remove(client)
+            if client in found.late:
+                turn_away(client.conn, f"no hello in {self.settings.hello_timeout_s:g} s")
+            else:
+                client.conn.close()
 
     def request_stop(self) -> None:
         """Safe in a signal handler: a flag and a byte to a pipe; no lock taken, no
@@ -179,6 +184,7 @@ class Agent:
         self._stop.set()
         self.notifier.stopping()
         end_all()  # the users' openers
+        self.lobby.close_all()
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
@@ -187,27 +193,27 @@ class Agent:
         for c in clients:
             with contextlib.suppress(OSError):
                 c.conn.shutdown(socket.SHUT_RDWR)
-            _end(c)
+            end(c)
         with contextlib.suppress(OSError):
             self.path.unlink()
 
     # ----- one client ---------------------------------------------------------------------
 
-    def _serve(self, client: Client) -> None:
+    def _serve(self, client: Client, hello_by: float) -> None:
         try:
-            self._serve_one(client)
+            self._serve_one(client, hello_by)
         except Exception as exc:  # one client's fault ends that client only
             # Its session was closed on the way out; the agent and the others go on.
             print(f"adaptyst-top agent: a client ended on {exc!r}", file=sys.stderr)
             with contextlib.suppress(OSError):
                 client.conn.close()
 
-    def _serve_one(self, client: Client) -> None:
+    def _serve_one(self, client: Client, hello_by: float) -> None:
         conn = client.conn
         reader = proto.LineReader(conn, proto.MAX_LINE)
         hello_s, idle_s = self.settings.hello_timeout_s, self.settings.idle_timeout_s
         try:
-            conn.settimeout(hello_s)
+            conn.settimeout(max(hello_by - time.monotonic(), 0.001))  # the lobby's time too
             hello = _read(reader, f"no hello in {hello_s:g} s")
             if hello is None:
                 return
@@ -227,7 +233,7 @@ class Agent:
         finally:
             with self._lock:
                 self.clients.remove(client)
-            _end(client)
+            end(client)
             with contextlib.suppress(OSError):
                 conn.close()
 
@@ -428,15 +434,7 @@ class Agent:
                 if why is not None and "no such process" not in why:
                     with c.lock:
                         c.revoked = f"probes ended: {why}"
-                        _end(c)
-
-
-def _end(client: Client) -> None:
-    session, client.session = client.session, None
-    client.target.release_all()
-    if session is not None:
-        session.close()
-        heap.give_back()  # what its compiles and maps freed
+                        end(c)
 
 
 def _read(reader: proto.LineReader, silent: str) -> dict[str, Any] | None:

@@ -1,0 +1,36 @@
+"""One connection to the agent: who it is (the kernel's word), its session, and the end
+of both."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass, field
+
+from adaptyst_top.agent.core.authorization import Peer
+from adaptyst_top.agent.core.own_energy import OwnEnergy
+from adaptyst_top.runtime.session import Session
+from adaptyst_top.system import heap
+from adaptyst_top.system.held_processes import HeldProcesses
+
+
+@dataclass
+class Client:
+    peer: Peer
+    conn: socket.socket
+    session: Session | None = None
+    revoked: str = ""  # why its probes were ended by the guard
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    # The session's process, held from its check on: a later owner of its PID is not it.
+    target: HeldProcesses = field(default_factory=HeldProcesses)
+    # A user's view of energy: their own joules only (None: root, admin, energy_groups).
+    energy: OwnEnergy | None = None
+
+
+def end(client: Client) -> None:
+    """CLIENT's session closed and its process let go (the connection is the caller's)."""
+    session, client.session = client.session, None
+    client.target.release_all()
+    if session is not None:
+        session.close()
+        heap.give_back()  # what its compiles and maps freed
