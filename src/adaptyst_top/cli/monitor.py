@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from adaptyst_top.cli.commands import summaries, usage
 from adaptyst_top.cli.options import Parser, add_session_options, add_version, session_options
+from adaptyst_top.runtime.run_lifecycle import RunLifecycle, once
 from adaptyst_top.system.private_files import private_log
-from adaptyst_top.tui.quit_signals import QUIT_SIGNALS, on_quit_deadline, start_quit_deadline
 
 if TYPE_CHECKING:  # imported when used: `adaptyst-top` starts fast, and Ctrl-C works early
     from adaptyst_top.runtime.config import Config
@@ -129,16 +127,15 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
         lambda: None if log_path is None else _tell_and_remove(log_path, command)
     )
 
-    def on_signal(signum: int, _frame: object) -> None:
-        # Before the screen is up: give up attaching (the command never runs). After: quit
-        # like q (a closed SSH session is SIGHUP): probes detach, the command is ended.
-        opts.cancel.set()
+    def on_quit(_signum: int) -> None:
+        # Before the screen is up: the attach is given up (the command never runs).
+        # After: quit like q (a closed SSH session is SIGHUP): probes detach, the
+        # command is ended.
         if app is not None:
-            start_quit_deadline()
             app.exit()
 
-    for sig in QUIT_SIGNALS:
-        signal.signal(sig, on_signal)
+    life = RunLifecycle(opts.cancel, on_quit)
+    life.install()
     try:
         try:
             session = open_session(opts)
@@ -150,7 +147,7 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
                 raise SessionError("interrupted before the command started")
             session.start()
             close = once(session.close)  # the main thread's, or the quit deadline's
-            on_quit_deadline(close, tell_and_remove)
+            life.last_resort(close, tell_and_remove)
             app = MonitorApp(
                 LiveSource(session), interval=interval, config=config, ascii=view.ascii
             )
@@ -158,8 +155,7 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
         finally:
             # The app's loop took the signals while it ran and gave back the default
             # actions as it closed: a SIGTERM now would end us with the command running.
-            for sig in QUIT_SIGNALS:
-                signal.signal(sig, on_signal)
+            life.install()
             (session.close if close is None else close)()
     except SessionError as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
@@ -188,17 +184,3 @@ def _tell_and_remove(log_path: Path, command: Sequence[str], lines: int = 20) ->
 def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
     args = monitor_parser().parse_args(argv)
     return run_monitor(session_options(args, command), view_options(args))
-
-
-def once(fn: Callable[[], None]) -> Callable[[], None]:
-    """FN, run by the first caller only; a second caller waits until it has run."""
-    lock = threading.Lock()
-    done: list[bool] = []
-
-    def run() -> None:
-        with lock:
-            if not done:
-                done.append(True)
-                fn()
-
-    return run

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO
 
 from adaptyst_top.cli.options import (
     Parser,
@@ -24,6 +24,7 @@ from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals as refus
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, DURATION_RANGE
 from adaptyst_top.runtime.record import WriteInterrupted, record_snapshots
 from adaptyst_top.runtime.record_file import open_output, replaced_output, same_file
+from adaptyst_top.runtime.run_lifecycle import RunLifecycle, once
 from adaptyst_top.runtime.session import Session, SessionError, child_output_for, open_session
 
 
@@ -78,29 +79,24 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
     # An agent that does not attach the probes within the whole run ends it.
     give_up_at = None if args.duration is None else time.monotonic() + args.duration
     opts = session_options(args, command, child_output_for(to_stdout), give_up_at)
-    caught: list[int] = []
     writing = threading.Event()
-
     main_thread = threading.get_ident()
 
-    def on_signal(signum: int, _frame: Any) -> None:
-        caught.append(signum)
-        opts.cancel.set()  # also gives up an attach still under way
+    def on_quit(signum: int) -> None:
         if writing.is_set():
             raise WriteInterrupted  # out of a write a reader may never take
-        if len(caught) == 1:
+        if len(life.caught) == 1:
             # The last line is still to come, and may meet a reader that does not read:
             # asked again in a second, a write blocked by then is left.
             again = threading.Timer(1.0, signal.pthread_kill, (main_thread, signum))
             again.daemon = True
             again.start()
 
-    # Installed before attaching: a signal then must not release a command with no probes.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+    life = RunLifecycle(opts.cancel, on_quit)
+    life.install()
     try:
         session = open_session(opts)
-        if caught:
+        if life.caught:
             session.close()
             raise SessionError("interrupted before the command started")
         refused = kernel_refusals(session)
@@ -111,6 +107,8 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
             what = "running the command" if command else "recording"
             raise SessionError(f"not {what} with probes the kernel refused (--keep-going does)")
         session.start()
+        close = once(session.close)  # the main thread's, or the quit deadline's
+        life.last_resort(close)
     except SessionError as exc:
         print(f"adaptyst-top: {exc}", file=sys.stderr)
         if out is not sys.stdout:
@@ -143,7 +141,7 @@ def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
         print(f"adaptyst-top: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     finally:
-        session.close()
+        close()
         if out is not sys.stdout:
             with contextlib.suppress(OSError):
                 out.close()
