@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.path.relative_to(TESTS).parts[0] == "system":
             item.add_marker(pytest.mark.system)
         item.add_marker(pytest.mark.xdist_group(xdist_group(item.path)))
+
+
+def unreachable_folder(*paths: Path) -> Path | None:
+    """The first folder on the way to PATHS that other users cannot pass (no o+x)."""
+    for path in paths:
+        for folder in [path, *path.parents]:
+            if folder.is_dir() and not folder.stat().st_mode & 0o001:
+                return folder
+    return None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # As root the system tests start users' processes (useradd) on this checkout's
+    # interpreter: under a 0700 folder every one of them fails with EACCES, 29 at once.
+    if not IS_ROOT or hasattr(session.config, "workerinput"):
+        return
+    if not any(item.get_closest_marker("system") for item in session.items):
+        return
+    folder = unreachable_folder(TESTS.parent.resolve(), Path(sys.prefix).resolve())
+    if folder is not None:
+        raise pytest.UsageError(
+            f"other users cannot reach this checkout: {folder} is not o+x (the system "
+            "tests run as users made by useradd); run from a folder they can reach"
+        )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
