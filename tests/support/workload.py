@@ -42,6 +42,15 @@ class Workload:
         reply = self.proc.stdout.readline().strip()
         assert reply == "ok", f"{command!r} -> {reply!r}"
 
+    def cpu_ns(self) -> int:
+        """The target's CPU time so far, as its kernel counts it (CLOCK_PROCESS_CPUTIME_ID)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("cpu\n")
+        self.proc.stdin.flush()
+        said, ns = self.proc.stdout.readline().split()
+        assert said == "cpu" and self.proc.stdout.readline().strip() == "ok"
+        return int(ns)
+
     def exit(self, code: int = 0) -> int:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"exit {code}\n")

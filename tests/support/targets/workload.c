@@ -17,6 +17,7 @@
  *   spawn K MS N   K child processes, each: sleep MS, N calls of fast_fn; waits for them
  *   spawnexec MS N a child that execs this program ("sleep MS fast N"); waits for it
  *   threads K N F  K threads at once, each N calls of F (fast or nop5_entry); waits for them
+ *   cpu            prints "cpu NS": this process's CPU time so far (the truth beside a probe)
  *   exit CODE
  * Each command answers "ok" once done. Commands come from stdin, or from the
  * arguments when there are any ("workload held 10 100 exit 3"). */
@@ -142,6 +143,10 @@ int main(int argc, char **argv) {
                 DTRACE_PROBE1(adaptyst_test, task_end, "inner");
                 DTRACE_PROBE1(adaptyst_test, task_end, "outer");
             }
+        } else if (!strcmp(cmd, "cpu")) {
+            struct timespec t;
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+            printf("cpu %ld\n", t.tv_sec * 1000000000L + t.tv_nsec);
         } else if (!strcmp(cmd, "tick") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) DTRACE_PROBE1(adaptyst_test, tick, i);
         } else if (!strcmp(cmd, "forever") && fscanf(in, "%ld", &us) == 1) {

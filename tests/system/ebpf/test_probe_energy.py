@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.snapshot import ProbeEntry, Snapshot
+from adaptyst_top.snapshot import Snapshot
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.workload import Workload
@@ -75,36 +74,10 @@ def fake_rapl(tmp_path: Path) -> Iterator[FakeRapl]:
 TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
-class SpinShare:
-    """The share of a core a spinning process gets beside the test's (a calibration in
-    the same run): 1 on an idle machine, about a half beside a CPU hog on every core.
-    A spinning call's on-CPU time is bounded by the share the machine gives it."""
-
-    CODE = (
-        "import select, sys, time\n"
-        "t, c = time.monotonic(), time.process_time()\n"
-        "while not select.select([sys.stdin], [], [], 0)[0]:\n"
-        "    sum(range(20000))\n"
-        "print((time.process_time() - c) / (time.monotonic() - t))\n"
-    )
-
-    def __enter__(self) -> SpinShare:
-        self.share = 1.0
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", self.CODE],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        out, _ = self.proc.communicate("\n", timeout=30)
-        self.share = min(1.0, float(out))
-
-
-def _spin_and_nap(workload: Workload, sweep: DeviceSweep) -> tuple[Snapshot, float]:
-    """Snapshots while the two functions run side by side; the last one after them."""
+def _spin_and_nap(workload: Workload, sweep: DeviceSweep) -> tuple[Snapshot, int]:
+    """Snapshots while the two functions run side by side; the last one after them, and
+    the CPU time the target spent on the calls, as its kernel counts it (the truth the
+    spinning call's on-CPU time is held to, on an idle machine or a busy one)."""
     with ProbeEngine(pid=workload.pid) as engine:
         hub = Hub(engine, sweep)
         for fn in ("held_fn", "napped_fn"):
@@ -112,24 +85,27 @@ def _spin_and_nap(workload: Workload, sweep: DeviceSweep) -> tuple[Snapshot, flo
             assert engine.wait(120) and group.state == "attached", group.error
         hub.snapshot()
         done = threading.Event()
-        runner = threading.Thread(
-            target=lambda: (workload.run(f"heldnap 60 {CALL_US}"), done.set()), daemon=True
-        )
-        with SpinShare() as spinner:
-            runner.start()
+        cpu: list[int] = []
+
+        def run() -> None:
+            cpu.append(workload.cpu_ns())
+            workload.run(f"heldnap 60 {CALL_US}")
+            cpu.append(workload.cpu_ns())
+            done.set()
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        snap = hub.snapshot()
+        while not done.wait(0.3):
             snap = hub.snapshot()
-            while not done.wait(0.3):
-                snap = hub.snapshot()
-            runner.join()
+        runner.join()
         time.sleep(sweep.period_s * 1.2)  # the last device reading after the calls
         snap = hub.snapshot()
         hub.close()
-        return snap, spinner.share
+        return snap, cpu[1] - cpu[0]
 
 
-def _check_split(
-    snap: Snapshot, method: str, share: float, calls: int = 60
-) -> dict[str, ProbeEntry]:
+def _check_split(snap: Snapshot, method: str, target_cpu_ns: int, calls: int = 60) -> None:
     rows = {p.name: p for p in snap.probes}
     spin, nap = rows["held_fn"], rows["napped_fn"]
     assert spin.count == nap.count == calls
@@ -137,8 +113,12 @@ def _check_split(
     assert spin.mean_ns is not None and nap.mean_ns is not None
     assert 0.8 < spin.mean_ns / nap.mean_ns < 1.25
     assert spin.cpu_ns is not None and nap.cpu_ns is not None
-    # On a CPU for as much of its time as the machine gave a spinner beside it (SHARE).
-    assert spin.cpu_ns >= 0.8 * share * calls * CALL_US * 1000, (spin.cpu_ns, share)
+    # The spin is on the CPU for nearly all the target's CPU time over the calls (the
+    # nap and the loop take the rest), however much of its wall time the machine gave it.
+    assert 0.9 * target_cpu_ns <= spin.cpu_ns <= target_cpu_ns + 2 * TICK_NS, (
+        spin.cpu_ns,
+        target_cpu_ns,
+    )
     assert spin.cpu_ns <= 1.1 * spin.count * spin.mean_ns + 2 * TICK_NS  # never past its wall
     assert nap.cpu_ns < spin.cpu_ns / 10
     assert spin.energy_method == nap.energy_method == method
@@ -148,7 +128,6 @@ def _check_split(
     assert split.device == "cpu" and split.method == method
     assert spin.energy_j + nap.energy_j <= split.measured_j + 1e-9
     assert split.attributed_j == pytest.approx(spin.energy_j + nap.energy_j, rel=1e-6)
-    return rows
 
 
 @pytest.mark.ebpf
@@ -157,8 +136,8 @@ def test_a_spinning_call_costs_ten_times_a_sleeping_one_by_the_power_model(
     workload: Workload, tmp_path: Path
 ) -> None:
     sweep = DeviceSweep(power_model=PowerModel.parse("10:90"), sysfs=tmp_path, period_s=0.25)
-    snap, share = _spin_and_nap(workload, sweep)
-    _check_split(snap, "estimate-oncpu", share)
+    snap, target_cpu_ns = _spin_and_nap(workload, sweep)
+    _check_split(snap, "estimate-oncpu", target_cpu_ns)
     (cpu,) = [d for d in snap.devices if d.kind == "cpu"]
     assert cpu.energy_source == "estimate"
 
@@ -169,8 +148,8 @@ def test_a_spinning_call_costs_ten_times_a_sleeping_one_by_rapl_that_wraps(
     workload: Workload, fake_rapl: FakeRapl, tmp_path: Path
 ) -> None:
     sweep = DeviceSweep(sysfs=tmp_path / "sys", period_s=0.25)
-    snap, share = _spin_and_nap(workload, sweep)
-    _check_split(snap, "rapl-oncpu", share)
+    snap, target_cpu_ns = _spin_and_nap(workload, sweep)
+    _check_split(snap, "rapl-oncpu", target_cpu_ns)
     (cpu,) = [d for d in snap.devices if d.kind == "cpu"]
     assert cpu.energy_source == "rapl" and cpu.energy_j is not None
     assert fake_rapl.total_uj > 2 * FakeRapl.RANGE_UJ  # it wrapped, twice at least
@@ -185,22 +164,27 @@ def test_a_spinning_call_costs_ten_times_a_sleeping_one_by_rapl_that_wraps(
 def test_joules_in_a_compact_recording_and_its_export(workload_bin: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
     specs = [f"--probe=uprobe:{workload_bin}:{fn}" for fn in ("held_fn", "napped_fn")]
-    script = ["sleep", "1200", "heldnap", "30", str(CALL_US), "sleep", "1200", "exit", "0"]
-    with SpinShare() as spinner:
-        record = subprocess.run(
-            [
-                *CLI,
-                "record",
-                *specs,
-                *("--cpu-power-model", "10:90", "--interval", "0.3"),
-                *("--format", "compact", "--out", str(out), "--", str(workload_bin)),
-                *script,
-            ],
-            check=False,
-            capture_output=True,
-            timeout=120,
-        )
+    script = ["sleep", "1200", "cpu", "heldnap", "30", str(CALL_US), "cpu", "sleep", "1200"]
+    record = subprocess.run(
+        [
+            *CLI,
+            "record",
+            *specs,
+            *("--cpu-power-model", "10:90", "--interval", "0.3"),
+            *("--format", "compact", "--out", str(out), "--", str(workload_bin)),
+            *script,
+            *("exit", "0"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert record.returncode == 0, record.stderr
+    # The target's "cpu NS" lines, around the calls (its output is record's, to a file).
+    before, after = [
+        int(line.split()[1]) for line in record.stdout.splitlines() if line.startswith("cpu ")
+    ]
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert any(line.get("schema_version") == 2 for line in lines)  # compact lines there
     exported = subprocess.run(
@@ -208,4 +192,4 @@ def test_joules_in_a_compact_recording_and_its_export(workload_bin: Path, tmp_pa
     ).stdout.splitlines()
     assert len(exported) == len(lines)
     last = Snapshot.from_json(json.loads(exported[-1]))
-    _check_split(last, "estimate-oncpu", spinner.share, calls=30)
+    _check_split(last, "estimate-oncpu", after - before, calls=30)
