@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import time
 import weakref
+
+from adaptyst_top.system.readable import readable
 
 
 class StopFlag:
@@ -47,7 +48,7 @@ class StopFlag:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 break
-            select.select([self._read], [], [], left)  # a byte stays: later waits return
+            readable([self._read], left)  # a byte stays: later waits return
         return self._set
 
 

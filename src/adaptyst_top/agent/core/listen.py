@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import select
 import socket
 import threading
 from pathlib import Path
 
 from adaptyst_top.runtime.stop_flag import StopFlag
 from adaptyst_top.system import line_socket
+from adaptyst_top.system.readable import readable
 
 # Connections the kernel queues before accept() (capped by net.core.somaxconn): room
 # for every user's connects while one user floods it.
@@ -22,8 +22,7 @@ class AgentError(RuntimeError):
 def watch_hangup(conn: socket.socket, cancel: StopFlag, done: threading.Event) -> None:
     """While probes attach, a client that goes away cancels the attach."""
     while not done.is_set():
-        readable, _, _ = select.select([conn], [], [], 0.2)
-        if readable:
+        if readable([conn], 0.2):
             try:
                 peeked = conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
             except BlockingIOError:

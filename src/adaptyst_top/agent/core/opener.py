@@ -18,7 +18,6 @@ import contextlib
 import fcntl
 import json
 import os
-import select
 import socket
 import stat
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from adaptyst_top.agent.core.kept_workers import KeptWorkers, Worker, WorkerFailed, end
 from adaptyst_top.agent.worker import open_files as opener_worker
+from adaptyst_top.system.readable import readable
 
 WORKER = Path(opener_worker.__file__)
 # A lookup a user's file system holds up is given up on after this; the opener is killed.
@@ -122,7 +122,7 @@ def _receive(link: socket.socket, uid: int, deadline: float, first: bool) -> lis
     """One answer of the opener: a descriptor or None for each path of its chunk.
     FIRST: the first answer of a kept opener (one that closed instead is _Gone)."""
     wait = deadline - time.monotonic()
-    if wait <= 0 or not select.select([link], [], [], wait)[0]:
+    if wait <= 0 or not readable([link], wait):
         raise NotOpened(f"opening files as uid {uid} took over {OPEN_TIMEOUT_S:g} s: given up")
     fds: list[int] = []
     try:

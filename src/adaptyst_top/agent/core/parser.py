@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import re
-import select
 import socket
 import sys
 import threading
@@ -24,6 +23,7 @@ from adaptyst_top.agent.core.authorization import Peer
 from adaptyst_top.agent.core.elf_check import Lied, checked
 from adaptyst_top.agent.core.kept_workers import FRAME, KeptWorkers, Worker, WorkerFailed, end
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, ElfReader, NotELFError
+from adaptyst_top.system.readable import readable
 
 # A library of 200,000 symbols takes seconds on a busy node; a parser past this is killed.
 PARSE_TIMEOUT_S = 60.0
@@ -142,7 +142,7 @@ def _read(link: socket.socket, n: int, deadline: float, path: str, first: bool) 
     got = 0
     while got < n:
         wait = deadline - time.monotonic()
-        if wait <= 0 or not select.select([link], [], [], wait)[0]:
+        if wait <= 0 or not readable([link], wait):
             raise NotELFError(f"{path}: parsing took over {PARSE_TIMEOUT_S:g} s: given up")
         try:
             chunk = link.recv(min(n - got, 1 << 20))

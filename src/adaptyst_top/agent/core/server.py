@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import grp
-import select
 import socket
 import sys
 import threading
@@ -68,6 +67,7 @@ from adaptyst_top.snapshot import ProbeRef, reusing
 from adaptyst_top.system import heap
 from adaptyst_top.system.pid_namespaces import PidNamespaceError, in_agents_namespace
 from adaptyst_top.system.pinned_files import PinnedFiles
+from adaptyst_top.system.readable import readable
 from adaptyst_top.system.sd_notify import Notifier
 
 DEFAULT_SOCKET = agent_defaults.DEFAULT_SOCKET
@@ -112,7 +112,7 @@ class Agent:
     def serve_forever(self) -> None:
         guard = threading.Thread(target=self._guard, name="agent-guard", daemon=True)
         guard.start()
-        self.sock.setblocking(False)  # select() waits; accept() drains what is queued
+        self.sock.setblocking(False)  # poll() waits; accept() drains what is queued
         self.notifier.ready()
         wake_s = self.notifier.wake_s(ACCEPT_WAKE_S)
         while not self._stop.is_set():
@@ -126,9 +126,7 @@ class Agent:
                 break
             stop = self._stop.fileno()
             waiting = self.lobby.fds()
-            ready, _, _ = select.select(
-                [listening, stop, *waiting], [], [], self.lobby.wait_s(wake_s)
-            )
+            ready = readable([listening, stop, *waiting], self.lobby.wait_s(wake_s))
             if listening in ready:
                 for _ in range(ACCEPT_BATCH):  # a flood drained, a batch at a time
                     try:
