@@ -99,10 +99,12 @@ def cmd_agent(argv: Sequence[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
     print(f"adaptyst-top agent: listening on {path}", file=sys.stderr, flush=True)
-    agent.serve_forever()
-    for stop in stops:
-        stop()
-    agent.stop()
+    try:
+        agent.serve_forever()
+    finally:  # an error out of the loop still ends every session and exporter
+        for stop in stops:
+            stop()
+        agent.stop()
     return 0
 
 

@@ -165,6 +165,27 @@ def test_silent_and_idle_connections_are_closed(bounded: Agent) -> None:
     assert got[1]["message"] == "no request in 2 s: closed"
 
 
+def test_a_hello_sent_a_byte_at_a_time_ends_at_the_hello_deadline(bounded: Agent) -> None:
+    """A byte every 0.3 s, never a newline: the socket's timeout (per recv) would wait
+    for ever; the hello's deadline does not move."""
+    slow = raw_client(bounded.path)
+    start = time.monotonic()
+    slow.settimeout(0.3)
+    reply = b""
+    while time.monotonic() - start < BOUNDS.hello_timeout_s + 5:
+        with contextlib.suppress(OSError):
+            slow.send(b"{")
+        try:
+            reply += slow.recv(4096)
+        except TimeoutError:
+            continue
+        if reply.endswith(b"\n") or not reply:
+            break
+    took = time.monotonic() - start
+    assert b"no hello in 1 s" in reply, reply
+    assert took < BOUNDS.hello_timeout_s + 1.5, took
+
+
 def test_a_crowd_of_users_leaves_root_room_and_a_flood_delays_no_one(
     bounded: Agent,
     users: tuple[User, User],  # noqa: F811

@@ -6,9 +6,11 @@ from __future__ import annotations
 import socket
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from adaptyst_top.agent.core.authorization import Peer
 from adaptyst_top.agent.core.own_energy import OwnEnergy
+from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.session import Session
 from adaptyst_top.system import heap
 from adaptyst_top.system.held_processes import HeldProcesses
@@ -34,3 +36,11 @@ def end(client: Client) -> None:
     if session is not None:
         session.close()
         heap.give_back()  # what its compiles and maps freed
+
+
+def read_message(reader: proto.LineReader, silent: str) -> dict[str, Any] | None:
+    """The next message; a timeout is a ProtocolError that says SILENT."""
+    try:
+        return reader.read()
+    except TimeoutError:
+        raise proto.ProtocolError(silent) from None

@@ -7,8 +7,10 @@ connection, two users' floods held each hello 1.3-2.1 s on an idle machine (the 
 from __future__ import annotations
 
 import contextlib
+import errno
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -19,6 +21,36 @@ T = TypeVar("T")
 # At most this many accepts before the lobby is looked at again: a flood faster than the
 # accept loop cannot keep the hellos already waiting from being read.
 ACCEPT_BATCH = 256
+# Out of descriptors (EMFILE, ENFILE), the listening socket stays readable: accepting
+# pauses this long rather than spin on it (those queued wait, none is refused).
+FULL_PAUSE_S = 0.1
+
+
+def accept_some(sock: socket.socket, admit: Callable[[socket.socket], None]) -> bool:
+    """Up to ACCEPT_BATCH connections of SOCK (non-blocking) to ADMIT; False when the
+    process is out of descriptors (pause before the next try)."""
+    for _ in range(ACCEPT_BATCH):
+        try:
+            conn, _ = sock.accept()
+        except OSError as exc:  # none left, a client that gave up, stop(), or full
+            return exc.errno not in (errno.EMFILE, errno.ENFILE)
+        admit(conn)
+    return True
+
+
+class ByDeadline:
+    """CONN's recv, each given what is left until BY: a hello sent a byte at a time
+    still ends at its deadline, where a socket timeout would wait per byte."""
+
+    def __init__(self, conn: socket.socket, by: float) -> None:
+        self.conn, self.by = conn, by
+
+    def recv(self, size: int) -> bytes:
+        left = self.by - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        self.conn.settimeout(left)
+        return self.conn.recv(size)
 
 
 def hung_up(conn: socket.socket) -> bool:

@@ -43,11 +43,19 @@ from adaptyst_top.agent.core.authorization import (
     tenant_of,
 )
 from adaptyst_top.agent.core.bounds import crowded, room_refusal
-from adaptyst_top.agent.core.client import Client, end
+from adaptyst_top.agent.core.client import Client, end, read_message
 from adaptyst_top.agent.core.kept_workers import end_all, reap_idle
 from adaptyst_top.agent.core.listen import AgentError, listen, watch_hangup
 from adaptyst_top.agent.core.listing import candidates_for, list_for
-from adaptyst_top.agent.core.lobby import ACCEPT_BATCH, Lobby, Sorted, hung_up, turn_away
+from adaptyst_top.agent.core.lobby import (
+    FULL_PAUSE_S,
+    ByDeadline,
+    Lobby,
+    Sorted,
+    accept_some,
+    hung_up,
+    turn_away,
+)
 from adaptyst_top.agent.core.own_energy import OwnEnergy
 from adaptyst_top.agent.core.parser import reader_for
 from adaptyst_top.collectors.devices.gpu_processes import visible_to
@@ -106,6 +114,7 @@ class Agent:
         self._stop = StopFlag()  # set from a signal handler: no lock (stop_flag.py)
         self.sock = listen(path)
         self.lobby: Lobby[Client] = Lobby()
+        self._full_until = 0.0  # out of descriptors: accepting pauses until then
 
     # ----- life cycle -------------------------------------------------------------------
 
@@ -125,15 +134,12 @@ class Agent:
             if listening < 0:  # closed by stop()
                 break
             stop = self._stop.fileno()
-            waiting = self.lobby.fds()
-            ready = readable([listening, stop, *waiting], self.lobby.wait_s(wake_s))
-            if listening in ready:
-                for _ in range(ACCEPT_BATCH):  # a flood drained, a batch at a time
-                    try:
-                        conn, _ = self.sock.accept()
-                    except OSError:  # none left, a client that gave up, or stop()
-                        break
-                    self._admit(conn)
+            paused = time.monotonic() < self._full_until
+            door = [] if paused else [listening]
+            wait_s = self.lobby.wait_s(FULL_PAUSE_S if paused else wake_s)
+            ready = readable([*door, stop, *self.lobby.fds()], wait_s)
+            if listening in ready and not accept_some(self.sock, self._admit):
+                self._full_until = time.monotonic() + FULL_PAUSE_S
             self._let_in(self.lobby.sort(ready))
 
     def _admit(self, conn: socket.socket) -> None:
@@ -161,15 +167,21 @@ class Agent:
 
     def _let_in(self, found: Sorted[Client]) -> None:
         """A thread for each client that spoke; the others' places given back."""
+        unserved = []
         for client, hello_by in found.spoke:
-            threading.Thread(target=self._serve, args=(client, hello_by), daemon=True).start()
-        for client in found.gone + found.late:
+            try:
+                threading.Thread(target=self._serve, args=(client, hello_by), daemon=True).start()
+            except RuntimeError:  # no thread to be had (a task or memory limit)
+                unserved.append(client)
+        for client in found.gone + found.late + unserved:
             with self._lock:
                 self.clients.remove(client)
-            if client in found.late:
+            if client in found.gone:
+                client.conn.close()
+            elif client in found.late:
                 turn_away(client.conn, f"no hello in {self.settings.hello_timeout_s:g} s")
             else:
-                client.conn.close()
+                turn_away(client.conn, "the agent is busy: try later")
 
     def request_stop(self) -> None:
         """Safe in a signal handler: a flag and a byte to a pipe; no lock taken, no
@@ -208,18 +220,19 @@ class Agent:
 
     def _serve_one(self, client: Client, hello_by: float) -> None:
         conn = client.conn
-        reader = proto.LineReader(conn, proto.MAX_LINE)
+        # The hello by the deadline the lobby started (a byte at a time included).
+        reader = proto.LineReader(ByDeadline(conn, hello_by), proto.MAX_LINE)
         hello_s, idle_s = self.settings.hello_timeout_s, self.settings.idle_timeout_s
         try:
-            conn.settimeout(max(hello_by - time.monotonic(), 0.001))  # the lobby's time too
-            hello = _read(reader, f"no hello in {hello_s:g} s")
+            hello = read_message(reader, f"no hello in {hello_s:g} s")
             if hello is None:
                 return
+            reader.sock = conn
             proto.check_version(hello, "client")
             self._send(client, proto.encode("hello", uid=client.peer.uid))
             while True:
                 conn.settimeout(idle_s)
-                msg = _read(reader, f"no request in {idle_s:g} s: closed")
+                msg = read_message(reader, f"no request in {idle_s:g} s: closed")
                 if msg is None:
                     break
                 self._send(client, self._answer(client, msg))
@@ -433,10 +446,3 @@ class Agent:
                     with c.lock:
                         c.revoked = f"probes ended: {why}"
                         end(c)
-
-
-def _read(reader: proto.LineReader, silent: str) -> dict[str, Any] | None:
-    try:
-        return reader.read()
-    except TimeoutError:
-        raise proto.ProtocolError(silent) from None
