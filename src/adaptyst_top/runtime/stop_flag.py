@@ -5,7 +5,7 @@ wakes; a handler runs in the main thread between two bytecodes, so a handler tha
 an Event the main thread is waiting on can land in that moment and wait for ever on a
 lock its own thread holds. Seen: `record --interval 0.2` hung after SIGTERM, its main
 thread in `on_signal -> Event.set -> Condition.__enter__`, inside `Event.wait`. Here
-set() stores a flag and writes a byte to a pipe, and wait() selects on the pipe: no
+set() stores a flag and writes a byte to a pipe, and wait() polls the pipe: no
 lock anywhere.
 """
 
@@ -38,7 +38,7 @@ class StopFlag:
         return self._set
 
     def fileno(self) -> int:
-        """Readable once set (for a select() that waits on other files too)."""
+        """Readable once set (for a poll() that waits on other files too)."""
         return self._read
 
     def wait(self, timeout: float | None = None) -> bool:
