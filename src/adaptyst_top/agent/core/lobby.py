@@ -53,14 +53,20 @@ class ByDeadline:
         return self.conn.recv(size)
 
 
+def _peek(conn: socket.socket) -> bytes | None:
+    """CONN's next byte left unread: b"" once its client has closed (or reset) with
+    nothing sent, None while nothing has come."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return None
+    except OSError:  # reset
+        return b""
+
+
 def hung_up(conn: socket.socket) -> bool:
     """Whether CONN's client has closed its end and sent nothing (a flood's connection)."""
-    try:
-        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
-    except OSError:  # reset
-        return True
+    return _peek(conn) == b""
 
 
 @dataclass
@@ -109,12 +115,9 @@ class Lobby(Generic[T]):
             w = self._waiting.get(fd)
             if w is None:
                 continue
-            try:
-                peeked = w.conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            except BlockingIOError:
+            peeked = _peek(w.conn)
+            if peeked is None:
                 continue  # woken for nothing
-            except OSError:
-                peeked = b""
             del self._waiting[fd]
             if peeked:
                 found.spoke.append((w.item, w.deadline))
