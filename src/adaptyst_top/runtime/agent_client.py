@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
-from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.probes.kinds import parse_spec
+from adaptyst_top.collectors.probes.spec import ProbeSpecError
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_continuity import Continuity
 from adaptyst_top.runtime.agent_transport import (

@@ -20,8 +20,9 @@ from adaptyst_top.collectors.probes.engine import (
     ProbeEngine,
     ProbeError,
 )
+from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.overhead import CostTable
-from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError, parse_spec
+from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import CONTROL_ENV, ControlServer, server_socket_path
 from adaptyst_top.placement.loop import PlacementLoop

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from adaptyst_top.collectors.probes.engine import ProbeEngine, ProbeError
-from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.probes.kinds import parse_spec
+from adaptyst_top.collectors.probes.spec import ProbeSpecError
 from adaptyst_top.runtime import listing
 from adaptyst_top.runtime.agent_client import AgentInterrupted, AgentRefused
 from adaptyst_top.runtime.listing import Candidate

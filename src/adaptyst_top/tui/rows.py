@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from adaptyst_top.collectors.probes.kinds import KINDS, KINDS_HELP
 from adaptyst_top.placement.task_keys import PYTHON_SITES_PREFIX, parse_key
 from adaptyst_top.snapshot import (
     CommandState,
@@ -36,7 +37,7 @@ PROBE_COLUMNS = (
         "Kind",
         6,
         priority=3,
-        help="uprobe (a function's entry and return) or usdt (a static probe site)",
+        help=KINDS_HELP,
     ),
     Column(
         "target",
@@ -271,8 +272,8 @@ def probe_row(
     """APP: the application's name, shown for task probes of the Python task API (whose
     probed file is the API's extension, which no user would recognise)."""
     name = p.name
-    if p.kind == "usdt" and ":" in name:
-        name = name.split(":", 1)[1]  # the provider is in the spec and the detail view
+    if p.kind in KINDS:
+        name = KINDS[p.kind].shown_name(name)
     task = parse_key(p.key) if isinstance(p.key, str) else None
     if task is not None:  # the task API's key: task|device|log2 size|feature bucket
         name = f"{task[0]} @{task[1]} n~2^{task[2]}" + (f" f{task[3]}" if task[3] else "")

@@ -576,9 +576,9 @@ def test_rates_of_a_row_through_hits_and_idle_intervals() -> None:
     """An idle row's rates are not worked out again (a wide glob's rows mostly sit idle),
     and read the same as if they were: zero after an interval without a hit."""
     from adaptyst_top.collectors.probes import overhead as ov_
+    from adaptyst_top.collectors.probes.kinds import parse_spec
     from adaptyst_top.collectors.probes.model import Row
     from adaptyst_top.collectors.probes.reading import update_rates
-    from adaptyst_top.collectors.probes.spec import parse_spec
 
     row = Row(0, parse_spec("uprobe:/bin/true:main"), "main", "/bin/true", ov_.EMULATED, 0)
     seen = []

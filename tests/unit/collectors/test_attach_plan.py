@@ -10,7 +10,7 @@ from adaptyst_top.collectors.probes import entry_safety as es
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_uprobes, plan_usdt
 from adaptyst_top.collectors.probes.elf_info import read_elf
-from adaptyst_top.collectors.probes.spec import parse_spec
+from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.system.targets import resolve_target
 from tests.support.paths import TARGETS
 from tests.support.workload import build_c

@@ -6,7 +6,7 @@ a template, an overload, and a Fortran module procedure."""
 from __future__ import annotations
 
 from adaptyst_top.collectors.probes.demangle import demangle, matches
-from adaptyst_top.collectors.probes.spec import parse_spec
+from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.tui.widgets.fast_table import _fit
 
 

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.probes.kinds import parse_spec
+from adaptyst_top.collectors.probes.spec import ProbeSpecError
 
 
 def test_uprobe_spec() -> None:

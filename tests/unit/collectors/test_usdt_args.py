@@ -66,7 +66,7 @@ def test_an_argument_in_too_many_places_is_refused_before_anything_compiles() ->
     """A file whose probe keeps @arg1 in 17 places would cost 17 programs: refused."""
     from adaptyst_top.collectors.probes.attach_plan import MAX_READERS, PlanError, plan_usdt
     from adaptyst_top.collectors.probes.elf_info import ElfInfo, UsdtProbe
-    from adaptyst_top.collectors.probes.spec import parse_spec
+    from adaptyst_top.collectors.probes.kinds import parse_spec
 
     def sites(n: int) -> tuple[UsdtProbe, ...]:
         return tuple(UsdtProbe("p", "n", 0x1000 + i, 0, f"8@{8 * i}(%rbp)") for i in range(n))
@@ -80,7 +80,7 @@ def test_an_argument_in_too_many_places_is_refused_before_anything_compiles() ->
 def test_a_spec_of_too_many_sites_or_two_at_one_place_is_refused() -> None:
     from adaptyst_top.collectors.probes.attach_plan import MAX_SITES, PlanError, plan_usdt
     from adaptyst_top.collectors.probes.elf_info import ElfInfo, UsdtProbe
-    from adaptyst_top.collectors.probes.spec import parse_spec
+    from adaptyst_top.collectors.probes.kinds import parse_spec
 
     def elf(addresses: list[int]) -> ElfInfo:
         notes = tuple(UsdtProbe("p", "n", a, 0, "") for a in addresses)

@@ -52,7 +52,7 @@ def test_a_note_that_points_inside_an_instruction_is_refused(tmp_path: Path) -> 
     binary): probed, the kernel's breakpoint byte lands inside the constant and the
     target computes another sum. Refused in one line; the real site beside it plans."""
     from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_usdt
-    from adaptyst_top.collectors.probes.spec import parse_spec
+    from adaptyst_top.collectors.probes.kinds import parse_spec
 
     binary = tmp_path / "bad_site"
     source = TARGETS / "bad_site.c"

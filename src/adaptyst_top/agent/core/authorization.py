@@ -24,7 +24,8 @@ from functools import partial
 
 from adaptyst_top.agent.core.opener import NotOpened, open_as
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
-from adaptyst_top.collectors.probes.spec import ProbeSpecError, parse_spec
+from adaptyst_top.collectors.probes.kinds import parse_spec
+from adaptyst_top.collectors.probes.spec import ProbeSpecError
 from adaptyst_top.runtime.session_options import Tenant
 from adaptyst_top.system.held_processes import HeldProcesses
 from adaptyst_top.system.line_socket import peer_credentials

@@ -27,18 +27,11 @@ from adaptyst_top.collectors.probes.helper_build import (
     save_result,
 )
 from adaptyst_top.collectors.probes.keys import NO_STATS
+from adaptyst_top.collectors.probes.kinds import calibration_cases
 from adaptyst_top.collectors.probes.oncpu import oncpu_source
 
-# (class, calib function, spec suffix, calls): fewer calls where each costs more.
-PLAN = (
-    (ov.EMULATED, "push", "uprobe:{bin}:cal_push", 40000),
-    (ov.SINGLESTEP, "lea", "uprobe:{bin}:cal_lea", 6000),
-    (ov.UPROBE_OPTIMIZED, "nop5", "uprobe:{bin}:cal_nop5", 40000),
-    (ov.USDT, "usdt", "usdt:{bin}:adaptyst_cal:hit", 40000),
-    (ov.USDT_PAIR, "pair", "usdt:{bin}:adaptyst_cal:begin..end", 30000),
-    (ov.USDT_OPTIMIZED, "usdt5", "usdt:{bin}:adaptyst_cal:hit5", 40000),
-    (ov.USDT_PAIR_OPTIMIZED, "pair5", "usdt:{bin}:adaptyst_cal:begin5..end5", 30000),
-)
+# (class, calib function, spec suffix, calls), each kind's own cases.
+PLAN = tuple((c.cost_class, c.word, c.spec, c.calls) for c in calibration_cases())
 # The fastest of several runs, with and without the probe, interleaved: noise from
 # the rest of the machine only ever adds time, so the minimum is the figure to keep
 # (a median of differences let one busy moment on a 2-core CI machine halve a ratio).

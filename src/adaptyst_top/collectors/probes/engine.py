@@ -29,6 +29,7 @@ from adaptyst_top.collectors.probes.engine_state import (
     REAP_EVERY,
     WORKER_JOIN_S,
 )
+from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.model import (
     ProbeError,
     ProbeGroup,
@@ -41,7 +42,7 @@ from adaptyst_top.collectors.probes.reading import (
     reap_dead_threads,
     update_rates,
 )
-from adaptyst_top.collectors.probes.spec import ProbeSpec, parse_spec
+from adaptyst_top.collectors.probes.spec import ProbeSpec
 from adaptyst_top.snapshot import ProbeEntry
 
 

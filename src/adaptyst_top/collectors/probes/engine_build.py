@@ -8,22 +8,19 @@ import time
 from functools import partial
 
 from adaptyst_top.collectors.probes import entry_safety
-from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_uprobes, plan_usdt
 from adaptyst_top.collectors.probes.bcc_extras import (
     bcc_stderr_captured,
 )
-from adaptyst_top.collectors.probes.binary_strings import binary_strings
 from adaptyst_top.collectors.probes.bpf_program import (
     MULTI_ENTRY,
     MULTI_RETURN,
-    Slot,
     module_source,
 )
 from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, ElfReader, NotELFError, read_elf
 from adaptyst_top.collectors.probes.engine_scope import EngineScope
+from adaptyst_top.collectors.probes.kinds import kind_of
 from adaptyst_top.collectors.probes.model import (
-    Attachment,
     ProbeError,
     ProbeGroup,
     ProbeModule,
@@ -88,18 +85,12 @@ class EngineBuild(EngineScope):
         assert spec is not None
         started = time.monotonic()
         path, source, elf = self._resolve(spec)
-        multi = False
+        kind = kind_of(spec)
         with self.account.planning if self.account else contextlib.nullcontext():
-            if spec.kind == "uprobe":
-                rows, slots, refused = self._plan_uprobes(spec, path, source, elf)
-                # A keyed spec reads its key in its own programs; multi-links share two.
-                multi = (
-                    self.multi_links and not spec.keyed and all(r.offset is not None for r in rows)
-                )
-            else:
-                rows, slots = self._plan_usdt(spec, path, source, elf)
-                refused = []
-            group.planned = len(rows)
+            plan = kind.plan(self, spec, path, source, elf)
+        rows, slots, refused = plan.rows, plan.slots, plan.refused
+        multi = self.multi_links and plan.multi_links
+        group.planned = len(rows)
         group.timings["plan_s"] = (planned_at := time.monotonic()) - started
         from bcc import BPF  # type: ignore[import-not-found]
 
@@ -121,8 +112,7 @@ class EngineBuild(EngineScope):
             if multi:
                 row.fns = [MULTI_ENTRY, MULTI_RETURN]
         try:
-            if spec.kind == "usdt" and spec.arg is not None:
-                module.keys.binary = binary_strings(source, elf, spec, slots[0].index)
+            kind.loaded(module, spec, source, elf)
             with bcc_stderr_captured():
                 if multi:
                     self._attach_multi(module, spec)
@@ -150,78 +140,19 @@ class EngineBuild(EngineScope):
                 with contextlib.suppress(Exception):
                     self._attach_rows_pid(missing, pid)
 
-    def _new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
+    def new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
         with self._lock:
             row = Row(self._next_row, spec, inert(name), path, cls, slot)  # a symbol: any bytes
             self._next_row += 1
         return row
 
-    def _plan_uprobes(
-        self, spec: ProbeSpec, path: str, source: str, elf: ElfInfo
-    ) -> tuple[list[Row], list[Slot], list[Row]]:
-        """The rows to attach, their slots, and the rows refused (state error, with why)."""
-        try:
-            planned = plan_uprobes(
-                spec, path, elf, self._entry_refusal, self._room(), self.pid, source
-            )
-        except PlanError as exc:
-            raise ProbeError(str(exc)) from None
-        rows: list[Row] = []
-        slots: list[Slot] = []
-        refused: list[Row] = []
-        for p in planned:
-            if p.refused is not None:
-                row = self._new_row(spec, p.name, path, p.cost_class, -1)
-                row.state, row.error = "error", p.refused
-                refused.append(row)
-                continue
-            slot = Slot(len(slots), "uprobe-entry", 0, spec.arg, spec.arg_type, spec.retval)
-            row = self._new_row(spec, p.name, path, p.cost_class, slot.index)
-            row.offset = p.offset
-            row.attachments = [
-                Attachment(slot.fn_name, source, sym=p.sym, addr=p.addr, offset=p.offset),
-                Attachment(
-                    slot.ret_fn_name, source, sym=p.sym, addr=p.addr, ret=True, offset=p.offset
-                ),
-            ]
-            row.fns = [slot.fn_name, slot.ret_fn_name]
-            rows.append(row)
-            slots.append(slot)
-        return rows, slots, refused
-
-    def _room(self) -> int:
+    def room(self) -> int:
         """Attach points this engine may still add."""
         own = self.max_attach - len(self.rows)
         return own if self.account is None else min(own, self.account.room())
 
-    def _entry_refusal(self, insn: entry_safety.EntryInsn) -> str | None:
+    def entry_refusal(self, insn: entry_safety.EntryInsn) -> str | None:
         """The boot's verdict on a single-stepped first instruction (checked on first use)."""
         if self._entry_policy is None:
             self._entry_policy = entry_safety.policy_for_this_boot()
         return self._entry_policy.refusal(insn)
-
-    def _plan_usdt(
-        self, spec: ProbeSpec, path: str, source: str, elf: ElfInfo
-    ) -> tuple[list[Row], list[Slot]]:
-        try:
-            plan = plan_usdt(spec, path, elf, self._room())
-        except PlanError as exc:
-            raise ProbeError(str(exc)) from None
-        names, slots, ref_ctrs = plan.names, plan.slots, plan.ref_ctrs
-        row = self._new_row(spec, spec.label, path, plan.cost_class, slots[0].index)
-        row.fns = [fn for s in slots for fn in s.fn_names]  # a pair's END last
-        # Every site, from the checked notes, at its file offset, to the program that
-        # reads its argument where that site has it; a semaphore held up by the kernel
-        # (uprobe ref_ctr_offset) while the probe is attached, whatever ends the monitor.
-        row.attachments = [
-            Attachment(
-                s.variant_name(plan.variant.get((n, p.address), 0)),
-                source,
-                addr=p.address,
-                ref_ctr=ref_ctrs.get(n, 0),
-                offset=elf.offset_of(p.address),
-            )
-            for n, s in zip(names, slots, strict=False)
-            for p in plan.sites[n]
-        ]
-        return [row], slots

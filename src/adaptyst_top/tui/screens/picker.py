@@ -19,6 +19,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from adaptyst_top.collectors.probes.kinds import SPEC_PREFIXES, SYNTAX
 from adaptyst_top.runtime.listing import Candidate
 
 SHOWN = 300  # options listed at once: enough to pick from, cheap to filter
@@ -46,9 +47,7 @@ class AddProbeScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
             yield Static(
-                "Add a probe: type to filter, or a whole spec (uprobe:TARGET:FUNC"
-                "[@argN|@retval], usdt:TARGET:PROVIDER:NAME[..END][@argN]; N from 1); "
-                "enter adds it",
+                f"Add a probe: type to filter, or a whole spec ({SYNTAX}; N from 1); enter adds it",
                 id="picker-help",
                 markup=False,
             )
@@ -132,7 +131,7 @@ class AddProbeScreen(ModalScreen[str | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
         ol = self.query_one("#picker-list", OptionList)
-        if text.startswith(("uprobe:", "usdt:", "u:")) and text.count(":") >= 2:
+        if text.startswith(SPEC_PREFIXES) and text.count(":") >= 2:
             self.dismiss(text)
         else:
             options = (ol.get_option_at_index(i) for i in range(ol.option_count))

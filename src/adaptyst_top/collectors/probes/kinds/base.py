@@ -1,0 +1,91 @@
+"""What a probe kind is: the one place that says how its specs are parsed, planned into
+rows and programs, loaded, costed, calibrated and shown. The engine, the agent, the CLI
+and the TUI ask the kind (kinds.KINDS) instead of testing a spec's kind themselves."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+from adaptyst_top.collectors.probes import entry_safety
+from adaptyst_top.collectors.probes.bpf_program import Slot
+from adaptyst_top.collectors.probes.elf_info import ElfInfo
+from adaptyst_top.collectors.probes.model import ProbeModule, Row
+from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec
+from adaptyst_top.snapshot.probes import ProbeKind
+
+
+class PlanContext(Protocol):
+    """What planning asks of the engine it plans for."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
+        """A row with the engine's next id."""
+        ...
+
+    def room(self) -> int:
+        """Attach points the engine (and its user's account) may still add."""
+        ...
+
+    def entry_refusal(self, insn: entry_safety.EntryInsn) -> str | None:
+        """Why a function's first instruction may not carry a probe, or None."""
+        ...
+
+
+@dataclass
+class Plan:
+    """A spec planned: the rows to attach, their programs' slots, the rows refused (in
+    state error, with why), and whether its rows may share multi-uprobe links."""
+
+    rows: list[Row]
+    slots: list[Slot]
+    refused: list[Row] = field(default_factory=list)
+    multi_links: bool = False
+
+
+@dataclass(frozen=True)
+class CalibrationCase:
+    """One cost class measured at start-up: the calibrator's function or probe that
+    exercises it (its command-line word), the spec on it ({bin}: the calibrator), and
+    how many calls to time (fewer where each costs more)."""
+
+    cost_class: str
+    word: str
+    spec: str
+    calls: int
+
+
+class ProbeKindDef(ABC):
+    """A kind of probe. NAME is the snapshot's `kind`; ALIASES other words a spec may
+    start with; SYNTAX how its specs read (help and errors); WHAT one line on what its rows
+    measure; KEYS how an @argN/@retval suffix reads on it."""
+
+    name: ClassVar[ProbeKind]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    shape: ClassVar[str]  # the spec without options: "uprobe:TARGET:FUNC"
+    syntax: ClassVar[str]  # with them: "uprobe:TARGET:FUNC[@argN|@retval]"
+    what: ClassVar[str]
+    keys: ClassVar[KeyRules]
+    calibration: ClassVar[tuple[CalibrationCase, ...]] = ()
+
+    @abstractmethod
+    def parse(self, spec: str, rest: str, body_start: int, key: Key) -> ProbeSpec:
+        """SPEC from its body REST (after `kind:`, at column BODY_START, its KEY suffix
+        split off); ProbeSpecError when malformed."""
+
+    @abstractmethod
+    def plan(self, ctx: PlanContext, spec: ProbeSpec, path: str, source: str, elf: ElfInfo) -> Plan:
+        """The rows and slots SPEC becomes in PATH (its bytes read at SOURCE); ProbeError
+        when nothing in it can be probed."""
+
+    def loaded(self, module: ProbeModule, spec: ProbeSpec, source: str, elf: ElfInfo) -> None:
+        """After the module compiled, before its rows attach (what its readers need from
+        the file)."""
+        return None
+
+    def shown_name(self, name: str) -> str:
+        """A row's name as a table shows it."""
+        return name
