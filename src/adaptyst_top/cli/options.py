@@ -7,7 +7,10 @@ import os
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
+from adaptyst_top.collectors.probes.kinds import SYNTAX
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
+from adaptyst_top.collectors.profile.profiler import DEFAULT_HZ as DEFAULT_PROFILE_HZ
+from adaptyst_top.collectors.profile.profiler import HZ_RANGE as PROFILE_HZ_RANGE
 from adaptyst_top.placement.objectives import OBJECTIVES
 from adaptyst_top.runtime.agent_defaults import AGENT_ENV, DEFAULT_SOCKET
 from adaptyst_top.runtime.limits import (
@@ -94,9 +97,8 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="SPEC",
-        help="uprobe:TARGET:FUNC | usdt:TARGET:PROVIDER:NAME | "
-        "usdt:TARGET:PROVIDER:BEGIN..END, with @argN[:str|:int] to split by argument N "
-        "(from 1), or @retval for a uprobe's return value (repeatable); TARGET is a path "
+        help=f"{SYNTAX} (repeatable): BEGIN..END a pair's latency, @argN[:str|:int] splits "
+        "by argument N (from 1), @retval by a uprobe's return value; TARGET is a path "
         "or a library name like c",
     )
     # No argparse defaults for what the config file may also set: None means "not
@@ -124,6 +126,20 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_ATTACH,
         metavar="N",
         help=f"attach point limit, 1..100000 ({DEFAULT_MAX_ATTACH})",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="sample where the target's threads spend their time, on the CPU and off it "
+        "(stacks unwound from each binary's tables: no frame pointers needed)",
+    )
+    parser.add_argument(
+        "--profile-hz",
+        type=bounded_int(*PROFILE_HZ_RANGE),
+        metavar="HZ",
+        help="on-CPU samples per second of each thread (implies --profile), {}..{} ({})".format(
+            *PROFILE_HZ_RANGE, DEFAULT_PROFILE_HZ
+        ),
     )
     parser.add_argument(
         "--keep-command",
@@ -195,6 +211,7 @@ def session_options(
             enforce_budget=args.enforce_budget,
             max_probes=args.max_probes,
             power_model=args.cpu_power_model,
+            profile_hz=args.profile_hz or (DEFAULT_PROFILE_HZ if args.profile else None),
         ),
         advisor=so.AdvisorSettings(
             objective=args.advisor, auto=args.auto, kept_models=not args.fresh_models

@@ -159,20 +159,35 @@ def kernel_refusals(session: Session) -> list[str]:
 def export_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="adaptyst-top export",
-        usage="adaptyst-top export FILE [--out FILE|-]",
+        usage="adaptyst-top export FILE [--folded [--off]] [--out FILE|-]",
         description="A recording (full or compact, plain or .zst) as full JSON lines, one "
-        "snapshot per line as `record --format full` writes them: for jq and other tools.",
+        "snapshot per line as `record --format full` writes them: for jq and other tools. "
+        "With --folded, its profile (record --profile) as folded stacks for flamegraph.pl "
+        "and speedscope.",
     )
     add_version(p)
     p.add_argument("file", metavar="FILE", help="what `record` wrote")
+    p.add_argument(
+        "--folded",
+        action="store_true",
+        help="the profile's stacks, `outer;inner;leaf COUNT` a line: on-CPU samples",
+    )
+    p.add_argument(
+        "--off",
+        action="store_true",
+        help="with --folded: off-CPU ns instead (blocked and preempted)",
+    )
     p.add_argument("--out", default="-", metavar="FILE|-", help="where to write (- = stdout)")
     return p
 
 
 def cmd_export(argv: Sequence[str]) -> int:
-    from adaptyst_top.runtime.sources import check_recording, export_recording
+    from adaptyst_top.runtime.sources import check_recording, export_folded, export_recording
 
-    args = export_parser().parse_args(argv)
+    parser = export_parser()
+    args = parser.parse_args(argv)
+    if args.off and not args.folded:
+        parser.error("--off goes with --folded")
     try:
         check_recording(args.file)
         if args.out != "-" and same_file(args.file, args.out):
@@ -183,7 +198,10 @@ def cmd_export(argv: Sequence[str]) -> int:
     out = contextlib.nullcontext(sys.stdout) if args.out == "-" else replaced_output(args.out)
     try:
         with out as f:
-            written, skipped, damage = export_recording(args.file, f)
+            if args.folded:
+                written, skipped, damage = export_folded(args.file, f, args.off)
+            else:
+                written, skipped, damage = export_recording(args.file, f)
             if not written:
                 raise ValueError("no snapshot in it")  # what was at --out stays
     except BrokenPipeError:

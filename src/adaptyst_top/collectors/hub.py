@@ -12,16 +12,21 @@ import time
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.probe_energy import ProbeEnergy
 from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.profile.profiler import Profiler
 from adaptyst_top.collectors.scope_cpu import ScopeCpu
 from adaptyst_top.snapshot import EnergySplit, Overhead, ProbeEntry, Snapshot
 
 
 class Hub:
     def __init__(
-        self, engine: ProbeEngine | None = None, devices: DeviceSweep | None = None
+        self,
+        engine: ProbeEngine | None = None,
+        devices: DeviceSweep | None = None,
+        profiler: Profiler | None = None,
     ) -> None:
         self.engine = engine
         self.devices = devices
+        self.profiler = profiler
         self.t0 = time.monotonic()
         self.host = socket.gethostname()
         self._warned = 0
@@ -55,11 +60,14 @@ class Hub:
             target=None if self.engine is None else self.engine.target(),
             target_ended=self.engine is not None and self.engine.target_ended,
             warnings=tuple(warnings),
+            profile=None if self.profiler is None else self.profiler.part(),
         )
 
     def close(self) -> None:
         if self.devices is not None:
             self.devices.close()
+        if self.profiler is not None:
+            self.profiler.close()
 
 
 def scope_of(engine: ProbeEngine) -> ScopeCpu | None:

@@ -21,8 +21,10 @@ from adaptyst_top.collectors.probes.engine import (
     ProbeError,
 )
 from adaptyst_top.collectors.probes.kinds import parse_spec
+from adaptyst_top.collectors.probes.model import one_line
 from adaptyst_top.collectors.probes.overhead import CostTable
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
+from adaptyst_top.collectors.profile.profiler import Profiler
 from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import CONTROL_ENV, ControlServer, server_socket_path
 from adaptyst_top.placement.loop import PlacementLoop
@@ -62,6 +64,7 @@ class Session:
     options: SessionOptions = field(default_factory=SessionOptions)
     placement: PlacementLoop | None = None
     job_watch: JobWatch | None = None
+    profiler: Profiler | None = None  # the hub's, closed with it
     _exit_told: bool = False
     _log_told: bool = False
 
@@ -76,6 +79,8 @@ class Session:
     def snapshot(self, with_hist: bool = True) -> Snapshot:
         """The hub's snapshot, with the advisor's part when it runs, and the launched
         command's state (its exit status once it has one)."""
+        if self.profiler is not None and self.child is not None and self.child.poll() is not None:
+            self.profiler.drain()  # the command's last events in its last snapshot
         # The advisor reads an interval's median from the histograms' growth.
         snap = self.hub.snapshot(with_hist or self.placement is not None)
         if self.placement is not None:
@@ -176,12 +181,24 @@ def open_session(opts: SessionOptions) -> Session:
         if child is not None:
             child.end()
         raise SessionError(str(exc)) from None
+    profiler = None
+    try:
+        profiler = _profiler(opts, pid, job_pids)
+    except SessionError:
+        if calibration is not None:
+            calibration.close()
+        if engine is not None:
+            engine.close()
+        if child is not None:
+            child.end()
+        raise
     sweep = DeviceSweep(pid=pid, power_model=opts.probing.power_model)
-    hub = Hub(engine, sweep)
+    hub = Hub(engine, sweep, profiler)
     placement = start_placement(opts, sweep.read()) if opts.advisor.objective else None
     job_watch = JobWatch(scan, engine) if scan is not None and engine is not None else None
     return Session(
         job_watch=job_watch,
+        profiler=profiler,
         hub=hub,
         engine=engine,
         child=child,
@@ -224,6 +241,8 @@ def open_remote_session(opts: SessionOptions) -> Session:
     node's (opts.agent) or another's (opts.host). A command is launched here, as the
     user, held until they are in."""
     _parsed_specs(opts)  # a bad spec is said here, before anything starts
+    if opts.probing.profile_hz is not None:
+        raise SessionError("--profile is not served by the agent yet: profile as root on the node")
     if opts.host is not None and opts.target.command:
         raise SessionError(
             f"-- CMD would run here, not on {opts.host}: give --pid of a process there"
@@ -267,6 +286,19 @@ def open_remote_session(opts: SessionOptions) -> Session:
         options=opts,
         placement=placement,
     )
+
+
+def _profiler(opts: SessionOptions, pid: int | None, job_pids: Sequence[int]) -> Profiler | None:
+    """The sampled profile of the target's processes, attached before a command starts."""
+    if opts.probing.profile_hz is None:
+        return None
+    pids = [pid] if pid is not None else list(job_pids)
+    if not pids:
+        raise SessionError("--profile needs a target: -- CMD, --pid or --job")
+    try:
+        return Profiler(pids, opts.probing.profile_hz)
+    except Exception as exc:  # bcc raises plain Exception
+        raise SessionError(f"--profile: {one_line(exc)}") from None
 
 
 def _parsed_specs(opts: SessionOptions) -> list[ProbeSpec]:

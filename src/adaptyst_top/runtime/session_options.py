@@ -41,6 +41,7 @@ class ProbeSettings:
     max_probes: int = DEFAULT_MAX_ATTACH
     attach_timeout: float = 120.0
     power_model: PowerModel | None = None  # CPU power where RAPL is missing
+    profile_hz: int | None = None  # sampled profiles at this rate (None: none)
 
 
 @dataclass(frozen=True)

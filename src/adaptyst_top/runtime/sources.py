@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
 from adaptyst_top.runtime import listing
 from adaptyst_top.runtime.agent_client import AgentInterrupted, AgentRefused
+from adaptyst_top.runtime.folded import folded, folded_lines
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.record_file import LINE_MAX, open_recording, recording_lines
 from adaptyst_top.runtime.record_format import CompactDecoder
@@ -261,27 +263,61 @@ def parse_snapshot_line(raw: bytes, decoder: CompactDecoder | None = None) -> Sn
         return None
 
 
+class Recording:
+    """The snapshots of a recording (full or compact, plain or .zst), in order; once read,
+    `skipped` counts its malformed lines and `damage` says what damage to a compressed
+    recording cost, if any."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.skipped = 0
+        self.damage: str | None = None
+
+    def __iter__(self) -> Iterator[Snapshot]:
+        decoder = CompactDecoder()
+        with open_recording(Path(self.path)) as f:
+            for raw in recording_lines(f):
+                if raw is not None and not raw.strip():
+                    continue
+                snap = None if raw is None else parse_snapshot_line(raw, decoder)
+                if snap is None:
+                    self.skipped += 1
+                    continue
+                yield snap
+            damage = damage_of(f)
+            said = [damage_line(damage, self.path)] if damage else []
+            if stopped := stopped_line(f, self.path):
+                said.append(stopped)
+        self.damage = "; ".join(said) or None
+
+
 def export_recording(path: str, out: IO[str]) -> tuple[int, int, str | None]:
-    """Every snapshot of a recording (full or compact, plain or .zst) as a full JSON line,
-    as `record --format full` writes it; (lines written, lines skipped, what damage to a
-    compressed recording cost, if any)."""
-    decoder = CompactDecoder()
-    written = skipped = 0
-    with open_recording(Path(path)) as f:
-        for raw in recording_lines(f):
-            if raw is not None and not raw.strip():
-                continue
-            snap = None if raw is None else parse_snapshot_line(raw, decoder)
-            if snap is None:
-                skipped += 1
-                continue
-            out.write(json.dumps(snap.to_json()) + "\n")
-            written += 1
-        damage = damage_of(f)
-        said = [damage_line(damage, path)] if damage else []
-        if stopped := stopped_line(f, path):
-            said.append(stopped)
-    return written, skipped, "; ".join(said) or None
+    """Every snapshot of a recording as a full JSON line, as `record --format full`
+    writes it; (lines written, lines skipped, what damage cost, if any)."""
+    recording = Recording(path)
+    written = 0
+    for snap in recording:
+        out.write(json.dumps(snap.to_json()) + "\n")
+        written += 1
+    return written, recording.skipped, recording.damage
+
+
+def export_folded(path: str, out: IO[str], off: bool) -> tuple[int, int, str | None]:
+    """The recording's profile as folded stacks (runtime/folded.py); (snapshots read,
+    lines skipped, damage). A recording without a profile is one line's error."""
+    recording = Recording(path)
+    read = 0
+    profiled = False
+    counts: Counter[str] = Counter()
+    for snap in recording:
+        read += 1
+        profiled = profiled or snap.profile is not None
+        counts.update(folded([snap], off))
+    if read and not profiled:
+        raise ValueError("no profile in it (record --profile makes one)")
+    for line in folded_lines(counts):
+        out.write(line + "\n")
+    return read, recording.skipped, recording.damage
 
 
 def check_recording(path: str) -> None:

@@ -50,6 +50,7 @@ from adaptyst_top.snapshot.probes import (
     ProbeRef,
     ProbeState,
 )
+from adaptyst_top.snapshot.profile import ProfileFunction, ProfilePart, ProfileStack
 from adaptyst_top.snapshot.tick import SCHEMA_VERSION, Snapshot
 from adaptyst_top.snapshot.value_readers import reusing
 
@@ -77,6 +78,9 @@ __all__ = [
     "ProbeRef",
     "ProbeState",
     "ProbeTarget",
+    "ProfileFunction",
+    "ProfilePart",
+    "ProfileStack",
     "Snapshot",
     "SnapshotError",
     "SourceState",

@@ -9,6 +9,7 @@ from adaptyst_top.snapshot.codec import JsonPart, json_field
 from adaptyst_top.snapshot.devices import DeviceReading, SourceState
 from adaptyst_top.snapshot.parts import CommandState, Overhead, ProbeTarget
 from adaptyst_top.snapshot.probes import EnergySplit, ProbeEntry
+from adaptyst_top.snapshot.profile import ProfilePart
 
 SCHEMA_VERSION = 1
 _NONE = json_field(omit="none")  # a part written only when there is one
@@ -34,6 +35,7 @@ class Snapshot(JsonPart):
     target_ended: bool = field(default=False, metadata=_SET)  # the target exited
     advisor: AdvisorState | None = field(default=None, metadata=_NONE)  # None: not running
     command: CommandState | None = field(default=None, metadata=_NONE)  # None: no `-- CMD`
+    profile: ProfilePart | None = field(default=None, metadata=_NONE)  # None: no --profile
     # What happened since the last snapshot, a line each.
     warnings: tuple[str, ...] = field(default=(), metadata=_SET)
     final: bool = field(default=False, metadata=_SET)  # the last snapshot of a run

@@ -1,0 +1,134 @@
+"""A binary's call-frame tables (.eh_frame, else .debug_frame), read with pyelftools into
+rows an unwinder can look up by address.
+
+pyelftools, not libdwfl or libunwind: a user's binary is hostile bytes, and a corrupt
+table here raises a Python exception (that table's frames become [unknown]) where a C
+parser could take the process down; it is a dependency already (ELF symbols, USDT
+notes). Its cost is paid once per file (libc: 0.8 s of CPU for 3,713 FDEs, in
+bench/README.md) and the rows are kept by the file's identity.
+
+Only what x86-64 code needs to find its caller is kept: how the CFA is computed (from
+rsp or rbp plus an offset), where the return address and the caller's rbp were saved.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass
+
+from elftools.dwarf.callframe import FDE, RegisterRule
+from elftools.elf.elffile import ELFFile
+
+RSP, RBP, RA = 7, 6, 16  # DWARF register numbers on x86-64 (RA: the return address)
+MAX_ROWS = 2_000_000  # a table past this is not a compiler's: the rest is [unknown]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """From START to END: CFA = (rsp if CFA_REG == RSP else rbp) + CFA_OFFSET; the return
+    address at CFA + RA_OFFSET (None: this is the outermost frame); the caller's rbp at
+    CFA + RBP_OFFSET (None: unchanged)."""
+
+    start: int
+    end: int
+    cfa_reg: int
+    cfa_offset: int
+    ra_offset: int | None
+    rbp_offset: int | None
+
+
+class CfiTable:
+    def __init__(self, rules: list[Rule], errors: int = 0) -> None:
+        rules.sort(key=lambda r: r.start)
+        self.rules = rules
+        self._starts = [r.start for r in rules]
+        self.errors = errors  # entries that could not be read (their frames: [unknown])
+
+    def find(self, vaddr: int) -> Rule | None:
+        i = bisect.bisect_right(self._starts, vaddr) - 1
+        if i >= 0 and vaddr < self.rules[i].end:
+            return self.rules[i]
+        return None
+
+
+def _offset(rule: object) -> int | None:
+    if not isinstance(rule, RegisterRule) or rule.type != RegisterRule.OFFSET:
+        return None
+    return rule.arg if isinstance(rule.arg, int) else None
+
+
+def _rules_of(fde: FDE) -> list[Rule]:
+    decoded = fde.get_decoded()
+    ra_reg = RA if fde.cie is None else int(fde.cie.header.get("return_address_register", RA))
+    start = int(fde.header["initial_location"])
+    end = start + int(fde.header["address_range"])
+    table = decoded.table
+    out = []
+    for i, row in enumerate(table):
+        lo = int(row["pc"])
+        hi = int(table[i + 1]["pc"]) if i + 1 < len(table) else end
+        cfa = row["cfa"]
+        if cfa.expr is not None or cfa.reg not in (RSP, RBP):
+            reg, off = -1, 0  # an expression (a PLT's): not followed
+        else:
+            reg, off = int(cfa.reg), int(cfa.offset)
+        ra = row.get(ra_reg)
+        undefined = isinstance(ra, RegisterRule) and ra.type == RegisterRule.UNDEFINED
+        ra_off = None if undefined else (_offset(ra) if ra is not None else -8)
+        if ra_off is None and not undefined:
+            reg = -1  # a return address kept elsewhere: not followed
+        out.append(Rule(lo, hi, reg, off, ra_off, _offset(row.get(RBP))))
+    return out
+
+
+def read_cfi(path: str) -> CfiTable:
+    """The call-frame rules of the ELF file at PATH (an empty table when it has none or
+    cannot be read; entries that fail to decode are counted in `errors`)."""
+    rules: list[Rule] = []
+    errors = 0
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            if not elf.has_dwarf_info() and elf.get_section_by_name(".eh_frame") is None:
+                return CfiTable([])
+            dwarf = elf.get_dwarf_info(follow_links=False)
+            if dwarf.has_EH_CFI():
+                entries = dwarf.EH_CFI_entries()
+            elif dwarf.has_CFI():
+                entries = dwarf.CFI_entries()
+            else:
+                return CfiTable([])
+            for entry in entries:
+                if not isinstance(entry, FDE):
+                    continue
+                try:
+                    rules += _rules_of(entry)
+                except Exception:  # pyelftools raises many kinds on bad bytes
+                    errors += 1
+                if len(rules) > MAX_ROWS:
+                    errors += 1
+                    break
+    except Exception:
+        return CfiTable([], errors=1)
+    return CfiTable(rules, errors)
+
+
+_TABLES: dict[tuple[int, int, int, int], CfiTable] = {}
+MAX_TABLES = 256  # files whose tables are kept (a table: ~100 bytes a row)
+
+
+def cfi_for(path: str) -> CfiTable:
+    """PATH's table, read once per file version (device, inode, change time, size): the
+    same library seen through two processes' /proc/PID/root is read once."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return CfiTable([], errors=1)
+    key = (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size)
+    table = _TABLES.get(key)
+    if table is None:
+        if len(_TABLES) >= MAX_TABLES:
+            _TABLES.pop(next(iter(_TABLES)))
+        table = _TABLES[key] = read_cfi(path)
+    return table

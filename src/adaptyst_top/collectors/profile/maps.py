@@ -1,0 +1,101 @@
+"""Where a process's code lies: its executable mappings from /proc/PID/maps, each with
+the file it maps and how an address there turns into the file's link-time address."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from adaptyst_top.collectors.probes.elf_info import ElfInfo, NotELFError, read_elf
+from adaptyst_top.collectors.profile.cfi import CfiTable, cfi_for
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    start: int
+    end: int
+    offset: int  # the file offset mapped at START
+    # "" for anonymous memory (a JIT's, a trampoline's); "[vdso]" and the like have no file
+    path: str
+
+    @property
+    def has_file(self) -> bool:
+        return self.path.startswith("/")
+
+
+def read_maps(pid: int) -> list[Mapping]:
+    """PID's executable mappings, by address ([] when the process is gone)."""
+    out = []
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                if len(parts) < 5 or "x" not in parts[1]:
+                    continue
+                lo, _, hi = parts[0].partition("-")
+                path = parts[5].strip() if len(parts) > 5 else ""
+                out.append(Mapping(int(lo, 16), int(hi, 16), int(parts[2], 16), path))
+    except (OSError, ValueError):
+        return []
+    return sorted(out, key=lambda m: m.start)
+
+
+class ProcessMaps:
+    """A process's mappings, read again when an address falls outside them (a library
+    loaded since)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._maps: list[Mapping] = []
+        self._starts: list[int] = []
+        self._elves: dict[str, ElfInfo | None] = {}
+        self._cfi: dict[str, CfiTable] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        self._maps = read_maps(self.pid)
+        self._elves, self._cfi = {}, {}  # an exec maps other files at the same paths
+        self._starts = [m.start for m in self._maps]
+
+    def _find(self, addr: int) -> Mapping | None:
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0 and addr < self._maps[i].end:
+            return self._maps[i]
+        return None
+
+    def find(self, addr: int) -> Mapping | None:
+        m = self._find(addr)
+        if m is None and self._maps:
+            self.refresh()
+            m = self._find(addr)
+        return m
+
+    def file_path(self, m: Mapping) -> str:
+        """Where the mapped file is read: through the process's root (its container's)."""
+        return f"/proc/{self.pid}/root{m.path}"
+
+    def elf(self, m: Mapping) -> ElfInfo | None:
+        if not m.has_file:
+            return None
+        if m.path not in self._elves:
+            try:
+                self._elves[m.path] = read_elf(self.file_path(m))
+            except (OSError, NotELFError, ValueError):
+                self._elves[m.path] = None
+        return self._elves[m.path]
+
+    def cfi(self, m: Mapping) -> CfiTable:
+        table = self._cfi.get(m.path)
+        if table is None and not m.has_file:
+            table = self._cfi[m.path] = CfiTable([])
+        if table is None:
+            table = self._cfi[m.path] = cfi_for(self.file_path(m))
+        return table
+
+    def vaddr(self, m: Mapping, addr: int, elf: ElfInfo) -> int | None:
+        """ADDR in M as the file's link-time address (None outside its PT_LOADs)."""
+        off = addr - m.start + m.offset
+        for v, size, o in elf.loads:
+            if o <= off < o + size:
+                return off - o + v
+        return None

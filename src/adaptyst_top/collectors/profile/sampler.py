@@ -1,0 +1,204 @@
+"""The kernel half of a profile: on-CPU samples at HZ on every CPU, and each interval a
+thread spends off the CPU, of the processes in scope (and those they start), each with
+the thread's user registers and a copy of the top of its user stack.
+
+One BPF ring buffer carries every event in the order the kernel made them, so a
+thread's switch-out (its stack) always comes before its switch-in (how long it was off).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+STACK_BYTES = 8192  # perf record --call-graph dwarf's default copy, for comparison
+# The copy is tried at these sizes, largest first: a read that crosses the end of the
+# stack (the main thread's top lies a few KiB above a shallow sp) fails whole.
+_SIZES = (8192, 6144, 4096, 3072, 2048, 1024, 512, 0)
+RING_PAGES = 1024  # 4 MiB: ~500 full events between two polls
+ON_CPU, OFF_START, OFF_END = 0, 1, 2
+_HEAD = struct.Struct("<IIQQQQII")  # pid tid ip sp bp t kind size
+
+_SOURCE = r"""
+#include <uapi/linux/ptrace.h>
+#include <uapi/linux/bpf_perf_event.h>
+#include <linux/sched.h>
+
+struct event { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size;
+               u8 stack[%(stack)d]; };
+BPF_PERCPU_ARRAY(scratch, struct event, 1);
+BPF_HASH(scope, u32, u8, %(max_procs)d);        /* processes (tgid) profiled */
+BPF_HASH(offstart, u32, u64, %(max_threads)d);  /* thread -> when it left the CPU << 1 | runnable */
+BPF_ARRAY(lost, u64, 1);
+BPF_RINGBUF_OUTPUT(events, %(pages)d);
+
+static __always_inline void send(struct event *e, u32 size) {
+    if (events.ringbuf_output(e, size, 0) != 0) {
+        int zero = 0;
+        u64 *n = lost.lookup(&zero);
+        if (n) __sync_fetch_and_add(n, 1);
+    }
+}
+
+static __always_inline int emit(u32 kind, u64 t) {
+    int zero = 0;
+    struct event *e = scratch.lookup(&zero);
+    if (!e) return 0;
+    u64 id = bpf_get_current_pid_tgid();
+    e->pid = id >> 32; e->tid = (u32)id; e->kind = kind; e->t = t;
+    /* The user registers as the thread entered the kernel (an interrupt, a syscall). */
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(
+        (struct task_struct *)bpf_get_current_task_btf());
+    e->ip = regs->ip; e->sp = regs->sp; e->bp = regs->bp;
+    u64 head = sizeof(*e) - %(stack)d;
+%(copies)s
+    return 0;
+}
+
+int on_cpu(struct bpf_perf_event_data *ctx) {
+    u32 pid = bpf_get_current_pid_tgid() >> 32;
+    if (!scope.lookup(&pid)) return 0;
+    return emit(%(on)d, bpf_ktime_get_ns());
+}
+
+TRACEPOINT_PROBE(sched, sched_switch) {
+    u64 now = bpf_ktime_get_ns();
+    u32 next = args->next_pid;
+    u64 *st = offstart.lookup(&next);
+    if (st) {
+        u64 v = *st;
+        offstart.delete(&next);
+        struct { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size; } e = {};
+        e.tid = next; e.t = v >> 1; e.ip = now - (v >> 1); e.sp = v & 1; e.kind = %(end)d;
+        send((struct event *)&e, sizeof(e));
+    }
+    u64 id = bpf_get_current_pid_tgid();
+    u32 pid = id >> 32, tid = (u32)id;
+    if (!scope.lookup(&pid) || tid == 0) return 0;
+    u64 v = (now << 1) | (args->prev_state == 0 ? 1 : 0);  /* TASK_RUNNING: preempted */
+    offstart.update(&tid, &v);
+    return emit(%(start)d, now);
+}
+
+TRACEPOINT_PROBE(sched, sched_process_fork) {
+    u32 parent = bpf_get_current_pid_tgid() >> 32;
+    if (!scope.lookup(&parent)) return 0;
+    u32 child = args->child_pid;
+    u8 one = 1;
+    scope.update(&child, &one);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exit) {
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tid = (u32)id;
+    offstart.delete(&tid);
+    if ((id >> 32) == tid) scope.delete(&tid);
+    return 0;
+}
+"""
+
+
+def _copies(stack: int) -> str:
+    out = []
+    for i, size in enumerate(s for s in _SIZES if s <= stack):
+        cond = "if" if i == 0 else "else if"
+        read = f"bpf_probe_read_user(e->stack, {size}, (void *)e->sp) == 0" if size else "1"
+        out.append(f"    {cond} ({read}) {{ e->size = {size}; send(e, head + {size}); }}")
+    return "\n".join(out)
+
+
+def program_source(stack: int = STACK_BYTES, max_procs: int = 4096) -> str:
+    return _SOURCE % {
+        "stack": stack,
+        "copies": _copies(stack),
+        "max_procs": max_procs,
+        "max_threads": 65536,
+        "pages": RING_PAGES,
+        "on": ON_CPU,
+        "start": OFF_START,
+        "end": OFF_END,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """ON_CPU: a sample. OFF_START: the thread left the CPU at T (its stack then).
+    OFF_END: thread TID, off since T, came back after OFF_NS (RUNNABLE: it was preempted,
+    not blocked)."""
+
+    kind: int
+    pid: int
+    tid: int
+    t: int
+    ip: int = 0
+    sp: int = 0
+    bp: int = 0
+    stack: bytes = b""
+    off_ns: int = 0
+    runnable: bool = False
+
+
+def decode(data: bytes) -> Event | None:
+    if len(data) < _HEAD.size:
+        return None
+    pid, tid, ip, sp, bp, t, kind, size = _HEAD.unpack_from(data)
+    if kind == OFF_END:
+        return Event(kind, 0, tid, t, off_ns=ip, runnable=bool(sp))
+    stack = data[_HEAD.size : _HEAD.size + min(size, STACK_BYTES)]
+    return Event(kind, pid, tid, t, ip, sp, bp, bytes(stack))
+
+
+class Sampler:
+    """Attached from construction to close(); `poll()` hands each event to ON_EVENT."""
+
+    def __init__(self, pids: Iterable[int], hz: int, on_event: Callable[[Event], None]) -> None:
+        from bcc import BPF, PerfSWConfig, PerfType  # type: ignore[import-not-found]
+
+        self.hz = hz
+        self._on_event = on_event
+        self.bpf = BPF(text=program_source())  # the sched tracepoints attach here
+        try:
+            scope = self.bpf["scope"]
+            for pid in pids:
+                scope[ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
+            self.bpf["events"].open_ring_buffer(self._take)
+            # Every CPU, filtered by process in the program: a thread that moves or is
+            # started later is sampled with no new event to open.
+            self.bpf.attach_perf_event(
+                ev_type=PerfType.SOFTWARE,
+                ev_config=PerfSWConfig.CPU_CLOCK,
+                fn_name="on_cpu",
+                sample_freq=hz,
+            )
+        except Exception:
+            self.bpf.cleanup()
+            raise
+        self.closed = False
+        self._lost = 0
+
+    def add(self, pid: int) -> None:
+        self.bpf["scope"][ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
+
+    def _take(self, _ctx: object, data: int, size: int) -> None:
+        event = decode(ctypes.string_at(data, size))
+        if event is not None:
+            self._on_event(event)
+
+    def poll(self, timeout_ms: int = 0) -> None:
+        self.bpf.ring_buffer_poll(timeout_ms)
+
+    @property
+    def lost(self) -> int:
+        """Events dropped for a full ring buffer (the count as it was at close, after)."""
+        if not self.closed:
+            self._lost = int(self.bpf["lost"][ctypes.c_int(0)].value)
+        return self._lost
+
+    def close(self) -> None:
+        if not self.closed:
+            _ = self.lost
+            self.closed = True
+            self.bpf.cleanup()

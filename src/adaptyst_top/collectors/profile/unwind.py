@@ -1,0 +1,122 @@
+"""A sample's user stack, unwound from its registers and a copy of the stack's top: each
+frame's caller found from the call-frame rules of the code it runs (cfi.py), from the
+frame pointer where a function has no rule, and named by the symbols of its file."""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from dataclasses import dataclass
+
+from adaptyst_top.collectors.probes.demangle import name_of
+from adaptyst_top.collectors.probes.elf_info import ElfInfo
+from adaptyst_top.collectors.profile.cfi import RSP
+from adaptyst_top.collectors.profile.maps import ProcessMaps
+
+MAX_FRAMES = 128
+UNKNOWN = "[unknown]"
+_WORD = struct.Struct("<Q")
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    module: str  # the file's path as the process maps it ("" for anonymous memory)
+    name: str  # the function as its source names it, or "[file]" where none is known
+    symbol: str = ""  # the ELF symbol (what a uprobe attaches to); "" where none
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """Frames leaf first; COMPLETE when the unwind reached the outermost frame (its
+    return address undefined, or zero) rather than a frame it could not follow."""
+
+    frames: tuple[Frame, ...]
+    complete: bool
+
+
+class Symbols:
+    """Function names of one file by link-time address."""
+
+    def __init__(self, elf: ElfInfo) -> None:
+        funcs = sorted((f for f in elf.functions if f.size > 0), key=lambda f: f.address)
+        self._starts = [f.address for f in funcs]
+        self._funcs = funcs
+
+    def name(self, vaddr: int) -> tuple[str, str] | None:
+        """(the name as its source spells it, the symbol) of the function at VADDR."""
+        i = bisect.bisect_right(self._starts, vaddr) - 1
+        if i >= 0:
+            f = self._funcs[i]
+            if vaddr < f.address + f.size:
+                return name_of(f.name, f.source).display, f.name
+        return None
+
+
+_SYMBOLS: dict[tuple[int, int, int, int], Symbols] = {}
+
+
+def _symbols(elf: ElfInfo) -> Symbols:
+    s = _SYMBOLS.get(elf.identity)
+    if s is None:
+        if len(_SYMBOLS) >= 256:
+            _SYMBOLS.pop(next(iter(_SYMBOLS)))
+        s = _SYMBOLS[elf.identity] = Symbols(elf)
+    return s
+
+
+def unwind(maps: ProcessMaps, ip: int, sp: int, bp: int, stack: bytes) -> Stack:
+    """The frames of a thread stopped at IP with SP and BP, STACK the bytes from SP up."""
+
+    def word(addr: int) -> int | None:
+        i = addr - sp
+        if 0 <= i <= len(stack) - 8:
+            return int(_WORD.unpack_from(stack, i)[0])
+        return None
+
+    frames: list[Frame] = []
+    pc, csp, cbp = ip, sp, bp
+    for depth in range(MAX_FRAMES):
+        # A caller's address is a return address: the call lies just before it.
+        look = pc if depth == 0 else pc - 1
+        m = maps.find(look)
+        if m is None:
+            frames.append(Frame("", UNKNOWN))
+            return Stack(tuple(frames), False)
+        elf = maps.elf(m)
+        vaddr = maps.vaddr(m, look, elf) if elf is not None else None
+        base = m.path.rsplit("/", 1)[-1] or "anon"
+        named = _symbols(elf).name(vaddr) if elf is not None and vaddr is not None else None
+        frames.append(
+            Frame(m.path, *named)
+            if named
+            else Frame(m.path, base if base[0] == "[" else f"[{base}]")
+        )
+        rule = maps.cfi(m).find(vaddr) if vaddr is not None else None
+        if rule is not None and rule.cfa_reg >= 0:
+            if rule.ra_offset is None:
+                return Stack(tuple(frames), True)  # the outermost frame (_start, a thread's)
+            cfa = (csp if rule.cfa_reg == RSP else cbp) + rule.cfa_offset
+            ra = word(cfa + rule.ra_offset)
+            if rule.rbp_offset is not None:
+                saved = word(cfa + rule.rbp_offset)
+                if saved is None:
+                    ra = None
+                else:
+                    cbp = saved
+            csp = cfa
+        else:
+            # No rule: the frame pointer, where it points into the copy.
+            ra = word(cbp + 8)
+            saved = word(cbp)
+            if ra is None or saved is None or cbp < csp:
+                ra = None
+            else:
+                csp, cbp = cbp + 16, saved
+        if ra is None:
+            frames.append(Frame("", UNKNOWN))  # the copy ended, or nothing says where
+            return Stack(tuple(frames), False)
+        if ra == 0:
+            return Stack(tuple(frames), True)
+        pc = ra
+    frames.append(Frame("", UNKNOWN))
+    return Stack(tuple(frames), False)

@@ -1,0 +1,54 @@
+"""The sampled profile's part of a snapshot: on-CPU samples and off-CPU time of the
+session's threads, by function (cumulative) and by stack (what the interval added)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from adaptyst_top.snapshot.codec import JsonPart, json_field
+
+_NON_NEGATIVE = (lambda v: v >= 0, "a count of zero or more")
+_COUNT = json_field(check=_NON_NEGATIVE)
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileFunction(JsonPart):
+    """One function: samples with it as the leaf (`self`), samples with it anywhere on
+    the stack (`total`), and off-CPU ns with it on the stack, since the start."""
+
+    name: str
+    module: str  # its file, as the process maps it
+    self_samples: int = field(default=0, metadata=json_field(name="self", check=_NON_NEGATIVE))
+    total: int = field(default=0, metadata=json_field(check=_NON_NEGATIVE))
+    off_ns: float = field(default=0.0, metadata=json_field(check=_NON_NEGATIVE))
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileStack(JsonPart):
+    """One thread's stack, outermost frame first, and what the interval added to it:
+    on-CPU samples, ns blocked off the CPU (sleep, I/O, a lock, a device's sync) and ns
+    runnable but off it (preempted: another task had the core). A stack whose unwind
+    stopped short ends in `[unknown]`."""
+
+    pid: int
+    tid: int
+    frames: tuple[str, ...]
+    samples: int = field(default=0, metadata=json_field(check=_NON_NEGATIVE))
+    off_ns: float = field(default=0.0, metadata=json_field(check=_NON_NEGATIVE))
+    runnable_ns: float = field(default=0.0, metadata=json_field(check=_NON_NEGATIVE))
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilePart(JsonPart):
+    hz: int = field(metadata=json_field(check=(lambda v: v > 0, "a rate above zero")))
+    samples: int = field(default=0, metadata=_COUNT)  # on-CPU samples since the start
+    # Of them, unwound to the outermost frame (every caller found).
+    complete: int = field(default=0, metadata=_COUNT)
+    off_ns: float = field(default=0.0, metadata=_COUNT)  # blocked ns since the start
+    runnable_ns: float = field(default=0.0, metadata=_COUNT)  # preempted ns since the start
+    lost: int = field(default=0, metadata=_COUNT)  # events lost to a full buffer
+    functions: tuple[ProfileFunction, ...] = ()  # the hottest, by total then off-CPU
+    stacks: tuple[ProfileStack, ...] = ()  # since the previous snapshot
+    cpu_s: float = field(
+        default=0.0, metadata=_COUNT
+    )  # the tool's own CPU spent unwinding and counting, since the start
