@@ -1,0 +1,77 @@
+"""A binary's call-frame tables as the profile reads them, and what a hostile table costs:
+a one-line count of entries that failed, never an exception."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from adaptyst_top.collectors.profile.cfi import RSP, read_cfi
+from adaptyst_top.runtime.folded import folded, folded_lines
+from adaptyst_top.snapshot import ProfilePart, ProfileStack, Snapshot
+
+BINARY = Path(shutil.which("true") or "/bin/true").resolve()
+
+
+def _eh_frame(path: Path) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        sec = ELFFile(f).get_section_by_name(".eh_frame")
+        assert sec is not None
+        return int(sec["sh_offset"]), int(sec["sh_size"])
+
+
+def test_every_function_entry_has_its_return_address_at_the_stack_pointer() -> None:
+    """At a function's first instruction on x86-64 the CFA is rsp + 8 and the return
+    address lies at CFA - 8: what every FDE's first row says."""
+    table = read_cfi(str(BINARY))
+    assert table.rules and table.errors == 0
+    entries = [r for r in table.rules if r.cfa_reg == RSP and r.cfa_offset == 8]
+    assert entries and all(r.ra_offset in (-8, None) for r in entries)
+    for r in table.rules:
+        assert r.start < r.end and table.find(r.start) is not None
+
+
+def test_a_table_is_looked_up_by_address() -> None:
+    table = read_cfi(str(BINARY))
+    r = table.rules[len(table.rules) // 2]
+    assert table.find(r.start) == r
+    assert table.find(r.end - 1) in (r, *[x for x in table.rules if x.start <= r.end - 1 < x.end])
+    assert table.find(0) is None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mutated_tables_cost_entries_never_an_exception(seed: int, tmp_path: Path) -> None:
+    rng = random.Random(seed)
+    data = bytearray(BINARY.read_bytes())
+    off, size = _eh_frame(BINARY)
+    for _ in range(rng.randint(1, 40)):
+        data[off + rng.randrange(size)] = rng.randrange(256)
+    if seed % 4 == 0:
+        data = data[: off + rng.randrange(size)]  # a truncated section
+    bad = tmp_path / "bad"
+    bad.write_bytes(bytes(data))
+    table = read_cfi(str(bad))  # never raises
+    for r in table.rules[:200]:
+        assert table.find(r.start) is not None
+
+
+def test_not_an_elf_file_is_an_empty_table(tmp_path: Path) -> None:
+    junk = tmp_path / "junk"
+    junk.write_bytes(b"\x7fELF" + bytes(60))
+    assert read_cfi(str(junk)).rules == []
+    assert read_cfi(str(tmp_path / "missing")).rules == []
+
+
+def test_folded_stacks_sum_the_intervals_and_keep_their_separators_out() -> None:
+    def snap(t: float, *stacks: ProfileStack) -> Snapshot:
+        return Snapshot(t=t, host="h", profile=ProfilePart(99, stacks=stacks))
+
+    a = ProfileStack(1, 1, ("main", "f;g"), samples=3, off_ns=5.0)
+    b = ProfileStack(1, 2, ("main", "h"), samples=1, runnable_ns=7.0)
+    snaps = [snap(1.0, a, b), snap(2.0, a), Snapshot(t=3.0, host="h")]
+    assert folded_lines(folded(snaps)) == ["main;f:g 6", "main;h 1"]
+    assert folded_lines(folded(snaps, off=True)) == ["main;f:g 10", "main;h 7"]
