@@ -18,6 +18,7 @@ class ProfileFunction(JsonPart):
 
     name: str
     module: str  # its file, as the process maps it
+    symbol: str = ""  # its ELF symbol: what a uprobe attaches to ("" where none is known)
     self_samples: int = field(default=0, metadata=json_field(name="self", check=_NON_NEGATIVE))
     total: int = field(default=0, metadata=json_field(check=_NON_NEGATIVE))
     off_ns: float = field(default=0.0, metadata=json_field(check=_NON_NEGATIVE))
@@ -49,6 +50,8 @@ class ProfilePart(JsonPart):
     lost: int = field(default=0, metadata=_COUNT)  # events lost to a full buffer
     functions: tuple[ProfileFunction, ...] = ()  # the hottest, by total then off-CPU
     stacks: tuple[ProfileStack, ...] = ()  # since the previous snapshot
+    events: int = field(default=0, metadata=_COUNT)  # handed over by the kernel, all kinds
+    copied_bytes: int = field(default=0, metadata=_COUNT)  # their bytes (stacks, mostly)
     cpu_s: float = field(
         default=0.0, metadata=_COUNT
     )  # the tool's own CPU spent unwinding and counting, since the start

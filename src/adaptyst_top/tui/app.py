@@ -23,12 +23,14 @@ from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
 from adaptyst_top.snapshot import ProbeRef, Snapshot, TaskEntry
 from adaptyst_top.tui.power_history import PowerHistory
+from adaptyst_top.tui.profile_view import ProfileView
 from adaptyst_top.tui.quit_signals import quit_on_signals
 from adaptyst_top.tui.rows import SORTABLE, app_name
 from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen
 from adaptyst_top.tui.screens.picker import AddProbeScreen
 from adaptyst_top.tui.screens.power_plot import PowerScreen
+from adaptyst_top.tui.screens.profile import ProfileScreen
 from adaptyst_top.tui.screens.prompt import ask_filter
 from adaptyst_top.tui.screens.task_plot import TaskScreen
 from adaptyst_top.tui.snapshot_feed import SnapshotFeed
@@ -61,6 +63,7 @@ class MonitorApp(App[None]):
         Binding("d", "remove_probe", "Remove"),
         Binding("enter", "detail", "Detail"),
         Binding("e", "power", "Power", show=False),
+        Binding("f", "profile", "Profile"),
         Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort"),
         Binding("S", "sort_reverse", "Reverse", show=False),
@@ -98,6 +101,7 @@ class MonitorApp(App[None]):
         self.paused = False
         self.snap: Snapshot | None = None
         self.power_history = PowerHistory()  # what `e` plots, from every snapshot shown
+        self.profile_view = ProfileView()  # what `f` shows, every snapshot's stacks summed
         self.sort_index = 0  # the probes pane starts sorted by SORTABLE[0]
         self.feed: SnapshotFeed[Snapshot] | None = None
         self._header = ""
@@ -183,6 +187,7 @@ class MonitorApp(App[None]):
             return
         self.snap = snap
         self.power_history.add(snap.t, snap.devices)
+        self.profile_view.add(snap)
         with one_write(self):  # the panes' direct paints: one hand-off to the writer
             self.query_one(DevicesPane).show(snap.devices)
             self.probes.show(snap.probes, self.source.read_only, app_name(snap.command))
@@ -196,6 +201,8 @@ class MonitorApp(App[None]):
             self.screen.show(self._task_entry(self.screen.task_name))
         elif isinstance(self.screen, PowerScreen):
             self.screen.show(self.power_history)
+        elif isinstance(self.screen, ProfileScreen):
+            self.screen.redraw()
 
     def _task_entry(self, name: str) -> TaskEntry | None:
         return next((t for t in self.snap.tasks if t.task == name), None) if self.snap else None
@@ -335,6 +342,18 @@ class MonitorApp(App[None]):
         screen = PowerScreen(self.ascii)
         self.push_screen(screen)
         self.call_after_refresh(lambda: screen.show(self.power_history))
+
+    def action_profile(self) -> None:
+        if not self.profile_view.hz:
+            self.set_status("no profile in this session (--profile samples one)")
+            return
+        self.push_screen(ProfileScreen(self.profile_view, self._probe_from_profile, self.ascii))
+
+    def _probe_from_profile(self, spec: str) -> None:
+        if self.source.read_only:
+            self.set_status("a replay is read-only")
+            return
+        self._add(spec)
 
     def action_filter(self) -> None:
         ask_filter(self, self.probes, "probes", self.set_status)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from adaptyst_top.collectors.profile.cfi import RSP, read_cfi
+from adaptyst_top.collectors.profile.cfi import RSP, IndexedCfi, read_cfi
 from adaptyst_top.runtime.folded import folded, folded_lines
 from adaptyst_top.snapshot import ProfilePart, ProfileStack, Snapshot
 
@@ -27,7 +27,7 @@ def _eh_frame(path: Path) -> tuple[int, int]:
 def test_every_function_entry_has_its_return_address_at_the_stack_pointer() -> None:
     """At a function's first instruction on x86-64 the CFA is rsp + 8 and the return
     address lies at CFA - 8: what every FDE's first row says."""
-    table = read_cfi(str(BINARY))
+    table = read_cfi(str(BINARY), eager=True)
     assert table.rules and table.errors == 0
     entries = [r for r in table.rules if r.cfa_reg == RSP and r.cfa_offset == 8]
     assert entries and all(r.ra_offset in (-8, None) for r in entries)
@@ -35,12 +35,15 @@ def test_every_function_entry_has_its_return_address_at_the_stack_pointer() -> N
         assert r.start < r.end and table.find(r.start) is not None
 
 
-def test_a_table_is_looked_up_by_address() -> None:
-    table = read_cfi(str(BINARY))
-    r = table.rules[len(table.rules) // 2]
-    assert table.find(r.start) == r
-    assert table.find(r.end - 1) in (r, *[x for x in table.rules if x.start <= r.end - 1 < x.end])
-    assert table.find(0) is None
+def test_the_index_finds_what_the_whole_table_says() -> None:
+    """Read an entry at a time through .eh_frame_hdr, the table answers each address as
+    the table read whole does."""
+    lazy, eager = read_cfi(str(BINARY)), read_cfi(str(BINARY), eager=True)
+    assert isinstance(lazy, IndexedCfi)
+    for r in eager.rules:
+        assert lazy.find(r.start) == eager.find(r.start) == r
+        assert lazy.find(r.end - 1) == eager.find(r.end - 1)
+    assert lazy.find(0) is None and eager.find(0) is None
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -54,9 +57,12 @@ def test_mutated_tables_cost_entries_never_an_exception(seed: int, tmp_path: Pat
         data = data[: off + rng.randrange(size)]  # a truncated section
     bad = tmp_path / "bad"
     bad.write_bytes(bytes(data))
-    table = read_cfi(str(bad))  # never raises
-    for r in table.rules[:200]:
-        assert table.find(r.start) is not None
+    eager = read_cfi(str(bad), eager=True)  # never raises
+    for r in eager.rules[:200]:
+        assert eager.find(r.start) is not None
+    lazy = read_cfi(str(bad))
+    for vaddr in range(0, 0x20000, 97):
+        lazy.find(vaddr)  # never raises: a bad entry is an error counted, and no rule
 
 
 def test_not_an_elf_file_is_an_empty_table(tmp_path: Path) -> None:

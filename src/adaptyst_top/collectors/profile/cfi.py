@@ -14,10 +14,12 @@ rsp or rbp plus an offset), where the return address and the caller's rbp were s
 from __future__ import annotations
 
 import bisect
+import io
 import os
+import struct
 from dataclasses import dataclass
 
-from elftools.dwarf.callframe import FDE, RegisterRule
+from elftools.dwarf.callframe import FDE, CallFrameInfo, RegisterRule
 from elftools.elf.elffile import ELFFile
 
 RSP, RBP, RA = 7, 6, 16  # DWARF register numbers on x86-64 (RA: the return address)
@@ -82,9 +84,77 @@ def _rules_of(fde: FDE) -> list[Rule]:
     return out
 
 
-def read_cfi(path: str) -> CfiTable:
+class IndexedCfi(CfiTable):
+    """A table read an entry at a time, where the linker's sorted index of .eh_frame
+    (.eh_frame_hdr) says which entry covers an address: a profile reads the few dozen
+    functions its samples land in, not all of libc's 3,713 (1.1 s of CPU here)."""
+
+    def __init__(self, cfi: CallFrameInfo, starts: list[int], offsets: list[int]) -> None:
+        super().__init__([])
+        self._cfi = cfi
+        self._index = starts
+        self._offsets = offsets
+        self._parsed: dict[int, list[Rule]] = {}
+
+    def find(self, vaddr: int) -> Rule | None:
+        i = bisect.bisect_right(self._index, vaddr) - 1
+        if i < 0:
+            return None
+        rules = self._parsed.get(i)
+        if rules is None:
+            try:
+                entry = self._cfi._parse_entry_at(self._offsets[i])
+                rules = _rules_of(entry) if isinstance(entry, FDE) else []
+            except Exception:  # pyelftools raises many kinds on bad bytes
+                self.errors += 1
+                rules = []
+            self._parsed[i] = rules
+        for r in rules:
+            if r.start <= vaddr < r.end:
+                return r
+        return None
+
+
+_HDR = struct.Struct("<BBBBiI")  # version, 3 encodings, eh_frame_ptr, fde_count
+# pcrel|sdata4, udata4, datarel|sdata4: what GNU ld and lld write
+_HDR_ENCODINGS = (0x1B, 0x03, 0x3B)
+
+
+def _indexed(elf: ELFFile) -> IndexedCfi | None:
+    """The lazily read table, where the file has an index in the usual encoding."""
+    hdr, frame = elf.get_section_by_name(".eh_frame_hdr"), elf.get_section_by_name(".eh_frame")
+    if hdr is None or frame is None:
+        return None
+    data = hdr.data()
+    if len(data) < _HDR.size:
+        return None
+    version, *encodings, _ptr, count = _HDR.unpack_from(data)
+    if version != 1 or tuple(encodings) != _HDR_ENCODINGS or len(data) < _HDR.size + 8 * count:
+        return None
+    pairs = struct.unpack_from(f"<{2 * count}i", data, _HDR.size)
+    base, frame_addr = int(hdr["sh_addr"]), int(frame["sh_addr"])
+    starts = [base + pairs[2 * i] for i in range(count)]
+    offsets = [base + pairs[2 * i + 1] - frame_addr for i in range(count)]
+    if starts != sorted(starts):
+        return None  # not the binary search table it claims to be
+    body = frame.data()
+    structs = elf.get_dwarf_info(follow_links=False).structs
+    cfi = CallFrameInfo(io.BytesIO(body), len(body), frame_addr, structs, for_eh_frame=True)
+    return IndexedCfi(cfi, starts, offsets)
+
+
+def read_cfi(path: str, eager: bool = False) -> CfiTable:
     """The call-frame rules of the ELF file at PATH (an empty table when it has none or
-    cannot be read; entries that fail to decode are counted in `errors`)."""
+    cannot be read; entries that fail to decode are counted in `errors`); read an entry
+    at a time where the file indexes them, unless EAGER."""
+    if not eager:
+        try:
+            with open(path, "rb") as f:
+                indexed = _indexed(ELFFile(f))
+            if indexed is not None:
+                return indexed
+        except Exception:  # pyelftools raises many kinds on bad bytes
+            pass
     rules: list[Rule] = []
     errors = 0
     try:

@@ -4,7 +4,11 @@ the file it maps and how an address there turns into the file's link-time addres
 from __future__ import annotations
 
 import bisect
+import contextlib
 from dataclasses import dataclass
+
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import NoteSection
 
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, NotELFError, read_elf
 from adaptyst_top.collectors.profile.cfi import CfiTable, cfi_for
@@ -38,6 +42,25 @@ def read_maps(pid: int) -> list[Mapping]:
     except (OSError, ValueError):
         return []
     return sorted(out, key=lambda m: m.start)
+
+
+DEBUG_DIR = "/usr/lib/debug/.build-id"
+
+
+def build_id_of(path: str) -> str | None:
+    """The GNU build ID of the ELF file at PATH, in hex (None: it has none)."""
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            for section in elf.iter_sections():
+                if not isinstance(section, NoteSection):
+                    continue
+                for note in section.iter_notes():
+                    if note["n_type"] == "NT_GNU_BUILD_ID" and isinstance(note["n_desc"], str):
+                        return note["n_desc"]
+    except Exception:  # pyelftools raises many kinds on bad bytes
+        return None
+    return None
 
 
 class ProcessMaps:
@@ -83,6 +106,23 @@ class ProcessMaps:
             except (OSError, NotELFError, ValueError):
                 self._elves[m.path] = None
         return self._elves[m.path]
+
+    def symbols_elf(self, m: Mapping, elf: ElfInfo) -> ElfInfo:
+        """ELF's function names, from its separate debug file where the distribution
+        ships one (Debian's -dbg packages: /usr/lib/debug/.build-id/XX/YYYY.debug, found
+        by the build ID, as perf and gdb find it) and the file itself has no .symtab."""
+        if not elf.stripped:
+            return elf
+        key = f"debug:{m.path}"
+        if key not in self._elves:
+            found = None
+            build_id = build_id_of(self.file_path(m))
+            if build_id:
+                debug = f"/proc/{self.pid}/root{DEBUG_DIR}/{build_id[:2]}/{build_id[2:]}.debug"
+                with contextlib.suppress(OSError, NotELFError, ValueError):
+                    found = read_elf(debug)
+            self._elves[key] = found
+        return self._elves[key] or elf
 
     def cfi(self, m: Mapping) -> CfiTable:
         table = self._cfi.get(m.path)

@@ -9,7 +9,14 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
 from adaptyst_top.collectors.profile.maps import ProcessMaps
-from adaptyst_top.collectors.profile.sampler import OFF_END, OFF_START, ON_CPU, Event, Sampler
+from adaptyst_top.collectors.profile.sampler import (
+    HEADER_BYTES,
+    OFF_END,
+    OFF_START,
+    ON_CPU,
+    Event,
+    Sampler,
+)
 from adaptyst_top.collectors.profile.unwind import Stack, unwind
 from adaptyst_top.snapshot.profile import ProfileFunction, ProfilePart, ProfileStack
 
@@ -39,9 +46,11 @@ class Profiler:
         self.samples = self.complete = self.dropped = 0
         self.off_ns = self.runnable_ns = 0.0
         self.cpu_s = 0.0
+        self.events = self.copied_bytes = 0
         self._self: Counter[Key] = Counter()
         self._total: Counter[Key] = Counter()
         self._off: Counter[Key] = Counter()
+        self._symbols: dict[Key, str] = {}
         self._stacks: dict[tuple[int, int, tuple[str, ...]], list[float]] = {}
         self._stop = threading.Event()
         # The reader only moves events out of the kernel's buffer, so that a stall here
@@ -114,6 +123,8 @@ class Profiler:
 
     def _event(self, e: Event) -> None:
         started = time.thread_time()
+        self.events += 1
+        self.copied_bytes += HEADER_BYTES + len(e.stack)
         if e.kind == OFF_END:
             pending = self._pending.pop((e.tid, e.t), None)
             if pending is not None:
@@ -143,6 +154,8 @@ class Profiler:
             if stack.frames:
                 leaf = stack.frames[0]
                 self._self[(leaf.module, leaf.name)] += 1
+            for f in stack.frames:
+                self._symbols.setdefault((f.module, f.name), f.symbol)
             for key in {(f.module, f.name) for f in stack.frames}:
                 self._total[key] += 1
             if (entry := self._entry(pid, tid, stack)) is not None:
@@ -154,6 +167,8 @@ class Profiler:
                 self.runnable_ns += ns
             else:
                 self.off_ns += ns
+            for f in stack.frames:
+                self._symbols.setdefault((f.module, f.name), f.symbol)
             for key in {(f.module, f.name) for f in stack.frames}:
                 self._off[key] += ns
             if (entry := self._entry(pid, tid, stack)) is not None:
@@ -175,6 +190,7 @@ class Profiler:
                 ProfileFunction(
                     name,
                     module,
+                    self._symbols.get((module, name), ""),
                     self._self[(module, name)],
                     self._total[(module, name)],
                     float(self._off[(module, name)]),
@@ -190,6 +206,8 @@ class Profiler:
                 lost=self.sampler.lost + self.dropped,
                 functions=functions,
                 stacks=stacks,
+                events=self.events,
+                copied_bytes=self.copied_bytes,
                 cpu_s=round(self.cpu_s, 3),
             )
 

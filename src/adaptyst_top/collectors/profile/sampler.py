@@ -20,6 +20,7 @@ _SIZES = (8192, 6144, 4096, 3072, 2048, 1024, 512, 0)
 RING_PAGES = 1024  # 4 MiB: ~500 full events between two polls
 ON_CPU, OFF_START, OFF_END = 0, 1, 2
 _HEAD = struct.Struct("<IIQQQQII")  # pid tid ip sp bp t kind size
+HEADER_BYTES = _HEAD.size
 
 _SOURCE = r"""
 #include <uapi/linux/ptrace.h>

@@ -85,7 +85,11 @@ def unwind(maps: ProcessMaps, ip: int, sp: int, bp: int, stack: bytes) -> Stack:
         elf = maps.elf(m)
         vaddr = maps.vaddr(m, look, elf) if elf is not None else None
         base = m.path.rsplit("/", 1)[-1] or "anon"
-        named = _symbols(elf).name(vaddr) if elf is not None and vaddr is not None else None
+        named = (
+            _symbols(maps.symbols_elf(m, elf)).name(vaddr)
+            if elf is not None and vaddr is not None
+            else None
+        )
         frames.append(
             Frame(m.path, *named)
             if named
