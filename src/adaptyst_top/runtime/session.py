@@ -24,6 +24,7 @@ from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.model import one_line
 from adaptyst_top.collectors.probes.overhead import CostTable
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
+from adaptyst_top.collectors.profile.profiler import DEFAULT_HZ as DEFAULT_PROFILE_HZ
 from adaptyst_top.collectors.profile.profiler import Profiler
 from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import CONTROL_ENV, ControlServer, server_socket_path
@@ -112,6 +113,20 @@ class Session:
             self.hub.engine = self.engine
         return self.engine
 
+    def start_profile(self, pid: int) -> None:
+        """Sample PID from now on (the process list's pick), instead of what was sampled."""
+        if not isinstance(self.hub, Hub):
+            raise SessionError("--profile is not served by the agent yet: profile as root")
+        check_pid(pid)
+        hz = self.options.probing.profile_hz or DEFAULT_PROFILE_HZ
+        try:
+            profiler = Profiler([pid], hz)
+        except Exception as exc:  # bcc raises plain Exception
+            raise SessionError(f"profiling PID {pid}: {one_line(exc)}") from None
+        if self.profiler is not None:
+            self.profiler.close()
+        self.profiler = self.hub.profiler = profiler
+
     def give_up_waits_at(self, when: float) -> None:
         """No answer of the agent is waited for past WHEN (time.monotonic())."""
         if self.remote is not None:
@@ -136,6 +151,8 @@ class Session:
             self.calibration.close()
         if self.engine is not None:
             self.engine.close()
+        if self.profiler is not None:  # one started from the process list
+            self.profiler.close()
 
 
 def open_session(opts: SessionOptions) -> Session:

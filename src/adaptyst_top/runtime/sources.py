@@ -23,7 +23,7 @@ from adaptyst_top.runtime.folded import folded, folded_lines
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.record_file import LINE_MAX, open_recording, recording_lines
 from adaptyst_top.runtime.record_format import CompactDecoder
-from adaptyst_top.runtime.session import Session
+from adaptyst_top.runtime.session import Session, SessionError
 from adaptyst_top.runtime.zstd_frames import damage_line, damage_of, stopped_line
 from adaptyst_top.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot, SnapshotError
 from adaptyst_top.system.targets import TargetError, mapped_files
@@ -55,6 +55,9 @@ class Source(Protocol):
     def apply_advice(self, task: str) -> None: ...
     def set_advisor_mode(self, mode: str) -> None: ...
     def stop(self) -> None: ...  # the monitor quits: a wait for data under way ends now
+    @property
+    def untargeted(self) -> bool: ...  # nothing to watch yet: the process list first
+    def profile(self, pid: int) -> None: ...  # sample PID's stacks from now on
 
 
 class LiveSource:
@@ -127,6 +130,17 @@ class LiveSource:
 
     def stop(self) -> None:
         self.session.options.cancel.set()
+
+    @property
+    def untargeted(self) -> bool:
+        s = self.session
+        return s.pid is None and s.options.target.job is None and not s.options.probing.specs
+
+    def profile(self, pid: int) -> None:
+        try:
+            self.session.start_profile(pid)
+        except (ProbeError, SessionError, TargetError) as exc:
+            raise ActionError(str(exc)) from None
 
     def candidates(self) -> Iterable[Candidate]:
         """What the picker offers: the functions of the target's executable, then of every
@@ -206,6 +220,11 @@ class ReplaySource:
         raise ReadOnly("a replay is read-only")
 
     def add(self, spec: str) -> None:
+        raise ReadOnly("a replay is read-only")
+
+    untargeted = False
+
+    def profile(self, pid: int) -> None:
         raise ReadOnly("a replay is read-only")
 
     def remove(self, ref: ProbeRef) -> str:

@@ -23,6 +23,7 @@ from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
 from adaptyst_top.snapshot import ProbeRef, Snapshot, TaskEntry
 from adaptyst_top.tui.power_history import PowerHistory
+from adaptyst_top.tui.profile_keys import open_processes, open_profile
 from adaptyst_top.tui.profile_view import ProfileView
 from adaptyst_top.tui.quit_signals import quit_on_signals
 from adaptyst_top.tui.rows import SORTABLE, app_name
@@ -63,7 +64,8 @@ class MonitorApp(App[None]):
         Binding("d", "remove_probe", "Remove"),
         Binding("enter", "detail", "Detail"),
         Binding("e", "power", "Power", show=False),
-        Binding("f", "profile", "Profile"),
+        Binding("f", "profile", "Profile", show=False),
+        Binding("l", "processes", "Processes", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort"),
         Binding("S", "sort_reverse", "Reverse", show=False),
@@ -138,6 +140,8 @@ class MonitorApp(App[None]):
         self.probes.focus()
         if not self.is_headless:
             quit_on_signals(self)
+        if self.source.untargeted:  # nothing to watch yet: pick a process
+            self.call_after_refresh(open_processes, self)
         if self.autoplay:
             self.feed = SnapshotFeed(
                 self.source.snapshot,
@@ -344,16 +348,10 @@ class MonitorApp(App[None]):
         self.call_after_refresh(lambda: screen.show(self.power_history))
 
     def action_profile(self) -> None:
-        if not self.profile_view.hz:
-            self.set_status("no profile in this session (--profile samples one)")
-            return
-        self.push_screen(ProfileScreen(self.profile_view, self._probe_from_profile, self.ascii))
+        open_profile(self)
 
-    def _probe_from_profile(self, spec: str) -> None:
-        if self.source.read_only:
-            self.set_status("a replay is read-only")
-            return
-        self._add(spec)
+    def action_processes(self) -> None:
+        open_processes(self)
 
     def action_filter(self) -> None:
         ask_filter(self, self.probes, "probes", self.set_status)

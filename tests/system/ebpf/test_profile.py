@@ -119,3 +119,91 @@ def test_export_folded_of_a_recording_without_a_profile_is_one_line(tmp_path: Pa
     )
     assert proc.returncode == 1
     assert "no profile in it" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.ebpf
+@requires_root
+async def test_a_hot_function_becomes_an_exact_probe_with_one_key(profiled: Path) -> None:
+    """From the profile screen, `u` on the hottest function: its uprobe row appears in
+    the probes pane and counts its calls."""
+    from adaptyst_top.runtime.session import open_session
+    from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
+    from adaptyst_top.runtime.sources import LiveSource
+    from adaptyst_top.tui.app import MonitorApp
+    from adaptyst_top.tui.screens.profile import ProfileScreen
+    from tests.unit.tui.pilot.test_tui import probe_names
+
+    session = open_session(
+        SessionOptions(Target(command=[str(profiled), "60"]), ProbeSettings(profile_hz=99))
+    )
+    session.start()
+    app = MonitorApp(LiveSource(session), interval=0.25)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(40):  # until the leaf has samples
+                await pilot.pause(0.25)
+                if any(f.name == "leaf" for f in app.profile_view.functions):
+                    break
+            await pilot.press("f")
+            assert isinstance(app.screen, ProfileScreen)
+            await pilot.press("s", "tab")  # by self time, in the list: leaf first
+            screen = app.screen
+            assert screen.selected_function().name == "leaf"  # type: ignore[union-attr]
+            await pilot.press("u")
+            assert session.ensure_engine().wait(60)
+            await pilot.press("q")
+            for _ in range(40):
+                await pilot.pause(0.25)
+                if "leaf" in probe_names(app) and app.probes.entries:
+                    entry = next(e for e in app.probes.entries.values() if e.name == "leaf")
+                    if entry.count > 0:
+                        break
+            assert entry.state == "attached" and entry.count > 0
+            assert entry.spec == f"uprobe:{profiled}:leaf"
+            await pilot.press("q")
+    finally:
+        session.close()
+    assert none_left()
+
+
+@pytest.mark.ebpf
+@requires_root
+async def test_with_no_target_the_monitor_opens_on_processes_and_profiles_a_pick(
+    profiled: Path,
+) -> None:
+    from adaptyst_top.runtime.session import open_session
+    from adaptyst_top.runtime.session_options import SessionOptions
+    from adaptyst_top.runtime.sources import LiveSource
+    from adaptyst_top.tui.app import MonitorApp
+    from adaptyst_top.tui.screens.processes import ProcessScreen
+    from adaptyst_top.tui.screens.profile import ProfileScreen
+
+    busy = subprocess.Popen([str(profiled), "60"], stdout=subprocess.DEVNULL)
+    session = open_session(SessionOptions())
+    app = MonitorApp(LiveSource(session), interval=0.25)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(40):  # the list, with the busy process in it
+                await pilot.pause(0.25)
+                screen = app.screen
+                if isinstance(screen, ProcessScreen) and any(
+                    r.pid == busy.pid for r in screen.rows
+                ):
+                    break
+            assert isinstance(screen, ProcessScreen)
+            assert screen.rows[0].cpu >= screen.rows[-1].cpu  # by CPU, the busiest first
+            screen.row = next(i for i, r in enumerate(screen.rows) if r.pid == busy.pid)
+            await pilot.press("enter")
+            assert isinstance(app.screen, ProfileScreen), app.status
+            for _ in range(60):
+                await pilot.pause(0.25)
+                if any(f.name == "leaf" for f in app.profile_view.functions):
+                    break
+            names = {f.name for f in app.profile_view.functions}
+            assert {"leaf", "outer_a", "heavy", "main"} <= names
+            await pilot.press("q", "q")
+    finally:
+        session.close()
+        busy.kill()
+        busy.wait()
+    assert none_left()
