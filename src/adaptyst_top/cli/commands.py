@@ -35,7 +35,8 @@ COMMANDS = (
         "export",
         "record",
         "cmd_export",
-        "a recording (compact, .zst) as full JSON lines, for jq and other tools",
+        "a recording (compact, .zst) as full JSON lines, for jq and other tools; "
+        "`--folded` its profile's stacks",
     ),
     Command(
         "agent",

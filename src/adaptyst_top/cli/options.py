@@ -7,10 +7,9 @@ import os
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from adaptyst_top.collectors.probes.kinds import SYNTAX
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
-from adaptyst_top.collectors.profile.profiler import DEFAULT_HZ as DEFAULT_PROFILE_HZ
-from adaptyst_top.collectors.profile.profiler import HZ_RANGE as PROFILE_HZ_RANGE
+from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
+from adaptyst_top.collectors.profile import HZ_RANGE as PROFILE_HZ_RANGE
 from adaptyst_top.placement.objectives import OBJECTIVES
 from adaptyst_top.runtime.agent_defaults import AGENT_ENV, DEFAULT_SOCKET
 from adaptyst_top.runtime.limits import (
@@ -82,6 +81,10 @@ def power_model(text: str) -> PowerModel:
 
 
 def add_session_options(parser: argparse.ArgumentParser) -> None:
+    # Imported here, not above: `agent` and `bridge` import this module, and a site may
+    # run them on an interpreter without the engine's libraries (capstone, pyelftools).
+    from adaptyst_top.collectors.probes.kinds import SYNTAX
+
     parser.add_argument(
         "--pid",
         type=bounded_int(1, 2**22),

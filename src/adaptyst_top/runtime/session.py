@@ -24,7 +24,7 @@ from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.model import one_line
 from adaptyst_top.collectors.probes.overhead import CostTable
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
-from adaptyst_top.collectors.profile.profiler import DEFAULT_HZ as DEFAULT_PROFILE_HZ
+from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
 from adaptyst_top.collectors.profile.profiler import Profiler
 from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import CONTROL_ENV, ControlServer, server_socket_path

@@ -50,6 +50,10 @@ class ProfilePart(JsonPart):
     lost: int = field(default=0, metadata=_COUNT)  # events lost to a full buffer
     functions: tuple[ProfileFunction, ...] = ()  # the hottest, by total then off-CPU
     stacks: tuple[ProfileStack, ...] = ()  # since the previous snapshot
+    # What a sample and a context switch cost in the kernel (mean ns of the programs;
+    # the switch's at every switch on the node); None until the statistics sampled them.
+    sample_ns: float | None = field(default=None, metadata=json_field(omit="none"))
+    switch_ns: float | None = field(default=None, metadata=json_field(omit="none"))
     events: int = field(default=0, metadata=_COUNT)  # handed over by the kernel, all kinds
     copied_bytes: int = field(default=0, metadata=_COUNT)  # their bytes (stacks, mostly)
     cpu_s: float = field(

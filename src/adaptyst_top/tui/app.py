@@ -141,7 +141,7 @@ class MonitorApp(App[None]):
         if not self.is_headless:
             quit_on_signals(self)
         if self.source.untargeted:  # nothing to watch yet: pick a process
-            self.call_after_refresh(open_processes, self)
+            self.call_after_refresh(self.action_processes)
         if self.autoplay:
             self.feed = SnapshotFeed(
                 self.source.snapshot,
@@ -231,6 +231,8 @@ class MonitorApp(App[None]):
             )
         elif n:
             parts.append(f"{n} probes")
+        if cost := self.profile_view.cost_text():
+            parts.append(cost)
         if self.paused:
             parts.append("PAUSED")
         header = "  │  ".join(parts) if not self.ascii else "  |  ".join(parts)
@@ -348,10 +350,10 @@ class MonitorApp(App[None]):
         self.call_after_refresh(lambda: screen.show(self.power_history))
 
     def action_profile(self) -> None:
-        open_profile(self)
+        open_profile(self, self.profile_view, self.source, self._add, self.set_status, self.ascii)
 
     def action_processes(self) -> None:
-        open_processes(self)
+        open_processes(self, self.profile_view, self.source, self._add, self.set_status, self.ascii)
 
     def action_filter(self) -> None:
         ask_filter(self, self.probes, "probes", self.set_status)

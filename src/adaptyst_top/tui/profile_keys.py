@@ -4,38 +4,56 @@ list, and a pick from that list (the session samples the process from then on)."
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
+
+from textual.app import App
 
 from adaptyst_top.collectors.processes import ProcessTable
-from adaptyst_top.runtime.sources import ActionError
+from adaptyst_top.runtime.sources import ActionError, Source
 from adaptyst_top.tui.profile_view import ProfileView
 from adaptyst_top.tui.screens.processes import ProcessScreen
 from adaptyst_top.tui.screens.profile import ProfileScreen
 
-if TYPE_CHECKING:
-    from adaptyst_top.tui.app import MonitorApp
+Status = Callable[[str], None]
 
 
-def _screen(app: MonitorApp) -> ProfileScreen:
+def _screen(
+    view: ProfileView, source: Source, add: Callable[[str], object], say: Status, ascii: bool
+) -> ProfileScreen:
     def probe(spec: str) -> None:  # `u` on a function: added as the picker adds a spec
-        if app.source.read_only:
-            app.set_status("a replay is read-only")
+        if source.read_only:
+            say("a replay is read-only")
         else:
-            app._add(spec)
+            add(spec)
 
-    return ProfileScreen(app.profile_view, probe, app.ascii)
+    return ProfileScreen(view, probe, ascii)
 
 
-def open_profile(app: MonitorApp) -> None:
-    if not app.profile_view.hz:
-        app.set_status("no profile in this session (--profile samples one, l picks a process)")
+def open_profile(
+    app: App[Any],
+    view: ProfileView,
+    source: Source,
+    add: Callable[[str], object],
+    say: Status,
+    ascii: bool,
+) -> None:
+    if not view.hz:
+        say("no profile in this session (--profile samples one, l picks a process)")
         return
-    app.push_screen(_screen(app))
+    app.push_screen(_screen(view, source, add, say, ascii))
 
 
-def open_processes(app: MonitorApp) -> None:
-    if app.source.read_only:
-        app.set_status("a replay is read-only")
+def open_processes(
+    app: App[Any],
+    view: ProfileView,
+    source: Source,
+    add: Callable[[str], object],
+    say: Status,
+    ascii: bool,
+) -> None:
+    if source.read_only:
+        say("a replay is read-only")
         return
     uid = None if os.geteuid() == 0 else os.getuid()
     whose = "every process" if uid is None else "your processes"
@@ -43,13 +61,13 @@ def open_processes(app: MonitorApp) -> None:
 
     def pick(pid: int) -> None:
         try:
-            app.source.profile(pid)
+            source.profile(pid)
         except ActionError as exc:
-            app.set_status(str(exc))
+            say(str(exc))
             return
-        app.profile_view = ProfileView()
-        app.set_status(f"profiling PID {pid}")
+        view.reset()
+        say(f"profiling PID {pid}")
         app.pop_screen()
-        app.push_screen(_screen(app))
+        app.push_screen(_screen(view, source, add, say, ascii))
 
     app.push_screen(ProcessScreen(ProcessTable(uid), pick, title))

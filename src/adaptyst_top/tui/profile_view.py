@@ -41,6 +41,10 @@ class Box:
 
 class ProfileView:
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty (another process is profiled from now on)."""
         self.stacks: dict[tuple[int, int, tuple[str, ...]], list[float]] = {}
         self.functions: tuple[ProfileFunction, ...] = ()
         self.samples = 0
@@ -51,12 +55,19 @@ class ProfileView:
         self.off = False  # the graph of off-CPU ns instead of on-CPU samples
         self.zoom: tuple[str, ...] = ()
         self.selected: tuple[str, ...] = ()
+        self._last: tuple[float, float] | None = None  # (t, cpu_s) of the last snapshot
+        self.tool_share: float | None = None  # the tool's unwinding, share of a core
+        self.sample_ns: float | None = None
 
     def add(self, snap: Snapshot) -> None:
         p = snap.profile
         if p is None:
             return
         self.functions, self.samples, self.hz = p.functions, p.samples, p.hz
+        if self._last is not None and snap.t > self._last[0]:
+            self.tool_share = max(0.0, p.cpu_s - self._last[1]) / (snap.t - self._last[0])
+        self._last = (snap.t, p.cpu_s)
+        self.sample_ns = p.sample_ns
         for s in p.stacks:
             key = (s.pid, s.tid, s.frames)
             v = self.stacks.get(key)
@@ -70,6 +81,17 @@ class ProfileView:
                     self.threads.append((s.pid, s.tid))
             v[0] += s.samples
             v[1] += s.off_ns + s.runnable_ns
+
+    def cost_text(self) -> str:
+        """What the profile costs, for the header: the tool's CPU, the kernel's a sample."""
+        if not self.hz:
+            return ""
+        parts = [f"profile {self.hz} Hz"]
+        if self.tool_share is not None:
+            parts.append(f"unwinding {self.tool_share:.1%} of a core")
+        if self.sample_ns is not None:
+            parts.append(f"{self.sample_ns / 1000:.1f} µs a sample in the kernel")
+        return ", ".join(parts)
 
     def sorted_functions(self) -> list[ProfileFunction]:
         def key(f: ProfileFunction) -> tuple[float, str]:

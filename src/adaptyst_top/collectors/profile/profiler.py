@@ -8,10 +8,13 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
+from adaptyst_top.collectors.probes.overhead import BpfStats
+from adaptyst_top.collectors.profile import DEFAULT_HZ
 from adaptyst_top.collectors.profile.maps import ProcessMaps
 from adaptyst_top.collectors.profile.sampler import (
     HEADER_BYTES,
     OFF_END,
+    OFF_SAME,
     OFF_START,
     ON_CPU,
     Event,
@@ -20,8 +23,6 @@ from adaptyst_top.collectors.profile.sampler import (
 from adaptyst_top.collectors.profile.unwind import Stack, unwind
 from adaptyst_top.snapshot.profile import ProfileFunction, ProfilePart, ProfileStack
 
-DEFAULT_HZ = 99  # perf's and bcc's profile default: off the beat of 100 Hz timers
-HZ_RANGE = (1, 999)
 TOP_FUNCTIONS = 50  # functions in each snapshot (the hottest by total, then off-CPU)
 MAX_STACKS = 5000  # distinct stacks one interval keeps; the rest are counted in `lost`
 MAX_PENDING = 65536  # threads off the CPU whose return is awaited
@@ -43,6 +44,7 @@ class Profiler:
         self._lock = threading.Lock()
         self._maps: dict[int, ProcessMaps] = {}
         self._pending: dict[tuple[int, int], tuple[int, Stack]] = {}
+        self._last_off: dict[int, tuple[int, Stack]] = {}  # each thread's last off-CPU stack
         self.samples = self.complete = self.dropped = 0
         self.off_ns = self.runnable_ns = 0.0
         self.cpu_s = 0.0
@@ -53,6 +55,10 @@ class Profiler:
         self._symbols: dict[Key, str] = {}
         self._stacks: dict[tuple[int, int, tuple[str, ...]], list[float]] = {}
         self._stop = threading.Event()
+        # Run-time statistics held on one part in ten, as the probe engine holds them.
+        self.stats = BpfStats()
+        self.sample_ns: float | None = None
+        self.switch_ns: float | None = None
         # The reader only moves events out of the kernel's buffer, so that a stall here
         # (a library's tables read the first time: libc's take ~0.9 s) fills this queue,
         # not the kernel's, which would drop them.
@@ -129,12 +135,19 @@ class Profiler:
             pending = self._pending.pop((e.tid, e.t), None)
             if pending is not None:
                 self._charge_off(pending[0], e.tid, pending[1], e.off_ns, e.runnable)
+        elif e.kind == OFF_SAME:
+            last = self._last_off.get(e.tid)
+            if last is not None and len(self._pending) < MAX_PENDING:
+                self._pending[(e.tid, e.t)] = last
         elif e.kind in (ON_CPU, OFF_START):
             stack = self._stack_of(e)
             if e.kind == ON_CPU:
                 self._charge_on(e.pid, e.tid, stack)
             elif len(self._pending) < MAX_PENDING:
                 self._pending[(e.tid, e.t)] = (e.pid, stack)
+                if len(self._last_off) >= MAX_PENDING and e.tid not in self._last_off:
+                    self._last_off.pop(next(iter(self._last_off)))
+                self._last_off[e.tid] = (e.pid, stack)
         self.cpu_s += time.thread_time() - started
 
     def _entry(self, pid: int, tid: int, stack: Stack) -> list[float] | None:
@@ -176,6 +189,12 @@ class Profiler:
 
     def part(self) -> ProfilePart:
         """The profile so far, with the stacks the interval since the last call added."""
+        if not self.sampler_closed:
+            if self.stats.window_closed():
+                sample, switch = self.sampler.run_ns()
+                self.sample_ns = sample if sample is not None else self.sample_ns
+                self.switch_ns = switch if switch is not None else self.switch_ns
+            self.stats.tick()
         with self._lock:
             stacks = tuple(
                 ProfileStack(pid, tid, frames, int(v[0]), v[1], v[2])
@@ -206,6 +225,8 @@ class Profiler:
                 lost=self.sampler.lost + self.dropped,
                 functions=functions,
                 stacks=stacks,
+                sample_ns=None if self.sample_ns is None else round(self.sample_ns, 1),
+                switch_ns=None if self.switch_ns is None else round(self.switch_ns, 1),
                 events=self.events,
                 copied_bytes=self.copied_bytes,
                 cpu_s=round(self.cpu_s, 3),
@@ -218,4 +239,9 @@ class Profiler:
         self._stop.set()
         for t in self._threads:
             t.join()
+        self.stats.restore()
         self.sampler.close()
+
+    @property
+    def sampler_closed(self) -> bool:
+        return self._stop.is_set()

@@ -13,12 +13,14 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from adaptyst_top.collectors.probes.overhead import prog_run_stats
+
 STACK_BYTES = 8192  # perf record --call-graph dwarf's default copy, for comparison
 # The copy is tried at these sizes, largest first: a read that crosses the end of the
 # stack (the main thread's top lies a few KiB above a shallow sp) fails whole.
 _SIZES = (8192, 6144, 4096, 3072, 2048, 1024, 512, 0)
 RING_PAGES = 1024  # 4 MiB: ~500 full events between two polls
-ON_CPU, OFF_START, OFF_END = 0, 1, 2
+ON_CPU, OFF_START, OFF_END, OFF_SAME = 0, 1, 2, 3
 _HEAD = struct.Struct("<IIQQQQII")  # pid tid ip sp bp t kind size
 HEADER_BYTES = _HEAD.size
 
@@ -32,6 +34,7 @@ struct event { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 si
 BPF_PERCPU_ARRAY(scratch, struct event, 1);
 BPF_HASH(scope, u32, u8, %(max_procs)d);        /* processes (tgid) profiled */
 BPF_HASH(offstart, u32, u64, %(max_threads)d);  /* thread -> when it left the CPU << 1 | runnable */
+BPF_HASH(lastcopy, u32, u64, %(max_threads)d);  /* thread -> its last off-CPU stack copy */
 BPF_ARRAY(lost, u64, 1);
 BPF_RINGBUF_OUTPUT(events, %(pages)d);
 
@@ -80,6 +83,16 @@ TRACEPOINT_PROBE(sched, sched_switch) {
     if (!scope.lookup(&pid) || tid == 0) return 0;
     u64 v = (now << 1) | (args->prev_state == 0 ? 1 : 0);  /* TASK_RUNNING: preempted */
     offstart.update(&tid, &v);
+    /* A thread that leaves the CPU more often than HZ times a second has its stack
+     * copied at that rate: the switch-outs between say "where it last was". */
+    u64 *last = lastcopy.lookup(&tid);
+    if (last && now - *last < %(gap)d) {
+        struct { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size; } e = {};
+        e.pid = pid; e.tid = tid; e.t = now; e.kind = %(same)d;
+        send((struct event *)&e, sizeof(e));
+        return 0;
+    }
+    lastcopy.update(&tid, &now);
     return emit(%(start)d, now);
 }
 
@@ -96,6 +109,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     u64 id = bpf_get_current_pid_tgid();
     u32 tid = (u32)id;
     offstart.delete(&tid);
+    lastcopy.delete(&tid);
     if ((id >> 32) == tid) scope.delete(&tid);
     return 0;
 }
@@ -111,8 +125,10 @@ def _copies(stack: int) -> str:
     return "\n".join(out)
 
 
-def program_source(stack: int = STACK_BYTES, max_procs: int = 4096) -> str:
+def program_source(hz: int, stack: int = STACK_BYTES, max_procs: int = 4096) -> str:
     return _SOURCE % {
+        "gap": 1_000_000_000 // hz,
+        "same": OFF_SAME,
         "stack": stack,
         "copies": _copies(stack),
         "max_procs": max_procs,
@@ -126,7 +142,8 @@ def program_source(stack: int = STACK_BYTES, max_procs: int = 4096) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """ON_CPU: a sample. OFF_START: the thread left the CPU at T (its stack then).
+    """ON_CPU: a sample. OFF_START: the thread left the CPU at T (its stack then);
+    OFF_SAME: it left at T, where it last left with a stack (copied at most HZ a second).
     OFF_END: thread TID, off since T, came back after OFF_NS (RUNNABLE: it was preempted,
     not blocked)."""
 
@@ -160,7 +177,7 @@ class Sampler:
 
         self.hz = hz
         self._on_event = on_event
-        self.bpf = BPF(text=program_source())  # the sched tracepoints attach here
+        self.bpf = BPF(text=program_source(hz))  # the sched tracepoints attach here
         try:
             scope = self.bpf["scope"]
             for pid in pids:
@@ -197,6 +214,17 @@ class Sampler:
         if not self.closed:
             self._lost = int(self.bpf["lost"][ctypes.c_int(0)].value)
         return self._lost
+
+    def run_ns(self) -> tuple[float | None, float | None]:
+        """Mean kernel time of one run of the sampling program and of the switch program
+        (which runs at every context switch on the node), from their run-time statistics
+        (None until they were sampled: overhead.BpfStats)."""
+        out: list[float | None] = []
+        for name in ("on_cpu", "tracepoint__sched__sched_switch"):
+            f = self.bpf.funcs.get(name.encode()) if not self.closed else None
+            run_ns, run_cnt = prog_run_stats(f.fd) if f is not None else (0, 0)
+            out.append(run_ns / run_cnt if run_cnt else None)
+        return out[0], out[1]
 
     def close(self) -> None:
         if not self.closed:

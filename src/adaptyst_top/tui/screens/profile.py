@@ -86,7 +86,7 @@ class ProfileScreen(Screen[None]):
         width, listed, graph_rows = self._sizes()
         what = "off-CPU time" if v.off else "on-CPU samples"
         thread = "every thread" if v.thread is None else f"PID {v.thread[0]} thread {v.thread[1]}"
-        head = f"profile at {v.hz} Hz: {v.samples:,} samples · {thread} · graph of {what}"
+        head = f"{v.samples:,} samples · {thread} · graph of {what} · {v.cost_text()}"
         self.query_one("#profile-head", Static).update(Text(head + self._said()))
         self.query_one("#profile-functions", Static).update(self._list(width, listed))
         self._boxes = v.layout(width, graph_rows)
