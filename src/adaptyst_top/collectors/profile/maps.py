@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection
@@ -73,11 +74,15 @@ class ProcessMaps:
         self._starts: list[int] = []
         self._elves: dict[str, ElfInfo | None] = {}
         self._cfi: dict[str, CfiTable] = {}
+        # An address's frame and rule, as unwind.py found them (most samples repeat a few
+        # thousand places: each is looked up once).
+        self.places: dict[int, Any] = {}
         self.refresh()
 
     def refresh(self) -> None:
         self._maps = read_maps(self.pid)
-        self._elves, self._cfi = {}, {}  # an exec maps other files at the same paths
+        # An exec maps other files at the same paths and addresses.
+        self._elves, self._cfi, self.places = {}, {}, {}
         self._starts = [m.start for m in self._maps]
 
     def _find(self, addr: int) -> Mapping | None:

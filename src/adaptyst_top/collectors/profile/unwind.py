@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from adaptyst_top.collectors.probes.demangle import name_of
 from adaptyst_top.collectors.probes.elf_info import ElfInfo
-from adaptyst_top.collectors.profile.cfi import RSP
+from adaptyst_top.collectors.profile.cfi import RSP, Rule
 from adaptyst_top.collectors.profile.maps import ProcessMaps
 
 MAX_FRAMES = 128
@@ -64,6 +64,29 @@ def _symbols(elf: ElfInfo) -> Symbols:
     return s
 
 
+MAX_PLACES = 65536  # addresses a process's frames and rules are kept for
+
+
+def _place(maps: ProcessMaps, look: int) -> tuple[Frame, Rule | None] | None:
+    """The frame at address LOOK (its file and function) and the rule that finds its
+    caller; None outside every mapping."""
+    m = maps.find(look)
+    if m is None:
+        return None
+    elf = maps.elf(m)
+    vaddr = maps.vaddr(m, look, elf) if elf is not None else None
+    base = m.path.rsplit("/", 1)[-1] or "anon"
+    named = (
+        _symbols(maps.symbols_elf(m, elf)).name(vaddr)
+        if elf is not None and vaddr is not None
+        else None
+    )
+    frame = (
+        Frame(m.path, *named) if named else Frame(m.path, base if base[0] == "[" else f"[{base}]")
+    )
+    return frame, maps.cfi(m).find(vaddr) if vaddr is not None else None
+
+
 def unwind(maps: ProcessMaps, ip: int, sp: int, bp: int, stack: bytes) -> Stack:
     """The frames of a thread stopped at IP with SP and BP, STACK the bytes from SP up."""
 
@@ -78,24 +101,16 @@ def unwind(maps: ProcessMaps, ip: int, sp: int, bp: int, stack: bytes) -> Stack:
     for depth in range(MAX_FRAMES):
         # A caller's address is a return address: the call lies just before it.
         look = pc if depth == 0 else pc - 1
-        m = maps.find(look)
-        if m is None:
-            frames.append(Frame("", UNKNOWN))
-            return Stack(tuple(frames), False)
-        elf = maps.elf(m)
-        vaddr = maps.vaddr(m, look, elf) if elf is not None else None
-        base = m.path.rsplit("/", 1)[-1] or "anon"
-        named = (
-            _symbols(maps.symbols_elf(m, elf)).name(vaddr)
-            if elf is not None and vaddr is not None
-            else None
-        )
-        frames.append(
-            Frame(m.path, *named)
-            if named
-            else Frame(m.path, base if base[0] == "[" else f"[{base}]")
-        )
-        rule = maps.cfi(m).find(vaddr) if vaddr is not None else None
+        place = maps.places.get(look)
+        if place is None:
+            place = _place(maps, look)
+            if place is None:
+                frames.append(Frame("", UNKNOWN))
+                return Stack(tuple(frames), False)
+            if len(maps.places) < MAX_PLACES:
+                maps.places[look] = place
+        frame, rule = place
+        frames.append(frame)
         if rule is not None and rule.cfa_reg >= 0:
             if rule.ra_offset is None:
                 return Stack(tuple(frames), True)  # the outermost frame (_start, a thread's)
