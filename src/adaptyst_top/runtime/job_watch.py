@@ -9,15 +9,23 @@ from __future__ import annotations
 import threading
 
 from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.profile.profiler import Profiler
 from adaptyst_top.system.slurm_jobs import JobScan
 
 PERIOD_S = 0.5
 
 
 class JobWatch:
-    def __init__(self, scan: JobScan, engine: ProbeEngine, period: float = PERIOD_S) -> None:
+    def __init__(
+        self,
+        scan: JobScan,
+        engine: ProbeEngine,
+        period: float = PERIOD_S,
+        profiler: Profiler | None = None,
+    ) -> None:
         self.scan = scan
         self.engine = engine
+        self.profiler = profiler  # --profile: the job's new processes are sampled too
         self.period = period
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="job-watch", daemon=True)
@@ -27,6 +35,8 @@ class JobWatch:
         while not self._stop.wait(self.period) and not self.engine.target_ended:
             for pid in self.scan.new_processes():
                 self.engine.follow(pid)  # asks the engine's admit rule first
+                if self.profiler is not None:
+                    self.profiler.add(pid)
 
     def close(self) -> None:
         self._stop.set()

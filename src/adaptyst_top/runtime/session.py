@@ -212,7 +212,11 @@ def open_session(opts: SessionOptions) -> Session:
     sweep = DeviceSweep(pid=pid, power_model=opts.probing.power_model)
     hub = Hub(engine, sweep, profiler)
     placement = start_placement(opts, sweep.read()) if opts.advisor.objective else None
-    job_watch = JobWatch(scan, engine) if scan is not None and engine is not None else None
+    job_watch = (
+        JobWatch(scan, engine, profiler=profiler)
+        if scan is not None and engine is not None
+        else None
+    )
     return Session(
         job_watch=job_watch,
         profiler=profiler,
