@@ -16,7 +16,11 @@ from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
 from tests.support.workload import build_c
 
-SECONDS = 4
+SECONDS = 5
+# A share of n samples is off by sqrt(p(1 - p) / n): at 99 Hz for 4 s (~320 samples of the
+# main thread) 2.8 points for p = 0.5, and a 5-point bound failed 1 run in 15. At 497 Hz
+# for 5 s (~2,000 samples): 1.1 points, the bound 4.5 sigma away.
+HZ = 497
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +54,8 @@ def test_shares_callers_and_sleep_as_the_target_measured_them(
         [
             *CLI,
             "record",
-            "--profile",
+            "--profile-hz",
+            str(HZ),
             "--interval",
             "0.5",
             "--out",
@@ -67,13 +72,13 @@ def test_shares_callers_and_sleep_as_the_target_measured_them(
     truth = json.loads(proc.stdout.strip().splitlines()[-1])
     lines = [json.loads(line) for line in rec.read_text().splitlines()]
     profile = lines[-1]["profile"]
-    assert profile["hz"] == 99 and profile["lost"] == 0
+    assert profile["hz"] == HZ and profile["lost"] == 0
     functions = {f["name"]: f for f in profile["functions"]}
 
     # Every thread's on-CPU time is the main thread's spinning, bar a few clock reads.
     spun = truth["outer_a"] + truth["outer_b"] + truth["heavy"]
     in_main = functions["main"]["total"]
-    assert in_main >= 0.5 * 99 * spun  # sampled at about the rate asked for
+    assert in_main >= 0.5 * HZ * spun  # sampled at about the rate asked for
     for name in ("outer_a", "outer_b", "heavy"):
         share = functions[name]["total"] / in_main
         assert abs(share - truth[name] / spun) <= 0.05, (name, share, truth)
