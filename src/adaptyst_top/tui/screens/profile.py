@@ -87,7 +87,8 @@ class ProfileScreen(Screen[None]):
         what = "off-CPU time" if v.off else "on-CPU samples"
         thread = "every thread" if v.thread is None else f"PID {v.thread[0]} thread {v.thread[1]}"
         head = f"{v.samples:,} samples · {thread} · graph of {what} · {v.cost_text()}"
-        self.query_one("#profile-head", Static).update(Text(head + self._said()))
+        line = Text(head + self._said(), no_wrap=True, overflow="ellipsis")
+        self.query_one("#profile-head", Static).update(line)
         self.query_one("#profile-functions", Static).update(self._list(width, listed))
         self._boxes = v.layout(width, graph_rows)
         self.query_one("#profile-flame", Static).update(self._flame(width, graph_rows))
