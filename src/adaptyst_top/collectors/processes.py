@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from adaptyst_top.snapshot.inert import inert
+
 _ATTRS = ["pid", "ppid", "username", "name", "cmdline", "memory_info", "uids", "num_threads"]
 
 
@@ -49,15 +51,16 @@ class ProcessTable:
                 continue
             mem = info.get("memory_info")
             cmd = " ".join(info.get("cmdline") or []) or f"[{info.get('name') or '?'}]"
+            # Another user's bytes: shown, never acted on (a newline would add a row).
             out.append(
                 ProcessRow(
                     p.pid,
-                    str(info.get("username") or "?"),
+                    inert(str(info.get("username") or "?")),
                     cpu,
                     int(mem.rss) if mem is not None else 0,
                     int(info.get("num_threads") or 0),
-                    str(info.get("name") or "?"),
-                    cmd,
+                    inert(str(info.get("name") or "?")),
+                    inert(cmd),
                 )
             )
         self._procs = seen

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 
 from adaptyst_top.snapshot import Snapshot
 
+MAX_VALUE = 10**18  # ns: 31 years; a recording's larger figure is held here, not summed to inf
+
 
 def _frame(name: str) -> str:
     # ';' separates frames and the last ' ' the count: a name keeps neither meaning.
@@ -21,9 +23,10 @@ def folded(snapshots: Iterable[Snapshot], off: bool = False) -> Counter[str]:
         if snap.profile is None:
             continue
         for s in snap.profile.stacks:
-            value = round(s.off_ns + s.runnable_ns) if off else s.samples
+            value = min(MAX_VALUE, s.off_ns + s.runnable_ns) if off else s.samples
             if value > 0:
-                out[";".join(_frame(f) for f in s.frames)] += value
+                key = ";".join(_frame(f) for f in s.frames)
+                out[key] = min(MAX_VALUE, out[key] + round(value))
     return out
 
 

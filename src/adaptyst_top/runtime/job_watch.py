@@ -36,7 +36,7 @@ class JobWatch:
             for pid in self.scan.new_processes():
                 self.engine.follow(pid)  # asks the engine's admit rule first
                 if self.profiler is not None:
-                    self.profiler.add(pid)
+                    self.profiler.add(pid)  # False (a full map): the profile misses it
 
     def close(self) -> None:
         self._stop.set()

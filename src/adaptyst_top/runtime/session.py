@@ -126,6 +126,8 @@ class Session:
         if self.profiler is not None:
             self.profiler.close()
         self.profiler = self.hub.profiler = profiler
+        if self.job_watch is not None:
+            self.job_watch.profiler = profiler
 
     def give_up_waits_at(self, when: float) -> None:
         """No answer of the agent is waited for past WHEN (time.monotonic())."""

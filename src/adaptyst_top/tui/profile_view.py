@@ -12,6 +12,7 @@ from adaptyst_top.snapshot import ProfileFunction, Snapshot
 SORTS = ("total", "self", "off")  # what `s` cycles through
 MAX_STACKS = 20000  # distinct (thread, stack) pairs kept; the rest count as [other]
 OTHER = ("[other]",)
+MAX_VALUE = 1e18
 
 
 @dataclass
@@ -79,8 +80,9 @@ class ProfileView:
                     v = self.stacks[key] = [0.0, 0.0]
                 if (s.pid, s.tid) not in self.threads:
                     self.threads.append((s.pid, s.tid))
-            v[0] += s.samples
-            v[1] += s.off_ns + s.runnable_ns
+            # A recording's figures are finite one by one; their sums are held so too.
+            v[0] = min(MAX_VALUE, v[0] + s.samples)
+            v[1] = min(MAX_VALUE, v[1] + s.off_ns + s.runnable_ns)
 
     def cost_text(self) -> str:
         """What the profile costs, for the header: the tool's CPU, the kernel's a sample."""

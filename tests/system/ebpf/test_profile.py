@@ -5,6 +5,7 @@ between functions by construction and which measures that split itself, recorded
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -212,3 +213,47 @@ async def test_with_no_target_the_monitor_opens_on_processes_and_profiles_a_pick
         busy.kill()
         busy.wait()
     assert none_left()
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_time_waiting_for_a_busy_core_is_runnable_not_blocked(
+    profiled: Path, tmp_path: Path
+) -> None:
+    """The target and a busy loop share one core: the target's waits for it are
+    preempted (runnable) time, and its sleeper's are blocked time as it summed them."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    hog = subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c", "while :; do :; done"])
+    rec = tmp_path / "rec.jsonl"
+    try:
+        proc = subprocess.run(
+            [
+                *CLI,
+                "record",
+                "--profile",
+                "--interval",
+                "1",
+                "--out",
+                str(rec),
+                "--",
+                "taskset",
+                "-c",
+                str(cpu),
+                str(profiled),
+                "3",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        hog.kill()
+        hog.wait()
+    assert proc.returncode == 0, proc.stderr
+    truth = json.loads(proc.stdout.strip().splitlines()[-1])
+    profile = json.loads(rec.read_text().splitlines()[-1])["profile"]
+    functions = {f["name"]: f for f in profile["functions"]}
+    # About half of the main thread's 3 s went to the loop: preempted, not blocked.
+    assert profile["runnable_ns"] / 1e9 > 0.5
+    assert functions["sleeper_wait"]["off_ns"] / 1e9 >= 0.9 * truth["slept"]
+    assert profile["off_ns"] / 1e9 == pytest.approx(truth["slept"], rel=0.2)

@@ -81,3 +81,41 @@ def test_folded_stacks_sum_the_intervals_and_keep_their_separators_out() -> None
     snaps = [snap(1.0, a, b), snap(2.0, a), Snapshot(t=3.0, host="h")]
     assert folded_lines(folded(snaps)) == ["main;f:g 6", "main;h 1"]
     assert folded_lines(folded(snaps, off=True)) == ["main;f:g 10", "main;h 7"]
+
+
+def _patched_section(tmp_path: Path, name: str, field: str, value: int) -> Path:
+    """/bin/true with one field of section NAME's header (ELF64) set to VALUE."""
+    data = bytearray(BINARY.read_bytes())
+    with open(BINARY, "rb") as f:
+        elf = ELFFile(f)
+        index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == name)
+        at = elf["e_shoff"] + index * elf["e_shentsize"]
+    offset, size = {"sh_type": (4, 4), "sh_flags": (8, 8), "sh_size": (32, 8)}[field]
+    data[at + offset : at + offset + size] = value.to_bytes(size, "little")
+    out = tmp_path / f"{name.strip('.')}-{field}"
+    out.write_bytes(bytes(data))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "value"),
+    [
+        (".eh_frame", "sh_type", 8),  # SHT_NOBITS: pyelftools would make zeros of sh_size
+        (".eh_frame", "sh_size", 1 << 40),  # a terabyte claimed by a small file
+        (".eh_frame", "sh_flags", 0x800 | 0x2),  # SHF_COMPRESSED: inflated to any size
+        (".eh_frame_hdr", "sh_size", 1 << 40),
+    ],
+)
+def test_a_section_that_claims_more_than_the_file_holds_is_not_read(
+    tmp_path: Path, name: str, field: str, value: int
+) -> None:
+    import resource
+    import time
+
+    bad = _patched_section(tmp_path, name, field, value)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.process_time()
+    table = read_cfi(str(bad))
+    assert table.find(0x1000) is None
+    assert time.process_time() - started < 1.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB

@@ -17,13 +17,21 @@ import bisect
 import io
 import os
 import struct
+import sys
+from array import array
 from dataclasses import dataclass
 
 from elftools.dwarf.callframe import FDE, CallFrameInfo, RegisterRule
+from elftools.dwarf.structs import DWARFStructs
 from elftools.elf.elffile import ELFFile
 
 RSP, RBP, RA = 7, 6, 16  # DWARF register numbers on x86-64 (RA: the return address)
 MAX_ROWS = 2_000_000  # a table past this is not a compiler's: the rest is [unknown]
+MAX_SECTION = 64 << 20  # .eh_frame and its index: libxul's are ~10 MiB
+MAX_ENTRY_BYTES = 64 << 10  # one function's entry (a compiler's: tens of bytes)
+MAX_ENTRY_ROWS = 4096
+MAX_PARSED = 100_000  # entries kept parsed per file
+SHF_COMPRESSED = 0x800
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +97,10 @@ class IndexedCfi(CfiTable):
     (.eh_frame_hdr) says which entry covers an address: a profile reads the few dozen
     functions its samples land in, not all of libc's 3,713 (1.1 s of CPU here)."""
 
-    def __init__(self, cfi: CallFrameInfo, starts: list[int], offsets: list[int]) -> None:
+    def __init__(self, cfi: CallFrameInfo, starts: array[int], offsets: array[int]) -> None:
         super().__init__([])
         self._cfi = cfi
+        self._body = cfi.stream.getbuffer()  # type: ignore[attr-defined]
         self._index = starts
         self._offsets = offsets
         self._parsed: dict[int, list[Rule]] = {}
@@ -102,17 +111,30 @@ class IndexedCfi(CfiTable):
             return None
         rules = self._parsed.get(i)
         if rules is None:
-            try:
-                entry = self._cfi._parse_entry_at(self._offsets[i])
-                rules = _rules_of(entry) if isinstance(entry, FDE) else []
-            except Exception:  # pyelftools raises many kinds on bad bytes
-                self.errors += 1
-                rules = []
-            self._parsed[i] = rules
+            rules = self._parse(self._offsets[i])
+            if len(self._parsed) < MAX_PARSED:
+                self._parsed[i] = rules
         for r in rules:
             if r.start <= vaddr < r.end:
                 return r
         return None
+
+    def _parse(self, offset: int) -> list[Rule]:
+        body = self._body
+        if not 0 <= offset <= len(body) - 4:
+            self.errors += 1
+            return []
+        length = int.from_bytes(body[offset : offset + 4], "little")
+        if length > MAX_ENTRY_BYTES:  # a compiler's entry is tens of bytes
+            self.errors += 1
+            return []
+        try:
+            entry = self._cfi._parse_entry_at(offset)
+            rules = _rules_of(entry) if isinstance(entry, FDE) else []
+        except Exception:  # pyelftools raises many kinds on bad bytes
+            self.errors += 1
+            return []
+        return rules[:MAX_ENTRY_ROWS]
 
 
 _HDR = struct.Struct("<BBBBiI")  # version, 3 encodings, eh_frame_ptr, fde_count
@@ -120,25 +142,47 @@ _HDR = struct.Struct("<BBBBiI")  # version, 3 encodings, eh_frame_ptr, fde_count
 _HDR_ENCODINGS = (0x1B, 0x03, 0x3B)
 
 
-def _indexed(elf: ELFFile) -> IndexedCfi | None:
-    """The lazily read table, where the file has an index in the usual encoding."""
-    hdr, frame = elf.get_section_by_name(".eh_frame_hdr"), elf.get_section_by_name(".eh_frame")
-    if hdr is None or frame is None:
+def _section(elf: ELFFile, name: str, size: int) -> bytes | None:
+    """A section's bytes as the file holds them: None for one that is not there, has no
+    bytes in the file (NOBITS), is compressed, or lies past the file's end or MAX_SECTION
+    (pyelftools would make NOBITS zeros and inflate a compressed one to any size)."""
+    sec = elf.get_section_by_name(name)
+    if sec is None or sec["sh_type"] == "SHT_NOBITS" or sec["sh_flags"] & SHF_COMPRESSED:
         return None
-    data = hdr.data()
+    offset, length = int(sec["sh_offset"]), int(sec["sh_size"])
+    if length > MAX_SECTION or offset + length > size:
+        return None
+    return bytes(sec.data())
+
+
+def _indexed(elf: ELFFile, size: int) -> IndexedCfi | None:
+    """The lazily read table, where the file has an index in the usual encoding."""
+    hdr_sec, frame_sec = (
+        elf.get_section_by_name(".eh_frame_hdr"),
+        elf.get_section_by_name(".eh_frame"),
+    )
+    data = _section(elf, ".eh_frame_hdr", size)
+    body = _section(elf, ".eh_frame", size)
+    if data is None or body is None or hdr_sec is None or frame_sec is None:
+        return None
     if len(data) < _HDR.size:
         return None
     version, *encodings, _ptr, count = _HDR.unpack_from(data)
     if version != 1 or tuple(encodings) != _HDR_ENCODINGS or len(data) < _HDR.size + 8 * count:
         return None
-    pairs = struct.unpack_from(f"<{2 * count}i", data, _HDR.size)
-    base, frame_addr = int(hdr["sh_addr"]), int(frame["sh_addr"])
-    starts = [base + pairs[2 * i] for i in range(count)]
-    offsets = [base + pairs[2 * i + 1] - frame_addr for i in range(count)]
-    if starts != sorted(starts):
+    pairs = array("i", data[_HDR.size : _HDR.size + 8 * count])
+    if sys.byteorder != "little":
+        pairs.byteswap()
+    base, frame_addr = int(hdr_sec["sh_addr"]), int(frame_sec["sh_addr"])
+    starts = array("q", (base + v for v in pairs[0::2]))
+    offsets = array("q", (base + v - frame_addr for v in pairs[1::2]))
+    if any(starts[i] > starts[i + 1] for i in range(len(starts) - 1)):
         return None  # not the binary search table it claims to be
-    body = frame.data()
-    structs = elf.get_dwarf_info(follow_links=False).structs
+    # The structures pyelftools reads CFI with, made here: get_dwarf_info() would read
+    # every .debug_* section first, whatever size they claim.
+    structs = DWARFStructs(
+        little_endian=elf.little_endian, dwarf_format=32, address_size=elf.elfclass // 8
+    )
     cfi = CallFrameInfo(io.BytesIO(body), len(body), frame_addr, structs, for_eh_frame=True)
     return IndexedCfi(cfi, starts, offsets)
 
@@ -148,13 +192,14 @@ def read_cfi(path: str, eager: bool = False) -> CfiTable:
     cannot be read; entries that fail to decode are counted in `errors`); read an entry
     at a time where the file indexes them, unless EAGER."""
     if not eager:
+        # Without an index (ld writes one unless told not to) the table is not read:
+        # reading it whole has no bound a hostile file cannot reach; frame pointers then.
         try:
             with open(path, "rb") as f:
-                indexed = _indexed(ELFFile(f))
-            if indexed is not None:
-                return indexed
+                indexed = _indexed(ELFFile(f), os.fstat(f.fileno()).st_size)
         except Exception:  # pyelftools raises many kinds on bad bytes
-            pass
+            return CfiTable([], errors=1)
+        return indexed if indexed is not None else CfiTable([])
     rules: list[Rule] = []
     errors = 0
     try:

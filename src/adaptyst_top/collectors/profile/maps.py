@@ -99,8 +99,10 @@ class ProcessMaps:
         return m
 
     def file_path(self, m: Mapping) -> str:
-        """Where the mapped file is read: through the process's root (its container's)."""
-        return f"/proc/{self.pid}/root{m.path}"
+        """Where the mapped file is read: the kernel's link to the very inode mapped there
+        (root may open it), never the path the maps name, which the process's owner
+        controls (a symlink, a FIFO named as the file was, a container's own /)."""
+        return f"/proc/{self.pid}/map_files/{m.start:x}-{m.end:x}"
 
     def elf(self, m: Mapping) -> ElfInfo | None:
         if not m.has_file:
@@ -122,8 +124,9 @@ class ProcessMaps:
         if key not in self._elves:
             found = None
             build_id = build_id_of(self.file_path(m))
-            if build_id:
-                debug = f"/proc/{self.pid}/root{DEBUG_DIR}/{build_id[:2]}/{build_id[2:]}.debug"
+            if build_id and all(c in "0123456789abcdef" for c in build_id):
+                # The host's debug files only: a container's would be its owner's.
+                debug = f"{DEBUG_DIR}/{build_id[:2]}/{build_id[2:]}.debug"
                 with contextlib.suppress(OSError, NotELFError, ValueError):
                     found = read_elf(debug)
             self._elves[key] = found

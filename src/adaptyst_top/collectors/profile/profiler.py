@@ -7,6 +7,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from adaptyst_top.collectors.probes.overhead import BpfStats
 from adaptyst_top.collectors.profile import DEFAULT_HZ
@@ -27,8 +28,17 @@ TOP_FUNCTIONS = 50  # functions in each snapshot (the hottest by total, then off
 MAX_STACKS = 5000  # distinct stacks one interval keeps; the rest are counted in `lost`
 MAX_PENDING = 65536  # threads off the CPU whose return is awaited
 MAX_PROCESSES = 4096  # processes whose maps are kept
+CLOSE_WAIT_S = 5.0
 MAX_QUEUED = 20000  # events read, not yet unwound (~160 MiB at most, full stacks)
 _END = Event(-1, 0, 0, 0)
+
+
+def _bounded_put(d: dict[int, Any], key: int, value: Any) -> None:
+    """D[KEY] = VALUE, the oldest entry dropped first where D holds MAX_PENDING."""
+    if key not in d and len(d) >= MAX_PENDING:
+        d.pop(next(iter(d)))
+    d[key] = value
+
 
 Key = tuple[str, str]  # (module, function)
 
@@ -43,7 +53,9 @@ class Profiler:
         self.hz = hz
         self._lock = threading.Lock()
         self._maps: dict[int, ProcessMaps] = {}
-        self._pending: dict[tuple[int, int], tuple[int, Stack]] = {}
+        # Each thread off the CPU now: when it left, its process, its stack (one at a time
+        # per thread: a later switch-out replaces an end that never came).
+        self._pending: dict[int, tuple[int, int, Stack]] = {}
         self._last_off: dict[int, tuple[int, Stack]] = {}  # each thread's last off-CPU stack
         self.samples = self.complete = self.dropped = 0
         self.off_ns = self.runnable_ns = 0.0
@@ -74,8 +86,9 @@ class Profiler:
         for t in self._threads:
             t.start()
 
-    def add(self, pid: int) -> None:
-        self.sampler.add(pid)
+    def add(self, pid: int) -> bool:
+        """Sample PID too (a job's new process); False when that cannot be done."""
+        return not self._stop.is_set() and self.sampler.add(pid)
 
     def _read(self) -> None:
         while not self._stop.is_set():
@@ -106,7 +119,8 @@ class Profiler:
                 self._busy = True
             if e is _END:
                 return
-            self._event(e)
+            if not self._stop.is_set():  # closing: what is queued goes unread
+                self._event(e)
 
     def drain(self, timeout: float = 1.0) -> None:
         """Wait until what the kernel held at the call is counted (for a last snapshot)."""
@@ -132,23 +146,24 @@ class Profiler:
         self.events += 1
         self.copied_bytes += HEADER_BYTES + len(e.stack)
         if e.kind == OFF_END:
-            pending = self._pending.pop((e.tid, e.t), None)
-            if pending is not None:
-                self._charge_off(pending[0], e.tid, pending[1], e.off_ns, e.runnable)
+            pending = self._pending.pop(e.tid, None)
+            if pending is not None and pending[0] == e.t:  # its own switch-out, not a stale one
+                self._charge_off(pending[1], e.tid, pending[2], e.off_ns, e.runnable)
         elif e.kind == OFF_SAME:
             last = self._last_off.get(e.tid)
-            if last is not None and len(self._pending) < MAX_PENDING:
-                self._pending[(e.tid, e.t)] = last
+            if last is not None:
+                self._off_start(e.tid, e.t, *last)
         elif e.kind in (ON_CPU, OFF_START):
             stack = self._stack_of(e)
             if e.kind == ON_CPU:
                 self._charge_on(e.pid, e.tid, stack)
-            elif len(self._pending) < MAX_PENDING:
-                self._pending[(e.tid, e.t)] = (e.pid, stack)
-                if len(self._last_off) >= MAX_PENDING and e.tid not in self._last_off:
-                    self._last_off.pop(next(iter(self._last_off)))
-                self._last_off[e.tid] = (e.pid, stack)
+            else:
+                self._off_start(e.tid, e.t, e.pid, stack)
+                _bounded_put(self._last_off, e.tid, (e.pid, stack))
         self.cpu_s += time.thread_time() - started
+
+    def _off_start(self, tid: int, t: int, pid: int, stack: Stack) -> None:
+        _bounded_put(self._pending, tid, (t, pid, stack))
 
     def _entry(self, pid: int, tid: int, stack: Stack) -> list[float] | None:
         key = (pid, tid, tuple(f.name for f in reversed(stack.frames)))
@@ -237,8 +252,10 @@ class Profiler:
         if self._stop.is_set():
             return
         self._stop.set()
+        # The reader leaves within its poll's 100 ms, the unwinder after the event it is
+        # on (a table bounded by cfi.py's limits); then the kernel's side is detached.
         for t in self._threads:
-            t.join()
+            t.join(CLOSE_WAIT_S)
         self.stats.restore()
         self.sampler.close()
 

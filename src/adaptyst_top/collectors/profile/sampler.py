@@ -81,7 +81,10 @@ TRACEPOINT_PROBE(sched, sched_switch) {
     u64 id = bpf_get_current_pid_tgid();
     u32 pid = id >> 32, tid = (u32)id;
     if (!scope.lookup(&pid) || tid == 0) return 0;
-    u64 v = (now << 1) | (args->prev_state == 0 ? 1 : 0);  /* TASK_RUNNING: preempted */
+    /* A dying thread's last switch (EXIT_DEAD, EXIT_ZOMBIE): it never comes back. */
+    if (args->prev_state & 0x30) return 0;
+    /* No state bit (TASK_REPORT's 0x7f) set: preempted, reported as 0 or TASK_REPORT_MAX. */
+    u64 v = (now << 1) | ((args->prev_state & 0x7f) == 0 ? 1 : 0);
     offstart.update(&tid, &v);
     /* A thread that leaves the CPU more often than HZ times a second has its stack
      * copied at that rate: the switch-outs between say "where it last was". */
@@ -110,7 +113,8 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     u32 tid = (u32)id;
     offstart.delete(&tid);
     lastcopy.delete(&tid);
-    if ((id >> 32) == tid) scope.delete(&tid);
+    /* A process's entry, or a thread's that fork added (its tid): nothing keeps either. */
+    scope.delete(&tid);
     return 0;
 }
 """
@@ -197,8 +201,15 @@ class Sampler:
         self.closed = False
         self._lost = 0
 
-    def add(self, pid: int) -> None:
-        self.bpf["scope"][ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
+    def add(self, pid: int) -> bool:
+        """Sample PID too; False when closed, or the map of processes is full."""
+        if self.closed:
+            return False
+        try:
+            self.bpf["scope"][ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
+        except Exception:  # bcc raises plain Exception on a full map
+            return False
+        return True
 
     def _take(self, _ctx: object, data: int, size: int) -> None:
         event = decode(ctypes.string_at(data, size))

@@ -12,6 +12,7 @@ from adaptyst_top.collectors.probes.demangle import name_of
 from adaptyst_top.collectors.probes.elf_info import ElfInfo
 from adaptyst_top.collectors.profile.cfi import RSP, Rule
 from adaptyst_top.collectors.profile.maps import ProcessMaps
+from adaptyst_top.snapshot.inert import inert
 
 MAX_FRAMES = 128
 UNKNOWN = "[unknown]"
@@ -81,9 +82,12 @@ def _place(maps: ProcessMaps, look: int) -> tuple[Frame, Rule | None] | None:
         if elf is not None and vaddr is not None
         else None
     )
-    frame = (
-        Frame(m.path, *named) if named else Frame(m.path, base if base[0] == "[" else f"[{base}]")
-    )
+    # Names and paths are the target's bytes: shown, never acted on by a terminal.
+    path = inert(m.path)
+    if named:
+        frame = Frame(path, inert(named[0]), named[1])
+    else:
+        frame = Frame(path, inert(base if base[0] == "[" else f"[{base}]"))
     return frame, maps.cfi(m).find(vaddr) if vaddr is not None else None
 
 
