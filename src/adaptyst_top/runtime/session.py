@@ -192,6 +192,7 @@ def open_session(opts: SessionOptions) -> Session:
             errors = list(dict.fromkeys(g.error for g in groups if g.state == "error"))
             if errors:  # each reason once (two specs on a target that exited: one line)
                 raise SessionError("; ".join(errors))
+        profiler = _profiler(opts, pid, job_pids)
     except (ProbeError, SessionError) as exc:
         if calibration is not None:
             calibration.close()
@@ -200,17 +201,6 @@ def open_session(opts: SessionOptions) -> Session:
         if child is not None:
             child.end()
         raise SessionError(str(exc)) from None
-    profiler = None
-    try:
-        profiler = _profiler(opts, pid, job_pids)
-    except SessionError:
-        if calibration is not None:
-            calibration.close()
-        if engine is not None:
-            engine.close()
-        if child is not None:
-            child.end()
-        raise
     sweep = DeviceSweep(pid=pid, power_model=opts.probing.power_model)
     hub = Hub(engine, sweep, profiler)
     placement = start_placement(opts, sweep.read()) if opts.advisor.objective else None
