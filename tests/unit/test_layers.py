@@ -93,6 +93,12 @@ WORKER_MAY_IMPORT = {
         "adaptyst_top.collectors.probes.demangle",
         "adaptyst_top.collectors.probes.elf_info",
     ),
+    "unwind_stacks.py": (
+        "orjson",
+        "adaptyst_top.agent.worker.open_files",
+        "adaptyst_top.collectors.profile.sampler",
+        "adaptyst_top.collectors.profile.tally",
+    ),
 }
 PARSERS = ("adaptyst_top.collectors",)
 

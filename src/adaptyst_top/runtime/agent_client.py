@@ -96,6 +96,7 @@ class AgentConnection:
         self._retry_at = 0.0  # after a failed reconnect, the next one not before this
         self._backoff = RETRY_FIRST_S
         self._open: dict[str, Any] | None = None
+        self._profiled: tuple[int, int] | None = None  # the process list's pick, and its rate
         self.refused: list[str] = []  # what the kernel refused at the open (the agent says)
         self._added: list[str] = []
         self._told: list[str] = []
@@ -193,6 +194,7 @@ class AgentConnection:
         max_probes: int,
         command_path: str | None = None,
         job: str | None = None,
+        profile_hz: int | None = None,
     ) -> None:
         self._open = {
             "pid": pid,
@@ -203,6 +205,7 @@ class AgentConnection:
             "enforce_budget": enforce_budget,
             "max_probes": max_probes,
             "command_path": command_path,
+            "profile_hz": profile_hz,
         }
         self._note_refused(self._ask("open", **self._open))
 
@@ -268,6 +271,12 @@ class AgentConnection:
                 self._note_refused(self._ask("open", **self._open))
             gap = self.carry.broke()  # the new session's clock starts with the open
             dropped = []
+            if self._profiled is not None:
+                try:
+                    self._ask("profile", pid=self._profiled[0], hz=self._profiled[1])
+                except AgentRefused as exc:
+                    self._profiled = None
+                    dropped.append(f"the profile was not taken up again: {exc}")
             for spec in list(self._added):
                 try:
                     self._ask("add", spec=spec)
@@ -285,6 +294,13 @@ class AgentConnection:
         with self._lock:  # a reconnect between the two re-adds it
             self._ask("add", spec=spec)
             self._added.append(spec)
+
+    def profile(self, pid: int, hz: int) -> None:
+        """Profile PID at HZ from now on (the process list's pick): AgentRefused in one
+        line when the agent will not."""
+        with self._lock:
+            self._ask("profile", pid=pid, hz=hz)
+            self._profiled = (pid, hz)
 
     def toggle(self, ref: ProbeRef) -> bool:
         return bool(self._ask("toggle", ref=[ref.group, ref.row, ref.key]).get("on"))

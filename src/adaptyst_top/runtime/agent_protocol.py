@@ -4,7 +4,9 @@
     {"v": 1, "type": "hello"}                       {"v": 1, "type": "hello", "uid": U}
     {"type": "open", "pid": P, "probes": [SPEC],    {"type": "ok"}
      "budget": F, "enforce_budget": B,              or {"type": "error", "message": LINE}
-     "max_probes": N, "command_path": PATH}
+     "max_probes": N, "command_path": PATH,
+     "profile_hz": H}
+    {"type": "profile", "pid": P, "hz": H}          {"type": "ok"}  (profile P from now on)
     {"type": "snapshot", "with_hist": B}            {"type": "snapshot", "snapshot": {...}}
     {"type": "add", "spec": SPEC}                   {"type": "ok"}
     {"type": "toggle", "ref": [G, R, K]}            {"type": "ok", "on": B}
@@ -33,7 +35,7 @@ from adaptyst_top.system.line_socket import LineReader, ProtocolError, decode
 VERSION = 1
 MAX_LINE = 1 << 20  # a request; snapshots (agent -> client) may be longer
 MAX_SNAPSHOT_LINE = 64 << 20
-REQUESTS = ("open", "snapshot", "add", "toggle", "remove", "candidates", "list")
+REQUESTS = ("open", "snapshot", "add", "toggle", "remove", "candidates", "list", "profile")
 # Framing, caps and the version check are system/line_socket.py's, shared with the
 # placement control channel; this module keeps the agent's vocabulary.
 __all__ = ["LineReader", "ProtocolError", "check_version", "decode", "encode"]

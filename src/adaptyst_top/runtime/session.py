@@ -15,6 +15,7 @@ from typing import IO, Any
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
+from adaptyst_top.collectors.probes.confinement import Confinement
 from adaptyst_top.collectors.probes.engine import (
     ATTACH_S_PER_POINT,
     ProbeEngine,
@@ -25,7 +26,7 @@ from adaptyst_top.collectors.probes.model import one_line
 from adaptyst_top.collectors.probes.overhead import CostTable
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
-from adaptyst_top.collectors.profile.profiler import Profiler
+from adaptyst_top.collectors.profile.profiler import LocalCounts, Profiler
 from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import CONTROL_ENV, ControlServer, server_socket_path
 from adaptyst_top.placement.loop import PlacementLoop
@@ -113,16 +114,16 @@ class Session:
             self.hub.engine = self.engine
         return self.engine
 
-    def start_profile(self, pid: int) -> None:
+    def start_profile(self, pid: int, hz: int | None = None) -> None:
         """Sample PID from now on (the process list's pick), instead of what was sampled."""
+        hz = hz or self.options.probing.profile_hz or DEFAULT_PROFILE_HZ
+        if self.remote is not None:
+            self.remote.profile(pid, hz)
+            return
         if not isinstance(self.hub, Hub):
-            raise SessionError("--profile is not served by the agent yet: profile as root")
+            raise SessionError("this session's profile is not sampled here")
         check_pid(pid)
-        hz = self.options.probing.profile_hz or DEFAULT_PROFILE_HZ
-        try:
-            profiler = Profiler([pid], hz)
-        except Exception as exc:  # bcc raises plain Exception
-            raise SessionError(f"profiling PID {pid}: {one_line(exc)}") from None
+        profiler = new_profiler(self.options, [pid], hz, f"profiling PID {pid}")
         if self.profiler is not None:
             self.profiler.close()
         self.profiler = self.hub.profiler = profiler
@@ -254,8 +255,6 @@ def open_remote_session(opts: SessionOptions) -> Session:
     node's (opts.agent) or another's (opts.host). A command is launched here, as the
     user, held until they are in."""
     _parsed_specs(opts)  # a bad spec is said here, before anything starts
-    if opts.probing.profile_hz is not None:
-        raise SessionError("--profile is not served by the agent yet: profile as root on the node")
     if opts.host is not None and opts.target.command:
         raise SessionError(
             f"-- CMD would run here, not on {opts.host}: give --pid of a process there"
@@ -279,6 +278,7 @@ def open_remote_session(opts: SessionOptions) -> Session:
             opts.probing.max_probes,
             child.path if child else None,
             opts.target.job,
+            opts.probing.profile_hz,
         )
     except (AgentRefused, AgentInterrupted, OSError, ValueError) as exc:
         conn.close()
@@ -308,10 +308,19 @@ def _profiler(opts: SessionOptions, pid: int | None, job_pids: Sequence[int]) ->
     pids = [pid] if pid is not None else list(job_pids)
     if not pids:
         raise SessionError("--profile needs a target: -- CMD, --pid or --job")
+    return new_profiler(opts, pids, opts.probing.profile_hz, "--profile")
+
+
+def new_profiler(opts: SessionOptions, pids: Sequence[int], hz: int, what: str) -> Profiler:
+    """The one place a profiler is made: an agent's tenant's is confined to the user's own
+    processes and unwound in a process of theirs."""
+    tenant = opts.tenant
     try:
-        return Profiler(pids, opts.probing.profile_hz)
-    except Exception as exc:  # bcc raises plain Exception
-        raise SessionError(f"--profile: {one_line(exc)}") from None
+        confine = None if tenant.confine_uid is None else Confinement.of(tenant.confine_uid)
+        counts = tenant.profile_counts or LocalCounts
+        return Profiler(pids, hz, counts=counts, confine=confine, owner=tenant.owner)
+    except Exception as exc:  # bcc raises plain Exception; BTFError, WorkerFailed
+        raise SessionError(f"{what}: {one_line(exc)}") from None
 
 
 def _parsed_specs(opts: SessionOptions) -> list[ProbeSpec]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
@@ -14,6 +14,9 @@ from adaptyst_top.collectors.probes.engine import DEFAULT_BUDGET, DEFAULT_MAX_AT
 from adaptyst_top.placement.objectives import Objective
 from adaptyst_top.runtime.stop_flag import StopFlag
 from adaptyst_top.system.pinned_files import PinnedFiles
+
+if TYPE_CHECKING:
+    from adaptyst_top.collectors.profile.profiler import Counts
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class Tenant:
     account: AttachAccount | None = None  # the owner's bound across their sessions
     confine_uid: int | None = None  # hits count only in this user's own processes
     pinned: PinnedFiles | None = None  # the only files specs may name (the engine closes them)
+    # Where a profile's stacks are unwound (None: here): the agent's, in the user's process.
+    profile_counts: Callable[[], Counts] | None = None
 
 
 @dataclass(frozen=True)

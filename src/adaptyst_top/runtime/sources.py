@@ -139,7 +139,14 @@ class LiveSource:
     def profile(self, pid: int) -> None:
         try:
             self.session.start_profile(pid)
-        except (ProbeError, SessionError, TargetError) as exc:
+        except (
+            ProbeError,
+            SessionError,
+            TargetError,
+            AgentRefused,
+            AgentInterrupted,
+            OSError,
+        ) as exc:
             raise ActionError(str(exc)) from None
 
     def candidates(self) -> Iterable[Candidate]:

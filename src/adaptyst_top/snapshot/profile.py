@@ -59,3 +59,5 @@ class ProfilePart(JsonPart):
     cpu_s: float = field(
         default=0.0, metadata=_COUNT
     )  # the tool's own CPU spent unwinding and counting, since the start
+    # Why the profile stopped counting, in one line ("" while it counts).
+    note: str = field(default="", metadata=json_field(omit="empty"))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from adaptyst_top.agent.core.opener import NotOpened, open_as
+from adaptyst_top.agent.core.unwinder import counts_for
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
@@ -296,4 +297,6 @@ def tenant_of(peer: Peer, pinned: PinnedFiles | None, account: AttachAccount | N
         return Tenant(owner=peer.uid, pinned=pinned)  # users and root take turns to compile
     # Each process that joins (a child, a job's new task) is asked again.
     admit = partial(may_probe, peer, settle_s=EXEC_SETTLE_S)
-    return Tenant(admit, peer.uid, account, peer.uid, pinned)
+    # A user's binaries and stacks are unwound by a process of theirs, never here.
+    counts = partial(counts_for, peer.uid, peer.gid, sorted(peer.groups))
+    return Tenant(admit, peer.uid, account, peer.uid, pinned, counts)

@@ -3,6 +3,7 @@ of both."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -10,8 +11,11 @@ from typing import Any
 
 from adaptyst_top.agent.core.authorization import Peer
 from adaptyst_top.agent.core.own_energy import OwnEnergy
+from adaptyst_top.collectors.devices.gpu_processes import visible_to
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.session import Session
+from adaptyst_top.runtime.sources import LiveSource
+from adaptyst_top.snapshot import reusing
 from adaptyst_top.system import heap
 from adaptyst_top.system.held_processes import HeldProcesses
 
@@ -36,6 +40,18 @@ def end(client: Client) -> None:
     if session is not None:
         session.close()
         heap.give_back()  # what its compiles and maps freed
+
+
+def snapshot_answer(client: Client, source: LiveSource, with_hist: bool) -> bytes:
+    """CLIENT's snapshot, as its user may see it, encoded."""
+    source.want_hist = with_hist
+    snap = source.snapshot()
+    if not client.peer.privileged:  # the agent reads GPUs as root
+        snap = dataclasses.replace(snap, devices=visible_to(snap.devices, client.peer.uid))
+    if client.energy is not None:
+        snap = client.energy.apply(snap)
+    with reusing():  # encoded and sent: nothing keeps the JSON
+        return proto.encode("snapshot", snapshot=snap.to_json())
 
 
 def read_message(reader: proto.LineReader, silent: str) -> dict[str, Any] | None:

@@ -10,18 +10,16 @@ checks every live session again four times a second: a process that stopped bein
 user's (a setuid exec) ends its probes.
 
 A thread per client once it says hello (agent/core/lobby.py holds it until then): a
-slow or stalled client blocks only its own thread (and is dropped when a send has
-waited SEND_TIMEOUT_S). What one user may hold is bounded by
-the settings (runtime/agent_settings.py): connections (root and the admin group have
-room of their own), attach points, modules and keyed probes across their sessions; a
-connection that says no hello, or stops asking, is closed; users take turns at the
-compiler (collectors/probes/compile_turns.py).
+slow or stalled client blocks only its own thread (dropped when a send has waited
+SEND_TIMEOUT_S). What one user may hold is bounded by the settings (runtime/
+agent_settings.py): connections (root and the admin group have room of their own),
+attach points, modules and keyed probes across their sessions; a connection that says
+no hello, or stops asking, is closed; users take turns at the compiler.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import grp
 import socket
 import sys
@@ -43,7 +41,7 @@ from adaptyst_top.agent.core.authorization import (
     tenant_of,
 )
 from adaptyst_top.agent.core.bounds import crowded, room_refusal
-from adaptyst_top.agent.core.client import Client, end, read_message
+from adaptyst_top.agent.core.client import Client, end, read_message, snapshot_answer
 from adaptyst_top.agent.core.kept_workers import end_all, reap_idle
 from adaptyst_top.agent.core.listen import AgentError, listen, watch_hangup
 from adaptyst_top.agent.core.listing import candidates_for, list_for
@@ -58,7 +56,12 @@ from adaptyst_top.agent.core.lobby import (
 )
 from adaptyst_top.agent.core.own_energy import OwnEnergy
 from adaptyst_top.agent.core.parser import reader_for
-from adaptyst_top.collectors.devices.gpu_processes import visible_to
+from adaptyst_top.agent.core.profiling import (
+    NODE_WIDE,
+    node_wide_refusal,
+    profile_rate,
+    profile_request,
+)
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals
@@ -71,7 +74,7 @@ from adaptyst_top.runtime.session import Session, SessionError, open_session
 from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
 from adaptyst_top.runtime.sources import ActionError, LiveSource
 from adaptyst_top.runtime.stop_flag import StopFlag
-from adaptyst_top.snapshot import ProbeRef, reusing
+from adaptyst_top.snapshot import ProbeRef
 from adaptyst_top.system import heap
 from adaptyst_top.system.pid_namespaces import PidNamespaceError, in_agents_namespace
 from adaptyst_top.system.pinned_files import PinnedFiles
@@ -269,23 +272,19 @@ class Agent:
                 return self._open(client, msg)
             if kind == "list":
                 return list_for(client.peer, msg)
+            if kind == "profile":
+                return profile_request(client, msg, self._node_pid)
             with client.lock:
                 if client.session is None:
                     raise ActionError(client.revoked or "open a session first")
                 source = LiveSource(client.session)
                 if kind == "snapshot":
-                    source.want_hist = with_hist
-                    snap = source.snapshot()
-                    if not client.peer.privileged:  # the agent reads GPUs as root
-                        devices = visible_to(snap.devices, client.peer.uid)
-                        snap = dataclasses.replace(snap, devices=devices)
-                    if client.energy is not None:
-                        snap = client.energy.apply(snap)
-                    with reusing():  # encoded and sent: nothing keeps the JSON
-                        return proto.encode("snapshot", snapshot=snap.to_json())
+                    return snapshot_answer(client, source, with_hist)
                 if kind in ("add", "candidates"):  # they read the process as it is now
                     pid = client.session.pid
-                    if why := still_theirs(client.peer, client.target, pid):
+                    if why := node_wide_refusal(client) or still_theirs(
+                        client.peer, client.target, pid
+                    ):
                         raise ActionError(why)
                 if kind == "add":
                     s = client.session
@@ -326,6 +325,7 @@ class Agent:
         if not all(isinstance(p, str) for p in probes):
             raise proto.ProtocolError("open: probes is not a list of strings")
         command_path = proto.field(msg, "command_path", str, optional=True)
+        profile_hz = profile_rate(msg)
         # A fraction on the wire; the command line's percent range.
         budget = proto.bounded(
             msg, "budget", DEFAULT_BUDGET, BUDGET_RANGE[0], BUDGET_RANGE[1] / 100
@@ -339,11 +339,8 @@ class Agent:
         if job is not None:
             if why := job_refusal(peer, job):
                 raise SessionError(why)
-        elif pid is None and not peer.privileged:
-            raise SessionError(
-                "node-wide probes are for root and the agent's admin group; you may probe "
-                "your own processes: give --pid PID, --job ID or -- CMD"
-            )
+        elif pid is None and not peer.privileged and (probes or profile_hz is not None):
+            raise SessionError(NODE_WIDE)
         if pid is not None:
             pid = self._node_pid(peer, pid)
         if pid is not None and (why := hold_and_check(peer, client.target, pid)):
@@ -367,6 +364,7 @@ class Agent:
                         bool(msg.get("enforce_budget")),
                         max_probes,
                         power_model=self.settings.power_model,
+                        profile_hz=profile_hz,
                     ),
                     tenant=tenant_of(
                         peer, pinned, None if peer.privileged else self._account(peer)
@@ -439,6 +437,8 @@ class Agent:
                         why = may_probe(c.peer, p, EXEC_SETTLE_S)
                         if p != s.pid and why is not None and "no such process" not in why:
                             s.engine.unfollow(p, why)
+                            if s.profiler is not None:  # confined in the kernel too
+                                s.profiler.drop(p)
                 if s.pid is None:
                     continue
                 why = may_probe(c.peer, s.pid, EXEC_SETTLE_S)

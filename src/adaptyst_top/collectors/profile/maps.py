@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import os
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +25,7 @@ class Mapping:
     offset: int  # the file offset mapped at START
     # "" for anonymous memory (a JIT's, a trampoline's); "[vdso]" and the like have no file
     path: str
+    inode: int = 0  # the mapped file's, as the kernel names it
 
     @property
     def has_file(self) -> bool:
@@ -39,7 +43,9 @@ def read_maps(pid: int) -> list[Mapping]:
                     continue
                 lo, _, hi = parts[0].partition("-")
                 path = parts[5].strip() if len(parts) > 5 else ""
-                out.append(Mapping(int(lo, 16), int(hi, 16), int(parts[2], 16), path))
+                out.append(
+                    Mapping(int(lo, 16), int(hi, 16), int(parts[2], 16), path, int(parts[4]))
+                )
     except (OSError, ValueError):
         return []
     return sorted(out, key=lambda m: m.start)
@@ -70,6 +76,9 @@ class ProcessMaps:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
+        # Only root may open the kernel's links to what is mapped (CAP_SYS_ADMIN); the
+        # agent's unwinder, the profiled user's own process, opens the path instead.
+        self._by_link = os.geteuid() == 0
         self._maps: list[Mapping] = []
         self._starts: list[int] = []
         self._elves: dict[str, ElfInfo | None] = {}
@@ -98,20 +107,38 @@ class ProcessMaps:
             m = self._find(addr)
         return m
 
-    def file_path(self, m: Mapping) -> str:
-        """Where the mapped file is read: the kernel's link to the very inode mapped there
-        (root may open it), never the path the maps name, which the process's owner
-        controls (a symlink, a FIFO named as the file was, a container's own /)."""
-        return f"/proc/{self.pid}/map_files/{m.start:x}-{m.end:x}"
+    @contextlib.contextmanager
+    def opened(self, m: Mapping) -> Iterator[str | None]:
+        """Where the mapped file is read (None: nowhere). As root, the kernel's link to the
+        very inode mapped there, never the path the maps name, which the process's owner
+        controls (a symlink, a FIFO named as the file was, a container's own /). As the
+        process's owner (the agent's unwinder), that path in the process's own root, a
+        regular file with the inode mapped: anything else is theirs to have faked."""
+        if self._by_link:
+            yield f"/proc/{self.pid}/map_files/{m.start:x}-{m.end:x}"
+            return
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        try:
+            fd = os.open(f"/proc/{self.pid}/root{m.path}", flags)
+        except (OSError, ValueError):
+            yield None
+            return
+        try:
+            st = os.fstat(fd)
+            yield (
+                f"/proc/self/fd/{fd}" if stat.S_ISREG(st.st_mode) and st.st_ino == m.inode else None
+            )
+        finally:
+            os.close(fd)
 
     def elf(self, m: Mapping) -> ElfInfo | None:
         if not m.has_file:
             return None
         if m.path not in self._elves:
-            try:
-                self._elves[m.path] = read_elf(self.file_path(m))
-            except (OSError, NotELFError, ValueError):
-                self._elves[m.path] = None
+            info = None
+            with self.opened(m) as path, contextlib.suppress(OSError, NotELFError, ValueError):
+                info = read_elf(path) if path is not None else None
+            self._elves[m.path] = info
         return self._elves[m.path]
 
     def symbols_elf(self, m: Mapping, elf: ElfInfo) -> ElfInfo:
@@ -123,7 +150,8 @@ class ProcessMaps:
         key = f"debug:{m.path}"
         if key not in self._elves:
             found = None
-            build_id = build_id_of(self.file_path(m))
+            with self.opened(m) as path:
+                build_id = build_id_of(path) if path is not None else None
             if build_id and all(c in "0123456789abcdef" for c in build_id):
                 # The host's debug files only: a container's would be its owner's.
                 debug = f"{DEBUG_DIR}/{build_id[:2]}/{build_id[2:]}.debug"
@@ -137,7 +165,9 @@ class ProcessMaps:
         if table is None and not m.has_file:
             table = self._cfi[m.path] = CfiTable([])
         if table is None:
-            table = self._cfi[m.path] = cfi_for(self.file_path(m))
+            with self.opened(m) as path:
+                table = cfi_for(path) if path is not None else CfiTable([], errors=1)
+            self._cfi[m.path] = table
         return table
 
     def vaddr(self, m: Mapping, addr: int, elf: ElfInfo) -> int | None:

@@ -8,11 +8,15 @@ thread's switch-out (its stack) always comes before its switch-in (how long it w
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
+from adaptyst_top.collectors.probes.bcc_extras import bcc_stderr_captured
+from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
+from adaptyst_top.collectors.probes.confinement import Confinement, theirs_source
 from adaptyst_top.collectors.probes.overhead import prog_run_stats
 
 STACK_BYTES = 8192  # perf record --call-graph dwarf's default copy, for comparison
@@ -37,7 +41,7 @@ BPF_HASH(offstart, u32, u64, %(max_threads)d);  /* thread -> when it left the CP
 BPF_HASH(lastcopy, u32, u64, %(max_threads)d);  /* thread -> its last off-CPU stack copy */
 BPF_ARRAY(lost, u64, 1);
 BPF_RINGBUF_OUTPUT(events, %(pages)d);
-
+%(theirs)s
 static __always_inline void send(struct event *e, u32 size) {
     if (events.ringbuf_output(e, size, 0) != 0) {
         int zero = 0;
@@ -63,7 +67,7 @@ static __always_inline int emit(u32 kind, u64 t) {
 
 int on_cpu(struct bpf_perf_event_data *ctx) {
     u32 pid = bpf_get_current_pid_tgid() >> 32;
-    if (!scope.lookup(&pid)) return 0;
+    if (!scope.lookup(&pid) || !theirs()) return 0;
     return emit(%(on)d, bpf_ktime_get_ns());
 }
 
@@ -80,7 +84,7 @@ TRACEPOINT_PROBE(sched, sched_switch) {
     }
     u64 id = bpf_get_current_pid_tgid();
     u32 pid = id >> 32, tid = (u32)id;
-    if (!scope.lookup(&pid) || tid == 0) return 0;
+    if (!scope.lookup(&pid) || tid == 0 || !theirs()) return 0;
     /* A dying thread's last switch (EXIT_DEAD, EXIT_ZOMBIE): it never comes back. */
     if (args->prev_state & 0x30) return 0;
     /* No state bit (TASK_REPORT's 0x7f) set: preempted, reported as 0 or TASK_REPORT_MAX. */
@@ -129,8 +133,13 @@ def _copies(stack: int) -> str:
     return "\n".join(out)
 
 
-def program_source(hz: int, stack: int = STACK_BYTES, max_procs: int = 4096) -> str:
+def program_source(
+    hz: int, stack: int = STACK_BYTES, max_procs: int = 4096, confine: Confinement | None = None
+) -> str:
+    """CONFINE: a thread is seen only while it is that user's (agent-served sessions: a
+    setuid exec of a process in scope, or one made undumpable, is never sampled)."""
     return _SOURCE % {
+        "theirs": theirs_source(confine),
         "gap": 1_000_000_000 // hz,
         "same": OFF_SAME,
         "stack": stack,
@@ -163,6 +172,13 @@ class Event:
     runnable: bool = False
 
 
+def encode(e: Event) -> bytes:
+    """E as the kernel wrote it (decode's inverse): how the agent hands it over."""
+    if e.kind == OFF_END:
+        return _HEAD.pack(0, e.tid, e.off_ns, int(e.runnable), 0, e.t, e.kind, 0)
+    return _HEAD.pack(e.pid, e.tid, e.ip, e.sp, e.bp, e.t, e.kind, len(e.stack)) + e.stack
+
+
 def decode(data: bytes) -> Event | None:
     if len(data) < _HEAD.size:
         return None
@@ -176,12 +192,22 @@ def decode(data: bytes) -> Event | None:
 class Sampler:
     """Attached from construction to close(); `poll()` hands each event to ON_EVENT."""
 
-    def __init__(self, pids: Iterable[int], hz: int, on_event: Callable[[Event], None]) -> None:
+    def __init__(
+        self,
+        pids: Iterable[int],
+        hz: int,
+        on_event: Callable[[Event], None],
+        confine: Confinement | None = None,
+        owner: Hashable = None,
+    ) -> None:
         from bcc import BPF, PerfSWConfig, PerfType  # type: ignore[import-not-found]
 
         self.hz = hz
         self._on_event = on_event
-        self.bpf = BPF(text=program_source(hz))  # the sched tracepoints attach here
+        # bcc's compiler is one at a time in a process (the agent's users take turns);
+        # the sched tracepoints attach here.
+        with COMPILE_TURNS.turn(owner), bcc_stderr_captured():
+            self.bpf = BPF(text=program_source(hz, confine=confine))
         try:
             scope = self.bpf["scope"]
             for pid in pids:
@@ -196,7 +222,7 @@ class Sampler:
                 sample_freq=hz,
             )
         except Exception:
-            self.bpf.cleanup()
+            self._cleanup()
             raise
         self.closed = False
         self._lost = 0
@@ -210,6 +236,12 @@ class Sampler:
         except Exception:  # bcc raises plain Exception on a full map
             return False
         return True
+
+    def drop(self, pid: int) -> None:
+        """PID is sampled no more (its threads' entries go as they exit)."""
+        if not self.closed:
+            with contextlib.suppress(KeyError):
+                del self.bpf["scope"][ctypes.c_uint(pid)]
 
     def _take(self, _ctx: object, data: int, size: int) -> None:
         event = decode(ctypes.string_at(data, size))
@@ -241,4 +273,8 @@ class Sampler:
         if not self.closed:
             _ = self.lost
             self.closed = True
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        with COMPILE_TURNS.teardown(), contextlib.suppress(Exception):
             self.bpf.cleanup()

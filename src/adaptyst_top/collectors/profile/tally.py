@@ -1,0 +1,165 @@
+"""The counting half of a profile: the sampler's events unwound and counted by function
+and by stack. No threads and no BPF: root's own session runs it beside the sampler, the
+agent runs it in a process of the profiled user's (agent/worker/unwind_stacks.py), where
+the user's binaries are read with the user's rights only."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from adaptyst_top.collectors.profile.maps import ProcessMaps
+from adaptyst_top.collectors.profile.sampler import (
+    HEADER_BYTES,
+    OFF_END,
+    OFF_SAME,
+    OFF_START,
+    ON_CPU,
+    Event,
+)
+from adaptyst_top.collectors.profile.unwind import Stack, unwind
+from adaptyst_top.snapshot.profile import ProfileFunction, ProfilePart, ProfileStack
+
+TOP_FUNCTIONS = 50  # functions in each snapshot (the hottest by total, then off-CPU)
+MAX_STACKS = 5000  # distinct stacks one interval keeps; the rest are counted in `lost`
+MAX_PENDING = 65536  # threads off the CPU whose return is awaited
+MAX_PROCESSES = 4096  # processes whose maps are kept
+
+Key = tuple[str, str]  # (module, function)
+
+
+def _bounded_put(d: dict[int, Any], key: int, value: Any) -> None:
+    """D[KEY] = VALUE, the oldest entry dropped first where D holds MAX_PENDING."""
+    if key not in d and len(d) >= MAX_PENDING:
+        d.pop(next(iter(d)))
+    d[key] = value
+
+
+class Tally:
+    """`take()` from one thread; `part()` from any."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._maps: dict[int, ProcessMaps] = {}
+        # Each thread off the CPU now: when it left, its process, its stack (one at a time
+        # per thread: a later switch-out replaces an end that never came).
+        self._pending: dict[int, tuple[int, int, Stack]] = {}
+        self._last_off: dict[int, tuple[int, Stack]] = {}  # each thread's last off-CPU stack
+        self.samples = self.complete = self.dropped = 0
+        self.off_ns = self.runnable_ns = 0.0
+        self.cpu_s = 0.0
+        self.events = self.copied_bytes = 0
+        self._self: Counter[Key] = Counter()
+        self._total: Counter[Key] = Counter()
+        self._off: Counter[Key] = Counter()
+        self._symbols: dict[Key, str] = {}
+        self._stacks: dict[tuple[int, int, tuple[str, ...]], list[float]] = {}
+
+    def _stack_of(self, e: Event) -> Stack:
+        maps = self._maps.get(e.pid)
+        if maps is None:
+            if len(self._maps) >= MAX_PROCESSES:
+                self._maps.pop(next(iter(self._maps)))
+            maps = self._maps[e.pid] = ProcessMaps(e.pid)
+        return unwind(maps, e.ip, e.sp, e.bp, e.stack)
+
+    def take(self, e: Event) -> None:
+        started = time.thread_time()
+        self.events += 1
+        self.copied_bytes += HEADER_BYTES + len(e.stack)
+        if e.kind == OFF_END:
+            pending = self._pending.pop(e.tid, None)
+            if pending is not None and pending[0] == e.t:  # its own switch-out, not a stale one
+                self._charge_off(pending[1], e.tid, pending[2], e.off_ns, e.runnable)
+        elif e.kind == OFF_SAME:
+            last = self._last_off.get(e.tid)
+            if last is not None:
+                self._off_start(e.tid, e.t, *last)
+        elif e.kind in (ON_CPU, OFF_START):
+            stack = self._stack_of(e)
+            if e.kind == ON_CPU:
+                self._charge_on(e.pid, e.tid, stack)
+            else:
+                self._off_start(e.tid, e.t, e.pid, stack)
+                _bounded_put(self._last_off, e.tid, (e.pid, stack))
+        self.cpu_s += time.thread_time() - started
+
+    def _off_start(self, tid: int, t: int, pid: int, stack: Stack) -> None:
+        _bounded_put(self._pending, tid, (t, pid, stack))
+
+    def _entry(self, pid: int, tid: int, stack: Stack) -> list[float] | None:
+        key = (pid, tid, tuple(f.name for f in reversed(stack.frames)))
+        entry = self._stacks.get(key)
+        if entry is None:
+            if len(self._stacks) >= MAX_STACKS:
+                self.dropped += 1
+                return None
+            entry = self._stacks[key] = [0, 0.0, 0.0]
+        return entry
+
+    def _charge_on(self, pid: int, tid: int, stack: Stack) -> None:
+        with self._lock:
+            self.samples += 1
+            self.complete += stack.complete
+            if stack.frames:
+                leaf = stack.frames[0]
+                self._self[(leaf.module, leaf.name)] += 1
+            for f in stack.frames:
+                self._symbols.setdefault((f.module, f.name), f.symbol)
+            for key in {(f.module, f.name) for f in stack.frames}:
+                self._total[key] += 1
+            if (entry := self._entry(pid, tid, stack)) is not None:
+                entry[0] += 1
+
+    def _charge_off(self, pid: int, tid: int, stack: Stack, ns: int, runnable: bool) -> None:
+        with self._lock:
+            if runnable:
+                self.runnable_ns += ns
+            else:
+                self.off_ns += ns
+            for f in stack.frames:
+                self._symbols.setdefault((f.module, f.name), f.symbol)
+            for key in {(f.module, f.name) for f in stack.frames}:
+                self._off[key] += ns
+            if (entry := self._entry(pid, tid, stack)) is not None:
+                entry[2 if runnable else 1] += ns
+
+    def part(self, hz: int) -> ProfilePart:
+        """The counts so far, with the stacks the interval since the last call added;
+        `lost` counts the stacks past MAX_STACKS only (the kernel's side adds its own)."""
+        with self._lock:
+            stacks = tuple(
+                ProfileStack(pid, tid, frames, int(v[0]), v[1], v[2])
+                for (pid, tid, frames), v in self._stacks.items()
+            )
+            self._stacks = {}
+            hot = sorted(
+                set(self._total) | set(self._off),
+                key=lambda k: (-self._total[k], -self._off[k], k),
+            )[:TOP_FUNCTIONS]
+            functions = tuple(
+                ProfileFunction(
+                    name,
+                    module,
+                    self._symbols.get((module, name), ""),
+                    self._self[(module, name)],
+                    self._total[(module, name)],
+                    float(self._off[(module, name)]),
+                )
+                for module, name in hot
+            )
+            return ProfilePart(
+                hz=hz,
+                samples=self.samples,
+                complete=self.complete,
+                off_ns=self.off_ns,
+                runnable_ns=self.runnable_ns,
+                lost=self.dropped,
+                functions=functions,
+                stacks=stacks,
+                events=self.events,
+                copied_bytes=self.copied_bytes,
+                cpu_s=round(self.cpu_s, 3),
+            )
