@@ -156,6 +156,9 @@ class Session:
             self.engine.close()
         if self.profiler is not None:  # one started from the process list
             self.profiler.close()
+        pinned = self.options.tenant.pinned
+        if self.engine is None and pinned is not None and not pinned.handed_over:
+            pinned.close()  # an agent's session that never probed: its command's file
 
 
 def open_session(opts: SessionOptions) -> Session:
