@@ -47,6 +47,9 @@ def shares(stacks: dict[tuple[str, ...], int]) -> tuple[dict[str, float], dict[s
     return {k: v / n for k, v in total.items()}, {k: v / n for k, v in own.items()}
 
 
+WARM_S = 2.0  # the first looks at a run's libraries are done by then (libc's: 0.1 s)
+
+
 def ours(
     cmd: list[str], hz: int, work: Path
 ) -> tuple[dict[tuple[str, ...], int], dict[str, Any], float, str]:
@@ -79,7 +82,16 @@ def ours(
     for line in folded.splitlines():
         stack, _, count = line.rpartition(" ")
         stacks[tuple(stack.split(";"))] = int(count)
-    last = json.loads(rec.read_text().splitlines()[-1])["profile"]
+    lines = [json.loads(x) for x in rec.read_text().splitlines()]
+    last = dict(lines[-1]["profile"])
+    # After the first looks (each library's tables and symbols read once): the lines from
+    # WARM_S on, which a long run's figure tends to.
+    warm = [x for x in lines if x["t"] - lines[0]["t"] >= WARM_S] or lines[-1:]
+    samples = last["samples"] - warm[0]["profile"]["samples"]
+    busy_s = samples / hz
+    last["steady_cpu_per_busy_s"] = (
+        (last["cpu_s"] - warm[0]["profile"]["cpu_s"]) / busy_s if samples >= hz else None
+    )
     return stacks, last, wall, proc.stdout
 
 
@@ -175,7 +187,7 @@ def main() -> int:
             rate: dict[str, list[float]] = {"none": [], "ours": [], "perf": []}
             our_stacks: Counter[tuple[str, ...]] = Counter()
             perf_stacks: Counter[tuple[str, ...]] = Counter()
-            per_event, perf_bytes, cpu = [], [], []
+            per_event, perf_bytes, cpu, steady = [], [], [], []
             for _ in range(args.repeats):
                 wall, out = plain(cmd)
                 rate["none"].append(_rate(out, wall))
@@ -184,6 +196,8 @@ def main() -> int:
                 our_stacks.update(s)
                 per_event.append(last["copied_bytes"] / max(1, last["events"]))
                 cpu.append(last["cpu_s"] / max(1e-9, last["samples"] / args.hz))
+                if last["steady_cpu_per_busy_s"] is not None:
+                    steady.append(last["steady_cpu_per_busy_s"])
                 s, size, wall, out = perf(cmd, args.hz, work)
                 rate["perf"].append(_rate(out, wall))
                 perf_stacks.update(s)
@@ -217,6 +231,9 @@ def main() -> int:
             res[f"{label}_bytes_per_sample_perf"] = round(statistics.median(perf_bytes))
             res[f"{label}_unwind_cpu_pct_of_core_per_busy_thread"] = round(
                 statistics.median(cpu) * 100, 2
+            )
+            res[f"{label}_unwind_cpu_pct_after_{WARM_S:g}s"] = (
+                round(statistics.median(steady) * 100, 2) if steady else None
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -59,5 +59,10 @@ class ProfilePart(JsonPart):
     cpu_s: float = field(
         default=0.0, metadata=_COUNT
     )  # the tool's own CPU spent unwinding and counting, since the start
-    # Why the profile stopped counting, in one line ("" while it counts).
+    # What the profile says of itself, in one line: why its rate was lowered, why it
+    # stopped counting ("" while all is well).
     note: str = field(default="", metadata=json_field(omit="empty"))
+    # The rate asked for, when the budget lowered it to `hz` (0: not lowered).
+    asked_hz: int = field(default=0, metadata=json_field(omit="empty", check=_NON_NEGATIVE))
+    # What the samples and switch-outs cost in the target: a share of its CPU time.
+    share: float | None = field(default=None, metadata=json_field(omit="none", check=_NON_NEGATIVE))

@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from adaptyst_top.collectors.probes.budget import share_text
+from adaptyst_top.collectors.probes.budget import budget_text, share_text
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
 from adaptyst_top.snapshot import ProbeRef, Snapshot, TaskEntry
@@ -227,7 +227,7 @@ class MonitorApp(App[None]):
             text = "?" if over.share is None else share_text(over.share)
             flag = " OVER" if over.share is not None and over.share > over.budget else ""
             parts.insert(
-                2, f"{n} probes cost {text} of target CPU (budget {over.budget:.0%}){flag}"
+                2, f"{n} probes cost {text} of target CPU (budget {budget_text(over.budget)}){flag}"
             )
         elif n:
             parts.append(f"{n} probes")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from adaptyst_top.collectors.probes.budget import share_text
 from adaptyst_top.snapshot import ProfileFunction, Snapshot
 
 SORTS = ("total", "self", "off")  # what `s` cycles through
@@ -59,6 +60,9 @@ class ProfileView:
         self._last: tuple[float, float] | None = None  # (t, cpu_s) of the last snapshot
         self.tool_share: float | None = None  # the tool's unwinding, share of a core
         self.sample_ns: float | None = None
+        self.asked_hz = 0  # the rate asked, when the budget lowered it
+        self.share: float | None = None  # the profile's cost, a share of the target's CPU
+        self.note = ""
 
     def add(self, snap: Snapshot) -> None:
         p = snap.profile
@@ -69,6 +73,7 @@ class ProfileView:
             self.tool_share = max(0.0, p.cpu_s - self._last[1]) / (snap.t - self._last[0])
         self._last = (snap.t, p.cpu_s)
         self.sample_ns = p.sample_ns
+        self.asked_hz, self.share, self.note = p.asked_hz, p.share, p.note
         for s in p.stacks:
             key = (s.pid, s.tid, s.frames)
             v = self.stacks.get(key)
@@ -88,7 +93,10 @@ class ProfileView:
         """What the profile costs, for the header: the tool's CPU, the kernel's a sample."""
         if not self.hz:
             return ""
-        parts = [f"profile {self.hz} Hz"]
+        lowered = f" (asked {self.asked_hz})" if self.asked_hz else ""
+        parts = [f"profile {self.hz} Hz{lowered}"]
+        if self.share is not None:
+            parts.append(f"{share_text(self.share)} of target CPU")
         if self.tool_share is not None:
             parts.append(f"unwinding {self.tool_share:.1%} of a core")
         if self.sample_ns is not None:

@@ -25,6 +25,11 @@ def share_text(share: float) -> str:
     return f"{share:.0%}" if share >= 0.095 else f"{share:.1%}"
 
 
+def budget_text(budget: float) -> str:
+    """A budget as it was given (--budget 0.05: 0.05%, never rounded to 0%)."""
+    return f"{budget * 100:g}%"
+
+
 class BudgetWatch:
     """pids: the target's processes now (None: the whole node)."""
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 
-from adaptyst_top.collectors.probes.budget import share_text
+from adaptyst_top.collectors.probes.budget import budget_text, share_text
 from adaptyst_top.collectors.probes.engine_build import EngineBuild
 from adaptyst_top.collectors.probes.engine_state import (
     ATTACH_S_PER_POINT,
@@ -107,7 +107,7 @@ class ProbeEngine(EngineBuild):
         worst = self.rows[over.costliest]
         msg = (
             f"probe overhead {share_text(over.share)} of the target's CPU time exceeds "
-            f"the budget of {self.budget:.1%}; costliest: {worst.name}"
+            f"the budget of {budget_text(self.budget)}; costliest: {worst.name}"
         )
         if self.enforce_budget and worst.state == "attached":
             self._switch_off(worst, "detached")

@@ -11,9 +11,10 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Protocol
 
 from adaptyst_top.collectors.probes.confinement import Confinement
-from adaptyst_top.collectors.probes.overhead import BpfStats
+from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, BpfStats
 from adaptyst_top.collectors.profile import DEFAULT_HZ
-from adaptyst_top.collectors.profile.sampler import Event, Sampler
+from adaptyst_top.collectors.profile.budget import ProfileBudget, Reading
+from adaptyst_top.collectors.profile.sampler import OFF_SAME, OFF_START, ON_CPU, Event, Sampler
 from adaptyst_top.collectors.profile.tally import Tally
 from adaptyst_top.snapshot.profile import ProfilePart
 
@@ -48,7 +49,8 @@ SamplerFactory = Callable[
 class Profiler:
     """The sampler's events read off the kernel's buffer on one thread and handed to
     COUNTS on another; CONFINE: only that user's own processes are sampled (the agent's);
-    OWNER: whose turn at bcc's compiler (compile_turns.py)."""
+    OWNER: whose turn at bcc's compiler (compile_turns.py); BUDGET: the share of the
+    target's CPU the profile may cost before its rate is lowered (budget.py)."""
 
     def __init__(
         self,
@@ -58,9 +60,12 @@ class Profiler:
         counts: Callable[[], Counts] = LocalCounts,
         confine: Confinement | None = None,
         owner: Hashable = None,
+        budget: float = DEFAULT_BUDGET,
     ) -> None:
-        self.hz = hz
+        self.hz = self.asked_hz = hz
+        self.budget = ProfileBudget(budget)
         self.dropped = 0
+        self.samples = self.switches = 0  # as the kernel handed them over
         self._stop = threading.Event()
         # Run-time statistics held on one part in ten, as the probe engine holds them.
         self.stats = BpfStats()
@@ -107,6 +112,10 @@ class Profiler:
             self._queued.notify()
 
     def _take(self, e: Event) -> None:
+        if e.kind == ON_CPU:
+            self.samples += 1
+        elif e.kind in (OFF_START, OFF_SAME):
+            self.switches += 1
         with self._queued:
             if len(self._queue) == MAX_QUEUED:
                 self.dropped += 1
@@ -152,11 +161,22 @@ class Profiler:
                 self.switch_ns = switch if switch is not None else self.switch_ns
             self.stats.tick()
         part = self.counts.part(self.hz)
+        if not self.sampler_closed:
+            now = Reading(time.monotonic(), self.samples, self.switches, part.cpu_s)
+            lower = self.budget.update(now, self.hz, self.sample_ns, self.switch_ns)
+            if lower is not None:
+                self.sampler.set_hz(lower)
+                self.hz = lower
+        share = self.budget.share
         return dataclasses.replace(
             part,
+            hz=self.hz,
+            asked_hz=self.asked_hz if self.asked_hz != self.hz else 0,
+            share=None if share is None else round(share, 6),
             lost=part.lost + self.sampler.lost + self.dropped,
             sample_ns=None if self.sample_ns is None else round(self.sample_ns, 1),
             switch_ns=None if self.switch_ns is None else round(self.switch_ns, 1),
+            note="; ".join(n for n in (part.note, self.budget.said) if n),
         )
 
     def close(self) -> None:

@@ -40,6 +40,7 @@ BPF_HASH(scope, u32, u8, %(max_procs)d);        /* processes (tgid) profiled */
 BPF_HASH(offstart, u32, u64, %(max_threads)d);  /* thread -> when it left the CPU << 1 | runnable */
 BPF_HASH(lastcopy, u32, u64, %(max_threads)d);  /* thread -> its last off-CPU stack copy */
 BPF_ARRAY(lost, u64, 1);
+BPF_ARRAY(gap, u64, 1);  /* ns between two stack copies of a thread: 1 s / the rate */
 BPF_RINGBUF_OUTPUT(events, %(pages)d);
 %(theirs)s
 static __always_inline void send(struct event *e, u32 size) {
@@ -93,7 +94,9 @@ TRACEPOINT_PROBE(sched, sched_switch) {
     /* A thread that leaves the CPU more often than HZ times a second has its stack
      * copied at that rate: the switch-outs between say "where it last was". */
     u64 *last = lastcopy.lookup(&tid);
-    if (last && now - *last < %(gap)d) {
+    int zero = 0;
+    u64 *g = gap.lookup(&zero);
+    if (last && g && now - *last < *g) {
         struct { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size; } e = {};
         e.pid = pid; e.tid = tid; e.t = now; e.kind = %(same)d;
         send((struct event *)&e, sizeof(e));
@@ -140,7 +143,6 @@ def program_source(
     setuid exec of a process in scope, or one made undumpable, is never sampled)."""
     return _SOURCE % {
         "theirs": theirs_source(confine),
-        "gap": 1_000_000_000 // hz,
         "same": OFF_SAME,
         "stack": stack,
         "copies": _copies(stack),
@@ -213,14 +215,8 @@ class Sampler:
             for pid in pids:
                 scope[ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
             self.bpf["events"].open_ring_buffer(self._take)
-            # Every CPU, filtered by process in the program: a thread that moves or is
-            # started later is sampled with no new event to open.
-            self.bpf.attach_perf_event(
-                ev_type=PerfType.SOFTWARE,
-                ev_config=PerfSWConfig.CPU_CLOCK,
-                fn_name="on_cpu",
-                sample_freq=hz,
-            )
+            self._clock = {"ev_type": PerfType.SOFTWARE, "ev_config": PerfSWConfig.CPU_CLOCK}
+            self._attach(hz)
         except Exception:
             self._cleanup()
             raise
@@ -236,6 +232,20 @@ class Sampler:
         except Exception:  # bcc raises plain Exception on a full map
             return False
         return True
+
+    def _attach(self, hz: int) -> None:
+        # Every CPU, filtered by process in the program: a thread that moves or is
+        # started later is sampled with no new event to open.
+        self.bpf["gap"][ctypes.c_int(0)] = ctypes.c_uint64(1_000_000_000 // hz)
+        self.bpf.attach_perf_event(**self._clock, fn_name="on_cpu", sample_freq=hz)
+        self.hz = hz
+
+    def set_hz(self, hz: int) -> None:
+        """Sample at HZ from now on (the budget lowers the rate): the clock's events are
+        opened again at that frequency."""
+        if not self.closed and hz != self.hz:
+            self.bpf.detach_perf_event(**self._clock)
+            self._attach(hz)
 
     def drop(self, pid: int) -> None:
         """PID is sampled no more (its threads' entries go as they exit)."""

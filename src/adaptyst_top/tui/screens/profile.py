@@ -94,7 +94,8 @@ class ProfileScreen(Screen[None]):
         self.query_one("#profile-flame", Static).update(self._flame(width, graph_rows))
 
     def _said(self) -> str:
-        return f" · {self.said}" if self.said else ""
+        said = self.said or self.view.note  # a key's answer first, then the profile's own
+        return f" · {said}" if said else ""
 
     def _list(self, width: int, rows: int) -> Text:
         funcs = self.view.sorted_functions()
