@@ -163,8 +163,8 @@ class AgentConnection:
     def _ask(self, kind: str, **fields: Any) -> dict[str, Any]:
         """One request, its answer within its kind's limit; AgentRefused for an error
         answer, AgentInterrupted when the run stopped or ran out of time first."""
-        # What attaches (open, add) or reads files (list) may take minutes; the rest not.
-        slow = kind in ("open", "add", "list", "candidates")
+        # What attaches (open, add, profile) or reads files (list) may take minutes; the rest not.
+        slow = kind in ("open", "add", "list", "candidates", "profile")
         limit_s = ANSWER_TIMEOUT_S if slow else SNAPSHOT_TIMEOUT_S
         with self._lock:
             capped = self._arm(limit_s)

@@ -119,6 +119,8 @@ class Session:
         hz = hz or self.options.probing.profile_hz or DEFAULT_PROFILE_HZ
         if self.remote is not None:
             self.remote.profile(pid, hz)
+            if self.pid is None and self.options.target.job is None:
+                self.pid = pid  # as the agent took it: the session's target from now on
             return
         if not isinstance(self.hub, Hub):
             raise SessionError("this session's profile is not sampled here")

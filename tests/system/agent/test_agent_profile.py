@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
+from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
 from tests.support.workload import build_c
 from tests.system.agent import test_agent
-from tests.system.agent.test_agent import Agent, User, children_as, workload_as
+from tests.system.agent.test_agent import Agent, AsUser, User, children_as, say, workload_as
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 agent, shared, users = test_agent.agent, test_agent.shared, test_agent.users  # fixtures
@@ -243,3 +244,56 @@ def test_mutated_binaries_stop_neither_the_agent_nor_another_users_profile(
         bob_target.kill()
         bob_target.wait()
         shutil.rmtree(bob_folder, ignore_errors=True)
+
+
+def test_the_process_lists_pick_is_profiled_then_probed(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    """The monitor with no target, as a user: a session with nothing attached, a probe
+    refused until a process is picked; another user's process refused; her own
+    profiled, and a probe then scoped to it (what `u` on a hot function does)."""
+    alice, bob = users
+    mine = workload_as(alice, shared / "workload", "forever", "100")
+    theirs = workload_as(bob, shared / "workload", "forever", "100")
+    spec = f"uprobe:{shared / 'workload'}:fast_fn"
+
+    def client(up: int, _down: int) -> None:
+        conn = AgentConnection(str(agent.path))
+        conn.open(None, [], 0.02, False, 1000)
+        said = {}
+        for what, ask in (
+            ("early", lambda: conn.add(spec)),
+            ("theirs", lambda: conn.profile(theirs.pid, 99)),
+        ):
+            try:
+                ask()
+                said[what] = "done"
+            except AgentRefused as exc:
+                said[what] = str(exc)
+        conn.profile(mine.pid, 199)
+        time.sleep(2)
+        profile = conn.snapshot(with_hist=False).profile
+        conn.add(spec)
+        time.sleep(1)
+        counts = [p.count for p in conn.snapshot(with_hist=False).probes]
+        say(
+            up,
+            **said,
+            hz=profile.hz if profile else 0,
+            samples=profile.samples if profile else 0,
+            counts=counts,
+        )
+
+    try:
+        c = AsUser(alice, client)
+        got = c.read()
+        assert "node-wide probes are for root" in str(got["early"])
+        assert f"PID {theirs.pid} belongs to {bob.name}" in str(got["theirs"])
+        assert got["hz"] == 199 and isinstance(got["samples"], int) and got["samples"] > 0
+        counts = got["counts"]
+        assert isinstance(counts, list) and len(counts) == 1 and counts[0] > 0
+        assert c.wait() == 0
+    finally:
+        for p in (mine, theirs):
+            p.kill()
+            p.wait()
