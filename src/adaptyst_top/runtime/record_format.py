@@ -13,7 +13,13 @@ the same order:
   moved it);
 - any other object: a row written whole (a new one, or another row at this place).
 
-Everything but the probes is written whole (a few hundred bytes). Every KEYFRAME_EVERY
+A profile's stacks (what each interval added) are written as references: a stack's
+thread and frames once, as `stacks_new` [[id, pid, tid, frames], ...], then each
+interval's `stack_refs` [[id, {samples, off_ns, runnable_ns}], ...] in the order of
+`stacks` (a C++ program's stacks are long names, and the same few recur every second).
+Ids start again after each full line; past MAX_STACK_IDS the stacks are written whole.
+
+Everything else is written whole (a few hundred bytes). Every KEYFRAME_EVERY
 lines, and first, a line is written whole, as schema 1: a reader that lost a line (a
 recording cut mid-line) starts again there, and the full lines alone read like any
 recording. `replay` reads both; `export` writes full lines back for tools like jq.
@@ -21,6 +27,7 @@ recording. `replay` reads both; `export` writes full lines back for tools like j
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -29,6 +36,8 @@ from adaptyst_top.snapshot import SCHEMA_VERSION
 COMPACT_SCHEMA = 2
 KEYFRAME_EVERY = 600  # lines between full ones: 10 minutes at 1 s
 _REF = ("group", "id", "key")
+MAX_STACK_IDS = 100_000  # distinct stacks one run of compact lines refers to
+_STACK_KEY = ("pid", "tid", "frames")
 
 
 class CompactError(ValueError):
@@ -66,13 +75,38 @@ class CompactEncoder:
         self.keyframe_every = keyframe_every
         self._prev: list[dict[str, Any]] | None = None
         self._lines = 0
+        self._stacks: dict[str, int] = {}  # a stack's thread and frames (as JSON): its id
 
     def encode(self, full: dict[str, Any]) -> dict[str, Any]:
         probes: list[dict[str, Any]] = full.get("probes", [])
         prev, self._prev = self._prev, probes
         self._lines += 1
         if prev is None or (self._lines - 1) % self.keyframe_every == 0:
+            self._stacks = {}
             return full
+        out = {**full, "probes": self._probes(probes, prev), "schema_version": COMPACT_SCHEMA}
+        profile = full.get("profile")
+        if isinstance(profile, dict) and isinstance(profile.get("stacks"), list):
+            out["profile"] = self._profile(profile)
+        return out
+
+    def _profile(self, profile: dict[str, Any]) -> dict[str, Any]:
+        """PROFILE with its stacks as references (whole past MAX_STACK_IDS)."""
+        new: list[list[Any]] = []
+        refs: list[list[Any]] = []
+        for stack in profile["stacks"]:
+            key = json.dumps([stack.get(k) for k in _STACK_KEY])
+            sid = self._stacks.get(key)
+            if sid is None:
+                if len(self._stacks) >= MAX_STACK_IDS:
+                    return profile
+                sid = self._stacks[key] = len(self._stacks)
+                new.append([sid, *(stack.get(k) for k in _STACK_KEY)])
+            refs.append([sid, {k: v for k, v in stack.items() if k not in _STACK_KEY}])
+        rest = {k: v for k, v in profile.items() if k != "stacks"}
+        return {**rest, "stacks_new": new, "stack_refs": refs}
+
+    def _probes(self, probes: list[dict[str, Any]], prev: list[dict[str, Any]]) -> list[Any]:
         rows: list[dict[str, Any]] = []
         same = 0
         where = {_ref(r): j for j, r in enumerate(prev)}
@@ -89,7 +123,7 @@ class CompactEncoder:
                 rows[-1]["from"] = j
         if same:
             rows.append({"same": same})
-        return {**full, "probes": rows, "schema_version": COMPACT_SCHEMA}
+        return rows
 
     @staticmethod
     def _row(row: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
@@ -118,6 +152,7 @@ class CompactDecoder:
 
     def __init__(self) -> None:
         self._prev: list[dict[str, Any]] | None = None
+        self._stacks: list[dict[str, Any]] = []  # by id: a stack's pid, tid and frames
 
     def decode(self, line: dict[str, Any]) -> dict[str, Any]:
         """The full object; CompactError for a compact line whose predecessor is missing
@@ -125,13 +160,43 @@ class CompactDecoder:
         if line.get("schema_version") != COMPACT_SCHEMA:
             probes = line.get("probes")
             self._prev = probes if isinstance(probes, list) else None
+            self._stacks = []
             return line
         prev, self._prev = self._prev, None
         if prev is None:
             raise CompactError("a compact line without the line before it")
         rows = list(self._rows(line.get("probes"), prev))
+        out = {**line, "probes": rows, "schema_version": SCHEMA_VERSION}
+        profile = line.get("profile")
+        if isinstance(profile, dict) and "stack_refs" in profile:
+            out["profile"] = self._profile(profile)
         self._prev = rows
-        return {**line, "probes": rows, "schema_version": SCHEMA_VERSION}
+        return out
+
+    def _profile(self, profile: dict[str, Any]) -> dict[str, Any]:
+        new, refs = profile.get("stacks_new"), profile.get("stack_refs")
+        if not isinstance(new, list) or not isinstance(refs, list):
+            raise CompactError("a profile's stacks that are not lists")
+        for item in new:
+            if not (isinstance(item, list) and len(item) == 4 and item[0] == len(self._stacks)):
+                raise CompactError("a profile's new stack out of its order")
+            if len(self._stacks) >= MAX_STACK_IDS:
+                raise CompactError("more stacks than a run of compact lines holds")
+            self._stacks.append(dict(zip(_STACK_KEY, item[1:], strict=True)))
+        stacks = []
+        for ref in refs:
+            if not (isinstance(ref, list) and len(ref) == 2 and isinstance(ref[1], dict)):
+                raise CompactError("a profile's stack reference that is not [id, counts]")
+            sid = ref[0]
+            if (
+                not isinstance(sid, int)
+                or isinstance(sid, bool)
+                or not 0 <= sid < len(self._stacks)
+            ):
+                raise CompactError("a profile's stack reference to no stack")
+            stacks.append({**self._stacks[sid], **ref[1]})
+        rest = {k: v for k, v in profile.items() if k not in ("stacks_new", "stack_refs")}
+        return {**rest, "stacks": stacks}
 
     @staticmethod
     def _rows(items: Any, prev: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -72,6 +72,53 @@ def test_compact_lines_read_back_to_the_same_snapshots() -> None:
     assert compact < full / 2, (compact, full)
 
 
+def profiled_lines(n: int, seed: int = 5) -> list[dict[str, Any]]:
+    """Lines with a profile whose few long stacks recur in most intervals, as a real
+    program's do, and a new one now and then."""
+    rng = random.Random(seed)
+    frames = [f"ns::Solver<double, {i}>::step(std::vector<double> const&)" for i in range(40)]
+    known = [(100, 100 + i % 3, tuple(rng.sample(frames, 12))) for i in range(30)]
+    out = []
+    for t in range(n):
+        if t % 4 == 0:
+            known.append((100, 101, tuple(rng.sample(frames, 12))))
+        picked = rng.sample(known, min(len(known), 20))
+        stacks = [
+            {"pid": p, "tid": tid, "frames": list(f), "samples": rng.randint(0, 9),
+             "off_ns": float(rng.randint(0, 10**6)), "runnable_ns": 0.0}
+            for p, tid, f in picked
+        ]  # fmt: skip
+        out.append(
+            {"t": float(t), "probes": [], "devices": [], "schema_version": 1,
+             "profile": {"hz": 99, "samples": 10 * t, "stacks": stacks}}
+        )  # fmt: skip
+    return out
+
+
+def test_a_profiles_stacks_are_written_once_and_referred_to_after() -> None:
+    lines = profiled_lines(60)
+    enc = CompactEncoder(keyframe_every=25)
+    written = [json.loads(json.dumps(enc.encode(x))) for x in lines]
+    assert list(expand(written)) == lines
+    assert snapshots(list(expand(written))) == snapshots(lines)
+    compact = written[1]["profile"]
+    assert "stacks" not in compact and len(compact["stack_refs"]) == 20
+    # Past the first lines of a run, a line names the stacks new to it only.
+    assert all(len(w["profile"]["stacks_new"]) <= 1 for w in written[5:25])
+    full = len(json.dumps(lines))
+    assert len(json.dumps(written)) < full / 4, (len(json.dumps(written)), full)
+
+
+def test_a_stack_reference_to_no_stack_is_a_lost_line() -> None:
+    lines = profiled_lines(12)
+    enc = CompactEncoder(keyframe_every=6)
+    written = [json.loads(json.dumps(enc.encode(x))) for x in lines]
+    written[2]["profile"]["stack_refs"][0][0] = 10**9
+    written[3]["profile"]["stacks_new"] = [[7, 1, 1, []]]  # out of order
+    back = list(expand(written))
+    assert [x["t"] for x in back] == [0.0, 1.0, *[float(t) for t in range(6, 12)]]
+
+
 def test_a_lost_line_costs_the_lines_up_to_the_next_full_one() -> None:
     lines = moving_lines(30)
     enc = CompactEncoder(keyframe_every=10)
