@@ -132,6 +132,16 @@ class Session:
         if self.job_watch is not None:
             self.job_watch.profiler = profiler
 
+    def close_profile(self) -> None:
+        """Sample nothing any more."""
+        if self.profiler is not None:
+            self.profiler.close()
+            self.profiler = None
+            if isinstance(self.hub, Hub):
+                self.hub.profiler = None
+            if self.job_watch is not None:
+                self.job_watch.profiler = None
+
     def give_up_waits_at(self, when: float) -> None:
         """No answer of the agent is waited for past WHEN (time.monotonic())."""
         if self.remote is not None:

@@ -159,6 +159,27 @@ def test_record_on_another_node_through_ssh_is_a_local_record(
         target.wait()
 
 
+def test_a_profile_on_another_node_through_ssh(
+    node: tuple[Path, User, dict[str, str]], agent: Agent
+) -> None:
+    """--profile with --host: sampled by the node's agent, unwound there by a process of
+    the SSH user's, carried back like any snapshot."""
+    d, user, env = node
+    target = workload_as(user, d / "workload", "forever", "100")
+    try:
+        r = record(env, "--host", f"{user.name}@127.0.0.1", "--pid", str(target.pid),
+                   "--profile-hz", "199", "--duration", RUN_S)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        profile = json.loads(r.stdout.splitlines()[-1])["profile"]
+        assert profile["hz"] == 199 and profile["samples"] > 0
+        assert "unwinder" not in profile.get("note", "")  # it counted to the end
+        names = {f["name"] for f in profile["functions"]}
+        assert "held_fn" in names, names
+    finally:
+        target.kill()
+        target.wait()
+
+
 def test_the_ssh_user_is_who_the_agent_checks(
     node: tuple[Path, User, dict[str, str]], agent: Agent
 ) -> None:

@@ -42,6 +42,12 @@ def end(client: Client) -> None:
         heap.give_back()  # what its compiles and maps freed
 
 
+def end_locked(client: Client) -> None:
+    """end(CLIENT) once its lock is had: never beside a request of its under way."""
+    with client.lock:
+        end(client)
+
+
 def snapshot_answer(client: Client, source: LiveSource, with_hist: bool) -> bytes:
     """CLIENT's snapshot, as its user may see it, encoded."""
     source.want_hist = with_hist

@@ -122,11 +122,22 @@ def send(link: socket.socket, data: bytes) -> None:
     link.sendall(FRAME.pack(len(data)) + data if link.type == socket.SOCK_STREAM else data)
 
 
+END_WAIT_S = 0.5
+_REAPING: list[subprocess.Popen[bytes]] = []  # killed, not yet gone (reap_idle reaps them)
+_REAPING_LOCK = threading.Lock()
+
+
 def end(worker: Worker) -> None:
+    """Kill WORKER; never waits long: one stuck in the kernel (a read of a FUSE file its
+    user's daemon never answers, a hung mount) is reaped later, not waited for."""
     worker.link.close()
     with contextlib.suppress(OSError):
         worker.proc.kill()
-    worker.proc.wait()
+    try:
+        worker.proc.wait(END_WAIT_S)
+    except subprocess.TimeoutExpired:
+        with _REAPING_LOCK:
+            _REAPING.append(worker.proc)
 
 
 def end_all() -> None:
@@ -140,6 +151,8 @@ def reap_idle() -> None:
     guard), so none is left a zombie for long."""
     for kind in _ALL:
         kind.reap_idle()
+    with _REAPING_LOCK:
+        _REAPING[:] = [p for p in _REAPING if p.poll() is None]
 
 
 __all__ = [

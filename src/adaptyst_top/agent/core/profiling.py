@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from adaptyst_top.agent.core.authorization import Peer, hold_and_check, still_theirs
+from adaptyst_top.agent.core.authorization import Peer, hold_and_check, may_probe, still_theirs
 from adaptyst_top.agent.core.client import Client
 from adaptyst_top.collectors.profile import DEFAULT_HZ, HZ_RANGE
 from adaptyst_top.runtime import agent_protocol as proto
@@ -45,15 +45,25 @@ def profile_request(
     pid = node_pid(client.peer, proto.field(msg, "pid", int))
     with client.lock:
         session = client.session
-        if session is None:
+        if session is None or client.revoked:
             raise ActionError(client.revoked or "open a session first")
-        if session.pid is None and session.options.target.job is None:
+        untargeted = session.pid is None
+        if session.options.target.job is not None:
+            raise ActionError("a job's session profiles with --profile when it opens")
+        if untargeted:
             if why := hold_and_check(client.peer, client.target, pid):
                 raise ActionError(why)
-            session.pid = pid
         elif pid != session.pid and not client.peer.privileged:
             raise ActionError(f"this session watches PID {session.pid}: profile that one")
         elif why := still_theirs(client.peer, client.target, pid):
             raise ActionError(why)
+        if session.profiler is not None and session.profiler.asked_hz == hz and not untargeted:
+            return proto.encode("ok")  # as it is: no new compile for the same ask
         session.start_profile(pid, hz)
+        # The process could have changed hands during the compile: asked again.
+        if why := may_probe(client.peer, pid):
+            session.close_profile()
+            raise ActionError(why)
+        if untargeted:
+            session.pid = pid  # what it adds from now on is scoped to it, and guarded
     return proto.encode("ok")

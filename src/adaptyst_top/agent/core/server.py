@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from adaptyst_top.agent.core import profiling
 from adaptyst_top.agent.core.authorization import (
     EXEC_SETTLE_S,
     Peer,
@@ -41,7 +42,7 @@ from adaptyst_top.agent.core.authorization import (
     tenant_of,
 )
 from adaptyst_top.agent.core.bounds import crowded, room_refusal
-from adaptyst_top.agent.core.client import Client, end, read_message, snapshot_answer
+from adaptyst_top.agent.core.client import Client, end_locked, read_message, snapshot_answer
 from adaptyst_top.agent.core.kept_workers import end_all, reap_idle
 from adaptyst_top.agent.core.listen import AgentError, listen, watch_hangup
 from adaptyst_top.agent.core.listing import candidates_for, list_for
@@ -56,12 +57,6 @@ from adaptyst_top.agent.core.lobby import (
 )
 from adaptyst_top.agent.core.own_energy import OwnEnergy
 from adaptyst_top.agent.core.parser import reader_for
-from adaptyst_top.agent.core.profiling import (
-    NODE_WIDE,
-    node_wide_refusal,
-    profile_rate,
-    profile_request,
-)
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals
@@ -206,7 +201,7 @@ class Agent:
         for c in clients:
             with contextlib.suppress(OSError):
                 c.conn.shutdown(socket.SHUT_RDWR)
-            end(c)
+            end_locked(c)  # a client's thread may be closing it too
         with contextlib.suppress(OSError):
             self.path.unlink()
 
@@ -247,7 +242,7 @@ class Agent:
         finally:
             with self._lock:
                 self.clients.remove(client)
-            end(client)
+            end_locked(client)
             with contextlib.suppress(OSError):
                 conn.close()
 
@@ -273,16 +268,16 @@ class Agent:
             if kind == "list":
                 return list_for(client.peer, msg)
             if kind == "profile":
-                return profile_request(client, msg, self._node_pid)
+                return profiling.profile_request(client, msg, self._node_pid)
             with client.lock:
-                if client.session is None:
+                if client.session is None or client.revoked:
                     raise ActionError(client.revoked or "open a session first")
                 source = LiveSource(client.session)
                 if kind == "snapshot":
                     return snapshot_answer(client, source, with_hist)
                 if kind in ("add", "candidates"):  # they read the process as it is now
                     pid = client.session.pid
-                    if why := node_wide_refusal(client) or still_theirs(
+                    if why := profiling.node_wide_refusal(client) or still_theirs(
                         client.peer, client.target, pid
                     ):
                         raise ActionError(why)
@@ -325,7 +320,7 @@ class Agent:
         if not all(isinstance(p, str) for p in probes):
             raise proto.ProtocolError("open: probes is not a list of strings")
         command_path = proto.field(msg, "command_path", str, optional=True)
-        profile_hz = profile_rate(msg)
+        profile_hz = profiling.profile_rate(msg)
         # A fraction on the wire; the command line's percent range.
         budget = proto.bounded(
             msg, "budget", DEFAULT_BUDGET, BUDGET_RANGE[0], BUDGET_RANGE[1] / 100
@@ -340,7 +335,7 @@ class Agent:
             if why := job_refusal(peer, job):
                 raise SessionError(why)
         elif pid is None and not peer.privileged and (probes or profile_hz is not None):
-            raise SessionError(NODE_WIDE)
+            raise SessionError(profiling.NODE_WIDE)
         if pid is not None:
             pid = self._node_pid(peer, pid)
         if pid is not None and (why := hold_and_check(peer, client.target, pid)):
@@ -442,7 +437,11 @@ class Agent:
                 if s.pid is None:
                     continue
                 why = may_probe(c.peer, s.pid, EXEC_SETTLE_S)
-                if why is not None and "no such process" not in why:
-                    with c.lock:
-                        c.revoked = f"probes ended: {why}"
-                        end(c)
+                if why is not None and "no such process" not in why and not c.revoked:
+                    # Closed on a thread of its own: a close may wait (the client's lock,
+                    # its profile's threads); this one guards every user's sessions.
+                    c.revoked = f"probes ended: {why}"
+                    try:
+                        threading.Thread(target=end_locked, args=(c,), daemon=True).start()
+                    except RuntimeError:  # no thread to be had: here, then
+                        end_locked(c)

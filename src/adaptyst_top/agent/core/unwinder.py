@@ -27,14 +27,20 @@ from adaptyst_top.system.readable import readable
 BATCH_BYTES = 256 << 10  # events handed over at once (one crossing, not one per event)
 SEND_TIMEOUT_S = 2.0  # the worker reads on a thread of its own: a stall is its owner's doing
 ANSWER_TIMEOUT_S = 2.0
-MAX_ANSWER = 32 << 20  # 5,000 stacks of 129 frames of long C++ names
+# The worker trims its answer to this (its interval's stacks first); parsed JSON takes
+# ~24 times its bytes, and answers are parsed one at a time in the agent.
+MAX_ANSWER = 4 << 20
+START_TIMEOUT_S = 30.0  # a fresh interpreter and its imports, from a cold NFS /opt
 MAX_TEXT = 16 << 10  # a frame's, a function's or a module's name
-MAX_PIDS = 65536  # processes whose events were handed over (answers name only these)
+MAX_PIDS = 65536  # processes whose events were handed over (past it: not checked)
 _KIND = KeptWorkers(
     "an unwinder",
     [sys.executable, "-I", "-m", "adaptyst_top.agent.worker.unwind_stacks"],
     socket.SOCK_STREAM,
 )
+
+
+_PARSING = threading.Lock()  # one answer parsed at a time: its objects bounded in all
 
 
 class Lied(Exception):
@@ -47,8 +53,18 @@ class UnwinderCounts:
     def __init__(self, uid: int, gid: int, groups: list[int]) -> None:
         self.uid = uid
         self._lock = threading.Lock()  # the link: one message at a time
-        self._worker: Worker | None = _KIND.start(uid, gid, groups)
-        self._proc = psutil.Process(self._worker.proc.pid)
+        worker = _KIND.start(uid, gid, groups)
+        try:
+            self._proc = psutil.Process(worker.proc.pid)
+            if _read(worker.link, FRAME.size + 1, time.monotonic() + START_TIMEOUT_S)[-1:] != b"R":
+                raise WorkerFailed(f"the profile's unwinder for uid {uid} did not start")
+        except (OSError, psutil.Error):
+            end(worker)
+            raise WorkerFailed(f"the profile's unwinder for uid {uid} did not start") from None
+        except BaseException:
+            end(worker)
+            raise
+        self._worker: Worker | None = worker
         self._buffer = bytearray()
         self._pids: set[int] = set()
         self.events = self.copied_bytes = self.on_cpu = self.lost = 0
@@ -129,7 +145,8 @@ class UnwinderCounts:
     def _checked(self, data: bytes) -> ProfilePart:
         """The answer as a ProfilePart (its declaration checks each field's type and
         range), within what the events handed over allow; Lied otherwise."""
-        part = ProfilePart.from_json(orjson.loads(data))
+        with _PARSING:
+            part = ProfilePart.from_json(orjson.loads(data))
         if len(part.functions) > TOP_FUNCTIONS or len(part.stacks) > MAX_STACKS:
             raise Lied
         if part.complete > part.samples or part.samples > self.on_cpu:
@@ -141,7 +158,8 @@ class UnwinderCounts:
                 raise Lied
             _text(f.name, f.module, f.symbol)
         for s in part.stacks:
-            if s.pid not in self._pids or len(s.frames) > MAX_FRAMES + 1:
+            unseen = s.pid not in self._pids and len(self._pids) < MAX_PIDS
+            if unseen or len(s.frames) > MAX_FRAMES + 1:
                 raise Lied
             _text(*s.frames)
         return part
@@ -183,10 +201,7 @@ def _read(link: socket.socket, n: int, deadline: float) -> bytes:
 
 def counts_for(uid: int, gid: int, groups: list[int]) -> UnwinderCounts:
     """UID's profile counts, in a process of UID's; WorkerFailed in one line."""
-    try:
-        return UnwinderCounts(uid, gid, groups)
-    except psutil.Error:
-        raise WorkerFailed(f"the profile's unwinder for uid {uid} did not start") from None
+    return UnwinderCounts(uid, gid, groups)
 
 
 __all__ = ["UnwinderCounts", "counts_for"]

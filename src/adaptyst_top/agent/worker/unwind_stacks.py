@@ -26,13 +26,14 @@ from collections import deque
 
 import orjson
 
-from adaptyst_top.agent.worker.open_files import become
+from adaptyst_top.agent.worker.open_files import become, open_regular
 
 FRAME = struct.Struct(">I")
 RATE = struct.Struct(">I")
 MAX_MESSAGE = 8 << 20  # a batch of events (the agent sends ~256 KiB at most)
 MAX_BACKLOG = 64 << 20  # batches held while the counter is slow; past it they are dropped
 MEMORY_LIMIT = 4 << 30  # address space: tables and maps of thousands of processes
+MAX_ANSWER = 4 << 20  # the counts' JSON: the agent parses no more (agent/core/unwinder.py)
 
 
 def _recv_exact(link: socket.socket, n: int) -> bytes:
@@ -59,7 +60,7 @@ class Worker:
         from adaptyst_top.collectors.profile.tally import Tally
 
         self._decode = decode
-        self.tally = Tally()
+        self.tally = Tally(open_regular)
         self.backlog: deque[bytes] = deque()
         self.held = 0  # bytes in the backlog
         self.dropped = 0  # batches dropped for a full backlog, events that failed
@@ -96,13 +97,23 @@ class Worker:
                     self.dropped += 1
 
     def answer(self, hz: int) -> bytes:
+        """The counts, within MAX_ANSWER: the interval's stacks past it are left out
+        (their samples counted in `lost`), as the agent would refuse the whole."""
         part = self.tally.part(hz).to_json()
         part["lost"] = int(part.get("lost", 0)) + self.dropped
-        return orjson.dumps(part)
+        data = orjson.dumps(part)
+        stacks = part.get("stacks") or []
+        while len(data) > MAX_ANSWER and stacks:
+            cut = stacks[len(stacks) // 2 :]
+            del stacks[len(stacks) // 2 :]
+            part["lost"] += sum(int(s.get("samples", 0)) for s in cut) or len(cut)
+            data = orjson.dumps(part)
+        return data
 
 
 def serve(link: socket.socket) -> None:
     worker = Worker()
+    link.sendall(FRAME.pack(1) + b"R")  # ready: its imports done, its deadlines start
     threading.Thread(target=worker.count, name="unwind", daemon=True).start()
     while True:
         try:

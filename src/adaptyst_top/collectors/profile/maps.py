@@ -6,8 +6,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,11 +73,13 @@ class ProcessMaps:
     """A process's mappings, read again when an address falls outside them (a library
     loaded since)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, open_file: Callable[[str], int | None] | None = None) -> None:
+        """OPEN_FILE: how a mapped file is opened by its path (the agent's unwinder, the
+        profiled user's own process: agent/worker/open_files.open_regular, a regular file
+        off FUSE); None: through the kernel's link to it, which only root may open
+        (CAP_SYS_ADMIN)."""
         self.pid = pid
-        # Only root may open the kernel's links to what is mapped (CAP_SYS_ADMIN); the
-        # agent's unwinder, the profiled user's own process, opens the path instead.
-        self._by_link = os.geteuid() == 0
+        self._open_file = open_file
         self._maps: list[Mapping] = []
         self._starts: list[int] = []
         self._elves: dict[str, ElfInfo | None] = {}
@@ -113,21 +114,17 @@ class ProcessMaps:
         very inode mapped there, never the path the maps name, which the process's owner
         controls (a symlink, a FIFO named as the file was, a container's own /). As the
         process's owner (the agent's unwinder), that path in the process's own root, a
-        regular file with the inode mapped: anything else is theirs to have faked."""
-        if self._by_link:
+        regular file off FUSE with the inode mapped: anything else is theirs to have
+        faked."""
+        if self._open_file is None:
             yield f"/proc/{self.pid}/map_files/{m.start:x}-{m.end:x}"
             return
-        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-        try:
-            fd = os.open(f"/proc/{self.pid}/root{m.path}", flags)
-        except (OSError, ValueError):
+        fd = self._open_file(f"/proc/{self.pid}/root{m.path}")
+        if fd is None:
             yield None
             return
         try:
-            st = os.fstat(fd)
-            yield (
-                f"/proc/self/fd/{fd}" if stat.S_ISREG(st.st_mode) and st.st_ino == m.inode else None
-            )
+            yield f"/proc/self/fd/{fd}" if os.fstat(fd).st_ino == m.inode else None
         finally:
             os.close(fd)
 

@@ -19,7 +19,8 @@ from adaptyst_top.collectors.profile.tally import Tally
 from adaptyst_top.snapshot.profile import ProfilePart
 
 CLOSE_WAIT_S = 5.0
-MAX_QUEUED = 20000  # events read, not yet unwound (~160 MiB at most, full stacks)
+MAX_QUEUED = 20000  # events read, not yet unwound
+MAX_QUEUED_BYTES = 16 << 20  # their stacks' bytes (a stalled unwinder: the rest is lost)
 _END = Event(-1, 0, 0, 0)
 
 
@@ -77,6 +78,7 @@ class Profiler:
         self._queue: deque[Event] = deque(maxlen=MAX_QUEUED)
         self._queued = threading.Condition()
         self._polls = 0  # the reader's polls so far
+        self._held = 0  # bytes of the stacks queued
         self._busy = False  # the unwinder holds an event
         self.counts = counts()
         try:
@@ -88,8 +90,14 @@ class Profiler:
             threading.Thread(target=self._read, name="profile-reader", daemon=True),
             threading.Thread(target=self._unwind, name="profile-unwinder", daemon=True),
         ]
-        for t in self._threads:
-            t.start()
+        try:
+            for t in self._threads:
+                t.start()
+        except RuntimeError:  # no thread to be had: nothing is left attached
+            self._stop.set()
+            self.sampler.close()
+            self.counts.close()
+            raise
 
     def add(self, pid: int) -> bool:
         """Sample PID too (a job's new process); False when that cannot be done."""
@@ -117,8 +125,10 @@ class Profiler:
         elif e.kind in (OFF_START, OFF_SAME):
             self.switches += 1
         with self._queued:
-            if len(self._queue) == MAX_QUEUED:
+            if len(self._queue) == MAX_QUEUED or self._held + len(e.stack) > MAX_QUEUED_BYTES:
                 self.dropped += 1
+                return
+            self._held += len(e.stack)
             self._queue.append(e)
             self._queued.notify_all()
 
@@ -135,6 +145,7 @@ class Profiler:
                         self._queued.wait()
             with self._queued:
                 e = self._queue.popleft()
+                self._held -= len(e.stack)
                 self._busy = True
             if e is _END:
                 return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import struct
+import threading
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
@@ -206,6 +207,7 @@ class Sampler:
 
         self.hz = hz
         self._on_event = on_event
+        self._lock = threading.Lock()
         # bcc's compiler is one at a time in a process (the agent's users take turns);
         # the sched tracepoints attach here.
         with COMPILE_TURNS.turn(owner), bcc_stderr_captured():
@@ -223,15 +225,20 @@ class Sampler:
         self.closed = False
         self._lost = 0
 
+    # add, drop, set_hz, lost and run_ns come from other threads than close (a job's
+    # watch, the agent's guard, a snapshot): each holds the lock, and close marks the
+    # sampler closed under it before the module goes, so none reaches a closed module.
+
     def add(self, pid: int) -> bool:
         """Sample PID too; False when closed, or the map of processes is full."""
-        if self.closed:
-            return False
-        try:
-            self.bpf["scope"][ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
-        except Exception:  # bcc raises plain Exception on a full map
-            return False
-        return True
+        with self._lock:
+            if self.closed:
+                return False
+            try:
+                self.bpf["scope"][ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
+            except Exception:  # bcc raises plain Exception on a full map
+                return False
+            return True
 
     def _attach(self, hz: int) -> None:
         # Every CPU, filtered by process in the program: a thread that moves or is
@@ -243,15 +250,17 @@ class Sampler:
     def set_hz(self, hz: int) -> None:
         """Sample at HZ from now on (the budget lowers the rate): the clock's events are
         opened again at that frequency."""
-        if not self.closed and hz != self.hz:
-            self.bpf.detach_perf_event(**self._clock)
-            self._attach(hz)
+        with self._lock:
+            if not self.closed and hz != self.hz:
+                self.bpf.detach_perf_event(**self._clock)
+                self._attach(hz)
 
     def drop(self, pid: int) -> None:
         """PID is sampled no more (its threads' entries go as they exit)."""
-        if not self.closed:
-            with contextlib.suppress(KeyError):
-                del self.bpf["scope"][ctypes.c_uint(pid)]
+        with self._lock:
+            if not self.closed:
+                with contextlib.suppress(KeyError):
+                    del self.bpf["scope"][ctypes.c_uint(pid)]
 
     def _take(self, _ctx: object, data: int, size: int) -> None:
         event = decode(ctypes.string_at(data, size))
@@ -264,26 +273,30 @@ class Sampler:
     @property
     def lost(self) -> int:
         """Events dropped for a full ring buffer (the count as it was at close, after)."""
-        if not self.closed:
-            self._lost = int(self.bpf["lost"][ctypes.c_int(0)].value)
-        return self._lost
+        with self._lock:
+            if not self.closed:
+                self._lost = int(self.bpf["lost"][ctypes.c_int(0)].value)
+            return self._lost
 
     def run_ns(self) -> tuple[float | None, float | None]:
         """Mean kernel time of one run of the sampling program and of the switch program
         (which runs at every context switch on the node), from their run-time statistics
         (None until they were sampled: overhead.BpfStats)."""
         out: list[float | None] = []
-        for name in ("on_cpu", "tracepoint__sched__sched_switch"):
-            f = self.bpf.funcs.get(name.encode()) if not self.closed else None
-            run_ns, run_cnt = prog_run_stats(f.fd) if f is not None else (0, 0)
-            out.append(run_ns / run_cnt if run_cnt else None)
+        with self._lock:
+            for name in ("on_cpu", "tracepoint__sched__sched_switch"):
+                f = self.bpf.funcs.get(name.encode()) if not self.closed else None
+                run_ns, run_cnt = prog_run_stats(f.fd) if f is not None else (0, 0)
+                out.append(run_ns / run_cnt if run_cnt else None)
         return out[0], out[1]
 
     def close(self) -> None:
-        if not self.closed:
-            _ = self.lost
+        _ = self.lost
+        with self._lock:
+            if self.closed:
+                return
             self.closed = True
-            self._cleanup()
+        self._cleanup()
 
     def _cleanup(self) -> None:
         with COMPILE_TURNS.teardown(), contextlib.suppress(Exception):

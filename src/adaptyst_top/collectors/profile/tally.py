@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from adaptyst_top.collectors.profile.maps import ProcessMaps
@@ -40,7 +41,9 @@ def _bounded_put(d: dict[int, Any], key: int, value: Any) -> None:
 class Tally:
     """`take()` from one thread; `part()` from any."""
 
-    def __init__(self) -> None:
+    def __init__(self, open_file: Callable[[str], int | None] | None = None) -> None:
+        """OPEN_FILE: how mapped files are opened (maps.ProcessMaps)."""
+        self._open_file = open_file
         self._lock = threading.Lock()
         self._maps: dict[int, ProcessMaps] = {}
         # Each thread off the CPU now: when it left, its process, its stack (one at a time
@@ -62,7 +65,7 @@ class Tally:
         if maps is None:
             if len(self._maps) >= MAX_PROCESSES:
                 self._maps.pop(next(iter(self._maps)))
-            maps = self._maps[e.pid] = ProcessMaps(e.pid)
+            maps = self._maps[e.pid] = ProcessMaps(e.pid, self._open_file)
         return unwind(maps, e.ip, e.sp, e.bp, e.stack)
 
     def take(self, e: Event) -> None:

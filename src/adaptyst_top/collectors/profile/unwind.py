@@ -12,9 +12,10 @@ from adaptyst_top.collectors.probes.demangle import name_of
 from adaptyst_top.collectors.probes.elf_info import ElfInfo
 from adaptyst_top.collectors.profile.cfi import RSP, Rule
 from adaptyst_top.collectors.profile.maps import ProcessMaps
-from adaptyst_top.snapshot.inert import inert
+from adaptyst_top.snapshot.inert import has_unsafe, inert
 
 MAX_FRAMES = 128
+MAX_NAME = 4096  # characters of a function's or a file's name kept
 UNKNOWN = "[unknown]"
 _WORD = struct.Struct("<Q")
 
@@ -83,11 +84,14 @@ def _place(maps: ProcessMaps, look: int) -> tuple[Frame, Rule | None] | None:
         else None
     )
     # Names and paths are the target's bytes: shown, never acted on by a terminal.
-    path = inert(m.path)
+    path = inert(m.path)[:MAX_NAME]
     if named:
-        frame = Frame(path, inert(named[0]), named[1])
+        # A name past MAX_NAME (a template's) is cut; a symbol that is not plain text, or
+        # is that long, is none a probe could be given: "" (no `u` on it).
+        symbol = named[1] if len(named[1]) <= MAX_NAME and not has_unsafe(named[1]) else ""
+        frame = Frame(path, inert(named[0])[:MAX_NAME], symbol)
     else:
-        frame = Frame(path, inert(base if base[0] == "[" else f"[{base}]"))
+        frame = Frame(path, inert(base if base[0] == "[" else f"[{base}]")[:MAX_NAME])
     return frame, maps.cfi(m).find(vaddr) if vaddr is not None else None
 
 
