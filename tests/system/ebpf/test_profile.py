@@ -141,6 +141,43 @@ def test_over_the_budget_the_rate_is_lowered_and_said(profiled: Path, tmp_path: 
     assert none_left()
 
 
+CLOCK_SPIN_C = r"""
+#include <time.h>
+static double now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9;
+}
+__attribute__((noinline)) void timed_spin(double s) {
+    double end = now() + s; while (now() < end) {} __asm__ volatile("");
+}
+int main(void) { timed_spin(2.0); return 0; }
+"""
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_a_loop_that_reads_the_clock_is_unwound_through_the_vdso(tmp_path: Path) -> None:
+    """Its samples fall in the kernel's vDSO, which no file holds: its tables come from
+    the vDSO image itself, so the caller is found, not [unknown]."""
+    (tmp_path / "clock_spin.c").write_text(CLOCK_SPIN_C)
+    binary = build_c(tmp_path / "clock_spin.c", tmp_path, "-O2", "-fomit-frame-pointer")
+    rec = tmp_path / "rec.jsonl"
+    proc = subprocess.run(
+        [*CLI, "record", "--profile-hz", "199", "--out", str(rec), "--", str(binary)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    stacks = _export(rec)
+    total = sum(stacks.values())
+    # Where such a loop spends its time: the vDSO's clock_gettime, under libc's.
+    in_vdso = sum(v for k, v in stacks.items() if k.endswith("clock_gettime;clock_gettime"))
+    assert in_vdso >= 0.3 * total, stacks
+    # And every caller found from there, to _start.
+    whole = sum(v for k, v in stacks.items() if k.startswith("_start;") and ";main;timed_spin" in k)
+    assert whole >= 0.9 * total, stacks
+
+
 @pytest.mark.ebpf
 @requires_root
 def test_profile_without_a_target_is_one_line(tmp_path: Path) -> None:

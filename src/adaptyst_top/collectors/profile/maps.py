@@ -15,6 +15,9 @@ from elftools.elf.sections import NoteSection
 
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, NotELFError, read_elf
 from adaptyst_top.collectors.profile.cfi import CfiTable, cfi_for
+from adaptyst_top.collectors.profile.vdso import vdso_path
+
+VDSO = "[vdso]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +31,8 @@ class Mapping:
 
     @property
     def has_file(self) -> bool:
-        return self.path.startswith("/")
+        """Whether its code can be read: a file, or the kernel's vDSO (vdso.py)."""
+        return self.path.startswith("/") or self.path == VDSO
 
 
 def read_maps(pid: int) -> list[Mapping]:
@@ -116,6 +120,9 @@ class ProcessMaps:
         process's owner (the agent's unwinder), that path in the process's own root, a
         regular file off FUSE with the inode mapped: anything else is theirs to have
         faked."""
+        if m.path == VDSO:
+            yield vdso_path()
+            return
         if self._open_file is None:
             yield f"/proc/{self.pid}/map_files/{m.start:x}-{m.end:x}"
             return
