@@ -333,11 +333,14 @@ def new_profiler(opts: SessionOptions, pids: Sequence[int], hz: int, what: str) 
     try:
         confine = None if tenant.confine_uid is None else Confinement.of(tenant.confine_uid)
         counts = tenant.profile_counts or LocalCounts
-        return Profiler(
+        profiler = Profiler(
             pids, hz, counts=counts, confine=confine, owner=tenant.owner, budget=opts.probing.budget
         )
     except Exception as exc:  # bcc raises plain Exception; BTFError, WorkerFailed
         raise SessionError(f"{what}: {one_line(exc)}") from None
+    if tenant.account is not None:  # the user's modules, across their sessions
+        tenant.account.join(profiler)
+    return profiler
 
 
 def _parsed_specs(opts: SessionOptions) -> list[ProbeSpec]:

@@ -101,6 +101,40 @@ def test_a_second_session_has_what_the_first_did_not_attach(
         assert c.wait() == 0
 
 
+def test_a_profile_is_a_module_of_the_users(
+    bounded: Agent,
+    users: tuple[User, User],  # noqa: F811
+    shared: Path,  # noqa: F811
+) -> None:
+    alice, _ = users
+    fn = f"uprobe:{shared / 'workload'}:"
+    target = workload_as(alice, shared / "workload")
+
+    def client(up: int, _down: int) -> None:
+        probes = AgentConnection(str(bounded.path))
+        probes.open(
+            target.pid, [fn + "fast_fn", fn + "other_fn", fn + "leaf_fn"], 0.02, False, 1000
+        )
+        profiled = AgentConnection(str(bounded.path))
+        profiled.open(target.pid, [], 0.02, False, 1000, profile_hz=99)  # the fourth
+        picked = AgentConnection(str(bounded.path))
+        picked.open(None, [], 0.02, False, 1000)
+        try:
+            picked.profile(target.pid, 99)
+            fifth = "profiled"
+        except AgentRefused as exc:
+            fifth = str(exc)
+        profiled.profile(target.pid, 49)  # its own again, at another rate: no new module
+        say(up, fifth=fifth, hz=profiled.snapshot(False).profile.hz)  # type: ignore[union-attr]
+
+    with ended(target):
+        c = AsUser(alice, client)
+        got = c.read()
+        assert "4 probe modules (modules_per_user)" in str(got["fifth"])
+        assert got["hz"] == 49
+        assert c.wait() == 0
+
+
 def test_keyed_probes_and_modules_are_bounded_per_user_and_keyed_maps_sized_to_need(
     bounded: Agent,
     users: tuple[User, User],  # noqa: F811

@@ -27,16 +27,17 @@ def crowded(peer: Peer, connected: Sequence[Peer], s: AgentSettings) -> str | No
 
 
 def room_refusal(
-    peer: Peer, account: AttachAccount, specs: Sequence[str], s: AgentSettings
+    peer: Peer, account: AttachAccount, specs: Sequence[str], s: AgentSettings, profiles: int = 0
 ) -> str | None:
-    """Why SPECS would take the user past what their sessions may hold together."""
-    if not specs:
+    """Why SPECS (and PROFILES samplers, a module each) would take the user past what
+    their sessions may hold together."""
+    if not specs and not profiles:
         return None
     modules, keyed = account.groups()
     new_keyed = sum(1 for t in specs if parse_spec(t).keyed)  # checked by spec_refusal
-    if account.room() < 1:
+    if specs and account.room() < 1:
         bound = f"{account.limit} attach points (max_attach_per_user)"
-    elif modules + len(specs) > s.modules_per_user:
+    elif modules + len(specs) + profiles > s.modules_per_user:
         bound = f"{s.modules_per_user} probe modules (modules_per_user)"
     elif new_keyed and keyed + new_keyed > s.keyed_probes_per_user:
         bound = f"{s.keyed_probes_per_user} keyed probes, @argN or @retval (keyed_probes_per_user)"

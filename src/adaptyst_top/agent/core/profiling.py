@@ -36,11 +36,15 @@ def node_wide_refusal(client: Client) -> str | None:
 
 
 def profile_request(
-    client: Client, msg: dict[str, Any], node_pid: Callable[[Peer, int], int]
+    client: Client,
+    msg: dict[str, Any],
+    node_pid: Callable[[Peer, int], int],
+    check_room: Callable[[], None],
 ) -> bytes:
-    """Profile the request's PID from now on (NODE_PID: the agent's own number for it).
-    An untargeted session takes it as its target: what it adds later is scoped to it,
-    and guarded."""
+    """Profile the request's PID from now on (NODE_PID: the agent's own number for it;
+    CHECK_ROOM: SessionError when the user holds all the modules they may). An
+    untargeted session takes it as its target: what it adds later is scoped to it, and
+    guarded."""
     hz = profile_rate(msg) or DEFAULT_HZ
     pid = node_pid(client.peer, proto.field(msg, "pid", int))
     with client.lock:
@@ -59,6 +63,8 @@ def profile_request(
             raise ActionError(why)
         if session.profiler is not None and session.profiler.asked_hz == hz and not untargeted:
             return proto.encode("ok")  # as it is: no new compile for the same ask
+        if session.profiler is None:  # a new module (one replaced is the same count)
+            check_room()
         session.start_profile(pid, hz)
         # The process could have changed hands during the compile: asked again.
         if why := may_probe(client.peer, pid):

@@ -25,6 +25,7 @@ import socket
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -268,7 +269,8 @@ class Agent:
             if kind == "list":
                 return list_for(client.peer, msg)
             if kind == "profile":
-                return profiling.profile_request(client, msg, self._node_pid)
+                room = partial(self._check_room, client.peer, [], 1)  # a sampler: a module
+                return profiling.profile_request(client, msg, self._node_pid, room)
             with client.lock:
                 if client.session is None or client.revoked:
                     raise ActionError(client.revoked or "open a session first")
@@ -346,7 +348,7 @@ class Agent:
         try:
             for spec in probes:
                 self._check_spec(peer, spec, pid, pinned)
-            self._check_room(peer, probes)
+            self._check_room(peer, probes, 1 if profile_hz is not None else 0)
             if command_path is not None and (why := pin_file(peer, command_path, None, pinned)):
                 raise SessionError(why)
             session = self._start(
@@ -398,9 +400,9 @@ class Agent:
                 peer.uid, AttachAccount(self.settings.max_attach_per_user)
             )
 
-    def _check_room(self, peer: Peer, specs: list[str]) -> None:
+    def _check_room(self, peer: Peer, specs: list[str], profiles: int = 0) -> None:
         if not peer.privileged and (
-            why := room_refusal(peer, self._account(peer), specs, self.settings)
+            why := room_refusal(peer, self._account(peer), specs, self.settings, profiles)
         ):
             raise SessionError(why)
 

@@ -206,3 +206,14 @@ class Profiler:
     @property
     def sampler_closed(self) -> bool:
         return self._stop.is_set()
+
+    # What an owner's account counts (attach_account.Holder): a sampler is one module.
+    @property
+    def closed(self) -> bool:
+        return self._stop.is_set()
+
+    def points_held(self) -> int:
+        return 0
+
+    def groups_held(self) -> tuple[int, int]:
+        return (1, 0)
