@@ -173,11 +173,14 @@ def _may_probe(peer: Peer, pid: int) -> str | None:
 
 def hold_and_check(peer: Peer, held: HeldProcesses, pid: int) -> str | None:
     """Hold PID (the process it is now), then ask the rule of it: None when PEER may
-    probe it."""
+    probe it (a refused one is let go: refusals hold no descriptor)."""
     start = process_start(pid)
     if start is None or not held.hold(pid, start):
         return f"no such process: PID {pid}"
-    return may_probe(peer, pid)
+    why = may_probe(peer, pid)
+    if why is not None:
+        held.release(pid)
+    return why
 
 
 def still_theirs(peer: Peer, held: HeldProcesses, pid: int | None) -> str | None:

@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from adaptyst_top.agent.core.authorization import Peer, hold_and_check, may_probe, still_theirs
+from adaptyst_top.agent.core.authorization import (
+    EXEC_SETTLE_S,
+    Peer,
+    hold_and_check,
+    may_probe,
+    still_theirs,
+)
 from adaptyst_top.agent.core.client import Client
 from adaptyst_top.collectors.profile import DEFAULT_HZ, HZ_RANGE
 from adaptyst_top.runtime import agent_protocol as proto
@@ -61,14 +67,19 @@ def profile_request(
             raise ActionError(f"this session watches PID {session.pid}: profile that one")
         elif why := still_theirs(client.peer, client.target, pid):
             raise ActionError(why)
-        if session.profiler is not None and session.profiler.asked_hz == hz and not untargeted:
-            return proto.encode("ok")  # as it is: no new compile for the same ask
+        now = session.profiler
+        # As it is, and counting (its unwinder has not failed): no new compile.
+        counting = now is not None and not getattr(now.counts, "note", "")
+        if counting and now is not None and now.asked_hz == hz and not untargeted:
+            return proto.encode("ok")
         if session.profiler is None:  # a new module (one replaced is the same count)
             check_room()
         session.start_profile(pid, hz)
         # The process could have changed hands during the compile: asked again.
-        if why := may_probe(client.peer, pid):
+        if why := may_probe(client.peer, pid, EXEC_SETTLE_S):
             session.close_profile()
+            if untargeted:
+                client.target.release(pid)
             raise ActionError(why)
         if untargeted:
             session.pid = pid  # what it adds from now on is scoped to it, and guarded

@@ -331,8 +331,8 @@ class Agent:
             proto.bounded(msg, "max_probes", DEFAULT_MAX_ATTACH, *MAX_PROBES_RANGE, whole=True)
         )
         peer = client.peer
-        if client.session is not None:
-            raise SessionError("a session is open already on this connection")
+        if client.session is not None or client.revoked:  # a revoked one opens none again
+            raise SessionError(client.revoked or "a session is open already on this connection")
         if job is not None:
             if why := job_refusal(peer, job):
                 raise SessionError(why)

@@ -146,7 +146,14 @@ class UnwinderCounts:
         """The answer as a ProfilePart (its declaration checks each field's type and
         range), within what the events handed over allow; Lied otherwise."""
         with _PARSING:
-            part = ProfilePart.from_json(orjson.loads(data))
+            raw = orjson.loads(data)
+            # Sized before the declaration reads it (pure Python, on every field).
+            functions, stacks = raw.get("functions", []), raw.get("stacks", [])
+            if not isinstance(functions, list) or len(functions) > TOP_FUNCTIONS:
+                raise Lied
+            if not isinstance(stacks, list) or len(stacks) > MAX_STACKS:
+                raise Lied
+            part = ProfilePart.from_json(raw)
         if len(part.functions) > TOP_FUNCTIONS or len(part.stacks) > MAX_STACKS:
             raise Lied
         if part.complete > part.samples or part.samples > self.on_cpu:

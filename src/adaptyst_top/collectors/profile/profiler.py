@@ -95,6 +95,8 @@ class Profiler:
                 t.start()
         except RuntimeError:  # no thread to be had: nothing is left attached
             self._stop.set()
+            if self._threads[0].is_alive():  # the reader: out of its poll before the close
+                self._threads[0].join()
             self.sampler.close()
             self.counts.close()
             raise
@@ -197,8 +199,11 @@ class Profiler:
         self._stop.set()
         # The reader leaves within its poll's 100 ms, the unwinder after the event it is
         # on (a table bounded by cfi.py's limits); then the kernel's side is detached.
-        for t in self._threads:
-            t.join(CLOSE_WAIT_S)
+        # The reader is waited for whole: the module must not go while it polls (its
+        # poll returns within 100 ms; its callback only queues).
+        reader, unwinder = self._threads
+        reader.join()
+        unwinder.join(CLOSE_WAIT_S)
         self.stats.restore()
         self.sampler.close()
         self.counts.close()

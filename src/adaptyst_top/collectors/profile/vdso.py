@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 AT_SYSINFO_EHDR = 33
 MAX_SIZE = 1 << 20  # the vDSO is two or three pages
 _path: str | None = None
 _tried = False
+_LOCK = threading.Lock()
 
 
 def vdso_path() -> str | None:
     """A path that reads this kernel's vDSO image (None: it could not be had)."""
+    with _LOCK:
+        return _copied()
+
+
+def _copied() -> str | None:
     global _path, _tried
     if _tried:
         return _path
@@ -35,7 +42,11 @@ def vdso_path() -> str | None:
         if image[:4] != b"\x7fELF":
             return None
         fd = os.memfd_create("vdso", os.MFD_CLOEXEC)
-        os.write(fd, image)
+        try:
+            os.write(fd, image)
+        except OSError:
+            os.close(fd)
+            raise
         _path = f"/proc/self/fd/{fd}"  # held open for the process's life
     except (OSError, AttributeError, ValueError):
         return None
