@@ -126,8 +126,7 @@ class Session:
             raise SessionError("this session's profile is not sampled here")
         check_pid(pid)
         profiler = new_profiler(self.options, [pid], hz, f"profiling PID {pid}")
-        if self.profiler is not None:
-            self.profiler.close()
+        self.close_profile()
         self.profiler = self.hub.profiler = profiler
         if self.job_watch is not None:
             self.job_watch.profiler = profiler

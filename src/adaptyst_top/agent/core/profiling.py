@@ -69,8 +69,12 @@ def profile_request(
             raise ActionError(why)
         now = session.profiler
         # As it is, and counting (its unwinder has not failed): no new compile.
-        counting = now is not None and not getattr(now.counts, "note", "")
-        if counting and now is not None and now.asked_hz == hz and not untargeted:
+        if (
+            now is not None
+            and now.asked_hz == hz
+            and not untargeted
+            and not getattr(now.counts, "note", "")
+        ):
             return proto.encode("ok")
         if session.profiler is None:  # a new module (one replaced is the same count)
             check_room()

@@ -167,14 +167,14 @@ class Profiler:
 
     def part(self) -> ProfilePart:
         """The profile so far, with the stacks the interval since the last call added."""
-        if not self.sampler_closed:
+        if not self.closed:
             if self.stats.window_closed():
                 sample, switch = self.sampler.run_ns()
                 self.sample_ns = sample if sample is not None else self.sample_ns
                 self.switch_ns = switch if switch is not None else self.switch_ns
             self.stats.tick()
         part = self.counts.part(self.hz)
-        if not self.sampler_closed:
+        if not self.closed:
             now = Reading(time.monotonic(), self.samples, self.switches, part.cpu_s)
             lower = self.budget.update(now, self.hz, self.sample_ns, self.switch_ns)
             if lower is not None:
@@ -209,13 +209,10 @@ class Profiler:
         self.counts.close()
 
     @property
-    def sampler_closed(self) -> bool:
+    def closed(self) -> bool:
         return self._stop.is_set()
 
     # What an owner's account counts (attach_account.Holder): a sampler is one module.
-    @property
-    def closed(self) -> bool:
-        return self._stop.is_set()
 
     def points_held(self) -> int:
         return 0
