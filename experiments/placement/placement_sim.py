@@ -165,6 +165,27 @@ class Static(Policy):
         return self.device
 
 
+class OracleLook(Policy):
+    """The floor of any policy that learns: the oracle, after one look at each other
+    device on the first calls (the issue's Dask goal counts from the same floor). A
+    policy may beat it by looking when a look is cheap; none is sure to."""
+
+    name = "oracle + one look"
+
+    def __init__(self, case: Case) -> None:
+        self.case, self.i = case, 0
+        self.seen: set[str] = set()
+
+    def choose(self, n: int) -> str:
+        i, self.i = self.i, self.i + 1
+        costs = {d: self.case.cost(*self.case.expected(d, i), i) for d in self.case.devices}
+        best = min(costs, key=lambda d: costs[d])
+        look = [d for d in self.case.devices if d != best and d not in self.seen]
+        chosen = look[0] if look else best
+        self.seen.add(chosen)
+        return chosen
+
+
 class AdvisorPolicy(Policy):
     """The advisor's real code, driven as the placement eval and the Dask plugin do."""
 
@@ -331,6 +352,7 @@ def policies(case: Case) -> list[Policy]:
     return [
         Static("cpu", "static CPU"),
         Static(best, "best static"),
+        OracleLook(case),
         AdvisorPolicy(case),
         LearnerPolicy(case),
         ExploreThenCommit(names, rng),

@@ -10,7 +10,13 @@ import random
 import subprocess
 import sys
 
-from adaptyst_top.placement.learner import PRIOR_LEVEL_SD, CostModel, Learner
+from adaptyst_top.placement.learner import (
+    EXPLORE_FIRST,
+    EXPLORE_SHARE,
+    PRIOR_LEVEL_SD,
+    CostModel,
+    Learner,
+)
 from tests.support.paths import REPO
 
 
@@ -63,6 +69,42 @@ def test_a_device_whose_cost_moves_is_seen_to_move() -> None:
     assert abs(m.predict(4096)[0] - math.log(3e-3)) < 0.1
 
 
+def test_every_device_is_looked_at_once_right_after_the_first_call() -> None:
+    learner = Learner(["cpu", "gpu", "fpga"], seed=5)
+    assert learner.choose("t", 1000) == "cpu"
+    learner.observe("t", "cpu", 1000, cpu(1000))
+    assert learner.choose("t", 1000) == "gpu"
+    learner.observe("t", "gpu", 1000, gpu(1000))
+    assert learner.choose("t", 1000) == "fpga"
+
+
+def test_looks_stop_once_their_predicted_cost_is_over_the_share() -> None:
+    """A device 20x dearer at one size, never run at another: a Thompson draw there may
+    pick it, and each such look is charged what it is predicted to cost more, in calls
+    of the best; past EXPLORE_SHARE of the task's calls the best is kept."""
+
+    def picks(spent: float) -> int:
+        learner = Learner(["cpu", "slow"], seed=11)
+        for _ in range(30):
+            learner.observe("t", "cpu", 1 << 10, cpu(1 << 10))
+            learner.observe("t", "slow", 1 << 10, 20 * cpu(1 << 10))
+        learner.spent["t"] = spent
+        n = 1 << 16  # 6 octaves from anything run: a guess
+        return sum(learner.choose("t", n) == "slow" for _ in range(300))
+
+    assert picks(0.0) > 0  # the guess is wide: a look is tempting, and taken
+    assert picks(max(EXPLORE_FIRST, EXPLORE_SHARE * 60)) == 0  # the share is spent
+
+
+def test_the_run_to_run_noise_is_learned_not_assumed() -> None:
+    rng = random.Random(2)
+    for sigma in (0.02, 0.3):
+        m = CostModel(level=math.log(cpu(4096)))
+        for _ in range(200):
+            m.observe(4096, math.log(cpu(4096)) + rng.gauss(0, sigma))
+        assert 0.5 * sigma < math.sqrt(m.noise) < 2 * sigma, (sigma, m.noise)
+
+
 def test_costs_that_are_no_cost_teach_nothing() -> None:
     learner = Learner(["cpu", "gpu"])
     for bad in (0.0, -1.0, math.nan, math.inf):
@@ -83,6 +125,7 @@ def test_the_simulator_reports_every_policy_against_the_oracle() -> None:
     assert report["seeds"] == [1000, 1008] and report["calls"] > 8 * 100
     table = report["policies"]
     assert {"static CPU", "best static", "advisor", "learner", "UCB1", "Thompson"} <= set(table)
+    assert table["oracle + one look"]["all"]["optimal"] >= 0.95  # the floor: looks, then best
     for name, entry in table.items():
         for family, row in entry.items():
             assert row["regret"] >= 0, (name, family)  # nothing beats the oracle
