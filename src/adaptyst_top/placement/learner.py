@@ -185,6 +185,40 @@ class Learner:
         self.spent[task] = spent + extra
         return best
 
+    def place_round(
+        self, task: str, sizes: list[int], ready_s: dict[str, float] | None = None
+    ) -> list[str]:
+        """Devices for calls of TASK submitted together (Dask's update_graph, a
+        threaded application), before any of them is back: each device not run yet
+        looks with the round's smallest call (the cheapest look), then the rest, the
+        longest first, go where they are predicted to finish first (StarPU's dmda:
+        the device's queue, READY_S seconds from now, plus the call's predicted cost),
+        by a draw from each device's posterior, so a round still explores as single
+        calls do. Nothing known yet: the first device for the whole round."""
+        placed = [""] * len(sizes)
+        ready = {d: (ready_s or {}).get(d, 0.0) for d in self.devices}
+        order = sorted(range(len(sizes)), key=lambda i: sizes[i])
+        if task in self.first:
+            for d in self.devices:
+                if (task, d) not in self.models and order:
+                    i = order.pop(0)
+                    placed[i] = d
+                    ready[d] += math.exp(self.predict(task, d, sizes[i])[0])  # type: ignore[index]
+        for i in reversed(order):
+            best, best_end = self.devices[0], math.inf
+            for d in self.devices:
+                p = self.predict(task, d, sizes[i])
+                if p is None:
+                    best = self.devices[0]
+                    break
+                end = ready[d] + math.exp(self.rng.gauss(p[0], math.sqrt(p[1])))
+                if end < best_end:
+                    best, best_end = d, end
+            placed[i] = best
+            p = self.predict(task, best, sizes[i])
+            ready[best] += math.exp(p[0]) if p is not None else 0.0
+        return placed
+
     def observe(self, task: str, device: str, size: int, cost: float) -> bool:
         """A call's cost (time, energy, ... as the objective counts it); True when the
         device's cost moved."""

@@ -132,3 +132,41 @@ def test_the_simulator_reports_every_policy_against_the_oracle() -> None:
             assert 0 <= row["optimal"] <= 1 and row["settle_p95"] >= 0
     assert table["best static"]["all"]["regret"] <= table["static CPU"]["all"]["regret"]
     assert report["advisor_calls_per_s"] > 0 and report["learner_calls_per_s"] > 0
+
+
+def test_a_round_placed_before_anything_ran_goes_to_the_first_device() -> None:
+    learner = Learner(["cpu", "gpu"], seed=1)
+    assert learner.place_round("t", [100, 200, 300]) == ["cpu"] * 3
+
+
+def test_a_round_looks_at_a_device_never_run_with_its_smallest_call() -> None:
+    learner = Learner(["cpu", "gpu"], seed=1)
+    learner.observe("t", "cpu", 1 << 20, cpu(1 << 20))
+    placed = learner.place_round("t", [1 << 22, 1 << 12, 1 << 20, 1 << 21])
+    assert placed[1] == "gpu"  # the cheapest look
+
+
+def test_a_round_is_spread_by_expected_finish_over_devices_alike() -> None:
+    """Two devices known to cost the same: a round of 20 goes half to each (dmda),
+    where one call at a time would send all 20 to whichever looked cheaper."""
+    learner = Learner(["cpu", "cpu2"], seed=4)
+    for _ in range(30):
+        for d in ("cpu", "cpu2"):
+            learner.observe("t", d, 4096, cpu(4096))
+    placed = learner.place_round("t", [4096] * 20, ready_s={"cpu": 0.0, "cpu2": 0.0})
+    assert 7 <= placed.count("cpu") <= 13, placed
+    busy = learner.place_round("t", [4096] * 20, ready_s={"cpu": 1.0, "cpu2": 0.0})
+    assert busy.count("cpu2") == 20  # a queue a second long: the other device's turn
+
+
+def test_the_rounds_simulator_reports_against_the_oracle() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.placement.placement_rounds", "--cases", "8", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    table = json.loads(out.stdout)["over_oracle"]
+    assert table["oracle (dmda, true costs)"]["all"] == 0.0
+    assert table["learner, rounds (dmda)"]["all"] < table["static CPU"]["all"]
