@@ -211,13 +211,13 @@ class LearnerPolicy(Policy):
     name = "learner"
 
     def __init__(self, case: Case) -> None:
-        self.learner = Learner(list(case.devices), seed=case.seed)
+        self.learner = Learner(list(case.devices), objective=case.objective, seed=case.seed)  # type: ignore[arg-type]
 
     def choose(self, n: int) -> str:
         return self.learner.choose("task", n)
 
     def ran(self, device: str, n: int, t: float, e: float, cost: float) -> None:
-        self.learner.observe("task", device, n, cost)
+        self.learner.observe("task", device, n, t, e)
 
 
 class PerBucket(Policy):

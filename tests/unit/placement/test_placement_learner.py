@@ -10,13 +10,8 @@ import random
 import subprocess
 import sys
 
-from adaptyst_top.placement.learner import (
-    EXPLORE_FIRST,
-    EXPLORE_SHARE,
-    PRIOR_LEVEL_SD,
-    CostModel,
-    Learner,
-)
+from adaptyst_top.placement.cost_model import PRIOR_LEVEL_SD, CostModel
+from adaptyst_top.placement.learner import EXPLORE_FIRST, EXPLORE_SHARE, Learner
 from tests.support.paths import REPO
 
 
@@ -170,3 +165,31 @@ def test_the_rounds_simulator_reports_against_the_oracle() -> None:
     table = json.loads(out.stdout)["over_oracle"]
     assert table["oracle (dmda, true costs)"]["all"] == 0.0
     assert table["learner, rounds (dmda)"]["all"] < table["static CPU"]["all"]
+
+
+def test_the_objective_is_scored_from_learnt_time_and_energy() -> None:
+    """The GPU is 2x faster at 10x the power: time places it there, energy on the CPU,
+    and an even weighted mix (1/2 x 0.5 + 1/2 x 5 = 2.75 of the CPU's) on the CPU."""
+    watts = {"cpu": 20.0, "gpu": 200.0}
+    speed = {"cpu": 1.0, "gpu": 2.0}
+    for objective, expected in (("time", "gpu"), ("energy", "cpu"), ("weighted", "cpu")):
+        rng = random.Random(9)
+        learner = Learner(["cpu", "gpu"], objective=objective, seed=9)  # type: ignore[arg-type]
+        chosen = []
+        for _ in range(150):
+            device = learner.choose("t", 1 << 16)
+            t = cpu(1 << 16) / speed[device] * math.exp(rng.gauss(0, 0.05))
+            learner.observe("t", device, 1 << 16, t, t * watts[device])
+            chosen.append(device)
+        assert chosen[-50:].count(expected) >= 45, (objective, chosen[-50:])
+        est = learner.estimate("t", "gpu", 1 << 16)
+        assert est is not None and abs(math.log(est.time_s / (cpu(1 << 16) / 2))) < 0.1
+        assert (est.energy_j is None) == (objective == "time")
+
+
+def test_energy_not_measured_places_by_time() -> None:
+    learner = Learner(["cpu", "gpu"], objective="energy", seed=2)
+    for _ in range(60):
+        device = learner.choose("t", 4096)
+        learner.observe("t", device, 4096, cpu(4096) / (4 if device == "gpu" else 1), None)
+    assert [learner.choose("t", 4096) for _ in range(20)].count("gpu") >= 18
