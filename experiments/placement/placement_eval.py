@@ -47,6 +47,7 @@ from adaptyst_top.placement.kernels import (
 from adaptyst_top.placement.model import model_from_json, model_to_json
 from adaptyst_top.placement.stream import TaskStream
 from adaptyst_top.placement.task_keys import feature_bucket, size_bucket
+from experiments.placement.placement_learned import Learned
 
 Runner = Callable[[Inputs], Any]
 
@@ -236,6 +237,13 @@ class Bench:
     devices: dict[str, Runner]
     accel: str
     inputs: dict[tuple[str, int, float], Inputs] = field(default_factory=dict)
+    model: str = "advisor"  # or "learner" (placement_learned.py)
+
+    def online(self, objective: str) -> Any:
+        """A fresh online runner of the model under test."""
+        if self.model == "learner":
+            return Learned(self.devices, objective, self.meter)
+        return Online(self.devices, objective, self.meter)
 
     def get(self, task: str, n: int, density: float | None) -> Inputs:
         key = (task, n, density or 0.0)
@@ -293,15 +301,32 @@ def settled_at(flags: list[bool]) -> int | None:
 # Online runs: cold from nothing, warm from the models a cold run kept.
 
 
-def steps(online: Online, task: str, inp: Inputs, executions: int) -> Online:
+def steps(online: Any, task: str, inp: Inputs, executions: int) -> Any:
     for _ in range(executions):
         online.step(task, inp)
     return online
 
 
-def run_warm(bench: Bench, cold: Online, task: str, objective: str, inp: Inputs) -> Online:
+def believed(advisor: Advisor, task: str) -> dict[str, dict[str, Any]]:
+    return {
+        d: {
+            "ms": round(p.time_s * 1e3, 3),
+            "j": None if p.energy_j is None else round(p.energy_j, 4),
+            "samples": p.samples,
+            "rel_err": round(p.rel_err, 3),
+        }
+        for d, p in advisor.predictions(task).items()
+    }
+
+
+def run_warm(bench: Bench, cold: Any, task: str, objective: str, inp: Inputs) -> Any:
     """The next run of the application: the models kept from COLD, through their JSON as
-    the monitor keeps them, are its priors."""
+    the monitor keeps them, are its priors (the learner's: carried in memory, as it has no
+    model store yet)."""
+    if isinstance(cold, Learned):
+        forget_inputs(bench.devices)
+        again = Learned(bench.devices, objective, bench.meter, learner=cold.learner)
+        return steps(again, task, inp, bench.execs)
     warm = Online(bench.devices, objective, bench.meter)
     kept = [model_from_json(model_to_json(m)) for m in cold.advisor.learned()]
     warm.advisor.preload(m for m in kept if m is not None)
@@ -313,7 +338,7 @@ def run_warm(bench: Bench, cold: Online, task: str, objective: str, inp: Inputs)
 
 @dataclass
 class Warm:
-    online: Online
+    online: Online | Learned
     vs_best: float
     vs_cpu: float
     curve: list[float]
@@ -326,7 +351,7 @@ class Case:
 
     row: dict[str, Any]
     orc: dict[str, tuple[float, float]]
-    online: Online
+    online: Online | Learned
     loss: float
     stable: bool
     vs_best: float
@@ -346,13 +371,15 @@ def run_case(bench: Bench, case: dict[str, Any], warm: bool) -> Case:
     task, obj = case["task"], case["objective"]
     inp = bench.get(task, case["n"], case.get("density"))
     before, online, after = around(
-        bench, inp, lambda: steps(Online(bench.devices, obj, bench.meter), task, inp, bench.execs)
+        bench, inp, lambda: steps(bench.online(obj), task, inp, bench.execs)
     )
     chosen = online.assigned
     orc = medians(before, after)
     per_run = means(before, after)  # for totals: see means()
     best, stable = oracle_best(obj, before, after)
-    learned = online.advisor.predictions(task)
+    learned = (
+        online.predictions() if isinstance(online, Learned) else believed(online.advisor, task)
+    )
     loss = loss_of(obj, orc, chosen, best)
     ok = loss <= 0.01
     # Including learning, in the objective's own terms, against the device that would
@@ -392,15 +419,7 @@ def run_case(bench: Bench, case: dict[str, Any], warm: bool) -> Case:
         "oracle_ms": {d: round(v[0] * 1e3, 3) for d, v in orc.items()},
         "oracle_j": {d: round(v[1], 4) for d, v in orc.items()},
         # What the advisor believed when it settled: the why of a miss.
-        "learned": {
-            d: {
-                "ms": round(p.time_s * 1e3, 3),
-                "j": None if p.energy_j is None else round(p.energy_j, 4),
-                "samples": p.samples,
-                "rel_err": round(p.rel_err, 3),
-            }
-            for d, p in learned.items()
-        },
+        "learned": learned,
         "online_ms": online.times_ms,
         "decisions": online.decisions,
         "run_devices": [r[0] for r in online.runs],
@@ -452,7 +471,7 @@ def run_shift(bench: Bench, shift: dict[str, Any]) -> Shift:
     after_shift = 3 * bench.execs
 
     def run() -> tuple[Online, tuple[int, int], list[tuple[str, bool]]]:
-        online = steps(Online(bench.devices, obj, bench.meter), task, a, bench.execs)
+        online = steps(bench.online(obj), task, a, bench.execs)
         before_shift = (online.moves, online.explorations)
         states = []  # per execution after the shift: its device, and no exploration under way
         for _ in range(after_shift):
@@ -619,6 +638,13 @@ def parse_args() -> argparse.Namespace:
         "monitor does for an application it has seen), and report that run too",
     )
     ap.add_argument(
+        "--model",
+        choices=("advisor", "learner"),
+        default="advisor",
+        help="what places the calls: the advisor (the monitor's, the default) or the "
+        "learner (placement/learner.py)",
+    )
+    ap.add_argument(
         "--gpu-energy",
         action="store_true",
         help="add the NVIDIA GPUs' energy from NVML (power x time) to the CPU estimate",
@@ -631,6 +657,7 @@ def main() -> int:
     bench = load(args.cases, args.gpu_energy)
     if bench is None:
         return 1
+    bench.model = args.model
     cases: list[Case] = []
     for case in bench.spec["cases"]:
         cases.append(run_case(bench, case, args.warm))

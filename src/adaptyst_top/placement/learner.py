@@ -17,9 +17,16 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Collection
 from dataclasses import dataclass
 
-from adaptyst_top.placement.cost_model import PRIOR_COV, PRIOR_SLOPE_MEAN, CostModel, features
+from adaptyst_top.placement.cost_model import (
+    PRIOR_COV,
+    PRIOR_LEVEL_SD,
+    PRIOR_SLOPE_MEAN,
+    CostModel,
+    features,
+)
 from adaptyst_top.placement.objectives import Objective
 
 # A look at a device predicted dearer than the best is charged what it is predicted
@@ -29,6 +36,14 @@ from adaptyst_top.placement.objectives import Objective
 EXPLORE_SHARE = 0.05
 EXPLORE_FIRST = 20.0
 TIME, ENERGY = "t", "e"
+# What a call may take at most, and at least, to be learnt from (a day; a nanosecond):
+# beyond, a report is no run of a task, and the logs stay where floats are exact.
+MAX_S, MIN_S = 86_400.0, 1e-9
+
+
+def exp(x: float) -> float:
+    """e**X without overflow: a prediction far outside what was seen stays a float."""
+    return math.exp(min(x, 700.0))
 
 
 @dataclass(frozen=True)
@@ -51,8 +66,13 @@ class Learner:
         objective: Objective = "time",
         weight: float = 0.5,
         seed: int = 0,
+        floors_s: dict[str, float] | None = None,
     ) -> None:
         self.devices = list(devices)
+        # Per device, the least a warm call takes there whatever its size (a launch, a
+        # copy: what the device or its kind says, device_priors.KindPrior.min_run_s): no
+        # prediction or draw of its time goes below it.
+        self.floors = {d: math.log(f) for d, f in (floors_s or {}).items() if f > 0}
         self.objective: Objective = objective
         self.weight = weight  # the weighted objective's share of time
         self.quantities = (TIME,) if objective == "time" else (TIME, ENERGY)
@@ -60,7 +80,20 @@ class Learner:
         self.first: dict[str, str] = {}  # task -> the device it first ran on
         self.rng = random.Random(seed)
         self.calls: dict[str, int] = {}
+        self.warm: set[tuple[str, str]] = set()  # (task, device): its cold first run is done
+        self.failures: set[tuple[str, str]] = set()  # (task, device): a call raised there
+        # (task, device) -> (its runs without joules, the task's calls at the last one)
+        self.unmeasured: dict[tuple[str, str], tuple[int, int]] = {}
         self.spent: dict[str, float] = {}  # task -> its looks' predicted extra cost, in calls
+
+    def new_run(self) -> None:
+        """The application starts again with what was learnt: every device is cold."""
+        self.warm.clear()
+
+    def failed(self, task: str, device: str) -> None:
+        """A call of TASK raised on DEVICE: nothing to learn, and no more than one look
+        a round there until a run comes back."""
+        self.failures.add((task, device))
 
     def ran_on(self, task: str, device: str) -> bool:
         return (task, device, TIME) in self.models
@@ -88,30 +121,59 @@ class Learner:
             return None
         e = self.predict(task, device, size, ENERGY) if ENERGY in self.quantities else None
         return Estimate(
-            math.exp(t[0]),
-            math.exp(math.sqrt(t[1])),
-            None if e is None else math.exp(e[0]),
-            None if e is None else math.exp(math.sqrt(e[1])),
+            exp(t[0]),
+            exp(math.sqrt(t[1])),
+            None if e is None else exp(e[0]),
+            None if e is None else exp(math.sqrt(e[1])),
         )
 
-    def _posteriors(self, task: str, size: int) -> dict[str, dict[str, tuple[float, float]]] | None:
+    def _pool(self, among: Collection[str] | None) -> list[str]:
+        """The devices a call may go to: AMONG (those not left out), else all."""
+        return [d for d in self.devices if among is None or d in among] or self.devices
+
+    def _posteriors(
+        self, task: str, size: int, pool: list[str]
+    ) -> dict[str, dict[str, tuple[float, float]]] | None:
         """Per device, the mean and variance of the log of each quantity; None before
         the task ran anywhere."""
         out: dict[str, dict[str, tuple[float, float]]] = {}
-        for d in self.devices:
+        for d in pool:
             out[d] = {}
             for q in self.quantities:
                 if (p := self.predict(task, d, size, q)) is not None:
                     out[d][q] = p
+            if d in self.floors and TIME in out[d]:
+                mu, var = out[d][TIME]
+                out[d][TIME] = (max(mu, self.floors[d]), var)
             if TIME not in out[d]:
                 return None
+        if ENERGY in self.quantities:
+            self._energy_where_unmeasured(out)
         return out
 
+    @staticmethod
+    def _energy_where_unmeasured(out: dict[str, dict[str, tuple[float, float]]]) -> None:
+        """A device whose runs came back without joules (a meter's first window):
+        its time at the power of a device measured, within the prior's factor, so that
+        it is looked at again rather than judged by time alone."""
+        donor = next((v for v in out.values() if ENERGY in v), None)
+        if donor is None:
+            return  # energy measured nowhere: placed by time
+        watts = donor[ENERGY][0] - donor[TIME][0]
+        for v in out.values():
+            if ENERGY not in v:
+                mu, var = v[TIME]
+                v[ENERGY] = (mu + watts, var + PRIOR_LEVEL_SD**2)
+
     def _draw(self, post: dict[str, dict[str, tuple[float, float]]]) -> dict[str, dict[str, float]]:
-        return {
+        drawn = {
             d: {q: self.rng.gauss(mu, math.sqrt(var)) for q, (mu, var) in qs.items()}
             for d, qs in post.items()
         }
+        for d, floor in self.floors.items():
+            if d in drawn and TIME in drawn[d]:
+                drawn[d][TIME] = max(drawn[d][TIME], floor)
+        return drawn
 
     def _scores(self, logs: dict[str, dict[str, float]]) -> dict[str, float]:
         """The log of each device's objective. Energy not measured on every device:
@@ -125,29 +187,44 @@ class Learner:
         ref = logs.get(self.devices[0]) or next(iter(logs.values()))
         w = self.weight
         return {
-            d: math.log(
-                w * math.exp(v[TIME] - ref[TIME]) + (1 - w) * math.exp(v[ENERGY] - ref[ENERGY])
-            )
+            d: math.log(w * exp(v[TIME] - ref[TIME]) + (1 - w) * exp(v[ENERGY] - ref[ENERGY]))
             for d, v in logs.items()
         }
 
-    def _first_look(self, task: str) -> str | None:
-        """One look at each device right after the first call: a draw from the prior
-        alone picks a device never run only half the time, while the calls that would
-        have shown it the best go by."""
+    def _first_look(self, task: str, size: int, pool: list[str]) -> str | None:
+        """A look at each device right after the first call, until a warm run there
+        is learnt: a draw from the prior alone picks a device never run only half the
+        time, while the calls that would have shown it the best go by."""
         if task not in self.first:
             return None
-        return next((d for d in self.devices if not self.ran_on(task, d)), None)
+        return next((d for d in pool if self._needs_look(task, d, size)), None)
 
-    def choose(self, task: str, size: int) -> str:
+    def _needs_look(self, task: str, device: str, size: int) -> bool:
+        """Not run warm yet (and room to win there); or, under an objective of joules,
+        run without them (a meter's first window), looked at again after 1, 2, 4...
+        calls, so a device whose joules never come costs ever less."""
+        if not self.ran_on(task, device):
+            return self._may_win(task, device, size)
+        if ENERGY not in self.quantities or (task, device, ENERGY) in self.models:
+            return False
+        unmeasured, at = self.unmeasured.get((task, device), (0, 0))
+        return bool(self.calls.get(task, 0) - at >= 1 << min(unmeasured, 16))
+
+    def _may_win(self, task: str, device: str, size: int) -> bool:
+        """Whether DEVICE's floor leaves it room to be faster than the first device."""
+        ref = self.predict(task, self.first.get(task, ""), size)
+        return device not in self.floors or ref is None or self.floors[device] < ref[0]
+
+    def choose(self, task: str, size: int, among: Collection[str] | None = None) -> str:
         """The device whose posterior draw of its objective is least; a draw that picks
         a device predicted dearer than the best is a look, taken while the looks'
         predicted extra cost stays within EXPLORE_SHARE of the task's calls."""
-        if (d := self._first_look(task)) is not None:
+        pool = self._pool(among)
+        if (d := self._first_look(task, size, pool)) is not None:
             return d
-        post = self._posteriors(task, size)
+        post = self._posteriors(task, size, pool)
         if post is None:
-            return self.devices[0]  # nothing known: the first (the CPU) sets the level
+            return pool[0]  # nothing known: the first (the CPU) sets the level
         scores = self._scores(self._draw(post))
         mean_scores = self._scores({d: {q: p[0] for q, p in qs.items()} for d, qs in post.items()})
         best = min(scores, key=lambda d: scores[d])
@@ -161,8 +238,21 @@ class Learner:
         self.spent[task] = spent + extra
         return best
 
+    def best(self, task: str, size: int, among: Collection[str] | None = None) -> str | None:
+        """Where TASK at SIZE runs once the looks are done: the least posterior mean of
+        the objective (None before the task ran anywhere)."""
+        post = self._posteriors(task, size, self._pool(among))
+        if post is None:
+            return None
+        means = self._scores({d: {q: p[0] for q, p in qs.items()} for d, qs in post.items()})
+        return min(means, key=lambda d: means[d])
+
     def place_round(
-        self, task: str, sizes: list[int], ready_s: dict[str, float] | None = None
+        self,
+        task: str,
+        sizes: list[int],
+        ready_s: dict[str, float] | None = None,
+        among: Collection[str] | None = None,
     ) -> list[str]:
         """Devices for calls of TASK submitted together (Dask's update_graph, a
         threaded application), before any of them is back: each device not run yet
@@ -172,44 +262,60 @@ class Learner:
         the call's time), so a round still explores as single calls do; under the
         others, each where choose() puts it. Nothing known yet: the first device."""
         placed = [""] * len(sizes)
-        ready = {d: (ready_s or {}).get(d, 0.0) for d in self.devices}
+        pool = self._pool(among)
+        ready = {d: (ready_s or {}).get(d, 0.0) for d in pool}
         order = sorted(range(len(sizes)), key=lambda i: sizes[i])
-        if task in self.first:
-            for d in self.devices:
-                if not self.ran_on(task, d) and order:
-                    i = order.pop(0)
-                    placed[i] = d
-                    ready[d] += self._time(task, d, sizes[i])
+        if task in self.first and order:
+            for d in pool:
+                if order and self._needs_look(task, d, sizes[order[0]]):
+                    # Never run, nor failed: its cold run and a warm one in this round.
+                    fresh = (task, d) not in self.warm and (task, d) not in self.failures
+                    for _ in range(2 if fresh else 1):
+                        if order:
+                            i = order.pop(0)
+                            placed[i] = d
+                            ready[d] += self._time(task, d, sizes[i])
+        # A device not run yet gets its looks, never more calls on its prior alone.
+        known = [d for d in pool if self.ran_on(task, d)] or pool
         for i in reversed(order):
             if self.objective != "time":
-                placed[i] = self.choose(task, sizes[i])
+                placed[i] = self.choose(task, sizes[i], known)
                 continue
-            post = self._posteriors(task, sizes[i])
+            post = self._posteriors(task, sizes[i], known)
             if post is None:
-                placed[i] = self.devices[0]
+                placed[i] = known[0]
                 continue
             drawn = self._draw(post)
-            best = min(drawn, key=lambda d: ready[d] + math.exp(drawn[d][TIME]))
+            best = min(drawn, key=lambda d: ready[d] + exp(drawn[d][TIME]))
             placed[i] = best
             ready[best] += self._time(task, best, sizes[i])
         return placed
 
     def _time(self, task: str, device: str, size: int) -> float:
         p = self.predict(task, device, size)
-        return math.exp(p[0]) if p is not None else 0.0
+        return exp(p[0]) if p is not None else 0.0
 
     def observe(
         self, task: str, device: str, size: int, time_s: float, energy_j: float | None = None
     ) -> bool:
         """A call's time and energy (None: not measured); True when the device's cost
         moved. A time that is no time teaches nothing."""
-        if not (time_s > 0 and math.isfinite(time_s)):
+        if not (MIN_S <= time_s <= MAX_S):  # NaN fails both
             return False
         if task not in self.first:
             self.first[task] = device
         self.calls[task] = self.calls.get(task, 0) + 1
+        if (task, device) not in self.warm:
+            # A device's first run of a task pays for what later ones find done (a
+            # kernel compiled, a context made, pages mapped: PoCL's first SpMV took
+            # 141 ms, then 22): it teaches nothing, and the next call looks again.
+            self.warm.add((task, device))
+            return False
         moved = self._learn(task, device, TIME, size, time_s)
-        measured = energy_j is not None and energy_j > 0 and math.isfinite(energy_j)
+        measured = energy_j is not None and 1e-12 <= energy_j <= 1e12
+        if ENERGY in self.quantities and not measured:
+            n, _ = self.unmeasured.get((task, device), (0, 0))
+            self.unmeasured[(task, device)] = (n + 1, self.calls[task])
         if ENERGY in self.quantities and measured:
             moved = self._learn(task, device, ENERGY, size, energy_j) or moved  # type: ignore[arg-type]
         return moved

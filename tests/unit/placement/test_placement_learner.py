@@ -58,19 +58,25 @@ def test_a_device_whose_cost_moves_is_seen_to_move() -> None:
     moved_after = next(
         i for i in range(20) if m.observe(4096, math.log(3e-3 * math.exp(rng.gauss(0, 0.05))))
     )
-    assert moved_after <= 5
+    assert moved_after <= 10  # a cost that stays moved: within a settle window
     for _ in range(10):
         m.observe(4096, math.log(3e-3))
     assert abs(m.predict(4096)[0] - math.log(3e-3)) < 0.1
 
 
-def test_every_device_is_looked_at_once_right_after_the_first_call() -> None:
+def test_every_device_is_looked_at_until_a_warm_run_is_learnt() -> None:
+    """A device's first run is cold (PoCL's first SpMV: 141 ms, then 22): it teaches
+    nothing, and the device is run again before the next one is looked at."""
     learner = Learner(["cpu", "gpu", "fpga"], seed=5)
-    assert learner.choose("t", 1000) == "cpu"
-    learner.observe("t", "cpu", 1000, cpu(1000))
-    assert learner.choose("t", 1000) == "gpu"
-    learner.observe("t", "gpu", 1000, gpu(1000))
-    assert learner.choose("t", 1000) == "fpga"
+    seen = []
+    for _ in range(6):
+        device = learner.choose("t", 1000)
+        seen.append(device)
+        cold = 6.0 if (("t", device) not in learner.warm) else 1.0
+        learner.observe("t", device, 1000, cold * (cpu if device == "cpu" else gpu)(1000))
+    assert seen == ["cpu", "cpu", "gpu", "gpu", "fpga", "fpga"]
+    est = learner.estimate("t", "gpu", 1000)
+    assert est is not None and abs(est.time_s / gpu(1000) - 1) < 0.01  # the cold run is not in it
 
 
 def test_looks_stop_once_their_predicted_cost_is_over_the_share() -> None:
@@ -89,6 +95,18 @@ def test_looks_stop_once_their_predicted_cost_is_over_the_share() -> None:
 
     assert picks(0.0) > 0  # the guess is wide: a look is tempting, and taken
     assert picks(max(EXPLORE_FIRST, EXPLORE_SHARE * 60)) == 0  # the share is spent
+
+
+def test_a_hiccup_neither_says_the_cost_moved_nor_moves_the_model() -> None:
+    """A 0.13 ms SpMV read 2.07 ms once in placement_eval: one call, not a new cost."""
+    m = CostModel(level=math.log(1.3e-4))
+    rng = random.Random(4)
+    for _ in range(40):
+        m.observe(5000, math.log(1.3e-4 * math.exp(rng.gauss(0, 0.03))))
+    before = m.predict(5000)[0]
+    assert not m.observe(5000, math.log(2.07e-3))
+    assert not m.observe(5000, math.log(1.96e-4))
+    assert abs(m.predict(5000)[0] - before) < 0.1
 
 
 def test_the_run_to_run_noise_is_learned_not_assumed() -> None:
@@ -136,7 +154,8 @@ def test_a_round_placed_before_anything_ran_goes_to_the_first_device() -> None:
 
 def test_a_round_looks_at_a_device_never_run_with_its_smallest_call() -> None:
     learner = Learner(["cpu", "gpu"], seed=1)
-    learner.observe("t", "cpu", 1 << 20, cpu(1 << 20))
+    for _ in range(2):  # cold, then warm
+        learner.observe("t", "cpu", 1 << 20, cpu(1 << 20))
     placed = learner.place_round("t", [1 << 22, 1 << 12, 1 << 20, 1 << 21])
     assert placed[1] == "gpu"  # the cheapest look
 
@@ -193,3 +212,60 @@ def test_energy_not_measured_places_by_time() -> None:
         device = learner.choose("t", 4096)
         learner.observe("t", device, 4096, cpu(4096) / (4 if device == "gpu" else 1), None)
     assert [learner.choose("t", 4096) for _ in range(20)].count("gpu") >= 18
+
+
+def test_a_device_whose_floor_is_above_the_cost_is_never_looked_at() -> None:
+    """A 30 us GEMM on the CPU; PoCL says no run there takes under 0.1 ms: no look, no
+    draw below its floor. A 40 ms one: looked at."""
+    for cpu_s, looked in ((30e-6, False), (40e-3, True)):
+        learner = Learner(["cpu", "opencl"], seed=3, floors_s={"opencl": 1e-4})
+        seen = set()
+        for _ in range(200):
+            device = learner.choose("gemm", 128)
+            seen.add(device)
+            t = cpu_s if device == "cpu" else 2e-3
+            learner.observe("gemm", device, 128, t)
+        assert ("opencl" in seen) is looked, (cpu_s, seen)
+
+
+def test_a_round_puts_its_looks_on_a_device_never_run_not_more() -> None:
+    """Never run: two calls, its cold run and a warm one; after a failure there, one."""
+    learner = Learner(["cpu", "gpu"], seed=8)
+    for _ in range(3):
+        learner.observe("t", "cpu", 1 << 20, cpu(1 << 20))
+    for seed in range(20):
+        learner.rng.seed(seed)
+        assert learner.place_round("t", [1 << 20] * 16).count("gpu") == 2
+    learner.failed("t", "gpu")
+    assert learner.place_round("t", [1 << 20] * 16).count("gpu") == 1
+
+
+def test_a_device_without_joules_yet_is_looked_at_again_under_energy() -> None:
+    """A meter's first window gives no joules: the CPU's runs came back without, the
+    accelerator's with. The CPU is not judged by time alone (which would leave it for
+    good): it is run again, its joules come, and it wins on energy."""
+    learner = Learner(["cpu", "acc"], objective="energy", seed=6)
+    watts = {"cpu": 10.0, "acc": 300.0}
+    t = {"cpu": 4e-2, "acc": 4e-3}  # 10x slower, 30x less power
+    for i in range(200):
+        device = learner.choose("t", 1000)
+        e = t[device] * watts[device] if (device != "cpu" or i > 20) else None
+        learner.observe("t", device, 1000, t[device], e)
+    assert learner.best("t", 1000) == "cpu"
+
+
+def test_hostile_figures_keep_every_prediction_a_finite_float() -> None:
+    """Sizes and times at the ends of what a Dask client may send: nothing overflows,
+    nothing learnt goes NaN."""
+    learner = Learner(["cpu", "gpu"], objective="weighted", seed=1)
+    rng = random.Random(5)
+    for _ in range(300):
+        n = rng.choice([1, 2, 1 << 10, (1 << 10) + 1, 1 << 62])
+        device = learner.choose("t", n)
+        t = rng.choice([1e-9, 86_400.0, 1e-300, math.inf, math.nan, 3e-3])
+        learner.observe("t", device, n, t, rng.choice([None, 1e12, 1e-12, math.nan, 1.0]))
+        learner.place_round("t", [n, 1, 1 << 62])
+    for d in ("cpu", "gpu"):
+        for n in (1, 1 << 62):
+            est = learner.estimate("t", d, n)
+            assert est is not None and math.isfinite(est.time_s) and est.time_s > 0
