@@ -1,7 +1,8 @@
 """Rounds of calls submitted at once (Dask's update_graph, a threaded application
 through the task API): nothing of a round is back before all of it is placed, and the
 devices run their shares side by side, so a round takes as long as its busiest device.
-The generated cases of placement_sim (time objective), cut into rounds; per round, the
+The generated cases of placement_sim (time objective, cold first calls, devices'
+floors), cut into rounds; per round, the
 makespan of what each policy placed against the same placement made with the true
 costs (dmda with an oracle's lengths). Learning between rounds, from every call's time.
 
@@ -34,17 +35,31 @@ def true_dmda(case: Case, sizes: list[int], start: int) -> list[str]:
     return placed
 
 
-def makespan(case: Case, sizes: list[int], start: int, placed: list[str]) -> float:
-    busy = dict.fromkeys(case.devices, 0.0)
+def times(case: Case, start: int, placed: list[str], ran: set[str]) -> list[float]:
+    """Each call's expected time; a device's first call in the case pays its cold start
+    (placement_sim's Case.cold), the oracle's aside, as in placement_sim."""
+    out = []
     for i, d in enumerate(placed):
-        busy[d] += case.expected(d, start + i)[0]
+        t = case.expected(d, start + i)[0]
+        if d not in ran:
+            ran.add(d)
+            t *= case.cold[d]
+        out.append(t)
+    return out
+
+
+def makespan(placed: list[str], took: list[float]) -> float:
+    busy: dict[str, float] = {}
+    for d, t in zip(placed, took, strict=True):
+        busy[d] = busy.get(d, 0.0) + t
     return max(busy.values())
 
 
 def run(case: Case, policy: str, round_len: int) -> float:
     """Total makespan over the case's rounds under POLICY."""
-    learner = Learner(list(case.devices), seed=case.seed)
+    learner = Learner(list(case.devices), seed=case.seed, floors_s=case.floors)
     r = random.Random(case.seed * 7919 + 1)
+    ran: set[str] = set() if policy != POLICIES[0] else set(case.devices)
     total = 0.0
     for start in range(0, len(case.sizes), round_len):
         sizes = case.sizes[start : start + round_len]
@@ -56,10 +71,10 @@ def run(case: Case, policy: str, round_len: int) -> float:
             placed = [learner.choose("task", n) for n in sizes]
         else:
             placed = learner.place_round("task", sizes)
-        total += makespan(case, sizes, start, placed)
+        took = times(case, start, placed, ran)
+        total += makespan(placed, took)
         for i, d in enumerate(placed):
-            t = case.expected(d, start + i)[0] * math.exp(r.gauss(0.0, case.noise))
-            learner.observe("task", d, sizes[i], t)
+            learner.observe("task", d, sizes[i], took[i] * math.exp(r.gauss(0.0, case.noise)))
     return total
 
 

@@ -1,10 +1,12 @@
-"""DevicePlacement: the advisor inside Dask's scheduler. As tasks are submitted
-(update_graph, before any is scheduled) each placed task's call gets a device kind:
-its stream's (placement/stream.py, the single-node advisor's model code) for the
-input's size bucket; a kind other than the CPU becomes a resource restriction, so that
+"""DevicePlacement: the learner inside Dask's scheduler. As tasks are submitted
+(update_graph, before any is scheduled) the placed calls of each task name are placed
+as a round by the name's learner (placement/learner.py: one model over sizes per kind;
+a kind not run yet looks with the round's smallest call, the rest go where they are
+predicted to finish first over the kinds' queues); a kind other than the CPU becomes
+a resource restriction, so that
 Dask itself picks, among the workers offering that device, the least busy and the one
 holding the data. The worker that ran a call reports its time and energy in the
-task-finished message (the task's metadata), which the advisor learns from; the next
+task-finished message (the task's metadata), which the learner learns from; the next
 calls go where the runs say.
 
 What a client sends is data, never code the scheduler runs: the input's size comes in
@@ -31,19 +33,12 @@ from adaptyst_top.dask.placed import (
     METADATA,
     VERSION,
     PlacedTask,
-    key_size,
 )
-from adaptyst_top.dask.untrusted import (
-    clamp,
-    func_kinds,
-    func_name,
-    own_len,
-    own_nbytes,
-    parse_run,
-)
-from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.dask.report_rows import row_of
+from adaptyst_top.dask.untrusted import call_size, func_kinds, func_name, parse_run
+from adaptyst_top.placement.learned_stream import LearnedStream
+from adaptyst_top.placement.learner import Learner, exp
 from adaptyst_top.placement.objectives import OBJECTIVES, Objective
-from adaptyst_top.placement.stream import TaskStream
 from adaptyst_top.placement.task_keys import size_bucket
 
 logger = logging.getLogger(__name__)
@@ -56,12 +51,12 @@ MAX_NAMES = 1024
 
 @dataclass
 class Named:
-    """One task name's state: its advisor (models over sizes), its streams by size
-    bucket, and its runs' figures by (bucket, kind, node): [runs, s, J, runs with J,
-    failures]."""
+    """One task name's state: its learner (one model over sizes per kind), its streams
+    by size bucket, and its runs' figures by (bucket, kind, node): [runs, s, J, runs
+    with J, failures]."""
 
-    advisor: Advisor
-    streams: dict[int, TaskStream] = field(default_factory=dict)
+    learner: Learner
+    streams: dict[int, LearnedStream] = field(default_factory=dict)
     figures: dict[tuple[int, str, str], list[float]] = field(default_factory=dict)
 
 
@@ -76,6 +71,7 @@ class Placement:
     explored: bool = False
     size: int = 1
     done: bool = False  # its run, or failure, came back
+    predicted_s: float = 0.0  # its predicted time, queued on its kind until it is back
 
 
 class DevicePlacement(SchedulerPlugin):
@@ -123,6 +119,7 @@ class DevicePlacement(SchedulerPlugin):
         self.ignored = 0  # runs not learnt from: damaged, out of range, of a forgotten name
         self.sizes = {"client": 0, "inputs": 0, "unknown": 0}  # where calls' sizes came from
         self.energy_how: str | None = None  # how the workers measured the last joules
+        self.pending: dict[str, float] = {}  # kind -> predicted s of its calls not back
 
     # Only the settings travel to the scheduler; what it learns starts there.
     def __getstate__(self) -> dict[str, Any]:
@@ -162,7 +159,12 @@ class DevicePlacement(SchedulerPlugin):
         return kinds
 
     def update_graph(self, scheduler: Any, *, tasks: Any = (), **kwargs: Any) -> None:
+        """Place the calls submitted together as a round (learner.place_round): each
+        kind not run yet looks with the round's smallest call, the rest go where they
+        are predicted to finish first over the kinds' queues."""
+        start = time.perf_counter_ns()
         offered: set[str] | None = None
+        rounds: dict[tuple[str, tuple[str, ...]], list[tuple[Any, Placement]]] = {}
         for key in tasks:
             if key in self.placements:  # placed when first submitted: submitted again
                 continue
@@ -171,97 +173,112 @@ class DevicePlacement(SchedulerPlugin):
             func = getattr(spec, "func", None)
             if type(func) is not PlacedTask:  # a subclass's methods would be the client's code
                 continue
-            start = time.perf_counter_ns()
             offered = self.offered() if offered is None else offered
-            placement, record = self.place(ts, spec, func, offered)
+            error, record, usable = self.place(ts, spec, func, offered)
             self.placements[key] = record
-            # Ours replaces any the client annotated: the worker runs what was decided here.
-            ts.annotations = {**(ts.annotations or {}), ANNOTATION: placement}
-            kind = placement.get("kind")
-            if kind and kind != "cpu":  # beside the user's own restrictions, not instead
-                ts.resource_restrictions = {**(ts.resource_restrictions or {}), kind: 1}
             self.placed += 1
-            self.place_ns += time.perf_counter_ns() - start
+            if error is not None or record.name is None:
+                self.annotate(ts, {"error": error})
+                continue
+            rounds.setdefault((record.name, tuple(usable)), []).append((ts, record))
+        for (name, pool), calls in rounds.items():
+            # A flood of names in one graph may have pushed this one out already: its
+            # calls go to the CPU, and their runs come back to nothing (ignored).
+            named = self.names.get(name)
+            sizes = [r.size for _, r in calls]
+            kinds = (
+                named.learner.place_round(name, sizes, self.queued_s(), among=pool)
+                if named is not None
+                else ["cpu" if "cpu" in pool else pool[0]] * len(calls)
+            )
+            for (ts, record), kind in zip(calls, kinds, strict=True):
+                stream = named.streams.get(record.bucket) if named is not None else None
+                record.kind = kind
+                if named is not None and stream is not None:
+                    record.explored = stream.placed(kind, record.size)
+                    p = named.learner.predict(name, kind, record.size)
+                    record.predicted_s = min(3600.0, exp(p[0])) if p is not None else 0.0
+                    self.pending[kind] = self.pending.get(kind, 0.0) + record.predicted_s
+                self.annotate(
+                    ts,
+                    {
+                        "v": VERSION,
+                        "kind": kind,
+                        "stream": f"{name}@{record.bucket}",
+                        "explored": record.explored,
+                        "size": record.size,
+                    },
+                )
+        self.place_ns += time.perf_counter_ns() - start
+
+    @staticmethod
+    def annotate(ts: Any, placement: dict[str, Any]) -> None:
+        # Ours replaces any the client annotated: the worker runs what was decided here.
+        ts.annotations = {**(ts.annotations or {}), ANNOTATION: placement}
+        kind = placement.get("kind")
+        if kind and kind != "cpu":  # beside the user's own restrictions, not instead
+            ts.resource_restrictions = {**(ts.resource_restrictions or {}), kind: 1}
+
+    def queued_s(self) -> dict[str, float]:
+        """Per kind, the predicted seconds of its calls placed and not back, over the
+        slots that run them (threads for the CPU, the kind's resources elsewhere)."""
+        out = {}
+        for kind, pending in self.pending.items():
+            if kind == "cpu":
+                slots = float(getattr(self.scheduler, "total_nthreads", 1) or 1)
+            else:
+                slots = float(sum(self.scheduler.resources.get(kind, {}).values()) or 1)
+            out[kind] = pending / max(1.0, slots)
+        return out
 
     def place(
         self, ts: Any, spec: Any, func: PlacedTask, offered: set[str]
-    ) -> tuple[dict[str, Any], Placement]:
-        """The placement of one call: its kind, stream and size, or the error it raises."""
+    ) -> tuple[str | None, Placement, list[str]]:
+        """One call's name, size and the kinds it may go to, or the error it raises."""
         version = func.__dict__.get("version")
         if type(version) is not int or version != VERSION:  # compared only as a plain int
             shown = version if type(version) is int else "?"
-            return {
-                "error": f"{func_name(func) or 'a placed task'}: made by adaptyst-top's "
+            return (
+                f"{func_name(func) or 'a placed task'}: made by adaptyst-top's "
                 f"Dask API version {shown}, the scheduler's is {VERSION}: "
-                "install the same adaptyst-top everywhere"
-            }, Placement(None)
+                "install the same adaptyst-top everywhere",
+                Placement(None),
+                [],
+            )
         name, kinds = func_name(func), func_kinds(func)
         if name is None or kinds is None:
-            return {"error": "a placed task that is not one placed() made"}, Placement(None)
+            return "a placed task that is not one placed() made", Placement(None), []
         usable = [k for k in kinds if k in offered]
         if not usable:
-            return {
-                "error": f"{name} has variants for {', '.join(sorted(kinds))} "
-                f"but the workers offer {', '.join(sorted(offered))}"
-            }, Placement(None)
-        size, source = self.size_of(ts, spec, func)
+            return (
+                f"{name} has variants for {', '.join(sorted(kinds))} "
+                f"but the workers offer {', '.join(sorted(offered))}",
+                Placement(None),
+                [],
+            )
+        size, source = call_size(ts, spec, func)
         self.sizes[source] += 1
         bucket = size_bucket(size)
         stream = self.stream(name, bucket, usable)
         usable = [k for k in usable if k not in stream.dropped()] or usable
-        kind, explored = stream.next_device()
-        if kind not in usable:  # its workers left: the CPU, or what is there
-            if explored:
-                stream.trial_out = max(0, stream.trial_out - 1)  # that look is not made
-            kind, explored = ("cpu" if "cpu" in usable else usable[0]), False
-        placement = {
-            "v": VERSION,
-            "kind": kind,
-            "stream": stream.task,
-            "explored": explored,
-            "size": size,
-        }
-        return placement, Placement(name, bucket, kind, explored, size)
+        return None, Placement(name, bucket, "", False, size), usable
 
-    @staticmethod
-    def size_of(ts: Any, spec: Any, func: PlacedTask) -> tuple[int, str]:
-        """The call's input size and where it came from, without running any of the
-        client's code: the size the client computed (in the key), else the bytes of its
-        inputs when they are other tasks' results (the workers measured them), else
-        SIZE when it is len() or the default (bytes) over builtin or numpy values; else
-        unknown: the bytes of those arguments the scheduler can measure, at least 1."""
-        sent = key_size(getattr(ts, "key", None))
-        if sent is not None:
-            return max(1, sent), "client"
-        if getattr(spec, "dependencies", None):
-            nbytes = sum(max(0, int(getattr(d, "nbytes", 0) or 0)) for d in ts.dependencies)
-            return clamp(nbytes), "inputs"
-        args = tuple(getattr(spec, "args", ()) or ())
-        kwargs = getattr(spec, "kwargs", None) or {}
-        values = (*args, *(kwargs.values() if type(kwargs) is dict else ()))
-        size_fn = func.__dict__.get("size")
-        if size_fn is len and len(args) == 1 and not kwargs:
-            n = own_len(args[0])
-            if n is not None:
-                return clamp(n), "inputs"
-        nbytes = sum(own_nbytes(v) for v in values)
-        return clamp(nbytes), ("inputs" if size_fn is None else "unknown")
-
-    def stream(self, name: str, bucket: int, usable: list[str]) -> TaskStream:
+    def stream(self, name: str, bucket: int, usable: list[str]) -> LearnedStream:
         named = self.names.get(name)
         if named is None:
-            advisor = Advisor(usable, objective=self.objective, weight=self.weight)  # type: ignore[arg-type]
-            named = self.names[name] = Named(advisor)
+            kinds = sorted(usable, key=lambda k: k != "cpu")  # the CPU first: the reference
+            learner = Learner(kinds, objective=self.objective, weight=self.weight)
+            named = self.names[name] = Named(learner)
             self.forget_beyond_cap()
         else:
             self.names.move_to_end(name)
         for kind in usable:  # a kind a worker offers since
-            if kind not in named.advisor.devices:
-                named.advisor.devices.append(kind)
+            if kind not in named.learner.devices:
+                named.learner.devices.append(kind)
         stream = named.streams.get(bucket)
         if stream is None:
             start = "cpu" if "cpu" in usable else usable[0]
-            stream = named.streams[bucket] = TaskStream(named.advisor, f"{name}@{bucket}", start)
+            stream = named.streams[bucket] = LearnedStream(named.learner, name, bucket, start)
         return stream
 
     def forget_beyond_cap(self) -> None:
@@ -294,7 +311,9 @@ class DevicePlacement(SchedulerPlugin):
             if not usable:
                 continue  # nothing can run it: it waits for a worker, as any Dask task does
             kind = "cpu" if "cpu" in usable else usable[0]
+            self.unqueue(record)
             record.kind, record.explored = kind, False
+            self.pending[kind] = self.pending.get(kind, 0.0) + record.predicted_s
             placement = (ts.annotations or {}).get(ANNOTATION) or {}
             ts.annotations = {
                 **(ts.annotations or {}),
@@ -315,12 +334,14 @@ class DevicePlacement(SchedulerPlugin):
         if finish not in ("memory", "erred", "forgotten"):
             return  # every transition of every task comes here: the common case first
         if finish == "forgotten":
-            self.placements.pop(key, None)
+            if (gone := self.placements.pop(key, None)) is not None and not gone.done:
+                self.unqueue(gone)
             return
         record = self.placements.get(key)
         if record is None or record.done or record.name is None or start != "processing":
             return
         record.done = True
+        self.unqueue(record)
         worker = kwargs.get("worker")
         if finish == "memory":
             self.learn(record, kwargs.get("metadata"), worker)
@@ -344,18 +365,23 @@ class DevicePlacement(SchedulerPlugin):
             fig[2] += e
             fig[3] += 1
             self.energy_how = how
-        stream.ran(record.kind, (size_bucket(record.size), 0), t, e, record.size, record.explored)
+        stream.ran(record.kind, record.size, t, e)
 
     def failed(self, record: Placement, worker: Any) -> None:
         """A placed call that raised: the stream counts it, and an exploration's call is
         back."""
         named = self.names.get(record.name) if record.name is not None else None
         stream = named.streams.get(record.bucket) if named is not None else None
-        if named is None or stream is None or record.kind not in stream.advisor.devices:
+        if named is None or stream is None or record.kind not in named.learner.devices:
             return
         key = (record.bucket, record.kind, self.node_of(worker))
         named.figures.setdefault(key, [0, 0.0, 0.0, 0, 0])[4] += 1
-        stream.failed(record.kind, record.explored)
+        stream.failed(record.kind)
+
+    def unqueue(self, record: Placement) -> None:
+        """A call back (or forgotten, or moved): its time leaves its kind's queue."""
+        if record.kind in self.pending:
+            self.pending[record.kind] = max(0.0, self.pending[record.kind] - record.predicted_s)
 
     def node_of(self, address: Any) -> str:
         if not isinstance(address, str):
@@ -391,54 +417,3 @@ class DevicePlacement(SchedulerPlugin):
             "sizes": dict(self.sizes),
             "tasks": rows,
         }
-
-
-def row_of(
-    name: str, bucket: int, stream: TaskStream, figures: dict[tuple[int, str, str], list[float]]
-) -> dict[str, Any]:
-    runs: dict[str, int] = {}
-    secs: dict[str, float] = {}
-    joules: dict[str, list[float]] = {}
-    nodes: dict[str, int] = {}
-    for (b, kind, node), (n, total, j, nj, _) in figures.items():
-        if b != bucket:
-            continue
-        add(runs, kind, int(n))
-        add(secs, kind, total)
-        if n:
-            add(nodes, node, int(n))
-        js = joules.setdefault(kind, [0.0, 0])
-        js[0], js[1] = js[0] + j, js[1] + nj
-    mean_ms = {k: round(1e3 * t / runs[k], 4) for k, t in secs.items() if runs[k]}
-    mean_mj = {k: round(1e3 * j / n, 4) for k, (j, n) in joules.items() if n}
-    here = mean_ms.get(stream.assigned)
-    gain = None
-    if here is not None and "cpu" in mean_ms and mean_ms["cpu"] > 0:
-        gain = round(1 - here / mean_ms["cpu"], 4)
-    return {
-        "task": name,
-        "size_bucket": bucket,
-        "device": stream.assigned,
-        "runs": runs,
-        "mean_ms": mean_ms,
-        "mean_mj": mean_mj,
-        "failed": dict(stream.failures),
-        "nodes": nodes,
-        "moves": stream.moves,
-        "explorations": stream.explorations,
-        "gain_vs_cpu": gain,
-        "predicted_ms": predicted_ms(stream),
-    }
-
-
-def add(counts: dict[str, Any], key: str, n: float) -> None:
-    counts[key] = counts.get(key, 0) + n
-
-
-def predicted_ms(stream: TaskStream) -> dict[str, float]:
-    """What the advisor's models say a run of the stream's input costs on each kind."""
-    st = stream.advisor.tasks.get(stream.task)
-    if st is None or not st.current:
-        return {}
-    preds = stream.advisor.predictions(stream.task)
-    return {d: round(1e3 * p.time_s, 4) for d, p in preds.items()}

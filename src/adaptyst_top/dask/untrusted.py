@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from adaptyst_top.dask.placed import KINDS, MAX_SIZE, VERSION, PlacedTask
+from adaptyst_top.dask.placed import KINDS, MAX_SIZE, VERSION, PlacedTask, key_size
 
 MAX_RUN_S = 86_400.0  # a reported run longer than a day is no run of ours
 MAX_RUN_J = 1e9  # nor one that drew more than a day of a 10 kW node
@@ -81,3 +81,27 @@ def own_nbytes(value: Any) -> int:
 
 def clamp(n: int) -> int:
     return min(MAX_SIZE, max(1, n))
+
+
+def call_size(ts: Any, spec: Any, func: PlacedTask) -> tuple[int, str]:
+    """The call's input size and where it came from, without running any of the
+    client's code: the size the client computed (in the key), else the bytes of its
+    inputs when they are other tasks' results (the workers measured them), else
+    SIZE when it is len() or the default (bytes) over builtin or numpy values; else
+    unknown: the bytes of those arguments the scheduler can measure, at least 1."""
+    sent = key_size(getattr(ts, "key", None))
+    if sent is not None:
+        return max(1, sent), "client"
+    if getattr(spec, "dependencies", None):
+        nbytes = sum(max(0, int(getattr(d, "nbytes", 0) or 0)) for d in ts.dependencies)
+        return clamp(nbytes), "inputs"
+    args = tuple(getattr(spec, "args", ()) or ())
+    kwargs = getattr(spec, "kwargs", None) or {}
+    values = (*args, *(kwargs.values() if type(kwargs) is dict else ()))
+    size_fn = func.__dict__.get("size")
+    if size_fn is len and len(args) == 1 and not kwargs:
+        n = own_len(args[0])
+        if n is not None:
+            return clamp(n), "inputs"
+    nbytes = sum(own_nbytes(v) for v in values)
+    return clamp(nbytes), ("inputs" if size_fn is None else "unknown")

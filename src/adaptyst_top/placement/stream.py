@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from adaptyst_top.placement.advice import Advice
 from adaptyst_top.placement.advisor import EXPLORE_RUNS, Advisor
+from adaptyst_top.placement.failing import DROPPED_FOR as DROPPED_FOR
+from adaptyst_top.placement.failing import FAILS_TO_DROP as FAILS_TO_DROP
+from adaptyst_top.placement.failing import Failing
 from adaptyst_top.placement.model import Context
 
 DECIDE_EVERY = 5  # finished calls per decision: a monitor's interval of a busy task
-FAILS_TO_DROP = 3  # failures in a row before a device is left out (never the CPU)
-DROPPED_FOR = 200  # calls of the stream before a left-out device is looked at again
 
 
 class TaskStream:
@@ -25,8 +26,8 @@ class TaskStream:
         self.window: dict[str, int] = {}
         self.moves = 0  # real moves (explorations apart)
         self.explorations = 0
-        self.failures: dict[str, int] = {}  # device -> its calls that failed, in all
-        self._failing: dict[str, tuple[int, int]] = {}  # device -> (in a row, at call)
+        self.failing = Failing()
+        self.failures = self.failing.counts  # device -> its calls that failed, in all
         self.calls = 0
 
     def next_device(self) -> tuple[str, bool]:
@@ -49,27 +50,20 @@ class TaskStream:
     ) -> Advice | None:
         """A call came back: learn from it; the advice taken, when a decision was due."""
         self.advisor.observe(self.task, device, ctx, time_s, 1, energy_j, size=size)
-        self._failing.pop(device, None)
+        self.failing.ran(device)
         return self._back(device, explored)
 
     def failed(self, device: str, explored: bool) -> Advice | None:
         """A call raised: nothing to learn of its time, but the call is back."""
-        self.failures[device] = self.failures.get(device, 0) + 1
-        run = self._failing.get(device, (0, 0))[0] + 1
-        self._failing[device] = (run, self.calls)
+        self.failing.failed(device, self.calls)
         if device in self.dropped() and self.trial is not None and self.trial[0] == device:
             self.trial = None  # the rest of that look would fail as well
         return self._back(device, explored)
 
     def dropped(self) -> set[str]:
-        """Devices whose last FAILS_TO_DROP calls of this stream failed, within the last
-        DROPPED_FOR calls: the caller leaves them out, as a device no worker offers (a
-        driver broken on that node, say); then one is looked at again."""
-        return {
-            d
-            for d, (run, at) in self._failing.items()
-            if run >= FAILS_TO_DROP and self.calls - at < DROPPED_FOR and d != "cpu"
-        }
+        """Devices left out after failing (failing.py): the caller leaves them out, as a
+        device no worker offers."""
+        return self.failing.dropped(self.calls)
 
     def _back(self, device: str, explored: bool) -> Advice | None:
         self.calls += 1
