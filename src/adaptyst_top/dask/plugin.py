@@ -71,7 +71,8 @@ class Placement:
     explored: bool = False
     size: int = 1
     done: bool = False  # its run, or failure, came back
-    predicted_s: float = 0.0  # its predicted time, queued on its kind until it is back
+    predicted_s: float = 0.0  # its predicted time, on its kind's queue while processing
+    queued: bool = False  # on its kind's queue: processing on a worker now
 
 
 class DevicePlacement(SchedulerPlugin):
@@ -181,24 +182,28 @@ class DevicePlacement(SchedulerPlugin):
                 self.annotate(ts, {"error": error})
                 continue
             rounds.setdefault((record.name, tuple(usable)), []).append((ts, record))
+        ready = self.queued_s() if rounds else {}
         for (name, pool), calls in rounds.items():
             # A flood of names in one graph may have pushed this one out already: its
             # calls go to the CPU, and their runs come back to nothing (ignored).
             named = self.names.get(name)
             sizes = [r.size for _, r in calls]
+            looks: list[bool] = []
             kinds = (
-                named.learner.place_round(name, sizes, self.queued_s(), among=pool)
+                named.learner.place_round(name, sizes, ready, among=pool, looks=looks)
                 if named is not None
                 else ["cpu" if "cpu" in pool else pool[0]] * len(calls)
             )
-            for (ts, record), kind in zip(calls, kinds, strict=True):
+            for i, ((ts, record), kind) in enumerate(zip(calls, kinds, strict=True)):
                 stream = named.streams.get(record.bucket) if named is not None else None
                 record.kind = kind
                 if named is not None and stream is not None:
-                    record.explored = stream.placed(kind, record.size)
+                    record.explored = looks[i]
+                    stream.placed(kind, record.size, looks[i])
                     p = named.learner.predict(name, kind, record.size)
                     record.predicted_s = min(3600.0, exp(p[0])) if p is not None else 0.0
-                    self.pending[kind] = self.pending.get(kind, 0.0) + record.predicted_s
+                    # The next rounds of this graph queue behind this one.
+                    ready[kind] = ready.get(kind, 0.0) + record.predicted_s / self.slots(kind)
                 self.annotate(
                     ts,
                     {
@@ -220,16 +225,17 @@ class DevicePlacement(SchedulerPlugin):
             ts.resource_restrictions = {**(ts.resource_restrictions or {}), kind: 1}
 
     def queued_s(self) -> dict[str, float]:
-        """Per kind, the predicted seconds of its calls placed and not back, over the
-        slots that run them (threads for the CPU, the kind's resources elsewhere)."""
-        out = {}
-        for kind, pending in self.pending.items():
-            if kind == "cpu":
-                slots = float(getattr(self.scheduler, "total_nthreads", 1) or 1)
-            else:
-                slots = float(sum(self.scheduler.resources.get(kind, {}).values()) or 1)
-            out[kind] = pending / max(1.0, slots)
-        return out
+        """Per kind, the predicted seconds of its calls processing on a worker now (the
+        calls waiting on others, or parked, hold no device), over its slots."""
+        return {kind: pending / self.slots(kind) for kind, pending in self.pending.items()}
+
+    def slots(self, kind: str) -> float:
+        """The calls of KIND that run at once: threads for the CPU, else its resources."""
+        if kind == "cpu":
+            n = getattr(self.scheduler, "total_nthreads", 1)
+        else:
+            n = sum(self.scheduler.resources.get(kind, {}).values())
+        return max(1.0, float(n or 1))
 
     def place(
         self, ts: Any, spec: Any, func: PlacedTask, offered: set[str]
@@ -312,8 +318,8 @@ class DevicePlacement(SchedulerPlugin):
                 continue  # nothing can run it: it waits for a worker, as any Dask task does
             kind = "cpu" if "cpu" in usable else usable[0]
             self.unqueue(record)
+            self.lost(record)  # a look it was is not made
             record.kind, record.explored = kind, False
-            self.pending[kind] = self.pending.get(kind, 0.0) + record.predicted_s
             placement = (ts.annotations or {}).get(ANNOTATION) or {}
             ts.annotations = {
                 **(ts.annotations or {}),
@@ -331,17 +337,25 @@ class DevicePlacement(SchedulerPlugin):
         """A placed call's run or failure, from the scheduler's own record of it: the run's
         measurement from the task-finished message of the worker that ran it (its
         metadata; a client cannot send one), the failure from the task erring there."""
-        if finish not in ("memory", "erred", "forgotten"):
+        if start != "processing" and finish not in ("processing", "memory", "erred", "forgotten"):
             return  # every transition of every task comes here: the common case first
         if finish == "forgotten":
             if (gone := self.placements.pop(key, None)) is not None and not gone.done:
                 self.unqueue(gone)
+                self.lost(gone)
             return
         record = self.placements.get(key)
-        if record is None or record.done or record.name is None or start != "processing":
+        if record is None or record.done or record.name is None:
+            return
+        if finish == "processing":  # on a worker: its device's queue holds it
+            if not record.queued:
+                self.pending[record.kind] = self.pending.get(record.kind, 0.0) + record.predicted_s
+                record.queued = True
+            return
+        self.unqueue(record)  # off the worker, whatever comes next
+        if start != "processing" or finish not in ("memory", "erred"):
             return
         record.done = True
-        self.unqueue(record)
         worker = kwargs.get("worker")
         if finish == "memory":
             self.learn(record, kwargs.get("metadata"), worker)
@@ -354,6 +368,7 @@ class DevicePlacement(SchedulerPlugin):
         stream = named.streams.get(record.bucket) if named is not None else None
         if run is None or named is None or stream is None:
             self.ignored += 1
+            self.lost(record)
             return
         t, e, how = run
         fig = named.figures.setdefault(
@@ -379,9 +394,18 @@ class DevicePlacement(SchedulerPlugin):
         stream.failed(record.kind)
 
     def unqueue(self, record: Placement) -> None:
-        """A call back (or forgotten, or moved): its time leaves its kind's queue."""
-        if record.kind in self.pending:
+        """A call off its worker (back, failed, stolen, released): its time leaves its
+        kind's queue."""
+        if record.queued:
+            record.queued = False
             self.pending[record.kind] = max(0.0, self.pending[record.kind] - record.predicted_s)
+
+    def lost(self, record: Placement) -> None:
+        """A call that will never come back from where it was placed: a look it was
+        is not under way any more."""
+        named = self.names.get(record.name) if record.name is not None else None
+        if named is not None and record.explored:
+            named.learner.back(record.name, record.kind)  # type: ignore[arg-type]
 
     def node_of(self, address: Any) -> str:
         if not isinstance(address, str):

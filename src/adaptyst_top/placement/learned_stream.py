@@ -14,7 +14,8 @@ class LearnedStream:
         self.learner = learner
         self.name = name
         self.task = f"{name}@{bucket}"  # the stream's id in reports and placements
-        self.assigned = start  # where its calls go once the looks are done
+        # Where its calls go once the looks are done: what the name's other sizes say.
+        self.assigned = learner.best(name, 1 << bucket) or start
         self.size = 1  # its last call's input size: what its predictions are for
         self.moves = 0
         self.explorations = 0
@@ -25,12 +26,10 @@ class LearnedStream:
     def dropped(self) -> set[str]:
         return self.failing.dropped(self.calls)
 
-    def placed(self, device: str, size: int) -> bool:
-        """A call placed on DEVICE: whether it is a look (not where the stream runs)."""
+    def placed(self, device: str, size: int, look: bool) -> None:
+        """A call placed on DEVICE; LOOK: the learner placed it there to see."""
         self.size = size
-        look = device != self.assigned and self.learner.calls.get(self.name, 0) > 0
         self.explorations += look
-        return look
 
     def ran(self, device: str, size: int, time_s: float, energy_j: float | None) -> None:
         self.learner.observe(self.name, device, size, time_s, energy_j)

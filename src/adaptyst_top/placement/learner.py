@@ -82,6 +82,7 @@ class Learner:
         self.calls: dict[str, int] = {}
         self.warm: set[tuple[str, str]] = set()  # (task, device): its cold first run is done
         self.failures: set[tuple[str, str]] = set()  # (task, device): a call raised there
+        self.looking: dict[tuple[str, str], int] = {}  # (task, device): its looks not back
         # (task, device) -> (its runs without joules, the task's calls at the last one)
         self.unmeasured: dict[tuple[str, str], tuple[int, int]] = {}
         self.spent: dict[str, float] = {}  # task -> its looks' predicted extra cost, in calls
@@ -94,6 +95,18 @@ class Learner:
         """A call of TASK raised on DEVICE: nothing to learn, and no more than one look
         a round there until a run comes back."""
         self.failures.add((task, device))
+        self.back(task, device)
+
+    def back(self, task: str, device: str) -> None:
+        """A call placed on DEVICE is back, or will never be (cancelled)."""
+        if (n := self.looking.get((task, device), 0)) > 1:
+            self.looking[(task, device)] = n - 1
+        else:
+            self.looking.pop((task, device), None)
+
+    def _look(self, task: str, device: str) -> str:
+        self.looking[(task, device)] = self.looking.get((task, device), 0) + 1
+        return device
 
     def ran_on(self, task: str, device: str) -> bool:
         return (task, device, TIME) in self.models
@@ -203,6 +216,8 @@ class Learner:
         """Not run warm yet (and room to win there); or, under an objective of joules,
         run without them (a meter's first window), looked at again after 1, 2, 4...
         calls, so a device whose joules never come costs ever less."""
+        if self.looking.get((task, device)):
+            return False  # a look is under way: its answer first
         if not self.ran_on(task, device):
             return self._may_win(task, device, size)
         if ENERGY not in self.quantities or (task, device, ENERGY) in self.models:
@@ -221,7 +236,7 @@ class Learner:
         predicted extra cost stays within EXPLORE_SHARE of the task's calls."""
         pool = self._pool(among)
         if (d := self._first_look(task, size, pool)) is not None:
-            return d
+            return self._look(task, d)
         post = self._posteriors(task, size, pool)
         if post is None:
             return pool[0]  # nothing known: the first (the CPU) sets the level
@@ -253,6 +268,7 @@ class Learner:
         sizes: list[int],
         ready_s: dict[str, float] | None = None,
         among: Collection[str] | None = None,
+        looks: list[bool] | None = None,
     ) -> list[str]:
         """Devices for calls of TASK submitted together (Dask's update_graph, a
         threaded application), before any of them is back: each device not run yet
@@ -260,11 +276,13 @@ class Learner:
         objective the rest, the longest first, go where a posterior draw says they
         finish first (StarPU's dmda: the device's queue, READY_S seconds from now, plus
         the call's time), so a round still explores as single calls do; under the
-        others, each where choose() puts it. Nothing known yet: the first device."""
+        others, each where choose() puts it. Nothing known yet: the first device.
+        LOOKS, when given, is filled with whether each call is a look."""
         placed = [""] * len(sizes)
         pool = self._pool(among)
         ready = {d: (ready_s or {}).get(d, 0.0) for d in pool}
         order = sorted(range(len(sizes)), key=lambda i: sizes[i])
+        looked: set[int] = set()
         if task in self.first and order:
             for d in pool:
                 if order and self._needs_look(task, d, sizes[order[0]]):
@@ -273,7 +291,8 @@ class Learner:
                     for _ in range(2 if fresh else 1):
                         if order:
                             i = order.pop(0)
-                            placed[i] = d
+                            looked.add(i)
+                            placed[i] = self._look(task, d)
                             ready[d] += self._time(task, d, sizes[i])
         # A device not run yet gets its looks, never more calls on its prior alone.
         known = [d for d in pool if self.ran_on(task, d)] or pool
@@ -289,6 +308,8 @@ class Learner:
             best = min(drawn, key=lambda d: ready[d] + exp(drawn[d][TIME]))
             placed[i] = best
             ready[best] += self._time(task, best, sizes[i])
+        if looks is not None:
+            looks[:] = [i in looked for i in range(len(sizes))]
         return placed
 
     def _time(self, task: str, device: str, size: int) -> float:
@@ -300,6 +321,8 @@ class Learner:
     ) -> bool:
         """A call's time and energy (None: not measured); True when the device's cost
         moved. A time that is no time teaches nothing."""
+        self.back(task, device)
+        self.failures.discard((task, device))
         if not (MIN_S <= time_s <= MAX_S):  # NaN fails both
             return False
         if task not in self.first:

@@ -229,14 +229,19 @@ def test_a_device_whose_floor_is_above_the_cost_is_never_looked_at() -> None:
 
 
 def test_a_round_puts_its_looks_on_a_device_never_run_not_more() -> None:
-    """Never run: two calls, its cold run and a warm one; after a failure there, one."""
+    """Never run: two calls, its cold run and a warm one; while they are out, none (one
+    call at a time, as client.submit in a loop, sends no more there); after a failure
+    there, one."""
     learner = Learner(["cpu", "gpu"], seed=8)
     for _ in range(3):
         learner.observe("t", "cpu", 1 << 20, cpu(1 << 20))
-    for seed in range(20):
-        learner.rng.seed(seed)
-        assert learner.place_round("t", [1 << 20] * 16).count("gpu") == 2
+    looks: list[bool] = []
+    placed = learner.place_round("t", [1 << 20] * 16, looks=looks)
+    assert placed.count("gpu") == 2 and looks == [d == "gpu" for d in placed]
+    singles = [learner.place_round("t", [1 << 20])[0] for _ in range(10)]
+    assert "gpu" not in singles
     learner.failed("t", "gpu")
+    learner.back("t", "gpu")  # the other look: cancelled
     assert learner.place_round("t", [1 << 20] * 16).count("gpu") == 1
 
 
@@ -269,3 +274,12 @@ def test_hostile_figures_keep_every_prediction_a_finite_float() -> None:
         for n in (1, 1 << 62):
             est = learner.estimate("t", d, n)
             assert est is not None and math.isfinite(est.time_s) and est.time_s > 0
+
+
+def test_a_run_back_clears_a_failure_and_lets_the_next_round_pair_again() -> None:
+    learner = Learner(["cpu", "gpu"], seed=2)
+    for _ in range(3):
+        learner.observe("t", "cpu", 4096, cpu(4096))
+    learner.failed("t", "gpu")
+    learner.observe("t", "gpu", 4096, gpu(4096))  # the device works again: a cold run
+    assert ("t", "gpu") not in learner.failures and not learner.looking
