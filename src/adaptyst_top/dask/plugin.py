@@ -37,7 +37,7 @@ from adaptyst_top.dask.placed import (
 from adaptyst_top.dask.report_rows import row_of
 from adaptyst_top.dask.untrusted import call_size, func_kinds, func_name, parse_run
 from adaptyst_top.placement.learned_stream import LearnedStream
-from adaptyst_top.placement.learner import Learner, exp
+from adaptyst_top.placement.learner import Learner
 from adaptyst_top.placement.objectives import OBJECTIVES, Objective
 from adaptyst_top.placement.task_keys import size_bucket
 
@@ -200,8 +200,7 @@ class DevicePlacement(SchedulerPlugin):
                 if named is not None and stream is not None:
                     record.explored = looks[i]
                     stream.placed(kind, record.size, looks[i])
-                    p = named.learner.predict(name, kind, record.size)
-                    record.predicted_s = min(3600.0, exp(p[0])) if p is not None else 0.0
+                    record.predicted_s = named.learner.predicted_s(name, kind, record.size)
                     # The next rounds of this graph queue behind this one.
                     ready[kind] = ready.get(kind, 0.0) + record.predicted_s / self.slots(kind)
                 self.annotate(

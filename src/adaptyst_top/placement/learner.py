@@ -83,6 +83,7 @@ class Learner:
         self.warm: set[tuple[str, str]] = set()  # (task, device): its cold first run is done
         self.failures: set[tuple[str, str]] = set()  # (task, device): a call raised there
         self.looking: dict[tuple[str, str], int] = {}  # (task, device): its looks not back
+        self._memo: dict[tuple[str, str, int, int], float] = {}  # predicted_s's
         # (task, device) -> (its runs without joules, the task's calls at the last one)
         self.unmeasured: dict[tuple[str, str], tuple[int, int]] = {}
         self.spent: dict[str, float] = {}  # task -> its looks' predicted extra cost, in calls
@@ -296,21 +297,34 @@ class Learner:
                             ready[d] += self._time(task, d, sizes[i])
         # A device not run yet gets its looks, never more calls on its prior alone.
         known = [d for d in pool if self.ran_on(task, d)] or pool
+        posts: dict[int, dict[str, dict[str, tuple[float, float]]] | None] = {}
         for i in reversed(order):
             if self.objective != "time":
                 placed[i] = self.choose(task, sizes[i], known)
                 continue
-            post = self._posteriors(task, sizes[i], known)
+            if sizes[i] not in posts:  # a round's calls are mostly of a few sizes
+                posts[sizes[i]] = self._posteriors(task, sizes[i], known)
+            post = posts[sizes[i]]
             if post is None:
                 placed[i] = known[0]
                 continue
             drawn = self._draw(post)
             best = min(drawn, key=lambda d: ready[d] + exp(drawn[d][TIME]))
             placed[i] = best
-            ready[best] += self._time(task, best, sizes[i])
+            ready[best] += exp(post[best][TIME][0])
         if looks is not None:
             looks[:] = [i in looked for i in range(len(sizes))]
         return placed
+
+    def predicted_s(self, task: str, device: str, size: int) -> float:
+        """A call's predicted time, an hour at most (0 when nothing tells), memoised:
+        the Dask plugin asks it of every call of a round."""
+        key = (task, device, size, self.calls.get(task, 0))
+        if (t := self._memo.get(key)) is None:
+            if len(self._memo) >= 1024:  # what was learnt since makes them stale anyway
+                self._memo.clear()
+            t = self._memo[key] = min(3600.0, self._time(task, device, size))
+        return t
 
     def _time(self, task: str, device: str, size: int) -> float:
         p = self.predict(task, device, size)
