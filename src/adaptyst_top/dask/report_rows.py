@@ -43,6 +43,7 @@ def row_of(
         "explorations": stream.explorations,
         "gain_vs_cpu": gain,
         "predicted_ms": stream.predicted_ms(),
+        "predicted_factor": stream.predicted_factor(),
     }
 
 

@@ -6,7 +6,7 @@ left out after failing (failing.py)."""
 from __future__ import annotations
 
 from adaptyst_top.placement.failing import Failing
-from adaptyst_top.placement.learner import Learner
+from adaptyst_top.placement.learner import Estimate, Learner
 
 
 class LearnedStream:
@@ -48,9 +48,15 @@ class LearnedStream:
 
     def predicted_ms(self) -> dict[str, float]:
         """What the learner says a call of the bucket's input costs on each device."""
+        return {d: round(1e3 * e.time_s, 4) for d, e in self._estimates().items()}
+
+    def predicted_factor(self) -> dict[str, float]:
+        """How far either way one sigma of that prediction reaches (x1.05: within 5%)."""
+        return {d: round(e.time_factor, 3) for d, e in self._estimates().items()}
+
+    def _estimates(self) -> dict[str, Estimate]:
         out = {}
         for d in self.learner.devices:
-            est = self.learner.estimate(self.name, d, self.size)
-            if est is not None:
-                out[d] = round(1e3 * est.time_s, 4)
+            if (est := self.learner.estimate(self.name, d, self.size)) is not None:
+                out[d] = est
         return out

@@ -138,6 +138,12 @@ def test_calls_go_to_the_device_their_runs_say_and_answer_as_the_cpu(two_workers
         within = max(1.25, 1 + max(spread.values()))
         assert median[row["device"]] <= within * median[other], (median, spread, row)
         assert sum(row["runs"].values()) == calls // 2 and row["nodes"] == {"127.0.0.1": calls // 2}
+        # The learner's prediction for the device it chose is what the runs there said
+        # (within their own spread, and 2x at least), with its uncertainty.
+        predicted = row["predicted_ms"][row["device"]] / 1e3
+        slack = max(2.0, 1 + 2 * spread[row["device"]])
+        assert median[row["device"]] / slack < predicted < slack * median[row["device"]], row
+        assert all(1.0 <= f < 10.0 for f in row["predicted_factor"].values()), row
 
 
 def test_a_task_no_worker_can_run_errs_saying_so_and_the_rest_run(two_workers: Client) -> None:
