@@ -44,6 +44,7 @@ from adaptyst_top.placement.kernels import (
     forget_inputs,
     make_inputs,
 )
+from adaptyst_top.placement.learner_json import learner_to_json
 from adaptyst_top.placement.model import model_from_json, model_to_json
 from adaptyst_top.placement.stream import TaskStream
 from adaptyst_top.placement.task_keys import feature_bucket, size_bucket
@@ -321,12 +322,11 @@ def believed(advisor: Advisor, task: str) -> dict[str, dict[str, Any]]:
 
 def run_warm(bench: Bench, cold: Any, task: str, objective: str, inp: Inputs) -> Any:
     """The next run of the application: the models kept from COLD, through their JSON as
-    the monitor keeps them, are its priors (the learner's: carried in memory, as it has no
-    model store yet)."""
+    the monitor keeps them, are its priors."""
     if isinstance(cold, Learned):
         forget_inputs(bench.devices)
-        again = Learned(bench.devices, objective, bench.meter, learner=cold.learner)
-        return steps(again, task, inp, bench.execs)
+        ours = learner_to_json(cold.learner)
+        return steps(Learned(bench.devices, objective, bench.meter, ours), task, inp, bench.execs)
     warm = Online(bench.devices, objective, bench.meter)
     kept = [model_from_json(model_to_json(m)) for m in cold.advisor.learned()]
     warm.advisor.preload(m for m in kept if m is not None)

@@ -5,12 +5,14 @@ mean at the case's input; a call elsewhere is a look."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from adaptyst_top.placement import device_priors as dp
 from adaptyst_top.placement.kernels import Inputs, device_kinds
 from adaptyst_top.placement.learner import Learner
+from adaptyst_top.placement.learner_json import learner_from_json
 from adaptyst_top.placement.task_keys import feature_bucket
 
 FIRST_LEFT_OUT = 1  # as placement_eval: every policy's first execution is left out
@@ -22,14 +24,19 @@ class Learned:
         devices: dict[str, Callable[[Inputs], Any]],
         objective: str,
         meter: Any,
-        learner: Learner | None = None,
+        kept: dict[str, Any] | None = None,
     ) -> None:
+        """KEPT: the models an earlier run kept (learner_json), through their JSON text
+        as a file would hold them."""
         self.devices = devices
         self.meter = meter
         names = sorted(devices, key=lambda d: d != "cpu")  # the CPU first: the reference
         floors = dp.floors_s(names, device_kinds(devices))
-        self.learner = learner or Learner(names, objective=objective, floors_s=floors)  # type: ignore[arg-type]
-        self.learner.new_run()
+        self.learner = Learner(names, objective=objective, floors_s=floors)  # type: ignore[arg-type]
+        if kept is not None:
+            why = learner_from_json(json.loads(json.dumps(kept)), self.learner)
+            if why is not None:
+                raise ValueError(why)
         self.times_ms: dict[str, list[float]] = {d: [] for d in devices}
         self.decisions: list[str] = []
         self.total_t = 0.0

@@ -80,8 +80,8 @@ class CostModel:
         self.mean = _prior_mean(level) if mean is None else mean.copy()
         self.cov = PRIOR_COV.copy()
         self.noise = NOISE_PRIOR
-        self._noise_sum = NOISE_PRIOR * NOISE_PRIOR_CALLS
-        self._noise_n = NOISE_PRIOR_CALLS
+        self.noise_sum = NOISE_PRIOR * NOISE_PRIOR_CALLS
+        self.noise_n = NOISE_PRIOR_CALLS
         self.n = 0
         self.aged = 0  # the task's call count when the model last aged
         self._ph_up = self._ph_down = 0.0
@@ -115,9 +115,9 @@ class CostModel:
             # The noise is what the weights' own uncertainty leaves of the residual; one
             # call counts at most 3 sigmas of it, so a slow spell does not pass for noise.
             excess = min(residual * residual - var, 9.0 * self.noise)
-            self._noise_sum += max(NOISE_FLOOR, excess)
-            self._noise_n += 1.0
-            self.noise = self._noise_sum / self._noise_n
+            self.noise_sum += max(NOISE_FLOOR, excess)
+            self.noise_n += 1.0
+            self.noise = self.noise_sum / self.noise_n
         if not moved and z > Z_CLIP:  # one slow call moves the model Z_CLIP sigmas at most
             residual = Z_CLIP * math.sqrt(var + self.noise)
         gain = c_phi / (var + self.noise)

@@ -36,6 +36,7 @@ from adaptyst_top.placement.objectives import Objective
 EXPLORE_SHARE = 0.05
 EXPLORE_FIRST = 20.0
 TIME, ENERGY = "t", "e"
+ENERGY_FLOOR = "e_floor"  # in a posterior: the least its joules can be (log), where known
 # What a call may take at most, and at least, to be learnt from (a day; a nanosecond):
 # beyond, a report is no run of a task, and the logs stay where floats are exact.
 MAX_S, MIN_S = 86_400.0, 1e-9
@@ -158,7 +159,14 @@ class Learner:
                     out[d][q] = p
             if d in self.floors and TIME in out[d]:
                 mu, var = out[d][TIME]
-                out[d][TIME] = (max(mu, self.floors[d]), var)
+                raised = max(0.0, self.floors[d] - mu)
+                out[d][TIME] = (mu + raised, var)
+                if raised and ENERGY in out[d] and (task, d, ENERGY) not in self.models:
+                    # Its joules known only from the first device's: at that power, a
+                    # run at least as long as the floor, and no draw below it.
+                    mu_e, var_e = out[d][ENERGY]
+                    out[d][ENERGY] = (mu_e + raised, var_e)
+                    out[d][ENERGY_FLOOR] = (mu_e + raised, 0.0)
             if TIME not in out[d]:
                 return None
         if ENERGY in self.quantities:
@@ -187,6 +195,8 @@ class Learner:
         for d, floor in self.floors.items():
             if d in drawn and TIME in drawn[d]:
                 drawn[d][TIME] = max(drawn[d][TIME], floor)
+            if d in drawn and ENERGY_FLOOR in drawn[d]:
+                drawn[d][ENERGY] = max(drawn[d][ENERGY], drawn[d][ENERGY_FLOOR])
         return drawn
 
     def _scores(self, logs: dict[str, dict[str, float]]) -> dict[str, float]:

@@ -217,15 +217,21 @@ def test_energy_not_measured_places_by_time() -> None:
 def test_a_device_whose_floor_is_above_the_cost_is_never_looked_at() -> None:
     """A 30 us GEMM on the CPU; PoCL says no run there takes under 0.1 ms: no look, no
     draw below its floor. A 40 ms one: looked at."""
-    for cpu_s, looked in ((30e-6, False), (40e-3, True)):
-        learner = Learner(["cpu", "opencl"], seed=3, floors_s={"opencl": 1e-4})
-        seen = set()
-        for _ in range(200):
-            device = learner.choose("gemm", 128)
-            seen.add(device)
-            t = cpu_s if device == "cpu" else 2e-3
-            learner.observe("gemm", device, 128, t)
-        assert ("opencl" in seen) is looked, (cpu_s, seen)
+    for objective in ("time", "energy"):
+        for cpu_s, looked in ((30e-6, False), (40e-3, True)):
+            learner = Learner(
+                ["cpu", "opencl"],
+                objective=objective,  # type: ignore[arg-type]
+                seed=3,
+                floors_s={"opencl": 1e-4},
+            )
+            seen = set()
+            for _ in range(200):
+                device = learner.choose("gemm", 128)
+                seen.add(device)
+                t = cpu_s if device == "cpu" else 2e-3
+                learner.observe("gemm", device, 128, t, t * 60)
+            assert ("opencl" in seen) is looked, (objective, cpu_s, seen)
 
 
 def test_a_round_puts_its_looks_on_a_device_never_run_not_more() -> None:
@@ -283,3 +289,39 @@ def test_a_run_back_clears_a_failure_and_lets_the_next_round_pair_again() -> Non
     learner.failed("t", "gpu")
     learner.observe("t", "gpu", 4096, gpu(4096))  # the device works again: a cold run
     assert ("t", "gpu") not in learner.failures and not learner.looking
+
+
+def test_kept_models_predict_what_they_did_and_damaged_ones_are_refused() -> None:
+    import copy
+
+    from adaptyst_top.placement.learner_json import learner_from_json, learner_to_json
+
+    learner = Learner(["cpu", "gpu"], objective="energy", seed=4)
+    rng = random.Random(4)
+    for _ in range(80):
+        n = 1 << rng.randrange(8, 20)
+        device = learner.choose("t", n)
+        t = (cpu if device == "cpu" else gpu)(n)
+        learner.observe("t", device, n, t, t * 50)
+    kept = json.loads(json.dumps(learner_to_json(learner)))
+    again = Learner(["cpu", "gpu"], objective="energy", seed=4)
+    assert learner_from_json(kept, again) is None
+    for d in ("cpu", "gpu"):
+        a, b = learner.estimate("t", d, 5000), again.estimate("t", d, 5000)
+        assert a is not None and b is not None and math.isclose(a.time_s, b.time_s)
+    assert again.first == {"t": "cpu"} and not again.warm  # every device cold again
+    assert learner_from_json(kept, Learner(["cpu"])) is None  # a device gone: left out
+    for damage in (
+        lambda k: k.update(version=2),
+        lambda k: k["models"][0].update(mean=[math.nan] * len(k["models"][0]["mean"])),
+        lambda k: k["models"][0].update(cov=[[1.0, 2.0]]),
+        lambda k: k["models"][0]["cov"][0].__setitem__(0, -5.0),  # not a covariance
+        lambda k: k["models"][0].update(task="x" * 1000),
+        lambda k: k["models"][0].update(n=-1),
+        lambda k: k.update(models=[{}] * 5000),
+    ):
+        bad = copy.deepcopy(kept)
+        damage(bad)
+        fresh = Learner(["cpu", "gpu"])
+        why = learner_from_json(bad, fresh)
+        assert why is not None and "\n" not in why and fresh.models == {}, why

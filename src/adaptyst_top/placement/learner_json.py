@@ -1,0 +1,100 @@
+"""The learner's models kept between runs of an application, as JSON (the advisor's
+are kept by runtime/model_store.py; this is the learner's codec for the same): what
+each task taught about each device, and which device it first ran on. A kept model is
+what was learnt, not what happened: the next run starts cold on every device, and what
+was learnt ages from there. Anything not exactly what this writes is refused whole,
+with the reason in one line."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from adaptyst_top.placement.cost_model import PRIOR_COV, CostModel
+from adaptyst_top.placement.learner import ENERGY, TIME, Learner
+
+VERSION = 1
+MAX_MODELS = 4096  # what a kept file may hold: a few hundred tasks on a few devices
+MAX_NAME = 256
+DIM = PRIOR_COV.shape[0]
+
+
+def learner_to_json(learner: Learner) -> dict[str, Any]:
+    return {
+        "version": VERSION,
+        "first": dict(learner.first),
+        "models": [
+            {
+                "task": task,
+                "device": device,
+                "q": q,
+                "mean": m.mean.tolist(),
+                "cov": m.cov.tolist(),
+                "noise": [m.noise_sum, m.noise_n],
+                "n": m.n,
+            }
+            for (task, device, q), m in learner.models.items()
+        ],
+    }
+
+
+def learner_from_json(d: object, learner: Learner) -> str | None:
+    """Give LEARNER the kept models of D (the devices it does not have left out);
+    None when taken, else why nothing was."""
+    if not isinstance(d, dict) or d.get("version") != VERSION:
+        return f"not the learner's kept models (version {VERSION})"
+    first, entries = d.get("first"), d.get("models")
+    if not isinstance(first, dict) or not isinstance(entries, list) or len(entries) > MAX_MODELS:
+        return "kept models: no 'first' map or no 'models' list, or too many"
+    if not all(_name(k) and _name(v) for k, v in first.items()):
+        return "kept models: a task or device name that is not one"
+    models: dict[tuple[str, str, str], CostModel] = {}
+    for e in entries:
+        m = _model(e)
+        if m is None:
+            return "kept models: a damaged model"
+        models[(e["task"], e["device"], e["q"])] = m
+    for (task, device, q), m in models.items():
+        if device in learner.devices and q in learner.quantities:
+            learner.models[(task, device, q)] = m
+            if task in first and first[task] in learner.devices:
+                learner.first.setdefault(task, first[task])
+    return None
+
+
+def _name(v: object) -> bool:
+    return isinstance(v, str) and 0 < len(v) <= MAX_NAME
+
+
+def _model(e: object) -> CostModel | None:
+    if not isinstance(e, dict) or not all(_name(e.get(k)) for k in ("task", "device")):
+        return None
+    if e.get("q") not in (TIME, ENERGY):
+        return None
+    try:
+        mean = np.array(e["mean"], dtype=float)
+        cov = np.array(e["cov"], dtype=float)
+        noise_sum, noise_n = (float(x) for x in e["noise"])
+        n = e["n"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if mean.shape != (DIM,) or cov.shape != (DIM, DIM) or type(n) is not int or n < 0:
+        return None
+    if not (np.isfinite(mean).all() and np.isfinite(cov).all()):
+        return None
+    if np.abs(mean).max() > 1e3 or not np.allclose(cov, cov.T):
+        return None
+    if not (math.isfinite(noise_sum) and noise_sum > 0 and 1 <= noise_n <= 1e9):
+        return None
+    try:  # a covariance: symmetric, positive definite
+        np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        return None
+    m = CostModel(mean=mean)
+    m.cov = cov
+    m.noise_sum, m.noise_n = noise_sum, noise_n
+    m.noise = noise_sum / noise_n
+    m.n = n
+    return m
