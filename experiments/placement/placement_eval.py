@@ -243,7 +243,7 @@ class Bench:
     def online(self, objective: str) -> Any:
         """A fresh online runner of the model under test."""
         if self.model == "learner":
-            return Learned(self.devices, objective, self.meter)
+            return Learned(self.devices, objective, self.meter, FIRST_LEFT_OUT)
         return Online(self.devices, objective, self.meter)
 
     def get(self, task: str, n: int, density: float | None) -> Inputs:
@@ -326,7 +326,8 @@ def run_warm(bench: Bench, cold: Any, task: str, objective: str, inp: Inputs) ->
     if isinstance(cold, Learned):
         forget_inputs(bench.devices)
         ours = learner_to_json(cold.learner)
-        return steps(Learned(bench.devices, objective, bench.meter, ours), task, inp, bench.execs)
+        again = Learned(bench.devices, objective, bench.meter, FIRST_LEFT_OUT, ours)
+        return steps(again, task, inp, bench.execs)
     warm = Online(bench.devices, objective, bench.meter)
     kept = [model_from_json(model_to_json(m)) for m in cold.advisor.learned()]
     warm.advisor.preload(m for m in kept if m is not None)

@@ -15,8 +15,6 @@ from adaptyst_top.placement.learner import Learner
 from adaptyst_top.placement.learner_json import learner_from_json
 from adaptyst_top.placement.task_keys import feature_bucket
 
-FIRST_LEFT_OUT = 1  # as placement_eval: every policy's first execution is left out
-
 
 class Learned:
     def __init__(
@@ -24,10 +22,13 @@ class Learned:
         devices: dict[str, Callable[[Inputs], Any]],
         objective: str,
         meter: Any,
+        left_out: int,
         kept: dict[str, Any] | None = None,
     ) -> None:
-        """KEPT: the models an earlier run kept (learner_json), through their JSON text
-        as a file would hold them."""
+        """LEFT_OUT: the first executions not counted in the totals (placement_eval's
+        FIRST_LEFT_OUT); KEPT: the models an earlier run kept (learner_json), through
+        their JSON text as a file would hold them."""
+        self.left_out = left_out
         self.devices = devices
         self.meter = meter
         names = sorted(devices, key=lambda d: d != "cpu")  # the CPU first: the reference
@@ -56,7 +57,7 @@ class Learned:
         t, e = self.meter.run(self.devices[dev], inp)
         self.times_ms[dev].append(round(t * 1e3, 3))
         self.runs.append((dev, t, e, explored))
-        if len(self.runs) > FIRST_LEFT_OUT:
+        if len(self.runs) > self.left_out:
             self.total_t += t
             self.total_e += e
         self.learner.observe(self._key, dev, inp.size, t, e)

@@ -35,7 +35,7 @@ class LearnedStream:
         self.learner.observe(self.name, device, size, time_s, energy_j)
         self.failing.ran(device)
         self.calls += 1
-        best = self.learner.best(self.name, size, self.learner.devices)
+        best = self.learner.best(self.name, size)
         if best is not None and best != self.assigned:
             self.assigned = best
             self.moves += 1

@@ -89,10 +89,6 @@ class Learner:
         self.unmeasured: dict[tuple[str, str], tuple[int, int]] = {}
         self.spent: dict[str, float] = {}  # task -> its looks' predicted extra cost, in calls
 
-    def new_run(self) -> None:
-        """The application starts again with what was learnt: every device is cold."""
-        self.warm.clear()
-
     def failed(self, task: str, device: str) -> None:
         """A call of TASK raised on DEVICE: nothing to learn, and no more than one look
         a round there until a run comes back."""

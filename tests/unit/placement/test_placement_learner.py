@@ -9,6 +9,7 @@ import math
 import random
 import subprocess
 import sys
+from typing import Any
 
 from adaptyst_top.placement.cost_model import PRIOR_LEVEL_SD, CostModel
 from adaptyst_top.placement.learner import EXPLORE_FIRST, EXPLORE_SHARE, Learner
@@ -21,6 +22,18 @@ def cpu(n: int) -> float:
 
 def gpu(n: int) -> float:
     return 5e-4 + n * 1e-9  # the crossover at 55,555 items
+
+
+def run_json(module: str) -> dict[str, Any]:
+    """MODULE run as a user runs it, on 8 report cases: its JSON."""
+    out = subprocess.run(
+        [sys.executable, "-m", module, "--cases", "8", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(json.loads(out.stdout))
 
 
 def test_a_crossover_is_learned_in_a_few_calls_and_kept() -> None:
@@ -127,14 +140,7 @@ def test_costs_that_are_no_cost_teach_nothing() -> None:
 
 
 def test_the_simulator_reports_every_policy_against_the_oracle() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "experiments.placement.placement_sim", "--cases", "8", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(out.stdout)
+    report = run_json("experiments.placement.placement_sim")
     assert report["seeds"] == [1000, 1008] and report["calls"] > 8 * 100
     table = report["policies"]
     assert {"static CPU", "best static", "advisor", "learner", "UCB1", "Thompson"} <= set(table)
@@ -174,14 +180,7 @@ def test_a_round_is_spread_by_expected_finish_over_devices_alike() -> None:
 
 
 def test_the_rounds_simulator_reports_against_the_oracle() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "experiments.placement.placement_rounds", "--cases", "8", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    table = json.loads(out.stdout)["over_oracle"]
+    table = run_json("experiments.placement.placement_rounds")["over_oracle"]
     assert table["oracle (dmda, true costs)"]["all"] == 0.0
     assert table["learner, rounds (dmda)"]["all"] < table["static CPU"]["all"]
 

@@ -58,11 +58,10 @@ class UnwinderCounts:
             self._proc = psutil.Process(worker.proc.pid)
             if _read(worker.link, FRAME.size + 1, time.monotonic() + START_TIMEOUT_S)[-1:] != b"R":
                 raise WorkerFailed(f"the profile's unwinder for uid {uid} did not start")
-        except (OSError, psutil.Error):
+        except BaseException as exc:  # never a worker left running, whatever stopped us
             end(worker)
-            raise WorkerFailed(f"the profile's unwinder for uid {uid} did not start") from None
-        except BaseException:
-            end(worker)
+            if isinstance(exc, (OSError, psutil.Error)):
+                raise WorkerFailed(f"the profile's unwinder for uid {uid} did not start") from None
             raise
         self._worker: Worker | None = worker
         self._buffer = bytearray()
