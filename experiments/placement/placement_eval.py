@@ -2,9 +2,9 @@
 
 For each case (task x input x objective) every device is measured (the oracle: half
 before and half after the online run, in blocks of consecutive runs as when placed
-there), then the advisor runs online from nothing: each execution really runs on the
-device it assigned, is measured, and teaches the model; explorations are bounded the
-same way as in the monitor. Reported: optimal in N cases (its settled device is the
+there), then the learner (--model advisor: the advisor it replaced) runs online from
+nothing: each execution really runs on the device it chose, is measured, and teaches
+the model. Reported: optimal in N cases (its settled device is the
 oracle's best, within 1%), the average loss where it is not, both again over the
 cases where the oracle's two halves agree on the best device (elsewhere the devices
 are within this machine's drift of each other), speedup against always-CPU and
@@ -16,7 +16,7 @@ Totals compare sums with sums: a static device's is its oracle runs' mean times 
 executions, and every policy's first execution is left out (FIRST_LEFT_OUT).
 
     .venv/bin/python -m experiments.placement.placement_eval [--cases FILE] [--json]
-        [--rows FILE] [--warm] [--plot FILE] [--gpu-energy]
+        [--rows FILE] [--warm] [--plot FILE] [--gpu-energy] [--model learner|advisor]
 
 Energy: no RAPL on this VM, so energy is an estimate, labelled as such: idle power
 times wall time plus per-core power times the process's measured CPU time. With
@@ -238,7 +238,7 @@ class Bench:
     devices: dict[str, Runner]
     accel: str
     inputs: dict[tuple[str, int, float], Inputs] = field(default_factory=dict)
-    model: str = "advisor"  # or "learner" (placement_learned.py)
+    model: str = "learner"  # placement_learned.py; or "advisor" (the one it replaced)
 
     def online(self, objective: str) -> Any:
         """A fresh online runner of the model under test."""
@@ -641,9 +641,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--model",
         choices=("advisor", "learner"),
-        default="advisor",
-        help="what places the calls: the advisor (the monitor's, the default) or the "
-        "learner (placement/learner.py)",
+        default="learner",
+        help="what places the calls: the learner (placement/learner.py, the monitor's, "
+        "the default) or the advisor it replaced (placement/advisor.py)",
     )
     ap.add_argument(
         "--gpu-energy",

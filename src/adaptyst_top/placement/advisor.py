@@ -14,8 +14,15 @@ from adaptyst_top.placement import exploration as ex
 from adaptyst_top.placement import priors as pr
 from adaptyst_top.placement.advice import Advice as Advice
 from adaptyst_top.placement.exploration import EXPLORE_RUNS as EXPLORE_RUNS
-from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, bucket_size
+from adaptyst_top.placement.model import (
+    Context,
+    Prediction,
+    TaskDeviceModel,
+    bucket_size,
+    pareto_front,
+)
 from adaptyst_top.placement.objectives import Objective as Objective
+from adaptyst_top.placement.objectives import objective_cost
 from adaptyst_top.placement.task_state import TaskState as TaskState
 from adaptyst_top.placement.transfer import TransferModel as TransferModel
 
@@ -79,6 +86,17 @@ class Advisor:
         return pr.remembered(
             known, lambda p, ref: self._score(p, ref, 0.0), self.threshold, MOVE_MIN_SAMPLES
         )
+
+    def task_names(self) -> list[str]:
+        return list(self.tasks)
+
+    def context(self, task: str) -> Context:
+        st = self.tasks.get(task)
+        return st.context if st is not None else (0, 0)
+
+    def unplaced(self) -> list[str]:
+        """Tasks the priors know that have not run here yet."""
+        return sorted({t for t, _d in self.models} - set(self.tasks))
 
     def learned(self) -> list[TaskDeviceModel]:
         return [m for m in self.models.values() if m.samples > 0]  # worth keeping
@@ -163,15 +181,9 @@ class Advisor:
         return limit is None or size * self.transfer.bytes_per_item <= limit
 
     def _score(self, p: Prediction, ref: Prediction, move_s: float) -> float:
-        t = p.time_s + move_s
-        e = p.energy_j if p.energy_j is not None else None
-        if self.objective == "time" or e is None or ref.energy_j in (None, 0):
-            return float(t)
-        if self.objective == "energy":
-            return float(e)
-        if self.objective == "edp":
-            return float(e * t)
-        return float(self.weight * t / ref.time_s + (1 - self.weight) * e / float(ref.energy_j))
+        return objective_cost(
+            self.objective, self.weight, p.time_s + move_s, p.energy_j, ref.time_s, ref.energy_j
+        )
 
     def cost(self, p: Prediction, ref: Prediction) -> float:
         """P's cost in the objective's terms, REF the current device's (for the weighted
@@ -226,21 +238,7 @@ class Advisor:
     ) -> list[tuple[str, float, float | None]]:
         """Devices whose (time, energy) no other device beats on both, for the current
         input (PREDS: the task's predictions, when already made)."""
-        preds = self.predictions(task) if preds is None else preds
-        front = []
-        for d, p in preds.items():
-            dominated = any(
-                q.time_s <= p.time_s
-                and q.energy_j is not None
-                and p.energy_j is not None
-                and q.energy_j <= p.energy_j
-                and (q.time_s < p.time_s or q.energy_j < p.energy_j)
-                for o, q in preds.items()
-                if o != d
-            )
-            if not dominated:
-                front.append((d, p.time_s, p.energy_j))
-        return sorted(front, key=lambda x: x[1])
+        return pareto_front(self.predictions(task) if preds is None else preds)
 
     def decide(self, task: str) -> Advice | None:
         st = self.tasks.get(task)

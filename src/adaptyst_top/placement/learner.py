@@ -3,7 +3,7 @@ chooses by Thompson sampling (experiments/placement/placement_sim.py measures it
 the advisor and the classic policies on generated cases it was not tuned on).
 
 Per task and device, a cost model (cost_model.py) of the call's time, and of its energy
-when the objective counts energy; the objective is computed from them, so a weighted mix
+when the objective counts energy (or the monitor shows it); the objective is computed from them, so a weighted mix
 is scored against the first device's predicted time and energy, as the advisor scores it
 against the CPU's. A device not run yet starts from the shape the task showed on the
 device it first ran on, at an unknown level (work grows with size the same way
@@ -68,7 +68,9 @@ class Learner:
         weight: float = 0.5,
         seed: int = 0,
         floors_s: dict[str, float] | None = None,
+        energy: bool = False,
     ) -> None:
+        """ENERGY: learn joules under the time objective too (what the monitor shows)."""
         self.devices = list(devices)
         # Per device, the least a warm call takes there whatever its size (a launch, a
         # copy: what the device or its kind says, device_priors.KindPrior.min_run_s): no
@@ -76,7 +78,7 @@ class Learner:
         self.floors = {d: math.log(f) for d, f in (floors_s or {}).items() if f > 0}
         self.objective: Objective = objective
         self.weight = weight  # the weighted objective's share of time
-        self.quantities = (TIME,) if objective == "time" else (TIME, ENERGY)
+        self.quantities = (TIME, ENERGY) if objective != "time" or energy else (TIME,)
         self.models: dict[tuple[str, str, str], CostModel] = {}
         self.first: dict[str, str] = {}  # task -> the device it first ran on
         self.rng = random.Random(seed)
@@ -227,8 +229,8 @@ class Learner:
             return False  # a look is under way: its answer first
         if not self.ran_on(task, device):
             return self._may_win(task, device, size)
-        if ENERGY not in self.quantities or (task, device, ENERGY) in self.models:
-            return False
+        if self.objective == "time" or (task, device, ENERGY) in self.models:
+            return False  # joules not counted, or measured
         unmeasured, at = self.unmeasured.get((task, device), (0, 0))
         return bool(self.calls.get(task, 0) - at >= 1 << min(unmeasured, 16))
 
@@ -244,21 +246,42 @@ class Learner:
         pool = self._pool(among)
         if (d := self._first_look(task, size, pool)) is not None:
             return self._look(task, d)
+        drawn = self.sample(task, size, pool)
+        if drawn is None:
+            return pool[0]  # nothing known: the first (the CPU) sets the level
+        pick, greedy, extra = drawn
+        return pick if extra <= 0.0 or self.charge(task, extra) else greedy
+
+    def first_look(self, task: str, size: int, among: Collection[str] | None = None) -> str | None:
+        """The device a look must go to before any draw (_first_look), if any; a look
+        sent is told with look_sent."""
+        return self._first_look(task, size, self._pool(among))
+
+    def look_sent(self, task: str, device: str) -> None:
+        self._look(task, device)
+
+    def sample(self, task: str, size: int, pool: list[str]) -> tuple[str, str, float] | None:
+        """(the device of a posterior draw, the device of the posterior means, what the
+        draw's device is predicted to cost more, in calls of the other); None before the
+        task ran anywhere."""
         post = self._posteriors(task, size, pool)
         if post is None:
-            return pool[0]  # nothing known: the first (the CPU) sets the level
+            return None
         scores = self._scores(self._draw(post))
         mean_scores = self._scores({d: {q: p[0] for q, p in qs.items()} for d, qs in post.items()})
-        best = min(scores, key=lambda d: scores[d])
+        pick = min(scores, key=lambda d: scores[d])
         greedy = min(mean_scores, key=lambda d: mean_scores[d])
-        extra = math.expm1(min(50.0, mean_scores[best] - mean_scores[greedy]))
-        if extra <= 0.0:
-            return best
+        return pick, greedy, math.expm1(min(50.0, mean_scores[pick] - mean_scores[greedy]))
+
+    def charge(self, task: str, extra: float, commit: bool = True) -> bool:
+        """Whether the task's looks stay within their share with one more of EXTRA calls'
+        worth; charged when COMMIT."""
         spent = self.spent.get(task, 0.0)
         if spent + extra > max(EXPLORE_FIRST, EXPLORE_SHARE * self.calls.get(task, 0)):
-            return greedy
-        self.spent[task] = spent + extra
-        return best
+            return False
+        if commit:
+            self.spent[task] = spent + extra
+        return True
 
     def best(self, task: str, size: int, among: Collection[str] | None = None) -> str | None:
         """Where TASK at SIZE runs once the looks are done: the least posterior mean of
@@ -337,23 +360,32 @@ class Learner:
         return exp(p[0]) if p is not None else 0.0
 
     def observe(
-        self, task: str, device: str, size: int, time_s: float, energy_j: float | None = None
+        self,
+        task: str,
+        device: str,
+        size: int,
+        time_s: float,
+        energy_j: float | None = None,
+        count: int = 1,
     ) -> bool:
-        """A call's time and energy (None: not measured); True when the device's cost
-        moved. A time that is no time teaches nothing."""
+        """A call's time and energy (None: not measured), or the typical one of COUNT
+        calls (a monitor's interval); True when the device's cost moved. A time that is
+        no time teaches nothing."""
         self.back(task, device)
         self.failures.discard((task, device))
-        if not (MIN_S <= time_s <= MAX_S):  # NaN fails both
+        if not (MIN_S <= time_s <= MAX_S) or count < 1:  # NaN fails both
             return False
         if task not in self.first:
             self.first[task] = device
-        self.calls[task] = self.calls.get(task, 0) + 1
+        self.calls[task] = self.calls.get(task, 0) + count
         if (task, device) not in self.warm:
             # A device's first run of a task pays for what later ones find done (a
             # kernel compiled, a context made, pages mapped: PoCL's first SpMV took
             # 141 ms, then 22): it teaches nothing, and the next call looks again.
+            # Several calls' typical time (their median) is mostly warm ones'.
             self.warm.add((task, device))
-            return False
+            if count == 1:
+                return False
         moved = self._learn(task, device, TIME, size, time_s)
         measured = energy_j is not None and 1e-12 <= energy_j <= 1e12
         if ENERGY in self.quantities and not measured:

@@ -10,12 +10,12 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from adaptyst_top.placement.advisor import Advice, Advisor
+from adaptyst_top.placement.advice import Advice
 from adaptyst_top.placement.control import ControlServer
-from adaptyst_top.placement.model import TaskDeviceModel
+from adaptyst_top.placement.learned_view import entries_of
 from adaptyst_top.placement.move_log import MoveLog
+from adaptyst_top.placement.placer import Placer
 from adaptyst_top.placement.task_keys import parse_key
-from adaptyst_top.placement.task_view import task_entries
 from adaptyst_top.snapshot import (
     AdvisorState,
     DeviceReading,
@@ -70,13 +70,13 @@ def device_power(device: str, devices: Sequence[DeviceReading]) -> float | None:
 class PlacementLoop:
     def __init__(
         self,
-        advisor: Advisor,
+        advisor: Placer,
         control: ControlServer | None = None,
         mode: str = "suggest",
-        keep: Callable[[list[TaskDeviceModel]], object] | None = None,
+        keep: Callable[[], object] | None = None,
         prior: str = "",
     ) -> None:
-        """keep: where the learned models go when the loop closes (the next run's
+        """keep: called when the loop closes, to keep what was learnt (the next run's
         priors); prior: a line on the models this run started from."""
         self.advisor = advisor
         self.control = control
@@ -103,8 +103,9 @@ class PlacementLoop:
             return
         with self._lock:
             placed = []
-            unplaced = {t for t, _d in self.advisor.models} - set(self.advisor.tasks) - self._placed
-            for task in sorted(unplaced):
+            for task in self.advisor.unplaced():
+                if task in self._placed:
+                    continue
                 device = self.advisor.remembered(task)
                 if device is not None:
                     self._placed.add(task)
@@ -148,7 +149,7 @@ class PlacementLoop:
             for task, counts in ran.items():
                 self.advisor.set_current(task, max(counts, key=lambda d: counts[d]))
             self.advice = {}
-            for task in list(self.advisor.tasks):
+            for task in self.advisor.task_names():
                 a = self.advisor.decide(task)
                 if a is None:
                     continue
@@ -156,7 +157,7 @@ class PlacementLoop:
                     self._apply(a)
                 else:
                     self.advice[task] = a
-            tasks = task_entries(self.advisor)
+            tasks = entries_of(self.advisor)
             clients = len(self.control.clients) if self.control else 0
             return PlacementPart(
                 tasks=tasks,
@@ -173,12 +174,11 @@ class PlacementLoop:
 
     def _apply(self, a: Advice) -> int:
         sent = self.control.push(a.task, a.suggested, a.why, a.runs) if self.control else 0
-        st = self.advisor.tasks.get(a.task)
+        context = self.advisor.context(a.task)
         before = self.advisor.predictions(a.task).get(a.current)
         gain = a.energy_gain if self.advisor.objective == "energy" else a.time_gain
         self.advisor.accepted(a)
         move = Move(a.task, a.current, a.suggested, a.explore, sent, t=self._t)
-        context = st.context if st is not None else (0, 0)
         predicted = None if a.explore or gain is None else round(gain, 4)
         self.log.moved(move, context, before, predicted)
         return sent
@@ -196,5 +196,4 @@ class PlacementLoop:
             self.control.close()
         if self.keep is not None:
             with self._lock:
-                learned = self.advisor.learned()
-            self.keep(learned)
+                self.keep()

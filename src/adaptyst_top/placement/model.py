@@ -176,6 +176,25 @@ class Prediction:
         }
 
 
+def pareto_front(preds: dict[str, Prediction]) -> list[tuple[str, float, float | None]]:
+    """(device, time, energy) of the devices whose time and energy no other device
+    beats on both, fastest first."""
+    front = []
+    for d, p in preds.items():
+        dominated = any(
+            q.time_s <= p.time_s
+            and q.energy_j is not None
+            and p.energy_j is not None
+            and q.energy_j <= p.energy_j
+            and (q.time_s < p.time_s or q.energy_j < p.energy_j)
+            for o, q in preds.items()
+            if o != d
+        )
+        if not dominated:
+            front.append((d, p.time_s, p.energy_j))
+    return sorted(front, key=lambda x: x[1])
+
+
 def fit_power_law(points: list[tuple[float, float, int]]) -> tuple[float, float, float] | None:
     """Least squares of t = a*n^b + c over b in a grid (a, c linear for fixed b)."""
     if len(points) < FIT_MIN_BUCKETS:

@@ -1,6 +1,6 @@
-"""The advisor's performance models kept between runs of an application (as StarPU keeps
-its per-machine performance models): read when the advisor starts, written when the
-session ends. One private file per application and node, under the user's cache:
+"""The learner's models kept between runs of an application (as StarPU keeps its
+per-machine performance models): read when the monitor's advisor starts, written when
+the session ends. One private file per application and node, under the user's cache:
 `$XDG_CACHE_HOME/adaptyst-top/models/APP@HOST.json`. A file another user could steer is
 never read or written (system/private_files.py); a damaged one is not used, and says
 so in one line."""
@@ -13,9 +13,9 @@ import re
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from adaptyst_top.placement.advisor import Advisor
-from adaptyst_top.placement.model import TaskDeviceModel, model_from_json, model_to_json
+from adaptyst_top.placement.learned_advisor import LearnedAdvisor
 from adaptyst_top.system.private_files import (
     UnsafePathError,
     cache_dir,
@@ -25,7 +25,7 @@ from adaptyst_top.system.private_files import (
 )
 from adaptyst_top.system.process_names import app_name, process_name
 
-VERSION = 1
+VERSION = 2  # 1 kept the advisor's models: not read since the learner replaced it
 DIR_ENV = "ADAPTYST_TOP_MODELS"  # another folder for them (the tests use their own)
 MAX_BYTES = 4 << 20  # a kept file larger than this is not ours to parse
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+@-]")
@@ -38,21 +38,22 @@ def app_of(command: Sequence[str], pid: int | None) -> str | None:
     return None if pid is None else process_name(pid)
 
 
-def kept_models(
-    app: str | None, advisor: Advisor
-) -> tuple[Callable[[list[TaskDeviceModel]], object] | None, str]:
-    """APP's kept models given to the advisor as priors; where this run's go when it
-    ends, and a line on what was read (for the advisor's state line)."""
+def kept_models(app: str | None, placer: LearnedAdvisor) -> tuple[Callable[[], object] | None, str]:
+    """APP's kept models given to PLACER; what keeps this run's when it ends, and a line
+    on what was read (for the advisor's state line)."""
     if app is None:
         return None, ""
     try:
         path = models_path(app)
     except OSError as exc:
         return None, f"models not kept: {exc}"
-    models, why = load_models(path)
-    taken = advisor.preload(models)
+    data, why = load_models(path)
+    if data is not None:
+        why = placer.from_json(data)
+        why = None if why is None else f"kept models not read: {path}: {why}"
+    taken = placer.learned_count()
     line = why or (f"{taken} model(s) from earlier runs of {app}" if taken else "")
-    return (lambda learned: save_models(path, learned)), line
+    return (lambda: save_models(path, placer.to_json())), line
 
 
 def models_path(app: str, host: str | None = None) -> Path:
@@ -62,42 +63,36 @@ def models_path(app: str, host: str | None = None) -> Path:
     return (Path(folder) if folder else cache_dir() / "models") / f"{name}.json"
 
 
-def load_models(path: Path) -> tuple[list[TaskDeviceModel], str | None]:
-    """The models kept at PATH, and a line saying why none were used (None: fine, or no
+def load_models(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """What is kept at PATH, and a line saying why nothing was used (None: fine, or no
     file yet)."""
     if not os.path.lexists(path.parent):
-        return [], None  # nothing kept yet
+        return None, None  # nothing kept yet
     try:
         check_private_dir(path.parent)
         with open(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
-        return [], None
+        return None, None
     except UnsafePathError as exc:
-        return [], f"kept models not read: {exc}"
+        return None, f"kept models not read: {exc}"
     except OSError as exc:
-        return [], f"kept models not read: {path}: {exc.strerror}"
+        return None, f"kept models not read: {path}: {exc.strerror}"
     if len(raw) > MAX_BYTES:
-        return [], f"kept models not read: {path} is over {MAX_BYTES >> 20} MiB"
+        return None, f"kept models not read: {path} is over {MAX_BYTES >> 20} MiB"
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
-        return [], f"kept models not read: {path} is not JSON"
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None, f"kept models not read: {path} is not JSON"
     if not isinstance(data, dict) or data.get("version") != VERSION:
-        return [], f"kept models not read: {path} is not a version {VERSION} models file"
-    entries = data.get("models")
-    models = [model_from_json(d) for d in entries] if isinstance(entries, list) else []
-    kept = [m for m in models if m is not None]
-    if isinstance(entries, list) and len(kept) < len(entries):
-        return kept, f"{path}: {len(entries) - len(kept)} damaged model(s) left out"
-    return kept, None
+        return None, f"kept models not read: {path} is not a version {VERSION} models file"
+    return data, None
 
 
-def save_models(path: Path, models: list[TaskDeviceModel]) -> str | None:
-    """Keep MODELS at PATH (replaced atomically); a line saying why not, or None."""
-    if not models:
-        return None
-    data = {"version": VERSION, "models": [model_to_json(m) for m in models]}
+def save_models(path: Path, kept: dict[str, Any]) -> str | None:
+    """Keep KEPT (LearnedAdvisor.to_json) at PATH, replaced atomically; a line saying
+    why not, or None."""
+    data = {"version": VERSION, **kept}
     try:
         private_dir(path.parent)
         write_private(path, json.dumps(data, allow_nan=False).encode())

@@ -27,8 +27,9 @@ from adaptyst_top.collectors.probes.overhead import CostTable
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
 from adaptyst_top.collectors.profile.profiler import LocalCounts, Profiler
-from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.placement import device_priors as dp
 from adaptyst_top.placement.control import CONTROL_ENV, ControlServer, server_socket_path
+from adaptyst_top.placement.learned_advisor import LearnedAdvisor
 from adaptyst_top.placement.loop import PlacementLoop
 from adaptyst_top.runtime.agent_client import (
     AgentConnection,
@@ -403,7 +404,8 @@ def start_placement(opts: SessionOptions, readings: Sequence[DeviceReading]) -> 
         control = None  # the socket cannot be made: advise, but push nothing
     # An OpenCL GPU is a GPU to the advisor's first looks; PoCL's device the host's cores.
     kinds = {r.id: str(r.extra.get("type") or "cpu") for r in readings if r.kind == "opencl"}
-    advisor = Advisor(targets, objective=opts.advisor.objective, kinds=kinds)  # type: ignore[arg-type]
+    floors = dp.floors_s(targets, kinds)
+    advisor = LearnedAdvisor(targets, objective=opts.advisor.objective, floors_s=floors)  # type: ignore[arg-type]
     app = app_of(opts.target.command, opts.target.pid) if opts.advisor.kept_models else None
     keep, prior = kept_models(app, advisor)
     loop = PlacementLoop(advisor, control, keep=keep, prior=prior)

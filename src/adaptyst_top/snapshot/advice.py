@@ -20,6 +20,9 @@ class Curve(JsonPart):
     device: str
     points: tuple[tuple[float, float], ...] = ()  # (input size, seconds per run)
     fit: tuple[float, float, float] | None = field(default=None, metadata=_NONE)
+    # The learner's prediction over the sizes seen: (input size, median seconds per run,
+    # the factor either way that holds one sigma), instead of a fit.
+    band: tuple[tuple[float, float, float], ...] = field(default=(), metadata=_SET)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +33,8 @@ class TaskEntry(JsonPart):
     device: str
     executions: int
     input_bucket: tuple[int, int]  # (log2 size, feature bucket)
-    # device -> {"time_s", "energy_j", "samples", "source" (measured | fit | ratio)}
+    # device -> {"time_s", "energy_j", "samples", "source" (measured | fit | ratio),
+    # and from the learner "time_factor", "energy_factor": one sigma either way}
     predicted: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     pareto: tuple[tuple[Any, ...], ...] = ()  # (device, time_s, energy_j) not beaten on both
     best: str = field(default="", metadata=_SET)  # the device the models say, for the objective

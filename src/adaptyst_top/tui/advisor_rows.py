@@ -39,7 +39,7 @@ TASK_COLUMNS = (
         "Time per run (~ predicted)",
         0,
         priority=6,
-        help="each device's time per run, fastest first; ~ marks a prediction, not a measurement",
+        help="each device's predicted time per run, fastest first; ~: from other input sizes, not this one; ±: one sigma of the prediction",
     ),
     Column(
         "energy",
@@ -63,14 +63,14 @@ TASK_COLUMNS = (
         5,
         right=True,
         priority=3,
-        help="how sure, 0..1: one minus both devices' relative spread",
+        help="how sure, 0..1: the posterior probability that Best gains over On",
     ),
     Column(
         "state",
         "State",
         9,
         priority=7,
-        help="learning (a device has no cost yet), exploring (a few runs to measure one), settled (On is Best), untried (Best has not run this input enough to move on: predicted, or measured too few times), in noise (gain under the move threshold), unsure (gain within the spread), holding (gain must hold a few decisions), m: move / explore? (advice waiting for m)",
+        help="learning (a device that may win has no warm run yet), exploring (a few runs to measure one), settled (On is Best), in noise (gain under the move threshold), holding (a move at the next decision), untried / unsure (recordings of the advisor before the learner), m: move / explore? (advice waiting for m)",
     ),
     Column(
         "runs",
@@ -146,14 +146,17 @@ def _number(p: Mapping[str, Any], key: str) -> float | None:
 
 def device_times(t: TaskEntry, ascii: bool = False) -> str:
     """Each device's time per run on the task's input, fastest first; '~' marks a
-    prediction (fitted over sizes or from another device's ratio), not a measurement."""
+    prediction (fitted over sizes or from another device's ratio), not a measurement;
+    '±N%' the learner's one sigma."""
     cells = []
     for device, p in t.predicted.items():
         time_s = _number(p, "time_s")
         if time_s is None:
             continue
         mark = "" if p.get("source", "measured") == "measured" else "~"
-        cells.append((time_s, f"{device} {mark}{fmt_ns(time_s * 1e9)}"))
+        factor = _number(p, "time_factor")
+        spread = "" if factor is None or not 1 < factor < 100 else f" ±{100 * (factor - 1):.0f}%"
+        cells.append((time_s, f"{device} {mark}{fmt_ns(time_s * 1e9)}{spread}"))
     return (" | " if ascii else " · ").join(text for _, text in sorted(cells))
 
 

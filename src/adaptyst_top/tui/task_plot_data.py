@@ -1,5 +1,5 @@
 """What the task screen plots, computed without Textual: each device's fitted curve
-over the sizes measured, the sizes where two devices' curves cross, and the
+(or the learner's prediction with its one-sigma band) over the sizes measured, the sizes where two devices' curves cross, and the
 (time, energy) points of every device with the Pareto front among them."""
 
 from __future__ import annotations
@@ -22,34 +22,60 @@ def _at(fit: Fit, n: float) -> float:
         return math.inf
 
 
+def _curve_at(curve: Curve, n: float) -> float:
+    return _at(curve.fit, n) if curve.fit is not None else _median_at(curve, n)
+
+
 def size_range(curves: tuple[Curve, ...]) -> tuple[float, float] | None:
-    sizes = [n for c in curves for n, _ in c.points if 0 < n < math.inf]
+    sizes = [n for c in curves for n, *_ in c.points + c.band if 0 < n < math.inf]
     return (min(sizes), max(sizes)) if sizes else None
 
 
 def fitted(curve: Curve, lo: float, hi: float) -> tuple[list[float], list[float]]:
-    """The curve's fit at SAMPLES sizes spaced evenly on a log scale over [lo, hi]."""
-    if curve.fit is None or lo <= 0 or hi <= lo:
+    """The curve's fit at SAMPLES sizes spaced evenly on a log scale over [lo, hi];
+    the learner's predicted medians (its band) where it has no fit."""
+    if curve.fit is None:
+        return band(curve, 0)
+    if lo <= 0 or hi <= lo:
         return [], []
     xs = [lo * (hi / lo) ** (i / (SAMPLES - 1)) for i in range(SAMPLES)]
     points = [(x, y) for x in xs if math.isfinite(y := _at(curve.fit, x))]
     return [x for x, _ in points], [y for _, y in points]
 
 
+def band(curve: Curve, sigmas: int) -> tuple[list[float], list[float]]:
+    """The learner's prediction SIGMAS sigmas from its median (-1: below, 1: above)."""
+    points = [
+        (n, s * f**sigmas)
+        for n, s, f in curve.band
+        if 0 < n < math.inf and 0 < s < math.inf and 1 <= f < math.inf
+    ]
+    return [n for n, _ in points], [s for _, s in points]
+
+
+def _median_at(curve: Curve, n: float) -> float:
+    """The band's median at N, log-linear between its sizes (inf outside them)."""
+    for (n0, s0), (n1, s1) in itertools.pairwise(zip(*band(curve, 0), strict=True)):
+        if n0 <= n <= n1 and n1 > n0:
+            w = math.log(n / n0) / math.log(n1 / n0)
+            return math.exp((1 - w) * math.log(s0) + w * math.log(s1))
+    return math.inf
+
+
 def crossovers(curves: tuple[Curve, ...]) -> list[tuple[float, str, str]]:
     """(size, faster below, faster above) where two fitted curves cross inside the sizes
     measured, found by bisection between the log-spaced samples that bracket it."""
     span = size_range(curves)
-    fits = [(c.device, c.fit) for c in curves if c.fit is not None]
+    fits = [(c.device, c) for c in curves if c.fit is not None or c.band]
     if span is None:
         return []
     xs = [span[0] * (span[1] / span[0]) ** (i / (SAMPLES - 1)) for i in range(SAMPLES)]
     out = []
-    for i, (one, f1) in enumerate(fits):
-        for other, f2 in fits[i + 1 :]:
+    for i, (one, c1) in enumerate(fits):
+        for other, c2 in fits[i + 1 :]:
 
-            def faster(n: float, f1: Fit = f1, f2: Fit = f2) -> bool:
-                return _at(f1, n) < _at(f2, n)
+            def faster(n: float, c1: Curve = c1, c2: Curve = c2) -> bool:
+                return _curve_at(c1, n) < _curve_at(c2, n)
 
             for a, b in itertools.pairwise(xs):
                 if faster(a) == faster(b):

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from adaptyst_top.placement.advisor import EXPLORE_RUNS
+from adaptyst_top.placement.learned_advisor import LOOK_RUNS
 from adaptyst_top.placement.task_api import TASK_SPEC, parse_key
 from tests.support.bpf_objects import none_left
 from tests.support.marks import requires_root
@@ -75,5 +75,5 @@ def test_demo_under_the_advisor_moves_and_the_workload_follows() -> None:
         for k, p in rows.items()
         if parsed[k] and parsed[k][0] == target["task"] and parsed[k][1] == target["to"]
     )
-    assert followed > EXPLORE_RUNS
+    assert followed > LOOK_RUNS
     assert none_left()

@@ -12,6 +12,7 @@ from adaptyst_top.collectors.devices.opencl import OpenCLCollector
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.placement.advisor import Advisor
+from adaptyst_top.placement.learned_advisor import LOOK_RUNS, LearnedAdvisor
 from adaptyst_top.placement.loop import TASK_PROBE_NAME, PlacementLoop
 from adaptyst_top.placement.move_log import KEPT
 from adaptyst_top.snapshot import (
@@ -95,6 +96,42 @@ def test_the_loop_learns_from_entries_and_returns_its_part() -> None:
     )
     merged = replace(snapshot(31.0), tasks=after.tasks, advisor=after.advisor)
     assert merged.to_json()["advisor"]["moves"][0]["from"] == "cpu"
+
+
+def test_the_learner_in_the_loop_looks_then_moves_and_says_how_sure() -> None:
+    """The monitor's placer: from snapshots' task rows, a look at the device never run,
+    applied; then PoCL's runs at a quarter of the CPU's make the move, logged with the
+    gain it predicted and then the gain measured over the runs after it."""
+    loop = PlacementLoop(LearnedAdvisor(["cpu", "opencl:0"]))
+    cpu = ocl = 0
+    part = loop.update(snapshot(0.0))
+    for i in range(1, 4):
+        cpu += 50
+        part = loop.update(snapshot(float(i), task_entry("gemm|cpu|10|0", cpu, 2e6)))
+    (advice,) = part.advice
+    assert advice.explore and advice.suggested == "opencl:0"
+    assert loop.apply("gemm") == 0
+    ocl += LOOK_RUNS
+    rows = [task_entry("gemm|cpu|10|0", cpu, 2e6), task_entry("gemm|opencl:0|10|0", ocl, 5e5)]
+    part = loop.update(snapshot(4.0, *rows))
+    (advice,) = part.advice
+    assert not advice.explore and advice.suggested == "opencl:0"
+    assert advice.time_gain == pytest.approx(0.75, abs=0.05) and advice.confidence > 0.5
+    (task,) = part.tasks
+    assert task.best == "opencl:0" and task.gain == pytest.approx(0.75, abs=0.05)
+    assert task.predicted["opencl:0"]["time_factor"] > 1.0
+    loop.apply("gemm")
+    for i in range(5, 8):
+        ocl += 100
+        rows = [task_entry("gemm|cpu|10|0", cpu, 2e6), task_entry("gemm|opencl:0|10|0", ocl, 5e5)]
+        part = loop.update(snapshot(float(i), *rows))
+    assert part.advisor is not None
+    move = next(m for m in part.advisor.moves if not m.explore)
+    assert (move.source, move.to, move.runs) == ("cpu", "opencl:0", 300)
+    assert move.predicted_gain == pytest.approx(0.75, abs=0.05)
+    assert move.measured_gain == pytest.approx(0.75, abs=0.05)
+    (task,) = part.tasks
+    assert (task.device, task.state) == ("opencl:0", "settled")
 
 
 def test_moves_kept_are_bounded() -> None:

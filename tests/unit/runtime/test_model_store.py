@@ -1,4 +1,4 @@
-"""The advisor's models kept between runs of an application: one private file per
+"""The learner's models kept between runs of an application: one private file per
 application and node, read at the start, written at the end; what another user could
 steer is never used, a damaged file is not used and says so in one line."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import ControlClient, ControlServer
+from adaptyst_top.placement.learned_advisor import LearnedAdvisor
 from adaptyst_top.placement.loop import PlacementLoop
 from adaptyst_top.runtime.model_store import (
     DIR_ENV,
@@ -26,8 +26,8 @@ from adaptyst_top.snapshot import DeviceReading
 from tests.support.waits import wait_until
 
 
-def learned_advisor() -> Advisor:
-    adv = Advisor(["cpu", "opencl:0"])
+def learned_advisor() -> LearnedAdvisor:
+    adv = LearnedAdvisor(["cpu", "opencl:0"])
     for _ in range(6):
         adv.observe("spmv", "cpu", (16, 2), 0.004, 1, size=70_000)
         adv.observe("spmv", "opencl:0", (16, 2), 0.001, 1, size=70_000)
@@ -44,48 +44,53 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_kept_models_come_back_as_priors(folder: Path) -> None:
     path = models_path("solver", "cn042")
     assert path == folder / "solver@cn042.json"
-    assert save_models(path, learned_advisor().learned()) is None
+    assert save_models(path, learned_advisor().to_json()) is None
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
     assert oct(os.stat(folder).st_mode & 0o777) == "0o700"
-    models, why = load_models(path)
-    assert why is None and {(m.task, m.device) for m in models} == {
-        ("spmv", "cpu"),
-        ("spmv", "opencl:0"),
-    }
-    warm = Advisor(["cpu", "opencl:0", "cuda"])
-    assert warm.preload(models) == 2
+    data, why = load_models(path)
+    assert why is None and data is not None
+    warm = LearnedAdvisor(["cpu", "opencl:0", "cuda"])
+    assert warm.from_json(data) is None and warm.learned_count() == 2
+    assert warm.remembered("spmv") == "opencl:0"  # before its first run here
     warm.observe("spmv", "cpu", (16, 2), 0.004, 1, size=70_000)  # its first run here
     p = warm.predictions("spmv")
-    assert p["opencl:0"].time_s == pytest.approx(0.001) and p["opencl:0"].samples <= 6
+    assert p["opencl:0"].time_s == pytest.approx(0.001, rel=0.1) and p["opencl:0"].samples == 5
 
 
 def test_nothing_kept_yet_is_said_as_nothing(folder: Path) -> None:
-    assert load_models(models_path("solver", "cn042")) == ([], None)
+    assert load_models(models_path("solver", "cn042")) == (None, None)
 
 
 def test_a_folder_others_may_write_is_neither_read_nor_written(folder: Path) -> None:
     path = models_path("solver", "cn042")
-    assert save_models(path, learned_advisor().learned()) is None
+    assert save_models(path, learned_advisor().to_json()) is None
     os.chmod(folder, 0o777)
-    models, why = load_models(path)
-    assert models == [] and why is not None and "writable by others" in why
-    assert "writable by others" in (save_models(path, learned_advisor().learned()) or "")
+    data, why = load_models(path)
+    assert data is None and why is not None and "writable by others" in why
+    assert "writable by others" in (save_models(path, learned_advisor().to_json()) or "")
 
 
 @pytest.mark.parametrize(
     "text, says",
     [
         (b"\xff\xfe", "not JSON"),
-        (b"[1, 2]", "not a version 1"),
-        (b'{"version": 1, "models": [{"task": "t"}]}', "1 damaged"),
+        (b"[1, 2]", "not a version 2"),
+        (b'{"version": 1, "models": []}', "not a version 2"),  # the advisor's, before
+        (b'{"version": 2, "last": {}, "learner": {"version": 1}}', "no 'first' map"),
+        (b'{"version": 2, "last": {"t": ["t|0", -1]}, "learner": {}}', "damaged 'last'"),
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
     ],
 )
 def test_a_damaged_file_is_not_used_and_says_why(folder: Path, text: bytes, says: str) -> None:
     folder.mkdir(mode=0o700)
     path = models_path("solver", "cn042")
     path.write_bytes(text)
-    models, why = load_models(path)
-    assert models == [] and why is not None and says in why and "\n" not in why
+    data, why = load_models(path)
+    if data is not None:
+        adv = LearnedAdvisor(["cpu"])
+        why = adv.from_json(data)
+        assert adv.learned_count() == 0 and adv.unplaced() == []  # nothing taken
+    assert why is not None and says in why and "\n" not in why
 
 
 def test_the_application_is_named_by_its_program_or_its_script() -> None:
@@ -102,7 +107,7 @@ def test_a_session_starts_from_the_kept_models_and_keeps_its_own(folder: Path) -
     cpu = DeviceReading(id="cpu", kind="cpu", name="cpu")
     opts = SessionOptions(Target(command=["/opt/app/solver"]), advisor=AdvisorSettings("time"))
     path = models_path("solver")
-    save_models(path, learned_advisor().learned())
+    save_models(path, learned_advisor().to_json())
     loop = start_placement(opts, [cpu])
     try:
         assert loop.prior == "1 model(s) from earlier runs of solver"  # cpu: the device here
@@ -110,8 +115,9 @@ def test_a_session_starts_from_the_kept_models_and_keeps_its_own(folder: Path) -
             loop.advisor.observe("gemm", "cpu", (10, 0), 0.002, 1, size=1024)
     finally:
         loop.close()
-    models, _ = load_models(path)
-    assert {m.task for m in models} == {"spmv", "gemm"}
+    data, _ = load_models(path)
+    assert data is not None
+    assert {m["task"] for m in data["learner"]["models"]} == {"spmv|2", "gemm|0"}
     fresh = start_placement(
         SessionOptions(
             Target(command=["/opt/app/solver"]), advisor=AdvisorSettings("time", kept_models=False)
@@ -119,7 +125,7 @@ def test_a_session_starts_from_the_kept_models_and_keeps_its_own(folder: Path) -
         [cpu],
     )
     try:
-        assert fresh.prior == "" and fresh.keep is None and not fresh.advisor.models
+        assert fresh.prior == "" and fresh.keep is None and fresh.advisor.unplaced() == []
     finally:
         fresh.close()
 
@@ -132,8 +138,8 @@ def test_an_application_starts_where_earlier_runs_placed_its_task(
     real socket when the application registers, before the task's first run; suggest
     mode moves nothing without the user."""
     server = ControlServer(tmp_path / "control.sock")
-    advisor = Advisor(["cpu", "opencl:0"])
-    advisor.preload(learned_advisor().learned())
+    advisor = LearnedAdvisor(["cpu", "opencl:0"])
+    assert advisor.from_json(learned_advisor().to_json()) is None
     loop = PlacementLoop(advisor, server)
     loop.set_mode(mode)
     got: list[tuple[str, str, int | None]] = []

@@ -18,6 +18,7 @@ from adaptyst_top.snapshot import TaskEntry
 from adaptyst_top.tui.advisor_rows import device_times, pct
 from adaptyst_top.tui.format import fmt_energy, fmt_ns
 from adaptyst_top.tui.task_plot_data import (
+    band,
     crossovers,
     energy_points,
     fitted,
@@ -88,7 +89,11 @@ class TaskScreen(Screen[None]):
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title("time per run by input size: points measured, lines fitted")
+        learnt = any(c.band for c in t.curves)
+        plt.title(
+            "time per run by input size: points measured, lines "
+            + ("predicted (dots: one sigma)" if learnt else "fitted")
+        )
         span = size_range(t.curves)
         times: list[float] = []
         for i, c in enumerate(t.curves):
@@ -97,6 +102,11 @@ class TaskScreen(Screen[None]):
                 if xs:  # drawn first: the measured points stay visible over it
                     plt.plot(_log(xs), _log(ys), marker=self._marker(i), label=f"{c.device} fit")
                 times += ys
+            for sigmas in (-1, 1) if c.band else ():  # the learner's one sigma either way
+                xs, ys = band(c, sigmas)
+                if xs:
+                    plt.plot(_log(xs), _log(ys), marker="." if self.ascii else "·")
+                    times += ys
             points = [(n, s) for n, s in c.points if 0 < n < math.inf and 0 < s < math.inf]
             times += [s for _, s in points]
             plt.scatter(

@@ -1,0 +1,153 @@
+"""The learner as the monitor's advisor (learned_advisor.py): an interval's runs are one
+observation; a device never run warm gets a look of a few runs, a faster one measured
+gets the task, and what it shows carries the posterior's spread."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from adaptyst_top.placement.learned_advisor import (
+    LOOK_RUNS,
+    LOOK_WAIT,
+    MAX_DEVICES,
+    MOVE_MIN_GAIN,
+    LearnedAdvisor,
+)
+from adaptyst_top.placement.learned_view import learned_entries
+from adaptyst_top.snapshot import TaskEntry
+
+CTX = (16, 2)
+SIZE = 70_000
+
+
+def on_cpu(adv: LearnedAdvisor, intervals: int = 3, time_s: float = 0.002) -> None:
+    for _ in range(intervals):
+        adv.observe("spmv", "cpu", CTX, time_s, 50, 0.1, size=SIZE)
+        adv.set_current("spmv", "cpu")
+
+
+def test_a_device_never_run_is_looked_at_then_the_faster_one_gets_the_task() -> None:
+    adv = LearnedAdvisor(["cpu", "opencl:0"])
+    on_cpu(adv)
+    look = adv.decide("spmv")
+    assert look is not None and look.explore and look.suggested == "opencl:0"
+    assert look.runs == LOOK_RUNS and "explore" in look.why
+    adv.accepted(look)
+    assert learned_entries(adv)[0].state == "exploring"
+    adv.observe("spmv", "opencl:0", CTX, 0.0005, LOOK_RUNS, 0.01, size=SIZE)
+    adv.set_current("spmv", "opencl:0")  # the look's runs were most of the interval's
+    assert adv.tasks["spmv"].current == "cpu"
+    move = adv.decide("spmv")
+    assert move is not None and not move.explore and move.suggested == "opencl:0"
+    assert move.time_gain == pytest.approx(0.75, abs=0.05)
+    assert 0.5 < move.confidence <= 1.0
+    adv.accepted(move)
+    assert adv.tasks["spmv"].current == "opencl:0"
+    (t,) = learned_entries(adv)
+    assert isinstance(t, TaskEntry) and t.device == "opencl:0" and t.best == "opencl:0"
+    assert t.state == "settled" and t.executions == 3 * 50 + LOOK_RUNS
+
+
+def test_what_it_shows_carries_the_spread_and_the_prediction_over_sizes() -> None:
+    adv = LearnedAdvisor(["cpu", "opencl:0"], objective="energy")
+    for size, t in ((1_000, 1e-4), (10_000, 1e-3), (SIZE, 7e-3)):
+        for _ in range(3):
+            adv.observe("spmv", "cpu", (size.bit_length(), 2), t, 20, t * 40, size=size)
+    (entry,) = learned_entries(adv)
+    cpu = entry.predicted["cpu"]
+    assert cpu["source"] == "measured" and cpu["time_s"] == pytest.approx(7e-3, rel=0.1)
+    assert 1.0 < cpu["time_factor"] < 1.5 and cpu["energy_factor"] > 1.0
+    assert cpu["energy_j"] == pytest.approx(7e-3 * 40, rel=0.1)
+    (curve,) = entry.curves
+    assert curve.device == "cpu" and len(curve.points) == 3 and curve.fit is None
+    sizes = [n for n, _, _ in curve.band]
+    assert sizes == sorted(sizes) and sizes[0] < 1_000 and sizes[-1] > SIZE
+    assert all(math.isfinite(s) and s > 0 and f >= 1.0 for _, s, f in curve.band)
+    assert entry.state == "learning"  # PoCL may win and has no warm run yet
+    assert entry.to_json()["curves"][0]["band"]  # carried in the snapshot's JSON
+
+
+def test_advice_offered_and_not_taken_charges_nothing() -> None:
+    """Suggest mode: the same advice every interval until the user takes it. Looks are
+    counted and charged when taken, never for advice left."""
+    adv = LearnedAdvisor(["cpu", "opencl:0"])
+    on_cpu(adv)
+    for _ in range(50):
+        a = adv.decide("spmv")
+        assert a is not None and a.explore
+    assert adv.learner.looking == {} and adv.learner.spent == {}
+
+
+def test_a_look_that_never_comes_back_is_given_up() -> None:
+    adv = LearnedAdvisor(["cpu", "opencl:0"])
+    on_cpu(adv)
+    look = adv.decide("spmv")
+    assert look is not None
+    adv.accepted(look)
+    for _ in range(LOOK_WAIT - 1):
+        assert adv.decide("spmv") is None  # its answer first
+    again = adv.decide("spmv")
+    assert again is not None and again.suggested == "opencl:0"
+    assert adv.learner.looking == {}
+
+
+def test_no_look_where_the_device_cannot_win() -> None:
+    """A 5 us call is not looked at on a device whose warm runs take 0.1 ms at least."""
+    adv = LearnedAdvisor(["cpu", "opencl:0"], floors_s={"opencl:0": 1e-4})
+    on_cpu(adv, time_s=5e-6)
+    assert adv.decide("spmv") is None
+    (t,) = learned_entries(adv)
+    assert t.state == "settled" and "opencl:0" not in t.predicted
+
+
+def test_devices_within_the_noise_do_not_trade_the_task() -> None:
+    adv = LearnedAdvisor(["cpu", "opencl:0"], seed=3)
+    on_cpu(adv)
+    look = adv.decide("spmv")
+    assert look is not None
+    adv.accepted(look)
+    moves = 0
+    for i in range(200):
+        adv.observe("spmv", "opencl:0", CTX, 0.002 * (1 - MOVE_MIN_GAIN / 2), 3, size=SIZE)
+        adv.observe("spmv", "cpu", CTX, 0.002 * (1.0 + 0.01 * (i % 3 - 1)), 50, size=SIZE)
+        adv.set_current("spmv", "cpu")
+        a = adv.decide("spmv")
+        if a is not None and not a.explore:
+            moves += 1
+        if a is not None and a.explore:
+            adv.accepted(a)
+    assert moves == 0
+
+
+@pytest.mark.parametrize(
+    "time_s, count", [(math.nan, 5), (math.inf, 5), (-1.0, 5), (0.0, 5), (1e-3, 0)]
+)
+def test_a_figure_that_is_no_run_teaches_nothing(time_s: float, count: int) -> None:
+    adv = LearnedAdvisor(["cpu", "opencl:0"])
+    on_cpu(adv)
+    before = adv.predictions("spmv")["cpu"]
+    adv.observe("spmv", "cpu", CTX, time_s, count, math.nan, size=SIZE)
+    after = adv.predictions("spmv")["cpu"]
+    assert after.time_s == before.time_s and math.isfinite(after.rel_err)
+    for t in learned_entries(adv):
+        assert all(math.isfinite(v["time_s"]) for v in t.predicted.values())
+
+
+def test_device_names_an_application_reports_are_bounded() -> None:
+    adv = LearnedAdvisor(["cpu"])
+    for i in range(3 * MAX_DEVICES):
+        adv.observe("t", f"fake:{i}", (10, 0), 1e-3, 2, size=1024)
+    assert len(adv.devices) == MAX_DEVICES and adv.learner.devices is adv.devices
+
+
+def test_kept_models_place_a_task_before_it_runs() -> None:
+    adv = LearnedAdvisor(["cpu", "opencl:0"])
+    for _ in range(4):
+        adv.observe("spmv", "cpu", CTX, 0.004, 10, size=SIZE)
+        adv.observe("spmv", "opencl:0", CTX, 0.001, 10, size=SIZE)
+    warm = LearnedAdvisor(["cpu", "opencl:0"])
+    assert warm.from_json(adv.to_json()) is None
+    assert warm.unplaced() == ["spmv"] and warm.remembered("spmv") == "opencl:0"
+    assert warm.remembered("gemm") is None
