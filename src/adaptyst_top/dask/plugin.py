@@ -1,11 +1,13 @@
 """DevicePlacement: the learner inside Dask's scheduler. As tasks are submitted
-(update_graph, before any is scheduled) the placed calls of each task name are placed
-as a round by the name's learner (placement/learner.py: one model over sizes per kind;
-a kind not run yet looks with the round's smallest call, the rest go where they are
-predicted to finish first over the kinds' queues); a kind other than the CPU becomes
-a resource restriction, so that
-Dask itself picks, among the workers offering that device, the least busy and the one
-holding the data. The worker that ran a call reports its time and energy in the
+(update_graph, before any is scheduled) the placed calls of each task name whose inputs
+exist are placed as a round by the name's learner (placement/learner.py: one model over
+sizes per kind; a kind not run yet looks with the round's smallest call, the rest go
+where they are predicted to finish first over the kinds' queues). A call whose inputs
+are still to be computed is placed for now on the CPU, and for good when they are all
+in memory, in a round with the calls made ready with it: by then the runs before
+it have taught the learner. A kind other than the CPU becomes a resource restriction, so
+that Dask itself picks, among the workers offering that device, the least busy and the
+one holding the data. The worker that ran a call reports its time and energy in the
 task-finished message (the task's metadata), which the learner learns from; the next
 calls go where the runs say.
 
@@ -16,16 +18,15 @@ Dask events (Client.log_event) are never learnt from: any client may send one.""
 
 from __future__ import annotations
 
-import logging
 import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps
 
 from adaptyst_top.collectors.devices.cpu import PowerModel
+from adaptyst_top.dask.names import Names
 from adaptyst_top.dask.offer import OFFER_NAME, DeviceOffer
 from adaptyst_top.dask.placed import (
     ANNOTATION,
@@ -34,30 +35,16 @@ from adaptyst_top.dask.placed import (
     VERSION,
     PlacedTask,
 )
-from adaptyst_top.dask.report_rows import row_of
-from adaptyst_top.dask.untrusted import call_size, func_kinds, func_name, parse_run
+from adaptyst_top.dask.report_rows import report_of
+from adaptyst_top.dask.untrusted import call_kinds, call_size, func_kinds, parse_run
 from adaptyst_top.placement.learned_stream import LearnedStream
-from adaptyst_top.placement.learner import Learner
 from adaptyst_top.placement.objectives import OBJECTIVES, Objective
 from adaptyst_top.placement.task_keys import size_bucket
-
-logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "adaptyst-placement"
 # Task names whose models the scheduler keeps (~25 KB each): the least recently used
 # beyond it are forgotten, so that a flood of names cannot grow the scheduler for ever.
 MAX_NAMES = 1024
-
-
-@dataclass
-class Named:
-    """One task name's state: its learner (one model over sizes per kind), its streams
-    by size bucket, and its runs' figures by (bucket, kind, node): [runs, s, J, runs
-    with J, failures]."""
-
-    learner: Learner
-    streams: dict[int, LearnedStream] = field(default_factory=dict)
-    figures: dict[tuple[int, str, str], list[float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -73,6 +60,7 @@ class Placement:
     done: bool = False  # its run, or failure, came back
     predicted_s: float = 0.0  # its predicted time, on its kind's queue while processing
     queued: bool = False  # on its kind's queue: processing on a worker now
+    pool: tuple[str, ...] = ()  # the kinds it may go to
 
 
 class DevicePlacement(SchedulerPlugin):
@@ -112,8 +100,7 @@ class DevicePlacement(SchedulerPlugin):
 
     def _fresh(self) -> None:
         self.scheduler: Any = None
-        self.names: OrderedDict[str, Named] = OrderedDict()  # least recently used first
-        self.names_dropped = 0
+        self.names = Names(self.objective, self.weight, self.max_names)
         self.placements: dict[Any, Placement] = {}  # task key -> its placement, until forgotten
         self.placed = 0
         self.place_ns = 0
@@ -121,6 +108,9 @@ class DevicePlacement(SchedulerPlugin):
         self.sizes = {"client": 0, "inputs": 0, "unknown": 0}  # where calls' sizes came from
         self.energy_how: str | None = None  # how the workers measured the last joules
         self.pending: dict[str, float] = {}  # kind -> predicted s of its calls not back
+        # Calls submitted before their inputs exist, placed for now where the learner
+        # would put them, and placed for good when their inputs are all in memory.
+        self.deferred: set[Any] = set()
 
     # Only the settings travel to the scheduler; what it learns starts there.
     def __getstate__(self) -> dict[str, Any]:
@@ -160,9 +150,9 @@ class DevicePlacement(SchedulerPlugin):
         return kinds
 
     def update_graph(self, scheduler: Any, *, tasks: Any = (), **kwargs: Any) -> None:
-        """Place the calls submitted together as a round (learner.place_round): each
-        kind not run yet looks with the round's smallest call, the rest go where they
-        are predicted to finish first over the kinds' queues."""
+        """Place the calls submitted together as a round (place_rounds); a call whose
+        inputs are still to be computed is placed for good as a round with those made
+        ready with it (ready_after)."""
         start = time.perf_counter_ns()
         offered: set[str] | None = None
         rounds: dict[tuple[str, tuple[str, ...]], list[tuple[Any, Placement]]] = {}
@@ -175,13 +165,50 @@ class DevicePlacement(SchedulerPlugin):
             if type(func) is not PlacedTask:  # a subclass's methods would be the client's code
                 continue
             offered = self.offered() if offered is None else offered
-            error, record, usable = self.place(ts, spec, func, offered)
-            self.placements[key] = record
+            checked = call_kinds(func, offered)
             self.placed += 1
-            if error is not None or record.name is None:
-                self.annotate(ts, {"error": error})
+            if isinstance(checked, str):
+                self.placements[key] = Placement(None)
+                self.annotate(ts, {"error": checked})
                 continue
-            rounds.setdefault((record.name, tuple(usable)), []).append((ts, record))
+            record = self.placements[key] = Placement(checked[0], pool=tuple(checked[1]))
+            if any(dts.state != "memory" for dts in ts.dependencies):
+                self.defer(ts, record)  # its size too is known only then
+                continue
+            self.size_up(ts, spec, func, record)
+            rounds.setdefault((checked[0], record.pool), []).append((ts, record))
+        self.place_rounds(rounds)
+        self.place_ns += time.perf_counter_ns() - start
+
+    def defer(self, ts: Any, record: Placement) -> None:
+        """For now on the CPU (else its first kind); no look, queue or report counts it
+        yet, and its stream is its size's, known when its inputs are."""
+        record.kind = "cpu" if "cpu" in record.pool else record.pool[0]
+        self.deferred.add(ts.key)
+        self.annotate(ts, self.placement_of(record))
+
+    def ready_after(self, key: Any) -> None:
+        """KEY's result is in memory: the deferred calls it made ready (the scheduler
+        sends them to workers next, in this same batch of transitions) are placed now,
+        as one round, with what the runs so far taught."""
+        ts = self.scheduler.tasks.get(key) if self.scheduler is not None else None
+        rounds: dict[tuple[str, tuple[str, ...]], list[tuple[Any, Placement]]] = {}
+        for dts in getattr(ts, "dependents", ()):
+            if dts.key not in self.deferred or dts.waiting_on or dts.state != "waiting":
+                continue
+            self.deferred.discard(dts.key)
+            record = self.placements[dts.key]
+            self.size_up(dts, dts.run_spec, dts.run_spec.func, record)
+            rounds.setdefault((record.name or "", record.pool), []).append((dts, record))
+        if rounds:
+            start = time.perf_counter_ns()
+            self.place_rounds(rounds)
+            self.place_ns += time.perf_counter_ns() - start
+
+    def place_rounds(self, rounds: dict[tuple[str, tuple[str, ...]], list[Any]]) -> None:
+        """Each name's calls placed together by its learner (learner.place_round): each
+        kind not run yet looks with the round's smallest call, the rest go where they
+        are predicted to finish first over the kinds' queues."""
         ready = self.queued_s() if rounds else {}
         for (name, pool), calls in rounds.items():
             # A flood of names in one graph may have pushed this one out already: its
@@ -203,25 +230,26 @@ class DevicePlacement(SchedulerPlugin):
                     record.predicted_s = named.learner.predicted_s(name, kind, record.size)
                     # The next rounds of this graph queue behind this one.
                     ready[kind] = ready.get(kind, 0.0) + record.predicted_s / self.slots(kind)
-                self.annotate(
-                    ts,
-                    {
-                        "v": VERSION,
-                        "kind": kind,
-                        "stream": f"{name}@{record.bucket}",
-                        "explored": record.explored,
-                        "size": record.size,
-                    },
-                )
-        self.place_ns += time.perf_counter_ns() - start
+                self.annotate(ts, self.placement_of(record))
+
+    @staticmethod
+    def placement_of(record: Placement) -> dict[str, Any]:
+        return {
+            "v": VERSION,
+            "kind": record.kind,
+            "stream": f"{record.name}@{record.bucket}",
+            "explored": record.explored,
+            "size": record.size,
+        }
 
     @staticmethod
     def annotate(ts: Any, placement: dict[str, Any]) -> None:
         # Ours replaces any the client annotated: the worker runs what was decided here.
         ts.annotations = {**(ts.annotations or {}), ANNOTATION: placement}
         kind = placement.get("kind")
-        if kind and kind != "cpu":  # beside the user's own restrictions, not instead
-            ts.resource_restrictions = {**(ts.resource_restrictions or {}), kind: 1}
+        # Beside the user's own restrictions, not instead; a kind's replaces the last.
+        rest = {k: n for k, n in (ts.resource_restrictions or {}).items() if k not in KINDS}
+        ts.resource_restrictions = {**rest, kind: 1} if kind and kind != "cpu" else rest
 
     def queued_s(self) -> dict[str, float]:
         """Per kind, the predicted seconds of its calls processing on a worker now (the
@@ -236,68 +264,16 @@ class DevicePlacement(SchedulerPlugin):
             n = sum(self.scheduler.resources.get(kind, {}).values())
         return max(1.0, float(n or 1))
 
-    def place(
-        self, ts: Any, spec: Any, func: PlacedTask, offered: set[str]
-    ) -> tuple[str | None, Placement, list[str]]:
-        """One call's name, size and the kinds it may go to, or the error it raises."""
-        version = func.__dict__.get("version")
-        if type(version) is not int or version != VERSION:  # compared only as a plain int
-            shown = version if type(version) is int else "?"
-            return (
-                f"{func_name(func) or 'a placed task'}: made by adaptyst-top's "
-                f"Dask API version {shown}, the scheduler's is {VERSION}: "
-                "install the same adaptyst-top everywhere",
-                Placement(None),
-                [],
-            )
-        name, kinds = func_name(func), func_kinds(func)
-        if name is None or kinds is None:
-            return "a placed task that is not one placed() made", Placement(None), []
-        usable = [k for k in kinds if k in offered]
-        if not usable:
-            return (
-                f"{name} has variants for {', '.join(sorted(kinds))} "
-                f"but the workers offer {', '.join(sorted(offered))}",
-                Placement(None),
-                [],
-            )
-        size, source = call_size(ts, spec, func)
+    def size_up(self, ts: Any, spec: Any, func: PlacedTask, record: Placement) -> None:
+        """The call's size, its stream's bucket, and its kinds less those left out."""
+        record.size, source = call_size(ts, spec, func)
         self.sizes[source] += 1
-        bucket = size_bucket(size)
-        stream = self.stream(name, bucket, usable)
-        usable = [k for k in usable if k not in stream.dropped()] or usable
-        return None, Placement(name, bucket, "", False, size), usable
+        record.bucket = size_bucket(record.size)
+        stream = self.stream(record.name or "", record.bucket, list(record.pool))
+        record.pool = tuple(k for k in record.pool if k not in stream.dropped()) or record.pool
 
     def stream(self, name: str, bucket: int, usable: list[str]) -> LearnedStream:
-        named = self.names.get(name)
-        if named is None:
-            kinds = sorted(usable, key=lambda k: k != "cpu")  # the CPU first: the reference
-            learner = Learner(kinds, objective=self.objective, weight=self.weight)
-            named = self.names[name] = Named(learner)
-            self.forget_beyond_cap()
-        else:
-            self.names.move_to_end(name)
-        for kind in usable:  # a kind a worker offers since
-            if kind not in named.learner.devices:
-                named.learner.devices.append(kind)
-        stream = named.streams.get(bucket)
-        if stream is None:
-            start = "cpu" if "cpu" in usable else usable[0]
-            stream = named.streams[bucket] = LearnedStream(named.learner, name, bucket, start)
-        return stream
-
-    def forget_beyond_cap(self) -> None:
-        """Drop the least recently used names beyond max_names: their models, streams and
-        figures go; their calls still running come back to nothing and are not learnt."""
-        while len(self.names) > self.max_names:
-            self.names.popitem(last=False)
-            if self.names_dropped == 0:
-                logger.warning(
-                    "DevicePlacement: more than %d task names; the least recently used are "
-                    "forgotten (placement_report: names.dropped)",
-                    self.max_names,
-                )
-            self.names_dropped += 1
+        return self.names.stream(name, bucket, usable)
 
     def remove_worker(self, scheduler: Any, worker: str, **kwargs: Any) -> None:
         """Calls placed on a kind no worker offers any more would wait for one for ever
@@ -319,13 +295,7 @@ class DevicePlacement(SchedulerPlugin):
             self.unqueue(record)
             self.lost(record)  # a look it was is not made
             record.kind, record.explored = kind, False
-            placement = (ts.annotations or {}).get(ANNOTATION) or {}
-            ts.annotations = {
-                **(ts.annotations or {}),
-                ANNOTATION: {**placement, "kind": kind, "explored": False},
-            }
-            rest = {k: n for k, n in (ts.resource_restrictions or {}).items() if k not in KINDS}
-            ts.resource_restrictions = {**rest, kind: 1} if kind != "cpu" else rest
+            self.annotate(ts, self.placement_of(record))
             moved[ts.key] = "processing"
         if moved:
             scheduler.transitions(moved, stimulus_id=f"adaptyst-replace-{time.time()}")
@@ -333,12 +303,18 @@ class DevicePlacement(SchedulerPlugin):
     # ----- learning ---------------------------------------------------------------------
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        self.transitioned(key, start, finish, kwargs)
+        if finish == "memory" and self.deferred:  # after its run was learnt from
+            self.ready_after(key)
+
+    def transitioned(self, key: Any, start: str, finish: str, kwargs: dict[str, Any]) -> None:
         """A placed call's run or failure, from the scheduler's own record of it: the run's
         measurement from the task-finished message of the worker that ran it (its
         metadata; a client cannot send one), the failure from the task erring there."""
         if start != "processing" and finish not in ("processing", "memory", "erred", "forgotten"):
             return  # every transition of every task comes here: the common case first
         if finish == "forgotten":
+            self.deferred.discard(key)
             if (gone := self.placements.pop(key, None)) is not None and not gone.done:
                 self.unqueue(gone)
                 self.lost(gone)
@@ -347,6 +323,7 @@ class DevicePlacement(SchedulerPlugin):
         if record is None or record.done or record.name is None:
             return
         if finish == "processing":  # on a worker: its device's queue holds it
+            self.deferred.discard(key)  # ready by a path ready_after did not see: as it was
             if not record.queued:
                 self.pending[record.kind] = self.pending.get(record.kind, 0.0) + record.predicted_s
                 record.queued = True
@@ -419,24 +396,5 @@ class DevicePlacement(SchedulerPlugin):
     def report(self) -> dict[str, Any]:
         """Per task and input size: the device chosen, runs and mean time per device and
         node, moves and explorations, the gain over the CPU; the placing's cost; the
-        names kept and forgotten; where the calls' sizes came from."""
-        rows = []
-        for name, named in sorted(self.names.items()):
-            for bucket, stream in sorted(named.streams.items()):
-                rows.append(row_of(name, bucket, stream, named.figures))
-        per_task = self.place_ns / self.placed / 1e3 if self.placed else None
-        return {
-            "version": VERSION,
-            "objective": self.objective,
-            "placed": self.placed,
-            "place_us_per_task": None if per_task is None else round(per_task, 2),
-            "ignored_events": self.ignored,
-            "energy_method": self.energy_how,
-            "names": {
-                "kept": len(self.names),
-                "cap": self.max_names,
-                "dropped": self.names_dropped,
-            },
-            "sizes": dict(self.sizes),
-            "tasks": rows,
-        }
+        names kept and forgotten; where the calls' sizes came from (report_rows.py)."""
+        return report_of(self)

@@ -1,10 +1,12 @@
-"""A placement report's row: one task name's calls in one size bucket, from its stream
-and the runs' figures by (bucket, kind, node)."""
+"""The Dask plugin's placement report (DevicePlacement.report): a row per task name's
+calls in one size bucket, from its stream and the runs' figures by (bucket, kind,
+node), and the plugin's own figures."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from adaptyst_top.dask.placed import VERSION
 from adaptyst_top.placement.learned_stream import LearnedStream
 
 
@@ -49,3 +51,24 @@ def row_of(
 
 def add(counts: dict[str, Any], key: str, n: float) -> None:
     counts[key] = counts.get(key, 0) + n
+
+
+def report_of(p: Any) -> dict[str, Any]:
+    """P: the DevicePlacement (an import of it here would be a cycle)."""
+    rows = [
+        row_of(name, bucket, stream, named.figures)
+        for name, named in sorted(p.names.items())
+        for bucket, stream in sorted(named.streams.items())
+    ]
+    per_task = p.place_ns / p.placed / 1e3 if p.placed else None
+    return {
+        "version": VERSION,
+        "objective": p.objective,
+        "placed": p.placed,
+        "place_us_per_task": None if per_task is None else round(per_task, 2),
+        "ignored_events": p.ignored,
+        "energy_method": p.energy_how,
+        "names": {"kept": len(p.names), "cap": p.names.cap, "dropped": p.names.dropped},
+        "sizes": dict(p.sizes),
+        "tasks": rows,
+    }

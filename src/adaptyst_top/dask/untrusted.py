@@ -105,3 +105,26 @@ def call_size(ts: Any, spec: Any, func: PlacedTask) -> tuple[int, str]:
             return clamp(n), "inputs"
     nbytes = sum(own_nbytes(v) for v in values)
     return clamp(nbytes), ("inputs" if size_fn is None else "unknown")
+
+
+def call_kinds(func: PlacedTask, offered: set[str]) -> tuple[str, list[str]] | str:
+    """(the call's task name, the kinds offered that it has variants for), or the
+    error the call raises instead, in one line."""
+    version = func.__dict__.get("version")
+    if type(version) is not int or version != VERSION:  # compared only as a plain int
+        shown = version if type(version) is int else "?"
+        return (
+            f"{func_name(func) or 'a placed task'}: made by adaptyst-top's "
+            f"Dask API version {shown}, the scheduler's is {VERSION}: "
+            "install the same adaptyst-top everywhere"
+        )
+    name, kinds = func_name(func), func_kinds(func)
+    if name is None or kinds is None:
+        return "a placed task that is not one placed() made"
+    usable = [k for k in kinds if k in offered]
+    if not usable:
+        return (
+            f"{name} has variants for {', '.join(sorted(kinds))} "
+            f"but the workers offer {', '.join(sorted(offered))}"
+        )
+    return name, usable

@@ -146,6 +146,46 @@ def test_calls_go_to_the_device_their_runs_say_and_answer_as_the_cpu(two_workers
         assert all(1.0 <= f < 10.0 for f in row["predicted_factor"].values()), row
 
 
+def test_calls_submitted_before_their_inputs_exist_are_placed_when_ready(
+    two_workers: Client,
+) -> None:
+    """A chain of calls, each on the one before's result, submitted as one graph. At
+    submission nothing has run anywhere: placed then, every call would go to the CPU.
+    Placed as each becomes ready, with what the runs before it taught, the chain itself
+    looks at the OpenCL device and goes on where its own runs say."""
+    import dask
+
+    client = two_workers
+    link = dask.delayed(dk.logistic, pure=False)
+    y = link(inputs(np.random.default_rng(4), LARGE))
+    for _ in range(19):
+        y = link(y)
+    out = client.compute(y).result()
+    assert out.shape == (LARGE,) and bool(np.all((out > 0) & (out < 1)))
+    runs = [msg for _, msg in client.get_events(TOPIC)]
+    kinds = [m["kind"] for m in runs]
+    assert len(runs) == 20 and set(kinds) == {"cpu", "opencl"}, kinds
+    assert all(m["size"] == LARGE * 4 for m in runs[1:])  # its input's bytes, once made
+    # Each device's warm runs (its first is cold), and the device of the last calls is
+    # not slower than the other by more than the node's noise, in those runs' medians.
+    warm: dict[str, list[float]] = {}
+    for m in runs:
+        warm.setdefault(m["kind"], []).append(m["t"])
+    median = {k: float(np.median(v[1:] or v)) for k, v in warm.items()}
+    spread = {
+        k: float(np.subtract(*np.percentile(v, [75, 25]))) / median[k] for k, v in warm.items()
+    }
+    last, other = kinds[-1], ("opencl" if kinds[-1] == "cpu" else "cpu")
+    assert median[last] <= max(1.25, 1 + max(spread.values())) * median[other], (kinds, median)
+    report = placement_report(client)
+    assert report["placed"] == 20 and report["ignored_events"] == 0
+    # The first call sized by len() of the array it was given, the rest by the bytes of
+    # the result they take (all the scheduler knows of another task's result).
+    rows = {r["size_bucket"]: r for r in report["tasks"] if r["task"] == "logistic"}
+    assert set(rows) == {size_bucket(LARGE), size_bucket(LARGE * 4)}
+    assert sum(sum(r["runs"].values()) for r in rows.values()) == 20
+
+
 def test_a_task_no_worker_can_run_errs_saying_so_and_the_rest_run(two_workers: Client) -> None:
     client = two_workers
     only_cuda = placed("cudaonly", {"cuda": dk.logistic_cpu}, size=len)
