@@ -193,11 +193,14 @@ class DevicePlacement(SchedulerPlugin):
         as one round, with what the runs so far taught."""
         ts = self.scheduler.tasks.get(key) if self.scheduler is not None else None
         rounds: dict[tuple[str, tuple[str, ...]], list[tuple[Any, Placement]]] = {}
+        offered: set[str] | None = None
         for dts in getattr(ts, "dependents", ()):
             if dts.key not in self.deferred or dts.waiting_on or dts.state != "waiting":
                 continue
             self.deferred.discard(dts.key)
             record = self.placements[dts.key]
+            offered = self.offered() if offered is None else offered  # workers left since
+            record.pool = tuple(k for k in record.pool if k in offered) or record.pool
             self.size_up(dts, dts.run_spec, dts.run_spec.func, record)
             rounds.setdefault((record.name or "", record.pool), []).append((dts, record))
         if rounds:
@@ -223,14 +226,14 @@ class DevicePlacement(SchedulerPlugin):
             )
             for i, ((ts, record), kind) in enumerate(zip(calls, kinds, strict=True)):
                 stream = named.streams.get(record.bucket) if named is not None else None
-                record.kind = kind
+                was, record.kind = record.kind, kind
                 if named is not None and stream is not None:
                     record.explored = looks[i]
                     stream.placed(kind, record.size, looks[i])
                     record.predicted_s = named.learner.predicted_s(name, kind, record.size)
                     # The next rounds of this graph queue behind this one.
                     ready[kind] = ready.get(kind, 0.0) + record.predicted_s / self.slots(kind)
-                self.annotate(ts, self.placement_of(record))
+                self.annotate(ts, self.placement_of(record), was)
 
     @staticmethod
     def placement_of(record: Placement) -> dict[str, Any]:
@@ -243,12 +246,13 @@ class DevicePlacement(SchedulerPlugin):
         }
 
     @staticmethod
-    def annotate(ts: Any, placement: dict[str, Any]) -> None:
+    def annotate(ts: Any, placement: dict[str, Any], was: str = "") -> None:
+        """WAS: the kind this call was placed on before, whose restriction goes."""
         # Ours replaces any the client annotated: the worker runs what was decided here.
         ts.annotations = {**(ts.annotations or {}), ANNOTATION: placement}
         kind = placement.get("kind")
-        # Beside the user's own restrictions, not instead; a kind's replaces the last.
-        rest = {k: n for k, n in (ts.resource_restrictions or {}).items() if k not in KINDS}
+        # Beside the user's own restrictions, not instead.
+        rest = {k: n for k, n in (ts.resource_restrictions or {}).items() if k != was}
         ts.resource_restrictions = {**rest, kind: 1} if kind and kind != "cpu" else rest
 
     def queued_s(self) -> dict[str, float]:
@@ -294,8 +298,8 @@ class DevicePlacement(SchedulerPlugin):
             kind = "cpu" if "cpu" in usable else usable[0]
             self.unqueue(record)
             self.lost(record)  # a look it was is not made
-            record.kind, record.explored = kind, False
-            self.annotate(ts, self.placement_of(record))
+            was, record.kind, record.explored = record.kind, kind, False
+            self.annotate(ts, self.placement_of(record), was)
             moved[ts.key] = "processing"
         if moved:
             scheduler.transitions(moved, stimulus_id=f"adaptyst-replace-{time.time()}")

@@ -9,6 +9,7 @@ is the input's own."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,12 @@ LOOK_WAIT = 5  # decisions a look may stay unanswered (the task stopped) before 
 # would trade the task every interval, and each move may copy its data.
 MOVE_MIN_GAIN = 0.02
 MAX_DEVICES = 16  # names an application may report: the devices a node has, not more
+MAX_TASKS = 256  # task names learnt (each up to 16 feature buckets); later ones are not
 MAX_SIZES = 64  # measured sizes kept per task and device (for the task screen's points)
+MAX_SIZE = 2**63 - 1  # sizes are 64-bit counts
+# Models a kept file holds at most (~3.7 KB of JSON each), the most recently run
+# first: under the store's 4 MiB, which refuses a larger file whole.
+MAX_SAVED = 900
 
 
 @dataclass
@@ -37,9 +43,10 @@ class LearnedTask:
     context: Context = (0, 0)
     size: int = 1
     executions: int = 0
-    exploring: str = ""  # the device of a look sent and not back yet
+    exploring: str = ""  # the device of a look sent and not all back yet
+    look_key: str = ""  # the learner task it looks for (the key may change meanwhile)
+    look_left: int = 0  # its runs not back yet
     waited: int = 0  # decisions since that look was sent
-    answered: bool = False  # its runs came back in this interval
     charge: float = 0.0  # what the look offered now costs the learner's budget, if taken
 
 
@@ -75,8 +82,10 @@ class LearnedAdvisor:
         self.learner = Learner(self.devices, objective, weight, seed, floors_s, energy=True)
         self.learner.devices = self.devices  # one list: a device an app names is both's
         self.tasks: dict[str, LearnedTask] = {}
-        self.measured: dict[tuple[str, str], _Measured] = {}  # (learner task, device)
+        # learner task -> device -> its measured points
+        self.measured: dict[str, dict[str, _Measured]] = {}
         self.kept: dict[str, tuple[str, int]] = {}  # task -> (learner task, size) last seen
+        self.recent: dict[str, None] = {}  # learner tasks, the most recently run last
 
     # ----- what the monitor tells it ----------------------------------------------------
 
@@ -91,30 +100,38 @@ class LearnedAdvisor:
         size: int | None = None,
     ) -> None:
         """COUNT runs of TASK on DEVICE in an interval, TIME_S (and ENERGY_J) a typical one."""
+        key = f"{task}|{ctx[1]}"
         if device not in self.devices:
             if len(self.devices) >= MAX_DEVICES:
                 return
             self.devices.append(device)  # the learner's list: the same object
+        if (task not in self.tasks and len(self.tasks) >= MAX_TASKS) or count < 1:
+            return
         st = self.tasks.setdefault(task, LearnedTask())
-        st.key, st.context = f"{task}|{ctx[1]}", ctx
-        st.size = size if size is not None and size > 0 else 2 ** max(0, min(ctx[0], 62))
+        st.key, st.context = key, ctx
+        st.size = min(MAX_SIZE, max(1, int(size if size is not None else 2 ** min(ctx[0], 63))))
         st.current = st.current or device
         st.executions += count
         self.kept[task] = (st.key, st.size)
-        st.answered = st.answered or device == st.exploring  # learner.observe: back()
+        self.recent.pop(key, None)
+        self.recent[key] = None
+        if device == st.exploring:
+            st.look_left -= count
         self.learner.observe(st.key, device, st.size, time_s, energy_j, count)
         if math.isfinite(time_s) and time_s > 0:
-            self.measured.setdefault((st.key, device), _Measured()).add(st.size, time_s, count)
+            seen = self.measured.setdefault(key, {}).setdefault(device, _Measured())
+            seen.add(st.size, time_s, count)
 
     def set_current(self, task: str, device: str) -> None:
         """Where the task mostly ran in the last interval; a look's runs aside."""
         st = self.tasks.get(task)
-        if st is None:
+        if st is None or device not in self.devices:
             return
         if device != st.exploring:
             st.current = device
-        if st.answered:
-            st.exploring, st.waited, st.answered = "", 0, False
+        if st.exploring and st.look_left <= 0:  # all its runs are back
+            self.learner.back(st.look_key, st.exploring)  # where the key changed meanwhile
+            st.exploring, st.waited = "", 0
 
     # ----- what it says -----------------------------------------------------------------
 
@@ -128,7 +145,7 @@ class LearnedAdvisor:
             st.waited += 1
             if st.waited < LOOK_WAIT:
                 return None
-            self.learner.back(st.key, st.exploring)  # never came back: the task stopped
+            self.learner.back(st.look_key, st.exploring)  # never all back: the task stopped
             st.exploring = ""
         st.charge = 0.0
         others = [d for d in self.devices if d != st.current]
@@ -139,13 +156,13 @@ class LearnedAdvisor:
         best, gain, confidence = self.standing(task)
         if best and best != st.current and gain is not None and gain > MOVE_MIN_GAIN:
             return self._move(st, task, best, confidence or 0.0)
-        drawn = self.learner.sample(st.key, st.size, known)
+        drawn = self.learner.sample(st.key, st.size, known) if known else None
         if drawn is None:
             return None
         pick, _greedy, extra = drawn
-        if pick == st.current or extra <= 0.0:
+        if pick == st.current or not 0.0 < extra < math.inf:
             return None
-        st.charge = extra * LOOK_RUNS
+        st.charge = extra  # one observation's worth: the learner counts observations
         if not self.learner.charge(st.key, st.charge, commit=False):
             return None
         return self._look(st, task, pick, "it might be the best: a posterior draw says so")
@@ -164,7 +181,9 @@ class LearnedAdvisor:
             return "", None, None
         here, there = preds[st.current], preds[best]
         was = self.cost(here, here)
-        gain = (was - self.cost(there, here)) / was if was > 0 else None
+        gain = (was - self.cost(there, here)) / was if 0 < was < math.inf else None
+        if gain is not None and not math.isfinite(gain):
+            gain = None
         if best == st.current or gain is None:
             return best, gain, None
         spread = math.hypot(math.log1p(here.rel_err), math.log1p(there.rel_err))
@@ -183,9 +202,9 @@ class LearnedAdvisor:
         for d in self.devices:
             est = self.learner.estimate(st.key, d, st.size)
             model = self.learner.models.get((st.key, d, "t"))
-            if est is None or model is None:
+            if est is None or model is None or not 0 < est.time_s < math.inf:
                 continue
-            seen = self.measured.get((st.key, d))
+            seen = self.measured.get(st.key, {}).get(d)
             source = "measured" if seen is not None and octave in seen.by_octave else "fit"
             out[d] = Prediction(est.time_s, est.energy_j, est.time_factor - 1, model.n, source)
         return out
@@ -201,7 +220,8 @@ class LearnedAdvisor:
         if st is None:
             return
         if advice.explore:
-            st.exploring, st.waited = advice.suggested, 0
+            st.exploring, st.look_key, st.waited = advice.suggested, st.key, 0
+            st.look_left = advice.runs or LOOK_RUNS
             self.learner.look_sent(st.key, advice.suggested)
             self.learner.charge(st.key, st.charge)
         else:
@@ -227,7 +247,7 @@ class LearnedAdvisor:
             f"{there.samples}+{here.samples} intervals learnt"
         )
         shown = {best: there.to_json(), st.current: here.to_json()}
-        time_gain = 1 - there.time_s / here.time_s
+        time_gain = 1 - there.time_s / here.time_s if here.time_s > 0 else 0.0
         return Advice(task, st.current, best, time_gain, energy_gain, confidence, why, shown)
 
     # ----- what the monitor shows and keeps ---------------------------------------------
@@ -266,8 +286,17 @@ class LearnedAdvisor:
         return self.learner.best(key, size, known)
 
     def to_json(self) -> dict[str, Any]:
-        last = {t: [key, size] for t, (key, size) in self.kept.items()}
-        return {"learner": learner_to_json(self.learner), "last": last}
+        saved: set[str] = set()
+        models = 0
+        per_key = Counter(task for task, _d, _q in self.learner.models)
+        for key in reversed(self.recent):  # the most recently run first
+            n = per_key[key]
+            if models + n > MAX_SAVED:
+                break
+            saved.add(key)
+            models += n
+        last = {t: [key, size] for t, (key, size) in self.kept.items() if key in saved}
+        return {"learner": learner_to_json(self.learner, saved), "last": last}
 
     def from_json(self, d: object) -> str | None:
         """Take kept models (to_json's); None when taken, else why not, in one line."""
@@ -278,12 +307,15 @@ class LearnedAdvisor:
         last: dict[str, tuple[str, int]] = {}
         for task, v in d["last"].items():
             ok = isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and len(v[0]) < 300
-            if not ok or type(v[1]) is not int or not 0 < v[1] < 2**62 or len(task) > 256:
+            if not ok or type(v[1]) is not int or not 0 < v[1] <= MAX_SIZE or len(task) > 256:
                 return "kept models: a damaged 'last' entry"
             last[task] = (v[0], v[1])
         why = learner_from_json(d.get("learner"), self.learner)
         if why is None:
             self.kept.update(last)
+            # What was kept is older than anything run here: saved after it, if room.
+            kept = {t: None for t, _d, _q in self.learner.models}
+            self.recent = {**kept, **self.recent}
         return why
 
     def learned_count(self) -> int:

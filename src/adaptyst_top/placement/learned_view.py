@@ -66,7 +66,7 @@ def _predicted(
 
 
 def _curves(adv: LearnedAdvisor, key: str) -> tuple[Curve, ...]:
-    measured = {d: m.points() for (k, d), m in adv.measured.items() if k == key}
+    measured = {d: m.points() for d, m in adv.measured.get(key, {}).items()}
     sizes = [n for points in measured.values() for n, _ in points if n > 0]
     if not sizes:
         return ()

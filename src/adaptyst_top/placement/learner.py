@@ -265,7 +265,7 @@ class Learner:
         draw's device is predicted to cost more, in calls of the other); None before the
         task ran anywhere."""
         post = self._posteriors(task, size, pool)
-        if post is None:
+        if not post:
             return None
         scores = self._scores(self._draw(post))
         mean_scores = self._scores({d: {q: p[0] for q, p in qs.items()} for d, qs in post.items()})
@@ -369,15 +369,16 @@ class Learner:
         count: int = 1,
     ) -> bool:
         """A call's time and energy (None: not measured), or the typical one of COUNT
-        calls (a monitor's interval); True when the device's cost moved. A time that is
-        no time teaches nothing."""
+        calls (a monitor's interval: one observation, of mostly warm calls); True when
+        the device's cost moved. A time that is no time teaches nothing."""
         self.back(task, device)
         self.failures.discard((task, device))
         if not (MIN_S <= time_s <= MAX_S) or count < 1:  # NaN fails both
             return False
         if task not in self.first:
             self.first[task] = device
-        self.calls[task] = self.calls.get(task, 0) + count
+        # Observations, not calls: what was learnt ages by what was seen since.
+        self.calls[task] = self.calls.get(task, 0) + 1
         if (task, device) not in self.warm:
             # A device's first run of a task pays for what later ones find done (a
             # kernel compiled, a context made, pages mapped: PoCL's first SpMV took

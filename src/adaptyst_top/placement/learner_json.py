@@ -12,19 +12,24 @@ from typing import Any
 
 import numpy as np
 
-from adaptyst_top.placement.cost_model import PRIOR_COV, CostModel
-from adaptyst_top.placement.learner import ENERGY, TIME, Learner
+from adaptyst_top.placement.cost_model import NOISE_FLOOR, PRIOR_COV, CostModel
+from adaptyst_top.placement.learner import ENERGY, MAX_S, MIN_S, TIME, Learner
 
 VERSION = 1
 MAX_MODELS = 4096  # what a kept file may hold: a few hundred tasks on a few devices
 MAX_NAME = 256
 DIM = PRIOR_COV.shape[0]
+LEVEL_LO, LEVEL_HI = math.log(MIN_S) - 10.0, math.log(MAX_S) + 10.0
+MAX_WEIGHT = 50.0  # a slope or bump, in log cost per unit: 50 is e^50 over an octave
+MAX_VAR_OF_PRIOR = 10.0  # ageing adds 1e-5 a call: ~100,000 calls unseen at most
+MAX_NOISE = 9.0  # a run-to-run sigma of e^3 (20x)
 
 
-def learner_to_json(learner: Learner) -> dict[str, Any]:
+def learner_to_json(learner: Learner, tasks: set[str] | None = None) -> dict[str, Any]:
+    """LEARNER's models (of TASKS only, when given)."""
     return {
         "version": VERSION,
-        "first": dict(learner.first),
+        "first": {t: d for t, d in learner.first.items() if tasks is None or t in tasks},
         "models": [
             {
                 "task": task,
@@ -36,6 +41,7 @@ def learner_to_json(learner: Learner) -> dict[str, Any]:
                 "n": m.n,
             }
             for (task, device, q), m in learner.models.items()
+            if tasks is None or task in tasks
         ],
     }
 
@@ -76,17 +82,26 @@ def _model(e: object) -> CostModel | None:
     try:
         mean = np.array(e["mean"], dtype=float)
         cov = np.array(e["cov"], dtype=float)
-        noise_sum, noise_n = (float(x) for x in e["noise"])
+        noise = e["noise"]
+        if type(noise) is not list or len(noise) != 2:
+            return None
+        noise_sum, noise_n = (float(x) for x in noise)
         n = e["n"]
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, ArithmeticError):  # 1e400 in JSON: Overflow
         return None
     if mean.shape != (DIM,) or cov.shape != (DIM, DIM) or type(n) is not int or n < 0:
         return None
     if not (np.isfinite(mean).all() and np.isfinite(cov).all()):
         return None
-    if np.abs(mean).max() > 1e3 or not np.allclose(cov, cov.T):
+    # Within what the learner itself can reach: a level between MIN_S's and MAX_S's
+    # logs (and a margin), no weight or variance past a few of the prior's.
+    if not LEVEL_LO <= mean[0] <= LEVEL_HI or np.abs(mean[1:]).max() > MAX_WEIGHT:
         return None
-    if not (math.isfinite(noise_sum) and noise_sum > 0 and 1 <= noise_n <= 1e9):
+    if not np.allclose(cov, cov.T) or np.diag(cov).max() > MAX_VAR_OF_PRIOR * PRIOR_COV.max():
+        return None
+    if not (math.isfinite(noise_sum) and 1 <= noise_n <= 1e9):
+        return None
+    if not NOISE_FLOOR <= noise_sum / noise_n <= MAX_NOISE:
         return None
     try:  # a covariance: symmetric, positive definite
         np.linalg.cholesky(cov)

@@ -20,7 +20,7 @@ def objective_cost(
 ) -> float:
     """A run's cost in the objective's terms; the weighted mix is scaled by a reference
     run's (the current device's). Energy unknown on either side: time alone."""
-    if objective == "time" or energy_j is None or not ref_energy_j:
+    if objective == "time" or energy_j is None or not ref_energy_j or not ref_time_s:
         return float(time_s)
     if objective == "energy":
         return float(energy_j)

@@ -24,14 +24,20 @@ def task_key(name: str, device: str, size: int, feature: float | None = None) ->
     return key[:31]  # the probe's key holds 31 bytes
 
 
+MAX_SIZE_BUCKET = 63  # sizes are 64-bit counts
+MAX_FEATURE_BUCKET = 15  # feature_bucket's
+
+
 def parse_key(key: str) -> tuple[str, str, int, int] | None:
+    """(task, device, size bucket, feature bucket) of a key, or None unless each part is
+    what task_key writes: a key is what any application sends."""
     parts = key.split("|")
-    if len(parts) != 4:
+    if len(parts) != 4 or not all(p.isascii() and p.isdigit() for p in parts[2:]):
         return None
-    try:
-        return parts[0], parts[1], int(parts[2]), int(parts[3])
-    except ValueError:
+    sb, fb = int(parts[2]), int(parts[3])
+    if len(parts[2]) > 2 or len(parts[3]) > 2 or sb > MAX_SIZE_BUCKET or fb > MAX_FEATURE_BUCKET:
         return None
+    return parts[0], parts[1], sb, fb
 
 
 # The Python task API's USDT sites live in its C extension (placement/_sdt.c): the file a

@@ -444,3 +444,44 @@ def test_the_cuda_variant_answers_as_the_cpu_or_says_there_is_no_gpu() -> None:
             dk.warm("cuda")
         return
     assert dk.warm("cuda") and agrees(x, dk.logistic_cuda(x))
+
+
+def test_a_call_made_ready_goes_only_to_a_kind_still_offered() -> None:
+    """A chain a -> b submitted while a CUDA worker was there; the worker leaves before
+    a's result is in: b is placed among the kinds offered when it is ready (on the
+    scheduler's own records, faked: no GPU here)."""
+    from types import SimpleNamespace
+
+    from adaptyst_top.dask.placed import METADATA, VERSION, PlacedTask
+
+    f = PlacedTask("spmv", {"cpu": lambda x: x, "cuda": lambda x: x})
+
+    class Ts:
+        def __init__(self, key: str, deps: tuple[Any, ...] = ()) -> None:
+            self.key, self.state, self.dependencies = key, "released", set(deps)
+            self.dependents: set[Any] = set()
+            self.waiting_on = set(deps)
+            self.run_spec = SimpleNamespace(func=f, dependencies={d.key for d in deps}, args=())
+            self.run_spec.kwargs = {}
+            self.annotations: Any = None
+            self.resource_restrictions: Any = {"memory": 1}  # the user's own: kept
+            self.nbytes = 8000
+            for d in deps:
+                d.dependents.add(self)
+
+    gpu = {"tcp://127.0.0.1:2": 1}
+    scheduler = SimpleNamespace(tasks={}, resources={"cuda": gpu}, workers={}, total_nthreads=2)
+    plugin = DevicePlacement("time")
+    plugin.scheduler = scheduler
+    a = Ts("spmv-a-s1000")
+    b = Ts("spmv-b", (a,))
+    scheduler.tasks.update({a.key: a, b.key: b})
+    plugin.update_graph(scheduler, tasks=[a.key, b.key])
+    assert b.key in plugin.deferred and plugin.placements[b.key].pool == ("cpu", "cuda")
+    scheduler.resources["cuda"] = {}  # the CUDA worker left
+    a.state, b.state, b.waiting_on = "memory", "waiting", set()
+    run = {"v": VERSION, "t": 0.01, "e": None, "how": None}
+    plugin.transition(a.key, "processing", "memory", worker="x", metadata={METADATA: run})
+    assert b.key not in plugin.deferred and plugin.placements[b.key].kind == "cpu"
+    assert b.resource_restrictions == {"memory": 1}
+    assert b.annotations["adaptyst"]["kind"] == "cpu" and plugin.placements[b.key].size == 8000

@@ -151,3 +151,74 @@ def test_kept_models_place_a_task_before_it_runs() -> None:
     assert warm.from_json(adv.to_json()) is None
     assert warm.unplaced() == ["spmv"] and warm.remembered("spmv") == "opencl:0"
     assert warm.remembered("gemm") is None
+
+
+def test_a_node_with_one_device_and_a_task_run_once_is_no_crash() -> None:
+    """One interval of one run is cold and teaches nothing: nothing is known anywhere,
+    and there is nowhere else to look."""
+    adv = LearnedAdvisor(["cpu"])
+    adv.observe("solve", "cpu", (20, 0), 0.2, 1, size=2**20)
+    adv.set_current("solve", "cpu")
+    assert adv.decide("solve") is None
+    (t,) = learned_entries(adv)
+    assert t.state == "settled" and t.predicted == {}
+
+
+def test_a_looks_runs_over_two_intervals_never_make_it_the_tasks_device() -> None:
+    adv = LearnedAdvisor(["cpu", "gpu"])
+    for _ in range(2):
+        adv.observe("t", "cpu", (20, 0), 1e-3, 2, size=2**20)
+        adv.set_current("t", "cpu")
+    look = adv.decide("t")
+    assert look is not None and look.explore
+    adv.accepted(look)
+    for runs in (2, 1):  # the look's three runs, two intervals; the task's own elsewhere
+        adv.observe("t", "gpu", (20, 0), 2e-3, runs, size=2**20)
+        adv.set_current("t", "gpu")  # most of the interval's runs were the look's
+        assert adv.tasks["t"].current == "cpu"
+        a = adv.decide("t")
+        assert a is None or a.suggested != "cpu"  # no move "back" from where it never went
+    assert adv.tasks["t"].exploring == "" and adv.learner.looking == {}
+
+
+def test_a_look_under_one_input_is_back_when_the_input_changed_meanwhile() -> None:
+    adv = LearnedAdvisor(["cpu", "gpu"])
+    for _ in range(2):
+        adv.observe("t", "cpu", (20, 1), 1e-3, 5, size=2**20)
+        adv.set_current("t", "cpu")
+    look = adv.decide("t")
+    assert look is not None
+    adv.accepted(look)
+    adv.observe("t", "gpu", (20, 2), 5e-4, LOOK_RUNS, size=2**20)  # a sparser input now
+    adv.set_current("t", "cpu")
+    assert adv.learner.looking == {}
+    adv.observe("t", "cpu", (20, 1), 1e-3, 5, size=2**20)  # the first input again
+    adv.set_current("t", "cpu")
+    again = adv.decide("t")
+    assert again is not None and again.suggested == "gpu"  # its own look is not blocked
+
+
+@pytest.mark.parametrize(
+    "key", ["t|cpu|-1|0", "t|cpu|64|0", "t|cpu|9999999999|0", "t|cpu|1_0|0", "t|cpu|٣|0"]
+)
+def test_a_size_bucket_no_task_api_writes_is_no_task_run(key: str) -> None:
+    from adaptyst_top.placement.task_keys import parse_key
+
+    assert parse_key(key) is None
+    assert parse_key("t|cpu|63|15") == ("t", "cpu", 63, 15)
+
+
+def test_kept_models_are_bounded_to_what_the_store_reads_back() -> None:
+    from adaptyst_top.placement.learned_advisor import MAX_SAVED
+
+    adv = LearnedAdvisor(["cpu", "gpu"])
+    for i in range(60):  # 60 tasks x 10 inputs x 2 devices: more models than a file holds
+        for fb in range(10):
+            for d in ("cpu", "gpu"):
+                adv.observe(f"t{i}", d, (62, fb), 1e-3, 2, size=2**62)
+    assert len(adv.learner.models) == 1200 > MAX_SAVED
+    kept = adv.to_json()
+    assert len(kept["learner"]["models"]) <= MAX_SAVED
+    assert "t59|9" in kept["learner"]["first"] and "t0|0" not in kept["learner"]["first"]
+    warm = LearnedAdvisor(["cpu", "gpu"])
+    assert warm.from_json(kept) is None and warm.remembered("t59") == "cpu"

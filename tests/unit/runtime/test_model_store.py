@@ -4,6 +4,7 @@ steer is never used, a damaged file is not used and says so in one line."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from adaptyst_top.placement.loop import PlacementLoop
 from adaptyst_top.runtime.model_store import (
     DIR_ENV,
     app_name,
+    kept_models,
     load_models,
     models_path,
     save_models,
@@ -157,3 +159,35 @@ def test_an_application_starts_where_earlier_runs_placed_its_task(
     finally:
         client.close()
         loop.close()
+
+
+def _mutated(change: str) -> bytes:
+    """A kept file of real models, one number in it made hostile."""
+    data = {"version": 2, **learned_advisor().to_json()}
+    model = data["learner"]["models"][0]
+    if change == "huge":  # JSON's integers have no bound; a float's has
+        model["noise"] = ["HUGE", 3.0]
+        return json.dumps(data).replace('"HUGE"', "1" + "0" * 400).encode()
+    if change == "level":
+        model["mean"][0] = -1000.0  # a run of e^-1000 s: 0.0, and a division by it
+    elif change == "cov":
+        model["cov"] = [[1e308 if i == j else 0.0 for j in range(12)] for i in range(12)]
+    elif change == "noise":
+        model["noise"] = "12"
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize("change", ["huge", "level", "cov", "noise"])
+def test_a_kept_file_the_learner_could_not_have_written_is_refused_whole(
+    folder: Path, change: str
+) -> None:
+    folder.mkdir(mode=0o700)
+    path = models_path("solver")  # this node's, as a session reads it
+    path.write_bytes(_mutated(change))
+    adv = LearnedAdvisor(["cpu", "opencl:0"])
+    keep, line = kept_models("solver", adv)  # as a session starts: never a traceback
+    assert keep is not None and "damaged" in line and "\n" not in line
+    assert adv.learned_count() == 0
+    adv.observe("spmv", "cpu", (16, 2), 0.004, 5, size=70_000)
+    adv.observe("spmv", "cpu", (16, 2), 0.004, 5, size=70_000)
+    assert adv.decide("spmv") is not None  # learns afresh, and says so
