@@ -186,9 +186,7 @@ class LearnedAdvisor:
             gain = None
         if best == st.current or gain is None:
             return best, gain, None
-        spread = math.hypot(math.log1p(here.rel_err), math.log1p(there.rel_err))
-        z = -math.log1p(-min(gain, 0.999999)) / spread if spread > 0 else math.inf
-        return best, gain, 0.5 * math.erfc(-z / math.sqrt(2))
+        return best, gain, self.learner.p_better(st.key, st.size, best, st.current)
 
     def predictions(self, task: str) -> dict[str, Prediction]:
         """Each device the task ran on, at its current input: the posterior median, its

@@ -36,6 +36,7 @@ from adaptyst_top.placement.objectives import Objective
 EXPLORE_SHARE = 0.05
 EXPLORE_FIRST = 20.0
 TIME, ENERGY = "t", "e"
+CONF_DRAWS = 64  # draws behind a shown probability: 1/64 steps, ~0.3 ms a task
 ENERGY_FLOOR = "e_floor"  # in a posterior: the least its joules can be (log), where known
 # What a call may take at most, and at least, to be learnt from (a day; a nanosecond):
 # beyond, a report is no run of a task, and the logs stay where floats are exact.
@@ -82,6 +83,7 @@ class Learner:
         self.models: dict[tuple[str, str, str], CostModel] = {}
         self.first: dict[str, str] = {}  # task -> the device it first ran on
         self.rng = random.Random(seed)
+        self.shown_rng = random.Random(seed + 1)  # what is shown never moves the choices
         self.calls: dict[str, int] = {}
         self.warm: set[tuple[str, str]] = set()  # (task, device): its cold first run is done
         self.failures: set[tuple[str, str]] = set()  # (task, device): a call raised there
@@ -185,9 +187,12 @@ class Learner:
                 mu, var = v[TIME]
                 v[ENERGY] = (mu + watts, var + PRIOR_LEVEL_SD**2)
 
-    def _draw(self, post: dict[str, dict[str, tuple[float, float]]]) -> dict[str, dict[str, float]]:
+    def _draw(
+        self, post: dict[str, dict[str, tuple[float, float]]], rng: random.Random | None = None
+    ) -> dict[str, dict[str, float]]:
+        gauss = (rng or self.rng).gauss
         drawn = {
-            d: {q: self.rng.gauss(mu, math.sqrt(var)) for q, (mu, var) in qs.items()}
+            d: {q: gauss(mu, math.sqrt(var)) for q, (mu, var) in qs.items()}
             for d, qs in post.items()
         }
         for d, floor in self.floors.items():
@@ -282,6 +287,18 @@ class Learner:
         if commit:
             self.spent[task] = spent + extra
         return True
+
+    def p_better(self, task: str, size: int, a: str, b: str) -> float | None:
+        """The posterior probability that A's objective is less than B's (CONF_DRAWS
+        draws: any objective, the floors included); None before both ran."""
+        post = self._posteriors(task, size, [a, b])
+        if not post or a not in post or b not in post:
+            return None
+        wins = 0
+        for _ in range(CONF_DRAWS):
+            scores = self._scores(self._draw(post, self.shown_rng))
+            wins += scores[a] < scores[b]
+        return wins / CONF_DRAWS
 
     def best(self, task: str, size: int, among: Collection[str] | None = None) -> str | None:
         """Where TASK at SIZE runs once the looks are done: the least posterior mean of

@@ -222,3 +222,18 @@ def test_kept_models_are_bounded_to_what_the_store_reads_back() -> None:
     assert "t59|9" in kept["learner"]["first"] and "t0|0" not in kept["learner"]["first"]
     warm = LearnedAdvisor(["cpu", "gpu"])
     assert warm.from_json(kept) is None and warm.remembered("t59") == "cpu"
+
+
+def test_conf_is_the_posterior_probability_of_a_gain_in_the_objectives_terms() -> None:
+    """Under the energy objective two devices as fast as each other, one drawing a
+    quarter of the joules: sure of the gain, though their times say nothing."""
+    adv = LearnedAdvisor(["cpu", "gpu"], objective="energy")
+    for _ in range(6):
+        adv.observe("t", "cpu", (20, 0), 1e-3, 5, 0.1, size=2**20)
+        adv.observe("t", "gpu", (20, 0), 1e-3, 5, 0.025, size=2**20)
+        adv.set_current("t", "cpu")
+    best, gain, confidence = adv.standing("t")
+    assert best == "gpu" and gain == pytest.approx(0.75, abs=0.05)
+    assert confidence is not None and confidence > 0.95
+    p = adv.learner.p_better("t|0", 2**20, "cpu", "gpu")
+    assert p is not None and p < 0.05
