@@ -100,7 +100,8 @@ class TaskScreen(Screen[None]):
             if span is not None:
                 xs, ys = fitted(c, *span)
                 if xs:  # drawn first: the measured points stay visible over it
-                    plt.plot(_log(xs), _log(ys), marker=self._marker(i), label=f"{c.device} fit")
+                    said = "predicted" if c.band else "fit"
+                    plt.plot(_log(xs), _log(ys), marker=self._marker(i), label=f"{c.device} {said}")
                 times += ys
             for sigmas in (-1, 1) if c.band else ():  # the learner's one sigma either way
                 xs, ys = band(c, sigmas)

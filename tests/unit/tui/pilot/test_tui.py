@@ -513,3 +513,46 @@ async def test_power_and_energy_over_time_a_key_away() -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, PowerScreen)
+
+
+async def test_the_learners_tasks_show_their_spread_and_its_band(tmp_path: Path) -> None:
+    """A recording of the learner's tasks (what the monitor now carries): the pane says
+    each device's time with its one sigma, and the task screen draws the predicted
+    median and the band either side, at any size, with nothing but finite numbers."""
+    import json
+
+    from adaptyst_top.placement.learned_advisor import LearnedAdvisor
+    from adaptyst_top.placement.learned_view import learned_entries
+    from adaptyst_top.snapshot import Snapshot
+
+    adv = LearnedAdvisor(["cpu", "opencl:0"])
+    lines = []
+    for i, size in enumerate((1_000, 10_000, 100_000, 1_000_000)):
+        for d, per_item in (("cpu", 1e-8), ("opencl:0", 1e-9)):
+            t = 1e-6 + size * per_item + (5e-5 if d != "cpu" else 0.0)
+            for _ in range(3):
+                adv.observe("spmv", d, (size.bit_length() - 1, 2), t, 20, size=size)
+        adv.set_current("spmv", "cpu")
+        snap = Snapshot(t=float(i + 1), host="n", tasks=learned_entries(adv))
+        lines.append(json.dumps(snap.to_json()))
+    path = tmp_path / "learner.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    app = MonitorApp(ReplaySource(path), interval=1.0, autoplay=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, 4)
+        tasks = app.query_one("#tasks", FastTable)
+        cells = tasks.rows[tasks.order[0]].cells
+        assert "±" in cells["times"] and cells["confidence"] != "-", cells
+        app.set_focus(tasks)
+        await pilot.press("enter")
+        await pilot.pause()
+        from textual_plotext import PlotextPlot
+
+        plot = app.screen.query_one("#time-plot", PlotextPlot)
+        for size in ((80, 24), (130, 45)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            drawn = plot.plt.uncolorize(plot.plt.build())
+            assert "predicted" in drawn and re.search(r"\d (ns|µs|ms|s)\b", drawn), drawn
+        title = str(app.screen.query_one("#task-title").render())
+        assert "crossovers:" in title and "±" in title, title
