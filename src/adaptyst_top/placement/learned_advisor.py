@@ -153,9 +153,11 @@ class LearnedAdvisor:
         if first is not None and first != st.current:
             return self._look(st, task, first, "not run warm here yet")
         known = [d for d in self.devices if self.learner.ran_on(st.key, d)]
-        best, gain, confidence = self.standing(task)
+        preds = self.predictions(task)
+        best, gain = self._best(st, known, preds)
         if best and best != st.current and gain is not None and gain > MOVE_MIN_GAIN:
-            return self._move(st, task, best, confidence or 0.0)
+            sure = self.learner.p_better(st.key, st.size, best, st.current)
+            return self._move(st, task, best, sure or 0.0, preds)
         drawn = self.learner.sample(st.key, st.size, known) if known else None
         if drawn is None:
             return None
@@ -167,26 +169,33 @@ class LearnedAdvisor:
             return None
         return self._look(st, task, pick, "it might be the best: a posterior draw says so")
 
-    def standing(self, task: str) -> tuple[str, float | None, float | None]:
+    def standing(
+        self, task: str, preds: dict[str, Prediction] | None = None
+    ) -> tuple[str, float | None, float | None]:
         """(the device of the least posterior mean among those run, its gain over the
         current device in the objective's terms, the posterior probability that it gains
-        at all); nothing changes."""
+        at all), PREDS the task's predictions when already made; nothing changes."""
         st = self.tasks.get(task)
-        if st is None or not self.learner.ran_on(st.key, st.current):
+        if st is None:
             return "", None, None
         known = [d for d in self.devices if self.learner.ran_on(st.key, d)]
-        best = self.learner.best(st.key, st.size, known)
-        preds = self.predictions(task)
+        best, gain = self._best(st, known, self.predictions(task) if preds is None else preds)
+        if not best or best == st.current or gain is None:
+            return best, gain, None
+        return best, gain, self.learner.p_better(st.key, st.size, best, st.current)
+
+    def _best(
+        self, st: LearnedTask, known: list[str], preds: dict[str, Prediction]
+    ) -> tuple[str, float | None]:
+        """The device of the least posterior mean among KNOWN, and its gain over the
+        current device (None where either has no finite prediction)."""
+        best = self.learner.best(st.key, st.size, known) if st.current in known else None
         if best is None or best not in preds or st.current not in preds:
-            return "", None, None
+            return "", None
         here, there = preds[st.current], preds[best]
         was = self.cost(here, here)
         gain = (was - self.cost(there, here)) / was if 0 < was < math.inf else None
-        if gain is not None and not math.isfinite(gain):
-            gain = None
-        if best == st.current or gain is None:
-            return best, gain, None
-        return best, gain, self.learner.p_better(st.key, st.size, best, st.current)
+        return best, gain if gain is not None and math.isfinite(gain) else None
 
     def predictions(self, task: str) -> dict[str, Prediction]:
         """Each device the task ran on, at its current input: the posterior median, its
@@ -233,8 +242,9 @@ class LearnedAdvisor:
         shown = {d: p.to_json() for d, p in preds.items() if d in (device, st.current)}
         return Advice(task, st.current, device, 0.0, None, 0.0, why, shown, True, LOOK_RUNS)
 
-    def _move(self, st: LearnedTask, task: str, best: str, confidence: float) -> Advice:
-        preds = self.predictions(task)
+    def _move(
+        self, st: LearnedTask, task: str, best: str, confidence: float, preds: dict[str, Prediction]
+    ) -> Advice:
         there, here = preds[best], preds[st.current]
         energy_gain = (
             1 - there.energy_j / here.energy_j if there.energy_j and here.energy_j else None

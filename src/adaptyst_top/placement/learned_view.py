@@ -28,7 +28,7 @@ def learned_entries(adv: LearnedAdvisor) -> tuple[TaskEntry, ...]:
     out = []
     for name, st in adv.tasks.items():
         preds = adv.predictions(name)
-        best, gain, confidence = adv.standing(name)
+        best, gain, confidence = adv.standing(name, preds)
         predicted = {d: _predicted(adv, st.key, d, st.size, p) for d, p in preds.items()}
         out.append(
             TaskEntry(
