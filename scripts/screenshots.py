@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from adaptyst_top.runtime.model_store import DIR_ENV
 from adaptyst_top.runtime.sources import ReplaySource
 from adaptyst_top.tui.app import MonitorApp
 from tests.support.paths import REPO
@@ -94,6 +95,8 @@ def record_to(out: Path, options: list[str], command: list[str]) -> Path:
             stdout=f,
             stderr=subprocess.DEVNULL,
             check=True,
+            # A newcomer's first run: no models kept from an earlier one (nor kept after).
+            env={**os.environ, DIR_ENV: str(out.parent / "models")},
         )
     return out
 

@@ -39,7 +39,7 @@ TASK_COLUMNS = (
         "Time per run (~ predicted)",
         0,
         priority=6,
-        help="each device's predicted time per run, fastest first; ~: from other input sizes, not this one; ±: one sigma of the prediction",
+        help="each device's predicted time per run, fastest first; ~: from other input sizes, not this one; ±N% or ×N: one sigma of the prediction",
     ),
     Column(
         "energy",
@@ -154,10 +154,22 @@ def device_times(t: TaskEntry, ascii: bool = False) -> str:
         if time_s is None:
             continue
         mark = "" if p.get("source", "measured") == "measured" else "~"
-        factor = _number(p, "time_factor")
-        spread = "" if factor is None or not 1 < factor < 100 else f" ±{100 * (factor - 1):.0f}%"
-        cells.append((time_s, f"{device} {mark}{fmt_ns(time_s * 1e9)}{spread}"))
+        cells.append((time_s, f"{device} {mark}{fmt_ns(time_s * 1e9)}{spread(p, ascii)}"))
     return (" | " if ascii else " · ").join(text for _, text in sorted(cells))
+
+
+SPREAD_AS_FACTOR = 2.0  # a sigma this wide reads "x12" (within 12x either way), not "±1100%"
+
+
+def spread(p: Mapping[str, Any], ascii: bool = False) -> str:
+    """One sigma of the learner's prediction: " ±8%" while narrow, " ×12" when wide
+    (the band runs from a twelfth to twelve times: no "±" says that); "" without one."""
+    factor = _number(p, "time_factor")
+    if factor is None or not 1 < factor < 1e6:
+        return ""
+    if factor >= SPREAD_AS_FACTOR:
+        return f" {'x' if ascii else '×'}{factor:.0f}"
+    return f" ±{100 * (factor - 1):.0f}%"
 
 
 def task_row(

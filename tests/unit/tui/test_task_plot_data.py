@@ -57,3 +57,5 @@ def test_the_pane_says_each_prediction_with_its_spread() -> None:
         },
     )
     assert device_times(t) == "opencl:0 ~500 µs ±50% · old ~1 ms · cpu 2 ms ±8%"
+    wide = TaskEntry("t", "cpu", 1, (10, 0), {"gpu": {"time_s": 1e-3, "time_factor": 12.37}})
+    assert device_times(wide) == "gpu 1 ms ×12" and device_times(wide, True) == "gpu 1 ms x12"

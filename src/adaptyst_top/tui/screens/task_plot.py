@@ -30,6 +30,9 @@ from adaptyst_top.tui.task_plot_data import (
 
 ASCII_MARKERS = ("*", "+", "o", "x", "#", "@")
 POINT_MARKERS = ("●", "■", "▲", "◆", "★", "✚")  # measured: apart from the fitted lines
+# A device's colour, the same for its points, its line and its band (plotext's own
+# cycle gave each call the next colour: a device's line and points did not match).
+DEVICE_COLORS = ("cyan+", "magenta+", "green+", "orange+", "blue+", "red+")
 
 
 class TaskScreen(Screen[None]):
@@ -42,6 +45,7 @@ class TaskScreen(Screen[None]):
         self.task_name = task
         self.ascii = ascii
         self._shown: TaskEntry | None = None
+        self._plain = False  # no colour (--ascii, NO_COLOR)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="task-title", markup=False)  # a task name is any text
@@ -51,8 +55,15 @@ class TaskScreen(Screen[None]):
 
     def on_mount(self) -> None:
         if self.ascii or os.environ.get("NO_COLOR"):
+            self._plain = True
             for plot in self.query(PlotextPlot):
                 plot.theme = "clear"  # no colour: the marks tell the devices apart
+
+    def _color(self, devices: list[str], device: str) -> str | None:
+        """DEVICE's colour among DEVICES (None without colour: the theme's)."""
+        if self._plain:
+            return None
+        return DEVICE_COLORS[sorted(devices).index(device) % len(DEVICE_COLORS)]
 
     def _marker(self, i: int, point: bool = False) -> str:
         if self.ascii:
@@ -96,17 +107,21 @@ class TaskScreen(Screen[None]):
         )
         span = size_range(t.curves)
         times: list[float] = []
+        devices = [c.device for c in t.curves]
         for i, c in enumerate(t.curves):
+            color = self._color(devices, c.device)
             if span is not None:
                 xs, ys = fitted(c, *span)
                 if xs:  # drawn first: the measured points stay visible over it
                     said = "predicted" if c.band else "fit"
-                    plt.plot(_log(xs), _log(ys), marker=self._marker(i), label=f"{c.device} {said}")
+                    label = f"{c.device} {said}"
+                    plt.plot(_log(xs), _log(ys), marker=self._marker(i), label=label, color=color)
                 times += ys
             for sigmas in (-1, 1) if c.band else ():  # the learner's one sigma either way
                 xs, ys = band(c, sigmas)
                 if xs:
-                    plt.plot(_log(xs), _log(ys), marker="." if self.ascii else "·")
+                    dot = "." if self.ascii else "·"
+                    plt.plot(_log(xs), _log(ys), marker=dot, color=color)
                     times += ys
             points = [(n, s) for n, s in c.points if 0 < n < math.inf and 0 < s < math.inf]
             times += [s for _, s in points]
@@ -115,6 +130,7 @@ class TaskScreen(Screen[None]):
                 _log([s for _, s in points]),
                 marker=self._marker(i, point=True),
                 label=c.device,
+                color=color,
             )
         for n, _, _ in crosses:
             plt.vline(math.log10(n))
@@ -138,8 +154,11 @@ class TaskScreen(Screen[None]):
         plt.clear_data()
         plt.clear_figure()
         plt.title("energy against time per run: the Pareto front joined")
+        devices = [p[0] for p in points]
         for i, (device, time_s, energy, _) in enumerate(points):
-            plt.scatter([time_s], [energy], marker=self._marker(i, point=True), label=device)
+            color = self._color(devices, device)
+            marker = self._marker(i, point=True)
+            plt.scatter([time_s], [energy], marker=marker, label=device, color=color)
         front = [(s, e) for _, s, e, on in points if on]
         if len(front) > 1:
             plt.plot([s for s, _ in front], [e for _, e in front], marker=self._marker(len(points)))
