@@ -102,7 +102,12 @@ def test_a_users_command_is_profiled_and_unwound_in_their_own_process(
         assert unwinders, "no unwinder ran as the user"
         truth = json.loads(out.strip().splitlines()[-1])
         profile = json.loads(rec.read_text().splitlines()[-1])["profile"]
-        assert "note" not in profile and profile["lost"] == 0, profile.get("note")
+        # Switch-outs over the budget are said and change nothing measured (budget.py):
+        # beside the parallel suite they crossed 2% (1.7% of it in switches, a fresh-clone
+        # run). Any other note (a lowered rate, a worker killed) is a failure.
+        note = profile.get("note", "")
+        assert not note or ("a lower rate would not change" in note and "; " not in note), note
+        assert profile["lost"] == 0, profile
         functions = {f["name"]: f for f in profile["functions"]}
         spun = truth["outer_a"] + truth["outer_b"] + truth["heavy"]
         in_main = functions["main"]["total"]
