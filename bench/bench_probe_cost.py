@@ -111,7 +111,7 @@ def ours(
     joules per row), to price it."""
     engine = ProbeEngine(pid=pid, multi_links=multi, confine_uid=os.getuid() if confine else None)
     if not oncpu:
-        engine.oncpu = None
+        engine.builder.oncpu = None
     g = engine.add(spec)
     engine.wait(120)
     if g.state != "attached":

@@ -43,9 +43,9 @@ def following(engine: ProbeEngine, spec: str) -> None:
     group = engine.add(spec)
     assert engine.wait(120) and group.state == "attached", group.error
     deadline = time.monotonic() + 30
-    while engine._follower is None and time.monotonic() < deadline:  # compiled first
+    while engine.watch.follower is None and time.monotonic() < deadline:  # compiled first
         time.sleep(0.05)
-    assert engine._follower is not None, engine.warnings
+    assert engine.watch.follower is not None, engine.warnings
 
 
 def test_children_and_exec_children_counted_exactly_strangers_not(

@@ -379,7 +379,7 @@ def test_pid_gone_during_attach(workload_bin: Path) -> None:
 
 
 def test_not_root_no_bcc_no_headers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from adaptyst_top.collectors.probes import ebpf_env, engine_state
+    from adaptyst_top.collectors.probes import ebpf_env, engine
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setattr(ebpf_env, "effective_caps", lambda *a: 0)
@@ -387,7 +387,7 @@ def test_not_root_no_bcc_no_headers(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         ProbeEngine()
     monkeypatch.undo()
     monkeypatch.setattr(
-        engine_state,
+        engine,
         "check_bcc",
         lambda: ebpf_env.Capability(
             "bcc", "missing", "python module bcc not importable", "apt install python3-bpfcc"
@@ -397,7 +397,7 @@ def test_not_root_no_bcc_no_headers(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         ProbeEngine()
     monkeypatch.undo()
     monkeypatch.setattr(
-        engine_state, "check_kernel_headers", lambda: ebpf_env.check_kernel_headers("9.9", tmp_path)
+        engine, "check_kernel_headers", lambda: ebpf_env.check_kernel_headers("9.9", tmp_path)
     )
     with pytest.raises(ProbeError, match=r"no kernel headers.*linux-headers-9\.9"):
         ProbeEngine()
@@ -703,7 +703,7 @@ def test_a_busy_engine_is_passed_over_by_the_guard_not_waited_on(workload: Workl
         held, release = threading.Event(), threading.Event()
 
         def stuck() -> None:
-            with engine._lock:
+            with engine.state.lock:
                 held.set()
                 release.wait(10)
 

@@ -1,5 +1,5 @@
 """The probe engine's attaching and detaching: rows attached per process, switched off
-and on, removed."""
+and on, detached."""
 
 from __future__ import annotations
 
@@ -12,33 +12,31 @@ from adaptyst_top.collectors.probes.bcc_extras import (
     attach_with_semaphore,
     detach_at_offset,
 )
+from adaptyst_top.collectors.probes.engine_scope import Scope
 from adaptyst_top.collectors.probes.engine_state import EngineState
 from adaptyst_top.collectors.probes.model import (
     Attachment,
     ProbeError,
-    ProbeGroup,
     ProbeModule,
     Row,
     closes_interval,
     one_line,
 )
 from adaptyst_top.collectors.probes.spec import ProbeSpec
-from adaptyst_top.snapshot import ProbeRef, ProbeState
-from adaptyst_top.system.targets import (
-    pid_alive,
-    process_start,
-)
+from adaptyst_top.snapshot import ProbeState
+from adaptyst_top.system.targets import pid_alive
 
 
-class EngineAttach(EngineState):
-    def _attach_pids(self) -> list[int]:
-        """The processes to attach for, alive and still the ones that joined; [-1] (every
-        process) for node-wide probes."""
-        if self.scope is None:
-            return [-1]
-        return [p for p, start in self.scope.items() if process_start(p) == start]
+class Attacher:
+    """Rows attached for every process of the scope, and detached; switched off and on
+    by a gate in their module's map (at once), then detached off the caller's thread."""
 
-    def _detach_pid(self, rows: list[Row], pid: int) -> None:
+    def __init__(self, state: EngineState, scope: Scope) -> None:
+        self.state = state
+        self.scope = scope
+
+    def detach_pid(self, rows: list[Row], pid: int) -> None:
+        """ROWS no longer for PID."""
         multi: dict[int, ProbeModule] = {}
         for row in rows:
             if row.module is None:
@@ -50,89 +48,89 @@ class EngineAttach(EngineState):
             with row.module.lock:
                 if not row.module.closed and pid in row.pids:
                     for a in sorted(row.attachments, key=lambda a: closes_interval(row, a)):
-                        self._detach_one(row.module.bpf, a, pid)
+                        self.detach_one(row.module.bpf, a, pid)
                 row.pids.discard(pid)
         for module in multi.values():
             with module.lock, contextlib.suppress(OSError):
                 if not module.closed:
-                    self._relink(module, pid)
+                    self.relink(module, pid)
 
-    def _attach_row(self, row: Row) -> None:
+    def attach_row(self, row: Row) -> None:
         assert row.module is not None
-        pids = self._attach_pids()
-        if not pids and self.pid is not None:
-            raise ProbeError(f"PID {self.pid} exited during attach")
+        pids = self.scope.attach_pids()
+        if not pids and self.scope.pid is not None:
+            raise ProbeError(f"PID {self.scope.pid} exited during attach")
         try:
             for pid in pids:
                 try:
-                    self._attach_pid(row, pid)
+                    self.attach_pid(row, pid)
                 except Exception:
-                    if pid in (self.pid, -1) or pid_alive(pid):
+                    if pid in (self.scope.pid, -1) or pid_alive(pid):
                         raise
                     # a followed process that exited meanwhile: nothing to attach
         except Exception as exc:
             for pid in list(row.pids):
-                self._detach_pid([row], pid)
-            if self.pid is not None and not pid_alive(self.pid):
-                raise ProbeError(f"PID {self.pid} exited during attach") from None
+                self.detach_pid([row], pid)
+            if self.scope.pid is not None and not pid_alive(self.scope.pid):
+                raise ProbeError(f"PID {self.scope.pid} exited during attach") from None
             raise ProbeError(
                 f"attaching {row.name} in {row.path} failed: {one_line(exc)}"
             ) from None
         row.state, row.linked = "attached", True
 
-    def _attach_multi(self, module: ProbeModule, spec: ProbeSpec) -> None:
+    def attach_multi(self, module: ProbeModule, spec: ProbeSpec) -> None:
         """Every row of a multi-link module for every process probed: one link per
         process and direction, whatever the number of functions."""
-        pids = self._attach_pids()
-        if not pids and self.pid is not None:
-            raise ProbeError(f"PID {self.pid} exited during attach")
+        pids = self.scope.attach_pids()
+        if not pids and self.scope.pid is not None:
+            raise ProbeError(f"PID {self.scope.pid} exited during attach")
         for pid in pids:
             try:
-                self._attach_rows_pid(module.rows, pid)
+                self.attach_rows_pid(module.rows, pid)
             except Exception as exc:
-                if pid in (self.pid, -1) or pid_alive(pid):
-                    if self.pid is not None and not pid_alive(self.pid):
-                        raise ProbeError(f"PID {self.pid} exited during attach") from None
+                if pid in (self.scope.pid, -1) or pid_alive(pid):
+                    if self.scope.pid is not None and not pid_alive(self.scope.pid):
+                        raise ProbeError(f"PID {self.scope.pid} exited during attach") from None
                     raise ProbeError(f"attaching {spec.text} failed: {one_line(exc)}") from None
         for row in module.rows:
             if row.state != "error":
                 row.state, row.linked = "attached", True
 
-    def _attach_rows_pid(self, rows: list[Row], pid: int) -> None:
+    def attach_rows_pid(self, rows: list[Row], pid: int) -> None:
         """ROWS for one more process: a multi-link module's in one relink."""
         modules: dict[int, ProbeModule] = {}
         for row in rows:
             assert row.module is not None
             if row.module.multi is None:
-                self._attach_pid(row, pid)
+                self.attach_pid(row, pid)
             else:
                 row.pids.add(pid)
                 modules[id(row.module)] = row.module
         for module in modules.values():
             try:
-                self._relink(module, pid)
+                self.relink(module, pid)
             except Exception:
                 for row in rows:
                     if row.module is module:
                         row.pids.discard(pid)
                 raise
 
-    def _relink(self, module: ProbeModule, pid: int) -> None:
+    def relink(self, module: ProbeModule, pid: int) -> None:
         """Make a multi-link module's links for PID cover its rows probed there; a row
         whose offset the kernel refused ends in error, gated, and the rest go on."""
         assert module.multi is not None
         wanted = {r.slot: r.offset for r in module.rows if pid in r.pids and r.offset is not None}
         for slot, why in module.multi.relink(pid, wanted).items():
             row = module.by_slot[slot]
-            self._set_gate(row, off=True)
+            self.set_gate(row, off=True)
             row.pids.clear()
             row.state, row.error, row.linked = "error", f"{row.name}: {why}", False
 
-    def _attach_pid(self, row: Row, pid: int) -> None:
+    def attach_pid(self, row: Row, pid: int) -> None:
         """Every attach point of ROW for one process (-1: every process), or none."""
         assert row.module is not None
         if row.module.multi is not None:
-            self._attach_rows_pid([row], pid)
+            self.attach_rows_pid([row], pid)
             if row.state == "error":
                 raise ProbeError(row.error)
             return
@@ -158,11 +156,11 @@ class EngineAttach(EngineState):
                 done.append(a)
         except Exception:
             for a in done:
-                self._detach_one(bpf, a, pid)
+                self.detach_one(bpf, a, pid)
             raise
         row.pids.add(pid)
 
-    def _detach_one(self, bpf: Any, a: Attachment, pid: int) -> None:
+    def detach_one(self, bpf: Any, a: Attachment, pid: int) -> None:
         if a.offset is not None:
             with contextlib.suppress(Exception):
                 detach_at_offset(bpf, a.path, a.offset, pid, a.ret)
@@ -175,15 +173,15 @@ class EngineAttach(EngineState):
         with contextlib.suppress(Exception):
             (bpf.detach_uretprobe if a.ret else bpf.detach_uprobe)(**kw)
 
-    def _set_gate(self, row: Row, off: bool) -> None:
+    def set_gate(self, row: Row, off: bool) -> None:
         assert row.module is not None
         gate = row.module.bpf["gate"]
         gate[ctypes.c_int(row.slot)] = ctypes.c_ubyte(1 if off else 0)
 
-    def _unlink(self, row: Row) -> None:
+    def unlink(self, row: Row) -> None:
         """Detach for real (the kernel takes ~0.1 s per uprobe); runs off the caller's thread
         and without the engine lock, so that reads and toggles go on meanwhile."""
-        with self._lock:
+        with self.state.lock:
             if not row.linked or row.state == "attached" or row.module is None:
                 return
             if row.module.closed:
@@ -195,37 +193,37 @@ class EngineAttach(EngineState):
                 pids, row.pids = list(row.pids), set()
                 for pid in pids:
                     with contextlib.suppress(OSError):
-                        self._relink(row.module, pid)
+                        self.relink(row.module, pid)
             elif not row.module.closed:
                 # Openers first, for the same reason: no entry without its return.
                 for pid in list(row.pids):
                     for a in sorted(row.attachments, key=lambda a: closes_interval(row, a)):
-                        self._detach_one(row.module.bpf, a, pid)
+                        self.detach_one(row.module.bpf, a, pid)
                 row.pids.clear()
-        with self._lock:
+        with self.state.lock:
             row.linked = row.unlinking = False
             # Read again: another thread may have switched it on while the detach ran.
             now: ProbeState = row.state
             if now == "attached" and not row.module.closed:
                 # Switched back on while the detach ran: attach again, then open the gate.
                 try:
-                    self._attach_row(row)
-                    self._set_gate(row, off=False)
+                    self.attach_row(row)
+                    self.set_gate(row, off=False)
                 except ProbeError as exc:
                     row.state, row.error = "error", str(exc)
 
-    def _switch_off(self, row: Row, state: ProbeState) -> None:
+    def switch_off(self, row: Row, state: ProbeState) -> None:
         if row.module is not None and not row.module.closed and row.state == "attached":
-            self._set_gate(row, off=True)  # effective at once
-            self._queue.put(lambda: self._unlink(row))
+            self.set_gate(row, off=True)  # effective at once
+            self.state.queue.put(lambda: self.unlink(row))
         row.state = state
 
     def set_enabled(self, row_id: int, enabled: bool) -> None:
         """Switch a known row on or off: a map write now, never a recompilation."""
-        with self._lock:
-            row = self.rows[row_id]
+        with self.state.lock:
+            row = self.state.rows[row_id]
             if (
-                self._closed
+                self.state.closed
                 or row.state in ("ended", "error")
                 or row.module is None
                 or row.module.closed
@@ -238,38 +236,7 @@ class EngineAttach(EngineState):
                 if row.linked:
                     row.state = "attached"  # the queued detach will see this and stay away
                 else:
-                    self._attach_row(row)
-                self._set_gate(row, off=False)
+                    self.attach_row(row)
+                self.set_gate(row, off=False)
             elif not enabled and row.state == "attached":
-                self._switch_off(row, "detached")
-
-    def toggle(self, ref: ProbeRef) -> bool:
-        """Switch a snapshot entry's row on or off; whether it is now on."""
-        row = self.rows.get(ref.row) if ref.row is not None else None
-        if row is None:
-            raise ProbeError("this probe has no attach point to switch")
-        enabled = row.state != "attached"
-        self.set_enabled(row.id, enabled)
-        return enabled
-
-    def remove(self, ref: ProbeRef) -> str:
-        """Remove the spec a snapshot entry came from (all its rows); its text."""
-        with self._lock:
-            group = next((g for g in self.groups if g.id == ref.group), None)
-        if group is None:
-            raise ProbeError("this probe was already removed")
-        self.remove_group(group)
-        return group.spec_text
-
-    def remove_group(self, group: ProbeGroup) -> None:
-        with self._lock:
-            for row in group.rows:
-                self._switch_off(row, "detached")
-                self.rows.pop(row.id, None)
-            modules = {id(r.module): r.module for r in group.rows if r.module}
-            for m in modules.values():
-                if m is not None and all(r.id not in self.rows for r in m.rows):
-                    m.close()
-                    self.modules.remove(m)
-            if group in self.groups:
-                self.groups.remove(group)
+                self.switch_off(row, "detached")

@@ -1,50 +1,90 @@
-"""The probe engine's background work: a spec resolved, planned, compiled, loaded and
-attached, one at a time on the compiler thread."""
+"""The probe engine's compiler thread: each spec resolved, planned by its kind, compiled,
+loaded and attached, one at a time, and the detaches queued behind them."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
+from collections.abc import Hashable
 from functools import partial
 
 from adaptyst_top.collectors.probes import entry_safety
-from adaptyst_top.collectors.probes.bcc_extras import (
-    bcc_stderr_captured,
-)
+from adaptyst_top.collectors.probes.attach_account import AttachAccount
+from adaptyst_top.collectors.probes.bcc_extras import bcc_stderr_captured
 from adaptyst_top.collectors.probes.bpf_program import (
     MULTI_ENTRY,
     MULTI_RETURN,
     module_source,
 )
 from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
+from adaptyst_top.collectors.probes.confinement import Confinement
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, ElfReader, NotELFError, read_elf
-from adaptyst_top.collectors.probes.engine_scope import EngineScope
+from adaptyst_top.collectors.probes.engine_attach import Attacher
+from adaptyst_top.collectors.probes.engine_scope import Scope
+from adaptyst_top.collectors.probes.engine_state import WORKER_JOIN_S, EngineState
 from adaptyst_top.collectors.probes.kinds import kind_of
-from adaptyst_top.collectors.probes.model import (
-    ProbeError,
-    ProbeGroup,
-    ProbeModule,
-    Row,
-    one_line,
-)
+from adaptyst_top.collectors.probes.model import ProbeError, ProbeGroup, ProbeModule, Row, one_line
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
-from adaptyst_top.snapshot.inert import inert
-from adaptyst_top.system.targets import (
-    TargetError,
-    resolve_target,
-)
+from adaptyst_top.system.pinned_files import PinnedFiles
+from adaptyst_top.system.targets import TargetError, resolve_target
 
 
-class EngineBuild(EngineScope):
+class Builder:
+    """What a spec is built with (ProbeEngine.__init__ says what each means), and the
+    thread that builds it; the PlanContext its kind plans in."""
+
+    def __init__(
+        self,
+        state: EngineState,
+        scope: Scope,
+        attacher: Attacher,
+        *,
+        command_path: str | None,
+        max_attach: int,
+        entry_policy: entry_safety.EntryPolicy | None,
+        multi_links: bool,
+        owner: Hashable,
+        account: AttachAccount | None,
+        confine: Confinement | None,
+        oncpu: str | None,
+        pinned: PinnedFiles | None,
+    ) -> None:
+        self.state = state
+        self.scope = scope
+        self.attacher = attacher
+        self.command_path = command_path
+        self.max_attach = max_attach
+        # Which first instructions may carry a probe; the boot's verdicts by default,
+        # looked up (or checked) when the first single-stepped attach point comes.
+        self._entry_policy = entry_policy
+        self.multi_links = multi_links
+        self.owner = owner
+        self.account = account
+        self.confine = confine
+        self.oncpu = oncpu  # None: calls get no on-CPU time (no BTF)
+        self.pinned = pinned
+        self._thread = threading.Thread(target=self._work, name="probe-compiler", daemon=True)
+        self._thread.start()
+
+    def on_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def join(self) -> None:
+        """Until the thread ended (close() queued its stop), WORKER_JOIN_S at most."""
+        if not self.on_thread():
+            self._thread.join(WORKER_JOIN_S)
+
     def _work(self) -> None:
+        """The compiler thread: each spec in turn, and the work queued behind them."""
         while True:
-            group = self._queue.get()
+            group = self.state.queue.get()
             if group is None:
                 # Closed: no build reads the files after this, and module.close() detaches
                 # without naming them (a toggle would: it is queued here, never after).
                 if self.pinned is not None:
-                    with self._lock:  # a toggle attaching now (by the file) ends first
+                    with self.state.lock:  # a toggle attaching now (by the file) ends first
                         self.pinned.close()
                 return
             if not isinstance(group, ProbeGroup):
@@ -61,7 +101,7 @@ class EngineBuild(EngineScope):
                 group.state, group.error = "error", one_line(exc)
             finally:
                 if group.state == "error":
-                    self.warnings.append(group.error)  # the status line's latest word
+                    self.state.warnings.append(group.error)  # the status line's latest word
                 group.done.set()
 
     def _resolve(self, spec: ProbeSpec) -> tuple[str, str, ElfInfo]:
@@ -77,7 +117,7 @@ class EngineBuild(EngineScope):
             path, source = self.pinned.source(target)
             read = self.pinned.read or read_elf
         else:
-            path = source = resolve_target(target, self._reference_pid())
+            path = source = resolve_target(target, self.scope.reference_pid())
         return path, source, read(source)
 
     def _build(self, group: ProbeGroup) -> None:
@@ -105,8 +145,8 @@ class EngineBuild(EngineScope):
             raise ProbeError(f"compiling probes for {spec.text} failed: {one_line(exc)}") from None
         group.timings["compile_s"] = (compiled_at := time.monotonic()) - planned_at
         module = ProbeModule(bpf, rows, links, self.oncpu is not None)
-        if self.scope is not None:  # a key's string is read from the process checked
-            module.keys.open_mem = partial(self.held.opened, name="mem")
+        if self.scope.starts is not None:  # a key's string is read from the process checked
+            module.keys.open_mem = partial(self.scope.held.opened, name="mem")
         for row in rows:
             row.module = module
             if multi:
@@ -115,40 +155,41 @@ class EngineBuild(EngineScope):
             kind.loaded(module, spec, source, elf)
             with bcc_stderr_captured():
                 if multi:
-                    self._attach_multi(module, spec)
+                    self.attacher.attach_multi(module, spec)
                 for row in rows if not multi else ():
-                    if self._closed:
+                    if self.state.closed:
                         raise ProbeError(f"{spec.text}: not attached: the monitor is closing")
-                    self._attach_row(row)
+                    self.attacher.attach_row(row)
         except Exception:
             module.close()
             raise
         group.timings["attach_s"] = time.monotonic() - compiled_at
         group.multi_links = multi
-        with self._lock:
-            if self._closed:
+        with self.state.lock:
+            if self.state.closed:
                 module.close()
                 raise ProbeError(f"{spec.text}: not attached: the monitor is closing")
-            self.modules.append(module)
+            self.state.modules.append(module)
             for row in rows + refused:
                 row.group = group.id
-                self.rows[row.id] = row
+                self.state.rows[row.id] = row
             group.rows = sorted(rows + refused, key=lambda r: r.name)
             # Processes that joined while these attached (follow() did not see the rows).
-            for pid in self._attach_pids():
+            for pid in self.scope.attach_pids():
                 missing = [r for r in rows if pid not in r.pids and r.state == "attached"]
                 with contextlib.suppress(Exception):
-                    self._attach_rows_pid(missing, pid)
+                    self.attacher.attach_rows_pid(missing, pid)
+
+    @property
+    def pid(self) -> int | None:
+        return self.scope.pid
 
     def new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
-        with self._lock:
-            row = Row(self._next_row, spec, inert(name), path, cls, slot)  # a symbol: any bytes
-            self._next_row += 1
-        return row
+        return self.state.new_row(spec, name, path, cls, slot)
 
     def room(self) -> int:
         """Attach points this engine may still add."""
-        own = self.max_attach - len(self.rows)
+        own = self.max_attach - len(self.state.rows)
         return own if self.account is None else min(own, self.account.room())
 
     def entry_refusal(self, insn: entry_safety.EntryInsn) -> str | None:
