@@ -19,7 +19,8 @@ KREL=$(uname -r)
 # pocl-opencl-icd: the OpenCL CPU device the placement runs on. pip's PoCL 3.0 (LLVM 14)
 # builds nothing on a CPU its LLVM does not know (a Zen 5: "unknown target CPU
 # 'generic'"); Debian's 3.1 picks its code generation target by the CPU's features.
-APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev tmux gcc g++ libc6-dev gfortran
+# opencl-c-headers: the OpenCL layer that times kernels (cl_layer.h) is built with them.
+APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev opencl-c-headers tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
     htop podman runc rustc pocl-opencl-icd python3-venv bpftrace systemd util-linux)
 # install_agent.sh asks for the agent's packages alone, and the system part only.
@@ -122,10 +123,11 @@ venv() {
         "$BCC_PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.installed"
-    # The task API's C extension is built by the install: its sources count too.
+    # The C extensions are built by the install: their sources count too.
     local newer=""
     if [ -f "$stamp" ]; then
-        newer=$(find pyproject.toml tests/constraints.txt src/adaptyst_top/placement/_sdt.c \
+        newer=$(find pyproject.toml setup.py tests/constraints.txt src/adaptyst_top/placement/_sdt.c \
+            src/adaptyst_top/collectors/probes/kinds/opencl_layer.c \
             src/adaptyst_top/placement/include -newer "$stamp" 2>/dev/null | head -1 || true)
     fi
     if [ ! -f "$stamp" ] || [ -n "$newer" ]; then

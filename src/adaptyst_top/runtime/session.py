@@ -21,7 +21,7 @@ from adaptyst_top.collectors.probes.engine import (
     ProbeEngine,
     ProbeError,
 )
-from adaptyst_top.collectors.probes.kinds import parse_spec
+from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
 from adaptyst_top.collectors.probes.model import one_line
 from adaptyst_top.collectors.probes.overhead import CostTable
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
@@ -380,13 +380,16 @@ def _held_command(opts: SessionOptions) -> HeldCommand | None:
     if not opts.target.command:
         return None
     # The advisor's socket, told to the command (it may not be where an app looks first).
-    env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor.objective else None
+    env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor.objective else {}
+    # What its probes' kinds need in it from the start (OpenCL's layer).
+    for spec in _parsed_specs(opts):
+        env.update(kind_of(spec).launch_env({**os.environ, **env}))
     try:
         return HeldCommand(
             opts.target.command,
             stdout=opts.target.child_stdout,
             stderr=opts.target.child_stderr,
-            env=env,
+            env=env or None,
         )
     except LaunchError as exc:
         raise SessionError(str(exc), exc.status) from None

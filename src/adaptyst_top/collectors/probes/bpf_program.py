@@ -57,7 +57,7 @@ def _c_enum(e: type[IntEnum], prefix: str) -> str:
     return "enum { " + ", ".join(f"{prefix}{m.name} = {m.value}" for m in e) + " };"
 
 
-SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end"]
+SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end", "usdt-value"]
 
 # The two programs of a module whose functions attach through multi-uprobe links: the
 # link's cookie is the slot.
@@ -289,6 +289,9 @@ class Slot:
     # A USDT @argN: the C that reads it (usdt_args.reader), one program per distinct
     # location among the probe's sites.
     readers: tuple[str, ...] = ()
+    # usdt-value: the C that reads the latency the site hands over (a device's own
+    # timing), into `u64 v`; UNTIMED there counts the hit without one.
+    value: str = ""
 
     @property
     def keyed(self) -> bool:
@@ -314,9 +317,22 @@ class Slot:
 _ARG_TYPE = {"auto": ArgType.AUTO, "int": ArgType.INT, "str": ArgType.STR}
 
 
+UNTIMED = (1 << 64) - 1  # a usdt-value site's word for "counted, not timed"
+
+
 def slot_program(slot: Slot) -> str:
     key = f"struct skey k = {{}}; k.slot = {slot.index};"
     arg_type = f"ARG_{_ARG_TYPE[slot.arg_type].name}"
+    if slot.role == "usdt-value":
+        # Asked first: a gated site or another user's process costs no reads.
+        head = f"if (!theirs() || gated({slot.index})) return 0; {key} u64 v = 0; {slot.value}"
+        head += " u64 d = v; v = 0;"
+        tail = f"record(&k, d, 0, d != {UNTIMED:#x}ULL); return 0;"
+        return "\n".join(
+            f"int {slot.variant_name(j)}(struct pt_regs *ctx) {{ {head} {r}"
+            f" key_from_value(&k, v, {arg_type}, PT_REGS_IP(ctx)); {tail} }}"
+            for j, r in enumerate(slot.readers or ("",))
+        )
     if slot.arg is not None and slot.role == "uprobe-entry":
         # A function's entry: its first six integer arguments are in registers (x86-64).
         key += f" key_from_value(&k, PT_REGS_PARM{slot.arg}(ctx), {arg_type}, PT_REGS_IP(ctx));"

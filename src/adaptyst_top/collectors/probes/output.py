@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.keys import NO_STATS
+from adaptyst_top.collectors.probes.kinds import kind_of
 from adaptyst_top.collectors.probes.model import ProbeGroup, Row
 from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeKey
 from adaptyst_top.snapshot.histogram import percentiles
@@ -15,11 +16,16 @@ from adaptyst_top.snapshot.histogram import percentiles
 def row_entries(
     row: Row, cost: ov.ClassCost, bpf_ns: float | None, with_hist: bool = True
 ) -> list[ProbeEntry]:
-    """A row's snapshot entries: one per key (one for an unsplit probe)."""
-    keys: Iterable[ProbeKey] = row.stats.keys() or [None]
+    """A row's snapshot entries: one per key its kind shows (one for an unsplit probe,
+    and for one none of whose keys are shown yet)."""
+    kind = kind_of(row.spec)
+    named = [(k, kind.entry_name(row.spec, row.name, k)) for k in row.stats]
+    shown: Iterable[tuple[ProbeKey, str | None]] = [(k, n) for k, n in named if n] or [
+        (None, row.name)
+    ]
     measures_oncpu = row.module is not None and row.module.measures_oncpu
     entries = []
-    for key in keys:
+    for key, name in shown:
         count, total, lo, hi, oncpu = row.stats.get(key, NO_STATS)
         rate = round(row.rates.get(key, 0.0), 3)
         # Most rows of a wide glob are idle: their entry is the last one, as it was.
@@ -50,7 +56,7 @@ def row_entries(
             group=row.group,
             id=row.id,
             spec=row.spec.text,
-            name=row.name,
+            name=name or row.name,
             kind=row.spec.kind,
             key=key,
             state=row.state,

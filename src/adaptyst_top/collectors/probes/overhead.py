@@ -32,6 +32,10 @@ USDT_PAIR_OPTIMIZED = "usdt-pair-optimized"
 # A function entry on a 5-byte nop (gcc -pg -mfentry -mnop-mcount): the same fast path.
 UPROBE_OPTIMIZED = "uprobe-optimized"
 UNKNOWN = "uprobe-unknown"
+# An OpenCL launch timed through the tool's layer: the event, its callback and one USDT
+# hit, none of it inside the device's own start-to-end.
+OPENCL_KERNEL = "opencl-kernel"
+OPENCL_KERNEL_NS = 1850.0  # bench_opencl_kernels: added per launch, this kind of machine
 NOP5 = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): what the kernel optimizes
 ENDBR64 = bytes.fromhex("f30f1efa")  # what -fcf-protection puts before it
 PAGE = 4096  # the kernel patches a site only when its 5 bytes lie in one page
@@ -117,6 +121,7 @@ DEFAULT_COSTS: dict[str, ClassCost] = {
     EMULATED: ClassCost(1500.0, 700.0, "default"),
     SINGLESTEP: ClassCost(14700.0, 13000.0, "default"),
     UNKNOWN: ClassCost(14700.0, 13000.0, "default"),
+    OPENCL_KERNEL: ClassCost(OPENCL_KERNEL_NS, 0.0, "default"),
 }
 
 

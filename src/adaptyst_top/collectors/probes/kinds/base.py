@@ -13,7 +13,7 @@ from adaptyst_top.collectors.probes.bpf_program import Slot
 from adaptyst_top.collectors.probes.elf_info import ElfInfo
 from adaptyst_top.collectors.probes.model import ProbeModule, Row
 from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec
-from adaptyst_top.snapshot.probes import ProbeKind
+from adaptyst_top.snapshot.probes import ProbeKey, ProbeKind
 
 
 class PlanContext(Protocol):
@@ -89,3 +89,13 @@ class ProbeKindDef(ABC):
     def shown_name(self, name: str) -> str:
         """A row's name as a table shows it."""
         return name
+
+    def entry_name(self, spec: ProbeSpec, row_name: str, key: ProbeKey) -> str | None:
+        """The name of a row's entry for KEY in a snapshot; None: the entry is not shown
+        (a key its spec does not ask for)."""
+        return row_name
+
+    def launch_env(self, env: dict[str, str]) -> dict[str, str]:
+        """Variables a command launched with a probe of this kind runs with (ENV: its
+        environment as it would be)."""
+        return {}

@@ -4,7 +4,7 @@ BEGIN to the matching END per thread (nested pairs last-in, first-out)."""
 from __future__ import annotations
 
 from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_usdt
+from adaptyst_top.collectors.probes.attach_plan import PlanError, PlannedUsdt, plan_usdt
 from adaptyst_top.collectors.probes.binary_strings import binary_strings
 from adaptyst_top.collectors.probes.elf_info import ElfInfo
 from adaptyst_top.collectors.probes.kinds.base import (
@@ -17,6 +17,23 @@ from adaptyst_top.collectors.probes.model import Attachment, ProbeError, ProbeMo
 from adaptyst_top.collectors.probes.spec import IDENT, Key, KeyRules, ProbeSpec, ProbeSpecError
 
 USDT_ARGS = 12  # what sys/sdt.h gives a probe
+
+
+def site_attachments(plan: PlannedUsdt, source: str, elf: ElfInfo) -> list[Attachment]:
+    """Every site, from the checked notes, at its file offset, to the program that reads
+    its argument where that site has it; a semaphore held up by the kernel (uprobe
+    ref_ctr_offset) while the probe is attached, whatever ends the monitor."""
+    return [
+        Attachment(
+            s.variant_name(plan.variant.get((n, p.address), 0)),
+            source,
+            addr=p.address,
+            ref_ctr=plan.ref_ctrs.get(n, 0),
+            offset=elf.offset_of(p.address),
+        )
+        for n, s in zip(plan.names, plan.slots, strict=False)
+        for p in plan.sites[n]
+    ]
 
 
 class Usdt(ProbeKindDef):
@@ -76,23 +93,10 @@ class Usdt(ProbeKindDef):
             plan = plan_usdt(spec, path, elf, ctx.room())
         except PlanError as exc:
             raise ProbeError(str(exc)) from None
-        names, slots, ref_ctrs = plan.names, plan.slots, plan.ref_ctrs
+        slots = plan.slots
         row = ctx.new_row(spec, spec.label, path, plan.cost_class, slots[0].index)
         row.fns = [fn for s in slots for fn in s.fn_names]  # a pair's END last
-        # Every site, from the checked notes, at its file offset, to the program that
-        # reads its argument where that site has it; a semaphore held up by the kernel
-        # (uprobe ref_ctr_offset) while the probe is attached, whatever ends the monitor.
-        row.attachments = [
-            Attachment(
-                s.variant_name(plan.variant.get((n, p.address), 0)),
-                source,
-                addr=p.address,
-                ref_ctr=ref_ctrs.get(n, 0),
-                offset=elf.offset_of(p.address),
-            )
-            for n, s in zip(names, slots, strict=False)
-            for p in plan.sites[n]
-        ]
+        row.attachments = site_attachments(plan, source, elf)
         return Plan([row], slots)
 
     def loaded(self, module: ProbeModule, spec: ProbeSpec, source: str, elf: ElfInfo) -> None:

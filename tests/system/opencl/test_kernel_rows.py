@@ -1,0 +1,96 @@
+"""`opencl:` rows for real: a pyopencl program on PoCL, launched by `record`, counts its
+own launches and reads its own profiling events; the rows must count exactly those
+launches and time them as the program's events do (within 5%), through the tool's
+OpenCL layer and its USDT site."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adaptyst_top.collectors.probes.kinds.opencl import LAYERS_ENV, layer_path
+from tests.support.cli import CLI
+from tests.support.marks import requires_root
+from tests.support.paths import TARGETS
+
+PROGRAM = TARGETS / "opencl_launches.py"
+
+pytestmark = requires_root
+
+
+def record(spec: str, out: Path, *args: str) -> dict[str, Any]:
+    """The last snapshot of `record --probe SPEC -- the program ARGS`."""
+    proc = subprocess.run(
+        [
+            *CLI,
+            "record",
+            "--probe",
+            spec,
+            "--",
+            sys.executable,
+            str(PROGRAM),
+            "--out",
+            str(out),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def rows(snap: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in snap["probes"]}
+
+
+def test_kernel_rows_count_every_launch_and_time_it_as_the_program_does(tmp_path: Path) -> None:
+    out = tmp_path / "own.json"
+    snap = record("opencl:*", out, "--launches", "600", "--seed", "3")
+    own = json.loads(out.read_text())
+    assert own["layer"]
+    got = rows(snap)
+    assert set(got) == set(own["launches"]), got.keys()
+    for name, count in own["launches"].items():
+        row = got[name]
+        assert (row["kind"], row["key"], row["count"]) == ("opencl", name, count), row
+        assert row.get("error") is None
+    for name, total in own["device_ns"].items():
+        measured = got[name]["count"] * got[name]["mean_ns"]
+        assert measured == pytest.approx(total, rel=0.05), name
+        assert got[name]["p50_ns"] <= got[name]["max_ns"]
+
+
+def test_a_glob_shows_the_kernels_it_names_only(tmp_path: Path) -> None:
+    out = tmp_path / "own.json"
+    snap = record("opencl:s*", out, "--launches", "200")
+    own = json.loads(out.read_text())["launches"]
+    got = rows(snap)
+    assert set(got) == {"scale", "square"}
+    assert all(got[n]["count"] == own[n] for n in got)
+
+
+def test_without_a_probe_the_layer_forwards_and_times_nothing(tmp_path: Path) -> None:
+    """The layer in the environment, no probe on its site (its semaphore at 0): the
+    program runs and reads its own events as without it."""
+    layer = layer_path()
+    assert layer is not None, "the OpenCL layer is built by the install"
+    out = tmp_path / "own.json"
+    env = {**os.environ, LAYERS_ENV: layer}
+    subprocess.run(
+        [sys.executable, str(PROGRAM), "--out", str(out), "--launches", "100"],
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    own = json.loads(out.read_text())
+    assert own["layer"]
+    assert sum(own["launches"].values()) == 100 + 2 * 2
+    assert all(v > 0 for v in own["device_ns"].values())

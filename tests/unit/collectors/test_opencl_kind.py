@@ -1,0 +1,70 @@
+"""The opencl kind on the seam: its specs, the names its entries show, what a launched
+command gets in its environment, and the program that files a device's own time."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaptyst_top.collectors.probes.bpf_program import UNTIMED, Slot, slot_program
+from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
+from adaptyst_top.collectors.probes.kinds.opencl import LAYERS_ENV, SITE, layer_path
+from adaptyst_top.collectors.probes.spec import ProbeSpecError
+
+
+def test_a_spec_names_the_layers_site_split_by_kernel_name() -> None:
+    layer = layer_path()
+    assert layer is not None, "the install builds the layer (opencl-c-headers)"
+    spec = parse_spec("opencl:mat*")
+    assert (spec.kind, spec.target, spec.name, spec.func) == ("opencl", layer, SITE, "mat*")
+    assert (spec.label, spec.measures_latency, spec.arg, spec.arg_type) == (
+        "opencl:mat*",
+        True,
+        1,
+        "str",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("opencl:", "kernel name or glob"),
+        ("opencl:a b", "kernel name or glob"),
+        ("opencl:x;rm", "kernel name or glob"),
+        ("opencl:x@arg1", "split by kernel name"),
+        ("opencl:x@retval", "no @retval"),
+    ],
+)
+def test_a_malformed_spec_is_one_line(text: str, says: str) -> None:
+    with pytest.raises(ProbeSpecError, match=says) as err:
+        parse_spec(text)
+    assert "\n" not in err.value.one_line
+
+
+def test_entries_are_the_kernels_the_glob_names() -> None:
+    spec = parse_spec("opencl:s*")
+    kind = kind_of(spec)
+    assert kind.entry_name(spec, spec.label, "scale") == "scale"
+    assert kind.entry_name(spec, spec.label, "tiny") is None
+    assert kind.entry_name(spec, spec.label, None) == "opencl:s*"  # nothing launched yet
+    usdt = parse_spec("usdt:/x:p:n@arg1")
+    assert kind_of(usdt).entry_name(usdt, "p:n", "any") == "p:n"
+
+
+def test_a_launched_command_gets_the_layer_after_its_own() -> None:
+    kind = kind_of(parse_spec("opencl:*"))
+    layer = layer_path()
+    assert kind.launch_env({}) == {LAYERS_ENV: layer}
+    assert kind.launch_env({LAYERS_ENV: f"/opt/theirs.so:{layer}"}) == {
+        LAYERS_ENV: f"/opt/theirs.so:{layer}"
+    }
+    assert kind_of(parse_spec("uprobe:c:malloc")).launch_env({}) == {}
+
+
+def test_the_site_program_counts_every_launch_and_times_the_timed_ones() -> None:
+    slot = Slot(
+        0, "usdt-value", arg=1, arg_type="str", readers=("v = ctx->cx;",), value="v = ctx->ax;"
+    )
+    c = slot_program(slot)
+    assert c.startswith("int at_s0(struct pt_regs *ctx) { if (!theirs() || gated(0)) return 0;")
+    assert "v = ctx->ax; u64 d = v;" in c and "v = ctx->cx;" in c
+    assert f"record(&k, d, 0, d != {UNTIMED:#x}ULL)" in c
