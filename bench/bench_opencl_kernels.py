@@ -6,7 +6,9 @@ run, interleaved, under:
 - nothing (the baseline);
 - the tool's layer loaded, no probe on it (a command launched with an opencl: spec
   before the probe attaches, or after it is removed);
-- `record --probe 'opencl:*'`: every launch timed on the device's clock;
+- `record --probe 'opencl:*' --budget 100`: every launch timed on the device's clock;
+- `record --probe 'opencl:*'`: every launch counted, as many timed as the default
+  budget (2% of the time) allows;
 - the peer: PoCL's own tracing (POCL_TRACING=text, one line a command to a file).
 
 Each figure is the median over --repeats runs; the ratios are launches/s against the
@@ -32,11 +34,12 @@ from tests.support.cli import CLI
 from tests.support.paths import TARGETS
 
 PROGRAM = TARGETS / "opencl_launches.py"
-MODES = ("none", "layer_idle", "timed", "pocl_tracing")
+MODES = ("none", "layer_idle", "timed_every", "timed_default", "pocl_tracing")
+RECORD = {"timed_every": ["--budget", "100"], "timed_default": []}
 
 
-def one_run(mode: str, launches: int, work: Path) -> float:
-    """Launches per second of the loop under MODE."""
+def one_run(mode: str, launches: int, work: Path) -> tuple[float, float | None]:
+    """Launches per second of the loop under MODE, and the share of them timed."""
     out = work / f"{mode}.json"
     argv = [sys.executable, str(PROGRAM), "--loop", "--launches", str(launches), "--out", str(out)]
     env = dict(os.environ)
@@ -44,17 +47,19 @@ def one_run(mode: str, launches: int, work: Path) -> float:
         env[LAYERS_ENV] = layer_path() or ""
     elif mode == "pocl_tracing":
         env["POCL_TRACING"] = "text"
-    elif mode == "timed":
-        argv = [*CLI, "record", "--probe", "opencl:*", "--", *argv]
+    elif mode in RECORD:
+        argv = [*CLI, "record", "--probe", "opencl:*", *RECORD[mode], "--", *argv]
     proc = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"{mode}: {proc.stderr.strip()[-400:]}")
-    if mode == "timed":
+    timed = None
+    if mode in RECORD:
         rows = json.loads(proc.stdout.splitlines()[-1])["probes"]
         counted = sum(r["count"] for r in rows if r["name"] == "tiny")
         if counted != launches:
-            raise RuntimeError(f"timed: {counted} launches counted of {launches}")
-    return float(json.loads(out.read_text())["per_s"])
+            raise RuntimeError(f"{mode}: {counted} launches counted of {launches}")
+        timed = sum(r.get("timed") or 0 for r in rows if r["name"] == "tiny") / launches
+    return float(json.loads(out.read_text())["per_s"]), timed
 
 
 def main() -> None:
@@ -67,18 +72,25 @@ def main() -> None:
         sys.exit("the OpenCL layer is not built (apt install opencl-c-headers, install again)")
     common.header(args.json)
     runs: dict[str, list[float]] = {m: [] for m in MODES}
+    timed: dict[str, list[float]] = {m: [] for m in RECORD}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
             for mode in MODES:  # interleaved: drift in the machine hits every mode alike
-                runs[mode].append(one_run(mode, args.launches, Path(tmp)))
+                rate, share = one_run(mode, args.launches, Path(tmp))
+                runs[mode].append(rate)
+                if share is not None:
+                    timed[mode].append(share)
     per_s = {m: statistics.median(v) for m, v in runs.items()}
     base = per_s["none"]
     res: dict[str, object] = {"launches": args.launches, "repeats": args.repeats}
     res |= {f"{m}_launches_per_s": round(v) for m, v in per_s.items()}
+    res |= {f"{m}_share_timed": round(statistics.median(v), 4) for m, v in timed.items()}
     res["us_per_launch_none"] = round(1e6 / base, 2)
-    res["timed_us_added_per_launch"] = round(1e6 / per_s["timed"] - 1e6 / base, 2)
+    for m in RECORD:
+        res[f"{m}_us_added_per_launch"] = round(1e6 / per_s[m] - 1e6 / base, 2)
     res |= {f"{m}_vs_none": round(per_s[m] / base, 4) for m in MODES[1:]}
-    res["timed_vs_pocl_tracing"] = round(per_s["timed"] / per_s["pocl_tracing"], 4)
+    for m in RECORD:
+        res[f"{m}_vs_pocl_tracing"] = round(per_s[m] / per_s["pocl_tracing"], 4)
     common.footer(res, args.json)
 
 

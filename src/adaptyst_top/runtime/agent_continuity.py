@@ -116,8 +116,11 @@ class Continuity:
             for bucket, n in new.hist:
                 buckets[bucket] = buckets.get(bucket, 0) + n
             merged = tuple(sorted(buckets.items()))
-        raw = _merged(old.raw, new.raw, old.count, new.count, merged)
-        net = _merged(old.latency, new.latency, old.count, new.count, None) or new.latency
+        # A sampled row's means are over its timed hits: weighed by those.
+        timed = None if old.timed is None or new.timed is None else old.timed + new.timed
+        n_old, n_new = (old.count, new.count) if timed is None else (old.timed, new.timed)
+        raw = _merged(old.raw, new.raw, n_old or 0, n_new or 0, merged)
+        net = _merged(old.latency, new.latency, n_old or 0, n_new or 0, None) or new.latency
         if merged is not None and raw is not None and new.raw is not None:
             # The merged histogram's percentiles are raw ones: net of the same cost.
             off = (new.raw.mean_ns or 0.0) - (new.latency.mean_ns or 0.0)
@@ -127,7 +130,7 @@ class Continuity:
             )
             net = replace(net, p50_ns=p50, p95_ns=p95, p99_ns=p99)
         hist = merged if merged is not None else new.hist
-        return replace(new, count=count, hist=hist, raw=raw, latency=net)
+        return replace(new, count=count, timed=timed, hist=hist, raw=raw, latency=net)
 
 
 def _merged(

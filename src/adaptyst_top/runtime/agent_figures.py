@@ -87,6 +87,8 @@ class FigureCheck:
             why = f"a count of {p.count} for {p.name}"
         elif before is not None and p.count < before.count:
             why = f"{p.name}'s count going back ({before.count} to {p.count})"
+        elif p.timed is not None and not 0 <= p.timed <= p.count:
+            why = f"{p.name}'s {p.timed} timed of {p.count}"
         elif not (_sane(p.rate_hz) and _latency_sane(p.latency) and _latency_sane(p.raw)):
             why = f"{p.name}'s latency or rate out of range"
         elif not _sane(p.energy_j) or (

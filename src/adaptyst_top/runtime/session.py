@@ -383,7 +383,7 @@ def _held_command(opts: SessionOptions) -> HeldCommand | None:
     env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor.objective else {}
     # What its probes' kinds need in it from the start (OpenCL's layer).
     for spec in _parsed_specs(opts):
-        env.update(kind_of(spec).launch_env({**os.environ, **env}))
+        env.update(kind_of(spec).launch_env({**os.environ, **env}, opts.probing.budget))
     try:
         return HeldCommand(
             opts.target.command,

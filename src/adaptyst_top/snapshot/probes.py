@@ -66,6 +66,9 @@ class ProbeEntry(JsonPart):
     target: str | None = None  # the file probed
     cost_class: str | None = field(default=None, metadata=json_field(name="class"))
     count: int = 0
+    # Of `count`, the hits whose latency was measured, where a budget samples them (an
+    # opencl row's launches timed on the device); None: every hit is.
+    timed: int | None = field(default=None, metadata=json_field(omit="none"))
     rate_hz: float = 0.0
     overhead_ns_per_hit: float | None = None
     overhead_source: str | None = None  # calibrated | default

@@ -137,8 +137,9 @@ def mapped_files(pid: int) -> list[str]:
 def _lib_pattern(name: str, strict: bool) -> re.Pattern[str]:
     if strict:  # `c` -> libc.so.6
         return re.compile(rf"^lib{re.escape(name)}\.so(\.[0-9.]+)?$")
-    # `python3` -> libpython3.11.so.1.0, `crypto` -> libcrypto-3.so
-    return re.compile(rf"^(lib)?{re.escape(name)}([.-][0-9.]*)?\.so(\.[0-9.]+)?$")
+    # `python3` -> libpython3.11.so.1.0, `crypto` -> libcrypto-3.so, `OpenCL` -> a wheel's
+    # copy renamed by auditwheel, libOpenCL-5519dec5.so.1.0.0
+    return re.compile(rf"^(lib)?{re.escape(name)}([.-][0-9.]*)?(-[0-9a-f]{{8}})?\.so(\.[0-9.]+)?$")
 
 
 def _from_ldconfig(name: str, strict: bool) -> str | None:

@@ -1,7 +1,7 @@
 """An OpenCL program that counts its own kernel launches and times each one from its own
 profiling events, for checking `opencl:` rows against (and for the overhead bench).
 
-    python opencl_launches.py --launches N --out FILE.json [--seed S] [--loop]
+    python opencl_launches.py --launches N --out FILE.json [--seed S] [--loop] [--hold S]
 
 Irregular by default: each launch picks a kernel and a size at random, its event kept
 and read once all are done, and buffer reads and writes come between (counted as [read] and [write]). FILE gets
@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--loop", action="store_true")
+    ap.add_argument("--hold", type=float, default=0.0, help="seconds to wait, set up, first")
     args = ap.parse_args()
     ctx = cl.Context(cl.get_platforms()[0].get_devices()[:1])
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -43,6 +44,7 @@ def main() -> None:
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
     for k in kernels.values():
         k.set_arg(0, buf)
+    time.sleep(args.hold)  # OpenCL loaded: a monitor may attach meanwhile
     launches = dict.fromkeys(kernels, 0)
     device_ns = dict.fromkeys(kernels, 0)
     started = time.perf_counter()

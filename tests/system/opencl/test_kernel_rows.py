@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +25,17 @@ PROGRAM = TARGETS / "opencl_launches.py"
 pytestmark = requires_root
 
 
-def record(spec: str, out: Path, *args: str) -> dict[str, Any]:
-    """The last snapshot of `record --probe SPEC -- the program ARGS`."""
+def record(spec: str, out: Path, *args: str, budget_pct: str = "100") -> dict[str, Any]:
+    """The last snapshot of `record --probe SPEC --budget BUDGET_PCT -- the program ARGS`
+    (100%: every launch timed)."""
     proc = subprocess.run(
         [
             *CLI,
             "record",
             "--probe",
             spec,
+            "--budget",
+            budget_pct,
             "--",
             sys.executable,
             str(PROGRAM),
@@ -60,7 +64,12 @@ def test_kernel_rows_count_every_launch_and_time_it_as_the_program_does(tmp_path
     assert set(got) == set(own["launches"]), got.keys()
     for name, count in own["launches"].items():
         row = got[name]
-        assert (row["kind"], row["key"], row["count"]) == ("opencl", name, count), row
+        assert (row["kind"], row["key"], row["count"], row["timed"]) == (
+            "opencl",
+            name,
+            count,
+            count,
+        )
         assert row.get("error") is None
     for name, total in own["device_ns"].items():
         measured = got[name]["count"] * got[name]["mean_ns"]
@@ -75,6 +84,19 @@ def test_a_glob_shows_the_kernels_it_names_only(tmp_path: Path) -> None:
     got = rows(snap)
     assert set(got) == {"scale", "square"}
     assert all(got[n]["count"] == own[n] for n in got)
+
+
+def test_under_a_small_budget_every_launch_is_counted_and_some_are_timed(tmp_path: Path) -> None:
+    """0.1% of the time for timing: the layer times what that pays for and counts the
+    rest, handed over in batches; the row says how many it timed."""
+    out = tmp_path / "own.json"
+    snap = record("opencl:tiny", out, "--loop", "--launches", "50000", budget_pct="0.1")
+    own = json.loads(out.read_text())
+    tiny = rows(snap)["tiny"]
+    assert tiny["count"] == own["launches"]["tiny"] == 50000
+    assert 0 < tiny["timed"] < tiny["count"]
+    assert 0 < tiny["p50_ns"] <= tiny["max_ns"]
+    assert sum(c for _b, c in tiny["hist"]) == tiny["timed"]
 
 
 def test_without_a_probe_the_layer_forwards_and_times_nothing(tmp_path: Path) -> None:
@@ -94,3 +116,49 @@ def test_without_a_probe_the_layer_forwards_and_times_nothing(tmp_path: Path) ->
     assert own["layer"]
     assert sum(own["launches"].values()) == 100 + 2 * 2
     assert all(v > 0 for v in own["device_ns"].values())
+
+
+def test_a_process_not_launched_with_the_layer_is_told_how_to_count_its_launches(
+    tmp_path: Path,
+) -> None:
+    """--pid on a program started without the layer: its kernels cannot be timed, and
+    the one line says so and names the probe that counts its launches from the host;
+    that probe counts every launch."""
+    out = str(tmp_path / "own.json")
+    # Held 12 s before its launches: both monitors attach well within that, busy or not.
+    argv = [
+        sys.executable,
+        str(PROGRAM),
+        "--out",
+        out,
+        "--hold",
+        "12",
+        "--loop",
+        "--launches",
+        "3000",
+    ]
+    prog = subprocess.Popen(argv)
+    try:
+        time.sleep(1.5)  # OpenCL loaded, holding
+        refused = subprocess.run(
+            [*CLI, "record", "--pid", str(prog.pid), "--probe", "opencl:*", "--duration", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode != 0
+        (line,) = refused.stderr.strip().splitlines()
+        assert "not started with this tool's OpenCL layer" in line and "-- CMD" in line
+        host = line.rsplit(" ", 1)[1]
+        counted = subprocess.run(
+            [*CLI, "record", "--pid", str(prog.pid), "--probe", host, "--duration", "30"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert counted.returncode == 0, counted.stderr
+        (row,) = json.loads(counted.stdout.splitlines()[-1])["probes"]
+        assert row["count"] == 3000
+    finally:
+        prog.kill()
+        prog.wait()

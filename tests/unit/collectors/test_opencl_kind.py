@@ -7,7 +7,7 @@ import pytest
 
 from adaptyst_top.collectors.probes.bpf_program import UNTIMED, Slot, slot_program
 from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
-from adaptyst_top.collectors.probes.kinds.opencl import LAYERS_ENV, SITE, layer_path
+from adaptyst_top.collectors.probes.kinds.opencl import BUDGET_ENV, LAYERS_ENV, SITE, layer_path
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
 
 
@@ -53,11 +53,12 @@ def test_entries_are_the_kernels_the_glob_names() -> None:
 def test_a_launched_command_gets_the_layer_after_its_own() -> None:
     kind = kind_of(parse_spec("opencl:*"))
     layer = layer_path()
-    assert kind.launch_env({}) == {LAYERS_ENV: layer}
-    assert kind.launch_env({LAYERS_ENV: f"/opt/theirs.so:{layer}"}) == {
-        LAYERS_ENV: f"/opt/theirs.so:{layer}"
+    assert kind.launch_env({}, 1.0) == {LAYERS_ENV: layer, BUDGET_ENV: "1.0"}
+    assert kind.launch_env({LAYERS_ENV: f"/opt/theirs.so:{layer}"}, 0.02) == {
+        LAYERS_ENV: f"/opt/theirs.so:{layer}",
+        BUDGET_ENV: "0.02",
     }
-    assert kind_of(parse_spec("uprobe:c:malloc")).launch_env({}) == {}
+    assert kind_of(parse_spec("uprobe:c:malloc")).launch_env({}, 0.02) == {}
 
 
 def test_the_site_program_counts_every_launch_and_times_the_timed_ones() -> None:

@@ -141,3 +141,28 @@ def test_impossible_figures_within_a_session_are_dropped_and_said(
     assert back.probes[0].count == 2 and "going back" in back.warnings[0]
     carry.broke()  # a new session: its counts start again
     assert carry.carry(half(0.1, [300], 1.0, group=1)).warnings == ()
+
+
+def sampled(snap: Snapshot, count: int) -> Snapshot:
+    """SNAP's probe as a sampled row (an opencl kernel's): COUNT launches, its samples
+    the ones timed."""
+    p = snap.probes[0]
+    return replace(snap, probes=(replace(p, kind="opencl", count=count, timed=p.count),))
+
+
+def test_a_sampled_rows_means_weigh_its_timed_hits_across_a_break() -> None:
+    """Before: 2 of 1,000 launches timed at 100 ns; after: 2 of 10 at 1,000 ns. The
+    mean is 550 ns (by the 4 timed), not ~109 ns (by the launches)."""
+    carry = Continuity()
+    carry.carry(sampled(half(1.0, [100, 100], 1.0, group=0), 1000))
+    carry.broke()
+    p = carry.carry(sampled(half(1.0, [1000, 1000], 1.0, group=1), 10)).probes[0]
+    assert (p.count, p.timed) == (1010, 4)
+    assert p.raw is not None and p.raw.mean_ns == pytest.approx(550.0)
+
+
+def test_an_agents_timed_hits_past_its_count_are_dropped() -> None:
+    carry = Continuity()
+    good = carry.carry(sampled(half(1.0, [100, 200], 1.0, group=0), 5))
+    bad = carry.carry(replace(good, t=1.5, probes=(replace(good.probes[0], timed=9),)))
+    assert bad.probes[0].timed == 2 and "9 timed of 5" in bad.warnings[0]

@@ -39,3 +39,16 @@ def test_a_name_shared_by_the_program_and_its_library_is_the_library(tmp_path: P
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_short_name_finds_a_wheels_renamed_copy_of_its_library() -> None:
+    """auditwheel renames what a wheel bundles (pyopencl's libOpenCL-5519dec5.so.1.0.0):
+    `uprobe:OpenCL:clEnqueueNDRangeKernel --pid` found the system's copy, which the
+    process does not map, and counted 0."""
+    from adaptyst_top.system.targets import _lib_pattern
+
+    loose = _lib_pattern("OpenCL", strict=False)
+    for name in ("libOpenCL-5519dec5.so.1.0.0", "libOpenCL.so.1", "libOpenCL-2.so"):
+        assert loose.match(name), name
+    for name in ("libOpenCL-wrapper.so", "libOpenCLx.so", "libOpenCL-5519dec5x.so"):
+        assert not loose.match(name), name

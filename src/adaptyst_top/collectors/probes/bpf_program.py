@@ -51,13 +51,14 @@ class KernelError(IntEnum):
     MAP_FULL = 0
     TOO_DEEP = 1
     NO_ENTRY = 2  # a return without a recorded entry
+    BAD_COUNT = 3  # a hand-over of more hits than one can hold
 
 
 def _c_enum(e: type[IntEnum], prefix: str) -> str:
     return "enum { " + ", ".join(f"{prefix}{m.name} = {m.value}" for m in e) + " };"
 
 
-SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end", "usdt-value"]
+SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end", "usdt-value", "usdt-add"]
 
 # The two programs of a module whose functions attach through multi-uprobe links: the
 # link's cookie is the slot.
@@ -133,30 +134,45 @@ static __always_inline u32 bucket_of(u64 v) {
     return SUB * (e - SUB_BITS + 1) + (u32)((v >> (e - SUB_BITS)) & (SUB - 1));
 }
 
-/* oncpu: the part of DELTA the thread spent on a CPU */
+/* oncpu: the part of DELTA the thread spent on a CPU. The count goes last: a reader that
+ * sees a hit counted sees its time and bucket too (it reads the histograms again only
+ * when a count changed). */
 static __always_inline void record(struct skey *k, u64 delta, u64 oncpu, int latency) {
     struct stat zero = {};
     zero.min = ~0ULL;
     struct stat *s = stats.lookup_or_try_init(k, &zero);
     if (!s) { count_error(ERR_MAP_FULL); return; }
-    __sync_fetch_and_add(&s->count, 1);
-    if (!latency) return;
-    __sync_fetch_and_add(&s->sum, delta);
-    if (MEASURES_ONCPU) __sync_fetch_and_add(&s->oncpu, oncpu);
-    /* min/max races between CPUs only lose an extreme by one sample; counts stay exact */
-    if (delta < s->min) s->min = delta;
-    if (delta > s->max) s->max = delta;
-    struct hkey h = {};
-    h.k = *k;
-    h.bucket = bucket_of(delta);
-    u64 *c = hist.lookup(&h);
-    if (!c) {
-        u64 hz = 0;
-        /* NOEXIST: of two CPUs making the same bucket, one counts it */
-        if (hist.insert(&h, &hz) == 0) __sync_fetch_and_add(&s->buckets, 1);
-        c = hist.lookup(&h);
+    if (latency) {
+        __sync_fetch_and_add(&s->sum, delta);
+        if (MEASURES_ONCPU) __sync_fetch_and_add(&s->oncpu, oncpu);
+        /* min/max races between CPUs only lose an extreme by one sample; counts stay exact */
+        if (delta < s->min) s->min = delta;
+        if (delta > s->max) s->max = delta;
+        struct hkey h = {};
+        h.k = *k;
+        h.bucket = bucket_of(delta);
+        u64 *c = hist.lookup(&h);
+        if (!c) {
+            u64 hz = 0;
+            /* NOEXIST: of two CPUs making the same bucket, one counts it */
+            if (hist.insert(&h, &hz) == 0) __sync_fetch_and_add(&s->buckets, 1);
+            c = hist.lookup(&h);
+        }
+        if (c) __sync_fetch_and_add(c, 1); else count_error(ERR_MAP_FULL);
     }
-    if (c) __sync_fetch_and_add(c, 1); else count_error(ERR_MAP_FULL);
+    __sync_fetch_and_add(&s->count, 1);
+}
+
+/* N hits handed over at once (counted where they happened); a number past what one
+ * hand-over can hold is someone's garbage, counted as an error, not as hits. */
+#define MAX_ADD 65536
+static __always_inline void add_count(struct skey *k, u64 n) {
+    if (n > MAX_ADD) { count_error(ERR_BAD_COUNT); return; }
+    struct stat zero = {};
+    zero.min = ~0ULL;
+    struct stat *s = stats.lookup_or_try_init(k, &zero);
+    if (!s) { count_error(ERR_MAP_FULL); return; }
+    __sync_fetch_and_add(&s->count, n);
 }
 
 static __always_inline struct stack *thread_stack(u32 chain, int create) {
@@ -290,8 +306,10 @@ class Slot:
     # location among the probe's sites.
     readers: tuple[str, ...] = ()
     # usdt-value: the C that reads the latency the site hands over (a device's own
-    # timing), into `u64 v`; UNTIMED there counts the hit without one.
+    # timing), into `u64 v`; UNTIMED there counts the hit without one. usdt-add: the
+    # number of hits it hands over at once.
     value: str = ""
+    files_as: int | None = None  # the slot whose row its keys and gate are (None: its own)
 
     @property
     def keyed(self) -> bool:
@@ -323,11 +341,16 @@ UNTIMED = (1 << 64) - 1  # a usdt-value site's word for "counted, not timed"
 def slot_program(slot: Slot) -> str:
     key = f"struct skey k = {{}}; k.slot = {slot.index};"
     arg_type = f"ARG_{_ARG_TYPE[slot.arg_type].name}"
-    if slot.role == "usdt-value":
+    if slot.role in ("usdt-value", "usdt-add"):
         # Asked first: a gated site or another user's process costs no reads.
-        head = f"if (!theirs() || gated({slot.index})) return 0; {key} u64 v = 0; {slot.value}"
-        head += " u64 d = v; v = 0;"
-        tail = f"record(&k, d, 0, d != {UNTIMED:#x}ULL); return 0;"
+        row = slot.index if slot.files_as is None else slot.files_as
+        head = f"if (!theirs() || gated({row})) return 0; struct skey k = {{}}; k.slot = {row};"
+        head += f" u64 v = 0; {slot.value} u64 d = v; v = 0;"
+        tail = (
+            f"record(&k, d, 0, d != {UNTIMED:#x}ULL); return 0;"
+            if slot.role == "usdt-value"
+            else "add_count(&k, d); return 0;"
+        )
         return "\n".join(
             f"int {slot.variant_name(j)}(struct pt_regs *ctx) {{ {head} {r}"
             f" key_from_value(&k, v, {arg_type}, PT_REGS_IP(ctx)); {tail} }}"

@@ -21,6 +21,7 @@ KERNEL_ERRORS = {
     KernelError.MAP_FULL: "hits lost: a statistics map is full",
     KernelError.TOO_DEEP: "calls nested deeper than the per-thread stack: not measured",
     KernelError.NO_ENTRY: "returns without a recorded entry",
+    KernelError.BAD_COUNT: "hand-overs refused: a count out of range",
 }
 # Returns without an entry are expected around every switch on or off (and when a
 # probe attaches mid-call); they are counted, and the check keeps the pairs right.
@@ -68,8 +69,11 @@ class Row:
     unlinking: bool = False  # a background detach is running
     bpf_ns: float | None = None  # BPF run time per hit, last read
     bpf_ns_hits: int = -1  # the row's hits when bpf_ns was read: unchanged, so is it
-    hist_lists: dict[Any, tuple[int, tuple[tuple[int, int], ...]]] = field(default_factory=dict)
-    lat_cache: dict[Any, tuple[tuple[int, float], tuple[Latency, Latency]]] = field(
+    # Keyed by what they were made from: (count, total), (count, total, cost in interval).
+    hist_lists: dict[Any, tuple[tuple[int, int], tuple[tuple[int, int], ...]]] = field(
+        default_factory=dict
+    )
+    lat_cache: dict[Any, tuple[tuple[int, int, float], tuple[Latency, Latency]]] = field(
         default_factory=dict
     )
     # The last snapshot entry per key, and what it was made from (reused while unchanged).

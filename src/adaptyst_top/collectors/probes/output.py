@@ -29,27 +29,34 @@ def row_entries(
         count, total, lo, hi, oncpu = row.stats.get(key, NO_STATS)
         rate = round(row.rates.get(key, 0.0), 3)
         # Most rows of a wide glob are idle: their entry is the last one, as it was.
-        sig: tuple[object, ...] = (count, rate, row.state, row.error, cost.per_hit_ns)
+        # The total too: a hit's count and its time reach the kernel's map one after
+        # the other, and a read between them must not stand for the finished figures.
+        sig: tuple[object, ...] = (count, total, rate, row.state, row.error, cost.per_hit_ns)
         sig += (cost.in_interval_ns, cost.source, bpf_ns, with_hist)
         last = row.entry_cache.get(key)
         if last is not None and last[0] == sig:
             entries.append(last[1])
             continue
-        net, raw, hist = Latency(), None, None
+        net, raw, hist, timed = Latency(), None, None, None
         if row.spec.measures_latency:
             buckets = row.hist.get(key, {})
+            # Sampled: each timed hit is in the histogram once.
+            timed = sum(buckets.values()) if kind.sampled_latency else None
             lat = row.lat_cache.get(key)
-            if lat is None or lat[0] != (count, cost.in_interval_ns):  # only on change
+            if lat is None or lat[0] != (count, total, cost.in_interval_ns):  # on change
                 lat = (
-                    (count, cost.in_interval_ns),
-                    latency_fields(count, total, lo, hi, buckets, cost),
+                    (count, total, cost.in_interval_ns),
+                    latency_fields(count if timed is None else timed, total, lo, hi, buckets, cost),
                 )
                 row.lat_cache[key] = lat
             net, raw = lat[1]
             if with_hist:  # the detail view and replays need them
                 cached = row.hist_lists.get(key)
-                if cached is None or cached[0] != count:  # rebuilt only on change
-                    cached = (count, tuple(sorted((b, c) for b, c in buckets.items() if c)))
+                if cached is None or cached[0] != (count, total):  # rebuilt only on change
+                    cached = (
+                        (count, total),
+                        tuple(sorted((b, c) for b, c in buckets.items() if c)),
+                    )
                     row.hist_lists[key] = cached
                 hist = cached[1]
         entry = ProbeEntry(
@@ -63,6 +70,7 @@ def row_entries(
             target=row.path,
             cost_class=row.cost_class,
             count=count,
+            timed=timed,
             rate_hz=rate,
             overhead_ns_per_hit=round(cost.per_hit_ns, 1),
             overhead_source=cost.source,

@@ -70,6 +70,9 @@ class ProbeKindDef(ABC):
     what: ClassVar[str]
     keys: ClassVar[KeyRules]
     calibration: ClassVar[tuple[CalibrationCase, ...]] = ()
+    # Its latencies are of some hits only (a budget samples them): the snapshot says how
+    # many were timed, and a mean is over those.
+    sampled_latency: ClassVar[bool] = False
 
     @abstractmethod
     def parse(self, spec: str, rest: str, body_start: int, key: Key) -> ProbeSpec:
@@ -95,7 +98,7 @@ class ProbeKindDef(ABC):
         (a key its spec does not ask for)."""
         return row_name
 
-    def launch_env(self, env: dict[str, str]) -> dict[str, str]:
+    def launch_env(self, env: dict[str, str], budget: float) -> dict[str, str]:
         """Variables a command launched with a probe of this kind runs with (ENV: its
-        environment as it would be)."""
+        environment as it would be; BUDGET: the probes' share of its time)."""
         return {}

@@ -3,10 +3,12 @@ the glob KERNEL, and of buffer transfers (named [read], [write], [copy]), for a 
 the monitor launches.
 
 The command runs with the tool's OpenCL layer (opencl_layer.c, through OPENCL_LAYERS):
-its queues profile, and each completed launch fires the layer's one USDT site with the
-kernel's name and END - START. A program here files that time under the name, so a row
-is a kernel: launches counted exactly, device time as a latency. The layer does nothing
-but forward while no probe holds its semaphore."""
+its queues profile; it counts every launch by name and hands the counts over in
+batches (adaptyst_cl:launches), and times as many launches as the budget allows
+(adaptyst_cl:kernel: the name and END - START). Two programs here file both under the
+name, so a row is a kernel: launches counted exactly, device time as a latency over
+the launches timed. The layer does nothing but forward while no probe holds its
+semaphores."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from fnmatch import fnmatchcase
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes import usdt_args
 from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_usdt
+from adaptyst_top.collectors.probes.bpf_program import Slot, SlotRole
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, UsdtProbe
 from adaptyst_top.collectors.probes.kinds.base import Plan, PlanContext, ProbeKindDef
 from adaptyst_top.collectors.probes.kinds.usdt import site_attachments
@@ -27,9 +30,13 @@ from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec, ProbeS
 from adaptyst_top.snapshot import ProbeKey
 
 LAYER_MODULE = "adaptyst_top.collectors.probes.kinds._opencl_layer"
-PROVIDER, SITE = "adaptyst_cl", "kernel"
-SITE_ARGS = 4  # name, device_ns, queued_ns, enqueue_ns (opencl_layer.c)
+PROVIDER, SITE, LAUNCHES = "adaptyst_cl", "kernel", "launches"
+# Each site's arguments (opencl_layer.c): kernel(name, device_ns, queued_ns, enqueue_ns),
+# launches(name, n); the second is the one filed, as a latency or as hits.
+SITE_ARGS = {SITE: 4, LAUNCHES: 2}
+_SITE_ROLES: tuple[tuple[str, SlotRole], ...] = ((SITE, "usdt-value"), (LAUNCHES, "usdt-add"))
 LAYERS_ENV = "OPENCL_LAYERS"
+BUDGET_ENV = "ADAPTYST_CL_BUDGET"  # the layer's share of the time for timing
 _GLOB = re.compile(r"[A-Za-z0-9_*?\[\]!.-]{1,128}")
 
 
@@ -45,6 +52,7 @@ class OpenCL(ProbeKindDef):
     shape = "opencl:KERNEL"
     syntax = "opencl:KERNEL"
     what = "device time of OpenCL kernels, for a launched command"
+    sampled_latency = True
     keys = KeyRules(
         most_args=0,
         why_most="an opencl probe is split by kernel name, not by an argument",
@@ -83,17 +91,26 @@ class OpenCL(ProbeKindDef):
         )
 
     def plan(self, ctx: PlanContext, spec: ProbeSpec, path: str, source: str, elf: ElfInfo) -> Plan:
-        try:
-            planned = plan_usdt(spec, path, elf, ctx.room())
-            value = _device_time_reader(planned.sites[SITE], path)
-        except PlanError as exc:
-            raise ProbeError(str(exc)) from None
-        slot = dataclasses.replace(planned.slots[0], role="usdt-value", value=value)
-        planned = dataclasses.replace(planned, slots=[slot])
-        row = ctx.new_row(spec, spec.label, path, ov.OPENCL_KERNEL, slot.index)
-        row.fns = slot.fn_names
-        row.attachments = site_attachments(planned, source, elf)
-        return Plan([row], [slot])
+        """One row, two programs: slot 0 on the timed launches' site, slot 1 (filing its
+        counts under slot 0's keys and gate) on the counted ones'."""
+        if ctx.pid is not None and (why := _not_timed_in(ctx.pid, path)):
+            raise ProbeError(f"{spec.text}: {why}")
+        row = ctx.new_row(spec, spec.label, path, ov.OPENCL_KERNEL, 0)
+        slots: list[Slot] = []
+        for index, (site, role) in enumerate(_SITE_ROLES):
+            try:
+                planned = plan_usdt(dataclasses.replace(spec, name=site), path, elf, ctx.room())
+                value = _second_arg_reader(planned.sites[site], site, path)
+            except PlanError as exc:
+                raise ProbeError(str(exc)) from None
+            slot = dataclasses.replace(
+                planned.slots[0], index=index, role=role, value=value, files_as=0
+            )
+            planned = dataclasses.replace(planned, slots=[slot])
+            row.fns += slot.fn_names
+            row.attachments += site_attachments(planned, source, elf)
+            slots.append(slot)
+        return Plan([row], slots)
 
     def entry_name(self, spec: ProbeSpec, row_name: str, key: ProbeKey) -> str | None:
         if key is None:
@@ -101,21 +118,44 @@ class OpenCL(ProbeKindDef):
         name = str(key)
         return name if fnmatchcase(name, spec.func or "*") else None
 
-    def launch_env(self, env: dict[str, str]) -> dict[str, str]:
+    def launch_env(self, env: dict[str, str], budget: float) -> dict[str, str]:
         layer = layer_path()
         if layer is None:
             return {}
         others = [p for p in env.get(LAYERS_ENV, "").split(":") if p and p != layer]
-        return {LAYERS_ENV: ":".join([*others, layer])}
+        return {LAYERS_ENV: ":".join([*others, layer]), BUDGET_ENV: repr(float(budget))}
 
 
-def _device_time_reader(sites: list[UsdtProbe], path: str) -> str:
-    """The C that reads the site's device time (its second argument), where every site
-    keeps it in one place; PlanError for a site that is not the layer's."""
-    where = {p.arg_specs[1] for p in sites if len(p.arg_specs) == SITE_ARGS}
-    if len(where) != 1 or any(len(p.arg_specs) != SITE_ARGS for p in sites):
-        raise PlanError(f"{path}: its {PROVIDER}:{SITE} site is not the OpenCL layer's")
+def _not_timed_in(pid: int, layer: str) -> str | None:
+    """Why PID's launches cannot reach the layer's sites (started without it), or None:
+    it was (a command the monitor launched), or it cannot be told."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read(1 << 20)
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            if any(line.rstrip(b"\n").endswith(b" " + os.fsencode(layer)) for line in f):
+                return None
+    except OSError:
+        return None
+    prefix = LAYERS_ENV.encode() + b"="
+    for item in env.split(b"\0"):
+        if item.startswith(prefix) and os.fsencode(layer) in item[len(prefix) :].split(b":"):
+            return None
+    return (
+        f"PID {pid} was not started with this tool's OpenCL layer ({layer}): kernels are "
+        "timed in a command the monitor launches (-- CMD); its launches from the host: "
+        "uprobe:OpenCL:clEnqueueNDRangeKernel"
+    )
+
+
+def _second_arg_reader(sites: list[UsdtProbe], site: str, path: str) -> str:
+    """The C that reads a site's second argument (a device time, or a number of
+    launches), where every site keeps it in one place; PlanError for a site that is
+    not the layer's."""
+    where = {p.arg_specs[1] for p in sites if len(p.arg_specs) == SITE_ARGS[site]}
+    if len(where) != 1 or any(len(p.arg_specs) != SITE_ARGS[site] for p in sites):
+        raise PlanError(f"{path}: its {PROVIDER}:{site} site is not the OpenCL layer's")
     try:
         return usdt_args.reader(usdt_args.parse_arg(where.pop()))
     except usdt_args.ArgError as exc:
-        raise PlanError(f"{path}: the device time of {PROVIDER}:{SITE}: {exc}") from None
+        raise PlanError(f"{path}: {PROVIDER}:{site}'s second argument: {exc}") from None

@@ -1,23 +1,36 @@
 /* The OpenCL layer adaptyst-top puts under a command it launches with an `opencl:` probe
- * (OPENCL_LAYERS, read by the Khronos loader and by ocl-icd 2.3 and newer): every queue
- * the program creates has profiling enabled, and each kernel launch and buffer transfer,
- * while the probe is attached (its USDT semaphore is non-zero), gets an event callback
- * that reads the device's own timestamps and fires one USDT site:
+ * (OPENCL_LAYERS, read by the Khronos loader and by ocl-icd 2.3 and newer). Every queue
+ * the program creates has profiling enabled. While the probe is attached (the kernel
+ * holds the sites' semaphores up), every kernel launch and buffer transfer is counted
+ * here, by name, and handed over in batches through one USDT site:
  *
- *   adaptyst_cl:kernel(name, device_ns, queued_ns, enqueue_ns)
+ *   adaptyst_cl:launches(name, n)                               n launches of NAME
+ *
+ * and some of them are timed on the device's clock: an event callback reads the
+ * command's timestamps when it completes and fires
+ *
+ *   adaptyst_cl:kernel(name, device_ns, queued_ns, enqueue_ns)  one launch, timed
  *
  * name: the kernel's function name, or "[read]", "[write]", "[copy]" for transfers;
- * device_ns: END - START as the device timed it; queued_ns: START - QUEUED;
- * enqueue_ns: what the enqueue call itself cost the host thread. A launch whose
- * timestamps cannot be read fires with device_ns = ~0: counted, not timed.
+ * device_ns: END - START as the device timed it (~0: counted, not timed); queued_ns:
+ * START - QUEUED; enqueue_ns: what the enqueue call cost the host thread.
  *
- * Nothing waits: the callback runs on the runtime's thread when the command completes.
- * Each launch in flight holds one small record (freed in its callback) and one event
- * reference, so memory follows what the program has queued, never what it ran. With no
- * probe attached an enqueue costs one load of the semaphore. */
+ * Which launches are timed: as many as ADAPTYST_CL_BUDGET (a share of the time, from
+ * the monitor's --budget; 1 or more, or unset: every one) allows, the layer measuring
+ * what its own timing work costs (the callback, the event's reference, the site's
+ * hit) and spending at most that share of the wall time on it. Counting is never
+ * sampled: a launch costs an atomic add, and a site hit every FLUSH_AT launches of a
+ * name, every FLUSH_NS while launching, at clFinish and clWaitForEvents, and at exit.
+ *
+ * Nothing waits: callbacks run on the runtime's thread. Each timed launch in flight
+ * holds one small record and one event reference until its callback, so memory follows
+ * what the program has queued. With no probe attached an enqueue costs one load of a
+ * semaphore. */
 #define CL_TARGET_OPENCL_VERSION 300
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl_layer.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,25 +41,90 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define NAME_MAX_LEN 128
+#define MAX_NAMES 1024             /* distinct names kept; launches of the rest: [other] */
+#define OTHER MAX_NAMES
+#define KERNEL_SLOTS 4096          /* cl_kernel -> name, open addressing */
+#define FLUSH_AT 1024
+#define FLUSH_NS 50000000ll
+#define SAVED_UP_NS 1000000ll      /* timing work that may be saved up: 1 ms */
 #define UNTIMED UINT64_MAX
 #define MAX_QUEUE_PROPS 64
+#define GONE ((cl_kernel)(uintptr_t)1)  /* a released kernel's slot */
 
 /* Raised by the kernel (uprobe ref_ctr_offset) while a probe is attached to the site. */
 __extension__ unsigned short adaptyst_cl_kernel_semaphore
+    __attribute__((unused)) __attribute__((section(".probes")));
+__extension__ unsigned short adaptyst_cl_launches_semaphore
     __attribute__((unused)) __attribute__((section(".probes")));
 
 static struct _cl_icd_dispatch next;  /* the layer below: the loader's dispatch */
 static struct _cl_icd_dispatch ours;
 
+enum { READ_ID, WRITE_ID, COPY_ID, FIRST_KERNEL_ID };
+struct name {
+    char text[NAME_MAX_LEN];
+    _Atomic uint64_t pending;  /* launches counted, not handed over yet */
+};
+static struct name names[MAX_NAMES + 1];  /* zeroed; the fixed ones named at init */
+static int nnames = FIRST_KERNEL_ID;
+static struct {
+    cl_kernel k;
+    int id;
+} kernels[KERNEL_SLOTS];
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;  /* names and kernels */
+
+static double budget = 1.0;
+static _Atomic int64_t allowance;  /* ns of timing work that may be spent now */
+static _Atomic int64_t refilled_at, flushed_at;
+
 struct launch {
-    uint64_t enqueue_ns;
-    char name[NAME_MAX_LEN];
+    int64_t enqueue_ns;
+    int id;
 };
 
-static uint64_t now_ns(void) {
+static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int probed(void) {
+    return adaptyst_cl_kernel_semaphore || adaptyst_cl_launches_semaphore;
+}
+
+static void flush(int id) {
+    uint64_t n = atomic_exchange_explicit(&names[id].pending, 0, memory_order_relaxed);
+    if (n) DTRACE_PROBE2(adaptyst_cl, launches, names[id].text, n);
+}
+
+static void flush_all(int64_t now) {
+    atomic_store_explicit(&flushed_at, now, memory_order_relaxed);
+    pthread_mutex_lock(&names_lock);
+    int n = nnames;
+    pthread_mutex_unlock(&names_lock);
+    for (int id = 0; id < n; id++) flush(id);
+    flush(OTHER);
+}
+
+static void count(int id, int64_t now) {
+    if (atomic_fetch_add_explicit(&names[id].pending, 1, memory_order_relaxed) + 1 >= FLUSH_AT)
+        flush(id);
+    if (now - atomic_load_explicit(&flushed_at, memory_order_relaxed) > FLUSH_NS) flush_all(now);
+}
+
+/* Whether to time this launch: the share of the time saved up since the last one. */
+static int may_time(int64_t now) {
+    if (budget >= 1.0) return 1;
+    int64_t last = atomic_load_explicit(&refilled_at, memory_order_relaxed);
+    if (now > last && atomic_compare_exchange_strong(&refilled_at, &last, now)) {
+        int64_t a = atomic_fetch_add(&allowance, (int64_t)((double)(now - last) * budget));
+        if (a > SAVED_UP_NS) atomic_store(&allowance, SAVED_UP_NS);
+    }
+    return atomic_load_explicit(&allowance, memory_order_relaxed) > 0;
+}
+
+static void spent(int64_t ns) {
+    if (budget < 1.0) atomic_fetch_sub_explicit(&allowance, ns, memory_order_relaxed);
 }
 
 static int profiling(cl_event ev, cl_profiling_info what, cl_ulong *out) {
@@ -54,6 +132,7 @@ static int profiling(cl_event ev, cl_profiling_info what, cl_ulong *out) {
 }
 
 static void CL_CALLBACK completed(cl_event ev, cl_int status, void *user) {
+    int64_t t0 = now_ns();
     struct launch *l = user;
     cl_ulong queued = 0, start = 0, end = 0;
     uint64_t device = UNTIMED, waited = 0;
@@ -63,9 +142,20 @@ static void CL_CALLBACK completed(cl_event ev, cl_int status, void *user) {
         device = end - start;
         waited = start >= queued ? start - queued : 0;
     }
-    DTRACE_PROBE4(adaptyst_cl, kernel, l->name, device, waited, l->enqueue_ns);
+    uint64_t enqueue = (uint64_t)l->enqueue_ns;
+    DTRACE_PROBE4(adaptyst_cl, kernel, names[l->id].text, device, waited, enqueue);
     next.clReleaseEvent(ev);  /* ours, or the reference taken for this callback */
     free(l);
+    spent(now_ns() - t0);
+}
+
+/* The name's id, interned (the caller holds names_lock). */
+static int intern(const char *text) {
+    for (int id = FIRST_KERNEL_ID; id < nnames; id++)
+        if (!strcmp(names[id].text, text)) return id;
+    if (nnames == MAX_NAMES) return OTHER;
+    strcpy(names[nnames].text, text);
+    return nnames++;
 }
 
 static void kernel_name(cl_kernel k, char *out) {
@@ -73,54 +163,93 @@ static void kernel_name(cl_kernel k, char *out) {
     strcpy(out, "[unnamed]");
     if (next.clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, 0, NULL, &n) != CL_SUCCESS || n == 0)
         return;
-    if (n <= NAME_MAX_LEN) {
-        if (next.clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, n, out, NULL) != CL_SUCCESS)
-            strcpy(out, "[unnamed]");
-        out[NAME_MAX_LEN - 1] = 0;
-        return;
-    }
     char *whole = malloc(n);
     if (whole && next.clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, n, whole, NULL) == CL_SUCCESS) {
-        memcpy(out, whole, NAME_MAX_LEN - 1);
+        strncpy(out, whole, NAME_MAX_LEN - 1);
         out[NAME_MAX_LEN - 1] = 0;
     }
     free(whole);
 }
 
-/* After a successful enqueue: time EV when it completes (OWN: the program gets no
- * reference to it). Called only while the probe is attached. */
-static void watch(cl_event ev, int own, uint64_t enqueue_ns, cl_kernel k, const char *what) {
+/* K's name id: looked up once per kernel object, then from the cache. */
+static int name_id(cl_kernel k) {
+    size_t h = ((uintptr_t)k >> 4) % KERNEL_SLOTS, free_at = KERNEL_SLOTS;
+    pthread_mutex_lock(&names_lock);
+    for (size_t i = 0; i < KERNEL_SLOTS; i++, h = (h + 1) % KERNEL_SLOTS) {
+        if (kernels[h].k == k) {
+            int id = kernels[h].id;
+            pthread_mutex_unlock(&names_lock);
+            return id;
+        }
+        if (kernels[h].k == GONE && free_at == KERNEL_SLOTS) free_at = h;
+        if (!kernels[h].k) {
+            if (free_at == KERNEL_SLOTS) free_at = h;
+            break;
+        }
+    }
+    char text[NAME_MAX_LEN];
+    kernel_name(k, text);
+    int id = intern(text);
+    if (free_at < KERNEL_SLOTS) {  /* a full cache: asked again next time */
+        kernels[free_at].k = k;
+        kernels[free_at].id = id;
+    }
+    pthread_mutex_unlock(&names_lock);
+    return id;
+}
+
+static void forget(cl_kernel k) {
+    size_t h = ((uintptr_t)k >> 4) % KERNEL_SLOTS;
+    pthread_mutex_lock(&names_lock);
+    for (size_t i = 0; i < KERNEL_SLOTS && kernels[h].k; i++, h = (h + 1) % KERNEL_SLOTS)
+        if (kernels[h].k == k) {
+            kernels[h].k = GONE;
+            break;
+        }
+    pthread_mutex_unlock(&names_lock);
+}
+
+/* After a successful enqueue: time EV when it completes (OWN: the program keeps no
+ * reference to it). */
+static void watch(cl_event ev, int own, int64_t enqueue_ns, int id) {
     struct launch *l = malloc(sizeof *l);
-    if (!l) {
+    if (!l || (!own && next.clRetainEvent(ev) != CL_SUCCESS)) {
+        free(l);
         if (own) next.clReleaseEvent(ev);
+        count(id, now_ns());
         return;
     }
     l->enqueue_ns = enqueue_ns;
-    if (k)
-        kernel_name(k, l->name);
-    else
-        strcpy(l->name, what);
-    if (!own && next.clRetainEvent(ev) != CL_SUCCESS) {
-        free(l);
-        return;
-    }
+    l->id = id;
     if (next.clSetEventCallback(ev, CL_COMPLETE, completed, l) != CL_SUCCESS) {
         next.clReleaseEvent(ev);
         free(l);
+        count(id, now_ns());
     }
 }
 
-#define WATCHED(call, k, what)                                   \
-    do {                                                         \
-        if (!adaptyst_cl_kernel_semaphore) return call(event);   \
-        cl_event mine = NULL;                                    \
-        cl_event *out = event ? event : &mine;                   \
-        uint64_t t0 = now_ns();                                  \
-        cl_int r = call(out);                                    \
-        uint64_t t1 = now_ns();                                  \
-        if (r == CL_SUCCESS && *out)                             \
-            watch(*out, event == NULL, t1 - t0, k, what);        \
-        return r;                                                \
+/* CALL(event) forwarded; while probed, counted under ID (for a kernel: its name's), and
+ * timed when the budget allows. */
+#define WATCHED(call, id_of)                                          \
+    do {                                                              \
+        if (!probed()) return call(event);                            \
+        int64_t t0 = now_ns();                                        \
+        int id = (id_of);                                             \
+        if (!may_time(t0)) {                                          \
+            cl_int r = call(event);                                   \
+            if (r == CL_SUCCESS) count(id, t0);                       \
+            return r;                                                 \
+        }                                                             \
+        cl_event mine = NULL;                                         \
+        cl_event *out = event ? event : &mine;                        \
+        int64_t t1 = now_ns();                                        \
+        cl_int r = call(out);                                         \
+        int64_t t2 = now_ns();                                        \
+        if (r == CL_SUCCESS && *out) {                                \
+            watch(*out, event == NULL, t2 - t1, id);                  \
+            spent(now_ns() - t2);                                     \
+        }                                                             \
+        return r;                                                     \
     } while (0)
 
 static cl_int CL_API_CALL enqueue_ndrange(cl_command_queue q, cl_kernel k, cl_uint dims,
@@ -128,14 +257,14 @@ static cl_int CL_API_CALL enqueue_ndrange(cl_command_queue q, cl_kernel k, cl_ui
                                           const size_t *local, cl_uint nwait,
                                           const cl_event *wait, cl_event *event) {
 #define CALL(ev) next.clEnqueueNDRangeKernel(q, k, dims, offset, global, local, nwait, wait, ev)
-    WATCHED(CALL, k, NULL);
+    WATCHED(CALL, name_id(k));
 #undef CALL
 }
 
 static cl_int CL_API_CALL enqueue_task(cl_command_queue q, cl_kernel k, cl_uint nwait,
                                        const cl_event *wait, cl_event *event) {
 #define CALL(ev) next.clEnqueueTask(q, k, nwait, wait, ev)
-    WATCHED(CALL, k, NULL);
+    WATCHED(CALL, name_id(k));
 #undef CALL
 }
 
@@ -143,7 +272,7 @@ static cl_int CL_API_CALL enqueue_read(cl_command_queue q, cl_mem b, cl_bool blo
                                        size_t offset, size_t size, void *ptr, cl_uint nwait,
                                        const cl_event *wait, cl_event *event) {
 #define CALL(ev) next.clEnqueueReadBuffer(q, b, blocking, offset, size, ptr, nwait, wait, ev)
-    WATCHED(CALL, NULL, "[read]");
+    WATCHED(CALL, READ_ID);
 #undef CALL
 }
 
@@ -151,7 +280,7 @@ static cl_int CL_API_CALL enqueue_write(cl_command_queue q, cl_mem b, cl_bool bl
                                         size_t offset, size_t size, const void *ptr,
                                         cl_uint nwait, const cl_event *wait, cl_event *event) {
 #define CALL(ev) next.clEnqueueWriteBuffer(q, b, blocking, offset, size, ptr, nwait, wait, ev)
-    WATCHED(CALL, NULL, "[write]");
+    WATCHED(CALL, WRITE_ID);
 #undef CALL
 }
 
@@ -159,8 +288,34 @@ static cl_int CL_API_CALL enqueue_copy(cl_command_queue q, cl_mem src, cl_mem ds
                                        size_t src_off, size_t dst_off, size_t size,
                                        cl_uint nwait, const cl_event *wait, cl_event *event) {
 #define CALL(ev) next.clEnqueueCopyBuffer(q, src, dst, src_off, dst_off, size, nwait, wait, ev)
-    WATCHED(CALL, NULL, "[copy]");
+    WATCHED(CALL, COPY_ID);
 #undef CALL
+}
+
+/* Where a program waits for its work: what it counted so far is handed over. */
+static cl_int CL_API_CALL finish(cl_command_queue q) {
+    cl_int r = next.clFinish(q);
+    if (probed()) flush_all(now_ns());
+    return r;
+}
+
+static cl_int CL_API_CALL wait_for_events(cl_uint n, const cl_event *events) {
+    cl_int r = next.clWaitForEvents(n, events);
+    if (probed()) flush_all(now_ns());
+    return r;
+}
+
+static cl_int CL_API_CALL release_kernel(cl_kernel k) {
+    cl_uint refs = 0;
+    if (next.clGetKernelInfo(k, CL_KERNEL_REFERENCE_COUNT, sizeof refs, &refs, NULL) ==
+            CL_SUCCESS &&
+        refs == 1)
+        forget(k);  /* its address may come back as another kernel's */
+    return next.clReleaseKernel(k);
+}
+
+__attribute__((destructor)) static void at_exit(void) {
+    if (probed()) flush_all(now_ns());
 }
 
 static cl_command_queue CL_API_CALL create_queue(cl_context c, cl_device_id d,
@@ -227,12 +382,23 @@ EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch
     memset(&next, 0, sizeof next);
     memcpy(&next, target, (num_entries < ours_n ? num_entries : ours_n) * sizeof(void *));
     ours = next;
+    strcpy(names[READ_ID].text, "[read]");
+    strcpy(names[WRITE_ID].text, "[write]");
+    strcpy(names[COPY_ID].text, "[copy]");
+    strcpy(names[OTHER].text, "[other]");
+    const char *asked = getenv("ADAPTYST_CL_BUDGET");
+    char *end = NULL;
+    double b = asked ? strtod(asked, &end) : 1.0;
+    budget = (asked && (end == asked || *end)) || !(b > 0.0) ? 1.0 : b;  /* NaN too */
     if (next.clCreateCommandQueue) ours.clCreateCommandQueue = create_queue;
     if (next.clCreateCommandQueueWithProperties)
         ours.clCreateCommandQueueWithProperties = create_queue_props;
     if (next.clGetEventProfilingInfo && next.clSetEventCallback && next.clRetainEvent &&
         next.clReleaseEvent && next.clGetKernelInfo) {
 #define OVER(f, mine) if (next.f) ours.f = mine
+        OVER(clFinish, finish);
+        OVER(clWaitForEvents, wait_for_events);
+        OVER(clReleaseKernel, release_kernel);
         OVER(clEnqueueNDRangeKernel, enqueue_ndrange);
         OVER(clEnqueueTask, enqueue_task);
         OVER(clEnqueueReadBuffer, enqueue_read);
