@@ -54,6 +54,8 @@ def _libbcc() -> Any:
         fn.restype = ct.c_int
         fn.argtypes = [ct.c_int, ct.c_int, ct.c_char_p, ct.c_char_p, ct.c_ulonglong]
         fn.argtypes += [ct.c_int, ct.c_uint32]
+        own.bpf_detach_uprobe.restype = ct.c_int
+        own.bpf_detach_uprobe.argtypes = [ct.c_char_p]
         _attach = own
     return _attach
 
@@ -95,9 +97,16 @@ def _attach_uprobe(
         # bcc keeps one descriptor per name: a second would hide the first from detach.
         raise OSError(f"another probe of this module is attached at offset {offset:#x}")
     fn = bpf.load_func(fn_name.encode(), BPF.KPROBE)
-    fd = _libbcc().bpf_attach_uprobe(fn.fd, 1 if ret else 0, ev_name, path, offset, pid, ref_ctr)
+    lib = _libbcc()
+    fd = lib.bpf_attach_uprobe(fn.fd, 1 if ret else 0, ev_name, path, offset, pid, ref_ctr)
     if fd < 0:
-        raise OSError(ct.get_errno(), f"Failed to attach BPF to {'uretprobe' if ret else 'uprobe'}")
+        errno = ct.get_errno()
+        # Where the kernel's uprobe PMU refused (a process exiting meanwhile), libbcc
+        # falls back to a tracefs event, makes it, fails to open it for PID and leaves
+        # it behind: one event for good per child that exits while joining. Removed here
+        # (libbcc removes only an event that is there).
+        lib.bpf_detach_uprobe(ev_name)
+        raise OSError(errno, f"Failed to attach BPF to {'uretprobe' if ret else 'uprobe'}")
     bpf._add_uprobe_fd(ev_name, fd)
 
 
