@@ -6,6 +6,7 @@ OpenCL layer and its USDT site."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from adaptyst_top.collectors.probes.kinds.opencl import LAYERS_ENV, layer_path
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
+from tests.support.workload import build_c
 
 PROGRAM = TARGETS / "opencl_launches.py"
 
@@ -162,3 +164,45 @@ def test_a_process_not_launched_with_the_layer_is_told_how_to_count_its_launches
     finally:
         prog.kill()
         prog.wait()
+
+
+def test_a_hostile_app_floods_and_lies_at_its_own_cost(tmp_path: Path) -> None:
+    """cl_flood.c: 200,000 launches over 5,000 kernels, each named anew (some 299 bytes
+    long), under a "runtime" whose events report random timestamps and fail one time in
+    three. Every launch is counted; the names stay bounded (the rest are [other]); every
+    figure is finite; the session ends as the app does, with no line but the exit's."""
+    flood = build_c(TARGETS / "cl_flood.c", tmp_path, "-O2")
+    proc = subprocess.run(
+        [
+            *CLI,
+            "record",
+            "--probe",
+            "opencl:*",
+            "--budget",
+            "100",
+            "--",
+            str(flood),
+            "200000",
+            "5000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    last = json.loads(proc.stdout.splitlines()[-1])
+    probes = last["probes"]
+    assert sum(p["count"] for p in probes) == 200000
+    assert len(probes) <= 1024 + 1 and "[other]" in {p["name"] for p in probes}
+    assert all(len(p["name"].encode()) <= 31 for p in probes)
+    for p in probes:
+        assert 0 <= (p.get("timed") or 0) <= p["count"]
+        for field in ("mean_ns", "p50_ns", "p99_ns", "max_ns"):
+            assert p.get(field) is None or math.isfinite(p[field]), (p["name"], field)
+    assert all("exited" in w for w in last["warnings"]), last["warnings"]
+
+
+def test_a_kernel_row_claims_no_on_cpu_time_and_no_joules_by_it(tmp_path: Path) -> None:
+    """Device time is not a host thread's: no cpu_ns (a 0 there read as 0 J)."""
+    snap = record("opencl:*", tmp_path / "own.json", "--launches", "100")
+    assert all("cpu_ns" not in p and "energy_j" not in p for p in snap["probes"])

@@ -23,7 +23,7 @@ def row_entries(
     shown: Iterable[tuple[ProbeKey, str | None]] = [(k, n) for k, n in named if n] or [
         (None, row.name)
     ]
-    measures_oncpu = row.module is not None and row.module.measures_oncpu
+    measures_oncpu = row.module is not None and row.module.measures_oncpu and kind.host_time
     entries = []
     for key, name in shown:
         count, total, lo, hi, oncpu = row.stats.get(key, NO_STATS)

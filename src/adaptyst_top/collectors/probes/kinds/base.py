@@ -73,6 +73,9 @@ class ProbeKindDef(ABC):
     # Its latencies are of some hits only (a budget samples them): the snapshot says how
     # many were timed, and a mean is over those.
     sampled_latency: ClassVar[bool] = False
+    # Its latencies are host threads' time, so their on-CPU part is measured (and joules
+    # charged by it); False for a device's own clock.
+    host_time: ClassVar[bool] = True
 
     @abstractmethod
     def parse(self, spec: str, rest: str, body_start: int, key: Key) -> ProbeSpec:

@@ -53,6 +53,7 @@ class OpenCL(ProbeKindDef):
     syntax = "opencl:KERNEL"
     what = "device time of OpenCL kernels, for a launched command"
     sampled_latency = True
+    host_time = False  # no on-CPU time, so no joules by it (energy per kernel: not yet)
     keys = KeyRules(
         most_args=0,
         why_most="an opencl probe is split by kernel name, not by an argument",
