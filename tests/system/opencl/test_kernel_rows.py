@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.kinds.opencl import LAYERS_ENV, layer_path
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
@@ -99,6 +100,9 @@ def test_under_a_small_budget_every_launch_is_counted_and_some_are_timed(tmp_pat
     assert 0 < tiny["timed"] < tiny["count"]
     assert 0 < tiny["p50_ns"] <= tiny["max_ns"]
     assert sum(c for _b, c in tiny["hist"]) == tiny["timed"]
+    # A launch's cost, as the overhead pane shows it: mostly counted ones, cheap.
+    timed_ns = ov.DEFAULT_COSTS[ov.OPENCL_KERNEL].per_hit_ns
+    assert ov.DEFAULT_COSTS[ov.OPENCL_COUNT].per_hit_ns <= tiny["overhead_ns_per_hit"] < timed_ns
 
 
 def test_without_a_probe_the_layer_forwards_and_times_nothing(tmp_path: Path) -> None:

@@ -69,3 +69,19 @@ def test_the_site_program_counts_every_launch_and_times_the_timed_ones() -> None
     assert c.startswith("int at_s0(struct pt_regs *ctx) { if (!theirs() || gated(0)) return 0;")
     assert "v = ctx->ax; u64 d = v;" in c and "v = ctx->cx;" in c
     assert f"record(&k, d, 0, d != {UNTIMED:#x}ULL)" in c
+
+
+def test_a_sampled_rows_cost_is_its_timed_hits_and_its_counted_ones() -> None:
+    """The budget prices a kernel row's launches as the layer spends on them: a timed
+    one at the timed class's cost, a counted one at the count class's."""
+    from adaptyst_top.collectors.probes import overhead as ov
+    from adaptyst_top.collectors.probes.budget import interval_cost_ns
+    from adaptyst_top.collectors.probes.model import Row
+
+    costs = ov.CostTable()
+    row = Row(0, parse_spec("opencl:*"), "opencl:*", "/layer.so", ov.OPENCL_KERNEL, 0)
+    row.interval_hits, row.interval_timed = 1000, 10
+    timed, counted = ov.DEFAULT_COSTS[ov.OPENCL_KERNEL], ov.DEFAULT_COSTS[ov.OPENCL_COUNT]
+    assert interval_cost_ns(row, costs) == 1000 * timed.per_hit_ns  # no count class: all timed
+    row.count_class = ov.OPENCL_COUNT
+    assert interval_cost_ns(row, costs) == 10 * timed.per_hit_ns + 990 * counted.per_hit_ns

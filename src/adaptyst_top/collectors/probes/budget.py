@@ -30,6 +30,16 @@ def budget_text(budget: float) -> str:
     return f"{budget * 100:g}%"
 
 
+def interval_cost_ns(row: Row, costs: ov.CostTable) -> float:
+    """What ROW's hits in the last interval cost the target: a sampled row's timed ones
+    at its class's cost, the rest at its count class's."""
+    per_hit = costs.get(row.cost_class).per_hit_ns
+    if row.count_class is None:
+        return row.interval_hits * per_hit
+    counted = max(0, row.interval_hits - row.interval_timed)
+    return row.interval_timed * per_hit + counted * costs.get(row.count_class).per_hit_ns
+
+
 class BudgetWatch:
     """pids: the target's processes now (None: the whole node)."""
 
@@ -63,11 +73,7 @@ class BudgetWatch:
             # than a clock tick. The last share measured stands; nothing is warned.
             return Overhead(self._share, None)
         # Rows hit in the interval only: most rows of a wide glob are idle.
-        cost = {
-            r.id: r.interval_hits * costs.get(r.cost_class).per_hit_ns
-            for r in rows
-            if r.interval_hits
-        }
+        cost = {r.id: interval_cost_ns(r, costs) for r in rows if r.interval_hits}
         total = sum(cost.values())
         # Probe time is charged to the target's own CPU time, so it sits inside cpu_delta.
         share = self._share = total / cpu_delta

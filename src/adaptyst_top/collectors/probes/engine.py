@@ -331,7 +331,8 @@ class ProbeEngine:
         sig += (row.error, bpf_ns, cost.per_hit_ns, cost.in_interval_ns, cost.source, with_hist)
         if row.entries is not None and row.entries[0] == sig and not row.interval_hits:
             return row.entries[1]
-        entries = row_entries(row, cost, bpf_ns, with_hist)
+        count_cost = None if row.count_class is None else self.costs.get(row.count_class)
+        entries = row_entries(row, cost, bpf_ns, with_hist, count_cost)
         row.entries = (sig, entries)
         return entries
 

@@ -88,6 +88,11 @@ class Row:
     last_counts: dict[Any, int] = field(default_factory=dict)
     rates: dict[Any, float] = field(default_factory=dict)
     interval_hits: int = 0
+    # A row whose latencies are sampled (an opencl kernel's): what its hits not timed
+    # cost (cost_class is a timed hit's), and its timed hits in the last interval.
+    count_class: str | None = None
+    interval_timed: int = 0
+    last_timed: int = 0
     rates_version: int = -1  # the stats_version the rates were last worked out from
 
 

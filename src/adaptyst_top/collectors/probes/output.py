@@ -14,7 +14,11 @@ from adaptyst_top.snapshot.histogram import percentiles
 
 
 def row_entries(
-    row: Row, cost: ov.ClassCost, bpf_ns: float | None, with_hist: bool = True
+    row: Row,
+    cost: ov.ClassCost,
+    bpf_ns: float | None,
+    with_hist: bool = True,
+    count_cost: ov.ClassCost | None = None,
 ) -> list[ProbeEntry]:
     """A row's snapshot entries: one per key its kind shows (one for an unsplit probe,
     and for one none of whose keys are shown yet)."""
@@ -72,7 +76,7 @@ def row_entries(
             count=count,
             timed=timed,
             rate_hz=rate,
-            overhead_ns_per_hit=round(cost.per_hit_ns, 1),
+            overhead_ns_per_hit=round(_per_hit_ns(cost, count_cost, count, timed), 1),
             overhead_source=cost.source,
             bpf_ns_per_hit=None if bpf_ns is None else round(bpf_ns, 1),
             # Net of the probe's own time inside the calls, as the latencies are.
@@ -87,6 +91,16 @@ def row_entries(
         row.entry_cache[key] = (sig, entry)
         entries.append(entry)
     return entries
+
+
+def _per_hit_ns(
+    cost: ov.ClassCost, count_cost: ov.ClassCost | None, count: int, timed: int | None
+) -> float:
+    """A hit's cost; a sampled row's, its timed and counted hits' together."""
+    if count_cost is None or timed is None or count <= 0:
+        return cost.per_hit_ns
+    counted = max(0, count - timed)
+    return (timed * cost.per_hit_ns + counted * count_cost.per_hit_ns) / count
 
 
 def latency_fields(

@@ -32,10 +32,14 @@ USDT_PAIR_OPTIMIZED = "usdt-pair-optimized"
 # A function entry on a 5-byte nop (gcc -pg -mfentry -mnop-mcount): the same fast path.
 UPROBE_OPTIMIZED = "uprobe-optimized"
 UNKNOWN = "uprobe-unknown"
-# An OpenCL launch timed through the tool's layer: the event, its callback and one USDT
-# hit, none of it inside the device's own start-to-end.
+# An OpenCL launch timed through the tool's layer (the event's callback, a reference to
+# it and one USDT hit, none of it inside the device's own start-to-end), and one only
+# counted (an atomic add, a probe hit per batch): bench_opencl_kernels, this kind of
+# machine, what each adds to a launch.
 OPENCL_KERNEL = "opencl-kernel"
-OPENCL_KERNEL_NS = 1850.0  # bench_opencl_kernels: added per launch, this kind of machine
+OPENCL_COUNT = "opencl-count"
+OPENCL_KERNEL_NS = 540.0
+OPENCL_COUNT_NS = 60.0
 NOP5 = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): what the kernel optimizes
 ENDBR64 = bytes.fromhex("f30f1efa")  # what -fcf-protection puts before it
 PAGE = 4096  # the kernel patches a site only when its 5 bytes lie in one page
@@ -122,6 +126,7 @@ DEFAULT_COSTS: dict[str, ClassCost] = {
     SINGLESTEP: ClassCost(14700.0, 13000.0, "default"),
     UNKNOWN: ClassCost(14700.0, 13000.0, "default"),
     OPENCL_KERNEL: ClassCost(OPENCL_KERNEL_NS, 0.0, "default"),
+    OPENCL_COUNT: ClassCost(OPENCL_COUNT_NS, 0.0, "default"),
 }
 
 

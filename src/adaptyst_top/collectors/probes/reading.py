@@ -149,6 +149,9 @@ def update_rates(row: Row, dt: float | None) -> None:
         row.rates[key] = (count - prev) / dt if dt else 0.0
         row.last_counts[key] = count
     row.interval_hits = hits
+    if row.count_class is not None:  # sampled: each timed hit is in the histograms once
+        timed = sum(sum(h.values()) for h in row.hist.values())
+        row.interval_timed, row.last_timed = timed - row.last_timed, timed
 
 
 def reap_dead_threads(module: ProbeModule) -> None:

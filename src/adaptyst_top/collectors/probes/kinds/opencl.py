@@ -97,6 +97,7 @@ class OpenCL(ProbeKindDef):
         if ctx.pid is not None and (why := _not_timed_in(ctx.pid, path)):
             raise ProbeError(f"{spec.text}: {why}")
         row = ctx.new_row(spec, spec.label, path, ov.OPENCL_KERNEL, 0)
+        row.count_class = ov.OPENCL_COUNT
         slots: list[Slot] = []
         for index, (site, role) in enumerate(_SITE_ROLES):
             try:
