@@ -277,7 +277,7 @@ def probe_row(
     task = parse_key(p.key) if isinstance(p.key, str) else None
     if task is not None:  # the task API's key: task|device|log2 size|feature bucket
         name = f"{task[0]} @{task[1]} n~2^{task[2]}" + (f" f{task[3]}" if task[3] else "")
-    elif p.key is not None:
+    elif p.key is not None and str(p.key) != name:  # a kernel's row: its name is its key
         name = f"{p.key} · {name}"
     target = os.path.basename(p.target or "")
     if task is not None and target.startswith(PYTHON_SITES_PREFIX):

@@ -50,6 +50,8 @@ def test_keys_tasks_errors_and_states_read_as_a_user_expects() -> None:
     assert probe_row(task, WARN_NS)[0]["name"] == "gemm @opencl:0 n~2^12 f3"
     keyed = entry(kind="usdt", name="app:step", key="phase-a")
     assert probe_row(keyed, WARN_NS)[0]["name"] == "phase-a · step"
+    kernel = entry(kind="opencl", name="matmul", key="matmul")
+    assert probe_row(kernel, WARN_NS)[0]["name"] == "matmul"  # once, not "matmul · matmul"
     failed = entry(id=None, state="error", error="no function matches f*")
     cells, _, style = probe_row(failed, WARN_NS)
     assert cells["name"] == "uprobe:./a:f*: no function matches f*" and style == "error"
