@@ -67,6 +67,14 @@ static cl_int CL_API_CALL set_callback(cl_event e, cl_int status,
     return CL_SUCCESS;
 }
 
+/* the queue, device and device type of an event: random, or refused */
+static cl_int CL_API_CALL any_info(void *o, cl_uint what, size_t size, void *value, size_t *ret) {
+    (void)o, (void)what, (void)ret;
+    if (next_random() % 4 == 0) return CL_INVALID_VALUE;
+    if (value && size >= sizeof(uint64_t)) *(uint64_t *)value = next_random();
+    return CL_SUCCESS;
+}
+
 static cl_int CL_API_CALL ok_event(cl_event e) { (void)e; return CL_SUCCESS; }
 static cl_int CL_API_CALL ok_queue(cl_command_queue q) { (void)q; return CL_SUCCESS; }
 
@@ -87,6 +95,9 @@ int main(int argc, char **argv) {
     fake.clRetainEvent = ok_event;
     fake.clReleaseEvent = ok_event;
     fake.clFinish = ok_queue;
+    fake.clGetEventInfo = (cl_api_clGetEventInfo)any_info;
+    fake.clGetCommandQueueInfo = (cl_api_clGetCommandQueueInfo)any_info;
+    fake.clGetDeviceInfo = (cl_api_clGetDeviceInfo)any_info;
     cl_uint n = 0;
     const cl_icd_dispatch *layered = NULL;
     if (!init || init(sizeof fake / sizeof(void *), &fake, &n, &layered) != CL_SUCCESS) return 3;

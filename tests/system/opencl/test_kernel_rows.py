@@ -206,7 +206,28 @@ def test_a_hostile_app_floods_and_lies_at_its_own_cost(tmp_path: Path) -> None:
     assert all("exited" in w for w in last["warnings"]), last["warnings"]
 
 
-def test_a_kernel_row_claims_no_on_cpu_time_and_no_joules_by_it(tmp_path: Path) -> None:
-    """Device time is not a host thread's: no cpu_ns (a 0 there read as 0 J)."""
-    snap = record("opencl:*", tmp_path / "own.json", "--launches", "100")
-    assert all("cpu_ns" not in p and "energy_j" not in p for p in snap["probes"])
+def test_kernels_on_pocls_cpu_device_are_charged_the_cpus_energy(tmp_path: Path) -> None:
+    """PoCL's device is the host's CPU: its kernels' device time is CPU time, and the
+    rows get their share of the CPU's energy by it (the power model here: no RAPL)."""
+    out = tmp_path / "own.json"
+    program = [sys.executable, str(PROGRAM), "--out", str(out), "--launches", "30000"]
+    options = ["--probe", "opencl:*", "--budget", "100", "--cpu-power-model", "20:120"]
+    proc = subprocess.run(
+        [*CLI, "record", *options, "--", *program],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    last = json.loads(proc.stdout.splitlines()[-1])
+    own = json.loads(out.read_text())
+    got = rows(last)
+    for name, total in own["device_ns"].items():
+        assert got[name]["cpu_ns"] == pytest.approx(total, rel=0.05), name
+    split = {s["device"]: s for s in last.get("energy_split") or []}
+    if "cpu" in split:  # the CPU's energy was split (10 ticks of the node busy: here, yes)
+        charged = [p["energy_j"] for p in last["probes"] if p.get("energy_j") is not None]
+        assert len(charged) == len(own["launches"]) and all(j > 0 for j in charged)
+        assert sum(charged) == pytest.approx(split["cpu"]["attributed_j"], rel=1e-6)
+        assert split["cpu"]["attributed_j"] <= split["cpu"]["measured_j"]
+        assert {p["energy_method"] for p in last["probes"]} == {split["cpu"]["method"]}

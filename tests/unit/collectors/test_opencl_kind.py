@@ -68,7 +68,7 @@ def test_the_site_program_counts_every_launch_and_times_the_timed_ones() -> None
     c = slot_program(slot)
     assert c.startswith("int at_s0(struct pt_regs *ctx) { if (!theirs() || gated(0)) return 0;")
     assert "v = ctx->ax; u64 d = v;" in c and "v = ctx->cx;" in c
-    assert f"record(&k, d, 0, d != {UNTIMED:#x}ULL)" in c
+    assert f"record(&k, d, c, d != {UNTIMED:#x}ULL)" in c
 
 
 def test_a_sampled_rows_cost_is_its_timed_hits_and_its_counted_ones() -> None:

@@ -309,6 +309,9 @@ class Slot:
     # timing), into `u64 v`; UNTIMED there counts the hit without one. usdt-add: the
     # number of hits it hands over at once.
     value: str = ""
+    # usdt-value: the C that reads whether the time was a CPU's (non-zero: it is on-CPU
+    # time too, charged the CPU's energy), into `u64 v`; "": never.
+    on_cpu: str = ""
     files_as: int | None = None  # the slot whose row its keys and gate are (None: its own)
 
     @property
@@ -346,8 +349,9 @@ def slot_program(slot: Slot) -> str:
         row = slot.index if slot.files_as is None else slot.files_as
         head = f"if (!theirs() || gated({row})) return 0; struct skey k = {{}}; k.slot = {row};"
         head += f" u64 v = 0; {slot.value} u64 d = v; v = 0;"
+        head += f" {slot.on_cpu} u64 c = v ? d : 0; v = 0;"
         tail = (
-            f"record(&k, d, 0, d != {UNTIMED:#x}ULL); return 0;"
+            f"record(&k, d, c, d != {UNTIMED:#x}ULL); return 0;"
             if slot.role == "usdt-value"
             else "add_count(&k, d); return 0;"
         )

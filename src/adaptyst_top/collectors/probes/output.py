@@ -27,7 +27,7 @@ def row_entries(
     shown: Iterable[tuple[ProbeKey, str | None]] = [(k, n) for k, n in named if n] or [
         (None, row.name)
     ]
-    measures_oncpu = row.module is not None and row.module.measures_oncpu and kind.host_time
+    measures_oncpu = row.module is not None and row.module.measures_oncpu
     entries = []
     for key, name in shown:
         count, total, lo, hi, oncpu = row.stats.get(key, NO_STATS)
@@ -80,7 +80,7 @@ def row_entries(
             overhead_source=cost.source,
             bpf_ns_per_hit=None if bpf_ns is None else round(bpf_ns, 1),
             # Net of the probe's own time inside the calls, as the latencies are.
-            cpu_ns=max(0, round(oncpu - count * cost.in_interval_ns))
+            cpu_ns=_cpu_ns(kind.host_time, count, timed, oncpu, cost)
             if measures_oncpu and row.spec.measures_latency
             else None,
             latency=net,
@@ -91,6 +91,19 @@ def row_entries(
         row.entry_cache[key] = (sig, entry)
         entries.append(entry)
     return entries
+
+
+def _cpu_ns(
+    host_time: bool, count: int, timed: int | None, oncpu: int, cost: ov.ClassCost
+) -> int | None:
+    """The hits' time on a CPU: a host thread's, net of the probe's own time in it; or a
+    CPU device's (PoCL's) time of the timed launches, scaled to all of them (None: no
+    launch timed on a CPU device)."""
+    if host_time:
+        return max(0, round(oncpu - count * cost.in_interval_ns))
+    if not oncpu or not timed:
+        return None
+    return round(oncpu * count / timed)
 
 
 def _per_hit_ns(

@@ -31,9 +31,10 @@ from adaptyst_top.snapshot import ProbeKey
 
 LAYER_MODULE = "adaptyst_top.collectors.probes.kinds._opencl_layer"
 PROVIDER, SITE, LAUNCHES = "adaptyst_cl", "kernel", "launches"
-# Each site's arguments (opencl_layer.c): kernel(name, device_ns, queued_ns, enqueue_ns),
-# launches(name, n); the second is the one filed, as a latency or as hits.
-SITE_ARGS = {SITE: 4, LAUNCHES: 2}
+# Each site's arguments (opencl_layer.c): kernel(name, device_ns, queued_ns, enqueue_ns,
+# on_cpu), launches(name, n); the second is the one filed, as a latency or as hits.
+SITE_ARGS = {SITE: 5, LAUNCHES: 2}
+ON_CPU_ARG = 5
 _SITE_ROLES: tuple[tuple[str, SlotRole], ...] = ((SITE, "usdt-value"), (LAUNCHES, "usdt-add"))
 LAYERS_ENV = "OPENCL_LAYERS"
 BUDGET_ENV = "ADAPTYST_CL_BUDGET"  # the layer's share of the time for timing
@@ -53,7 +54,7 @@ class OpenCL(ProbeKindDef):
     syntax = "opencl:KERNEL"
     what = "device time of OpenCL kernels, for a launched command"
     sampled_latency = True
-    host_time = False  # no on-CPU time, so no joules by it (energy per kernel: not yet)
+    host_time = False  # the device's clock: on-CPU only where the device is the CPU
     keys = KeyRules(
         most_args=0,
         why_most="an opencl probe is split by kernel name, not by an argument",
@@ -102,11 +103,14 @@ class OpenCL(ProbeKindDef):
         for index, (site, role) in enumerate(_SITE_ROLES):
             try:
                 planned = plan_usdt(dataclasses.replace(spec, name=site), path, elf, ctx.room())
-                value = _second_arg_reader(planned.sites[site], site, path)
+                value = _arg_reader(planned.sites[site], site, path, 2)
+                on_cpu = (
+                    _arg_reader(planned.sites[site], site, path, ON_CPU_ARG) if site == SITE else ""
+                )
             except PlanError as exc:
                 raise ProbeError(str(exc)) from None
             slot = dataclasses.replace(
-                planned.slots[0], index=index, role=role, value=value, files_as=0
+                planned.slots[0], index=index, role=role, value=value, on_cpu=on_cpu, files_as=0
             )
             planned = dataclasses.replace(planned, slots=[slot])
             row.fns += slot.fn_names
@@ -150,14 +154,14 @@ def _not_timed_in(pid: int, layer: str) -> str | None:
     )
 
 
-def _second_arg_reader(sites: list[UsdtProbe], site: str, path: str) -> str:
-    """The C that reads a site's second argument (a device time, or a number of
-    launches), where every site keeps it in one place; PlanError for a site that is
-    not the layer's."""
-    where = {p.arg_specs[1] for p in sites if len(p.arg_specs) == SITE_ARGS[site]}
+def _arg_reader(sites: list[UsdtProbe], site: str, path: str, n: int) -> str:
+    """The C that reads a site's Nth argument (a device time, a number of launches,
+    whether on a CPU), where every site keeps it in one place; PlanError for a site
+    that is not the layer's."""
+    where = {p.arg_specs[n - 1] for p in sites if len(p.arg_specs) == SITE_ARGS[site]}
     if len(where) != 1 or any(len(p.arg_specs) != SITE_ARGS[site] for p in sites):
         raise PlanError(f"{path}: its {PROVIDER}:{site} site is not the OpenCL layer's")
     try:
         return usdt_args.reader(usdt_args.parse_arg(where.pop()))
     except usdt_args.ArgError as exc:
-        raise PlanError(f"{path}: {PROVIDER}:{site}'s second argument: {exc}") from None
+        raise PlanError(f"{path}: {PROVIDER}:{site}'s argument {n}: {exc}") from None

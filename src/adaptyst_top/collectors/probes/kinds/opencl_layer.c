@@ -9,11 +9,12 @@
  * and some of them are timed on the device's clock: an event callback reads the
  * command's timestamps when it completes and fires
  *
- *   adaptyst_cl:kernel(name, device_ns, queued_ns, enqueue_ns)  one launch, timed
+ *   adaptyst_cl:kernel(name, device_ns, queued_ns, enqueue_ns, on_cpu)  one launch, timed
  *
  * name: the kernel's function name, or "[read]", "[write]", "[copy]" for transfers;
  * device_ns: END - START as the device timed it (~0: counted, not timed); queued_ns:
- * START - QUEUED; enqueue_ns: what the enqueue call cost the host thread.
+ * START - QUEUED; enqueue_ns: what the enqueue call cost the host thread; on_cpu: 1
+ * when the device is the host's CPU (PoCL's), whose time is the CPU's energy.
  *
  * Which launches are timed: as many as ADAPTYST_CL_BUDGET (a share of the time, from
  * the monitor's --budget; 1 or more, or unset: every one) allows, the layer measuring
@@ -131,6 +132,18 @@ static int profiling(cl_event ev, cl_profiling_info what, cl_ulong *out) {
     return next.clGetEventProfilingInfo(ev, what, sizeof *out, out, NULL) == CL_SUCCESS;
 }
 
+/* Whether EV's command ran on a CPU device (asked at each timed launch: a queue's
+ * address may come back as another device's queue). */
+static int on_cpu(cl_event ev) {
+    cl_command_queue q = NULL;
+    cl_device_id d = NULL;
+    cl_device_type t = 0;
+    return next.clGetEventInfo(ev, CL_EVENT_COMMAND_QUEUE, sizeof q, &q, NULL) == CL_SUCCESS &&
+           q && next.clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof d, &d, NULL) == CL_SUCCESS &&
+           d && next.clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof t, &t, NULL) == CL_SUCCESS &&
+           (t & CL_DEVICE_TYPE_CPU);
+}
+
 static void CL_CALLBACK completed(cl_event ev, cl_int status, void *user) {
     int64_t t0 = now_ns();
     struct launch *l = user;
@@ -142,8 +155,8 @@ static void CL_CALLBACK completed(cl_event ev, cl_int status, void *user) {
         device = end - start;
         waited = start >= queued ? start - queued : 0;
     }
-    uint64_t enqueue = (uint64_t)l->enqueue_ns;
-    DTRACE_PROBE4(adaptyst_cl, kernel, names[l->id].text, device, waited, enqueue);
+    uint64_t enqueue = (uint64_t)l->enqueue_ns, cpu = device != UNTIMED && on_cpu(ev);
+    DTRACE_PROBE5(adaptyst_cl, kernel, names[l->id].text, device, waited, enqueue, cpu);
     next.clReleaseEvent(ev);  /* ours, or the reference taken for this callback */
     free(l);
     spent(now_ns() - t0);
@@ -394,7 +407,8 @@ EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch
     if (next.clCreateCommandQueueWithProperties)
         ours.clCreateCommandQueueWithProperties = create_queue_props;
     if (next.clGetEventProfilingInfo && next.clSetEventCallback && next.clRetainEvent &&
-        next.clReleaseEvent && next.clGetKernelInfo) {
+        next.clReleaseEvent && next.clGetKernelInfo && next.clGetEventInfo &&
+        next.clGetCommandQueueInfo && next.clGetDeviceInfo) {
 #define OVER(f, mine) if (next.f) ours.f = mine
         OVER(clFinish, finish);
         OVER(clWaitForEvents, wait_for_events);
