@@ -53,10 +53,10 @@ def test_entries_are_the_kernels_the_glob_names() -> None:
 def test_a_launched_command_gets_the_layer_after_its_own() -> None:
     kind = kind_of(parse_spec("opencl:*"))
     layer = layer_path()
-    assert kind.launch_env({}, 1.0) == {LAYERS_ENV: layer, BUDGET_ENV: "1.0"}
+    assert kind.launch_env({}, 1.0) == {LAYERS_ENV: layer, BUDGET_ENV: "1.000000000"}
     assert kind.launch_env({LAYERS_ENV: f"/opt/theirs.so:{layer}"}, 0.02) == {
         LAYERS_ENV: f"/opt/theirs.so:{layer}",
-        BUDGET_ENV: "0.02",
+        BUDGET_ENV: "0.020000000",
     }
     assert kind_of(parse_spec("uprobe:c:malloc")).launch_env({}, 0.02) == {}
 

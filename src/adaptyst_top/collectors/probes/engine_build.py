@@ -187,6 +187,9 @@ class Builder:
     def new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
         return self.state.new_row(spec, name, path, cls, slot)
 
+    def proc_file(self, pid: int, name: str) -> int | None:
+        return self.scope.held.opened(pid, name)
+
     def room(self) -> int:
         """Attach points this engine may still add."""
         own = self.max_attach - len(self.state.rows)

@@ -44,8 +44,9 @@ def row_entries(
         net, raw, hist, timed = Latency(), None, None, None
         if row.spec.measures_latency:
             buckets = row.hist.get(key, {})
-            # Sampled: each timed hit is in the histogram once.
-            timed = sum(buckets.values()) if kind.sampled_latency else None
+            # Sampled: each timed hit is in the histogram once (read after the counts: a
+            # launch timed in between is in the buckets, not yet in the count).
+            timed = min(count, sum(buckets.values())) if kind.sampled_latency else None
             lat = row.lat_cache.get(key)
             if lat is None or lat[0] != (count, total, cost.in_interval_ns):  # on change
                 lat = (

@@ -34,6 +34,11 @@ class PlanContext(Protocol):
         """Why a function's first instruction may not carry a probe, or None."""
         ...
 
+    def proc_file(self, pid: int, name: str) -> int | None:
+        """/proc/PID/NAME of a process of the scope as it was checked (a descriptor, the
+        caller closes it); None when it is not held, gone, or not readable."""
+        ...
+
 
 @dataclass
 class Plan:

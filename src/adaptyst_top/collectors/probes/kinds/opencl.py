@@ -95,7 +95,7 @@ class OpenCL(ProbeKindDef):
     def plan(self, ctx: PlanContext, spec: ProbeSpec, path: str, source: str, elf: ElfInfo) -> Plan:
         """One row, two programs: slot 0 on the timed launches' site, slot 1 (filing its
         counts under slot 0's keys and gate) on the counted ones'."""
-        if ctx.pid is not None and (why := _not_timed_in(ctx.pid, path)):
+        if ctx.pid is not None and (why := _not_timed_in(ctx, ctx.pid, path)):
             raise ProbeError(f"{spec.text}: {why}")
         row = ctx.new_row(spec, spec.label, path, ov.OPENCL_KERNEL, 0)
         row.count_class = ov.OPENCL_COUNT
@@ -129,22 +129,25 @@ class OpenCL(ProbeKindDef):
         if layer is None:
             return {}
         others = [p for p in env.get(LAYERS_ENV, "").split(":") if p and p != layer]
-        return {LAYERS_ENV: ":".join([*others, layer]), BUDGET_ENV: repr(float(budget))}
+        # Plain decimals: the layer reads them without the program's locale.
+        return {LAYERS_ENV: ":".join([*others, layer]), BUDGET_ENV: f"{float(budget):.9f}"}
 
 
-def _not_timed_in(pid: int, layer: str) -> str | None:
+def _not_timed_in(ctx: PlanContext, pid: int, layer: str) -> str | None:
     """Why PID's launches cannot reach the layer's sites (started without it), or None:
-    it was (a command the monitor launched), or it cannot be told."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read(1 << 20)
-        with open(f"/proc/{pid}/maps", "rb") as f:
-            if any(line.rstrip(b"\n").endswith(b" " + os.fsencode(layer)) for line in f):
-                return None
-    except OSError:
+    it was (a command the monitor launched), or it cannot be told. Read through the
+    process as the scope holds it, never by its number (which another may have now)."""
+    found = {}
+    for name in ("maps", "environ"):
+        fd = ctx.proc_file(pid, name)
+        if fd is None:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            found[name] = f.read(1 << 22)  # a map of 4 MiB: the layer is among the first
+    if any(line.endswith(b" " + os.fsencode(layer)) for line in found["maps"].split(b"\n")):
         return None
     prefix = LAYERS_ENV.encode() + b"="
-    for item in env.split(b"\0"):
+    for item in found["environ"].split(b"\0"):
         if item.startswith(prefix) and os.fsencode(layer) in item[len(prefix) :].split(b":"):
             return None
     return (

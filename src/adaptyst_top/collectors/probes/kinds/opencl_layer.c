@@ -118,8 +118,9 @@ static int may_time(int64_t now) {
     if (budget >= 1.0) return 1;
     int64_t last = atomic_load_explicit(&refilled_at, memory_order_relaxed);
     if (now > last && atomic_compare_exchange_strong(&refilled_at, &last, now)) {
-        int64_t a = atomic_fetch_add(&allowance, (int64_t)((double)(now - last) * budget));
-        if (a > SAVED_UP_NS) atomic_store(&allowance, SAVED_UP_NS);
+        int64_t add = (int64_t)((double)(now - last) * budget);
+        if (atomic_fetch_add(&allowance, add) + add > SAVED_UP_NS)
+            atomic_store(&allowance, SAVED_UP_NS);  /* a spent() meanwhile: lost, at most 1 ms */
     }
     return atomic_load_explicit(&allowance, memory_order_relaxed) > 0;
 }
@@ -281,20 +282,41 @@ static cl_int CL_API_CALL enqueue_task(cl_command_queue q, cl_kernel k, cl_uint 
 #undef CALL
 }
 
+/* Blocking transfers are where many programs wait for their work: counts handed over. */
+static void after_blocking(cl_bool blocking) {
+    if (blocking && probed()) flush_all(now_ns());
+}
+
+static cl_int read_watched(cl_command_queue q, cl_mem b, cl_bool blocking, size_t offset,
+                           size_t size, void *ptr, cl_uint nwait, const cl_event *wait,
+                           cl_event *event) {
+#define CALL(ev) next.clEnqueueReadBuffer(q, b, blocking, offset, size, ptr, nwait, wait, ev)
+    WATCHED(CALL, READ_ID);
+#undef CALL
+}
+
 static cl_int CL_API_CALL enqueue_read(cl_command_queue q, cl_mem b, cl_bool blocking,
                                        size_t offset, size_t size, void *ptr, cl_uint nwait,
                                        const cl_event *wait, cl_event *event) {
-#define CALL(ev) next.clEnqueueReadBuffer(q, b, blocking, offset, size, ptr, nwait, wait, ev)
-    WATCHED(CALL, READ_ID);
+    cl_int r = read_watched(q, b, blocking, offset, size, ptr, nwait, wait, event);
+    after_blocking(blocking);
+    return r;
+}
+
+static cl_int write_watched(cl_command_queue q, cl_mem b, cl_bool blocking, size_t offset,
+                            size_t size, const void *ptr, cl_uint nwait, const cl_event *wait,
+                            cl_event *event) {
+#define CALL(ev) next.clEnqueueWriteBuffer(q, b, blocking, offset, size, ptr, nwait, wait, ev)
+    WATCHED(CALL, WRITE_ID);
 #undef CALL
 }
 
 static cl_int CL_API_CALL enqueue_write(cl_command_queue q, cl_mem b, cl_bool blocking,
                                         size_t offset, size_t size, const void *ptr,
                                         cl_uint nwait, const cl_event *wait, cl_event *event) {
-#define CALL(ev) next.clEnqueueWriteBuffer(q, b, blocking, offset, size, ptr, nwait, wait, ev)
-    WATCHED(CALL, WRITE_ID);
-#undef CALL
+    cl_int r = write_watched(q, b, blocking, offset, size, ptr, nwait, wait, event);
+    after_blocking(blocking);
+    return r;
 }
 
 static cl_int CL_API_CALL enqueue_copy(cl_command_queue q, cl_mem src, cl_mem dst,
@@ -318,13 +340,37 @@ static cl_int CL_API_CALL wait_for_events(cl_uint n, const cl_event *events) {
     return r;
 }
 
-static cl_int CL_API_CALL release_kernel(cl_kernel k) {
-    cl_uint refs = 0;
-    if (next.clGetKernelInfo(k, CL_KERNEL_REFERENCE_COUNT, sizeof refs, &refs, NULL) ==
-            CL_SUCCESS &&
-        refs == 1)
-        forget(k);  /* its address may come back as another kernel's */
-    return next.clReleaseKernel(k);
+/* A kernel made: its address may be one a released kernel had, cached under that one's
+ * name (a release says nothing: the runtime holds references of its own). */
+static cl_kernel CL_API_CALL create_kernel(cl_program p, const char *name, cl_int *err) {
+    cl_kernel k = next.clCreateKernel(p, name, err);
+    if (k) forget(k);
+    return k;
+}
+
+static cl_int CL_API_CALL create_kernels(cl_program p, cl_uint n, cl_kernel *out, cl_uint *made) {
+    cl_uint got = 0;
+    cl_int r = next.clCreateKernelsInProgram(p, n, out, &got);
+    if (r == CL_SUCCESS && out)
+        for (cl_uint i = 0; i < got && i < n; i++) forget(out[i]);
+    if (made) *made = got;
+    return r;
+}
+
+static cl_kernel CL_API_CALL clone_kernel(cl_kernel from, cl_int *err) {
+    cl_kernel k = next.clCloneKernel(from, err);
+    if (k) forget(k);
+    return k;
+}
+
+/* A fork while another thread holds names_lock would leave it held in the child, and
+ * its copy of the counts not handed over would be handed over twice. */
+static void before_fork(void) { pthread_mutex_lock(&names_lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&names_lock); }
+static void after_fork_child(void) {
+    for (int id = 0; id <= MAX_NAMES; id++)
+        atomic_store_explicit(&names[id].pending, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&names_lock);
 }
 
 __attribute__((destructor)) static void at_exit(void) {
@@ -358,6 +404,26 @@ static cl_command_queue CL_API_CALL create_queue_props(cl_context c, cl_device_i
     }
     mine[n] = 0;
     return next.clCreateCommandQueueWithProperties(c, d, mine, err);
+}
+
+/* TEXT ("0.020000000", as the monitor writes it) as a share of the time; 1 (time every
+ * launch) when unset or not a plain decimal. Read by hand: strtod follows the
+ * program's locale, where "0.02" may not be a number. */
+static double budget_of(const char *text) {
+    double whole = 0, scale = 1;
+    int digits = 0, point = 0;
+    for (const char *c = text; c && *c; c++) {
+        if (*c == '.' && !point) {
+            point = 1;
+        } else if (*c >= '0' && *c <= '9' && digits < 30) {
+            whole = whole * 10 + (*c - '0');
+            scale *= point ? 10 : 1;
+            digits++;
+        } else {
+            return 1.0;
+        }
+    }
+    return digits ? whole / scale : 1.0;  /* 0: time none, count all */
 }
 
 EXPORT cl_int CL_API_CALL clGetLayerInfo(cl_layer_info what, size_t size, void *value,
@@ -399,10 +465,8 @@ EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch
     strcpy(names[WRITE_ID].text, "[write]");
     strcpy(names[COPY_ID].text, "[copy]");
     strcpy(names[OTHER].text, "[other]");
-    const char *asked = getenv("ADAPTYST_CL_BUDGET");
-    char *end = NULL;
-    double b = asked ? strtod(asked, &end) : 1.0;
-    budget = (asked && (end == asked || *end)) || !(b > 0.0) ? 1.0 : b;  /* NaN too */
+    budget = budget_of(getenv("ADAPTYST_CL_BUDGET"));
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     if (next.clCreateCommandQueue) ours.clCreateCommandQueue = create_queue;
     if (next.clCreateCommandQueueWithProperties)
         ours.clCreateCommandQueueWithProperties = create_queue_props;
@@ -412,7 +476,9 @@ EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch
 #define OVER(f, mine) if (next.f) ours.f = mine
         OVER(clFinish, finish);
         OVER(clWaitForEvents, wait_for_events);
-        OVER(clReleaseKernel, release_kernel);
+        OVER(clCreateKernel, create_kernel);
+        OVER(clCreateKernelsInProgram, create_kernels);
+        OVER(clCloneKernel, clone_kernel);
         OVER(clEnqueueNDRangeKernel, enqueue_ndrange);
         OVER(clEnqueueTask, enqueue_task);
         OVER(clEnqueueReadBuffer, enqueue_read);
