@@ -19,8 +19,9 @@ KREL=$(uname -r)
 # pocl-opencl-icd: the OpenCL CPU device the placement runs on. pip's PoCL 3.0 (LLVM 14)
 # builds nothing on a CPU its LLVM does not know (a Zen 5: "unknown target CPU
 # 'generic'"); Debian's 3.1 picks its code generation target by the CPU's features.
-# opencl-c-headers: the OpenCL layer that times kernels (cl_layer.h) is built with them.
-APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev opencl-c-headers tmux gcc g++ libc6-dev gfortran
+# opencl-c-headers: the OpenCL layer that times kernels (cl_layer.h) is built with them;
+# clpeak: an OpenCL program nobody here wrote, whose kernels the tests count.
+APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev opencl-c-headers clpeak tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
     htop podman runc rustc pocl-opencl-icd python3-venv bpftrace systemd util-linux)
 # install_agent.sh asks for the agent's packages alone, and the system part only.

@@ -231,3 +231,23 @@ def test_kernels_on_pocls_cpu_device_are_charged_the_cpus_energy(tmp_path: Path)
         assert sum(charged) == pytest.approx(split["cpu"]["attributed_j"], rel=1e-6)
         assert split["cpu"]["attributed_j"] <= split["cpu"]["measured_j"]
         assert {p["energy_method"] for p in last["probes"]} == {split["cpu"]["method"]}
+
+
+def test_clpeaks_kernels_counted_as_the_loader_sees_them_launched() -> None:
+    """clpeak (Debian's, nobody here wrote it; C++ on the system's ocl-icd): its kernel
+    launches counted by the layer's rows equal the launches a uprobe on the loader's
+    clEnqueueNDRangeKernel counts in the same run, and every one is timed."""
+    probes = ["--probe", "opencl:*", "--probe", "uprobe:OpenCL:clEnqueueNDRangeKernel"]
+    proc = subprocess.run(
+        [*CLI, "record", "--budget", "100", *probes, "--", "clpeak", "--kernel-latency"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    entries = json.loads(proc.stdout.splitlines()[-1])["probes"]
+    kernels = [p for p in entries if p["kind"] == "opencl"]
+    (host,) = [p for p in entries if p["kind"] == "uprobe"]
+    assert host["count"] >= 1000
+    assert sum(p["count"] for p in kernels) == host["count"]
+    assert all(p["timed"] == p["count"] and p["mean_ns"] > 0 for p in kernels)
