@@ -14,7 +14,8 @@ run, interleaved, under:
 Each figure is the median over --repeats runs; the ratios are launches/s against the
 baseline in the same run, so ≥ 0.95 means at most 5% lost.
 
-    sudo .venv/bin/python -m bench.bench_opencl_kernels [--launches 20000] [--repeats 5] [--json]
+    sudo .venv/bin/python -m bench.bench_opencl_kernels [--launches 20000] [--items 64]
+        [--repeats 5] [--json]
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ MODES = ("none", "layer_idle", "timed_every", "timed_default", "pocl_tracing")
 RECORD = {"timed_every": ["--budget", "100"], "timed_default": []}
 
 
-def one_run(mode: str, launches: int, work: Path) -> tuple[float, float | None]:
+def one_run(mode: str, launches: int, items: int, work: Path) -> tuple[float, float | None]:
     """Launches per second of the loop under MODE, and the share of them timed."""
     out = work / f"{mode}.json"
     argv = [sys.executable, str(PROGRAM), "--loop", "--launches", str(launches), "--out", str(out)]
+    argv += ["--items", str(items)]
     env = dict(os.environ)
     if mode == "layer_idle":
         env[LAYERS_ENV] = layer_path() or ""
@@ -66,6 +68,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--items", type=int, default=64, help="work items a launch (64: ~2-3 us here)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if layer_path() is None:
@@ -76,13 +79,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
             for mode in MODES:  # interleaved: drift in the machine hits every mode alike
-                rate, share = one_run(mode, args.launches, Path(tmp))
+                rate, share = one_run(mode, args.launches, args.items, Path(tmp))
                 runs[mode].append(rate)
                 if share is not None:
                     timed[mode].append(share)
     per_s = {m: statistics.median(v) for m, v in runs.items()}
     base = per_s["none"]
-    res: dict[str, object] = {"launches": args.launches, "repeats": args.repeats}
+    res: dict[str, object] = {
+        "launches": args.launches,
+        "items": args.items,
+        "repeats": args.repeats,
+    }
     res |= {f"{m}_launches_per_s": round(v) for m, v in per_s.items()}
     res |= {f"{m}_share_timed": round(statistics.median(v), 4) for m, v in timed.items()}
     res["us_per_launch_none"] = round(1e6 / base, 2)

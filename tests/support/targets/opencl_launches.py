@@ -7,7 +7,8 @@ Irregular by default: each launch picks a kernel and a size at random, its event
 and read once all are done, and buffer reads and writes come between (counted as [read] and [write]). FILE gets
 {"launches": {name: count}, "device_ns": {kernel: total}, "seconds": wall, "layer":
 whether the tool's OpenCL layer is loaded}. --loop: one short kernel launched N times
-back to back, events unread (the bench's short-kernel loop), and "per_s" in FILE.
+back to back (--items work items, 64 by default), events unread (the bench's short-kernel
+loop), and "per_s" in FILE.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--loop", action="store_true")
+    ap.add_argument("--items", type=int, default=64, help="work items of --loop's kernel")
     ap.add_argument("--hold", type=float, default=0.0, help="seconds to wait, set up, first")
     args = ap.parse_args()
     ctx = cl.Context(cl.get_platforms()[0].get_devices()[:1])
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     program = cl.Program(ctx, SOURCE).build()
     kernels = {n: cl.Kernel(program, n) for n in ("scale", "square", "tiny")}
-    host = np.ones(max(SIZES), np.float32)
+    host = np.ones(max(*SIZES, args.items), np.float32)
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
     for k in kernels.values():
         k.set_arg(0, buf)
@@ -51,7 +53,7 @@ def main() -> None:
     if args.loop:
         tiny = kernels["tiny"]
         for _ in range(args.launches):
-            cl.enqueue_nd_range_kernel(queue, tiny, (64,), None)
+            cl.enqueue_nd_range_kernel(queue, tiny, (args.items,), None)
         queue.finish()
         launches["tiny"] = args.launches
     else:
