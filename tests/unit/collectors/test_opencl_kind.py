@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adaptyst_top.collectors.probes.bpf_program import UNTIMED, Slot, slot_program
+from adaptyst_top.collectors.probes.bpf_program import UNTIMED, Slot, module_source, slot_program
 from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
 from adaptyst_top.collectors.probes.kinds.opencl import BUDGET_ENV, LAYERS_ENV, SITE, layer_path
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
@@ -61,14 +61,20 @@ def test_a_launched_command_gets_the_layer_after_its_own() -> None:
     assert kind_of(parse_spec("uprobe:c:malloc")).launch_env({}, 0.02) == {}
 
 
-def test_the_site_program_counts_every_launch_and_times_the_timed_ones() -> None:
-    slot = Slot(
-        0, "usdt-value", arg=1, arg_type="str", readers=("v = ctx->cx;",), value="v = ctx->ax;"
-    )
-    c = slot_program(slot)
+def test_the_sites_programs_file_timed_and_counted_launches_under_one_row() -> None:
+    reads = ("v = ctx->dx;", "v = ctx->ax;")
+    timed = Slot(0, "usdt-batch", arg=1, arg_type="str", args=reads, files_as=0)
+    c = slot_program(timed)
     assert c.startswith("int at_s0(struct pt_regs *ctx) { if (!theirs() || gated(0)) return 0;")
-    assert "v = ctx->ax; u64 d = v;" in c and "v = ctx->cx;" in c
-    assert f"record(&k, d, c, d != {UNTIMED:#x}ULL)" in c
+    assert "v = ctx->dx; u64 a = v; v = 0; v = ctx->ax; u64 b = v;" in c
+    assert "return file_batch(ctx, 0, a, b);" in c
+    counted = Slot(1, "usdt-add", arg=1, arg_type="str", args=reads, files_as=0)
+    c = slot_program(counted)
+    assert c.startswith("int at_s1(struct pt_regs *ctx) { if (!theirs() || gated(0)) return 0;")
+    assert "k.slot = 0;" in c and "key_from_value(&k, a, ARG_STR" in c and "add_count(&k, b)" in c
+    source = module_source([timed, counted])
+    assert "record(&k, r.device, r.on_cpu ? r.device : 0, r.device != UNTIMED)" in source
+    assert f"#define UNTIMED {UNTIMED:#x}ULL" in source
 
 
 def test_a_sampled_rows_cost_is_its_timed_hits_and_its_counted_ones() -> None:

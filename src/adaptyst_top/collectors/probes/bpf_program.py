@@ -58,7 +58,7 @@ def _c_enum(e: type[IntEnum], prefix: str) -> str:
     return "enum { " + ", ".join(f"{prefix}{m.name} = {m.value}" for m in e) + " };"
 
 
-SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end", "usdt-value", "usdt-add"]
+SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end", "usdt-batch", "usdt-add"]
 
 # The two programs of a module whose functions attach through multi-uprobe links: the
 # link's cookie is the slot.
@@ -163,8 +163,7 @@ static __always_inline void record(struct skey *k, u64 delta, u64 oncpu, int lat
     __sync_fetch_and_add(&s->count, 1);
 }
 
-/* N hits handed over at once (counted where they happened); a number past what one
- * hand-over can hold is someone's garbage, counted as an error, not as hits. */
+/* N hits counted elsewhere, handed over at once (more than one holds: garbage). */
 #define MAX_ADD 65536
 static __always_inline void add_count(struct skey *k, u64 n) {
     if (n > MAX_ADD) { count_error(ERR_BAD_COUNT); return; }
@@ -214,6 +213,25 @@ static __always_inline void key_from_value(struct skey *k, u64 v, int type, u64 
     }
     k->kind = KEY_INT;
     k->num = v;
+}
+
+/* A batch of N records {name, device ns, on a CPU} at user address P, each launch timed
+ * on a device's own clock (UNTIMED: counted only), filed under its name in SLOT's row. */
+#define BATCH_MAX 64
+#define UNTIMED %(untimed)s
+struct timed_rec { u64 name; u64 device; u64 on_cpu; };
+static __always_inline int file_batch(struct pt_regs *ctx, u32 slot, u64 p, u64 n) {
+    if (n > BATCH_MAX) { count_error(ERR_BAD_COUNT); return 0; }
+#pragma clang loop unroll(disable)
+    for (u32 i = 0; i < BATCH_MAX; i++) {
+        if (i >= n) break;
+        struct timed_rec r = {};
+        if (bpf_probe_read_user(&r, sizeof(r), (void *)(p + i * sizeof(r)))) break;
+        struct skey k = {.slot = slot};
+        key_from_value(&k, r.name, ARG_STR, PT_REGS_IP(ctx));
+        record(&k, r.device, r.on_cpu ? r.device : 0, r.device != UNTIMED);
+    }
+    return 0;
 }
 
 /* sp: the stack pointer at a function's entry (0 for USDT). The same call seen again
@@ -305,13 +323,8 @@ class Slot:
     # A USDT @argN: the C that reads it (usdt_args.reader), one program per distinct
     # location among the probe's sites.
     readers: tuple[str, ...] = ()
-    # usdt-value: the C that reads the latency the site hands over (a device's own
-    # timing), into `u64 v`; UNTIMED there counts the hit without one. usdt-add: the
-    # number of hits it hands over at once.
-    value: str = ""
-    # usdt-value: the C that reads whether the time was a CPU's (non-zero: it is on-CPU
-    # time too, charged the CPU's energy), into `u64 v`; "": never.
-    on_cpu: str = ""
+    # usdt-batch, usdt-add: C reading each site argument into `u64 v` (records, their number; a name, its hits)
+    args: tuple[str, ...] = ()
     files_as: int | None = None  # the slot whose row its keys and gate are (None: its own)
 
     @property
@@ -338,28 +351,25 @@ class Slot:
 _ARG_TYPE = {"auto": ArgType.AUTO, "int": ArgType.INT, "str": ArgType.STR}
 
 
-UNTIMED = (1 << 64) - 1  # a usdt-value site's word for "counted, not timed"
+UNTIMED = (1 << 64) - 1  # a batch record's device time for "counted, not timed" (PRELUDE's)
 
 
 def slot_program(slot: Slot) -> str:
     key = f"struct skey k = {{}}; k.slot = {slot.index};"
     arg_type = f"ARG_{_ARG_TYPE[slot.arg_type].name}"
-    if slot.role in ("usdt-value", "usdt-add"):
+    if slot.role in ("usdt-batch", "usdt-add"):
         # Asked first: a gated site or another user's process costs no reads.
         row = slot.index if slot.files_as is None else slot.files_as
-        head = f"if (!theirs() || gated({row})) return 0; struct skey k = {{}}; k.slot = {row};"
-        head += f" u64 v = 0; {slot.value} u64 d = v; v = 0;"
-        head += f" {slot.on_cpu} u64 c = v ? d : 0; v = 0;"
-        tail = (
-            f"record(&k, d, c, d != {UNTIMED:#x}ULL); return 0;"
-            if slot.role == "usdt-value"
-            else "add_count(&k, d); return 0;"
-        )
-        return "\n".join(
-            f"int {slot.variant_name(j)}(struct pt_regs *ctx) {{ {head} {r}"
-            f" key_from_value(&k, v, {arg_type}, PT_REGS_IP(ctx)); {tail} }}"
-            for j, r in enumerate(slot.readers or ("",))
-        )
+        first, second = slot.args
+        body = f"u64 v = 0; {first} u64 a = v; v = 0; {second} u64 b = v;"
+        if slot.role == "usdt-batch":
+            body += f" return file_batch(ctx, {row}, a, b);"
+        else:
+            body += f" struct skey k = {{}}; k.slot = {row};"
+            body += (
+                f" key_from_value(&k, a, {arg_type}, PT_REGS_IP(ctx)); add_count(&k, b); return 0;"
+            )
+        return f"int {slot.fn_name}(struct pt_regs *ctx) {{ if (!theirs() || gated({row})) return 0; {body} }}"
     if slot.arg is not None and slot.role == "uprobe-entry":
         # A function's entry: its first six integer arguments are in registers (x86-64).
         key += f" key_from_value(&k, PT_REGS_PARM{slot.arg}(ctx), {arg_type}, PT_REGS_IP(ctx));"
@@ -431,6 +441,7 @@ def module_source(
             (_c_enum(KeyKind, "KEY_"), _c_enum(ArgType, "ARG_"), _c_enum(KernelError, "ERR_"))
         ),
         "nerrors": len(KernelError),
+        "untimed": f"{UNTIMED:#x}ULL",
         "theirs": theirs_source(confine),
         "oncpu": oncpu or NO_MARK,
     }

@@ -38,8 +38,8 @@ UNKNOWN = "uprobe-unknown"
 # machine, what each adds to a launch.
 OPENCL_KERNEL = "opencl-kernel"
 OPENCL_COUNT = "opencl-count"
-OPENCL_KERNEL_NS = 540.0
-OPENCL_COUNT_NS = 60.0
+OPENCL_KERNEL_NS = 470.0
+OPENCL_COUNT_NS = 110.0
 NOP5 = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): what the kernel optimizes
 ENDBR64 = bytes.fromhex("f30f1efa")  # what -fcf-protection puts before it
 PAGE = 4096  # the kernel patches a site only when its 5 bytes lie in one page

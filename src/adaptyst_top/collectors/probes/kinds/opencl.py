@@ -4,10 +4,10 @@ the monitor launches.
 
 The command runs with the tool's OpenCL layer (opencl_layer.c, through OPENCL_LAYERS):
 its queues profile; it counts every launch by name and hands the counts over in
-batches (adaptyst_cl:launches), and times as many launches as the budget allows
-(adaptyst_cl:kernel: the name and END - START). Two programs here file both under the
-name, so a row is a kernel: launches counted exactly, device time as a latency over
-the launches timed. The layer does nothing but forward while no probe holds its
+batches (adaptyst_cl:launches), and times as many launches as the budget allows, handed
+over 64 at a time (adaptyst_cl:timed: each one's name and END - START). Two programs
+here file both under the name, so a row is a kernel: launches counted exactly, device
+time as a latency over the launches timed. The layer does nothing but forward while no probe holds its
 semaphores."""
 
 from __future__ import annotations
@@ -30,12 +30,10 @@ from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec, ProbeS
 from adaptyst_top.snapshot import ProbeKey
 
 LAYER_MODULE = "adaptyst_top.collectors.probes.kinds._opencl_layer"
-PROVIDER, SITE, LAUNCHES = "adaptyst_cl", "kernel", "launches"
-# Each site's arguments (opencl_layer.c): kernel(name, device_ns, queued_ns, enqueue_ns,
-# on_cpu), launches(name, n); the second is the one filed, as a latency or as hits.
-SITE_ARGS = {SITE: 5, LAUNCHES: 2}
-ON_CPU_ARG = 5
-_SITE_ROLES: tuple[tuple[str, SlotRole], ...] = ((SITE, "usdt-value"), (LAUNCHES, "usdt-add"))
+PROVIDER, SITE, LAUNCHES = "adaptyst_cl", "timed", "launches"
+# Each site's two arguments (opencl_layer.c): timed(records, n), launches(name, n).
+SITE_ARGS = 2
+_SITE_ROLES: tuple[tuple[str, SlotRole], ...] = ((SITE, "usdt-batch"), (LAUNCHES, "usdt-add"))
 LAYERS_ENV = "OPENCL_LAYERS"
 BUDGET_ENV = "ADAPTYST_CL_BUDGET"  # the layer's share of the time for timing
 _GLOB = re.compile(r"[A-Za-z0-9_*?\[\]!.-]{1,128}")
@@ -102,15 +100,15 @@ class OpenCL(ProbeKindDef):
         slots: list[Slot] = []
         for index, (site, role) in enumerate(_SITE_ROLES):
             try:
-                planned = plan_usdt(dataclasses.replace(spec, name=site), path, elf, ctx.room())
-                value = _arg_reader(planned.sites[site], site, path, 2)
-                on_cpu = (
-                    _arg_reader(planned.sites[site], site, path, ON_CPU_ARG) if site == SITE else ""
-                )
+                # Planned unkeyed (no reader of a key argument): the programs read both
+                # arguments themselves, the name from a record or from the launches site.
+                unkeyed = dataclasses.replace(spec, name=site, arg=None)
+                planned = plan_usdt(unkeyed, path, elf, ctx.room())
+                args = tuple(_arg_reader(planned.sites[site], site, path, n) for n in (1, 2))
             except PlanError as exc:
                 raise ProbeError(str(exc)) from None
             slot = dataclasses.replace(
-                planned.slots[0], index=index, role=role, value=value, on_cpu=on_cpu, files_as=0
+                planned.slots[0], index=index, role=role, args=args, arg=1, files_as=0
             )
             planned = dataclasses.replace(planned, slots=[slot])
             row.fns += slot.fn_names
@@ -158,11 +156,10 @@ def _not_timed_in(ctx: PlanContext, pid: int, layer: str) -> str | None:
 
 
 def _arg_reader(sites: list[UsdtProbe], site: str, path: str, n: int) -> str:
-    """The C that reads a site's Nth argument (a device time, a number of launches,
-    whether on a CPU), where every site keeps it in one place; PlanError for a site
-    that is not the layer's."""
-    where = {p.arg_specs[n - 1] for p in sites if len(p.arg_specs) == SITE_ARGS[site]}
-    if len(where) != 1 or any(len(p.arg_specs) != SITE_ARGS[site] for p in sites):
+    """The C that reads a site's Nth argument, where every site keeps it in one place
+    (one program reads every site); PlanError for a site that is not the layer's."""
+    where = {p.arg_specs[n - 1] for p in sites if len(p.arg_specs) == SITE_ARGS}
+    if len(where) != 1 or any(len(p.arg_specs) != SITE_ARGS for p in sites):
         raise PlanError(f"{path}: its {PROVIDER}:{site} site is not the OpenCL layer's")
     try:
         return usdt_args.reader(usdt_args.parse_arg(where.pop()))

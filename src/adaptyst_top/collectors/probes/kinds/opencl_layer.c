@@ -7,13 +7,13 @@
  *   adaptyst_cl:launches(name, n)                               n launches of NAME
  *
  * and some of them are timed on the device's clock: an event callback reads the
- * command's timestamps when it completes and fires
+ * command's timestamps when it completes, and the timed launches are handed over BATCH
+ * at a time (one probe hit for them all, where a hit each cost ~1 us here):
  *
- *   adaptyst_cl:kernel(name, device_ns, queued_ns, enqueue_ns, on_cpu)  one launch, timed
+ *   adaptyst_cl:timed(records, n)          n records {name, device_ns, on_cpu}
  *
  * name: the kernel's function name, or "[read]", "[write]", "[copy]" for transfers;
- * device_ns: END - START as the device timed it (~0: counted, not timed); queued_ns:
- * START - QUEUED; enqueue_ns: what the enqueue call cost the host thread; on_cpu: 1
+ * device_ns: END - START as the device timed it (~0: counted, not timed); on_cpu: 1
  * when the device is the host's CPU (PoCL's), whose time is the CPU's energy.
  *
  * Which launches are timed: as many as ADAPTYST_CL_BUDGET (a share of the time, from
@@ -21,7 +21,8 @@
  * what its own timing work costs (the callback, the event's reference, the site's
  * hit) and spending at most that share of the wall time on it. Counting is never
  * sampled: a launch costs an atomic add, and a site hit every FLUSH_AT launches of a
- * name, every FLUSH_NS while launching, at clFinish and clWaitForEvents, and at exit.
+ * name. Both are handed over every FLUSH_NS while launching, at clFinish,
+ * clWaitForEvents and a blocking transfer, and at exit.
  *
  * Nothing waits: callbacks run on the runtime's thread. Each timed launch in flight
  * holds one small record and one event reference until its callback, so memory follows
@@ -48,12 +49,15 @@
 #define FLUSH_AT 1024
 #define FLUSH_NS 50000000ll
 #define SAVED_UP_NS 1000000ll      /* timing work that may be saved up: 1 ms */
+#define REFILL_NS 10000ll
 #define UNTIMED UINT64_MAX
+#define BATCH 64                   /* timed launches handed over at once */
+#define QUEUE_SLOTS 64             /* queue -> whether its device is a CPU */
 #define MAX_QUEUE_PROPS 64
 #define GONE ((cl_kernel)(uintptr_t)1)  /* a released kernel's slot */
 
 /* Raised by the kernel (uprobe ref_ctr_offset) while a probe is attached to the site. */
-__extension__ unsigned short adaptyst_cl_kernel_semaphore
+__extension__ unsigned short adaptyst_cl_timed_semaphore
     __attribute__((unused)) __attribute__((section(".probes")));
 __extension__ unsigned short adaptyst_cl_launches_semaphore
     __attribute__((unused)) __attribute__((section(".probes")));
@@ -79,9 +83,21 @@ static _Atomic int64_t allowance;  /* ns of timing work that may be spent now */
 static _Atomic int64_t refilled_at, flushed_at;
 
 struct launch {
-    int64_t enqueue_ns;
     int id;
 };
+
+struct timed {  /* as the probe reads it: three 64-bit words */
+    const char *name;
+    uint64_t device_ns;
+    uint64_t on_cpu;
+};
+static struct timed batch[BATCH];
+static int nbatch;
+static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;  /* batch, queues */
+static struct {
+    cl_command_queue q;
+    int cpu;
+} queues[QUEUE_SLOTS];
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -90,7 +106,7 @@ static int64_t now_ns(void) {
 }
 
 static int probed(void) {
-    return adaptyst_cl_kernel_semaphore || adaptyst_cl_launches_semaphore;
+    return adaptyst_cl_timed_semaphore || adaptyst_cl_launches_semaphore;
 }
 
 static void flush(int id) {
@@ -98,8 +114,18 @@ static void flush(int id) {
     if (n) DTRACE_PROBE2(adaptyst_cl, launches, names[id].text, n);
 }
 
+/* The timed launches so far, handed over (the caller holds batch_lock: the probe reads
+ * the records while it runs, on this thread). */
+static void hand_over(void) {
+    if (nbatch) DTRACE_PROBE2(adaptyst_cl, timed, batch, (uint64_t)nbatch);
+    nbatch = 0;
+}
+
 static void flush_all(int64_t now) {
     atomic_store_explicit(&flushed_at, now, memory_order_relaxed);
+    pthread_mutex_lock(&batch_lock);
+    hand_over();
+    pthread_mutex_unlock(&batch_lock);
     pthread_mutex_lock(&names_lock);
     int n = nnames;
     pthread_mutex_unlock(&names_lock);
@@ -107,9 +133,12 @@ static void flush_all(int64_t now) {
     flush(OTHER);
 }
 
-static void count(int id, int64_t now) {
+static void count(int id) {
     if (atomic_fetch_add_explicit(&names[id].pending, 1, memory_order_relaxed) + 1 >= FLUSH_AT)
         flush(id);
+}
+
+static void flush_if_due(int64_t now) {
     if (now - atomic_load_explicit(&flushed_at, memory_order_relaxed) > FLUSH_NS) flush_all(now);
 }
 
@@ -117,7 +146,9 @@ static void count(int id, int64_t now) {
 static int may_time(int64_t now) {
     if (budget >= 1.0) return 1;
     int64_t last = atomic_load_explicit(&refilled_at, memory_order_relaxed);
-    if (now > last && atomic_compare_exchange_strong(&refilled_at, &last, now)) {
+    /* Refilled every 10 us at most: a compare-and-swap a launch was a third of the cost
+     * of counting it. */
+    if (now - last > REFILL_NS && atomic_compare_exchange_strong(&refilled_at, &last, now)) {
         int64_t add = (int64_t)((double)(now - last) * budget);
         if (atomic_fetch_add(&allowance, add) + add > SAVED_UP_NS)
             atomic_store(&allowance, SAVED_UP_NS);  /* a spent() meanwhile: lost, at most 1 ms */
@@ -133,33 +164,52 @@ static int profiling(cl_event ev, cl_profiling_info what, cl_ulong *out) {
     return next.clGetEventProfilingInfo(ev, what, sizeof *out, out, NULL) == CL_SUCCESS;
 }
 
-/* Whether EV's command ran on a CPU device (asked at each timed launch: a queue's
- * address may come back as another device's queue). */
+/* Whether EV's command ran on a CPU device; by its queue, cached (a queue made at a
+ * cached address is forgotten there). */
 static int on_cpu(cl_event ev) {
     cl_command_queue q = NULL;
     cl_device_id d = NULL;
     cl_device_type t = 0;
-    return next.clGetEventInfo(ev, CL_EVENT_COMMAND_QUEUE, sizeof q, &q, NULL) == CL_SUCCESS &&
-           q && next.clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof d, &d, NULL) == CL_SUCCESS &&
-           d && next.clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof t, &t, NULL) == CL_SUCCESS &&
-           (t & CL_DEVICE_TYPE_CPU);
+    if (next.clGetEventInfo(ev, CL_EVENT_COMMAND_QUEUE, sizeof q, &q, NULL) != CL_SUCCESS || !q)
+        return 0;
+    size_t h = ((uintptr_t)q >> 4) % QUEUE_SLOTS;
+    pthread_mutex_lock(&batch_lock);
+    int cached = queues[h].q == q ? queues[h].cpu : -1;
+    pthread_mutex_unlock(&batch_lock);
+    if (cached >= 0) return cached;
+    int cpu = next.clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof d, &d, NULL) == CL_SUCCESS &&
+              d && next.clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof t, &t, NULL) == CL_SUCCESS &&
+              (t & CL_DEVICE_TYPE_CPU);
+    pthread_mutex_lock(&batch_lock);
+    queues[h].q = q;
+    queues[h].cpu = cpu;
+    pthread_mutex_unlock(&batch_lock);
+    return cpu;
+}
+
+static void forget_queue(cl_command_queue q) {
+    size_t h = ((uintptr_t)q >> 4) % QUEUE_SLOTS;
+    pthread_mutex_lock(&batch_lock);
+    if (queues[h].q == q) queues[h].q = NULL;
+    pthread_mutex_unlock(&batch_lock);
 }
 
 static void CL_CALLBACK completed(cl_event ev, cl_int status, void *user) {
     int64_t t0 = now_ns();
     struct launch *l = user;
-    cl_ulong queued = 0, start = 0, end = 0;
-    uint64_t device = UNTIMED, waited = 0;
-    if (status == CL_COMPLETE && profiling(ev, CL_PROFILING_COMMAND_QUEUED, &queued) &&
-        profiling(ev, CL_PROFILING_COMMAND_START, &start) &&
+    cl_ulong start = 0, end = 0;
+    struct timed t = {names[l->id].text, UNTIMED, 0};
+    if (status == CL_COMPLETE && profiling(ev, CL_PROFILING_COMMAND_START, &start) &&
         profiling(ev, CL_PROFILING_COMMAND_END, &end) && end >= start) {
-        device = end - start;
-        waited = start >= queued ? start - queued : 0;
+        t.device_ns = end - start;
+        t.on_cpu = (uint64_t)on_cpu(ev);
     }
-    uint64_t enqueue = (uint64_t)l->enqueue_ns, cpu = device != UNTIMED && on_cpu(ev);
-    DTRACE_PROBE5(adaptyst_cl, kernel, names[l->id].text, device, waited, enqueue, cpu);
     next.clReleaseEvent(ev);  /* ours, or the reference taken for this callback */
     free(l);
+    pthread_mutex_lock(&batch_lock);
+    batch[nbatch++] = t;
+    if (nbatch == BATCH) hand_over();
+    pthread_mutex_unlock(&batch_lock);
     spent(now_ns() - t0);
 }
 
@@ -185,8 +235,26 @@ static void kernel_name(cl_kernel k, char *out) {
     free(whole);
 }
 
-/* K's name id: looked up once per kernel object, then from the cache. */
+/* Bumped whenever a kernel is made (its address may be a released one's): a thread's
+ * last lookup stands while it holds. */
+static _Atomic unsigned kernels_changed;
+static __thread cl_kernel last_kernel;
+static __thread int last_id;
+static __thread unsigned last_seen;
+
+static int cached_id(cl_kernel k);
+
+/* K's name id: the thread's last kernel's without a lock (a loop launches one kernel
+ * again and again), else looked up once per kernel object, then from the cache. */
 static int name_id(cl_kernel k) {
+    unsigned seen = atomic_load_explicit(&kernels_changed, memory_order_acquire);
+    if (k == last_kernel && seen == last_seen) return last_id;
+    int id = cached_id(k);
+    last_kernel = k, last_id = id, last_seen = seen;
+    return id;
+}
+
+static int cached_id(cl_kernel k) {
     size_t h = ((uintptr_t)k >> 4) % KERNEL_SLOTS, free_at = KERNEL_SLOTS;
     pthread_mutex_lock(&names_lock);
     for (size_t i = 0; i < KERNEL_SLOTS; i++, h = (h + 1) % KERNEL_SLOTS) {
@@ -220,25 +288,26 @@ static void forget(cl_kernel k) {
             kernels[h].k = GONE;
             break;
         }
+    /* Whether cached or not (a full cache): a thread's last lookup may name it. */
+    atomic_fetch_add_explicit(&kernels_changed, 1, memory_order_release);
     pthread_mutex_unlock(&names_lock);
 }
 
 /* After a successful enqueue: time EV when it completes (OWN: the program keeps no
  * reference to it). */
-static void watch(cl_event ev, int own, int64_t enqueue_ns, int id) {
+static void watch(cl_event ev, int own, int id) {
     struct launch *l = malloc(sizeof *l);
     if (!l || (!own && next.clRetainEvent(ev) != CL_SUCCESS)) {
         free(l);
         if (own) next.clReleaseEvent(ev);
-        count(id, now_ns());
+        count(id);
         return;
     }
-    l->enqueue_ns = enqueue_ns;
     l->id = id;
     if (next.clSetEventCallback(ev, CL_COMPLETE, completed, l) != CL_SUCCESS) {
         next.clReleaseEvent(ev);
         free(l);
-        count(id, now_ns());
+        count(id);
     }
 }
 
@@ -249,19 +318,19 @@ static void watch(cl_event ev, int own, int64_t enqueue_ns, int id) {
         if (!probed()) return call(event);                            \
         int64_t t0 = now_ns();                                        \
         int id = (id_of);                                             \
+        flush_if_due(t0);                                             \
         if (!may_time(t0)) {                                          \
             cl_int r = call(event);                                   \
-            if (r == CL_SUCCESS) count(id, t0);                       \
+            if (r == CL_SUCCESS) count(id);                           \
             return r;                                                 \
         }                                                             \
         cl_event mine = NULL;                                         \
         cl_event *out = event ? event : &mine;                        \
-        int64_t t1 = now_ns();                                        \
         cl_int r = call(out);                                         \
-        int64_t t2 = now_ns();                                        \
+        int64_t t1 = now_ns();                                        \
         if (r == CL_SUCCESS && *out) {                                \
-            watch(*out, event == NULL, t2 - t1, id);                  \
-            spent(now_ns() - t2);                                     \
+            watch(*out, event == NULL, id);                           \
+            spent(now_ns() - t1);                                     \
         }                                                             \
         return r;                                                     \
     } while (0)
@@ -365,11 +434,19 @@ static cl_kernel CL_API_CALL clone_kernel(cl_kernel from, cl_int *err) {
 
 /* A fork while another thread holds names_lock would leave it held in the child, and
  * its copy of the counts not handed over would be handed over twice. */
-static void before_fork(void) { pthread_mutex_lock(&names_lock); }
-static void after_fork_parent(void) { pthread_mutex_unlock(&names_lock); }
+static void before_fork(void) {
+    pthread_mutex_lock(&names_lock);
+    pthread_mutex_lock(&batch_lock);
+}
+static void after_fork_parent(void) {
+    pthread_mutex_unlock(&batch_lock);
+    pthread_mutex_unlock(&names_lock);
+}
 static void after_fork_child(void) {
     for (int id = 0; id <= MAX_NAMES; id++)
         atomic_store_explicit(&names[id].pending, 0, memory_order_relaxed);
+    nbatch = 0;
+    pthread_mutex_unlock(&batch_lock);
     pthread_mutex_unlock(&names_lock);
 }
 
@@ -379,7 +456,9 @@ __attribute__((destructor)) static void at_exit(void) {
 
 static cl_command_queue CL_API_CALL create_queue(cl_context c, cl_device_id d,
                                                  cl_command_queue_properties p, cl_int *err) {
-    return next.clCreateCommandQueue(c, d, p | CL_QUEUE_PROFILING_ENABLE, err);
+    cl_command_queue q = next.clCreateCommandQueue(c, d, p | CL_QUEUE_PROFILING_ENABLE, err);
+    if (q) forget_queue(q);
+    return q;
 }
 
 static cl_command_queue CL_API_CALL create_queue_props(cl_context c, cl_device_id d,
@@ -396,14 +475,19 @@ static cl_command_queue CL_API_CALL create_queue_props(cl_context c, cl_device_i
             found = 1;
         }
     }
-    if (props && props[n])  /* longer than any real list: passed on as it came */
-        return next.clCreateCommandQueueWithProperties(c, d, props, err);
-    if (!found) {
-        mine[n++] = CL_QUEUE_PROPERTIES;
-        mine[n++] = CL_QUEUE_PROFILING_ENABLE;
+    cl_command_queue q;
+    if (props && props[n]) {  /* longer than any real list: passed on as it came */
+        q = next.clCreateCommandQueueWithProperties(c, d, props, err);
+    } else {
+        if (!found) {
+            mine[n++] = CL_QUEUE_PROPERTIES;
+            mine[n++] = CL_QUEUE_PROFILING_ENABLE;
+        }
+        mine[n] = 0;
+        q = next.clCreateCommandQueueWithProperties(c, d, mine, err);
     }
-    mine[n] = 0;
-    return next.clCreateCommandQueueWithProperties(c, d, mine, err);
+    if (q) forget_queue(q);
+    return q;
 }
 
 /* TEXT ("0.020000000", as the monitor writes it) as a share of the time; 1 (time every
@@ -466,6 +550,8 @@ EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch
     strcpy(names[COPY_ID].text, "[copy]");
     strcpy(names[OTHER].text, "[other]");
     budget = budget_of(getenv("ADAPTYST_CL_BUDGET"));
+    atomic_store(&refilled_at, now_ns());  /* nothing saved up before the program ran */
+    atomic_store(&flushed_at, now_ns());
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     if (next.clCreateCommandQueue) ours.clCreateCommandQueue = create_queue;
     if (next.clCreateCommandQueueWithProperties)
