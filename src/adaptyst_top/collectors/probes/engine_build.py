@@ -124,8 +124,12 @@ class Builder:
         spec = group.spec
         assert spec is not None
         started = time.monotonic()
-        path, source, elf = self._resolve(spec)
         kind = kind_of(spec)
+        if (instead := kind.instead(self, spec)) is not None:
+            spec, why = instead
+            self.state.warnings.append(why)
+            kind = kind_of(spec)
+        path, source, elf = self._resolve(spec)
         with self.account.planning if self.account else contextlib.nullcontext():
             plan = kind.plan(self, spec, path, source, elf)
         rows, slots, refused = plan.rows, plan.slots, plan.refused

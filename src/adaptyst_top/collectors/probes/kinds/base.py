@@ -92,6 +92,11 @@ class ProbeKindDef(ABC):
         """The rows and slots SPEC becomes in PATH (its bytes read at SOURCE); ProbeError
         when nothing in it can be probed."""
 
+    def instead(self, ctx: PlanContext, spec: ProbeSpec) -> tuple[ProbeSpec, str] | None:
+        """A spec to build in SPEC's place where SPEC cannot work on the target (and the
+        line that says so), or None."""
+        return None
+
     def loaded(self, module: ProbeModule, spec: ProbeSpec, source: str, elf: ElfInfo) -> None:
         """After the module compiled, before its rows attach (what its readers need from
         the file)."""

@@ -24,6 +24,7 @@ from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_usdt
 from adaptyst_top.collectors.probes.bpf_program import Slot, SlotRole
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, UsdtProbe
 from adaptyst_top.collectors.probes.kinds.base import Plan, PlanContext, ProbeKindDef
+from adaptyst_top.collectors.probes.kinds.uprobe import Uprobe
 from adaptyst_top.collectors.probes.kinds.usdt import site_attachments
 from adaptyst_top.collectors.probes.model import ProbeError
 from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec, ProbeSpecError
@@ -36,6 +37,7 @@ SITE_ARGS = 2
 _SITE_ROLES: tuple[tuple[str, SlotRole], ...] = ((SITE, "usdt-batch"), (LAUNCHES, "usdt-add"))
 LAYERS_ENV = "OPENCL_LAYERS"
 BUDGET_ENV = "ADAPTYST_CL_BUDGET"  # the layer's share of the time for timing
+HOST_LOADER, HOST_ENQUEUE = "OpenCL", "clEnqueueNDRangeKernel"  # without the layer
 _GLOB = re.compile(r"[A-Za-z0-9_*?\[\]!.-]{1,128}")
 
 
@@ -93,8 +95,6 @@ class OpenCL(ProbeKindDef):
     def plan(self, ctx: PlanContext, spec: ProbeSpec, path: str, source: str, elf: ElfInfo) -> Plan:
         """One row, two programs: slot 0 on the timed launches' site, slot 1 (filing its
         counts under slot 0's keys and gate) on the counted ones'."""
-        if ctx.pid is not None and (why := _not_timed_in(ctx, ctx.pid, path)):
-            raise ProbeError(f"{spec.text}: {why}")
         row = ctx.new_row(spec, spec.label, path, ov.OPENCL_KERNEL, 0)
         row.count_class = ov.OPENCL_COUNT
         slots: list[Slot] = []
@@ -115,6 +115,16 @@ class OpenCL(ProbeKindDef):
             row.attachments += site_attachments(planned, source, elf)
             slots.append(slot)
         return Plan([row], slots)
+
+    def instead(self, ctx: PlanContext, spec: ProbeSpec) -> tuple[ProbeSpec, str] | None:
+        """A process started without the layer (--pid): its launches counted, and timed
+        on the host, by a uprobe on its OpenCL loader's enqueue."""
+        if ctx.pid is None or (why := _not_timed_in(ctx, ctx.pid, spec.target)) is None:
+            return None
+        host = f"uprobe:{HOST_LOADER}:{HOST_ENQUEUE}"
+        rest = f"{HOST_LOADER}:{HOST_ENQUEUE}"
+        uprobe = Uprobe().parse(host, rest, len("uprobe:"), Key())
+        return uprobe, f"{spec.text}: {why}; its launches are counted from the host ({host})"
 
     def entry_name(self, spec: ProbeSpec, row_name: str, key: ProbeKey) -> str | None:
         if key is None:
@@ -149,9 +159,8 @@ def _not_timed_in(ctx: PlanContext, pid: int, layer: str) -> str | None:
         if item.startswith(prefix) and os.fsencode(layer) in item[len(prefix) :].split(b":"):
             return None
     return (
-        f"PID {pid} was not started with this tool's OpenCL layer ({layer}): kernels are "
-        "timed in a command the monitor launches (-- CMD); its launches from the host: "
-        "uprobe:OpenCL:clEnqueueNDRangeKernel"
+        f"PID {pid} was not started with this tool's OpenCL layer ({layer}): device time "
+        "needs a command the monitor launches (-- CMD)"
     )
 
 
