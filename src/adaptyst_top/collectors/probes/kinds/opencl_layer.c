@@ -254,20 +254,26 @@ static int name_id(cl_kernel k) {
     return id;
 }
 
-static int cached_id(cl_kernel k) {
-    size_t h = ((uintptr_t)k >> 4) % KERNEL_SLOTS, free_at = KERNEL_SLOTS;
-    pthread_mutex_lock(&names_lock);
+/* K's slot in the cache, or KERNEL_SLOTS; *FREE_AT: where it would go (KERNEL_SLOTS: the
+ * cache is full). The caller holds names_lock. */
+static size_t slot_of(cl_kernel k, size_t *free_at) {
+    size_t h = ((uintptr_t)k >> 4) % KERNEL_SLOTS;
+    *free_at = KERNEL_SLOTS;
     for (size_t i = 0; i < KERNEL_SLOTS; i++, h = (h + 1) % KERNEL_SLOTS) {
-        if (kernels[h].k == k) {
-            int id = kernels[h].id;
-            pthread_mutex_unlock(&names_lock);
-            return id;
-        }
-        if (kernels[h].k == GONE && free_at == KERNEL_SLOTS) free_at = h;
-        if (!kernels[h].k) {
-            if (free_at == KERNEL_SLOTS) free_at = h;
-            break;
-        }
+        if (kernels[h].k == k) return h;
+        if ((kernels[h].k == GONE || !kernels[h].k) && *free_at == KERNEL_SLOTS) *free_at = h;
+        if (!kernels[h].k) break;
+    }
+    return KERNEL_SLOTS;
+}
+
+static int cached_id(cl_kernel k) {
+    size_t free_at, h;
+    pthread_mutex_lock(&names_lock);
+    if ((h = slot_of(k, &free_at)) < KERNEL_SLOTS) {
+        int id = kernels[h].id;
+        pthread_mutex_unlock(&names_lock);
+        return id;
     }
     char text[NAME_MAX_LEN];
     kernel_name(k, text);
@@ -281,13 +287,9 @@ static int cached_id(cl_kernel k) {
 }
 
 static void forget(cl_kernel k) {
-    size_t h = ((uintptr_t)k >> 4) % KERNEL_SLOTS;
+    size_t free_at, h;
     pthread_mutex_lock(&names_lock);
-    for (size_t i = 0; i < KERNEL_SLOTS && kernels[h].k; i++, h = (h + 1) % KERNEL_SLOTS)
-        if (kernels[h].k == k) {
-            kernels[h].k = GONE;
-            break;
-        }
+    if ((h = slot_of(k, &free_at)) < KERNEL_SLOTS) kernels[h].k = GONE;
     /* Whether cached or not (a full cache): a thread's last lookup may name it. */
     atomic_fetch_add_explicit(&kernels_changed, 1, memory_order_release);
     pthread_mutex_unlock(&names_lock);
