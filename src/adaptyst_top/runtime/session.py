@@ -185,7 +185,7 @@ def open_session(opts: SessionOptions) -> Session:
         except TargetError as exc:
             raise SessionError(str(exc)) from None
     scan, job_pids = _job_processes(opts) if opts.target.job is not None else (None, [])
-    child = _held_command(opts)
+    child = _held_command(opts, specs)
     pid = child.pid if child else opts.target.pid
     engine = None
     calibration = None
@@ -269,12 +269,12 @@ def open_remote_session(opts: SessionOptions) -> Session:
     """A session whose probes an agent attaches (this process needs no privilege): this
     node's (opts.agent) or another's (opts.host). A command is launched here, as the
     user, held until they are in."""
-    _parsed_specs(opts)  # a bad spec is said here, before anything starts
+    specs = _parsed_specs(opts)  # a bad spec is said here, before anything starts
     if opts.host is not None and opts.target.command:
         raise SessionError(
             f"-- CMD would run here, not on {opts.host}: give --pid of a process there"
         )
-    child = _held_command(opts)
+    child = _held_command(opts, specs)
     pid = child.pid if child else opts.target.pid
     try:
         conn = AgentConnection(
@@ -375,14 +375,14 @@ def _job_processes(opts: SessionOptions) -> tuple[JobScan, list[int]]:
     return scan, pids
 
 
-def _held_command(opts: SessionOptions) -> HeldCommand | None:
+def _held_command(opts: SessionOptions, specs: Sequence[ProbeSpec]) -> HeldCommand | None:
     """The command launched and held at the door (None without -- CMD)."""
     if not opts.target.command:
         return None
     # The advisor's socket, told to the command (it may not be where an app looks first).
     env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor.objective else {}
     # What its probes' kinds need in it from the start (OpenCL's layer).
-    for spec in _parsed_specs(opts):
+    for spec in specs:
         env.update(kind_of(spec).launch_env({**os.environ, **env}, opts.probing.budget))
     try:
         return HeldCommand(

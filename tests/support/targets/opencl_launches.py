@@ -6,7 +6,7 @@ profiling events, for checking `opencl:` rows against (and for the overhead benc
 Irregular by default: each launch picks a kernel and a size at random, its event kept
 and read once all are done, and buffer reads and writes come between (counted as [read] and [write]). FILE gets
 {"launches": {name: count}, "device_ns": {kernel: total}, "seconds": wall, "layer":
-whether the tool's OpenCL layer is loaded}. --loop: one short kernel launched N times
+whether the tool's OpenCL layer is loaded, "cpu_device": whether it ran on a CPU}. --loop: one short kernel launched N times
 back to back (--items work items, 64 by default), events unread (the bench's short-kernel
 loop), and "per_s" in FILE.
 """
@@ -78,7 +78,9 @@ def main() -> None:
     seconds = time.perf_counter() - started
     with open("/proc/self/maps") as f:
         layer = any("_opencl_layer" in line for line in f)
+    cpu = bool(ctx.devices[0].type & cl.device_type.CPU)
     out = {"launches": launches, "device_ns": device_ns, "seconds": seconds, "layer": layer}
+    out["cpu_device"] = cpu
     if args.loop:
         out["per_s"] = args.launches / seconds
     with open(args.out, "w") as f:

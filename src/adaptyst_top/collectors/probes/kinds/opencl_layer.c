@@ -25,8 +25,8 @@
  * clWaitForEvents and a blocking transfer, and at exit.
  *
  * Nothing waits: callbacks run on the runtime's thread. Each timed launch in flight
- * holds one small record and one event reference until its callback, so memory follows
- * what the program has queued. With no probe attached an enqueue costs one load of a
+ * holds one event reference until its callback (its name's id rides as the callback's
+ * pointer), so memory follows what the program has queued. With no probe attached an enqueue costs one load of a
  * semaphore. */
 #define CL_TARGET_OPENCL_VERSION 300
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
@@ -81,10 +81,6 @@ static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;  /* names and ker
 static double budget = 1.0;
 static _Atomic int64_t allowance;  /* ns of timing work that may be spent now */
 static _Atomic int64_t refilled_at, flushed_at;
-
-struct launch {
-    int id;
-};
 
 struct timed {  /* as the probe reads it: three 64-bit words */
     const char *name;
@@ -196,16 +192,15 @@ static void forget_queue(cl_command_queue q) {
 
 static void CL_CALLBACK completed(cl_event ev, cl_int status, void *user) {
     int64_t t0 = now_ns();
-    struct launch *l = user;
+    int id = (int)(intptr_t)user;  /* the name's id, carried as the callback's pointer */
     cl_ulong start = 0, end = 0;
-    struct timed t = {names[l->id].text, UNTIMED, 0};
+    struct timed t = {names[id].text, UNTIMED, 0};
     if (status == CL_COMPLETE && profiling(ev, CL_PROFILING_COMMAND_START, &start) &&
         profiling(ev, CL_PROFILING_COMMAND_END, &end) && end >= start) {
         t.device_ns = end - start;
         t.on_cpu = (uint64_t)on_cpu(ev);
     }
     next.clReleaseEvent(ev);  /* ours, or the reference taken for this callback */
-    free(l);
     pthread_mutex_lock(&batch_lock);
     batch[nbatch++] = t;
     if (nbatch == BATCH) hand_over();
@@ -298,17 +293,12 @@ static void forget(cl_kernel k) {
 /* After a successful enqueue: time EV when it completes (OWN: the program keeps no
  * reference to it). */
 static void watch(cl_event ev, int own, int id) {
-    struct launch *l = malloc(sizeof *l);
-    if (!l || (!own && next.clRetainEvent(ev) != CL_SUCCESS)) {
-        free(l);
-        if (own) next.clReleaseEvent(ev);
+    if (!own && next.clRetainEvent(ev) != CL_SUCCESS) {
         count(id);
         return;
     }
-    l->id = id;
-    if (next.clSetEventCallback(ev, CL_COMPLETE, completed, l) != CL_SUCCESS) {
+    if (next.clSetEventCallback(ev, CL_COMPLETE, completed, (void *)(intptr_t)id) != CL_SUCCESS) {
         next.clReleaseEvent(ev);
-        free(l);
         count(id);
     }
 }
