@@ -1,20 +1,76 @@
 """The C parts, declared here (setuptools still calls `[tool.setuptools.ext-modules]`
-experimental and warned at every install): the task API's USDT sites, and the OpenCL
-layer that times a launched command's kernels. The layer is a plain shared library the
-OpenCL loader opens (never imported); optional, so that a machine without the OpenCL
-headers still installs, and `opencl:` specs there say the layer is missing."""
+experimental and warned at every install): the task API's USDT sites, the OpenCL layer
+that times a launched command's kernels, and the CUDA injection library that reads
+CUPTI's kernel records. The last two are plain shared libraries a loader or driver
+opens (never imported); optional, so that a machine without their headers still
+installs, and `opencl:` or `cuda:` specs there say the library is missing."""
+
+import importlib.util
+import os
 
 from setuptools import Extension, setup
+
+# Where CUPTI's and the CUDA driver API's headers are (the build's own requirements,
+# pyproject.toml, or a CUDA toolkit): each header the injection library includes, and
+# the folder that holds it.
+_CUDA_HEADERS = {
+    "cupti_activity.h": ("nvidia.cuda_cupti", "extras/CUPTI/include"),
+    "cuda.h": ("nvidia.cuda_runtime", "include"),
+    "crt/host_defines.h": ("nvidia.cuda_nvcc", "include"),
+}
+
+
+def _package_includes(package: str) -> list[str]:
+    try:
+        spec = importlib.util.find_spec(package)
+    except ModuleNotFoundError:
+        return []
+    places = (spec.submodule_search_locations or []) if spec else []
+    return [os.path.join(p, "include") for p in places]
+
+
+def cuda_includes() -> list[str]:
+    """The folders that hold the headers, or [] when any is missing."""
+    home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+    found = []
+    for header, (package, in_home) in _CUDA_HEADERS.items():
+        places = [*_package_includes(package), os.path.join(home, in_home)]
+        hit = next((p for p in places if os.path.exists(os.path.join(p, header))), None)
+        if hit is None:
+            return []
+        found.append(hit)
+    return found
+
+
+_SDT_INCLUDE = "src/adaptyst_top/placement/include"
+_KINDS = "src/adaptyst_top/collectors/probes/kinds"
+_cuda = cuda_includes()
 
 setup(
     ext_modules=[
         Extension("adaptyst_top.placement._sdt", sources=["src/adaptyst_top/placement/_sdt.c"]),
         Extension(
             "adaptyst_top.collectors.probes.kinds._opencl_layer",
-            sources=["src/adaptyst_top/collectors/probes/kinds/opencl_layer.c"],
-            include_dirs=["src/adaptyst_top/placement/include"],
+            sources=[f"{_KINDS}/opencl_layer.c"],
+            depends=[f"{_KINDS}/layer_common.h"],
+            include_dirs=[_SDT_INCLUDE],
             extra_compile_args=["-fvisibility=hidden"],
             optional=True,
+        ),
+        *(
+            [
+                Extension(
+                    "adaptyst_top.collectors.probes.kinds._cuda_inject",
+                    sources=[f"{_KINDS}/cuda_inject.c"],
+                    depends=[f"{_KINDS}/layer_common.h"],
+                    include_dirs=[_SDT_INCLUDE, *_cuda],
+                    extra_compile_args=["-fvisibility=hidden"],
+                    libraries=["dl", "pthread"],
+                    optional=True,
+                )
+            ]
+            if _cuda
+            else []
         ),
     ]
 )

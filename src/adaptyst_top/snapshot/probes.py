@@ -8,7 +8,7 @@ from typing import Literal
 from adaptyst_top.snapshot.codec import JsonPart, json_field
 
 ProbeKey = str | int | None  # an @argN value: a string, an integer, or None when unsplit
-ProbeKind = Literal["uprobe", "usdt", "opencl"]
+ProbeKind = Literal["uprobe", "usdt", "opencl", "cuda"]
 ProbeState = Literal["pending", "attached", "detached", "ended", "error"]
 
 
@@ -67,7 +67,7 @@ class ProbeEntry(JsonPart):
     cost_class: str | None = field(default=None, metadata=json_field(name="class"))
     count: int = 0
     # Of `count`, the hits whose latency was measured, where a budget samples them (an
-    # opencl row's launches timed on the device); None: every hit is.
+    # opencl or cuda row's launches timed on the device); None: every hit is.
     timed: int | None = field(default=None, metadata=json_field(omit="none"))
     rate_hz: float = 0.0
     overhead_ns_per_hit: float | None = None

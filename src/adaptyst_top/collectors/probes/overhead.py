@@ -40,6 +40,13 @@ OPENCL_KERNEL = "opencl-kernel"
 OPENCL_COUNT = "opencl-count"
 OPENCL_KERNEL_NS = 470.0
 OPENCL_COUNT_NS = 110.0
+# A CUDA kernel's CUPTI record read by the injection library on CUPTI's thread, handed
+# over timed (its share of a batch's probe hit) or only counted: bench_cuda_records, on
+# CUPTI's fake (what CUPTI itself adds to a launch is the driver's, not measured here).
+CUDA_RECORD = "cuda-record"
+CUDA_COUNT = "cuda-count"
+CUDA_RECORD_NS = 315.0
+CUDA_COUNT_NS = 78.0
 NOP5 = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): what the kernel optimizes
 ENDBR64 = bytes.fromhex("f30f1efa")  # what -fcf-protection puts before it
 PAGE = 4096  # the kernel patches a site only when its 5 bytes lie in one page
@@ -127,6 +134,8 @@ DEFAULT_COSTS: dict[str, ClassCost] = {
     UNKNOWN: ClassCost(14700.0, 13000.0, "default"),
     OPENCL_KERNEL: ClassCost(OPENCL_KERNEL_NS, 0.0, "default"),
     OPENCL_COUNT: ClassCost(OPENCL_COUNT_NS, 0.0, "default"),
+    CUDA_RECORD: ClassCost(CUDA_RECORD_NS, 0.0, "default"),
+    CUDA_COUNT: ClassCost(CUDA_COUNT_NS, 0.0, "default"),
 }
 
 

@@ -40,6 +40,7 @@
 
 #define _SDT_HAS_SEMAPHORES 1
 #include "adaptyst_sdt.h"
+#include "layer_common.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define NAME_MAX_LEN 128
@@ -94,12 +95,6 @@ static struct {
     cl_command_queue q;
     int cpu;
 } queues[QUEUE_SLOTS];
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int probed(void) {
     return adaptyst_cl_timed_semaphore || adaptyst_cl_launches_semaphore;
@@ -480,26 +475,6 @@ static cl_command_queue CL_API_CALL create_queue_props(cl_context c, cl_device_i
     }
     if (q) forget_queue(q);
     return q;
-}
-
-/* TEXT ("0.020000000", as the monitor writes it) as a share of the time; 1 (time every
- * launch) when unset or not a plain decimal. Read by hand: strtod follows the
- * program's locale, where "0.02" may not be a number. */
-static double budget_of(const char *text) {
-    double whole = 0, scale = 1;
-    int digits = 0, point = 0;
-    for (const char *c = text; c && *c; c++) {
-        if (*c == '.' && !point) {
-            point = 1;
-        } else if (*c >= '0' && *c <= '9' && digits < 30) {
-            whole = whole * 10 + (*c - '0');
-            scale *= point ? 10 : 1;
-            digits++;
-        } else {
-            return 1.0;
-        }
-    }
-    return digits ? whole / scale : 1.0;  /* 0: time none, count all */
 }
 
 EXPORT cl_int CL_API_CALL clGetLayerInfo(cl_layer_info what, size_t size, void *value,

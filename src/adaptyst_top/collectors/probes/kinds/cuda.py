@@ -1,0 +1,75 @@
+"""cuda:KERNEL: the device's own time of each CUDA kernel launch whose name (as CUPTI
+gives it: mangled) matches the glob KERNEL, and of copies and memsets (named [HtoD],
+[DtoH], [DtoD], [copy], [memset]), for a command the monitor launches.
+
+The command runs with the tool's injection library (cuda_inject.c, through
+CUDA_INJECTION64_PATH, which the driver loads at cuInit): CUPTI's activity records of
+kernels, copies and memsets are read a buffer at a time on CUPTI's thread, counted by
+name (adaptyst_cuda:launches) and, as many as the budget allows, handed over timed 64
+at a time (adaptyst_cuda:timed); device_layer says how a row is made of them. Records
+CUPTI dropped are counted as [dropped]. A name longer than the probes' key (31 bytes)
+keeps its first 22 bytes, '~' and 8 hex digits of a hash of the whole."""
+
+from __future__ import annotations
+
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.kinds.base import PlanContext
+from adaptyst_top.collectors.probes.kinds.device_layer import DeviceLayerKind, library_path
+from adaptyst_top.collectors.probes.model import ProbeError
+from adaptyst_top.collectors.probes.spec import ProbeSpec
+
+INJECT_MODULE = "adaptyst_top.collectors.probes.kinds._cuda_inject"
+PROVIDER = "adaptyst_cuda"
+INJECTION_ENV = "CUDA_INJECTION64_PATH"  # the driver reads one library's path
+BUDGET_ENV = "ADAPTYST_CUDA_BUDGET"  # the share of the time for filing timed records
+KEY_BYTES = 31  # a row's name: the probes' string key, NUL aside
+HASHED_PREFIX = 22
+
+
+def inject_path() -> str | None:
+    """The injection library as installed (built with the package), or None."""
+    return library_path(INJECT_MODULE)
+
+
+def row_name(kernel: str) -> str:
+    """The name KERNEL's row has (as cuda_inject.c's key_text makes it): itself when it
+    fits the probes' key, else its first bytes, '~' and its FNV-1a hash."""
+    raw = kernel.encode()
+    if len(raw) <= KEY_BYTES:
+        return kernel
+    h = 2166136261
+    for b in raw:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return f"{raw[:HASHED_PREFIX].decode(errors='replace')}~{h:08x}"
+
+
+class Cuda(DeviceLayerKind):
+    name = "cuda"
+    shape = "cuda:KERNEL"
+    syntax = "cuda:KERNEL"
+    what = "device time of CUDA kernels (CUPTI), for a launched command"
+    module = INJECT_MODULE
+    provider = PROVIDER
+    timed_class = ov.CUDA_RECORD
+    counted_class = ov.CUDA_COUNT
+    noun = "CUDA injection library"
+    missing = (
+        "this install has no CUDA injection library (built when CUPTI's headers are "
+        "there: pip's nvidia-cuda-cupti-cu12, or CUDA_HOME; then install again)"
+    )
+
+    def instead(self, ctx: PlanContext, spec: ProbeSpec) -> tuple[ProbeSpec, str] | None:
+        """A process started without the library (--pid): CUPTI cannot be put under a
+        running program, so the spec ends in one line."""
+        if ctx.pid is not None:
+            why = self.not_loaded_in(ctx, ctx.pid, spec.target, INJECTION_ENV)
+            if why is not None:
+                raise ProbeError(f"{spec.text}: {why}")
+        return None
+
+    def launch_env(self, env: dict[str, str], budget: float) -> dict[str, str]:
+        library = inject_path()
+        if library is None:
+            return {}
+        # The driver loads one injection library: ours, in place of any other's.
+        return {INJECTION_ENV: library, BUDGET_ENV: f"{float(budget):.9f}"}

@@ -1,0 +1,33 @@
+/* What the device libraries (opencl_layer.c, cuda_inject.c) share: the monotonic clock
+ * they measure their own work by, and the budget they read from the monitor. */
+#ifndef ADAPTYST_LAYER_COMMON_H
+#define ADAPTYST_LAYER_COMMON_H
+#include <stdint.h>
+#include <time.h>
+
+static inline int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* TEXT ("0.020000000", as the monitor writes it) as a share of the time; 1 (time every
+ * launch) when unset or not a plain decimal. Read by hand: strtod follows the
+ * program's locale, where "0.02" may not be a number. */
+static inline double budget_of(const char *text) {
+    double whole = 0, scale = 1;
+    int digits = 0, point = 0;
+    for (const char *c = text; c && *c; c++) {
+        if (*c == '.' && !point) {
+            point = 1;
+        } else if (*c >= '0' && *c <= '9' && digits < 30) {
+            whole = whole * 10 + (*c - '0');
+            scale *= point ? 10 : 1;
+            digits++;
+        } else {
+            return 1.0;
+        }
+    }
+    return digits ? whole / scale : 1.0; /* 0: time none, count all */
+}
+#endif
