@@ -1,8 +1,13 @@
-"""GPU joules for the task rows of work on a GPU (the task API's USDT pairs keyed
-`task|cuda:0|...`): the GPU energy NVML's per-process utilisation gave the session's
-processes (devices/gpu_energy.py), split over their GPU task rows by each row's time
-in the interval. A task's run on a GPU is its host thread waiting while the device
-works, so its on-CPU time says little of it; its time does.
+"""GPU joules for the rows of work on a GPU: the GPU energy NVML's per-process
+utilisation gave the session's processes (devices/gpu_energy.py), split over
+
+- their CUDA kernel rows (`cuda:`) first, by each kernel's device time (its timed
+  launches' mean, times all its launches), as much of the joules as the kernels' time
+  covers of the processes' busy time (their SM utilisation over the window);
+- then what is left over their GPU task rows (the task API's USDT pairs keyed
+  `task|cuda:0|...`), by each row's time in the interval. A task's run on a GPU is its
+  host thread waiting while the device works, so its on-CPU time says little of it; its
+  time does. A joule goes to one row: a task's kernels' joules are the kernels'.
 
 Joules wait for rows with time, and time for the next per-process reading, as on the
 CPU (probe_energy.py). The GPU's whole energy over the same intervals is `measured`: the
@@ -20,6 +25,11 @@ from adaptyst_top.snapshot import DeviceReading, EnergySplit, ProbeEntry
 GPU_TASK_DEVICES = ("cuda", "hip", "gpu")  # a task key's device part, before any ":N"
 
 
+def gpu_kernel(e: ProbeEntry) -> bool:
+    """A CUDA kernel's row (or a copy's, a memset's) with device time measured."""
+    return e.kind == "cuda" and e.latency.mean_ns is not None
+
+
 def gpu_task(e: ProbeEntry) -> bool:
     """A task row (its key `task|device|size|feature`) of work on a GPU."""
     if e.kind != "usdt" or not isinstance(e.key, str):
@@ -35,6 +45,8 @@ class GpuTaskEnergy:
         self.joules: dict[str, float] = {}  # row ref -> GPU joules so far
         self._wall_seen: dict[str, float] = {}
         self._pending: dict[str, float] = {}  # row ref -> wall ns not charged yet
+        self._kernels: dict[str, float] = {}  # kernel row ref -> device ns not charged yet
+        self._busy = 0.0  # the held processes' SM utilisation in the window, summed
         self._proc_seen: dict[tuple[str, int], float] = {}  # (device, pid) -> its joules
         self._device_seen: dict[str, float] = {}
         self._pending_j = 0.0
@@ -54,12 +66,13 @@ class GpuTaskEnergy:
         if self._fresh_at is None:
             self._fresh_at = now  # the first window starts with the session
         for e, ref in zip(entries, refs, strict=True):
-            if not gpu_task(e) or e.latency.mean_ns is None:
+            pending = self._kernels if gpu_kernel(e) else self._pending if gpu_task(e) else None
+            if pending is None or e.latency.mean_ns is None:
                 continue
             wall = e.latency.mean_ns * e.count
             seen = self._wall_seen.get(ref, 0.0)
             if wall > seen:
-                self._pending[ref] = self._pending.get(ref, 0.0) + wall - seen
+                pending[ref] = pending.get(ref, 0.0) + wall - seen
                 self._wall_seen[ref] = wall
         fresh = False
         for d in devices:
@@ -80,29 +93,39 @@ class GpuTaskEnergy:
                 self._proc_seen[(d.id, pid)] = joules
                 if before is not None and joules > before and self.holds(pid):
                     self._pending_j += joules - before
+                    util = p.get("sm_util")
+                    self._busy += (
+                        min(1.0, max(0.0, util)) if isinstance(util, (int, float)) else 1.0
+                    )
                     fresh = True
-            if last is not None and d.energy_j > last and self._pending:
+            if last is not None and d.energy_j > last and (self._pending or self._kernels):
                 self.measured_j += d.energy_j - last
         if fresh:
             window, self._fresh_at = now - (self._fresh_at or now), now
-            if self._pending and window > 0:
-                self._split(window * 1e9)
-            self._pending.clear()  # time before a first window, or with no joules: no row's
-            self._pending_j = 0.0
+            if window > 0:
+                left = self._split(self._kernels, self._pending_j, window * 1e9 * self._busy)
+                self._split(self._pending, left, window * 1e9)
+            # Time before a first window, or with no joules: no row's.
+            self._pending.clear()
+            self._kernels.clear()
+            self._pending_j, self._busy = 0.0, 0.0
 
-    def _split(self, window_ns: float) -> None:
-        """The processes' joules of the window, as much of them as the rows' time covers
-        of it (work outside probed tasks is no row's), split by the rows' time."""
-        whole = sum(self._pending.values())
+    def _split(self, pending: dict[str, float], joules: float, window_ns: float) -> float:
+        """JOULES, as much of them as the rows' time covers of WINDOW_NS (work outside
+        probed kernels or tasks is no row's), split by the rows' time; what is left."""
+        whole = sum(pending.values())
+        if whole <= 0 or window_ns <= 0:
+            return joules
         covered = min(1.0, whole / window_ns)
-        for ref, ns in self._pending.items():
-            share = self._pending_j * covered * ns / whole
+        for ref, ns in pending.items():
+            share = joules * covered * ns / whole
             self.joules[ref] = self.joules.get(ref, 0.0) + share
             self.attributed_j += share
+        return joules * (1.0 - covered)
 
     def forget(self, live: set[str]) -> None:
         """Rows gone from the engine: their joules stay counted in attributed_j."""
-        for table in (self.joules, self._wall_seen, self._pending):
+        for table in (self.joules, self._wall_seen, self._pending, self._kernels):
             for ref in [r for r in table if r not in live]:
                 del table[ref]
 
