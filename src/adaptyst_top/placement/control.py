@@ -87,6 +87,7 @@ class Client:
     pid: int
     uid: int
     tasks: list[str] = field(default_factory=list)
+    kernels: dict[str, list[str]] = field(default_factory=dict)  # task -> kernel globs
     registered: bool = False
 
 
@@ -178,7 +179,7 @@ class ControlServer:
                 if msg.fields["pid"] != client.pid:
                     self._reject(f"pid {client.pid} claims to be {msg.fields['pid']}")
                     continue
-                self._register(client, msg.fields["tasks"])
+                self._register(client, msg.fields["tasks"], msg.fields["kernels"])
             elif msg.type == "ack":
                 with self._lock:
                     ack = (client.pid, msg.fields["task"], msg.fields["device"])
@@ -190,10 +191,10 @@ class ControlServer:
                 self.clients.remove(client)
         client.sock.close()
 
-    def _register(self, client: Client, tasks: list[str]) -> None:
+    def _register(self, client: Client, tasks: list[str], kernels: dict[str, list[str]]) -> None:
         with self._send_lock:
             with self._lock:
-                client.tasks, client.registered = tasks, True
+                client.tasks, client.kernels, client.registered = tasks, kernels, True
                 owners = _owners(self.clients)
                 standing = [
                     (t, d, r)
@@ -203,6 +204,18 @@ class ControlServer:
             for task, device, reason in standing:
                 with contextlib.suppress(OSError):
                     client.sock.sendall(encode("assign", task=task, device=device, reason=reason))
+
+    def kernel_marks(self) -> dict[str, tuple[str, ...]]:
+        """Each task's kernel globs, from the applications that may have the task (as
+        for its assignments: another user's application marks none of this one's)."""
+        marks: dict[str, set[str]] = {}
+        with self._lock:
+            owners = _owners(self.clients)
+            for c in self.clients:
+                for task, globs in c.kernels.items() if c.registered else ():
+                    if _may_have(c, task, owners):
+                        marks.setdefault(task, set()).update(globs)
+        return {t: tuple(sorted(g)) for t, g in marks.items()}
 
     def push(self, task: str, device: str, reason: str = "", runs: int | None = None) -> int:
         """Send an assignment to every registered application with that task; how many.
@@ -249,9 +262,13 @@ class ControlClient:
         on_assign: Callable[[str, str, int | None], None],
         path: Path | None = None,
         retry_s: float = 2.0,
+        kernels: dict[str, list[str]] | None = None,
     ) -> None:
+        """KERNELS: globs over each task's device kernels (its runs on an accelerator
+        are then timed by their device time)."""
         self.path = path or default_socket_path()
         self.tasks = tasks
+        self.kernels = kernels or {}
         self.on_assign = on_assign
         self.retry_s = retry_s
         self.connected = False
@@ -285,7 +302,7 @@ class ControlClient:
             return
         with self._hello_lock:
             self._sock = sock
-            sock.sendall(encode("hello", pid=os.getpid(), tasks=self.tasks))
+            sock.sendall(self._hello())
             self.connected = True
         for line in _lines(sock, self._stop):
             try:
@@ -301,13 +318,20 @@ class ControlClient:
                 sock.sendall(encode("ack", task=msg.fields["task"], device=msg.fields["device"]))
         sock.close()
 
-    def set_tasks(self, tasks: list[str]) -> None:
+    def _hello(self) -> bytes:
+        marks = {t: g for t, g in self.kernels.items() if t in self.tasks}
+        extra = {"kernels": marks} if marks else {}
+        return encode("hello", pid=os.getpid(), tasks=self.tasks, **extra)
+
+    def set_tasks(self, tasks: list[str], kernels: dict[str, list[str]] | None = None) -> None:
         """Tell the monitor about new tasks (a second hello on the same connection)."""
         with self._hello_lock:
             self.tasks = tasks
+            if kernels is not None:
+                self.kernels = kernels
             if self.connected and self._sock is not None:
                 with contextlib.suppress(OSError):
-                    self._sock.sendall(encode("hello", pid=os.getpid(), tasks=self.tasks))
+                    self._sock.sendall(self._hello())
 
     def _reject(self, why: str) -> None:
         log.warning("adaptyst control: %s", why)

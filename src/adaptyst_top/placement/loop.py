@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from adaptyst_top.placement.advice import Advice
 from adaptyst_top.placement.control import ControlServer
+from adaptyst_top.placement.kernel_clock import KernelClock, device_ns, on_accelerator
 from adaptyst_top.placement.learned_view import entries_of
 from adaptyst_top.placement.move_log import MoveLog
 from adaptyst_top.placement.placer import Placer
@@ -28,6 +29,18 @@ from adaptyst_top.snapshot.histogram import percentile
 
 TASK_PROBE_NAME = "adaptyst:task_begin..task_end"
 FEW_RUNS = 8
+
+
+@dataclass
+class _Run:
+    """A task's runs in one bucket on one device since the last snapshot."""
+
+    task: str
+    device: str
+    sb: int
+    fb: int
+    mean_s: float
+    dn: int
 
 
 @dataclass
@@ -89,6 +102,8 @@ class PlacementLoop:
         self._t: float | None = None  # the last snapshot's time: a move's
         self._lock = threading.Lock()
         self._placed: set[str] = set()  # tasks placed from the priors before they ran
+        self.clock = KernelClock()
+        self.device_clocked: set[str] = set()  # tasks whose accelerator runs it timed
 
     def set_mode(self, mode: str) -> None:
         self.mode = "auto" if mode == "auto" else "suggest"
@@ -119,33 +134,18 @@ class PlacementLoop:
         """Learn from one snapshot; the tasks, advice and state for the snapshot to carry."""
         with self._lock:
             self._t = snap.t
+            runs = self._runs(snap)
+            clocked = self._on_device_clock(runs, self.clock.interval(snap.probes))
+            self.device_clocked |= clocked
             ran: dict[str, dict[str, int]] = {}
-            for p in snap.probes:
-                if p.name != TASK_PROBE_NAME or not isinstance(p.key, str):
-                    continue
-                parsed = parse_key(p.key)
-                if parsed is None or p.mean_ns is None:
-                    continue
-                task, device, sb, fb = parsed
-                count = p.count
-                total = p.mean_ns * count
-                prev = self.seen.setdefault(p.key, _Seen())
-                dn, dt = count - prev.count, total - prev.total_ns
-                prev.count, prev.total_ns = count, total
-                mid_ns = interval_median_ns(p, prev)
-                if dn <= 0 or dt <= 0:
-                    continue
-                mean_s = dt / dn / 1e9
-                if dn < FEW_RUNS and mid_ns:
-                    # A few runs (an exploration) include the data's first upload to
-                    # that device: their median says more about the steady cost.
-                    mean_s = mid_ns / 1e9
-                power = device_power(device, snap.devices)
-                energy = None if power is None else power * mean_s
-                self.advisor.observe(task, device, (sb, fb), mean_s, dn, energy, size=2**sb)
-                self.log.ran(task, device, (sb, fb), mean_s, dn, energy)
-                ran.setdefault(task, {}).setdefault(device, 0)
-                ran[task][device] += dn
+            for r in runs:
+                power = device_power(r.device, snap.devices)
+                energy = None if power is None else power * r.mean_s
+                bucket = (r.sb, r.fb)
+                self.advisor.observe(r.task, r.device, bucket, r.mean_s, r.dn, energy, size=2**r.sb)
+                self.log.ran(r.task, r.device, bucket, r.mean_s, r.dn, energy)
+                ran.setdefault(r.task, {}).setdefault(r.device, 0)
+                ran[r.task][r.device] += r.dn
             for task, counts in ran.items():
                 self.advisor.set_current(task, max(counts, key=lambda d: counts[d]))
             self.advice = {}
@@ -167,10 +167,53 @@ class PlacementLoop:
                     mode=self.mode,
                     objective=self.advisor.objective,
                     detail=f"{len(tasks)} tasks, {clients} application(s) connected"
-                    + (f"; {self.prior}" if self.prior else ""),
+                    + (f"; {self.prior}" if self.prior else "")
+                    + (
+                        f"; on the device's clock: {', '.join(sorted(self.device_clocked))}"
+                        if self.device_clocked
+                        else ""
+                    ),
                     moves=self.log.moves(),
                 ),
             )
+
+    def _runs(self, snap: Snapshot) -> list[_Run]:
+        """The task rows' runs since the last snapshot, each with its mean time."""
+        runs = []
+        for p in snap.probes:
+            if p.name != TASK_PROBE_NAME or not isinstance(p.key, str):
+                continue
+            parsed = parse_key(p.key)
+            if parsed is None or p.mean_ns is None:
+                continue
+            task, device, sb, fb = parsed
+            count = p.count
+            total = p.mean_ns * count
+            prev = self.seen.setdefault(p.key, _Seen())
+            dn, dt = count - prev.count, total - prev.total_ns
+            prev.count, prev.total_ns = count, total
+            mid_ns = interval_median_ns(p, prev)
+            if dn <= 0 or dt <= 0:
+                continue
+            mean_s = dt / dn / 1e9
+            if dn < FEW_RUNS and mid_ns:
+                # A few runs (an exploration) include the data's first upload to that
+                # device: their median says more about the steady cost.
+                mean_s = mid_ns / 1e9
+            runs.append(_Run(task, device, sb, fb, mean_s, dn))
+        return runs
+
+    def _on_device_clock(self, runs: list[_Run], gained: dict[str, float]) -> set[str]:
+        """Runs on an accelerator of tasks whose kernels the application named, timed by
+        the device time those kernels gained (kernel_clock); the tasks so timed."""
+        marks = self.control.kernel_marks() if self.control is not None else {}
+        clocked = set()
+        for task, globs in marks.items():
+            there = [r for r in runs if r.task == task and on_accelerator(r.device)]
+            if len(there) == 1 and (ns := device_ns(gained, globs)) > 0:
+                there[0].mean_s = ns / there[0].dn / 1e9
+                clocked.add(task)
+        return clocked
 
     def _apply(self, a: Advice) -> int:
         sent = self.control.push(a.task, a.suggested, a.why, a.runs) if self.control else 0

@@ -1,6 +1,9 @@
 """Messages of the control channel: one JSON object per line, versioned.
 
-    {"v": 1, "type": "hello",  "pid": 123, "tasks": ["spmv"]}            app -> monitor
+    {"v": 1, "type": "hello",  "pid": 123, "tasks": ["spmv"],
+     "kernels": {"spmv": ["_Z4spmv*"]}}                                   app -> monitor
+        (kernels, optional: globs over the device kernels each task launches, so that
+        its runs on an accelerator are timed on the device's clock)
     {"v": 1, "type": "assign", "task": "spmv", "device": "opencl:0",
      "reason": "...", "runs": 3}                                           monitor -> app
         (runs, optional: only that many executions there, then back: an exploration)
@@ -24,6 +27,8 @@ VERSION = 1
 MAX_LINE = 4096
 __all__ = ["MAX_LINE", "VERSION", "Message", "ProtocolError", "decode", "encode"]
 _NAME = re.compile(r"[A-Za-z0-9_.:@+-]{1,64}")  # whole names only (fullmatch: "$" allows a newline)
+_GLOB = re.compile(r"[A-Za-z0-9_*?\[\]!.~-]{1,128}")  # a kernel name glob, as cuda:/opencl: take
+MAX_GLOBS = 8  # a task's kernel globs
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,25 @@ def _name(obj: dict[str, Any], key: str) -> str:
     if not isinstance(v, str) or not _NAME.fullmatch(v):
         raise ProtocolError(f"bad {key!r}")
     return v
+
+
+def kernel_glob_ok(glob: object) -> bool:
+    """Whether GLOB may name a task's kernels in a hello."""
+    return isinstance(glob, str) and _GLOB.fullmatch(glob) is not None
+
+
+def _kernels(obj: dict[str, Any], tasks: list[str]) -> dict[str, list[str]]:
+    """A hello's kernel globs by task, each a task it names."""
+    marks = obj.get("kernels", {})
+    if not isinstance(marks, dict) or not all(
+        t in tasks
+        and isinstance(globs, list)
+        and 0 < len(globs) <= MAX_GLOBS
+        and all(kernel_glob_ok(g) for g in globs)
+        for t, globs in marks.items()
+    ):
+        raise ProtocolError("bad kernels")
+    return {t: list(globs) for t, globs in marks.items()}
 
 
 def decode(line: bytes) -> Message:
@@ -62,7 +86,7 @@ def decode(line: bytes) -> Message:
             or not all(isinstance(t, str) and _NAME.fullmatch(t) for t in tasks)
         ):
             raise ProtocolError("bad tasks")
-        return Message("hello", {"pid": pid, "tasks": tasks})
+        return Message("hello", {"pid": pid, "tasks": tasks, "kernels": _kernels(obj, tasks)})
     if kind in ("assign", "ack"):
         fields: dict[str, Any] = {"task": _name(obj, "task"), "device": _name(obj, "device")}
         reason = obj.get("reason", "")

@@ -10,7 +10,10 @@
 attached). Their first argument is a key "task|device|size bucket|feature bucket"
 so that the monitor keeps per-task, per-device, per-size statistics in the kernel.
 `device_for` never blocks: it returns the assignment last pushed by a monitor over
-the control channel, or the default (the first candidate) when none runs.
+the control channel, or the default (the first candidate) when none runs. Its
+`kernels` (globs over the device kernels the task launches, as `cuda:`/`opencl:` rows
+name them) let a monitor that probes those kernels time the task's runs on an
+accelerator on the device's own clock.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from adaptyst_top.placement import _sdt  # type: ignore[attr-defined]
 from adaptyst_top.placement.control import ControlClient
+from adaptyst_top.placement.protocol import MAX_GLOBS, kernel_glob_ok
 
 # Re-exported: the key functions are part of the task API's names.
 from adaptyst_top.placement.task_keys import feature_bucket as feature_bucket
@@ -54,6 +58,7 @@ class _Assignments:
         self.trial: dict[str, tuple[str, int]] = {}  # task -> (device, runs left)
         self.client: ControlClient | None = None
         self.tasks: set[str] = set()
+        self.kernels: dict[str, list[str]] = {}
 
     def set(self, task_name: str, device: str, runs: int | None = None) -> None:
         with self.lock:
@@ -75,24 +80,34 @@ class _Assignments:
                 return device
             return self.by_task.get(task_name)
 
-    def ensure_client(self, task_name: str) -> None:
-        if task_name in self.tasks:
+    def ensure_client(self, task_name: str, kernels: Sequence[str] = ()) -> None:
+        if task_name in self.tasks and not kernels:
+            return
+        marks = sorted(set(kernels))
+        if task_name in self.tasks and self.kernels.get(task_name) == marks:
             return
         self.tasks.add(task_name)
+        if marks:
+            self.kernels[task_name] = marks
         if self.client is None:
-            self.client = ControlClient(sorted(self.tasks), self.set)
+            self.client = ControlClient(sorted(self.tasks), self.set, kernels=dict(self.kernels))
         else:
-            self.client.set_tasks(sorted(self.tasks))
+            self.client.set_tasks(sorted(self.tasks), dict(self.kernels))
 
 
 _assignments = _Assignments()
 
 
-def device_for(name: str, size: int, candidates: Sequence[str]) -> str:
-    """The device the monitor assigned to this task, if it is a candidate; else the first."""
+def device_for(name: str, size: int, candidates: Sequence[str], kernels: Sequence[str] = ()) -> str:
+    """The device the monitor assigned to this task, if it is a candidate; else the
+    first. KERNELS: globs over the device kernels the task launches (at most 8)."""
     if not candidates:
         raise ValueError("device_for needs at least one candidate device")
-    _assignments.ensure_client(name)
+    if isinstance(kernels, str):
+        kernels = (kernels,)
+    if len(kernels) > MAX_GLOBS or not all(kernel_glob_ok(k) for k in kernels):
+        raise ValueError(f"kernels: at most {MAX_GLOBS} globs of A-Z a-z 0-9 _ * ? [ ] ! . ~ -")
+    _assignments.ensure_client(name, kernels)
     chosen = _assignments.current(name)
     return chosen if chosen is not None and chosen in candidates else candidates[0]
 
