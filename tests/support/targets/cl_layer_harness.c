@@ -1,7 +1,7 @@
 /* The OpenCL layer's own logic, checked from inside (its source included): the budget as
  * the monitor writes it, whatever the program's locale; a kernel made at an address a
- * released one had is filed under its own name; a fork leaves the child nothing to hand
- * over twice. Prints one line per failed check, then "ok" or "failed". */
+ * released one had is filed under its own name; names longer than a key stay apart; a
+ * fork leaves the child nothing to hand over twice. Prints one line per failed check, then "ok" or "failed". */
 #include <locale.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -56,6 +56,16 @@ int main(void) {
     int second = name_id(again);
     CHECK(again == fake_kernel && second != first && !strcmp(names[second].text, "second"));
     CHECK(name_id(fake_kernel) == second);  /* cached again, under its own name */
+
+    /* Two names alike in their first 31 bytes (the probes' key): two rows, each its
+     * first 22 bytes, '~' and the FNV-1a hash of the whole (device_layer.row_name). */
+    static const char long_a[] = "vectorized_elementwise_kernel_fill_float4";
+    static const char long_b[] = "vectorized_elementwise_kernel_abs_float4";
+    int a = name_id(create_kernel(NULL, long_a, NULL));
+    int b = name_id(create_kernel(NULL, long_b, NULL));
+    CHECK(a != b && strlen(names[a].text) == 31 && !strncmp(names[a].text, long_a, 22));
+    CHECK(names[a].text[22] == '~' && strcmp(names[a].text, names[b].text));
+    printf("hashed %s %s\n", long_a, names[a].text);
 
     atomic_store(&names[first].pending, 5);
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);

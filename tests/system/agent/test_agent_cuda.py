@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.cli.start import main as cli_main
-from adaptyst_top.collectors.probes.kinds.cuda import row_name
+from adaptyst_top.collectors.probes.kinds.device_layer import row_name
 from tests.support.cuda_fake import build_app
 from tests.support.marks import requires_root
 from tests.system.agent.test_agent import (  # noqa: F401 - the fixtures

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from adaptyst_top.collectors.probes.kinds.cuda import row_name
+from adaptyst_top.collectors.probes.kinds.device_layer import row_name
 from tests.support.cli import CLI
 from tests.support.cuda_fake import build_app
 from tests.support.marks import requires_root

@@ -18,8 +18,8 @@ from adaptyst_top.collectors.probes.kinds.cuda import (
     INJECTION_ENV,
     PROVIDER,
     inject_path,
-    row_name,
 )
+from adaptyst_top.collectors.probes.kinds.device_layer import row_name
 from adaptyst_top.collectors.probes.model import ProbeError
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
 

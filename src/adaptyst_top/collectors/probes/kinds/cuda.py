@@ -7,8 +7,7 @@ CUDA_INJECTION64_PATH, which the driver loads at cuInit): CUPTI's activity recor
 kernels, copies and memsets are read a buffer at a time on CUPTI's thread, counted by
 name (adaptyst_cuda:launches) and, as many as the budget allows, handed over timed 64
 at a time (adaptyst_cuda:timed); device_layer says how a row is made of them. Records
-CUPTI dropped are counted as [dropped]. A name longer than the probes' key (31 bytes)
-keeps its first 22 bytes, '~' and 8 hex digits of a hash of the whole."""
+CUPTI dropped are counted as [dropped]. Names: device_layer.row_name."""
 
 from __future__ import annotations
 
@@ -22,25 +21,11 @@ INJECT_MODULE = "adaptyst_top.collectors.probes.kinds._cuda_inject"
 PROVIDER = "adaptyst_cuda"
 INJECTION_ENV = "CUDA_INJECTION64_PATH"  # the driver reads one library's path
 BUDGET_ENV = "ADAPTYST_CUDA_BUDGET"  # the share of the time for filing timed records
-KEY_BYTES = 31  # a row's name: the probes' string key, NUL aside
-HASHED_PREFIX = 22
 
 
 def inject_path() -> str | None:
     """The injection library as installed (built with the package), or None."""
     return library_path(INJECT_MODULE)
-
-
-def row_name(kernel: str) -> str:
-    """The name KERNEL's row has (as cuda_inject.c's key_text makes it): itself when it
-    fits the probes' key, else its first bytes, '~' and its FNV-1a hash."""
-    raw = kernel.encode()
-    if len(raw) <= KEY_BYTES:
-        return kernel
-    h = 2166136261
-    for b in raw:
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    return f"{raw[:HASHED_PREFIX].decode(errors='replace')}~{h:08x}"
 
 
 class Cuda(DeviceLayerKind):

@@ -45,8 +45,6 @@
 #include "layer_common.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define KEY_LEN 32                 /* the probes' string key, its NUL included */
-#define HASHED_PREFIX 22           /* a long name: 22 bytes, '~', 8 hex digits */
 #define MAX_NAMES 1024             /* distinct names kept; launches of the rest: [other] */
 #define NAME_SLOTS 2048            /* CUPTI's name pointer -> id, open addressing */
 #define PROBES 8                   /* slots looked at for one pointer */
@@ -158,19 +156,6 @@ static void file(int id, uint64_t start, uint64_t end) {
     } else if (++names[id].pending >= FLUSH_AT) {
         flush(id);
     }
-}
-
-/* TEXT as the row's key: whole when it fits, else its first bytes, '~' and a hash of
- * the whole (FNV-1a), so that long names that share a beginning stay apart. */
-static void key_text(const char *text, char *out) {
-    size_t n = strnlen(text, 4096);
-    if (n < KEY_LEN) {
-        memcpy(out, text, n + 1);
-        return;
-    }
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)text[i]) * 16777619u;
-    snprintf(out, KEY_LEN, "%.*s~%08x", HASHED_PREFIX, text, h);
 }
 
 static int intern(const char *key) {

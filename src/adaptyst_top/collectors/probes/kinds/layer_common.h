@@ -1,9 +1,15 @@
 /* What the device libraries (opencl_layer.c, cuda_inject.c) share: the monotonic clock
- * they measure their own work by, and the budget they read from the monitor. */
+ * they measure their own work by, the budget they read from the monitor, and a kernel
+ * name as a row's key. */
 #ifndef ADAPTYST_LAYER_COMMON_H
 #define ADAPTYST_LAYER_COMMON_H
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
+
+#define KEY_LEN 32       /* the probes' string key, its NUL included */
+#define HASHED_PREFIX 22 /* a long name: 22 bytes, '~', 8 hex digits */
 
 static inline int64_t now_ns(void) {
     struct timespec ts;
@@ -30,4 +36,18 @@ static inline double budget_of(const char *text) {
     }
     return digits ? whole / scale : 1.0; /* 0: time none, count all */
 }
+
+/* TEXT as the row's key: whole when it fits, else its first bytes, '~' and a hash of
+ * the whole (FNV-1a), so that long names that share a beginning stay apart. */
+static inline void key_text(const char *text, char *out) {
+    size_t n = strnlen(text, 4096);
+    if (n < KEY_LEN) {
+        memcpy(out, text, n + 1);
+        return;
+    }
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)text[i]) * 16777619u;
+    snprintf(out, KEY_LEN, "%.*s~%08x", HASHED_PREFIX, text, h);
+}
+
 #endif

@@ -43,7 +43,6 @@
 #include "layer_common.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define NAME_MAX_LEN 128
 #define MAX_NAMES 1024             /* distinct names kept; launches of the rest: [other] */
 #define OTHER MAX_NAMES
 #define KERNEL_SLOTS 4096          /* cl_kernel -> name, open addressing */
@@ -68,7 +67,7 @@ static struct _cl_icd_dispatch ours;
 
 enum { READ_ID, WRITE_ID, COPY_ID, FIRST_KERNEL_ID };
 struct name {
-    char text[NAME_MAX_LEN];
+    char text[KEY_LEN];
     _Atomic uint64_t pending;  /* launches counted, not handed over yet */
 };
 static struct name names[MAX_NAMES + 1];  /* zeroed; the fixed ones named at init */
@@ -217,10 +216,10 @@ static void kernel_name(cl_kernel k, char *out) {
     strcpy(out, "[unnamed]");
     if (next.clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, 0, NULL, &n) != CL_SUCCESS || n == 0)
         return;
-    char *whole = malloc(n);
+    char *whole = malloc(n + 1);
     if (whole && next.clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, n, whole, NULL) == CL_SUCCESS) {
-        strncpy(out, whole, NAME_MAX_LEN - 1);
-        out[NAME_MAX_LEN - 1] = 0;
+        whole[n] = 0;  /* a runtime that returns no NUL of its own */
+        key_text(whole, out);
     }
     free(whole);
 }
@@ -265,7 +264,7 @@ static int cached_id(cl_kernel k) {
         pthread_mutex_unlock(&names_lock);
         return id;
     }
-    char text[NAME_MAX_LEN];
+    char text[KEY_LEN];
     kernel_name(k, text);
     int id = intern(text);
     if (free_at < KERNEL_SLOTS) {  /* a full cache: asked again next time */
