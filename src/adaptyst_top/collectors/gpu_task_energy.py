@@ -3,7 +3,9 @@ utilisation gave the session's processes (devices/gpu_energy.py), split over
 
 - their CUDA kernel rows (`cuda:`) first, by each kernel's device time (its timed
   launches' mean, times all its launches), as much of the joules as the kernels' time
-  covers of the processes' busy time (their SM utilisation over the window);
+  covers of the process's busy time (its SM utilisation over the window). Only where
+  one process of the session had GPU joules in the window: the rows do not say which
+  process a kernel ran in, and one's kernels must not take another's joules;
 - then what is left over their GPU task rows (the task API's USDT pairs keyed
   `task|cuda:0|...`), by each row's time in the interval. A task's run on a GPU is its
   host thread waiting while the device works, so its on-CPU time says little of it; its
@@ -26,8 +28,9 @@ GPU_TASK_DEVICES = ("cuda", "hip", "gpu")  # a task key's device part, before an
 
 
 def gpu_kernel(e: ProbeEntry) -> bool:
-    """A CUDA kernel's row (or a copy's, a memset's) with device time measured."""
-    return e.kind == "cuda" and e.latency.mean_ns is not None
+    """A CUDA kernel's row with device time measured (not a copy's or a memset's,
+    `[HtoD]` and the like: the copy engines' time, not the SMs')."""
+    return e.kind == "cuda" and e.latency.mean_ns is not None and not e.name.startswith("[")
 
 
 def gpu_task(e: ProbeEntry) -> bool:
@@ -47,6 +50,7 @@ class GpuTaskEnergy:
         self._pending: dict[str, float] = {}  # row ref -> wall ns not charged yet
         self._kernels: dict[str, float] = {}  # kernel row ref -> device ns not charged yet
         self._busy = 0.0  # the held processes' SM utilisation in the window, summed
+        self._spent: set[int] = set()  # the held processes with GPU joules in the window
         self._proc_seen: dict[tuple[str, int], float] = {}  # (device, pid) -> its joules
         self._device_seen: dict[str, float] = {}
         self._pending_j = 0.0
@@ -97,18 +101,22 @@ class GpuTaskEnergy:
                     self._busy += (
                         min(1.0, max(0.0, util)) if isinstance(util, (int, float)) else 1.0
                     )
+                    self._spent.add(pid)
                     fresh = True
             if last is not None and d.energy_j > last and (self._pending or self._kernels):
                 self.measured_j += d.energy_j - last
         if fresh:
             window, self._fresh_at = now - (self._fresh_at or now), now
             if window > 0:
-                left = self._split(self._kernels, self._pending_j, window * 1e9 * self._busy)
+                left = self._pending_j
+                if len(self._spent) == 1:
+                    left = self._split(self._kernels, left, window * 1e9 * self._busy)
                 self._split(self._pending, left, window * 1e9)
             # Time before a first window, or with no joules: no row's.
             self._pending.clear()
             self._kernels.clear()
             self._pending_j, self._busy = 0.0, 0.0
+            self._spent.clear()
 
     def _split(self, pending: dict[str, float], joules: float, window_ns: float) -> float:
         """JOULES, as much of them as the rows' time covers of WINDOW_NS (work outside

@@ -5,20 +5,27 @@
  * launch to the last record read (a flush), and the CPU time of all its threads.
  *
  *   cuda_app --out FILE [--launches N] [--seed S] [--names K] [--invalid M]
- *            [--graph G] [--hoard H] [--hold SECONDS] [--pace]
+ *            [--graph G] [--hoard H] [--hold SECONDS] [--pace] [--reuse N]
+ *            [--foreign K] [--fork] [--no-flush]
  *
  * --names K: K more kernels, each named anew (a flood of names); --invalid M: M
  * launches CUPTI could not time (start = end = 0); --graph G: G launches of one kernel
  * from a CUDA graph; --hoard H: CUPTI asks for H buffers and keeps them while 100
  * launches of _Z7starvedv find none (dropped), then hands them back; --hold: sleep
  * that long after cuInit; --pace: 1 ms of sleep every 100 launches, so that the fake's
- * flusher hands buffers back while launches go on. */
+ * flusher hands buffers back while launches go on; --reuse N: N launches of a kernel,
+ * then N of another alike in its first 40 bytes whose name CUPTI keeps at the same
+ * address; --foreign K: K records in a buffer another CUPTI client lent; --fork: a
+ * child that launches and exits (its exit handlers run); --no-flush: no flush of its
+ * own at the end (the tool's, at exit, is the last). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 int fake_cuda_init(void);
 void fake_kernel(const char *name, uint64_t start, uint64_t end, uint32_t graph);
@@ -27,6 +34,7 @@ void fake_memset(uint64_t bytes, uint64_t start, uint64_t end);
 void fake_stats(long *held_max, long *asked, size_t *pool_limit);
 void fake_stop(void);
 long fake_hoard(long n);
+void fake_foreign(long k, const char *name);
 void fake_release(void);
 int cuptiActivityFlushAll(unsigned flag); /* CUPTI's; an enum result */
 
@@ -68,11 +76,16 @@ static const char *const kernels[] = {
 
 int main(int argc, char **argv) {
     const char *out = NULL;
-    long launches = 600, names = 0, invalid = 0, graph = 0, hoard = 0, hold = 0;
-    int pace = 0;
+    long launches = 600, names = 0, invalid = 0, graph = 0, hoard = 0, hold = 0, reuse = 0;
+    long foreign = 0;
+    int pace = 0, forks = 0, flush = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--pace")) pace = 1;
+        else if (!strcmp(a, "--fork")) forks = 1;
+        else if (!strcmp(a, "--no-flush")) flush = 0;
+        else if (v && !strcmp(a, "--reuse")) reuse = atol(v), i++;
+        else if (v && !strcmp(a, "--foreign")) foreign = atol(v), i++;
         else if (v && !strcmp(a, "--out")) out = v, i++;
         else if (v && !strcmp(a, "--launches")) launches = atol(v), i++;
         else if (v && !strcmp(a, "--seed")) rng ^= (uint64_t)atol(v) * 0x9E3779B97F4A7C15ull, i++;
@@ -125,6 +138,34 @@ int main(int argc, char **argv) {
         fake_kernel("_Z10graph_nodePf", start, start + ns, 7);
         note("_Z10graph_nodePf", ns);
     }
+    static char shared[160];  /* one address, two names: as CUPTI's after a module unload */
+    static const char *const alike[] = {
+        "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock3MmaA0EEEEEvNT_6ParamsE",
+        "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock3MmaB1EEEEEvNT_6ParamsE"};
+    for (int which = 0; reuse && which < 2; which++) {
+        strcpy(shared, alike[which]);
+        for (long i = 0; i < reuse; i++) {
+            ns = run_for(&start);
+            fake_kernel(shared, start, start + ns, 0);
+            note(alike[which], ns);
+        }
+        cuptiActivityFlushAll(1); /* read while the name is still this one */
+    }
+    if (foreign) {
+        fake_foreign(foreign, "_Z7foreignv");
+        for (long i = 0; i < foreign; i++) note("_Z7foreignv", 2000);
+    }
+    if (forks) {
+        pid_t child = fork();
+        if (child == 0) {
+            for (int i = 0; i < 10; i++) fake_kernel("_Z5childv", 1, 2, 0);
+            exit(0); /* exit handlers run: the tool's must not wait for CUPTI here */
+        }
+        int status = 0;
+        if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0)
+            return 3;
+    }
     long lent = 0;
     if (hoard) {
         lent = fake_hoard(hoard);
@@ -135,7 +176,7 @@ int main(int argc, char **argv) {
         fake_release();
     }
     fake_stop();
-    cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: every record read */
+    if (flush) cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: all read */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     struct rusage ru;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static CUpti_BuffersCallbackRequestFunc requested;
 static CUpti_BuffersCallbackCompleteFunc completed;
@@ -94,8 +95,16 @@ static void hand_back(void) {
     if (b) completed(NULL, 0, b, cap, n);
 }
 
+static pid_t flusher_pid;  /* the process the flusher thread runs in */
+
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     (void)flag;
+    if (period_ms && getpid() != flusher_pid) {
+        /* A forked child: CUPTI's flush waits for its thread, which fork left behind
+         * (a hang, HPCToolkit issue 195); here, 10 s and a status that says so. */
+        sleep(10);
+        _exit(98);
+    }
     if (completed) hand_back();
     return CUPTI_SUCCESS;
 }
@@ -113,6 +122,7 @@ static void *flush_every_period(void *unused) {
 CUptiResult CUPTIAPI cuptiActivityFlushPeriod(uint32_t ms) {
     if (period_ms || !ms) return CUPTI_SUCCESS;
     period_ms = ms;
+    flusher_pid = getpid();
     return pthread_create(&flusher, NULL, flush_every_period, NULL) ? CUPTI_ERROR_UNKNOWN
                                                                   : CUPTI_SUCCESS;
 }
@@ -218,6 +228,22 @@ void fake_release(void) {
         completed(NULL, 0, hoarded[i], 0, 0);
     }
     nhoarded = 0;
+}
+
+/* K kernel records named NAME in a buffer the tool never lent, handed back to it: as a
+ * program's own CUPTI client's, registered before the tool's, would come. */
+void fake_foreign(long k, const char *name) {
+    size_t size = (size_t)k * sizeof(CUpti_ActivityKernel9);
+    uint8_t *b = aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, size ? size : 8);
+    if (!b) return;
+    memset(b, 0, size);
+    for (long i = 0; i < k; i++) {
+        CUpti_ActivityKernel9 *r = (CUpti_ActivityKernel9 *)(b + i * sizeof *r);
+        r->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        r->start = 1000000, r->end = 1000000 + 2000, r->name = name;
+    }
+    completed(NULL, 0, b, size, size);
+    free(b);
 }
 
 void fake_stats(long *buffers_held_max, long *buffers_asked, size_t *pool_limit) {

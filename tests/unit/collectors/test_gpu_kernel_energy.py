@@ -36,9 +36,13 @@ def gpu(energy_j: float, mine_j: float, other_j: float, mine_util: float = 0.5) 
 
 
 def run(
-    rows_then: list[ProbeEntry], rows_now: list[ProbeEntry], window_s: float, util: float
+    rows_then: list[ProbeEntry],
+    rows_now: list[ProbeEntry],
+    window_s: float,
+    util: float,
+    held: tuple[int, ...] = (MINE,),
 ) -> GpuTaskEnergy:
-    split = GpuTaskEnergy(holds=lambda pid: pid == MINE)
+    split = GpuTaskEnergy(holds=lambda pid: pid in held)
     refs = [f"r{i}" for i in range(len(rows_now))]
     split.update(rows_then, refs[: len(rows_then)], [gpu(1000.0, 10.0, 10.0, util)], now=100.0)
     split.update(rows_now, refs, [gpu(1300.0, 110.0, 60.0, util)], now=100.0 + window_s)
@@ -82,3 +86,20 @@ def test_tasks_get_what_kernels_leave() -> None:
     assert split.joules["r0"] == pytest.approx(20.0)
     assert split.joules["r1"] == pytest.approx(72.0)
     assert split.attributed_j <= 100.0
+
+
+def test_copies_are_no_kernels_joules() -> None:
+    """[HtoD] and the like run on the copy engines: no share of the SMs' joules."""
+    then = [kernel("a", 0, 1.0), kernel("[HtoD]", 0, 1.0)]
+    now = [kernel("a", 1000, 100_000.0), kernel("[HtoD]", 1000, 300_000.0)]
+    split = run(then, now, 1.0, 0.5)
+    assert split.joules["r0"] == pytest.approx(20.0) and "r1" not in split.joules
+
+
+def test_two_processes_joules_are_no_kernels_when_rows_cannot_say_whose() -> None:
+    """Both processes held and both spent GPU joules: a kernel row does not say which
+    process it ran in, so no kernel row is charged (the task rows may be)."""
+    then = [kernel("a", 0, 1.0)]
+    now = [kernel("a", 3000, 100_000.0)]
+    split = run(then, now, 1.0, 0.5, held=(MINE, OTHER))
+    assert split.joules.get("r0", 0.0) == 0.0 and split.attributed_j == 0.0

@@ -45,8 +45,8 @@ OPENCL_COUNT_NS = 110.0
 # CUPTI's fake (what CUPTI itself adds to a launch is the driver's, not measured here).
 CUDA_RECORD = "cuda-record"
 CUDA_COUNT = "cuda-count"
-CUDA_RECORD_NS = 315.0
-CUDA_COUNT_NS = 78.0
+CUDA_RECORD_NS = 300.0
+CUDA_COUNT_NS = 84.0
 NOP5 = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): what the kernel optimizes
 ENDBR64 = bytes.fromhex("f30f1efa")  # what -fcf-protection puts before it
 PAGE = 4096  # the kernel patches a site only when its 5 bytes lie in one page

@@ -11,8 +11,7 @@
  * name: the kernel's name as CUPTI gives it (mangled), or "[HtoD]", "[DtoH]", "[DtoD]",
  * "[copy]" (other directions), "[memset]", "[dropped]" (records CUPTI dropped, counted
  * only); one over KEY_LEN - 1 bytes (the probes' key) keeps its first bytes and a hash
- * of the whole, so that two kernels never share a row. device_ns: END - START on the
- * device's clock.
+ * of the whole (layer_common.h). device_ns: END - START on the device's clock.
  *
  * CUPTI times every kernel; what the budget (ADAPTYST_CUDA_BUDGET, a share of the time,
  * as the monitor's --budget; unset: all) bounds is the filing: as many records are
@@ -31,6 +30,7 @@
  *
  * Record layouts: the fields read (kind, start, end, name, copyKind) sit where every
  * version of the kernel, memcpy and memset records since CUDA 8 keeps them. */
+#define _GNU_SOURCE /* secure_getenv */
 #include <cupti_activity.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define _SDT_HAS_SEMAPHORES 1
 #include "adaptyst_sdt.h"
@@ -89,7 +90,7 @@ static int nnames = FIRST_KERNEL_ID;
 static struct {
     const char *p;  /* CUPTI's name, shared by every record of one kernel */
     int id;
-    char head[KEY_LEN];  /* its first bytes when cached */
+    char *whole;  /* a copy of the name when cached: a reused pointer is told by it */
 } by_pointer[NAME_SLOTS];
 
 struct timed {  /* as the probe reads it: three 64-bit words */
@@ -103,7 +104,9 @@ static int nbatch;
 static pthread_mutex_t filing = PTHREAD_MUTEX_INITIALIZER;
 
 static uint8_t *pool[MAX_BUFS];
+static uint8_t *made[MAX_BUFS];  /* every buffer lent: another's is never pooled */
 static int npool, nmade;
+static pid_t owner;  /* the process CUPTI was set up in: a forked child files nothing */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static double budget = 1.0;
@@ -167,16 +170,14 @@ static int intern(const char *key) {
 }
 
 /* A kernel's id by CUPTI's pointer to its name (the caller files). A pointer may be
- * reused for another name once its module is gone: a cached id stands while the name's
- * first bytes are still the ones cached (hashing the whole of a long name on every
- * record would cost more than all the rest). */
+ * reused for another name once its module is gone, one alike in its first bytes too
+ * (templates): a cached id stands while the whole name is still the one cached. */
 static int kernel_id(const char *p) {
     if (!p) return intern("[unnamed]");
     size_t h = ((uintptr_t)p >> 3) % NAME_SLOTS;
     for (size_t i = 0; i < PROBES; i++) {
         size_t at = (h + i) % NAME_SLOTS;
-        if (by_pointer[at].p == p && !strncmp(by_pointer[at].head, p, KEY_LEN - 1))
-            return by_pointer[at].id;
+        if (by_pointer[at].p == p && !strcmp(by_pointer[at].whole, p)) return by_pointer[at].id;
         if (!by_pointer[at].p || by_pointer[at].p == p) {
             h = at;
             break;
@@ -186,11 +187,12 @@ static int kernel_id(const char *p) {
     key_text(p, key);
     int id = intern(key);
     /* Where the walk stopped; its first slot when all were taken (that pointer is
-     * looked up anew next time). */
-    by_pointer[h].p = p;
+     * looked up anew next time). A name that cannot be copied is not cached. */
+    char *whole = strdup(p);
+    free(by_pointer[h].whole);
+    by_pointer[h].p = whole ? p : NULL;
+    by_pointer[h].whole = whole;
     by_pointer[h].id = id;
-    strncpy(by_pointer[h].head, p, KEY_LEN - 1);
-    by_pointer[h].head[KEY_LEN - 1] = 0;
     return id;
 }
 
@@ -235,7 +237,7 @@ static void CUPTIAPI requested(uint8_t **buffer, size_t *size, size_t *max_recor
     if (npool) {
         b = pool[--npool];
     } else if (nmade < MAX_BUFS && (b = aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, BUF_SIZE))) {
-        nmade++;
+        made[nmade++] = b;
     }
     pthread_mutex_unlock(&pool_lock);
     *buffer = b;
@@ -243,9 +245,24 @@ static void CUPTIAPI requested(uint8_t **buffer, size_t *size, size_t *max_recor
     *max_records = 0;
 }
 
+/* Whether BUFFER is one lent here; else, once, a line: another CUPTI user's (callbacks
+ * registered before ours hand their buffers back to us). */
+static int ours(const uint8_t *buffer) {
+    static int said;
+    pthread_mutex_lock(&pool_lock);
+    int found = 0;
+    for (int i = 0; i < nmade && !found; i++) found = made[i] == buffer;
+    pthread_mutex_unlock(&pool_lock);
+    if (!found && !said++)
+        fputs("adaptyst-top: CUPTI handed back a buffer another tool lent it: read, "
+              "left to its owner\n", stderr);
+    return found;
+}
+
 static void CUPTIAPI completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                size_t valid) {
     (void)size;
+    if (getpid() != owner) return;  /* a forked child: its CUPTI is not set up */
     pthread_mutex_lock(&filing);
     if (probed()) {
         if (buffer) file_buffer(buffer, valid);
@@ -259,29 +276,38 @@ static void CUPTIAPI completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, 
         flush_all();
     }
     pthread_mutex_unlock(&filing);
-    if (!buffer) return;
+    if (!buffer || !ours(buffer)) return;
     pthread_mutex_lock(&pool_lock);
-    pool[npool++] = buffer;  /* every buffer came from here: the pool has room */
+    pool[npool++] = buffer;  /* one of MAX_BUFS lent, back once: the pool has room */
     pthread_mutex_unlock(&pool_lock);
 }
 
+/* Not in a forked child: CUPTI's thread is not there, and a flush waits for it (a
+ * hang at exit, HPCToolkit issue 195). */
 static void at_exit(void) {
-    cuptiActivityFlushAll_(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (getpid() == owner) cuptiActivityFlushAll_(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
-/* A fork while CUPTI's thread files would leave the lock held in the child; the child's
- * copy of the pending counts would be handed over twice. */
-static void before_fork(void) { pthread_mutex_lock(&filing); }
-static void after_fork_parent(void) { pthread_mutex_unlock(&filing); }
+/* A fork while a lock is held would leave it held in the child; the child's copy of
+ * the pending counts would be handed over twice. */
+static void before_fork(void) {
+    pthread_mutex_lock(&filing);
+    pthread_mutex_lock(&pool_lock);
+}
+static void after_fork_parent(void) {
+    pthread_mutex_unlock(&pool_lock);
+    pthread_mutex_unlock(&filing);
+}
 static void after_fork_child(void) {
     for (int id = 0; id <= MAX_NAMES; id++) names[id].pending = 0;
     nbatch = 0;
+    pthread_mutex_unlock(&pool_lock);
     pthread_mutex_unlock(&filing);
 }
 
 static void *open_cupti(void) {
-    const char *path = getenv("ADAPTYST_CUPTI");
-    const char *home = getenv("CUDA_HOME");
+    const char *path = secure_getenv("ADAPTYST_CUPTI");  /* none in a setuid program */
+    const char *home = secure_getenv("CUDA_HOME");
     char in_home[4096];
     void *h = path && *path ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
     if (!h) h = dlopen("libcupti.so.12", RTLD_NOW | RTLD_GLOBAL);
@@ -319,6 +345,7 @@ EXPORT int InitializeInjection(void) {
     strcpy(names[OTHER].text, "[other]");
     budget = budget_of(getenv("ADAPTYST_CUDA_BUDGET"));
     refilled_at = now_ns();
+    owner = getpid();
     if (cuptiActivitySetAttribute_) {
         size_t limit = DEVICE_POOL, n = sizeof limit;
         cuptiActivitySetAttribute_(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &n, &limit);
@@ -328,9 +355,14 @@ EXPORT int InitializeInjection(void) {
               "them?): cuda: rows stay empty\n", stderr);
         return 1;
     }
-    cuptiActivityEnable_(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    cuptiActivityEnable_(CUPTI_ACTIVITY_KIND_MEMCPY);
-    cuptiActivityEnable_(CUPTI_ACTIVITY_KIND_MEMSET);
+    static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                               CUPTI_ACTIVITY_KIND_MEMCPY,
+                                               CUPTI_ACTIVITY_KIND_MEMSET};
+    static const char *const kind_names[] = {"kernels", "copies", "memsets"};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (cuptiActivityEnable_(kinds[i]) != CUPTI_SUCCESS)
+            fprintf(stderr, "adaptyst-top: CUPTI would not record %s: their cuda: rows stay "
+                    "empty\n", kind_names[i]);
     if (cuptiActivityFlushPeriod_) cuptiActivityFlushPeriod_(FLUSH_MS);
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     atexit(at_exit);

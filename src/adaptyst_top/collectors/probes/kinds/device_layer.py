@@ -37,14 +37,13 @@ _GLOB = re.compile(r"[A-Za-z0-9_*?\[\]!.~-]{1,128}")
 _MAPS_READ = 1 << 22  # a process's maps read up to 4 MiB: the library is among the first
 KEY_BYTES = 31  # a row's name: the probes' string key, NUL aside (layer_common.h)
 HASHED_PREFIX = 22
-NAME_READ = 4096  # the bytes of a name the libraries hash
 
 
 def row_name(kernel: str) -> str:
     """The name KERNEL's row has (as layer_common.h's key_text makes it): itself when it
     fits the probes' key, else its first 22 bytes, '~' and 8 hex digits of its FNV-1a
     hash, so that kernels alike in their first bytes stay apart."""
-    raw = kernel.encode()[:NAME_READ]
+    raw = kernel.encode()
     if len(raw) <= KEY_BYTES:
         return kernel
     h = 2166136261

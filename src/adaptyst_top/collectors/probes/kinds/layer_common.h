@@ -40,7 +40,7 @@ static inline double budget_of(const char *text) {
 /* TEXT as the row's key: whole when it fits, else its first bytes, '~' and a hash of
  * the whole (FNV-1a), so that long names that share a beginning stay apart. */
 static inline void key_text(const char *text, char *out) {
-    size_t n = strnlen(text, 4096);
+    size_t n = strlen(text);
     if (n < KEY_LEN) {
         memcpy(out, text, n + 1);
         return;
