@@ -44,7 +44,7 @@ PROBE_COLUMNS = (
         "Target",
         12,
         priority=1,
-        help="the binary or library probed (a Python task: the application)",
+        help="the binary or library probed (a Python task: the application; a device kernel: the device kind)",
     ),
     Column(
         "name",
@@ -279,7 +279,8 @@ def probe_row(
         name = f"{task[0]} @{task[1]} n~2^{task[2]}" + (f" f{task[3]}" if task[3] else "")
     elif p.key is not None and str(p.key) != name:  # a kernel's row: its name is its key
         name = f"{p.key} · {name}"
-    target = os.path.basename(p.target or "")
+    kind = KINDS.get(p.kind or "")
+    target = kind.shown_target(p.target or "") if kind else os.path.basename(p.target or "")
     if task is not None and target.startswith(PYTHON_SITES_PREFIX):
         target = app or "python app"
     cells = {

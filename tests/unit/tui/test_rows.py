@@ -52,6 +52,12 @@ def test_keys_tasks_errors_and_states_read_as_a_user_expects() -> None:
     assert probe_row(keyed, WARN_NS)[0]["name"] == "phase-a · step"
     kernel = entry(kind="opencl", name="matmul", key="matmul")
     assert probe_row(kernel, WARN_NS)[0]["name"] == "matmul"  # once, not "matmul · matmul"
+    # A kernel's Target is where it ran, not the tool's own library that timed it.
+    lib = "/x/kinds/_cuda_inject.cpython-311-x86_64-linux-gnu.so"
+    cuda = entry(kind="cuda", name="_Z6reducePfS_i", key="_Z6reducePfS_i", target=lib)
+    assert probe_row(cuda, WARN_NS)[0]["target"] == "CUDA device"
+    assert probe_row(replace(kernel, target=lib), WARN_NS)[0]["target"] == "OpenCL device"
+    assert probe_row(replace(task, target="/usr/lib/x.so"), WARN_NS)[0]["target"] == "x.so"
     failed = entry(id=None, state="error", error="no function matches f*")
     cells, _, style = probe_row(failed, WARN_NS)
     assert cells["name"] == "uprobe:./a:f*: no function matches f*" and style == "error"

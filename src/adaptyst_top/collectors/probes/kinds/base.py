@@ -106,6 +106,10 @@ class ProbeKindDef(ABC):
         """A row's name as a table shows it."""
         return name
 
+    def shown_target(self, target: str) -> str:
+        """A row's probed file as a table's Target column shows it."""
+        return target.rsplit("/", 1)[-1]
+
     def entry_name(self, spec: ProbeSpec, row_name: str, key: ProbeKey) -> str | None:
         """The name of a row's entry for KEY in a snapshot; None: the entry is not shown
         (a key its spec does not ask for)."""

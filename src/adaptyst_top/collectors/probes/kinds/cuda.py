@@ -37,6 +37,7 @@ class Cuda(DeviceLayerKind):
     provider = PROVIDER
     timed_class = ov.CUDA_RECORD
     counted_class = ov.CUDA_COUNT
+    device = "CUDA device"
     noun = "CUDA injection library"
     missing = (
         "this install has no CUDA injection library (built when CUPTI's headers are "

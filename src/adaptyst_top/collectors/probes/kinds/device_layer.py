@@ -70,6 +70,7 @@ class DeviceLayerKind(ProbeKindDef):
     counted_class: ClassVar[str]
     missing: ClassVar[str]
     noun: ClassVar[str]  # what the library is called in a line: "OpenCL layer"
+    device: ClassVar[str]  # where its rows ran, for the Target column: "CUDA device"
     sampled_latency = True
     host_time = False  # the device's clock: on-CPU only where the device is the CPU
     keys = KeyRules(
@@ -130,6 +131,10 @@ class DeviceLayerKind(ProbeKindDef):
             row.attachments += site_attachments(planned, source, elf)
             slots.append(slot)
         return Plan([row], slots)
+
+    def shown_target(self, target: str) -> str:
+        """Its rows ran on a device; the file probed is only the tool's own library."""
+        return self.device
 
     def entry_name(self, spec: ProbeSpec, row_name: str, key: ProbeKey) -> str | None:
         if key is None:

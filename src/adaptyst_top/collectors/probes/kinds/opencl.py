@@ -42,6 +42,7 @@ class OpenCL(DeviceLayerKind):
     provider = PROVIDER
     timed_class = ov.OPENCL_KERNEL
     counted_class = ov.OPENCL_COUNT
+    device = "OpenCL device"
     noun = "OpenCL layer"
     missing = (
         "this install has no OpenCL layer (built when the OpenCL "
