@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from adaptyst_top.collectors.probes.kinds.device_layer import row_name
-from tests.support.cli import CLI
+from tests.support.cli import CLI, record_last
 from tests.support.cuda_fake import build_app
 from tests.support.marks import requires_root
 
@@ -38,26 +38,9 @@ def run_record(
     app: Path, spec: str, out: Path, *args: str, budget_pct: str = "100"
 ) -> tuple[dict[str, Any], str]:
     """The last snapshot, and what the program and the monitor said on stderr."""
-    proc = subprocess.run(
-        [
-            *CLI,
-            "record",
-            "--probe",
-            spec,
-            "--budget",
-            budget_pct,
-            "--",
-            str(app),
-            "--out",
-            str(out),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
+    return record_last(
+        "--probe", spec, "--budget", budget_pct, "--", str(app), "--out", str(out), *args
     )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.splitlines()[-1]), proc.stderr
 
 
 def rows(snap: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -18,7 +18,7 @@ import pytest
 
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.kinds.opencl import LAYERS_ENV, layer_path
-from tests.support.cli import CLI
+from tests.support.cli import CLI, record_last
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
 from tests.support.workload import build_c
@@ -31,27 +31,8 @@ pytestmark = requires_root
 def record(spec: str, out: Path, *args: str, budget_pct: str = "100") -> dict[str, Any]:
     """The last snapshot of `record --probe SPEC --budget BUDGET_PCT -- the program ARGS`
     (100%: every launch timed)."""
-    proc = subprocess.run(
-        [
-            *CLI,
-            "record",
-            "--probe",
-            spec,
-            "--budget",
-            budget_pct,
-            "--",
-            sys.executable,
-            str(PROGRAM),
-            "--out",
-            str(out),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.splitlines()[-1])
+    program = [sys.executable, str(PROGRAM), "--out", str(out), *args]
+    return record_last("--probe", spec, "--budget", budget_pct, "--", *program)[0]
 
 
 def rows(snap: dict[str, Any]) -> dict[str, dict[str, Any]]:

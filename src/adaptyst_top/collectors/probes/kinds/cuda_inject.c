@@ -50,13 +50,11 @@
 #define NAME_SLOTS 2048            /* CUPTI's name pointer -> id, open addressing */
 #define PROBES 8                   /* slots looked at for one pointer */
 #define FLUSH_AT 1024              /* a name's count handed over at most this at once */
-#define BATCH 64                   /* timed records handed over at once */
 #define BUF_SIZE (256 * 1024)
 #define MAX_BUFS 32                /* host memory for records: 8 MiB at most */
 #define DEVICE_POOL 16             /* CUPTI's device buffers (its default: 250) */
 #define FLUSH_MS 100
 #define SAVED_UP_NS 1000000ll
-#define UNTIMED UINT64_MAX
 
 __extension__ unsigned short adaptyst_cuda_timed_semaphore
     __attribute__((unused)) __attribute__((section(".probes")));
@@ -93,11 +91,6 @@ static struct {
     char *whole;  /* a copy of the name when cached: a reused pointer is told by it */
 } by_pointer[NAME_SLOTS];
 
-struct timed {  /* as the probe reads it: three 64-bit words */
-    const char *name;
-    uint64_t device_ns;
-    uint64_t on_cpu;
-};
 static struct timed batch[BATCH];
 static int nbatch;
 /* Buffers may complete on CUPTI's thread and on one flushing: filed one at a time. */

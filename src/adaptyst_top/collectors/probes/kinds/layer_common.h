@@ -1,6 +1,6 @@
 /* What the device libraries (opencl_layer.c, cuda_inject.c) share: the monotonic clock
- * they measure their own work by, the budget they read from the monitor, and a kernel
- * name as a row's key. */
+ * they measure their own work by, the budget they read from the monitor, the record
+ * they hand timed launches over in, and a kernel name as a row's key. */
 #ifndef ADAPTYST_LAYER_COMMON_H
 #define ADAPTYST_LAYER_COMMON_H
 #include <stdint.h>
@@ -9,6 +9,16 @@
 #include <time.h>
 
 #define KEY_LEN 32       /* the probes' string key, its NUL included */
+#define BATCH 64         /* timed records handed over at once: bpf_program's BATCH_MAX */
+#define UNTIMED UINT64_MAX /* a record's device_ns when it was counted, not timed */
+
+/* A timed launch as the probe's file_batch reads it (bpf_program's struct timed_rec):
+ * three 64-bit words. on_cpu: 1 when the device is the host's CPU. */
+struct timed {
+    const char *name;
+    uint64_t device_ns;
+    uint64_t on_cpu;
+};
 #define HASHED_PREFIX 22 /* a long name: 22 bytes, '~', 8 hex digits */
 
 static inline int64_t now_ns(void) {

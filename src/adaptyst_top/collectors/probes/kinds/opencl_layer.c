@@ -50,8 +50,6 @@
 #define FLUSH_NS 50000000ll
 #define SAVED_UP_NS 1000000ll      /* timing work that may be saved up: 1 ms */
 #define REFILL_NS 10000ll
-#define UNTIMED UINT64_MAX
-#define BATCH 64                   /* timed launches handed over at once */
 #define QUEUE_SLOTS 64             /* queue -> whether its device is a CPU */
 #define MAX_QUEUE_PROPS 64
 #define GONE ((cl_kernel)(uintptr_t)1)  /* a released kernel's slot */
@@ -82,11 +80,6 @@ static double budget = 1.0;
 static _Atomic int64_t allowance;  /* ns of timing work that may be spent now */
 static _Atomic int64_t refilled_at, flushed_at;
 
-struct timed {  /* as the probe reads it: three 64-bit words */
-    const char *name;
-    uint64_t device_ns;
-    uint64_t on_cpu;
-};
 static struct timed batch[BATCH];
 static int nbatch;
 static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;  /* batch, queues */
