@@ -32,38 +32,44 @@ def header_dirs() -> list[Path]:
     return dirs
 
 
-def build_app(directory: Path) -> Path:
-    """The program, linked to the fake libcupti.so.12 in DIRECTORY (its rpath), so
-    that the tool's dlopen of that name finds the one the program loaded."""
+def build_app(directory: Path, soname: str = "libcupti.so.12", runtime: str | None = None) -> Path:
+    """The program, linked to the fake (SONAME) in DIRECTORY (its rpath), so that the
+    tool's dlopen of that name finds the one the program loaded; with RUNTIME
+    (libcudart.so.N), linked to an empty library of that name there too, as a program is
+    to its CUDA runtime."""
     includes = [f"-I{d}" for d in header_dirs()]
-    fake = directory / "libcupti.so.12"
-    subprocess.run(
-        [
-            "gcc",
-            "-O2",
-            "-shared",
-            "-fPIC",
-            "-Wl,-soname,libcupti.so.12",
-            *includes,
-            "-o",
-            str(fake),
-            str(TARGETS / "cupti_fake.c"),
-            "-lpthread",
-            "-ldl",
-        ],
-        check=True,
+    fake = directory / soname
+    _gcc(
+        "-O2",
+        "-shared",
+        "-fPIC",
+        f"-Wl,-soname,{soname}",
+        *includes,
+        "-o",
+        str(fake),
+        str(TARGETS / "cupti_fake.c"),
+        "-lpthread",
+        "-ldl",
     )
+    linked = [str(fake)]
+    if runtime is not None:
+        cudart = directory / runtime
+        _gcc(
+            "-shared", "-fPIC", f"-Wl,-soname,{runtime}", "-o", str(cudart), "-x", "c", "/dev/null"
+        )
+        linked.append(str(cudart))
     app = directory / "cuda_app"
-    subprocess.run(
-        [
-            "gcc",
-            "-O1",
-            "-o",
-            str(app),
-            str(TARGETS / "cuda_app.c"),
-            str(fake),
-            f"-Wl,-rpath,{directory}",
-        ],
-        check=True,
+    _gcc(
+        "-O1",
+        "-o",
+        str(app),
+        str(TARGETS / "cuda_app.c"),
+        "-Wl,--no-as-needed",
+        *linked,
+        f"-Wl,-rpath,{directory}",
     )
     return app
+
+
+def _gcc(*args: str) -> None:
+    subprocess.run(["gcc", *args], check=True)

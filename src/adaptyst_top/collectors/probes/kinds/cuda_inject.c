@@ -33,6 +33,7 @@
 #define _GNU_SOURCE /* secure_getenv */
 #include <cupti_activity.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -298,18 +299,81 @@ static void after_fork_child(void) {
     pthread_mutex_unlock(&filing);
 }
 
+/* CUPTI's majors tried by name, newest first: a CUPTI newer than the driver fails. */
+#define NEWEST_MAJOR 13
+#define OLDEST_MAJOR 12
+#define OPEN(path) dlopen(path, RTLD_NOW | RTLD_GLOBAL)
+
+struct runtime {
+    char dir[4096];
+    int major;
+};
+
+/* The program's CUDA runtime (libcudart.so.N, loaded before cuInit): where it is and N. */
+static int find_runtime(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct runtime *rt = data;
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    if (!base || strncmp(base + 1, "libcudart.so.", 13)) return 0;
+    int major = atoi(base + 14);
+    int len = (int)(base - info->dlpi_name);
+    if (major <= 0 || len >= (int)sizeof rt->dir) return 0;
+    memcpy(rt->dir, info->dlpi_name, (size_t)len);
+    rt->dir[len] = 0;
+    rt->major = major;
+    return 1;
+}
+
+/* Where a CUPTI of the runtime's version lies beside it: pip's CUDA 13 keeps both in
+ * nvidia/cu13/lib, pip's CUDA 12 in nvidia/cuda_runtime/lib and nvidia/cuda_cupti/lib,
+ * a toolkit in lib64 and extras/CUPTI/lib64. */
+static void *beside_runtime(void) {
+    static const char *const places[] = {"%s/libcupti.so.%d",
+                                         "%s/../../cuda_cupti/lib/libcupti.so.%d",
+                                         "%s/../extras/CUPTI/lib64/libcupti.so.%d"};
+    struct runtime rt = {{0}, 0};
+    if (!dl_iterate_phdr(find_runtime, &rt)) return NULL;
+    char path[4200];
+    void *h = NULL;
+    for (size_t i = 0; !h && i < sizeof places / sizeof *places; i++)
+        if (snprintf(path, sizeof path, places[i], rt.dir, rt.major) < (int)sizeof path)
+            h = OPEN(path);
+    return h;
+}
+
+/* The driver's CUDA major (we run inside its cuInit), or 0. */
+static int driver_major(void) {
+    int (*version)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
+    int v = 0;
+    return version && version(&v) == 0 ? v / 1000 : 0;
+}
+
+/* libcupti.so.N by name: one the program loaded first, else the newest the driver takes. */
+static void *by_name(int flags) {
+    int newest = driver_major();
+    if (newest <= 0 || newest > NEWEST_MAJOR) newest = NEWEST_MAJOR;
+    char name[32];
+    void *h = NULL;
+    for (int major = newest; !h && major >= OLDEST_MAJOR; major--) {
+        snprintf(name, sizeof name, "libcupti.so.%d", major);
+        h = dlopen(name, flags);
+    }
+    return h ? h : dlopen("libcupti.so", flags);
+}
+
 static void *open_cupti(void) {
     const char *path = secure_getenv("ADAPTYST_CUPTI");  /* none in a setuid program */
     const char *home = secure_getenv("CUDA_HOME");
     char in_home[4096];
-    void *h = path && *path ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
-    if (!h) h = dlopen("libcupti.so.12", RTLD_NOW | RTLD_GLOBAL);
-    if (!h) h = dlopen("libcupti.so", RTLD_NOW | RTLD_GLOBAL);
+    void *h = path && *path ? OPEN(path) : NULL;
+    if (!h) h = by_name(RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+    if (!h) h = beside_runtime();
+    if (!h) h = by_name(RTLD_NOW | RTLD_GLOBAL);
     if (!h && home && *home &&
         snprintf(in_home, sizeof in_home, "%s/extras/CUPTI/lib64/libcupti.so", home) <
             (int)sizeof in_home)
-        h = dlopen(in_home, RTLD_NOW | RTLD_GLOBAL);
-    if (!h) h = dlopen("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", RTLD_NOW | RTLD_GLOBAL);
+        h = OPEN(in_home);
+    if (!h) h = OPEN("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so");
     return h;
 }
 
@@ -351,11 +415,13 @@ EXPORT int InitializeInjection(void) {
     static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                                CUPTI_ACTIVITY_KIND_MEMCPY,
                                                CUPTI_ACTIVITY_KIND_MEMSET};
-    static const char *const kind_names[] = {"kernels", "copies", "memsets"};
+    static const char *const kind_names[] = {" kernels", " copies", " memsets"};
+    char refused[32] = "";
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-        if (cuptiActivityEnable_(kinds[i]) != CUPTI_SUCCESS)
-            fprintf(stderr, "adaptyst-top: CUPTI would not record %s: their cuda: rows stay "
-                    "empty\n", kind_names[i]);
+        if (cuptiActivityEnable_(kinds[i]) != CUPTI_SUCCESS) strcat(refused, kind_names[i]);
+    if (*refused)  /* one line: a CUPTI with no driver or GPU under it refuses them all */
+        fprintf(stderr, "adaptyst-top: CUPTI would not record%s (set ADAPTYST_CUPTI to the "
+                "CUPTI of the program's CUDA): their cuda: rows stay empty\n", refused);
     if (cuptiActivityFlushPeriod_) cuptiActivityFlushPeriod_(FLUSH_MS);
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     atexit(at_exit);

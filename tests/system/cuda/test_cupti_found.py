@@ -1,0 +1,61 @@
+"""Which CUPTI the injection library opens: the program's own CUDA major, beside its
+CUDA runtime (pip's CUDA 13 keeps libcupti.so.13 in nvidia/cu13/lib with libcudart),
+and, where none is found, the program as it would run, with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from adaptyst_top.collectors.probes.kinds.cuda import INJECTION_ENV, inject_path
+from adaptyst_top.collectors.probes.kinds.device_layer import row_name
+from tests.support.cli import record_last
+from tests.support.cuda_fake import build_app
+from tests.support.marks import requires_root
+
+FAKE = "libfakecuda.so"  # a name no search of CUPTI's by name finds
+
+
+def run_alone(app: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    env = {INJECTION_ENV: inject_path() or "", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [str(app), "--out", str(out), "--launches", "500"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+
+
+@requires_root
+def test_cupti_13_beside_the_programs_cuda_runtime_is_found(tmp_path: Path) -> None:
+    """The program loaded libcudart.so.13 from a folder that holds libcupti.so.13 (and
+    nothing named CUPTI is on the loader's path): that CUPTI times its kernels."""
+    app = build_app(tmp_path, soname=FAKE, runtime="libcudart.so.13")
+    os.symlink(FAKE, tmp_path / "libcupti.so.13")
+    out = tmp_path / "own.json"
+    snap, said = record_last(
+        "--probe", "cuda:*", "--", str(app), "--out", str(out), "--launches", "600"
+    )
+    own = json.loads(out.read_text())
+    assert own["loaded"] == 1 and "no libcupti" not in said, said
+    got = {p["name"]: p["count"] for p in snap["probes"]}
+    assert got == {row_name(n): c for n, c in own["launches"].items()}
+    assert sum(got.values()) > 600
+
+
+def test_without_a_cupti_the_program_runs_as_it_would_and_one_line_says_so(
+    tmp_path: Path,
+) -> None:
+    """Its runtime's folder holds no CUPTI, none by name either: the program's own
+    output is whole, and one line on its stderr says where to point the tool."""
+    app = build_app(tmp_path, soname=FAKE, runtime="libcudart.so.13")
+    out = tmp_path / "own.json"
+    proc = run_alone(app, out)
+    lines = [line for line in proc.stderr.splitlines() if "adaptyst-top" in line]
+    assert len(lines) == 1 and "ADAPTYST_CUPTI" in lines[0], proc.stderr
+    own = json.loads(out.read_text())
+    assert own["loaded"] == 1 and sum(own["launches"].values()) > 500
