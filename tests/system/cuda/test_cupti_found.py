@@ -9,6 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from adaptyst_top.collectors.probes.kinds.cuda import INJECTION_ENV, inject_path
 from adaptyst_top.collectors.probes.kinds.device_layer import row_name
 from tests.support.cli import record_last
@@ -59,3 +61,49 @@ def test_without_a_cupti_the_program_runs_as_it_would_and_one_line_says_so(
     assert len(lines) == 1 and "ADAPTYST_CUPTI" in lines[0], proc.stderr
     own = json.loads(out.read_text())
     assert own["loaded"] == 1 and sum(own["launches"].values()) > 500
+
+
+PAYLOAD = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void ran(void) {
+    FILE *f = fopen(getenv("PLANTED_RAN"), "w");
+    if (f) fclose(f);
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["ours", pytest.param("another_users_file", marks=requires_root), "a_folder_all_may_write"],
+)
+def test_a_cupti_beside_the_runtime_is_loaded_only_from_a_place_no_one_else_controls(
+    tmp_path: Path, where: str
+) -> None:
+    """The runtime in ROOT/lib, a library at ROOT/extras/CUPTI/lib64/libcupti.so.13 (a
+    toolkit's place for it): loaded when it and its folders are root's or the user's
+    and no one else may write them; never when another user owns it, or when a folder
+    on its way lets anyone write (no sticky bit)."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    app = build_app(lib, soname=FAKE, runtime="libcudart.so.13")
+    planted = tmp_path / "extras/CUPTI/lib64/libcupti.so.13"
+    planted.parent.mkdir(parents=True)
+    source = tmp_path / "payload.c"
+    source.write_text(PAYLOAD)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(planted), str(source)], check=True)
+    if where == "another_users_file":
+        os.chown(planted, 65534, 65534)
+    elif where == "a_folder_all_may_write":
+        os.chmod(tmp_path / "extras", 0o777)
+    marker = tmp_path / "ran"
+    env = {INJECTION_ENV: inject_path() or "", "PATH": "/usr/bin:/bin", "PLANTED_RAN": str(marker)}
+    proc = subprocess.run(
+        [str(app), "--out", str(tmp_path / "own.json"), "--launches", "50"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists() == (where == "ours"), (where, proc.stderr)

@@ -33,12 +33,14 @@
 #define _GNU_SOURCE /* secure_getenv */
 #include <cupti_activity.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -324,6 +326,26 @@ static int find_runtime(struct dl_phdr_info *info, size_t size, void *data) {
     return 1;
 }
 
+/* Whether PATH and every folder above it belong to root or to us, and no one else can
+ * change them (a folder others may write is one only with the sticky bit, so that what
+ * we own in it stays ours): code beside the runtime is loaded only then, never from a
+ * place such as /tmp/extras that another user made. */
+static int trusted(const char *path) {
+    char at[PATH_MAX];
+    if (!realpath(path, at)) return 0;
+    uid_t me = geteuid();
+    for (int file = 1;; file = 0) {
+        struct stat st;
+        if (stat(at, &st) || (st.st_uid != 0 && st.st_uid != me)) return 0;
+        if ((st.st_mode & 022) && (file || !S_ISDIR(st.st_mode) || !(st.st_mode & S_ISVTX)))
+            return 0;
+        if (!strcmp(at, "/")) return 1;
+        char *slash = strrchr(at, '/');
+        if (slash == at) slash++;
+        *slash = 0;
+    }
+}
+
 /* Where a CUPTI of the runtime's version lies beside it: pip's CUDA 13 keeps both in
  * nvidia/cu13/lib, pip's CUDA 12 in nvidia/cuda_runtime/lib and nvidia/cuda_cupti/lib,
  * a toolkit in lib64 and extras/CUPTI/lib64. */
@@ -336,7 +358,8 @@ static void *beside_runtime(void) {
     char path[4200];
     void *h = NULL;
     for (size_t i = 0; !h && i < sizeof places / sizeof *places; i++)
-        if (snprintf(path, sizeof path, places[i], rt.dir, rt.major) < (int)sizeof path)
+        if (snprintf(path, sizeof path, places[i], rt.dir, rt.major) < (int)sizeof path &&
+            trusted(path))
             h = OPEN(path);
     return h;
 }
