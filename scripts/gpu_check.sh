@@ -32,6 +32,31 @@ if [[ -f $root/.whl/_sdt.abi3.so ]] && ! PYTHONPATH=$root/src "$python" -c \
         'import adaptyst_top.placement._sdt' 2>/dev/null; then
     cp "$root/.whl/_sdt.abi3.so" "$sdt/"  # built here for any CPython 3 (gpu_wheels.sh)
 fi
+kinds=$root/src/adaptyst_top/collectors/probes/kinds
+if [[ -f $root/.whl/_cuda_inject.abi3.so ]] && ! "$python" -c 'import glob, sys
+from importlib.machinery import EXTENSION_SUFFIXES as s
+sys.exit(not any(glob.glob(sys.argv[1] + "/_cuda_inject" + x) for x in s))' "$kinds"; then
+    cp "$root/.whl/_cuda_inject.abi3.so" "$kinds/"  # the injection library, any CPython 3
+fi
+# bcc where the machine has none (scripts/gpu_bcc.sh): its libraries, those of the ones
+# it needs that the machine lacks, and kernel headers where the kernel's are not there.
+if ! "$python" -c 'import bcc' 2>/dev/null && [[ -f $root/.whl/bcc.tar.xz ]]; then
+    tar -xJf "$root/.whl/bcc.tar.xz" -C "$work"
+    libs=$work/bcc/lib
+    for so in "$work"/bcc/fallback/*; do
+        if ! ldconfig -p | grep -q "^[[:space:]]*$(basename "$so") "; then
+            mkdir -p "$work/lacking" && cp -a "$so" "$work/lacking/"
+            echo "bcc: the machine lacks $(basename "$so"): the carried one is used"
+        fi
+    done
+    [[ -d $work/lacking ]] && libs=$libs:$work/lacking
+    export ADAPTYST_GPU_LD_BEFORE=${LD_LIBRARY_PATH:-}  # the programs run without bcc's
+    export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    paths+=("$work/bcc/py")
+    if [[ ! -e /lib/modules/$(uname -r)/build && ! -e /sys/kernel/kheaders.tar.xz ]]; then
+        export BCC_KERNEL_SOURCE=$work/bcc/kernel
+    fi
+fi
 export PYTHONPATH
 PYTHONPATH=$(IFS=:; echo "${paths[*]}")${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1

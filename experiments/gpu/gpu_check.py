@@ -18,11 +18,14 @@
 6. The cost of one device sweep with a real GPU against `nvidia-smi --query-gpu`.
 7. An ordinary user's view (uid 65534) while root's load runs: NVML works for the user,
    and the load shows only as another user's process.
+8. `cuda:` rows (cuda_rows.py): counts and device times against a CuPy program's own
+   launches and CUDA events, the launch rate with timing on, memory over 100,000
+   launches and a CUDA graph's.
 
 Every part's failure is reported and the others still run. Writes to --out:
 gpu_check.json (figures and checks), nvml_raw.json (what each NVML call returned, as
 the fakes in tests/ must return it), record.jsonl, power_samples.json,
-placement_rows.json, dask_cuda.json, sweep.json.
+placement_rows.json, dask_cuda.json, sweep.json, cuda_rows.json.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments.gpu.cuda_rows import cuda_kernels
 from experiments.gpu.gpu_figures import energy_truth, load_checks, process_split
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: every script runs from it
@@ -59,6 +63,7 @@ PARTS = (
     "placement",
     "dask_cuda",
     "sweep",
+    "cuda_kernels",
 )
 
 
@@ -600,6 +605,7 @@ def run_parts(args: argparse.Namespace, pynvml: Any, scratch: Path) -> int:
         ("placement", lambda: placement(pynvml, args.out, args.cases, args.before)),
         ("dask_cuda", lambda: dask_cuda(args.out)),
         ("sweep", lambda: sweep_cost(args.out)),
+        ("cuda_kernels", lambda: cuda_kernels(args.out, scratch)),
     ]
     for name, part in parts:
         if args.parts and name not in (*args.parts.split(","), "nvml_init"):

@@ -15,6 +15,7 @@ from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice
 from adaptyst_top.collectors.probes.ebpf_env import (
     CAP_BPF,
     CAP_PERFMON,
+    KERNEL_SOURCE_ENV,
     check_kernel_headers,
     check_privileges,
     check_uprobe_multi,
@@ -44,9 +45,12 @@ def test_privileges_from_capabilities() -> None:
     assert denied.status == "denied" and "CAP_BPF" in denied.fix
 
 
-def test_kernel_headers_stand_in_missing_and_matched(tmp_path: Path) -> None:
+def test_kernel_headers_stand_in_missing_and_matched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(KERNEL_SOURCE_ENV, raising=False)
     mods = tmp_path / "modules"
-    assert check_kernel_headers("6.18.1", mods).status == "missing"
+    assert check_kernel_headers("6.18.1", mods, tmp_path / "none").status == "missing"
     (tmp_path / "src/linux-headers-6.1.0-57-amd64").mkdir(parents=True)
     (mods / "6.18.1").mkdir(parents=True)
     (mods / "6.18.1/build").symlink_to(tmp_path / "src/linux-headers-6.1.0-57-amd64")
@@ -56,6 +60,26 @@ def test_kernel_headers_stand_in_missing_and_matched(tmp_path: Path) -> None:
     (mods / "6.18.1/build").unlink()
     (mods / "6.18.1/build").symlink_to(tmp_path / "src/linux-headers-6.18.1")
     assert check_kernel_headers("6.18.1", mods).status == "ok"
+
+
+def test_kernel_headers_where_bcc_itself_looks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No headers under /lib/modules: a tree named by BCC_KERNEL_SOURCE (bcc compiles
+    against it) is a stand-in, a name that is no folder is missing, and the kernel's
+    own (kheaders.tar.xz) are the running kernel's."""
+    mods, kheaders = tmp_path / "modules", tmp_path / "kheaders.tar.xz"
+    tree = tmp_path / "headers"
+    tree.mkdir()
+    monkeypatch.setenv(KERNEL_SOURCE_ENV, str(tree))
+    named = check_kernel_headers("6.18.1", mods, kheaders)
+    assert named.status == "degraded" and "headers" in named.detail
+    monkeypatch.setenv(KERNEL_SOURCE_ENV, str(tmp_path / "nowhere"))
+    wrong = check_kernel_headers("6.18.1", mods, kheaders)
+    assert wrong.status == "missing" and KERNEL_SOURCE_ENV in wrong.detail
+    monkeypatch.delenv(KERNEL_SOURCE_ENV)
+    kheaders.write_bytes(b"")
+    assert check_kernel_headers("6.18.1", mods, kheaders).status == "ok"
 
 
 # --- NVML: fake module raising the real pynvml error classes ------------------

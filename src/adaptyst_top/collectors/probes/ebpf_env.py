@@ -181,11 +181,29 @@ def check_bcc() -> Capability:
     return Capability("bcc", "ok", f"bcc from {origin.parent}")
 
 
+KERNEL_SOURCE_ENV = "BCC_KERNEL_SOURCE"
+KHEADERS = Path("/sys/kernel/kheaders.tar.xz")
+
+
 def check_kernel_headers(
-    release: str | None = None, modules: Path = Path("/lib/modules")
+    release: str | None = None, modules: Path = Path("/lib/modules"), kheaders: Path = KHEADERS
 ) -> Capability:
     release = release or platform.release()
     build = modules / release / "build"
+    # bcc's own places, where the running kernel's are not installed: headers named by
+    # BCC_KERNEL_SOURCE (a folder), or the kernel's own (CONFIG_IKHEADERS).
+    named = os.environ.get(KERNEL_SOURCE_ENV)
+    if named and not build.exists():
+        if not Path(named).is_dir():
+            return Capability(
+                "kernel-headers",
+                "missing",
+                f"{KERNEL_SOURCE_ENV}={named} is not a folder",
+                f"point {KERNEL_SOURCE_ENV} at a kernel header tree, or unset it",
+            )
+        build = Path(named)
+    elif not build.exists() and kheaders.exists():
+        return Capability("kernel-headers", "ok", f"the kernel's own headers ({kheaders})")
     if not build.exists():
         return Capability(
             "kernel-headers",
