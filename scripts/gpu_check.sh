@@ -43,8 +43,9 @@ fi
 if ! "$python" -c 'import bcc' 2>/dev/null && [[ -f $root/.whl/bcc.tar.xz ]]; then
     tar -xJf "$root/.whl/bcc.tar.xz" -C "$work"
     libs=$work/bcc/lib
+    known=$(ldconfig -p 2>/dev/null || /sbin/ldconfig -p)  # once: grep -q cuts a pipe
     for so in "$work"/bcc/fallback/*; do
-        if ! ldconfig -p | grep -q "^[[:space:]]*$(basename "$so") "; then
+        if ! grep -qE "^[[:space:]]*$(basename "$so") " <<<"$known"; then
             mkdir -p "$work/lacking" && cp -a "$so" "$work/lacking/"
             echo "bcc: the machine lacks $(basename "$so"): the carried one is used"
         fi

@@ -70,13 +70,18 @@ def test_kernel_headers_where_bcc_itself_looks(
     own (kheaders.tar.xz) are the running kernel's."""
     mods, kheaders = tmp_path / "modules", tmp_path / "kheaders.tar.xz"
     tree = tmp_path / "headers"
-    tree.mkdir()
+    (tree / "include/linux").mkdir(parents=True)
     monkeypatch.setenv(KERNEL_SOURCE_ENV, str(tree))
+    assert check_kernel_headers("6.18.1", mods, kheaders).status == "missing"  # no kconfig.h
+    (tree / "include/linux/kconfig.h").write_text("")
     named = check_kernel_headers("6.18.1", mods, kheaders)
     assert named.status == "degraded" and "headers" in named.detail
+    (mods / "6.18.1/build").mkdir(parents=True)  # bcc takes the variable first even so
+    assert check_kernel_headers("6.18.1", mods, kheaders).detail == named.detail
     monkeypatch.setenv(KERNEL_SOURCE_ENV, str(tmp_path / "nowhere"))
     wrong = check_kernel_headers("6.18.1", mods, kheaders)
     assert wrong.status == "missing" and KERNEL_SOURCE_ENV in wrong.detail
+    (mods / "6.18.1/build").rmdir()
     monkeypatch.delenv(KERNEL_SOURCE_ENV)
     kheaders.write_bytes(b"")
     assert check_kernel_headers("6.18.1", mods, kheaders).status == "ok"

@@ -11,7 +11,7 @@ import pytest
 
 from adaptyst_top.collectors.probes.kinds.device_layer import row_name
 from experiments.gpu.cuda_rows import (
-    HOST_BUFFERS_KIB,
+    LEAK_KIB,
     cost_check,
     counts_match,
     memory_check,
@@ -75,12 +75,19 @@ def test_cost_is_the_median_rate_under_record_over_alone() -> None:
 
 
 def test_memory_is_what_grows_under_record_beyond_alone() -> None:
-    alone = {"rss_kib_plain": [500_000, 500_100], "rss_kib_graph": [500_200, 500_300]}
-    flat = {"rss_kib_plain": [508_000, 510_000], "rss_kib_graph": [510_000, 512_000]}
+    alone = {
+        "rss_kib_plain": [500_000, 500_100, 500_100, 500_150],
+        "rss_kib_graph": [500_200, 500_300, 500_300, 500_400],
+    }
+    # The pool filling early (8 MiB) is no leak; growing after it is.
+    flat = {
+        "rss_kib_plain": [500_000, 508_000, 508_100, 508_300],
+        "rss_kib_graph": [510_000, 510_200, 510_200, 510_300],
+    }
     got = memory_check(alone, flat)
     assert all(got[s]["verdict"] == "pass" for s in ("rss_kib_plain", "rss_kib_graph"))
     leak = copy.deepcopy(flat)
-    leak["rss_kib_graph"][-1] += HOST_BUFFERS_KIB + 1
+    leak["rss_kib_graph"][-1] += LEAK_KIB + 1
     bad = memory_check(alone, leak)
     assert bad["rss_kib_graph"]["verdict"] == "fail" and "failed" in bad["rss_kib_graph"]
     assert bad["rss_kib_plain"]["verdict"] == "pass"

@@ -192,13 +192,14 @@ def check_kernel_headers(
     build = modules / release / "build"
     # bcc's own places, where the running kernel's are not installed: headers named by
     # BCC_KERNEL_SOURCE (a folder), or the kernel's own (CONFIG_IKHEADERS).
+    # bcc takes BCC_KERNEL_SOURCE first whenever it is set.
     named = os.environ.get(KERNEL_SOURCE_ENV)
-    if named and not build.exists():
-        if not Path(named).is_dir():
+    if named:
+        if not (Path(named) / "include/linux/kconfig.h").is_file():
             return Capability(
                 "kernel-headers",
                 "missing",
-                f"{KERNEL_SOURCE_ENV}={named} is not a folder",
+                f"{KERNEL_SOURCE_ENV}={named} holds no kernel headers (include/linux/kconfig.h)",
                 f"point {KERNEL_SOURCE_ENV} at a kernel header tree, or unset it",
             )
         build = Path(named)

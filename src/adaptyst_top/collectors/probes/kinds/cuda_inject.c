@@ -330,18 +330,22 @@ static int find_runtime(struct dl_phdr_info *info, size_t size, void *data) {
  * change them (a folder others may write is one only with the sticky bit, so that what
  * we own in it stays ours): code beside the runtime is loaded only then, never from a
  * place such as /tmp/extras that another user made. */
-static int trusted(const char *path) {
-    char at[PATH_MAX];
+static int trusted(const char *path, char at[PATH_MAX]) {
     if (!realpath(path, at)) return 0;
+    char walk[PATH_MAX];
+    strcpy(walk, at);
     uid_t me = geteuid();
     for (int file = 1;; file = 0) {
         struct stat st;
-        if (stat(at, &st) || (st.st_uid != 0 && st.st_uid != me)) return 0;
-        if ((st.st_mode & 022) && (file || !S_ISDIR(st.st_mode) || !(st.st_mode & S_ISVTX)))
+        if (stat(walk, &st) || (st.st_uid != 0 && st.st_uid != me) ||
+            ((st.st_mode & 022) && (file || !S_ISDIR(st.st_mode) || !(st.st_mode & S_ISVTX)))) {
+            fprintf(stderr, "adaptyst-top: %s not loaded: %s may be changed by another user\n",
+                    at, walk);
             return 0;
-        if (!strcmp(at, "/")) return 1;
-        char *slash = strrchr(at, '/');
-        if (slash == at) slash++;
+        }
+        if (!strcmp(walk, "/")) return 1;
+        char *slash = strrchr(walk, '/');
+        if (slash == walk) slash++;
         *slash = 0;
     }
 }
@@ -355,20 +359,25 @@ static void *beside_runtime(void) {
                                          "%s/../extras/CUPTI/lib64/libcupti.so.%d"};
     struct runtime rt = {{0}, 0};
     if (!dl_iterate_phdr(find_runtime, &rt)) return NULL;
-    char path[4200];
+    char path[4200], at[PATH_MAX];
     void *h = NULL;
     for (size_t i = 0; !h && i < sizeof places / sizeof *places; i++)
         if (snprintf(path, sizeof path, places[i], rt.dir, rt.major) < (int)sizeof path &&
-            trusted(path))
-            h = OPEN(path);
+            trusted(path, at))
+            h = OPEN(at);  /* the path checked, not one resolved anew */
     return h;
 }
 
 /* The driver's CUDA major (we run inside its cuInit), or 0. */
 static int driver_major(void) {
-    int (*version)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
+    /* The driver may be loaded without RTLD_GLOBAL: asked by its own handle first. */
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    int (*version)(int *) =
+        (int (*)(int *))dlsym(driver ? driver : RTLD_DEFAULT, "cuDriverGetVersion");
     int v = 0;
-    return version && version(&v) == 0 ? v / 1000 : 0;
+    int major = version && version(&v) == 0 ? v / 1000 : 0;
+    if (driver) dlclose(driver);
+    return major;
 }
 
 /* libcupti.so.N by name: one the program loaded first, else the newest the driver takes. */
