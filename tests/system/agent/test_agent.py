@@ -221,6 +221,26 @@ def hear(fd: int) -> str:
     return line.decode().strip()
 
 
+def record_as(
+    agent: Agent, user: User, out: Path, args: list[str], env: dict[str, str] | None = None
+) -> dict[str, object]:
+    """`record --agent AGENT ARGS` run as USER (ENV added to theirs), its JSON lines
+    written to OUT as `--out -` would: the last snapshot, the run having ended with 0."""
+
+    def client(up: int, _down: int) -> None:
+        sys.stdout = open(out, "w")  # noqa: SIM115 - not pytest's capture: the file
+        os.environ.update(env or {})
+        code = cli_main(["record", "--agent", str(agent.path), *args])
+        sys.stdout.flush()
+        say(up, code=code)
+
+    c = AsUser(user, client)
+    assert c.read() == {"code": 0}
+    assert c.wait() == 0
+    last: dict[str, object] = json.loads(out.read_text().splitlines()[-1])
+    return last
+
+
 def workload_as(user: User, binary: Path, *args: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [str(binary), *args],

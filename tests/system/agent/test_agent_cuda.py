@@ -7,22 +7,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from adaptyst_top.cli.start import main as cli_main
 from adaptyst_top.collectors.probes.kinds.device_layer import row_name
 from tests.support.cuda_fake import build_app
 from tests.support.marks import requires_root
 from tests.system.agent.test_agent import (  # noqa: F401 - the fixtures
     Agent,
-    AsUser,
     User,
     agent,
-    say,
+    record_as,
     shared,
     users,
 )
@@ -41,31 +38,12 @@ def test_a_users_launched_programs_cuda_kernels_through_the_agent(
     out, own = work / "rec.jsonl", work / "own.json"
     os.chown(work, alice.uid, alice.gid)
 
-    def client(up: int, _down: int) -> None:
-        sys.stdout = open(out, "w")  # noqa: SIM115 - the record's JSON lines, as --out -
-        program = [str(app), "--out", str(own), "--launches", "2000", "--graph", "30"]
-        code = cli_main(
-            [
-                "record",
-                "--agent",
-                str(agent.path),
-                "--probe",
-                "cuda:*",
-                "--budget",
-                "100",
-                "--",
-                *program,
-            ]
-        )
-        sys.stdout.flush()
-        say(up, code=code)
-
+    program = [str(app), "--out", str(own), "--launches", "2000", "--graph", "30"]
     try:
-        c = AsUser(alice, client)
-        assert c.read() == {"code": 0}
-        assert c.wait() == 0
+        last = record_as(
+            agent, alice, out, ["--probe", "cuda:*", "--budget", "100", "--", *program]
+        )
         launched = json.loads(own.read_text())["launches"]
-        last = json.loads(out.read_text().splitlines()[-1])
         got = {p["name"]: p for p in last["probes"]}
         assert {n: p["count"] for n, p in got.items()} == {
             row_name(n): c for n, c in launched.items()

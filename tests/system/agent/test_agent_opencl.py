@@ -12,15 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.cli.start import main as cli_main
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
 from tests.system.agent.test_agent import (  # noqa: F401 - the fixtures
     Agent,
-    AsUser,
     User,
     agent,
-    say,
+    record_as,
     shared,
     users,
 )
@@ -38,32 +36,13 @@ def test_a_users_launched_programs_kernels_through_the_agent(
     os.chown(work, alice.uid, alice.gid)
     out, own = work / "rec.jsonl", work / "own.json"
 
-    def client(up: int, _down: int) -> None:
-        sys.stdout = open(out, "w")  # noqa: SIM115 - the record's JSON lines, as --out -
-        os.environ["HOME"] = os.environ["XDG_CACHE_HOME"] = str(work)  # PoCL's kernel cache
-        program = [sys.executable, str(PROGRAM), "--out", str(own), "--launches", "400"]
-        code = cli_main(
-            [
-                "record",
-                "--agent",
-                str(agent.path),
-                "--probe",
-                "opencl:*",
-                "--budget",
-                "100",
-                "--",
-                *program,
-            ]
-        )
-        sys.stdout.flush()
-        say(up, code=code)
-
+    program = [sys.executable, str(PROGRAM), "--out", str(own), "--launches", "400"]
+    cache = {"HOME": str(work), "XDG_CACHE_HOME": str(work)}  # PoCL's kernel cache
     try:
-        c = AsUser(alice, client)
-        assert c.read() == {"code": 0}
-        assert c.wait() == 0
+        last = record_as(
+            agent, alice, out, ["--probe", "opencl:*", "--budget", "100", "--", *program], cache
+        )
         launched = json.loads(own.read_text())["launches"]
-        last = json.loads(out.read_text().splitlines()[-1])
         got = {p["name"]: p for p in last["probes"]}
         assert {n: p["count"] for n, p in got.items()} == launched
         assert all(p["kind"] == "opencl" and p["timed"] == p["count"] for p in got.values())
