@@ -21,7 +21,7 @@ from adaptyst_top.collectors.probes.engine import (
     ProbeEngine,
     ProbeError,
 )
-from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
+from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.model import one_line
 from adaptyst_top.collectors.probes.overhead import CostTable
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
@@ -39,6 +39,7 @@ from adaptyst_top.runtime.agent_client import (
     AgentUnavailable,
 )
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
+from adaptyst_top.runtime.command_env import command_env
 from adaptyst_top.runtime.job_watch import JobWatch
 from adaptyst_top.runtime.model_store import app_of, kept_models
 from adaptyst_top.runtime.session_options import SessionOptions
@@ -68,6 +69,7 @@ class Session:
     placement: PlacementLoop | None = None
     job_watch: JobWatch | None = None
     profiler: Profiler | None = None  # the hub's, closed with it
+    launch_notes: tuple[str, ...] = ()  # what launching the command said, not told yet
     _exit_told: bool = False
     _log_told: bool = False
 
@@ -94,7 +96,7 @@ class Session:
         if self.child is None:
             return snap
         self.child.poll()
-        told = []
+        told, self.launch_notes = list(self.launch_notes), ()
         name = os.path.basename(self.child.argv[0])
         log = self.options.target.command_log  # where the command's output goes, when to a file
         if log and not self._log_told:
@@ -185,7 +187,7 @@ def open_session(opts: SessionOptions) -> Session:
         except TargetError as exc:
             raise SessionError(str(exc)) from None
     scan, job_pids = _job_processes(opts) if opts.target.job is not None else (None, [])
-    child = _held_command(opts, specs)
+    child, launch_notes = _held_command(opts, specs)
     pid = child.pid if child else opts.target.pid
     engine = None
     calibration = None
@@ -231,6 +233,7 @@ def open_session(opts: SessionOptions) -> Session:
         hub=hub,
         engine=engine,
         child=child,
+        launch_notes=launch_notes,
         pid=pid,
         calibration=calibration,
         options=opts,
@@ -274,7 +277,7 @@ def open_remote_session(opts: SessionOptions) -> Session:
         raise SessionError(
             f"-- CMD would run here, not on {opts.host}: give --pid of a process there"
         )
-    child = _held_command(opts, specs)
+    child, launch_notes = _held_command(opts, specs)
     pid = child.pid if child else opts.target.pid
     try:
         conn = AgentConnection(
@@ -310,6 +313,7 @@ def open_remote_session(opts: SessionOptions) -> Session:
         hub=hub,
         remote=conn,
         child=child,
+        launch_notes=launch_notes,
         pid=pid,
         options=opts,
         placement=placement,
@@ -375,17 +379,20 @@ def _job_processes(opts: SessionOptions) -> tuple[JobScan, list[int]]:
     return scan, pids
 
 
-def _held_command(opts: SessionOptions, specs: Sequence[ProbeSpec]) -> HeldCommand | None:
-    """The command launched and held at the door (None without -- CMD)."""
+def _held_command(
+    opts: SessionOptions, specs: Sequence[ProbeSpec]
+) -> tuple[HeldCommand | None, tuple[str, ...]]:
+    """The command launched and held at the door (None without -- CMD), and what its
+    environment replaced of the user's (command_env)."""
     if not opts.target.command:
-        return None
+        return None, ()
     # The advisor's socket, told to the command (it may not be where an app looks first).
     env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor.objective else {}
-    # What its probes' kinds need in it from the start (OpenCL's layer).
-    for spec in specs:
-        env.update(kind_of(spec).launch_env({**os.environ, **env}, opts.probing.budget))
+    # What its probes' kinds need in it from the start (OpenCL's layer, CUDA's library).
+    added, notes = command_env(specs, opts.probing.budget, {**os.environ, **env})
+    env.update(added)
     try:
-        return HeldCommand(
+        child = HeldCommand(
             opts.target.command,
             stdout=opts.target.child_stdout,
             stderr=opts.target.child_stderr,
@@ -393,6 +400,7 @@ def _held_command(opts: SessionOptions, specs: Sequence[ProbeSpec]) -> HeldComma
         )
     except LaunchError as exc:
         raise SessionError(str(exc), exc.status) from None
+    return child, notes
 
 
 def start_placement(opts: SessionOptions, readings: Sequence[DeviceReading]) -> PlacementLoop:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from adaptyst_top.collectors.probes.kinds.cuda import INJECTION_ENV
 from adaptyst_top.collectors.probes.kinds.device_layer import row_name
 from tests.support.cli import CLI, record_last
 from tests.support.cuda_fake import build_app
@@ -197,4 +199,30 @@ def test_a_forked_child_neither_hangs_nor_hands_over_its_parents_records(
     own = json.loads(out.read_text())["launches"]
     assert {n: p["count"] for n, p in rows(snap).items()} == {
         row_name(n): c for n, c in own.items()
+    }
+
+
+def test_a_users_injection_library_is_replaced_and_the_monitor_says_so(
+    app: Path, tmp_path: Path
+) -> None:
+    """The user's environment names another tool's injection library (a profiler's):
+    the command runs with the tool's (the driver loads one), its rows count every
+    launch, and one snapshot says what was put aside."""
+    other = tmp_path / "libother_injection.so"  # a path only: never loaded
+    out = tmp_path / "own.json"
+    env = {**os.environ, INJECTION_ENV: str(other)}
+    proc = subprocess.run(
+        [*CLI, "record", "--probe", "cuda:*", "--", str(app), "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    snaps = [json.loads(line) for line in proc.stdout.splitlines()]
+    said = [w for s in snaps for w in s["warnings"] if INJECTION_ENV in w]
+    assert len(said) == 1 and str(other) in said[0], said
+    own = json.loads(out.read_text())
+    assert {n: r["count"] for n, r in rows(snaps[-1]).items()} == {
+        row_name(n): c for n, c in own["launches"].items()
     }

@@ -1,0 +1,41 @@
+"""The environment a command the monitor launches gets from its probes' kinds (OpenCL's
+layer, CUDA's injection library), and what of the user's own it puts aside: the CUDA
+driver loads one injection library, so one the user named (a profiler's) is replaced,
+and the user is told so rather than left to wonder why the other tool went quiet."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from adaptyst_top.collectors.probes.kinds import kind_of
+from adaptyst_top.collectors.probes.spec import ProbeSpec
+from adaptyst_top.snapshot.inert import inert
+
+SHOWN = 120  # characters of a replaced value a note shows
+
+
+def command_env(
+    specs: Sequence[ProbeSpec], budget: float, env: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The variables to set (over ENV: the command's own, os.environ by default), and a
+    line for each value of the user's a kind replaced."""
+    base = dict(os.environ if env is None else env)
+    added: dict[str, str] = {}
+    notes: list[str] = []
+    for spec in specs:
+        for name, value in kind_of(spec).launch_env({**base, **added}, budget).items():
+            old = added.get(name, base.get(name))
+            if name not in added and old and not _keeps(value, old):
+                notes.append(
+                    f"{inert(spec.text)}: the command's {name} ({inert(old[:SHOWN])}) is "
+                    "replaced by this tool's: the tool it named will not run"
+                )
+            added[name] = value
+    return added, tuple(notes)
+
+
+def _keeps(value: str, old: str) -> bool:
+    """Whether VALUE still holds every entry of OLD (a list of paths keeps them)."""
+    kept = value.split(":")
+    return all(part in kept for part in old.split(":") if part)
