@@ -49,6 +49,23 @@ def test_cupti_13_beside_the_programs_cuda_runtime_is_found(tmp_path: Path) -> N
     assert sum(got.values()) > 600
 
 
+@pytest.mark.parametrize("runtime", ["libcudart.so.13", "libcudart.so"])
+def test_a_toolkits_cupti_is_found_through_its_linked_lib64(tmp_path: Path, runtime: str) -> None:
+    """A toolkit as NVIDIA's installer lays it out: lib64 a link to
+    targets/x86_64-linux/lib, CUPTI in extras/CUPTI/lib64 (which is not beside the
+    link's target). The program names lib64 (its rpath); the CUPTI of its runtime's
+    version is found there, unversioned with an unversioned runtime."""
+    real = tmp_path / "targets/x86_64-linux/lib"
+    real.mkdir(parents=True)
+    os.symlink("targets/x86_64-linux/lib", tmp_path / "lib64")
+    app = build_app(tmp_path / "lib64", soname=FAKE, runtime=runtime)
+    cupti = tmp_path / "extras/CUPTI/lib64" / runtime.replace("cudart", "cupti")
+    cupti.parent.mkdir(parents=True)
+    os.symlink(real / FAKE, cupti)
+    proc = run_alone(app, tmp_path / "own.json")
+    assert "adaptyst-top" not in proc.stderr, proc.stderr
+
+
 def test_without_a_cupti_the_program_runs_as_it_would_and_one_line_says_so(
     tmp_path: Path,
 ) -> None:
@@ -89,21 +106,73 @@ def test_a_cupti_beside_the_runtime_is_loaded_only_from_a_place_no_one_else_cont
     app = build_app(lib, soname=FAKE, runtime="libcudart.so.13")
     planted = tmp_path / "extras/CUPTI/lib64/libcupti.so.13"
     planted.parent.mkdir(parents=True)
-    source = tmp_path / "payload.c"
-    source.write_text(PAYLOAD)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(planted), str(source)], check=True)
+    _build_payload(tmp_path, planted)
     if where == "another_users_file":
         os.chown(planted, 65534, 65534)
     elif where == "a_folder_all_may_write":
         os.chmod(tmp_path / "extras", 0o777)
     marker = tmp_path / "ran"
+    proc = _run_marked(app, tmp_path, marker)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists() == (where == "ours"), (where, proc.stderr)
+    assert proc.stderr.count(" not loaded: ") == (where != "ours"), proc.stderr  # said once
+
+
+@requires_root
+@pytest.mark.parametrize("planted", ["library", "fifo", "writable_behind_linked_lib64"])
+def test_a_path_another_user_chose_is_never_followed_and_said_once(
+    tmp_path: Path, planted: str
+) -> None:
+    """The program's runtime in SHARED/job/lib, SHARED sticky and open to all (as /tmp):
+    another user makes SHARED/cuda_cupti/lib/libcupti.so.13 a link to a library of the
+    user's own (code the user never meant to run there) or to the user's FIFO (an open
+    of it would hang). Neither is loaded or opened, and one line says why; a CUPTI all
+    may write behind a linked lib64 is refused in one line too, though two paths lead
+    to it."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)
+    marker = tmp_path / "ran"
+    if planted == "writable_behind_linked_lib64":
+        real = shared / "job/targets/x86_64-linux/lib"
+        real.mkdir(parents=True)
+        os.symlink("targets/x86_64-linux/lib", shared / "job/lib64")
+        app = build_app(shared / "job/lib64", soname=FAKE, runtime="libcudart.so.13")
+        target = real / "libcupti.so.13"
+        _build_payload(tmp_path, target)
+        target.chmod(0o666)
+    else:
+        lib = shared / "job/lib"
+        lib.mkdir(parents=True)
+        app = build_app(lib, soname=FAKE, runtime="libcudart.so.13")
+        target = tmp_path / ("own.so" if planted == "library" else "own.fifo")
+        if planted == "library":
+            _build_payload(tmp_path, target)
+        else:
+            os.mkfifo(target, 0o644)
+        theirs = shared / "cuda_cupti/lib"
+        theirs.mkdir(parents=True)
+        os.symlink(target, theirs / "libcupti.so.13")
+        for p in (shared / "cuda_cupti", theirs, theirs / "libcupti.so.13"):
+            os.lchown(p, 65534, 65534)
+    proc = _run_marked(app, tmp_path, marker)
+    assert proc.returncode == 0 and not marker.exists(), proc.stderr
+    assert proc.stderr.count(" not loaded: ") == 1, proc.stderr
+
+
+def _build_payload(folder: Path, out: Path) -> None:
+    source = folder / "payload.c"
+    source.write_text(PAYLOAD)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(source)], check=True)
+
+
+def _run_marked(app: Path, folder: Path, marker: Path) -> subprocess.CompletedProcess[str]:
+    """The program under the injection library; a planted library it loads makes MARKER."""
     env = {INJECTION_ENV: inject_path() or "", "PATH": "/usr/bin:/bin", "PLANTED_RAN": str(marker)}
-    proc = subprocess.run(
-        [str(app), "--out", str(tmp_path / "own.json"), "--launches", "50"],
+    return subprocess.run(
+        [str(app), "--out", str(folder / "own.json"), "--launches", "50"],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert proc.returncode == 0, proc.stderr
-    assert marker.exists() == (where == "ours"), (where, proc.stderr)

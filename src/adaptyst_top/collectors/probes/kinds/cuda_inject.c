@@ -308,63 +308,111 @@ static void after_fork_child(void) {
 
 struct runtime {
     char dir[4096];
-    int major;
+    char version[16];  /* ".N" of libcudart.so.N; "" for an unversioned libcudart.so */
 };
 
-/* The program's CUDA runtime (libcudart.so.N, loaded before cuInit): where it is and N. */
+/* The program's CUDA runtime (libcudart.so.N, else libcudart.so; loaded before cuInit,
+ * by an absolute path): where it is and its version suffix. */
 static int find_runtime(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     struct runtime *rt = data;
-    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-    if (!base || strncmp(base + 1, "libcudart.so.", 13)) return 0;
-    int major = atoi(base + 14);
-    int len = (int)(base - info->dlpi_name);
-    if (major <= 0 || len >= (int)sizeof rt->dir) return 0;
-    memcpy(rt->dir, info->dlpi_name, (size_t)len);
+    const char *name = info->dlpi_name;
+    const char *base = name && name[0] == '/' ? strrchr(name, '/') : NULL;
+    if (!base || strncmp(base + 1, "libcudart.so", 12)) return 0;
+    const char *version = base + 13;
+    char *end = NULL;
+    long major = *version == '.' ? strtol(version + 1, &end, 10) : 0;
+    if (*version && (!end || end == version + 1 || major <= 0 || major > 999 ||
+                     (*end && *end != '.') || version[1] < '0' || version[1] > '9'))
+        return 0;  /* not the runtime's name */
+    int len = (int)(base - name);
+    if (len >= (int)sizeof rt->dir || (rt->dir[0] && !*version)) return 0;
+    memcpy(rt->dir, name, (size_t)len);
     rt->dir[len] = 0;
-    rt->major = major;
-    return 1;
+    rt->version[0] = 0;
+    if (*version)  /* ".N" alone: CUPTI's soname carries the major only */
+        snprintf(rt->version, sizeof rt->version, ".%ld", major);
+    return *version != 0;  /* a versioned one ends the search; an unversioned one waits */
 }
 
-/* Whether PATH and every folder above it belong to root or to us, and no one else can
- * change them (a folder others may write is one only with the sticky bit, so that what
- * we own in it stays ours): code beside the runtime is loaded only then, never from a
- * place such as /tmp/extras that another user made. */
-static int trusted(const char *path, char at[PATH_MAX]) {
-    if (!realpath(path, at)) return 0;
-    char walk[PATH_MAX];
-    strcpy(walk, at);
-    uid_t me = geteuid();
-    for (int file = 1;; file = 0) {
-        struct stat st;
-        if (stat(walk, &st) || (st.st_uid != 0 && st.st_uid != me) ||
-            ((st.st_mode & 022) && (file || !S_ISDIR(st.st_mode) || !(st.st_mode & S_ISVTX)))) {
-            fprintf(stderr, "adaptyst-top: %s not loaded: %s may be changed by another user\n",
-                    at, walk);
-            return 0;
-        }
-        if (!strcmp(walk, "/")) return 1;
-        char *slash = strrchr(walk, '/');
-        if (slash == walk) slash++;
+/* Whether the entry at PATH, not followed, may have been put there or changed by
+ * another user: not root's or ours, a folder others may write without the sticky bit,
+ * or (LAST) a file that is not a regular one (a FIFO would hang dlopen) or others may
+ * write. A link is judged by its owner; where it leads is walked apart. */
+static int foreign(const char *path, int last) {
+    struct stat st;
+    if (lstat(path, &st) || (st.st_uid != 0 && st.st_uid != geteuid())) return 1;
+    if (S_ISLNK(st.st_mode)) return 0;
+    if (last) return !S_ISREG(st.st_mode) || (st.st_mode & 022);
+    return !S_ISDIR(st.st_mode) || ((st.st_mode & 022) && !(st.st_mode & S_ISVTX));
+}
+
+/* Whether every entry on PATH, from / down, is root's or ours and none may be changed by
+ * another user (OpenSSH's safe_path): one line names the first that may. */
+static int owned_all_along(const char *path, const char *shown) {
+    static char walk[PATH_MAX];
+    if (path[0] != '/' || snprintf(walk, sizeof walk, "%s", path) >= (int)sizeof walk)
+        return 0;
+    const char *culprit = foreign("/", 0) ? "/" : NULL;
+    for (char *slash = walk; !culprit && slash;) {
+        if ((slash = strchr(slash + 1, '/'))) *slash = 0;
+        if (foreign(walk, !slash))
+            culprit = walk;
+        else if (slash)
+            *slash = '/';
+    }
+    if (culprit)
+        fprintf(stderr, "adaptyst-top: %s not loaded: %s may be changed by another user\n",
+                shown, culprit);
+    return !culprit;
+}
+
+/* DIR without its last N folders, as written (a toolkit's lib64 is often a link to
+ * targets/x86_64-linux/lib, whose ../extras is not the toolkit's); 0: none left. */
+static int up(const char *dir, int n, char out[4096]) {
+    snprintf(out, 4096, "%s", dir);
+    while (n-- > 0) {
+        char *slash = strrchr(out, '/');
+        if (!slash || slash == out) return 0;
         *slash = 0;
     }
+    return 1;
 }
 
 /* Where a CUPTI of the runtime's version lies beside it: pip's CUDA 13 keeps both in
  * nvidia/cu13/lib, pip's CUDA 12 in nvidia/cuda_runtime/lib and nvidia/cuda_cupti/lib,
- * a toolkit in lib64 and extras/CUPTI/lib64. */
+ * a toolkit in lib64 and extras/CUPTI/lib64. The folders above are taken as the program
+ * named them, then as its links resolve; each file once. Loaded only where the path as
+ * written and the file it leads to are root's or ours all along (never a file another
+ * user chose, nor one under a place another user may change); the path checked is the
+ * path opened. Static buffers: this runs once, on the thread that calls cuInit. */
 static void *beside_runtime(void) {
-    static const char *const places[] = {"%s/libcupti.so.%d",
-                                         "%s/../../cuda_cupti/lib/libcupti.so.%d",
-                                         "%s/../extras/CUPTI/lib64/libcupti.so.%d"};
-    struct runtime rt = {{0}, 0};
-    if (!dl_iterate_phdr(find_runtime, &rt)) return NULL;
-    char path[4200], at[PATH_MAX];
+    static const struct {
+        int up;
+        const char *rest;
+    } places[] = {{0, ""}, {2, "/cuda_cupti/lib"}, {1, "/extras/CUPTI/lib64"}};
+    enum { PLACES = sizeof places / sizeof *places };
+    static struct runtime rt;
+    static char resolved[PATH_MAX], base[4096], path[4200], tried[2 * PLACES][PATH_MAX];
+    int n = 0;
+    dl_iterate_phdr(find_runtime, &rt);
+    if (!rt.dir[0]) return NULL;
+    const char *dirs[2] = {rt.dir, realpath(rt.dir, resolved)};
     void *h = NULL;
-    for (size_t i = 0; !h && i < sizeof places / sizeof *places; i++)
-        if (snprintf(path, sizeof path, places[i], rt.dir, rt.major) < (int)sizeof path &&
-            trusted(path, at))
-            h = OPEN(at);  /* the path checked, not one resolved anew */
+    for (int d = 0; !h && d < 2 && dirs[d]; d++)
+        for (int i = 0; !h && i < PLACES; i++) {
+            char *at = tried[n];
+            if (!up(dirs[d], places[i].up, base) ||
+                snprintf(path, sizeof path, "%s%s/libcupti.so%s", base, places[i].rest,
+                         rt.version) >= (int)sizeof path ||
+                !realpath(path, at))
+                continue;
+            int seen = 0;
+            for (int k = 0; k < n; k++) seen |= !strcmp(tried[k], at);
+            if (seen) continue;
+            n++;
+            if (owned_all_along(path, at) && owned_all_along(at, at)) h = OPEN(at);
+        }
     return h;
 }
 
