@@ -61,8 +61,8 @@ setup(
             [
                 Extension(
                     "adaptyst_top.collectors.probes.kinds._cuda_inject",
-                    sources=[f"{_KINDS}/cuda_inject.c"],
-                    depends=[f"{_KINDS}/layer_common.h"],
+                    sources=[f"{_KINDS}/cuda_inject.c", f"{_KINDS}/cupti_open.c"],
+                    depends=[f"{_KINDS}/layer_common.h", f"{_KINDS}/cupti_open.h"],
                     include_dirs=[_SDT_INCLUDE, *_cuda],
                     extra_compile_args=["-fvisibility=hidden"],
                     libraries=["dl", "pthread"],

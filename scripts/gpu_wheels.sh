@@ -41,6 +41,6 @@ for p in ("nvidia.cuda_cupti", "nvidia.cuda_runtime", "nvidia.cuda_nvcc"):
 kinds=$src/../collectors/probes/kinds
 # shellcheck disable=SC2086  # one -I flag a line
 cc -shared -fPIC -O2 -fvisibility=hidden -I"$src/include" -I"$kinds" $cuda_incs \
-    -o "$dest/_cuda_inject.abi3.so" "$kinds/cuda_inject.c" -ldl -lpthread
+    -o "$dest/_cuda_inject.abi3.so" "$kinds/cuda_inject.c" "$kinds/cupti_open.c" -ldl -lpthread
 "$root/scripts/gpu_bcc.sh"
 ls -1 "$dest"

@@ -24,18 +24,13 @@ def command_env(
     added: dict[str, str] = {}
     notes: list[str] = []
     for spec in specs:
-        for name, value in kind_of(spec).launch_env({**base, **added}, budget).items():
-            old = added.get(name, base.get(name))
-            if name not in added and old and not _keeps(value, old):
+        kind = kind_of(spec)
+        for name, value in kind.launch_env({**base, **added}, budget).items():
+            old = base.get(name)
+            if name in kind.exclusive_env and name not in added and old and old != value:
                 notes.append(
-                    f"{inert(spec.text)}: the command's {name} ({inert(old[:SHOWN])}) is "
-                    "replaced by this tool's: the tool it named will not run"
+                    f"{inert(spec.text[:SHOWN])}: the command's {name} ({inert(old[:SHOWN])})"
+                    " is replaced by this tool's: the tool it named will not run"
                 )
             added[name] = value
     return added, tuple(notes)
-
-
-def _keeps(value: str, old: str) -> bool:
-    """Whether VALUE still holds every entry of OLD (a list of paths keeps them)."""
-    kept = value.split(":")
-    return all(part in kept for part in old.split(":") if part)

@@ -96,12 +96,15 @@ class Session:
         if self.child is None:
             return snap
         self.child.poll()
-        told, self.launch_notes = list(self.launch_notes), ()
+        told = []
         name = os.path.basename(self.child.argv[0])
         log = self.options.target.command_log  # where the command's output goes, when to a file
         if log and not self._log_told:
             self._log_told = True
             told.append(f"{name}'s output: {log}")
+        if self.launch_notes and (not told or self.child.status is not None):
+            # A snapshot after the log's (a status line shows a snapshot's last), or the last.
+            told, self.launch_notes = told + list(self.launch_notes), ()
         if self.child.status is not None and not self._exit_told:
             self._exit_told = True
             told.append(f"{name} exited with status {self.child.status}")

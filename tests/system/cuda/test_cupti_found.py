@@ -118,46 +118,114 @@ def test_a_cupti_beside_the_runtime_is_loaded_only_from_a_place_no_one_else_cont
     assert proc.stderr.count(" not loaded: ") == (where != "ours"), proc.stderr  # said once
 
 
-@requires_root
-@pytest.mark.parametrize("planted", ["library", "fifo", "writable_behind_linked_lib64"])
-def test_a_path_another_user_chose_is_never_followed_and_said_once(
-    tmp_path: Path, planted: str
-) -> None:
-    """The program's runtime in SHARED/job/lib, SHARED sticky and open to all (as /tmp):
-    another user makes SHARED/cuda_cupti/lib/libcupti.so.13 a link to a library of the
-    user's own (code the user never meant to run there) or to the user's FIFO (an open
-    of it would hang). Neither is loaded or opened, and one line says why; a CUPTI all
-    may write behind a linked lib64 is refused in one line too, though two paths lead
-    to it."""
-    shared = tmp_path / "shared"
-    shared.mkdir(mode=0o1777)
-    shared.chmod(0o1777)
-    marker = tmp_path / "ran"
+THEM = 65534  # another user
+
+
+def _theirs(*paths: Path) -> None:
+    for p in paths:
+        os.lchown(p, THEM, THEM)
+
+
+def _plant(tmp_path: Path, shared: Path, planted: str) -> Path:
+    """The program and what another user (or a mode) put on its way; the program."""
     if planted == "writable_behind_linked_lib64":
         real = shared / "job/targets/x86_64-linux/lib"
         real.mkdir(parents=True)
         os.symlink("targets/x86_64-linux/lib", shared / "job/lib64")
         app = build_app(shared / "job/lib64", soname=FAKE, runtime="libcudart.so.13")
-        target = real / "libcupti.so.13"
-        _build_payload(tmp_path, target)
-        target.chmod(0o666)
-    else:
-        lib = shared / "job/lib"
+        _build_payload(tmp_path, real / "libcupti.so.13")
+        (real / "libcupti.so.13").chmod(0o666)
+        return app
+    if planted == "behind_the_users_own_link":
+        # The user's job/extras leads to SHARED/tools/extras; SHARED/tools is theirs.
+        lib = tmp_path / "home/job/lib"
         lib.mkdir(parents=True)
         app = build_app(lib, soname=FAKE, runtime="libcudart.so.13")
-        target = tmp_path / ("own.so" if planted == "library" else "own.fifo")
-        if planted == "library":
-            _build_payload(tmp_path, target)
-        else:
-            os.mkfifo(target, 0o644)
-        theirs = shared / "cuda_cupti/lib"
-        theirs.mkdir(parents=True)
-        os.symlink(target, theirs / "libcupti.so.13")
-        for p in (shared / "cuda_cupti", theirs, theirs / "libcupti.so.13"):
-            os.lchown(p, 65534, 65534)
+        mine = tmp_path / "mine/extras/CUPTI/lib64"
+        mine.mkdir(parents=True)
+        _build_payload(tmp_path, mine / "libcupti.so.13")
+        os.symlink(shared / "tools/extras", tmp_path / "home/job/extras")
+        os.symlink(tmp_path / "mine", shared / "tools")
+        _theirs(shared / "tools")
+        return app
+    if planted == "escapes_in_a_name":
+        lib = tmp_path / "x\x1b]0;owned\x07 fine/lib"  # (ld takes no newline in an rpath)
+        lib.mkdir(parents=True)
+        app = build_app(lib, soname=FAKE, runtime="libcudart.so.13")
+        (lib.parent / "extras/CUPTI/lib64").mkdir(parents=True)
+        (lib.parent / "extras").chmod(0o777)
+        _build_payload(tmp_path, lib.parent / "extras/CUPTI/lib64/libcupti.so.13")
+        return app
+    lib = shared / "job/lib"
+    lib.mkdir(parents=True)
+    app = build_app(lib, soname=FAKE, runtime="libcudart.so.13")
+    target = tmp_path / ("own.so" if planted == "library" else "own.fifo")
+    if planted == "library":
+        _build_payload(tmp_path, target)
+    else:
+        os.mkfifo(target, 0o644)
+    theirs = shared / "cuda_cupti/lib"
+    theirs.mkdir(parents=True)
+    os.symlink(target, theirs / "libcupti.so.13")
+    _theirs(shared / "cuda_cupti", theirs, theirs / "libcupti.so.13")
+    return app
+
+
+@requires_root
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "library",
+        "fifo",
+        "writable_behind_linked_lib64",
+        "behind_the_users_own_link",
+        "escapes_in_a_name",
+    ],
+)
+def test_a_path_another_user_chose_is_never_followed_and_said_once(
+    tmp_path: Path, planted: str
+) -> None:
+    """SHARED sticky and open to all (as /tmp). Another user makes
+    SHARED/cuda_cupti/lib/libcupti.so.13, two folders above the program's runtime in
+    SHARED/job/lib, a link to a library of the user's own (code never meant to run
+    there) or to the user's FIFO (an open would hang); or is a link on the way the
+    user's own link leads. None is loaded or opened, and one line says why, also for a
+    CUPTI all may write behind a linked lib64 (two paths lead to it), and with a name
+    holding terminal escapes, shown inert."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    marker = tmp_path / "ran"
+    app = _plant(tmp_path, shared, planted)
     proc = _run_marked(app, tmp_path, marker)
     assert proc.returncode == 0 and not marker.exists(), proc.stderr
     assert proc.stderr.count(" not loaded: ") == 1, proc.stderr
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, proc.stderr
+
+
+@requires_root
+def test_a_clean_path_is_found_though_another_users_link_leads_to_the_same_file(
+    tmp_path: Path,
+) -> None:
+    """The runtime named SHARED/job/lib, job the user's link to HOME/job, CUPTI in
+    HOME/cuda_cupti/lib (pip's CUDA 12 layout, found from the resolved folder). Another
+    user's SHARED/cuda_cupti/lib leads to that same file: refused in a line, and the
+    clean path still finds it (a refusal never hides a file another path reaches)."""
+    home, shared = tmp_path / "home", tmp_path / "shared"
+    (home / "job/lib").mkdir(parents=True)
+    shared.mkdir()
+    shared.chmod(0o1777)
+    os.symlink(home / "job", shared / "job")
+    app = build_app(shared / "job/lib", soname=FAKE, runtime="libcudart.so.12")
+    good = home / "cuda_cupti/lib"
+    good.mkdir(parents=True)
+    os.symlink(home / "job/lib" / FAKE, good / "libcupti.so.12")
+    (shared / "cuda_cupti").mkdir()
+    os.symlink(good, shared / "cuda_cupti/lib")
+    _theirs(shared / "cuda_cupti", shared / "cuda_cupti/lib")
+    proc = _run_marked(app, tmp_path, tmp_path / "ran")
+    said = [line for line in proc.stderr.splitlines() if "adaptyst-top" in line]
+    assert proc.returncode == 0 and len(said) == 1 and " not loaded: " in said[0], said
 
 
 def _build_payload(folder: Path, out: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from adaptyst_top.collectors.probes.kinds import parse_spec
-from adaptyst_top.collectors.probes.kinds.cuda import INJECTION_ENV, inject_path
+from adaptyst_top.collectors.probes.kinds.cuda import BUDGET_ENV, INJECTION_ENV, inject_path
 from adaptyst_top.collectors.probes.kinds.opencl import LAYERS_ENV, layer_path
 from adaptyst_top.runtime.command_env import command_env
 
@@ -28,10 +28,12 @@ def test_a_users_cuda_injection_library_is_replaced_and_one_line_says_so() -> No
     assert notes[0].startswith("cuda:*: ")
 
 
-@pytest.mark.parametrize("before", [None, "", "ours"])
+@pytest.mark.parametrize("before", [None, "", "ours", "budget"])
 def test_nothing_is_said_where_nothing_of_the_users_is_lost(before: str | None) -> None:
     ours = built(inject_path())
     env = {} if before is None else {INJECTION_ENV: ours if before == "ours" else before}
+    if before == "budget":  # the tool's own variable, set by hand: nothing of another's
+        env = {BUDGET_ENV: "0.5"}
     specs = [parse_spec("cuda:*"), parse_spec("cuda:_Z6*")]  # the second sets the same
     added, notes = command_env(specs, 0.02, env)
     assert added[INJECTION_ENV] == ours and notes == ()
@@ -45,6 +47,7 @@ def test_opencl_layers_of_the_users_are_kept_and_nothing_is_said() -> None:
 
 def test_a_replaced_value_is_shown_inert_and_short() -> None:
     value = "/opt/x\x1b]0;owned\x07.so\n" + "y" * 500
-    _, notes = command_env([parse_spec("cuda:*")], 0.02, {INJECTION_ENV: value})
+    spec = parse_spec("cuda:" + "k" * 100)  # the longest a spec may be, near enough
+    _, notes = command_env([spec], 0.02, {INJECTION_ENV: value})
     assert len(notes) == 1 and "\x1b" not in notes[0] and "\n" not in notes[0]
-    assert "\\x1b" in notes[0] and len(notes[0]) < 300
+    assert "\\x1b" in notes[0] and len(notes[0]) < 400

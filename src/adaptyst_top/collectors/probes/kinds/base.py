@@ -81,6 +81,9 @@ class ProbeKindDef(ABC):
     # Its latencies are host threads' time, so their on-CPU part is measured (and joules
     # charged by it); False for a device's own clock.
     host_time: ClassVar[bool] = True
+    # Variables of launch_env that name one thing only (the driver loads one injection
+    # library): a value of the user's there is lost, and the user is told.
+    exclusive_env: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def parse(self, spec: str, rest: str, body_start: int, key: Key) -> ProbeSpec:

@@ -38,6 +38,7 @@ class Cuda(DeviceLayerKind):
     timed_class = ov.CUDA_RECORD
     counted_class = ov.CUDA_COUNT
     device = "CUDA device"
+    exclusive_env = (INJECTION_ENV,)
     noun = "CUDA injection library"
     missing = (
         "this install has no CUDA injection library (built when CUPTI's headers are "
@@ -57,5 +58,5 @@ class Cuda(DeviceLayerKind):
         library = inject_path()
         if library is None:
             return {}
-        # The driver loads one injection library: ours, in place of any other's.
+        # The driver loads one injection library: ours, in place of any other's (said).
         return {INJECTION_ENV: library, BUDGET_ENV: f"{float(budget):.9f}"}

@@ -30,22 +30,19 @@
  *
  * Record layouts: the fields read (kind, start, end, name, copyKind) sit where every
  * version of the kernel, memcpy and memset records since CUDA 8 keeps them. */
-#define _GNU_SOURCE /* secure_getenv */
 #include <cupti_activity.h>
 #include <dlfcn.h>
-#include <limits.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define _SDT_HAS_SEMAPHORES 1
 #include "adaptyst_sdt.h"
+#include "cupti_open.h"
 #include "layer_common.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -299,162 +296,6 @@ static void after_fork_child(void) {
     nbatch = 0;
     pthread_mutex_unlock(&pool_lock);
     pthread_mutex_unlock(&filing);
-}
-
-/* CUPTI's majors tried by name, newest first: a CUPTI newer than the driver fails. */
-#define NEWEST_MAJOR 13
-#define OLDEST_MAJOR 12
-#define OPEN(path) dlopen(path, RTLD_NOW | RTLD_GLOBAL)
-
-struct runtime {
-    char dir[4096];
-    char version[16];  /* ".N" of libcudart.so.N; "" for an unversioned libcudart.so */
-};
-
-/* The program's CUDA runtime (libcudart.so.N, else libcudart.so; loaded before cuInit,
- * by an absolute path): where it is and its version suffix. */
-static int find_runtime(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    struct runtime *rt = data;
-    const char *name = info->dlpi_name;
-    const char *base = name && name[0] == '/' ? strrchr(name, '/') : NULL;
-    if (!base || strncmp(base + 1, "libcudart.so", 12)) return 0;
-    const char *version = base + 13;
-    char *end = NULL;
-    long major = *version == '.' ? strtol(version + 1, &end, 10) : 0;
-    if (*version && (!end || end == version + 1 || major <= 0 || major > 999 ||
-                     (*end && *end != '.') || version[1] < '0' || version[1] > '9'))
-        return 0;  /* not the runtime's name */
-    int len = (int)(base - name);
-    if (len >= (int)sizeof rt->dir || (rt->dir[0] && !*version)) return 0;
-    memcpy(rt->dir, name, (size_t)len);
-    rt->dir[len] = 0;
-    rt->version[0] = 0;
-    if (*version)  /* ".N" alone: CUPTI's soname carries the major only */
-        snprintf(rt->version, sizeof rt->version, ".%ld", major);
-    return *version != 0;  /* a versioned one ends the search; an unversioned one waits */
-}
-
-/* Whether the entry at PATH, not followed, may have been put there or changed by
- * another user: not root's or ours, a folder others may write without the sticky bit,
- * or (LAST) a file that is not a regular one (a FIFO would hang dlopen) or others may
- * write. A link is judged by its owner; where it leads is walked apart. */
-static int foreign(const char *path, int last) {
-    struct stat st;
-    if (lstat(path, &st) || (st.st_uid != 0 && st.st_uid != geteuid())) return 1;
-    if (S_ISLNK(st.st_mode)) return 0;
-    if (last) return !S_ISREG(st.st_mode) || (st.st_mode & 022);
-    return !S_ISDIR(st.st_mode) || ((st.st_mode & 022) && !(st.st_mode & S_ISVTX));
-}
-
-/* Whether every entry on PATH, from / down, is root's or ours and none may be changed by
- * another user (OpenSSH's safe_path): one line names the first that may. */
-static int owned_all_along(const char *path, const char *shown) {
-    static char walk[PATH_MAX];
-    if (path[0] != '/' || snprintf(walk, sizeof walk, "%s", path) >= (int)sizeof walk)
-        return 0;
-    const char *culprit = foreign("/", 0) ? "/" : NULL;
-    for (char *slash = walk; !culprit && slash;) {
-        if ((slash = strchr(slash + 1, '/'))) *slash = 0;
-        if (foreign(walk, !slash))
-            culprit = walk;
-        else if (slash)
-            *slash = '/';
-    }
-    if (culprit)
-        fprintf(stderr, "adaptyst-top: %s not loaded: %s may be changed by another user\n",
-                shown, culprit);
-    return !culprit;
-}
-
-/* DIR without its last N folders, as written (a toolkit's lib64 is often a link to
- * targets/x86_64-linux/lib, whose ../extras is not the toolkit's); 0: none left. */
-static int up(const char *dir, int n, char out[4096]) {
-    snprintf(out, 4096, "%s", dir);
-    while (n-- > 0) {
-        char *slash = strrchr(out, '/');
-        if (!slash || slash == out) return 0;
-        *slash = 0;
-    }
-    return 1;
-}
-
-/* Where a CUPTI of the runtime's version lies beside it: pip's CUDA 13 keeps both in
- * nvidia/cu13/lib, pip's CUDA 12 in nvidia/cuda_runtime/lib and nvidia/cuda_cupti/lib,
- * a toolkit in lib64 and extras/CUPTI/lib64. The folders above are taken as the program
- * named them, then as its links resolve; each file once. Loaded only where the path as
- * written and the file it leads to are root's or ours all along (never a file another
- * user chose, nor one under a place another user may change); the path checked is the
- * path opened. Static buffers: this runs once, on the thread that calls cuInit. */
-static void *beside_runtime(void) {
-    static const struct {
-        int up;
-        const char *rest;
-    } places[] = {{0, ""}, {2, "/cuda_cupti/lib"}, {1, "/extras/CUPTI/lib64"}};
-    enum { PLACES = sizeof places / sizeof *places };
-    static struct runtime rt;
-    static char resolved[PATH_MAX], base[4096], path[4200], tried[2 * PLACES][PATH_MAX];
-    int n = 0;
-    dl_iterate_phdr(find_runtime, &rt);
-    if (!rt.dir[0]) return NULL;
-    const char *dirs[2] = {rt.dir, realpath(rt.dir, resolved)};
-    void *h = NULL;
-    for (int d = 0; !h && d < 2 && dirs[d]; d++)
-        for (int i = 0; !h && i < PLACES; i++) {
-            char *at = tried[n];
-            if (!up(dirs[d], places[i].up, base) ||
-                snprintf(path, sizeof path, "%s%s/libcupti.so%s", base, places[i].rest,
-                         rt.version) >= (int)sizeof path ||
-                !realpath(path, at))
-                continue;
-            int seen = 0;
-            for (int k = 0; k < n; k++) seen |= !strcmp(tried[k], at);
-            if (seen) continue;
-            n++;
-            if (owned_all_along(path, at) && owned_all_along(at, at)) h = OPEN(at);
-        }
-    return h;
-}
-
-/* The driver's CUDA major (we run inside its cuInit), or 0. */
-static int driver_major(void) {
-    /* The driver may be loaded without RTLD_GLOBAL: asked by its own handle first. */
-    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    int (*version)(int *) =
-        (int (*)(int *))dlsym(driver ? driver : RTLD_DEFAULT, "cuDriverGetVersion");
-    int v = 0;
-    int major = version && version(&v) == 0 ? v / 1000 : 0;
-    if (driver) dlclose(driver);
-    return major;
-}
-
-/* libcupti.so.N by name: one the program loaded first, else the newest the driver takes. */
-static void *by_name(int flags) {
-    int newest = driver_major();
-    if (newest <= 0 || newest > NEWEST_MAJOR) newest = NEWEST_MAJOR;
-    char name[32];
-    void *h = NULL;
-    for (int major = newest; !h && major >= OLDEST_MAJOR; major--) {
-        snprintf(name, sizeof name, "libcupti.so.%d", major);
-        h = dlopen(name, flags);
-    }
-    return h ? h : dlopen("libcupti.so", flags);
-}
-
-static void *open_cupti(void) {
-    const char *path = secure_getenv("ADAPTYST_CUPTI");  /* none in a setuid program */
-    const char *home = secure_getenv("CUDA_HOME");
-    char in_home[4096];
-    void *h = path && *path ? OPEN(path) : NULL;
-    if (!h) h = by_name(RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
-    if (!h) h = beside_runtime();
-    if (!h) h = by_name(RTLD_NOW | RTLD_GLOBAL);
-    if (!h && home && *home &&
-        snprintf(in_home, sizeof in_home, "%s/extras/CUPTI/lib64/libcupti.so", home) <
-            (int)sizeof in_home)
-        h = OPEN(in_home);
-    if (!h) h = OPEN("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so");
-    return h;
 }
 
 /* Called once by the driver, in cuInit; 1: loaded. Anything missing leaves the program
