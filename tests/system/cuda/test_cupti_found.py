@@ -148,6 +148,16 @@ def _plant(tmp_path: Path, shared: Path, planted: str) -> Path:
         os.symlink(tmp_path / "mine", shared / "tools")
         _theirs(shared / "tools")
         return app
+    if planted == "hard_link_in_an_open_folder":
+        # The runtime's own folder open to all: a hard link there to a library of the
+        # user's (which another may make where fs.protected_hardlinks is 0).
+        lib = shared / "lib"
+        lib.mkdir()
+        lib.chmod(0o1777)
+        app = build_app(lib, soname=FAKE, runtime="libcudart.so.13")
+        _build_payload(tmp_path, tmp_path / "own.so")
+        os.link(tmp_path / "own.so", lib / "libcupti.so.13")
+        return app
     if planted == "escapes_in_a_name":
         lib = tmp_path / "x\x1b]0;owned\x07 fine/lib"  # (ld takes no newline in an rpath)
         lib.mkdir(parents=True)
@@ -180,6 +190,7 @@ def _plant(tmp_path: Path, shared: Path, planted: str) -> Path:
         "writable_behind_linked_lib64",
         "behind_the_users_own_link",
         "escapes_in_a_name",
+        "hard_link_in_an_open_folder",
     ],
 )
 def test_a_path_another_user_chose_is_never_followed_and_said_once(

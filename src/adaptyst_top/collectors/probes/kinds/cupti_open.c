@@ -46,7 +46,7 @@ static int find_runtime(struct dl_phdr_info *info, size_t size, void *data) {
                      (*end && *end != '.') || version[1] < '0' || version[1] > '9'))
         return 0; /* not the runtime's name */
     int len = (int)(base - name);
-    if (len >= (int)sizeof rt->dir || (rt->dir[0] && !*version)) return 0;
+    if (len <= 0 || len >= (int)sizeof rt->dir || (rt->dir[0] && !*version)) return 0;
     memcpy(rt->dir, name, (size_t)len);
     rt->dir[len] = 0;
     rt->version[0] = 0;
@@ -79,16 +79,27 @@ static void refuse(const char *path, const char *culprit) {
     fputs(" may be changed by another user\n", stderr);
 }
 
-/* Whether the entry ST (at a path's end: LAST) may have been put there or changed by
- * another user: not root's or ours; a folder others may write without the sticky bit;
- * the file: not a regular one, others may write it, or (in a folder open to all) a hard
- * link, which anyone may make to a file of ours where the kernel allows it. */
-static int foreign(const struct stat *st, int last, int in_open_folder) {
+/* Whether the folder holding the resolved path OUT may be written by others (sticky or
+ * not: there another may make a hard link to a file or link of ours, where the kernel
+ * allows it). OUT holds no links, so its parent is the folder itself. */
+static int in_open_folder(const char *out) {
+    static char parent[PATH_MAX];
+    struct stat st;
+    const char *slash = strrchr(out, '/');
+    int len = slash ? (int)(slash - out) : 0;
+    snprintf(parent, sizeof parent, "%.*s", len, out);
+    return lstat(len ? parent : "/", &st) || (st.st_mode & 022);
+}
+
+/* Whether the entry ST at OUT (at a path's end: LAST) may have been put there or changed
+ * by another user: not root's or ours; a folder others may write without the sticky
+ * bit; a hard link (another's, perhaps) in a folder others may write; the file: not a
+ * regular one, or others may write it. */
+static int foreign(const struct stat *st, const char *out, int last) {
     if (st->st_uid != 0 && st->st_uid != geteuid()) return 1;
+    if ((S_ISLNK(st->st_mode) || last) && st->st_nlink > 1 && in_open_folder(out)) return 1;
     if (S_ISLNK(st->st_mode)) return 0;
-    if (last)
-        return !S_ISREG(st->st_mode) || (st->st_mode & 022) ||
-               (in_open_folder && st->st_nlink > 1);
+    if (last) return !S_ISREG(st->st_mode) || (st->st_mode & 022);
     return (st->st_mode & 022) && !(st->st_mode & S_ISVTX);
 }
 
@@ -98,11 +109,11 @@ static int foreign(const struct stat *st, int last, int in_open_folder) {
 static int resolve_owned(const char *path, char out[PATH_MAX]) {
     static char rest[2 * PATH_MAX], next[2 * PATH_MAX], target[PATH_MAX];
     struct stat st;
-    int links = 0, in_open_folder = 0;
+    int links = 0;
     if (path[0] != '/' || snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest)
         return 0;
     out[0] = 0; /* "": the root, judged first */
-    if (lstat("/", &st) || foreign(&st, 0, 0)) {
+    if (lstat("/", &st) || foreign(&st, "/", 0)) {
         refuse(path, "/");
         return 0;
     }
@@ -126,7 +137,7 @@ static int resolve_owned(const char *path, char out[PATH_MAX]) {
         memcpy(out + at + 1, p, len);
         out[at + 1 + len] = 0;
         if (lstat(out, &st)) return 0;
-        if (foreign(&st, last, in_open_folder)) {
+        if (foreign(&st, out, last)) {
             refuse(path, out);
             return 0;
         }
@@ -142,7 +153,6 @@ static int resolve_owned(const char *path, char out[PATH_MAX]) {
             continue;
         }
         if (!last && !S_ISDIR(st.st_mode)) return 0;
-        in_open_folder = (st.st_mode & 002) != 0;
         p = end;
     }
     return out[0] != 0 && lstat(out, &st) == 0 && S_ISREG(st.st_mode);
