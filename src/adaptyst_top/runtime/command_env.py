@@ -5,7 +5,6 @@ and the user is told so rather than left to wonder why the other tool went quiet
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 
 from adaptyst_top.collectors.probes.kinds import kind_of
@@ -16,17 +15,16 @@ SHOWN = 120  # characters of a replaced value a note shows
 
 
 def command_env(
-    specs: Sequence[ProbeSpec], budget: float, env: Mapping[str, str] | None = None
+    specs: Sequence[ProbeSpec], budget: float, env: Mapping[str, str]
 ) -> tuple[dict[str, str], tuple[str, ...]]:
-    """The variables to set (over ENV: the command's own, os.environ by default), and a
-    line for each value of the user's a kind replaced."""
-    base = dict(os.environ if env is None else env)
+    """The variables to set over ENV (the command's own), and a line for each value of
+    the user's a kind replaced."""
     added: dict[str, str] = {}
     notes: list[str] = []
     for spec in specs:
         kind = kind_of(spec)
-        for name, value in kind.launch_env({**base, **added}, budget).items():
-            old = base.get(name)
+        for name, value in kind.launch_env({**env, **added}, budget).items():
+            old = env.get(name)
             if name in kind.exclusive_env and name not in added and old and old != value:
                 notes.append(
                     f"{inert(spec.text[:SHOWN])}: the command's {name} ({inert(old[:SHOWN])})"

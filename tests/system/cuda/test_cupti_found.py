@@ -20,14 +20,19 @@ from tests.support.marks import requires_root
 FAKE = "libfakecuda.so"  # a name no search of CUPTI's by name finds
 
 
-def run_alone(app: Path, out: Path) -> subprocess.CompletedProcess[str]:
+def run_alone(
+    app: Path, out: Path, launches: int = 500, marker: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The program under the injection library, without the monitor; a library it loads
+    from the tests' PAYLOAD makes MARKER."""
     env = {INJECTION_ENV: inject_path() or "", "PATH": "/usr/bin:/bin"}
+    if marker is not None:
+        env["PLANTED_RAN"] = str(marker)
     return subprocess.run(
-        [str(app), "--out", str(out), "--launches", "500"],
+        [str(app), "--out", str(out), "--launches", str(launches)],
         env=env,
         capture_output=True,
         text=True,
-        check=True,
         timeout=60,
     )
 
@@ -63,6 +68,7 @@ def test_a_toolkits_cupti_is_found_through_its_linked_lib64(tmp_path: Path, runt
     cupti.parent.mkdir(parents=True)
     os.symlink(real / FAKE, cupti)
     proc = run_alone(app, tmp_path / "own.json")
+    assert proc.returncode == 0, proc.stderr
     assert "adaptyst-top" not in proc.stderr, proc.stderr
 
 
@@ -74,6 +80,7 @@ def test_without_a_cupti_the_program_runs_as_it_would_and_one_line_says_so(
     app = build_app(tmp_path, soname=FAKE, runtime="libcudart.so.13")
     out = tmp_path / "own.json"
     proc = run_alone(app, out)
+    assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if "adaptyst-top" in line]
     assert len(lines) == 1 and "ADAPTYST_CUPTI" in lines[0], proc.stderr
     own = json.loads(out.read_text())
@@ -110,9 +117,9 @@ def test_a_cupti_beside_the_runtime_is_loaded_only_from_a_place_no_one_else_cont
     if where == "another_users_file":
         os.chown(planted, 65534, 65534)
     elif where == "a_folder_all_may_write":
-        os.chmod(tmp_path / "extras", 0o777)
+        os.chmod(tmp_path / "extras", 0o777)  # in pytest's own 0700 tree: no one else reaches it
     marker = tmp_path / "ran"
-    proc = _run_marked(app, tmp_path, marker)
+    proc = run_alone(app, tmp_path / "own.json", 50, marker)
     assert proc.returncode == 0, proc.stderr
     assert marker.exists() == (where == "ours"), (where, proc.stderr)
     assert proc.stderr.count(" not loaded: ") == (where != "ours"), proc.stderr  # said once
@@ -208,7 +215,7 @@ def test_a_path_another_user_chose_is_never_followed_and_said_once(
     shared.chmod(0o1777)
     marker = tmp_path / "ran"
     app = _plant(tmp_path, shared, planted)
-    proc = _run_marked(app, tmp_path, marker)
+    proc = run_alone(app, tmp_path / "own.json", 50, marker)
     assert proc.returncode == 0 and not marker.exists(), proc.stderr
     assert proc.stderr.count(" not loaded: ") == 1, proc.stderr
     assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, proc.stderr
@@ -234,7 +241,7 @@ def test_a_clean_path_is_found_though_another_users_link_leads_to_the_same_file(
     (shared / "cuda_cupti").mkdir()
     os.symlink(good, shared / "cuda_cupti/lib")
     _theirs(shared / "cuda_cupti", shared / "cuda_cupti/lib")
-    proc = _run_marked(app, tmp_path, tmp_path / "ran")
+    proc = run_alone(app, tmp_path / "own.json", 50, tmp_path / "ran")
     said = [line for line in proc.stderr.splitlines() if "adaptyst-top" in line]
     assert proc.returncode == 0 and len(said) == 1 and " not loaded: " in said[0], said
 
@@ -243,15 +250,3 @@ def _build_payload(folder: Path, out: Path) -> None:
     source = folder / "payload.c"
     source.write_text(PAYLOAD)
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(source)], check=True)
-
-
-def _run_marked(app: Path, folder: Path, marker: Path) -> subprocess.CompletedProcess[str]:
-    """The program under the injection library; a planted library it loads makes MARKER."""
-    env = {INJECTION_ENV: inject_path() or "", "PATH": "/usr/bin:/bin", "PLANTED_RAN": str(marker)}
-    return subprocess.run(
-        [str(app), "--out", str(folder / "own.json"), "--launches", "50"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )

@@ -128,7 +128,8 @@ static int resolve_owned(const char *path, char out[PATH_MAX]) {
             continue;
         }
         if (len == 2 && p[0] == '.' && p[1] == '.') { /* OUT has no links: lexical */
-            *(strrchr(out, '/') ? strrchr(out, '/') : out) = 0;
+            char *slash = strrchr(out, '/');
+            *(slash ? slash : out) = 0;
             p = end;
             continue;
         }
@@ -184,7 +185,9 @@ static void *beside_runtime(void) {
     static char resolved[PATH_MAX], base[PATH_MAX], path[PATH_MAX + 64], at[PATH_MAX];
     dl_iterate_phdr(find_runtime, &rt);
     if (!rt.dir[0]) return NULL;
+    /* the folder as links resolve it, where that is another */
     const char *dirs[2] = {rt.dir, realpath(rt.dir, resolved)};
+    if (dirs[1] && !strcmp(dirs[1], rt.dir)) dirs[1] = NULL;
     void *h = NULL;
     for (int d = 0; !h && d < 2 && dirs[d]; d++)
         for (size_t i = 0; !h && i < sizeof places / sizeof *places; i++)
