@@ -21,9 +21,11 @@ KREL=$(uname -r)
 # 'generic'"); Debian's 3.1 picks its code generation target by the CPU's features.
 # opencl-c-headers: the OpenCL layer that times kernels (cl_layer.h) is built with them;
 # clpeak: an OpenCL program nobody here wrote, whose kernels the tests count.
+# debuginfod: elfutils' server, which the tests start to serve a debug file they made.
 APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev opencl-c-headers clpeak tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
-    htop podman runc rustc pocl-opencl-icd python3-venv bpftrace systemd util-linux)
+    htop podman runc rustc pocl-opencl-icd python3-venv bpftrace systemd util-linux
+    debuginfod iproute2 binutils)
 # install_agent.sh asks for the agent's packages alone, and the system part only.
 [ -n "${SETUP_PACKAGES:-}" ] && read -r -a APT_PACKAGES <<< "$SETUP_PACKAGES"
 SYSTEM_ONLY=0

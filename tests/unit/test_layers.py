@@ -92,6 +92,8 @@ WORKER_MAY_IMPORT = {
         "adaptyst_top.agent.worker.open_files",
         "adaptyst_top.collectors.probes.demangle",
         "adaptyst_top.collectors.probes.elf_info",
+        # A stripped file's debug file (build ID, debug link, debuginfod), as the user.
+        "adaptyst_top.collectors.probes.debug_names",
     ),
     "unwind_stacks.py": (
         "orjson",

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.devices.opencl_inventory import list_opencl_devices
+from adaptyst_top.collectors.probes import debuginfod
+from adaptyst_top.collectors.probes.debug_files import DEBUG_ROOT
 from adaptyst_top.collectors.probes.ebpf_env import FIX_ROOT, check_ebpf
 from adaptyst_top.system.capability import Capability, Status
 
@@ -199,8 +201,31 @@ def run_doctor(run_smoke: bool = True) -> list[Capability]:
         ("amd-gpu", check_amd_gpu),
         ("opencl", check_opencl),
         ("fpga", check_fpga),
+        ("debug-names", check_debug_names),
     ]
     return [_guarded(name, check) for name, check in checks]
+
+
+def check_debug_names(debug_root: Path = Path(DEBUG_ROOT)) -> Capability:
+    """Where a stripped library's names can come from here: the distribution's debug
+    files (by build ID), a debuginfod server; without either, its unwind table's
+    function starts (`lib+0xADDRESS`, still probed exactly)."""
+    ids = debug_root / ".build-id"
+    files = sum(1 for _ in ids.glob("*/*.debug")) if ids.is_dir() else 0
+    servers = debuginfod.urls()
+    found = []
+    if files:
+        found.append(f"{files} debug file(s) in {ids}")
+    if servers:
+        found.append(f"debuginfod: {' '.join(servers)} (cache {debuginfod.cache_root()})")
+    if not found:
+        return Capability(
+            "debug-names",
+            "degraded",
+            "no debug files, no DEBUGINFOD_URLS: stripped code is named by address",
+            "install a library's -dbgsym/-dbg package, or set DEBUGINFOD_URLS",
+        )
+    return Capability("debug-names", "ok", "; ".join(found))
 
 
 def _guarded(name: str, check: Callable[[], Capability]) -> Capability:

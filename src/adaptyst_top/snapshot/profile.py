@@ -10,6 +10,20 @@ from adaptyst_top.snapshot.codec import JsonPart, json_field
 _NON_NEGATIVE = (lambda v: v >= 0, "a count of zero or more")
 _COUNT = json_field(check=_NON_NEGATIVE)
 
+# Where a function's name came from, best first: the file's own symbol table, a separate
+# debug file (by build ID, by debug link, from debuginfod), the exported names alone, the
+# unwind table's function start (no name at all); a Python function's code object.
+SYMTAB, BUILD_ID, DEBUGLINK, DEBUGINFOD, DYNSYM, EH_FRAME, PYTHON = (
+    "symtab",
+    "build-id",
+    "debuglink",
+    "debuginfod",
+    "dynsym",
+    "eh_frame",
+    "python",
+)
+NAMED_BY = (SYMTAB, BUILD_ID, DEBUGLINK, DEBUGINFOD, DYNSYM, EH_FRAME, PYTHON)
+
 
 @dataclass(frozen=True, slots=True)
 class ProfileFunction(JsonPart):
@@ -22,6 +36,12 @@ class ProfileFunction(JsonPart):
     self_samples: int = field(default=0, metadata=json_field(name="self", check=_NON_NEGATIVE))
     total: int = field(default=0, metadata=json_field(check=_NON_NEGATIVE))
     off_ns: float = field(default=0.0, metadata=json_field(check=_NON_NEGATIVE))
+    # Where its name came from: symtab, dynsym, build-id, debuglink, debuginfod, eh_frame
+    # (its start address, nothing named it), python ("" where nothing is known).
+    named_by: str = field(
+        default="",
+        metadata=json_field(omit="empty", check=(lambda v: v in NAMED_BY or v == "", "a source")),
+    )
 
 
 @dataclass(frozen=True, slots=True)

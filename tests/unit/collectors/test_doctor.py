@@ -186,7 +186,17 @@ def test_doctor_cli_one_line_per_capability() -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
     names = [ln.split()[0] for ln in lines]
-    assert names == ["cpu", "ebpf", "nvml", "rapl", "amd-gpu", "opencl", "fpga", "agent"]
+    assert names == [
+        "cpu",
+        "ebpf",
+        "nvml",
+        "rapl",
+        "amd-gpu",
+        "opencl",
+        "fpga",
+        "debug-names",
+        "agent",
+    ]
     status = {ln.split()[0]: ln.split()[1] for ln in lines}
     assert status["opencl"] == "ok"
     if IS_ROOT:
@@ -232,3 +242,19 @@ def test_doctor_shows_a_typed_path_inert(tmp_path: Path) -> None:
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout, r.stdout
     agent = [line for line in r.stdout.splitlines() if line.startswith("agent")]
     assert len(agent) == 1 and "pwned" in agent[0], r.stdout
+
+
+def test_debug_names_says_which_sources_the_node_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from adaptyst_top.collectors.doctor import check_debug_names
+
+    monkeypatch.delenv("DEBUGINFOD_URLS", raising=False)
+    none = check_debug_names(tmp_path)
+    assert none.status == "degraded" and "by address" in none.detail and none.fix
+    (tmp_path / ".build-id" / "ab").mkdir(parents=True)
+    (tmp_path / ".build-id" / "ab" / "cdef.debug").write_bytes(b"")
+    monkeypatch.setenv("DEBUGINFOD_URLS", "http://127.0.0.1:1")
+    both = check_debug_names(tmp_path)
+    assert both.status == "ok" and "1 debug file(s)" in both.detail
+    assert "debuginfod: http://127.0.0.1:1" in both.detail

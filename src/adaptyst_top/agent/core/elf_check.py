@@ -168,17 +168,28 @@ def _place(code: Loads, vaddr: int) -> int | None:
 def _function(f: object, code: Loads) -> FunctionSymbol | None:
     """The function F names, placed by CODE; None where it lies outside them (an IFUNC's
     resolver is placed, not its implementation: that is found later, here)."""
-    if not isinstance(f, list) or len(f) != 5:
+    if not isinstance(f, list) or len(f) not in (5, 6):
         raise TypeError
-    raw, source, address, size, ifunc = f
+    raw, source, address, size, ifunc = f[:5]
+    # Named by a debug file, not the file itself: attached by address (an exported name
+    # claimed so is attached at that same address: the claim changes nothing else).
+    by_address = f[5] if len(f) == 6 else False
     name = _text(raw, MAX_NAME)
-    if not name or not isinstance(ifunc, bool):
+    if not name or not isinstance(ifunc, bool) or not isinstance(by_address, bool):
         raise TypeError
     vaddr = _address(address)
     offset = _place(code, vaddr)
     if offset is None:
         return None
-    return FunctionSymbol(name, vaddr, _address(size), offset, ifunc, _text(source, MAX_SOURCE))
+    return FunctionSymbol(
+        name,
+        vaddr,
+        _address(size),
+        offset,
+        ifunc and not by_address,
+        _text(source, MAX_SOURCE),
+        by_address,
+    )
 
 
 def _usdt(u: object) -> UsdtProbe:

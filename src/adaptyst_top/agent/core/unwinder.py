@@ -162,7 +162,7 @@ class UnwinderCounts:
         for f in part.functions:
             if f.total > part.samples or f.self_samples > f.total:
                 raise Lied
-            _text(f.name, f.module, f.symbol)
+            _text(f.name, f.module, f.symbol)  # named_by: checked by its declaration
         for s in part.stacks:
             unseen = s.pid not in self._pids and len(self._pids) < MAX_PIDS
             if unseen or len(s.frames) > MAX_FRAMES + 1:

@@ -65,6 +65,7 @@ def read_request(link: socket.socket) -> tuple[dict[str, object], int | None]:
 
 def answer(fd: int | None, path: str) -> dict[str, object]:
     # Imported after the ids are taken: the parsers run as the user only.
+    from adaptyst_top.collectors.probes.debug_names import with_debug_names
     from adaptyst_top.collectors.probes.demangle import demangle
     from adaptyst_top.collectors.probes.elf_info import NotELFError, parse_elf
 
@@ -83,13 +84,22 @@ def answer(fd: int | None, path: str) -> dict[str, object]:
                 return {"error": f"{path}: not an ELF file"}
             f.seek(0)
             info = parse_elf(f, path, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
+            # A stripped file's debug file (its build ID, its link, debuginfod), as the user.
+            info = with_debug_names(info, f"/proc/self/fd/{f.fileno()}", path, beside=True)
     except (NotELFError, OSError) as exc:
         return {"error": str(exc).splitlines()[0] if str(exc) else "unreadable"}
     except MemoryError:
         return {"error": f"{path}: too large to read"}
     return {
         "functions": [
-            [s.name, _source(demangle(s.name).source, s.name), s.address, s.size, s.ifunc]
+            [
+                s.name,
+                _source(demangle(s.name).source, s.name),
+                s.address,
+                s.size,
+                s.ifunc,
+                s.by_address,
+            ]
             for s in info.functions
             if len(s.name) <= MAX_NAME
         ],

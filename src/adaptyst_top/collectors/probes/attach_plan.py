@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from adaptyst_top.collectors.probes import entry_safety, ifunc, usdt_args
+from adaptyst_top.collectors.probes import debug_names, entry_safety, ifunc, usdt_args
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.bpf_program import Slot
 from adaptyst_top.collectors.probes.demangle import matches, name_of
@@ -73,14 +73,28 @@ def plan_uprobes(
     room: int,
     pid: int | None = None,
     source: str | None = None,
+    beside: bool = True,
 ) -> list[PlannedFunction]:
     """Every function the spec matches in PATH, planned; PlanError when none can be probed
     or more than ROOM attach points would be needed. SOURCE: where PATH's bytes are read
-    (the descriptor the agent opened as its user), when not PATH itself."""
-    matched = matching_functions(spec, elf)
+    (the descriptor the agent opened as its user), when not PATH itself. BESIDE: a debug
+    link may be looked for beside PATH (never where root plans for a user: theirs)."""
+    opened = source or path
+    elf = debug_names.with_debug_names(elf, opened, path, beside)
+    glob = spec.func or "*"
+    if debug_names.ADDRESS.match(glob):
+        at = debug_names.function_at_address(elf, glob, opened, path)
+        if at is None:
+            raise PlanError(
+                f"{spec.text}: no function starts at {glob} in {path} (neither a symbol "
+                "nor its unwind table says so; `list` shows the functions)"
+            )
+        matched = [at]
+    else:
+        matched = matching_functions(spec, elf)
     if not matched:
         hint = " (binary is stripped: only exported functions are visible)" if elf.stripped else ""
-        raise PlanError(f"{spec.text}: 0 functions matched {spec.func or '*'!r} in {path}{hint}")
+        raise PlanError(f"{spec.text}: 0 functions matched {glob!r} in {path}{hint}")
     if len(matched) > room:
         raise PlanError(
             f"{spec.text}: {len(matched)} functions match, more than the limit of "
@@ -112,7 +126,7 @@ def plan_function(
 ) -> PlannedFunction:
     """One function planned (what `list` shows too); IfuncError when an IFUNC's
     implementation cannot be known."""
-    by_name, addr = sym.name, 0
+    by_name, addr = ("", sym.address) if sym.by_address else (sym.name, 0)
     if sym.ifunc:
         # Probed where its calls go: the implementation its resolver picked.
         impl = ifunc.resolve(elf, sym.name, pid)

@@ -35,6 +35,9 @@ class FunctionSymbol:
     # The name as the source spells it, where the agent's user worker demangled it (the
     # root process never demangles a user's bytes); None: demangled where it is shown.
     source: str | None = None
+    # Named by a separate debug file or by its address alone: the file itself has no
+    # such symbol, so a probe is attached at the address, never by name.
+    by_address: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,7 @@ def _symbols64(
     return out
 
 
-def _within(elf: ELFFile, size: int) -> None:
+def _within(elf: ELFFile, size: int, segments: bool = True) -> None:
     """Every table and section the file says it has lies inside its SIZE bytes: a
     section of 2^60 bytes in a 20 KB file had pyelftools allocate for it (MemoryError,
     in the agent's root process)."""
@@ -195,17 +198,22 @@ def _within(elf: ELFFile, size: int) -> None:
         h = elf._get_section_header(i)
         if h["sh_type"] != "SHT_NOBITS" and h["sh_offset"] + h["sh_size"] > size:
             raise ELFError(f"section {i} lies past its end")
-    for i in range(elf.num_segments()):
+    # A separate debug file keeps its twin's program headers over sections it has no
+    # bytes for (NOBITS): its segments are never read, only its symbol table.
+    for i in range(elf.num_segments() if segments else 0):
         h = elf._get_segment_header(i)
         if h["p_offset"] + h["p_filesz"] > size:
             raise ELFError(f"segment {i} lies past its end")
 
 
-def parse_elf(f: BinaryIO, path: str, identity: tuple[int, int, int, int]) -> ElfInfo:
-    """The ELF file F (named PATH, of IDENTITY), parsed; NotELFError in one line."""
+def parse_elf(
+    f: BinaryIO, path: str, identity: tuple[int, int, int, int], debug: bool = False
+) -> ElfInfo:
+    """The ELF file F (named PATH, of IDENTITY), parsed; NotELFError in one line. DEBUG:
+    a separate debug file, read for its symbols alone (its loads are its twin's)."""
     try:
         elf = ELFFile(f)
-        _within(elf, identity[3])
+        _within(elf, identity[3], segments=not debug)
         funcs: dict[tuple[str, int], FunctionSymbol] = {}
         have_symtab = False
         versym = elf.get_section_by_name(".gnu.version")
@@ -265,14 +273,15 @@ def _opened(p: Path) -> BinaryIO:
         raise FileNotFoundError(f"{p}: no such file") from None
 
 
-_CACHE: OrderedDict[tuple[str, int, int, int, int, int], ElfInfo] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, int, int, int, int, int, bool], ElfInfo] = OrderedDict()
 _CACHE_SIZE = 64
 _CACHE_LOCK = threading.Lock()
 
 
-def read_elf(path: str | Path) -> ElfInfo:
+def read_elf(path: str | Path, debug: bool = False) -> ElfInfo:
     """Symbols and USDT notes of an ELF file, read from the one file opened here (cached
-    by its inode until it changes): a path swapped meanwhile is never read instead."""
+    by its inode until it changes): a path swapped meanwhile is never read instead.
+    DEBUG: a separate debug file (parse_elf)."""
     p = Path(path)
     with _opened(p) as f:
         st = os.fstat(f.fileno())
@@ -286,12 +295,12 @@ def read_elf(path: str | Path) -> ElfInfo:
         else:
             real = os.readlink(f"/proc/self/fd/{f.fileno()}")
         # ctime too: a file's owner can set its mtime back, not its ctime.
-        key = (real, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+        key = (real, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, debug)
         with _CACHE_LOCK:
             if (hit := _CACHE.get(key)) is not None:
                 _CACHE.move_to_end(key)
                 return hit
-        info = parse_elf(f, real, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
+        info = parse_elf(f, real, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size), debug)
     with _CACHE_LOCK:
         _CACHE[key] = info
         while len(_CACHE) > _CACHE_SIZE:

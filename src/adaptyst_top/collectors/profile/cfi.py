@@ -18,6 +18,7 @@ import io
 import os
 import struct
 import sys
+import threading
 from array import array
 from dataclasses import dataclass
 
@@ -49,7 +50,11 @@ class Rule:
 
 
 class CfiTable:
-    def __init__(self, rules: list[Rule], errors: int = 0) -> None:
+    def __init__(
+        self, rules: list[Rule], errors: int = 0, entries: list[int] | None = None
+    ) -> None:
+        """ENTRIES: where each function's entry starts (sorted)."""
+        self._entries = sorted(entries or [])
         rules.sort(key=lambda r: r.start)
         self.rules = rules
         self._starts = [r.start for r in rules]
@@ -59,6 +64,14 @@ class CfiTable:
         i = bisect.bisect_right(self._starts, vaddr) - 1
         if i >= 0 and vaddr < self.rules[i].end:
             return self.rules[i]
+        return None
+
+    def function_at(self, vaddr: int) -> int | None:
+        """The start of the function (its entry in the table) that holds VADDR: what
+        names a frame where no symbol does."""
+        i = bisect.bisect_right(self._entries, vaddr) - 1
+        if i >= 0 and self.find(vaddr) is not None:
+            return self._entries[i]
         return None
 
 
@@ -104,6 +117,9 @@ class IndexedCfi(CfiTable):
         self._index = starts
         self._offsets = offsets
         self._parsed: dict[int, list[Rule]] = {}
+        # One stream under pyelftools' parser: two threads (the profile's, a probe's
+        # planning) reading entries at once would each read the other's bytes.
+        self._lock = threading.Lock()
 
     def find(self, vaddr: int) -> Rule | None:
         i = bisect.bisect_right(self._index, vaddr) - 1
@@ -111,12 +127,19 @@ class IndexedCfi(CfiTable):
             return None
         rules = self._parsed.get(i)
         if rules is None:
-            rules = self._parse(self._offsets[i])
+            with self._lock:
+                rules = self._parse(self._offsets[i])
             if len(self._parsed) < MAX_PARSED:
                 self._parsed[i] = rules
         for r in rules:
             if r.start <= vaddr < r.end:
                 return r
+        return None
+
+    def function_at(self, vaddr: int) -> int | None:
+        i = bisect.bisect_right(self._index, vaddr) - 1
+        if i >= 0 and self.find(vaddr) is not None:
+            return int(self._index[i])
         return None
 
     def _parse(self, offset: int) -> list[Rule]:
@@ -201,6 +224,7 @@ def read_cfi(path: str, eager: bool = False) -> CfiTable:
             return CfiTable([], errors=1)
         return indexed if indexed is not None else CfiTable([])
     rules: list[Rule] = []
+    starts: list[int] = []
     errors = 0
     try:
         with open(path, "rb") as f:
@@ -219,6 +243,7 @@ def read_cfi(path: str, eager: bool = False) -> CfiTable:
                     continue
                 try:
                     rules += _rules_of(entry)
+                    starts.append(int(entry.header["initial_location"]))
                 except Exception:  # pyelftools raises many kinds on bad bytes
                     errors += 1
                 if len(rules) > MAX_ROWS:
@@ -226,7 +251,7 @@ def read_cfi(path: str, eager: bool = False) -> CfiTable:
                     break
     except Exception:
         return CfiTable([], errors=1)
-    return CfiTable(rules, errors)
+    return CfiTable(rules, errors, starts)
 
 
 _TABLES: dict[tuple[int, int, int, int], CfiTable] = {}

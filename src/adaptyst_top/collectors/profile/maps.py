@@ -6,18 +6,19 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import NoteSection
-
+from adaptyst_top.collectors.probes.debug_files import find_debug_file
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, NotELFError, read_elf
 from adaptyst_top.collectors.profile.cfi import CfiTable, cfi_for
 from adaptyst_top.collectors.profile.vdso import vdso_path
+from adaptyst_top.snapshot.profile import DYNSYM, SYMTAB
 
 VDSO = "[vdso]"
+REREAD_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,25 +55,6 @@ def read_maps(pid: int) -> list[Mapping]:
     return sorted(out, key=lambda m: m.start)
 
 
-DEBUG_DIR = "/usr/lib/debug/.build-id"
-
-
-def build_id_of(path: str) -> str | None:
-    """The GNU build ID of the ELF file at PATH, in hex (None: it has none)."""
-    try:
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            for section in elf.iter_sections():
-                if not isinstance(section, NoteSection):
-                    continue
-                for note in section.iter_notes():
-                    if note["n_type"] == "NT_GNU_BUILD_ID" and isinstance(note["n_desc"], str):
-                        return note["n_desc"]
-    except Exception:  # pyelftools raises many kinds on bad bytes
-        return None
-    return None
-
-
 class ProcessMaps:
     """A process's mappings, read again when an address falls outside them (a library
     loaded since)."""
@@ -87,6 +69,7 @@ class ProcessMaps:
         self._maps: list[Mapping] = []
         self._starts: list[int] = []
         self._elves: dict[str, ElfInfo | None] = {}
+        self._debug: dict[str, tuple[ElfInfo, str]] = {}
         self._cfi: dict[str, CfiTable] = {}
         # An address's frame and rule, as unwind.py found them (most samples repeat a few
         # thousand places: each is looked up once).
@@ -94,9 +77,10 @@ class ProcessMaps:
         self.refresh()
 
     def refresh(self) -> None:
+        self._read_at = time.monotonic()
         self._maps = read_maps(self.pid)
         # An exec maps other files at the same paths and addresses.
-        self._elves, self._cfi, self.places = {}, {}, {}
+        self._elves, self._cfi, self.places, self._debug = {}, {}, {}, {}
         self._starts = [m.start for m in self._maps]
 
     def _find(self, addr: int) -> Mapping | None:
@@ -107,10 +91,21 @@ class ProcessMaps:
 
     def find(self, addr: int) -> Mapping | None:
         m = self._find(addr)
-        if m is None and self._maps:
+        stale = m is not None and not self._current(m)
+        # An address outside every mapping (a library loaded since; maps read empty while
+        # the process was changing them) reads them again, at most every REREAD_S.
+        if stale or (m is None and time.monotonic() - self._read_at >= REREAD_S):
             self.refresh()
             m = self._find(addr)
         return m
+
+    def _current(self, m: Mapping) -> bool:
+        """Whether M is still mapped as read: the dynamic loader maps a library whole,
+        then its segments over it, and maps read in between name ranges that are gone
+        (their files could not be opened, and every frame there would be nameless)."""
+        if self._open_file is not None or not m.path.startswith("/"):
+            return True
+        return os.path.lexists(f"/proc/{self.pid}/map_files/{m.start:x}-{m.end:x}")
 
     @contextlib.contextmanager
     def opened(self, m: Mapping) -> Iterator[str | None]:
@@ -145,24 +140,27 @@ class ProcessMaps:
             self._elves[m.path] = info
         return self._elves[m.path]
 
-    def symbols_elf(self, m: Mapping, elf: ElfInfo) -> ElfInfo:
-        """ELF's function names, from its separate debug file where the distribution
-        ships one (Debian's -dbg packages: /usr/lib/debug/.build-id/XX/YYYY.debug, found
-        by the build ID, as perf and gdb find it) and the file itself has no .symtab."""
+    def symbols_elf(self, m: Mapping, elf: ElfInfo) -> tuple[ElfInfo, str]:
+        """ELF's function names and where they came from: the file's own symbol table,
+        else its separate debug file (debug_files.py: the build-ID tree, its debug link,
+        debuginfod), else its exported names alone."""
         if not elf.stripped:
-            return elf
-        key = f"debug:{m.path}"
-        if key not in self._elves:
-            found = None
+            return elf, SYMTAB
+        found = self._debug.get(m.path)
+        if found is None:
+            found = (elf, DYNSYM)
+            folder = os.path.dirname(m.path)
             with self.opened(m) as path:
-                build_id = build_id_of(path) if path is not None else None
-            if build_id and all(c in "0123456789abcdef" for c in build_id):
-                # The host's debug files only: a container's would be its owner's.
-                debug = f"{DEBUG_DIR}/{build_id[:2]}/{build_id[2:]}.debug"
+                debug = (
+                    find_debug_file(path, f"/proc/{self.pid}/root{folder}", folder)
+                    if path is not None
+                    else None
+                )
+            if debug is not None:
                 with contextlib.suppress(OSError, NotELFError, ValueError):
-                    found = read_elf(debug)
-            self._elves[key] = found
-        return self._elves[key] or elf
+                    found = (read_elf(debug.path, debug=True), debug.named_by)
+            self._debug[m.path] = found
+        return found
 
     def cfi(self, m: Mapping) -> CfiTable:
         table = self._cfi.get(m.path)

@@ -57,7 +57,7 @@ class Tally:
         self._self: Counter[Key] = Counter()
         self._total: Counter[Key] = Counter()
         self._off: Counter[Key] = Counter()
-        self._symbols: dict[Key, str] = {}
+        self._symbols: dict[Key, tuple[str, str]] = {}  # a function's symbol, named_by
         self._stacks: dict[tuple[int, int, tuple[str, ...]], list[float]] = {}
 
     def _stack_of(self, e: Event) -> Stack:
@@ -110,7 +110,7 @@ class Tally:
                 leaf = stack.frames[0]
                 self._self[(leaf.module, leaf.name)] += 1
             for f in stack.frames:
-                self._symbols.setdefault((f.module, f.name), f.symbol)
+                self._symbols.setdefault((f.module, f.name), (f.symbol, f.named_by))
             for key in {(f.module, f.name) for f in stack.frames}:
                 self._total[key] += 1
             if (entry := self._entry(pid, tid, stack)) is not None:
@@ -123,7 +123,7 @@ class Tally:
             else:
                 self.off_ns += ns
             for f in stack.frames:
-                self._symbols.setdefault((f.module, f.name), f.symbol)
+                self._symbols.setdefault((f.module, f.name), (f.symbol, f.named_by))
             for key in {(f.module, f.name) for f in stack.frames}:
                 self._off[key] += ns
             if (entry := self._entry(pid, tid, stack)) is not None:
@@ -146,10 +146,11 @@ class Tally:
                 ProfileFunction(
                     name,
                     module,
-                    self._symbols.get((module, name), ""),
+                    self._symbols.get((module, name), ("", ""))[0],
                     self._self[(module, name)],
                     self._total[(module, name)],
                     float(self._off[(module, name)]),
+                    self._symbols.get((module, name), ("", ""))[1],
                 )
                 for module, name in hot
             )

@@ -13,6 +13,7 @@ from adaptyst_top.collectors.probes.elf_info import ElfInfo
 from adaptyst_top.collectors.profile.cfi import RSP, Rule
 from adaptyst_top.collectors.profile.maps import ProcessMaps
 from adaptyst_top.snapshot.inert import has_unsafe, inert
+from adaptyst_top.snapshot.profile import EH_FRAME
 
 MAX_FRAMES = 128
 MAX_NAME = 4096  # characters of a function's or a file's name kept
@@ -24,7 +25,8 @@ _WORD = struct.Struct("<Q")
 class Frame:
     module: str  # the file's path as the process maps it ("" for anonymous memory)
     name: str  # the function as its source names it, or "[file]" where none is known
-    symbol: str = ""  # the ELF symbol (what a uprobe attaches to); "" where none
+    symbol: str = ""  # what a uprobe attaches to: a symbol, or 0xADDRESS; "" where none
+    named_by: str = ""  # where the name came from (debug_files.SYMTAB...); "" where none
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,21 +80,25 @@ def _place(maps: ProcessMaps, look: int) -> tuple[Frame, Rule | None] | None:
     elf = maps.elf(m)
     vaddr = maps.vaddr(m, look, elf) if elf is not None else None
     base = m.path.rsplit("/", 1)[-1] or "anon"
-    named = (
-        _symbols(maps.symbols_elf(m, elf)).name(vaddr)
-        if elf is not None and vaddr is not None
-        else None
-    )
+    named, named_by = None, ""
+    if elf is not None and vaddr is not None:
+        names, named_by = maps.symbols_elf(m, elf)
+        named = _symbols(names).name(vaddr)
     # Names and paths are the target's bytes: shown, never acted on by a terminal.
     path = inert(m.path)[:MAX_NAME]
+    table = maps.cfi(m)
     if named:
         # A name past MAX_NAME (a template's) is cut; a symbol that is not plain text, or
         # is that long, is none a probe could be given: "" (no `u` on it).
         symbol = named[1] if len(named[1]) <= MAX_NAME and not has_unsafe(named[1]) else ""
-        frame = Frame(path, inert(named[0])[:MAX_NAME], symbol)
+        frame = Frame(path, inert(named[0])[:MAX_NAME], symbol, named_by)
+    elif vaddr is not None and (start := table.function_at(vaddr)) is not None:
+        # No symbol: the function its unwind table says holds the address, by its start
+        # (one row per function, not per address; a uprobe spec can name it).
+        frame = Frame(path, inert(f"{base}+0x{start:x}")[:MAX_NAME], f"0x{start:x}", EH_FRAME)
     else:
         frame = Frame(path, inert(base if base[0] == "[" else f"[{base}]")[:MAX_NAME])
-    return frame, maps.cfi(m).find(vaddr) if vaddr is not None else None
+    return frame, table.find(vaddr) if vaddr is not None else None
 
 
 def unwind(maps: ProcessMaps, ip: int, sp: int, bp: int, stack: bytes) -> Stack:

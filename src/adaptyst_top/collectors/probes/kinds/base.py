@@ -10,6 +10,7 @@ from typing import ClassVar, Protocol
 
 from adaptyst_top.collectors.probes import entry_safety
 from adaptyst_top.collectors.probes.bpf_program import Slot
+from adaptyst_top.collectors.probes.confinement import Confinement
 from adaptyst_top.collectors.probes.elf_info import ElfInfo
 from adaptyst_top.collectors.probes.model import ProbeModule, Row
 from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec
@@ -21,6 +22,11 @@ class PlanContext(Protocol):
 
     @property
     def pid(self) -> int | None: ...
+
+    @property
+    def confine(self) -> Confinement | None:
+        """Whose processes alone it probes (root serving a user), or None."""
+        ...
 
     def new_row(self, spec: ProbeSpec, name: str, path: str, cls: str, slot: int) -> Row:
         """A row with the engine's next id."""

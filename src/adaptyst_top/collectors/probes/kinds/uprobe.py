@@ -78,7 +78,16 @@ class Uprobe(ProbeKindDef):
 
     def plan(self, ctx: PlanContext, spec: ProbeSpec, path: str, source: str, elf: ElfInfo) -> Plan:
         try:
-            planned = plan_uprobes(spec, path, elf, ctx.entry_refusal, ctx.room(), ctx.pid, source)
+            planned = plan_uprobes(
+                spec,
+                path,
+                elf,
+                ctx.entry_refusal,
+                ctx.room(),
+                ctx.pid,
+                source,
+                beside=ctx.confine is None,
+            )
         except PlanError as exc:
             raise ProbeError(str(exc)) from None
         rows: list[Row] = []
