@@ -144,7 +144,9 @@ def main() -> None:
         "ours_samples": n_ours,
         "perf_samples": n_perf,
         "ours_bare_library_pct": round(100 * bare / max(n_ours, 1), 1),
-        "max_diff_points": max(abs(r["ours_pct"] - r["perf_pct"]) for r in rows),
+        "max_diff_points": round(
+            max(abs(100 * (ours[n] / n_ours - perf[n] / n_perf)) for n in top), 1
+        ),
         "rows": rows,
     }
     if args.json:

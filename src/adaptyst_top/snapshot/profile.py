@@ -42,6 +42,8 @@ class ProfileFunction(JsonPart):
         default="",
         metadata=json_field(omit="empty", check=(lambda v: v in NAMED_BY or v == "", "a source")),
     )
+    # A Python function's: the line of its definition in `module` (0: not Python).
+    line: int = field(default=0, metadata=json_field(omit="empty", check=_NON_NEGATIVE))
 
 
 @dataclass(frozen=True, slots=True)

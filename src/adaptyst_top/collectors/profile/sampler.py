@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import struct
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
@@ -19,13 +20,22 @@ from adaptyst_top.collectors.probes.bcc_extras import bcc_stderr_captured
 from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
 from adaptyst_top.collectors.probes.confinement import Confinement, theirs_source
 from adaptyst_top.collectors.probes.overhead import prog_run_stats
+from adaptyst_top.collectors.profile.python.detect import find_python
+from adaptyst_top.collectors.profile.python.sampler_py import (
+    MAX_PY_FRAMES,
+    fill_offsets,
+    register,
+)
+from adaptyst_top.collectors.profile.python.sampler_py import program_part as python_part
 
 STACK_BYTES = 8192  # perf record --call-graph dwarf's default copy, for comparison
 # The copy is tried at these sizes, largest first: a read that crosses the end of the
 # stack (the main thread's top lies a few KiB above a shallow sp) fails whole.
 _SIZES = (8192, 6144, 4096, 3072, 2048, 1024, 512, 0)
+PY_RECHECK_S = 0.2
+MAX_PY_WATCHED = 4096
 RING_PAGES = 1024  # 4 MiB: ~500 full events between two polls
-ON_CPU, OFF_START, OFF_END, OFF_SAME = 0, 1, 2, 3
+ON_CPU, OFF_START, OFF_END, OFF_SAME, PY_FRAMES = 0, 1, 2, 3, 4
 _HEAD = struct.Struct("<IIQQQQII")  # pid tid ip sp bp t kind size
 HEADER_BYTES = _HEAD.size
 
@@ -52,6 +62,8 @@ static __always_inline void send(struct event *e, u32 size) {
     }
 }
 
+%(python)s
+
 static __always_inline int emit(u32 kind, u64 t) {
     int zero = 0;
     struct event *e = scratch.lookup(&zero);
@@ -70,7 +82,9 @@ static __always_inline int emit(u32 kind, u64 t) {
 int on_cpu(struct bpf_perf_event_data *ctx) {
     u32 pid = bpf_get_current_pid_tgid() >> 32;
     if (!scope.lookup(&pid) || !theirs()) return 0;
-    return emit(%(on)d, bpf_ktime_get_ns());
+    u64 t = bpf_ktime_get_ns();
+    emit_py(pid, (u32)bpf_get_current_pid_tgid(), t);
+    return emit(%(on)d, t);
 }
 
 TRACEPOINT_PROBE(sched, sched_switch) {
@@ -104,6 +118,7 @@ TRACEPOINT_PROBE(sched, sched_switch) {
         return 0;
     }
     lastcopy.update(&tid, &now);
+    emit_py(pid, tid, now);
     return emit(%(start)d, now);
 }
 
@@ -138,11 +153,18 @@ def _copies(stack: int) -> str:
 
 
 def program_source(
-    hz: int, stack: int = STACK_BYTES, max_procs: int = 4096, confine: Confinement | None = None
+    hz: int,
+    stack: int = STACK_BYTES,
+    max_procs: int = 4096,
+    confine: Confinement | None = None,
+    fsbase: int = -1,
 ) -> str:
     """CONFINE: a thread is seen only while it is that user's (agent-served sessions: a
-    setuid exec of a process in scope, or one made undumpable, is never sampled)."""
+    setuid exec of a process in scope, or one made undumpable, is never sampled).
+    FSBASE: where task_struct keeps a thread's fs base (-1: unknown; Python before 3.11
+    then shows no Python frames: its threads are known by pthread_self())."""
     return _SOURCE % {
+        "python": python_part(PY_FRAMES, fsbase, max_procs),
         "theirs": theirs_source(confine),
         "same": OFF_SAME,
         "stack": stack,
@@ -173,12 +195,17 @@ class Event:
     stack: bytes = b""
     off_ns: int = 0
     runnable: bool = False
+    py: tuple[int, ...] = ()  # PY_FRAMES: code objects' addresses, leaf first (bit 0: entry)
 
 
 def encode(e: Event) -> bytes:
     """E as the kernel wrote it (decode's inverse): how the agent hands it over."""
     if e.kind == OFF_END:
         return _HEAD.pack(0, e.tid, e.off_ns, int(e.runnable), 0, e.t, e.kind, 0)
+    if e.kind == PY_FRAMES:
+        frames = e.py[:MAX_PY_FRAMES]
+        head = _HEAD.pack(e.pid, e.tid, 0, 0, 0, e.t, e.kind, 8 * len(frames))
+        return head + struct.pack(f"<{len(frames)}Q", *frames)
     return _HEAD.pack(e.pid, e.tid, e.ip, e.sp, e.bp, e.t, e.kind, len(e.stack)) + e.stack
 
 
@@ -188,8 +215,21 @@ def decode(data: bytes) -> Event | None:
     pid, tid, ip, sp, bp, t, kind, size = _HEAD.unpack_from(data)
     if kind == OFF_END:
         return Event(kind, 0, tid, t, off_ns=ip, runnable=bool(sp))
+    if kind == PY_FRAMES:
+        n = min(size, len(data) - _HEAD.size, 8 * MAX_PY_FRAMES) // 8
+        return Event(kind, pid, tid, t, py=struct.unpack_from(f"<{n}Q", data, _HEAD.size))
     stack = data[_HEAD.size : _HEAD.size + min(size, STACK_BYTES)]
     return Event(kind, pid, tid, t, ip, sp, bp, bytes(stack))
+
+
+def _fsbase() -> int:
+    """Where this kernel keeps a thread's fs base in its task_struct (its BTF), or -1."""
+    from adaptyst_top.collectors.probes.kernel_btf import BTFError, member_offset
+
+    try:
+        return member_offset("task_struct", "thread") + member_offset("thread_struct", "fsbase")
+    except (BTFError, OSError, ValueError):
+        return -1
 
 
 class Sampler:
@@ -211,8 +251,10 @@ class Sampler:
         # bcc's compiler is one at a time in a process (the agent's users take turns);
         # the sched tracepoints attach here.
         with COMPILE_TURNS.turn(owner), bcc_stderr_captured():
-            self.bpf = BPF(text=program_source(hz, confine=confine))
+            self.bpf = BPF(text=program_source(hz, confine=confine, fsbase=_fsbase()))
+        self._pythons: dict[int, float] = {}  # process -> when it was last looked at
         try:
+            fill_offsets(self.bpf["pyoffs"])
             scope = self.bpf["scope"]
             for pid in pids:
                 scope[ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
@@ -265,7 +307,26 @@ class Sampler:
     def _take(self, _ctx: object, data: int, size: int) -> None:
         event = decode(ctypes.string_at(data, size))
         if event is not None:
+            if event.kind in (ON_CPU, OFF_START):
+                self._python(event.pid)
             self._on_event(event)
+
+    def _python(self, pid: int) -> None:
+        """Whether PID runs a CPython whose frames the kernel can walk: looked at when
+        first seen and again each PY_RECHECK_S until it does (a launched command execs
+        its interpreter after it was put in scope; a program may load libpython late)."""
+        now = time.monotonic()
+        last = self._pythons.get(pid)
+        if last is not None and (last < 0 or now - last < PY_RECHECK_S):
+            return
+        if len(self._pythons) >= MAX_PY_WATCHED:
+            self._pythons.pop(next(iter(self._pythons)))
+        found = find_python(pid)
+        self._pythons[pid] = -1.0 if found is not None else now
+        if found is not None:
+            with self._lock, contextlib.suppress(Exception):  # a full map: no Python frames
+                if not self.closed:
+                    register(self.bpf["pyproc"], pid, found)
 
     def poll(self, timeout_ms: int = 0) -> None:
         self.bpf.ring_buffer_poll(timeout_ms)

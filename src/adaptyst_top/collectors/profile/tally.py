@@ -12,12 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 from adaptyst_top.collectors.profile.maps import ProcessMaps
+from adaptyst_top.collectors.profile.python.stacks import PythonStacks
 from adaptyst_top.collectors.profile.sampler import (
     HEADER_BYTES,
     OFF_END,
     OFF_SAME,
     OFF_START,
     ON_CPU,
+    PY_FRAMES,
     Event,
 )
 from adaptyst_top.collectors.profile.unwind import Stack, unwind
@@ -29,6 +31,7 @@ MAX_PENDING = 65536  # threads off the CPU whose return is awaited
 MAX_PROCESSES = 4096  # processes whose maps are kept
 
 Key = tuple[str, str]  # (module, function)
+_NONE = ("", "", 0)
 
 
 def _bounded_put(d: dict[int, Any], key: int, value: Any) -> None:
@@ -57,7 +60,9 @@ class Tally:
         self._self: Counter[Key] = Counter()
         self._total: Counter[Key] = Counter()
         self._off: Counter[Key] = Counter()
-        self._symbols: dict[Key, tuple[str, str]] = {}  # a function's symbol, named_by
+        # A function's symbol, where its name came from, its line (Python's)
+        self._symbols: dict[Key, tuple[str, str, int]] = {}
+        self._python = PythonStacks()
         self._stacks: dict[tuple[int, int, tuple[str, ...]], list[float]] = {}
 
     def _stack_of(self, e: Event) -> Stack:
@@ -66,13 +71,16 @@ class Tally:
             if len(self._maps) >= MAX_PROCESSES:
                 self._maps.pop(next(iter(self._maps)))
             maps = self._maps[e.pid] = ProcessMaps(e.pid, self._open_file)
-        return unwind(maps, e.ip, e.sp, e.bp, e.stack)
+        stack = unwind(maps, e.ip, e.sp, e.bp, e.stack)
+        return self._python.merged(e, stack)
 
     def take(self, e: Event) -> None:
         started = time.thread_time()
         self.events += 1
         self.copied_bytes += HEADER_BYTES + len(e.stack)
-        if e.kind == OFF_END:
+        if e.kind == PY_FRAMES:
+            self._python.hold(e)
+        elif e.kind == OFF_END:
             pending = self._pending.pop(e.tid, None)
             if pending is not None and pending[0] == e.t:  # its own switch-out, not a stale one
                 self._charge_off(pending[1], e.tid, pending[2], e.off_ns, e.runnable)
@@ -110,7 +118,7 @@ class Tally:
                 leaf = stack.frames[0]
                 self._self[(leaf.module, leaf.name)] += 1
             for f in stack.frames:
-                self._symbols.setdefault((f.module, f.name), (f.symbol, f.named_by))
+                self._symbols.setdefault((f.module, f.name), (f.symbol, f.named_by, f.line))
             for key in {(f.module, f.name) for f in stack.frames}:
                 self._total[key] += 1
             if (entry := self._entry(pid, tid, stack)) is not None:
@@ -123,7 +131,7 @@ class Tally:
             else:
                 self.off_ns += ns
             for f in stack.frames:
-                self._symbols.setdefault((f.module, f.name), (f.symbol, f.named_by))
+                self._symbols.setdefault((f.module, f.name), (f.symbol, f.named_by, f.line))
             for key in {(f.module, f.name) for f in stack.frames}:
                 self._off[key] += ns
             if (entry := self._entry(pid, tid, stack)) is not None:
@@ -146,11 +154,12 @@ class Tally:
                 ProfileFunction(
                     name,
                     module,
-                    self._symbols.get((module, name), ("", ""))[0],
+                    self._symbols.get((module, name), _NONE)[0],
                     self._self[(module, name)],
                     self._total[(module, name)],
                     float(self._off[(module, name)]),
-                    self._symbols.get((module, name), ("", ""))[1],
+                    self._symbols.get((module, name), _NONE)[1],
+                    self._symbols.get((module, name), _NONE)[2],
                 )
                 for module, name in hot
             )

@@ -26,7 +26,8 @@ class Frame:
     module: str  # the file's path as the process maps it ("" for anonymous memory)
     name: str  # the function as its source names it, or "[file]" where none is known
     symbol: str = ""  # what a uprobe attaches to: a symbol, or 0xADDRESS; "" where none
-    named_by: str = ""  # where the name came from (debug_files.SYMTAB...); "" where none
+    named_by: str = ""  # where the name came from (snapshot.profile.SYMTAB...); "" where none
+    line: int = 0  # a Python function's: the line of its definition
 
 
 @dataclass(frozen=True, slots=True)

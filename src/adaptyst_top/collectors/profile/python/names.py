@@ -1,0 +1,162 @@
+"""What a code object is called: its qualified name, its file and the line of its
+definition, read from the process's memory (/proc/PID/mem, opened as whoever unwinds:
+root here, the profiled user's own process through the agent) at the address the kernel
+sent. Before 3.11 a code object keeps only its bare name: the qualified one is read from
+the definition at that line of its file (ast), as the process's root names the file.
+
+A process's memory is its owner's to write: every string is bounded and shown inert."""
+
+from __future__ import annotations
+
+import ast
+import os
+import stat
+import struct
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from adaptyst_top.collectors.profile.python.offsets import OFFSETS
+from adaptyst_top.snapshot.inert import inert
+
+MAX_TEXT = 512  # characters of a name or a path
+MAX_SOURCE = 4 << 20  # a .py file read for its definitions
+MAX_CODES = 65536  # code objects named per process
+_WORD = struct.Struct("<Q")
+_INT = struct.Struct("<i")
+
+
+@dataclass(frozen=True, slots=True)
+class CodeName:
+    qualname: str
+    filename: str
+    line: int
+
+
+class CodeNames:
+    """Code objects of one process, named once each."""
+
+    def __init__(self, pid: int, version: tuple[int, int]) -> None:
+        self.pid, self.version = pid, version
+        self._o = OFFSETS[version]
+        self._names: OrderedDict[int, CodeName | None] = OrderedDict()
+        self._fd: int | None = None
+        try:
+            self._fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._fd = None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def name(self, code: int) -> CodeName | None:
+        if code in self._names:
+            return self._names[code]
+        found = self._read(code)
+        self._names[code] = found
+        if len(self._names) > MAX_CODES:
+            self._names.popitem(last=False)
+        return found
+
+    def _bytes(self, addr: int, n: int) -> bytes | None:
+        if self._fd is None or addr <= 0:
+            return None
+        try:
+            data = os.pread(self._fd, n, addr)
+        except (OSError, OverflowError, ValueError):
+            return None
+        return data if len(data) == n else None
+
+    def _word(self, addr: int) -> int | None:
+        data = self._bytes(addr, 8)
+        return None if data is None else int(_WORD.unpack(data)[0])
+
+    def _text(self, obj: int | None) -> str | None:
+        """A str object's text (compact ASCII or compact of any kind), bounded."""
+        o = self._o
+        if not obj:
+            return None
+        length = self._word(obj + o["unicode_length"])
+        head = self._bytes(obj + o["unicode_state"], 4)
+        if length is None or head is None or not 0 <= length <= 1 << 20:
+            return None
+        state = int.from_bytes(head, "little")
+        kind, compact, ascii_only = (state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1
+        if not compact or kind not in (1, 2, 4):
+            return None
+        n = min(length, MAX_TEXT)
+        at = o["unicode_ascii_data"] if ascii_only else o["unicode_compact_data"]
+        data = self._bytes(obj + at, n * kind)
+        if data is None:
+            return None
+        codec = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind]
+        return data.decode(codec, "replace")
+
+    def _read(self, code: int) -> CodeName | None:
+        o = self._o
+        filename = self._text(self._word(code + o["code_filename"]))
+        name = self._text(self._word(code + o["code_qualname"] if "code_qualname" in o else 0))
+        bare = self._text(self._word(code + o["code_name"]))
+        raw_line = self._bytes(code + o["code_firstlineno"], 4)
+        if filename is None or bare is None or raw_line is None:
+            return None
+        line = max(0, int(_INT.unpack(raw_line)[0]))
+        if name is None:
+            proc = f"/proc/{self.pid}"
+            name = qualname_at(f"{proc}/root", f"{proc}/cwd", filename, line, bare)
+        return CodeName(inert(name)[:MAX_TEXT], inert(filename)[:MAX_TEXT], line)
+
+
+_DEFINITIONS: OrderedDict[tuple[str, int, int], dict[tuple[int, str], str]] = OrderedDict()
+
+
+def qualname_at(root: str, cwd: str, filename: str, line: int, bare: str) -> str:
+    """The qualified name of the definition of BARE at LINE of FILENAME (in ROOT, or in
+    CWD where it is relative), as Python 3.11 and later keep it; BARE where the file
+    cannot say (gone, not a file, changed since)."""
+    if bare.startswith("<") or filename.startswith("<"):
+        return bare
+    # A script run by a relative path keeps it (3.8): from the process's folder.
+    defs = _definitions(f"{root}{filename}" if filename.startswith("/") else f"{cwd}/{filename}")
+    return defs.get((line, bare), bare) if defs else bare
+
+
+def _definitions(path: str) -> dict[tuple[int, str], str] | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE:
+            return None
+        key = (path, st.st_ino, st.st_mtime_ns)
+        if key in _DEFINITIONS:
+            return _DEFINITIONS[key]
+        source = os.read(fd, MAX_SOURCE)
+    finally:
+        os.close(fd)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    defs: dict[tuple[int, str], str] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                qual = f"{prefix}{child.name}"
+                lines = [child.lineno] + [d.lineno for d in child.decorator_list]
+                for at in lines:
+                    defs[(at, child.name)] = qual
+                inner = f"{qual}.<locals>." if not isinstance(child, ast.ClassDef) else f"{qual}."
+                visit(child, inner)
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    _DEFINITIONS[key] = defs
+    if len(_DEFINITIONS) > 256:
+        _DEFINITIONS.popitem(last=False)
+    return defs
