@@ -306,3 +306,40 @@ def test_the_process_lists_pick_is_profiled_then_probed(
         for p in (mine, theirs):
             p.kill()
             p.wait()
+
+
+def test_a_users_python_program_shows_its_python_frames(
+    agent: Agent, users: tuple[User, User], shared: Path
+) -> None:
+    """The distribution's python3 (the one a user may run): her own program's Python
+    functions named and shared as it measured them, read by her own unwinder."""
+    alice, _ = users
+    folder = _folder_of(alice, shared)
+    program = folder / "py_split.py"
+    shutil.copyfile(TARGETS / "py_split.py", program)
+    os.chown(program, alice.uid, alice.gid)
+    rec = folder / "rec.jsonl"
+    proc = _as(
+        alice,
+        *_record(agent, rec, "--profile-hz", str(HZ), "--interval", "1"),
+        "--",
+        "/usr/bin/python3",
+        str(program),
+        "5",
+    )
+    try:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        truth = json.loads(out.strip().splitlines()[-1])
+        profile = json.loads(rec.read_text().splitlines()[-1])["profile"]
+        rows = {f["name"]: f for f in profile["functions"]}
+        assert rows["Model.big"]["module"] == str(program)
+        assert rows["Model.big"]["named_by"] == "python"
+        spun = truth["big"] + truth["small"] + truth["packer"]
+        in_main = rows["main"]["total"]
+        assert in_main >= 0.5 * HZ * spun
+        for name, key in (("Model.big", "big"), ("Model.small", "small")):
+            share = rows[name]["total"] / in_main
+            assert abs(share - truth[key] / spun) <= 0.05, (name, share, truth)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
