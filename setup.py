@@ -50,6 +50,14 @@ setup(
     ext_modules=[
         Extension("adaptyst_top.placement._sdt", sources=["src/adaptyst_top/placement/_sdt.c"]),
         Extension(
+            "adaptyst_top.collectors.probes.kinds._python_layer",
+            sources=[f"{_KINDS}/python_layer.c"],
+            depends=[f"{_KINDS}/layer_common.h"],
+            include_dirs=[_SDT_INCLUDE],
+            extra_compile_args=["-fvisibility=hidden"],
+            optional=True,
+        ),
+        Extension(
             "adaptyst_top.collectors.probes.kinds._opencl_layer",
             sources=[f"{_KINDS}/opencl_layer.c"],
             depends=[f"{_KINDS}/layer_common.h"],

@@ -131,6 +131,7 @@ venv() {
     if [ -f "$stamp" ]; then
         newer=$(find pyproject.toml setup.py tests/constraints.txt src/adaptyst_top/placement/_sdt.c \
             src/adaptyst_top/collectors/probes/kinds/opencl_layer.c \
+            src/adaptyst_top/collectors/probes/kinds/python_layer.c \
             src/adaptyst_top/collectors/probes/kinds/cuda_inject.c \
             src/adaptyst_top/collectors/probes/kinds/cupti_open.[ch] \
             src/adaptyst_top/collectors/probes/kinds/layer_common.h \

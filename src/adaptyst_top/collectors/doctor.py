@@ -202,6 +202,7 @@ def run_doctor(run_smoke: bool = True) -> list[Capability]:
         ("opencl", check_opencl),
         ("fpga", check_fpga),
         ("debug-names", check_debug_names),
+        ("python", check_python),
     ]
     return [_guarded(name, check) for name, check in checks]
 
@@ -226,6 +227,32 @@ def check_debug_names(debug_root: Path = Path(DEBUG_ROOT)) -> Capability:
             "install a library's -dbgsym/-dbg package, or set DEBUGINFOD_URLS",
         )
     return Capability("debug-names", "ok", "; ".join(found))
+
+
+def check_python(places: tuple[str, ...] | None = None) -> Capability:
+    """The CPythons on this node's PATH (and the usual folders) whose frames the profile
+    walks and whose functions `python:` probes time: the versions offsets.py knows."""
+    import glob
+    import os
+    import re
+
+    from adaptyst_top.collectors.profile.python.offsets import OFFSETS
+
+    folders = places or (*os.environ.get("PATH", "").split(":"), "/usr/bin", "/usr/local/bin")
+    seen: dict[str, str] = {}
+    for folder in dict.fromkeys(f for f in folders if f):
+        for exe in sorted(glob.glob(f"{folder}/python3.*")):
+            m = re.fullmatch(r"python3\.(\d+)", os.path.basename(exe))
+            if m and os.access(exe, os.X_OK):
+                seen.setdefault(os.path.realpath(exe), f"3.{m.group(1)}")
+    known = {p: v for p, v in seen.items() if (3, int(v[2:])) in OFFSETS}
+    if not known:
+        versions = ", ".join(f"{a}.{b}" for a, b in sorted(OFFSETS))
+        return Capability(
+            "python", "missing", f"no CPython {versions} found on PATH", "install python3"
+        )
+    shown = ", ".join(f"{v} ({p})" for p, v in sorted(known.items(), key=lambda i: i[1]))
+    return Capability("python", "ok", f"Python frames and python: probes for {shown}")
 
 
 def _guarded(name: str, check: Callable[[], Capability]) -> Capability:

@@ -23,7 +23,7 @@ def command_env(
     notes: list[str] = []
     for spec in specs:
         kind = kind_of(spec)
-        for name, value in kind.launch_env({**env, **added}, budget).items():
+        for name, value in kind.launch_env({**env, **added}, budget, spec).items():
             old = env.get(name)
             if name in kind.exclusive_env and name not in added and old and old != value:
                 notes.append(

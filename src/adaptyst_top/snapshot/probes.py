@@ -8,7 +8,7 @@ from typing import Literal
 from adaptyst_top.snapshot.codec import JsonPart, json_field
 
 ProbeKey = str | int | None  # an @argN value: a string, an integer, or None when unsplit
-ProbeKind = Literal["uprobe", "usdt", "opencl", "cuda"]
+ProbeKind = Literal["uprobe", "usdt", "opencl", "cuda", "python"]
 ProbeState = Literal["pending", "attached", "detached", "ended", "error"]
 
 

@@ -195,6 +195,7 @@ def test_doctor_cli_one_line_per_capability() -> None:
         "opencl",
         "fpga",
         "debug-names",
+        "python",
         "agent",
     ]
     status = {ln.split()[0]: ln.split()[1] for ln in lines}
@@ -258,3 +259,15 @@ def test_debug_names_says_which_sources_the_node_has(
     both = check_debug_names(tmp_path)
     assert both.status == "ok" and "1 debug file(s)" in both.detail
     assert "debuginfod: http://127.0.0.1:1" in both.detail
+
+
+def test_python_says_which_interpreters_the_profile_knows(tmp_path: Path) -> None:
+    from adaptyst_top.collectors.doctor import check_python
+
+    assert check_python((str(tmp_path),)).status == "missing"
+    exe = tmp_path / "python3.12"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    (tmp_path / "python3.99").write_text("")  # unknown: not offered
+    ok = check_python((str(tmp_path),))
+    assert ok.status == "ok" and "3.12" in ok.detail and "3.99" not in ok.detail

@@ -43,6 +43,10 @@ OPENCL_COUNT_NS = 110.0
 # A CUDA kernel's CUPTI record read by the injection library on CUPTI's thread, handed
 # over timed (its share of a batch's probe hit) or only counted: bench_cuda_records, on
 # CUPTI's fake (what CUPTI itself adds to a launch is the driver's, not measured here).
+# A Python call timed by the tool's hook (python_hook/sitecustomize.py) and handed over
+# in a batch: bench_python_calls, this kind of machine, what the hook adds to a call.
+PYTHON_CALL = "python-call"
+PYTHON_CALL_NS = 1000.0
 CUDA_RECORD = "cuda-record"
 CUDA_COUNT = "cuda-count"
 CUDA_RECORD_NS = 300.0
@@ -135,6 +139,7 @@ DEFAULT_COSTS: dict[str, ClassCost] = {
     OPENCL_KERNEL: ClassCost(OPENCL_KERNEL_NS, 0.0, "default"),
     OPENCL_COUNT: ClassCost(OPENCL_COUNT_NS, 0.0, "default"),
     CUDA_RECORD: ClassCost(CUDA_RECORD_NS, 0.0, "default"),
+    PYTHON_CALL: ClassCost(PYTHON_CALL_NS, 0.0, "default"),
     CUDA_COUNT: ClassCost(CUDA_COUNT_NS, 0.0, "default"),
 }
 

@@ -51,6 +51,7 @@ class ProbeSpec:
     arg: int | None = None  # @argN, 1-based as bcc's and bpftrace's USDT arguments
     arg_type: KeyType = "auto"
     retval: bool = False  # @retval: a uprobe's statistics split by the return value
+    file: str | None = None  # python: the glob over .py paths
     # Set by the kind that parsed it: the rows' name, and whether they time intervals.
     label: str = field(default="", compare=False)
     measures_latency: bool = field(default=False, compare=False)

@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from adaptyst_top.snapshot import ProfileFunction
+from adaptyst_top.snapshot.profile import PYTHON
 from adaptyst_top.tui.profile_view import Box, ProfileView
 
 LIST_SHARE = 0.35  # of the screen's rows: the function list; the graph gets the rest
@@ -28,7 +29,10 @@ _COOL = ("#2471a3", "#2e86c1", "#1f618d", "#5dade2", "#154360", "#2874a6")
 
 
 def probe_spec(f: ProfileFunction) -> str | None:
-    """The uprobe spec that times F exactly (None: no symbol, or no file, to attach to)."""
+    """The spec that times F exactly: a Python function's calls, a native one's uprobe
+    (None: no symbol, or no file, to attach to)."""
+    if f.named_by == PYTHON and f.module.endswith(".py") and "\t" not in f.module:
+        return f"python:{f.module}:{f.name}"
     if not f.symbol or not f.module.startswith("/"):
         return None
     return f"uprobe:{f.module}:{f.symbol}"

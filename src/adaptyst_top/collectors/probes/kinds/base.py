@@ -124,7 +124,10 @@ class ProbeKindDef(ABC):
         (a key its spec does not ask for)."""
         return row_name
 
-    def launch_env(self, env: dict[str, str], budget: float) -> dict[str, str]:
+    def launch_env(
+        self, env: dict[str, str], budget: float, spec: ProbeSpec | None = None
+    ) -> dict[str, str]:
         """Variables a command launched with a probe of this kind runs with (ENV: its
-        environment as it would be; BUDGET: the probes' share of its time)."""
+        environment as it would be; BUDGET: the probes' share of its time; SPEC: the
+        probe)."""
         return {}

@@ -54,7 +54,9 @@ class Cuda(DeviceLayerKind):
                 raise ProbeError(f"{spec.text}: {why}")
         return None
 
-    def launch_env(self, env: dict[str, str], budget: float) -> dict[str, str]:
+    def launch_env(
+        self, env: dict[str, str], budget: float, spec: ProbeSpec | None = None
+    ) -> dict[str, str]:
         library = inject_path()
         if library is None:
             return {}

@@ -61,7 +61,9 @@ class OpenCL(DeviceLayerKind):
         uprobe = Uprobe().parse(host, rest, len("uprobe:"), Key())
         return uprobe, f"{spec.text}: {why}; its launches are counted from the host ({host})"
 
-    def launch_env(self, env: dict[str, str], budget: float) -> dict[str, str]:
+    def launch_env(
+        self, env: dict[str, str], budget: float, spec: ProbeSpec | None = None
+    ) -> dict[str, str]:
         layer = layer_path()
         if layer is None:
             return {}

@@ -1,0 +1,113 @@
+"""What a `python:` probe costs the program, per call of the probed function and per call
+of the others, against peers in the same run: the bare program; a no-op `sys.setprofile`
+hook (the cheapest Python-level tracer); py-spy sampling it at 100 Hz (which counts no
+calls). A ~20 us function and a tiny one called 10 times after each.
+
+    sudo .venv/bin/python -m bench.bench_python_calls [--seconds 3] [--python EXE...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.support.cli import CLI
+
+PROGRAM = r"""
+import json, sys, time
+def spin(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+def work():
+    return spin(%(n)d)
+def tiny(i):
+    return i + 1
+def main(seconds):
+    end = time.monotonic() + seconds
+    calls = took = tinies = tiny_ns = 0
+    while time.monotonic() < end:
+        t0 = time.perf_counter_ns(); work(); t1 = time.perf_counter_ns()
+        for i in range(10):
+            tiny(i)
+        t2 = time.perf_counter_ns()
+        took += t1 - t0; tiny_ns += t2 - t1; calls += 1; tinies += 10
+    print(json.dumps({"calls": calls, "work_ns": took / calls, "tiny_ns": tiny_ns / tinies}))
+%(pre)s
+main(float(sys.argv[1]))
+"""
+NOOP_PROFILE = "sys.setprofile(lambda *a: None)"
+
+
+def _run(cmd: list[str]) -> dict[str, float]:
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def measure(python: str, seconds: float, d: Path) -> dict[str, object]:
+    plain, traced = d / "plain.py", d / "traced.py"
+    plain.write_text(PROGRAM % {"n": 150, "pre": ""})
+    traced.write_text(PROGRAM % {"n": 150, "pre": NOOP_PROFILE})
+    args = [python, str(plain), str(seconds)]
+    rows = {
+        "bare": _run(args),
+        "python_probe": _run(
+            [*CLI, "record", "--probe", f"python:{plain}:work", "--out", os.devnull, "--", *args]
+        ),
+        "setprofile_noop": _run([python, str(traced), str(seconds)]),
+    }
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if Path(spy).exists():
+        rows["py_spy_100hz"] = _run([spy, "record", "-r", "100", "-o", os.devnull, "--", *args])
+    bare = rows["bare"]
+    return {
+        "python": python,
+        "version": subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip(),
+        "work_us_bare": round(bare["work_ns"] / 1e3, 2),
+        **{
+            f"{name}_per_call_ns": round(r["work_ns"] - bare["work_ns"])
+            for name, r in rows.items()
+            if name != "bare"
+        },
+        **{
+            f"{name}_per_other_call_ns": round(r["tiny_ns"] - bare["tiny_ns"])
+            for name, r in rows.items()
+            if name != "bare"
+        },
+        "python_probe_wall_ratio": round(rows["python_probe"]["work_ns"] / bare["work_ns"], 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument(
+        "--python",
+        nargs="*",
+        default=[
+            p
+            for p in ("/usr/bin/python3", "/root/.pyenv/versions/3.12.1/bin/python3.12")
+            if os.path.exists(p)
+        ],
+    )
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        results = [measure(p, args.seconds, Path(d)) for p in args.python]
+    for r in results:
+        print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()

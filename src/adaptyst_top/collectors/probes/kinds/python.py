@@ -1,0 +1,100 @@
+"""python:FILE:FUNC: every call of the Python functions whose qualified name matches the
+glob FUNC, defined in a .py file matching FILE (a path or a glob over paths), counted
+and timed from entry to return, for a command the monitor launches.
+
+The command runs with the tool's hook first on its PYTHONPATH (python_hook/
+sitecustomize.py, which then runs the one it stands in front of): it times the calls of
+the functions the probes name (sys.monitoring from 3.12: other functions pay nothing
+after their first call; the profile hook before) and hands them over to the Python layer
+(python_layer.c) 64 at a time, whose adaptyst_py:timed site the probe reads in the kernel;
+device_layer says how a row is made of them (here the "device" is the interpreter, on
+the CPU). A row's name is the function's qualified name (device_layer.row_name)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.kinds.base import PlanContext
+from adaptyst_top.collectors.probes.kinds.device_layer import TIMED, DeviceLayerKind
+from adaptyst_top.collectors.probes.model import ProbeError
+from adaptyst_top.collectors.probes.spec import Key, ProbeSpec, ProbeSpecError
+
+LAYER_MODULE = "adaptyst_top.collectors.probes.kinds._python_layer"
+PROVIDER = "adaptyst_py"
+PROBES_ENV, LAYER_ENV, PATH_ENV = "ADAPTYST_PY_PROBES", "ADAPTYST_PY_LAYER", "PYTHONPATH"
+HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python_hook")
+_FILE = re.compile(r"[^\t\n\0]{1,4096}")
+_FUNC = re.compile(r"[A-Za-z0-9_.<>*?\[\]!]{1,512}")
+
+
+class Python(DeviceLayerKind):
+    name = "python"
+    shape = "python:FILE:FUNC"
+    syntax = "python:FILE:FUNC"
+    what = "exact calls and latency of Python functions, for a launched command"
+    module = LAYER_MODULE
+    provider = PROVIDER
+    timed_class = ov.PYTHON_CALL
+    counted_class = ov.PYTHON_CALL
+    device = "Python"
+    noun = "Python layer"
+    host_time = True
+    sampled_latency = False
+    missing = "this install has no Python layer (built with sys/sdt.h: make setup)"
+
+    def parse(self, spec: str, rest: str, body_start: int, key: Key) -> ProbeSpec:
+        path, sep, func = rest.rpartition(":")
+        if not sep or not _FILE.fullmatch(path):
+            raise ProbeSpecError(spec, body_start, len(rest) or 1, f"expected {self.shape}")
+        if not _FUNC.fullmatch(func):
+            at = body_start + len(path) + 1
+            raise ProbeSpecError(spec, at, len(func) or 1, "bad function glob (a qualified name)")
+        library = self.library()
+        if library is None:
+            raise ProbeSpecError(spec, 0, len(spec), self.missing)
+        # A relative FILE is the launched command's: as its folder (the monitor's) names it.
+        shown = path if path.startswith(("/", "*")) else os.path.abspath(path)
+        return ProbeSpec(
+            spec,
+            "python",
+            library,
+            func=func,
+            provider=PROVIDER,
+            name=TIMED,
+            arg=1,
+            arg_type="str",
+            file=shown,
+            label=func,
+            measures_latency=True,
+        )
+
+    def instead(self, ctx: PlanContext, spec: ProbeSpec) -> tuple[ProbeSpec, str] | None:
+        if ctx.pid is not None:
+            why = self.not_loaded_in(ctx, ctx.pid, spec.target, LAYER_ENV)
+            if why is not None:
+                raise ProbeError(
+                    f"{spec.text}: PID {ctx.pid} was not started with this tool's Python "
+                    "hook: exact Python calls need a command the monitor launches (-- CMD); "
+                    "`--profile` shows its Python functions sampled"
+                )
+        return None
+
+    def shown_target(self, target: str) -> str:
+        return self.device
+
+    def launch_env(
+        self, env: dict[str, str], budget: float, spec: ProbeSpec | None = None
+    ) -> dict[str, str]:
+        library = self.library()
+        if library is None or spec is None or spec.file is None:
+            return {}
+        probes = [p for p in env.get(PROBES_ENV, "").split("\n") if p]
+        probes.append(f"{spec.file}\t{spec.func}")
+        paths = [p for p in env.get(PATH_ENV, "").split(":") if p and p != HOOK_DIR]
+        return {
+            PROBES_ENV: "\n".join(dict.fromkeys(probes)),
+            LAYER_ENV: library,
+            PATH_ENV: ":".join([HOOK_DIR, *paths]),
+        }

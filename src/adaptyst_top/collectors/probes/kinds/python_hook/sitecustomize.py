@@ -1,0 +1,236 @@
+"""adaptyst-top's Python hook, run by every CPython a `python:` probe launches (it is
+first on PYTHONPATH): times each call of the functions the probes name and hands the
+times to the Python layer (python_layer.c) through ctypes, 64 at a time, for the
+kernel's probe on its USDT site to count and time exactly. Then it runs the
+sitecustomize it stands in front of, if there is one.
+
+ADAPTYST_PY_PROBES: one probe a line, "FILE<TAB>FUNC" (globs over the .py path and the
+qualified name); ADAPTYST_PY_LAYER: the layer's path. Runs on CPython 3.8 and later:
+- 3.12 and later: sys.monitoring. The first call of each function is looked at once;
+  one the probes do not name is never looked at again (DISABLE), so other functions pay
+  nothing; a probed one reports its start and its return or unwind.
+- before: the profile hook (sys.setprofile, threading.setprofile), which every Python
+  call passes through.
+A generator's or coroutine's time runs from each resumption to each suspension.
+Nothing of the program's changes; any failure here turns the hook off, never the program.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import ctypes
+import fnmatch
+import os
+import sys
+import threading
+import time
+from types import CodeType, FrameType
+from typing import Any
+
+_PROBES_ENV, _LAYER_ENV = "ADAPTYST_PY_PROBES", "ADAPTYST_PY_LAYER"
+_BATCH = 64
+_FLUSH_NS = 100_000_000
+_KEY_LEN = 32
+_HASHED_PREFIX = 22
+
+
+def _key(text: str) -> bytes:
+    """The row's key, as layer_common.h's key_text makes it."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) < _KEY_LEN:
+        return raw
+    h = 2166136261
+    for b in raw:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return raw[:_HASHED_PREFIX] + b"~" + b"%08x" % h
+
+
+_DEFS: dict[str, dict[tuple[int, str], str]] = {}
+
+
+def _qualname(code: CodeType) -> str:
+    """Its qualified name: the code object's own from 3.11; before, from its definition
+    in its file (the hook runs in the target's interpreter, apart from the package)."""
+    own = getattr(code, "co_qualname", None)
+    if own:
+        return str(own)
+    path = code.co_filename
+    if path not in _DEFS:
+        found: dict[tuple[int, str], str] = {}
+        try:
+            with open(path, "rb") as f:
+                tree = ast.parse(f.read(1 << 22))
+        except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):
+            tree = None
+
+        def visit(node: ast.AST, prefix: str) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    qual = prefix + child.name
+                    for at in [child.lineno] + [d.lineno for d in child.decorator_list]:
+                        found[(at, child.name)] = qual
+                    inner = "." if isinstance(child, ast.ClassDef) else ".<locals>."
+                    visit(child, qual + inner)
+                else:
+                    visit(child, prefix)
+
+        if tree is not None:
+            visit(tree, "")
+        _DEFS[path] = found
+    return _DEFS[path].get((code.co_firstlineno, code.co_name), code.co_name)
+
+
+class _Hook:
+    def __init__(self, probes: list[tuple[str, str]], layer: str) -> None:
+        self.probes = probes
+        self.lib = ctypes.CDLL(layer)
+        self.lib.adaptyst_py_timed.argtypes = [
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.c_uint64,
+        ]
+        self.lib.adaptyst_py_probed.restype = ctypes.c_int
+        self.lock = threading.Lock()
+        self.names: list[bytes] = []
+        self.times: list[int] = []
+        self.flushed = time.monotonic_ns()
+        self.keys: dict[CodeType, bytes | None] = {}  # code -> its key; None: not probed
+        self.local = threading.local()
+
+    def key_of(self, code: CodeType) -> bytes | None:
+        if code in self.keys:
+            return self.keys[code]
+        key = None
+        name = _qualname(code)
+        # A script run by a relative path keeps it (3.8): from the folder it ran in.
+        where = code.co_filename
+        if not where.startswith("<") and not os.path.isabs(where):
+            where = os.path.abspath(where)
+        for path, func in self.probes:
+            if fnmatch.fnmatchcase(where, path) and fnmatch.fnmatchcase(name, func):
+                key = _key(name)
+                break
+        self.keys[code] = key
+        return key
+
+    def started(self, code: CodeType) -> None:
+        stack: list[int] | None = getattr(self.local, "stack", None)
+        if stack is None:
+            stack = self.local.stack = []
+        stack.append(time.monotonic_ns())
+
+    def ended(self, key: bytes) -> None:
+        now = time.monotonic_ns()
+        stack = getattr(self.local, "stack", None)
+        if not stack:
+            return
+        took = now - stack.pop()
+        with self.lock:
+            self.names.append(key)
+            self.times.append(took)
+            full = len(self.names) >= _BATCH or now - self.flushed >= _FLUSH_NS
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        with self.lock:
+            names, times = self.names, self.times
+            self.names, self.times = [], []
+            self.flushed = time.monotonic_ns()
+        if not names:
+            return
+        n = len(names)
+        self.lib.adaptyst_py_timed((ctypes.c_char_p * n)(*names), (ctypes.c_uint64 * n)(*times), n)
+
+
+def _monitoring(hook: _Hook) -> None:
+    mon: Any = getattr(sys, "monitoring")  # noqa: B009 (3.12 and later only)
+    tool = next(i for i in range(6) if mon.get_tool(i) is None)
+    mon.use_tool_id(tool, "adaptyst-top")
+    ev = mon.events
+    ends = ev.PY_RETURN | ev.PY_YIELD
+
+    local: set[CodeType] = set()
+
+    def start(code: CodeType, offset: int) -> Any:
+        key = hook.key_of(code)
+        if key is None:
+            return mon.DISABLE
+        if code not in local:
+            local.add(code)
+            mon.set_local_events(tool, code, ends | ev.PY_RESUME)
+        hook.started(code)
+        return None
+
+    def end(code: CodeType, offset: int, value: object) -> None:
+        key = hook.key_of(code)
+        if key is not None:
+            hook.ended(key)
+
+    def unwind(code: CodeType, offset: int, exc: BaseException) -> None:
+        key = hook.keys.get(code)
+        if key:
+            hook.ended(key)
+
+    mon.register_callback(tool, ev.PY_START, start)
+    mon.register_callback(tool, ev.PY_RESUME, start)
+    mon.register_callback(tool, ev.PY_RETURN, end)
+    mon.register_callback(tool, ev.PY_YIELD, end)
+    mon.register_callback(tool, ev.PY_UNWIND, unwind)
+    mon.set_events(tool, ev.PY_START | ev.PY_UNWIND)
+
+
+def _profile(hook: _Hook) -> None:
+    def profiler(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            if hook.key_of(frame.f_code) is not None:
+                hook.started(frame.f_code)
+        elif event == "return":
+            key = hook.key_of(frame.f_code)
+            if key is not None:
+                hook.ended(key)
+
+    threading.setprofile(profiler)
+    sys.setprofile(profiler)
+
+
+def _install() -> None:
+    text = os.environ.get(_PROBES_ENV, "")
+    layer = os.environ.get(_LAYER_ENV, "")
+    probes = [
+        (line.split("\t", 1)[0], line.split("\t", 1)[1])
+        for line in text.splitlines()
+        if "\t" in line
+    ]
+    if not probes or not layer:
+        return
+    hook = _Hook(probes, layer)
+    if hasattr(sys, "monitoring"):
+        _monitoring(hook)
+    else:
+        _profile(hook)
+    atexit.register(hook.flush)
+
+
+def _chain() -> None:
+    """The sitecustomize this one stands in front of (the distribution's), if any."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    saved = sys.modules.pop("sitecustomize", None)
+    path = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    old, sys.path[:] = list(sys.path), path
+    try:
+        import sitecustomize  # noqa: F401  (the next one on the path)
+    except ImportError:
+        pass
+    finally:
+        sys.path[:] = old
+        if saved is not None:
+            sys.modules.setdefault("sitecustomize", saved)
+
+
+try:
+    _install()
+except Exception as exc:  # the program runs whatever the hook could not do
+    sys.stderr.write(f"adaptyst-top: python probes off: {exc}\n")
+_chain()
