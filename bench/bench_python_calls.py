@@ -43,18 +43,20 @@ def main(seconds):
 %(pre)s
 main(float(sys.argv[1]))
 """
+SPIN = 700  # ~20 us a call of work() on this kind of machine
 NOOP_PROFILE = "sys.setprofile(lambda *a: None)"
 
 
 def _run(cmd: list[str]) -> dict[str, float]:
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300).stdout
-    return dict(json.loads(out.strip().splitlines()[-1]))
+    line = [x for x in out.splitlines() if x.startswith("{")][-1]  # py-spy says more
+    return dict(json.loads(line))
 
 
 def measure(python: str, seconds: float, d: Path) -> dict[str, object]:
     plain, traced = d / "plain.py", d / "traced.py"
-    plain.write_text(PROGRAM % {"n": 150, "pre": ""})
-    traced.write_text(PROGRAM % {"n": 150, "pre": NOOP_PROFILE})
+    plain.write_text(PROGRAM % {"n": SPIN, "pre": ""})
+    traced.write_text(PROGRAM % {"n": SPIN, "pre": NOOP_PROFILE})
     args = [python, str(plain), str(seconds)]
     rows = {
         "bare": _run(args),

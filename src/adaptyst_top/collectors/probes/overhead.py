@@ -46,7 +46,7 @@ OPENCL_COUNT_NS = 110.0
 # A Python call timed by the tool's hook (python_hook/sitecustomize.py) and handed over
 # in a batch: bench_python_calls, this kind of machine, what the hook adds to a call.
 PYTHON_CALL = "python-call"
-PYTHON_CALL_NS = 1000.0
+PYTHON_CALL_NS = 1600.0  # 3.12, sys.monitoring: 1,562 ns (before 3.12 the profile hook: see bench)
 CUDA_RECORD = "cuda-record"
 CUDA_COUNT = "cuda-count"
 CUDA_RECORD_NS = 300.0

@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
@@ -92,9 +93,8 @@ class _Hook:
         ]
         self.lib.adaptyst_py_probed.restype = ctypes.c_int
         self.lock = threading.Lock()
-        self.names: list[bytes] = []
-        self.times: list[int] = []
-        self.flushed = time.monotonic_ns()
+        self.pending: list[tuple[bytes, int]] = []  # (key, ns), appended without a lock
+        self.flushed = [time.perf_counter_ns()]
         self.keys: dict[CodeType, bytes | None] = {}  # code -> its key; None: not probed
         self.local = threading.local()
 
@@ -114,34 +114,48 @@ class _Hook:
         self.keys[code] = key
         return key
 
-    def started(self, code: CodeType) -> None:
-        stack: list[int] | None = getattr(self.local, "stack", None)
-        if stack is None:
-            stack = self.local.stack = []
-        stack.append(time.monotonic_ns())
+    def timers(self) -> tuple[Callable[[], None], Callable[[bytes], None]]:
+        """(started, ended): the per-call work, its names bound once (a call of the probed
+        function pays for these two alone, and a hand-over every BATCH calls)."""
+        now, tls, pending, flushed = time.perf_counter_ns, self.local, self.pending, self.flushed
+        flush, add = self.flush, self.pending.append
 
-    def ended(self, key: bytes) -> None:
-        now = time.monotonic_ns()
-        stack = getattr(self.local, "stack", None)
-        if not stack:
-            return
-        took = now - stack.pop()
-        with self.lock:
-            self.names.append(key)
-            self.times.append(took)
-            full = len(self.names) >= _BATCH or now - self.flushed >= _FLUSH_NS
-        if full:
-            self.flush()
+        def started() -> None:
+            try:
+                tls.stack.append(now())
+            except AttributeError:
+                tls.stack = [now()]
+
+        def ended(key: bytes) -> None:
+            t = now()
+            try:
+                begun = tls.stack.pop()
+            except (AttributeError, IndexError):
+                return
+            add((key, t - begun))  # one append: atomic under the GIL
+            if len(pending) >= _BATCH or t - flushed[0] >= _FLUSH_NS:
+                flush()
+
+        return started, ended
 
     def flush(self) -> None:
-        with self.lock:
-            names, times = self.names, self.times
-            self.names, self.times = [], []
-            self.flushed = time.monotonic_ns()
-        if not names:
+        """The calls so far, handed over (one thread at a time; calls appended meanwhile
+        stay for the next)."""
+        if not self.lock.acquire(blocking=False):
             return
-        n = len(names)
-        self.lib.adaptyst_py_timed((ctypes.c_char_p * n)(*names), (ctypes.c_uint64 * n)(*times), n)
+        try:
+            self.flushed[0] = time.perf_counter_ns()
+            taken = self.pending[: len(self.pending)]
+            del self.pending[: len(taken)]
+        finally:
+            self.lock.release()
+        n = len(taken)
+        if n:
+            self.lib.adaptyst_py_timed(
+                (ctypes.c_char_p * n)(*(k for k, _ in taken)),
+                (ctypes.c_uint64 * n)(*(t for _, t in taken)),
+                n,
+            )
 
 
 def _monitoring(hook: _Hook) -> None:
@@ -151,27 +165,28 @@ def _monitoring(hook: _Hook) -> None:
     ev = mon.events
     ends = ev.PY_RETURN | ev.PY_YIELD
 
-    local: set[CodeType] = set()
+    keys, disable = hook.keys, mon.DISABLE
+    started, ended = hook.timers()
 
     def start(code: CodeType, offset: int) -> Any:
-        key = hook.key_of(code)
-        if key is None:
-            return mon.DISABLE
-        if code not in local:
-            local.add(code)
+        if code not in keys:
+            if hook.key_of(code) is None:
+                return disable  # never looked at again
             mon.set_local_events(tool, code, ends | ev.PY_RESUME)
-        hook.started(code)
+        elif keys[code] is None:
+            return disable
+        started()
         return None
 
     def end(code: CodeType, offset: int, value: object) -> None:
-        key = hook.key_of(code)
+        key = keys.get(code)
         if key is not None:
-            hook.ended(key)
+            ended(key)
 
     def unwind(code: CodeType, offset: int, exc: BaseException) -> None:
-        key = hook.keys.get(code)
-        if key:
-            hook.ended(key)
+        key = keys.get(code)
+        if key is not None:
+            ended(key)
 
     mon.register_callback(tool, ev.PY_START, start)
     mon.register_callback(tool, ev.PY_RESUME, start)
@@ -182,14 +197,19 @@ def _monitoring(hook: _Hook) -> None:
 
 
 def _profile(hook: _Hook) -> None:
+    keys, key_of = hook.keys, hook.key_of
+    started, ended = hook.timers()
+
     def profiler(frame: FrameType, event: str, arg: object) -> None:
         if event == "call":
-            if hook.key_of(frame.f_code) is not None:
-                hook.started(frame.f_code)
-        elif event == "return":
-            key = hook.key_of(frame.f_code)
+            code = frame.f_code
+            key = keys[code] if code in keys else key_of(code)
             if key is not None:
-                hook.ended(key)
+                started()
+        elif event == "return":
+            key = keys.get(frame.f_code)
+            if key is not None:
+                ended(key)
 
     threading.setprofile(profiler)
     sys.setprofile(profiler)
