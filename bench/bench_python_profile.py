@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -43,24 +42,32 @@ def main() -> None:
     bare = _rounds(timed(run), args.seconds)
     with tempfile.TemporaryDirectory() as d:
         rec = Path(d) / "rec.jsonl"
-        ours = _rounds(
-            timed([*CLI, "record", "--profile-hz", str(args.hz), "--out", str(rec), "--", *run]),
-            args.seconds,
-        )
+        said = timed([*CLI, "record", "--profile-hz", str(args.hz), "--out", str(rec), "--", *run])
+        truth = json.loads([x for x in said.splitlines() if x.startswith("{")][-1])
+        spun = truth["big"] + truth["small"] + truth["packer"]
         profile = json.loads(rec.read_text().splitlines()[-1])["profile"]
-        python_rows = sum(1 for f in profile["functions"] if f.get("named_by") == "python")
+        rows = {f["name"]: f for f in profile["functions"]}
         out.update(
-            ours_throughput=round(ours / bare, 3),
+            truth_big_pct=round(100 * truth["big"] / spun, 1),
+            ours_big_pct=round(100 * rows["Model.big"]["total"] / rows["main"]["total"], 1),
+            ours_throughput=round(_rounds(said, args.seconds) / bare, 3),
             ours_unwind_cpu_pct=round(100 * profile["cpu_s"] / args.seconds, 1),
             ours_samples=profile["samples"],
-            ours_python_rows=python_rows,
         )
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    if Path(spy).exists():
-        spied = _rounds(
-            timed([spy, "record", "-r", str(args.hz), "-o", os.devnull, "--", *run]), args.seconds
-        )
-        out["py_spy_throughput"] = round(spied / bare, 3)
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        if Path(spy).exists():
+            raw = Path(d) / "spy.txt"
+            spied = timed(
+                [spy, "record", "-r", str(args.hz), "-f", "raw", "-o", str(raw), "--", *run]
+            )
+            big = main = 0
+            for line in raw.read_text().splitlines():
+                stack, _, count = line.rpartition(" ")
+                if "main (" in stack:
+                    main += int(count)
+                    big += int(count) * ("big (" in stack)
+            out["py_spy_big_pct"] = round(100 * big / max(main, 1), 1)
+            out["py_spy_throughput"] = round(_rounds(spied, args.seconds) / bare, 3)
     print(json.dumps(out))
 
 

@@ -111,3 +111,46 @@ def test_python_functions_named_with_their_shares_and_callers(python: str, tmp_p
     assert with_big and right >= 0.9 * with_big, (right, with_big)
     assert beneath_packer > 0  # zlib's C code, beneath the Python frame that called it
     assert none_left()
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_a_running_python_by_pid(tmp_path: Path) -> None:
+    """--pid: an interpreter already running when the profile starts (the distribution's)."""
+    target = subprocess.Popen(
+        ["/usr/bin/python3", str(PROGRAM), str(SECONDS + 3)], stdout=subprocess.PIPE, text=True
+    )
+    rec = tmp_path / "rec.jsonl"
+    try:
+        proc = subprocess.run(
+            [
+                *CLI,
+                "record",
+                "--pid",
+                str(target.pid),
+                "--profile-hz",
+                str(HZ),
+                "--duration",
+                str(SECONDS),
+                "--interval",
+                "1",
+                "--out",
+                str(rec),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        out, _ = target.communicate(timeout=60)
+    finally:
+        target.kill()
+    assert proc.returncode == 0, proc.stderr
+    truth = json.loads(out.strip().splitlines()[-1])
+    rows = {
+        f["name"]: f for f in json.loads(rec.read_text().splitlines()[-1])["profile"]["functions"]
+    }
+    spun = truth["big"] + truth["small"] + truth["packer"]
+    share = rows["Model.big"]["total"] / rows["main"]["total"]
+    assert abs(share - truth["big"] / spun) <= 0.05, (share, truth)
+    assert rows["Model.big"]["module"] == str(PROGRAM)
+    assert none_left()
