@@ -24,6 +24,7 @@ from tests.support.bpf_objects import none_left
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
+from tests.support.shares import share_bound
 
 pytestmark = [pytest.mark.ebpf, requires_root, pytest.mark.xdist_group("stripped_names")]
 
@@ -112,7 +113,8 @@ def _check_shares(truth: dict, profile: dict, names: dict[str, str], named_by: s
     assert in_lib >= 0.5 * HZ * spun
     for fn, key in (("hot_alpha", "alpha_s"), ("hot_beta", "beta_s")):
         assert found[fn]["named_by"] == named_by
-        assert abs(found[fn]["self"] / in_lib - truth[key] / spun) <= 0.05, (fn, found, truth)
+        bound = share_bound(truth[key] / spun, in_lib)
+        assert abs(found[fn]["self"] / in_lib - truth[key] / spun) <= bound, (fn, found, truth)
     return found
 
 

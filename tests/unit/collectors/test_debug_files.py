@@ -59,7 +59,17 @@ def test_a_debug_link_counts_only_with_its_crc(lib: tuple[Path, Path], tmp_path:
     (tmp_path / "libhot.debug").write_bytes(lib[1].read_bytes())
     found = find_debug_file(str(linked), str(tmp_path), "")
     assert found is not None and found.named_by == "debuglink"
+    os.close(found.fd)
     (tmp_path / "libhot.debug").write_bytes(lib[1].read_bytes() + b"x")  # not its twin
+    assert find_debug_file(str(linked), str(tmp_path), "") is None
+
+
+def test_a_link_to_a_device_is_never_opened(lib: tuple[Path, Path], tmp_path: Path) -> None:
+    linked = _linked(lib[0], lib[1], tmp_path)
+    (tmp_path / "libhot.debug").symlink_to(lib[1])  # even to the right file: not followed
+    assert find_debug_file(str(linked), str(tmp_path), "") is None
+    (tmp_path / ".debug").mkdir()
+    (tmp_path / ".debug" / "libhot.debug").symlink_to("/dev/zero")
     assert find_debug_file(str(linked), str(tmp_path), "") is None
 
 
@@ -134,12 +144,15 @@ def test_debuginfod_fetches_once_into_a_private_cache(
     debuginfod._failed.clear()
     found = find_debug_file(str(lib[0]), None)
     assert found is not None and found.named_by == "debuginfod"
+    os.close(found.fd)
     assert Path(found.path) == cache / build_id / "debuginfo"
     assert Path(found.path).read_bytes() == lib[1].read_bytes()
     assert (cache.stat().st_mode & 0o077) == 0
     assert (Path(found.path).stat().st_mode & 0o077) == 0
     asked = len(_Server.asked)
-    assert find_debug_file(str(lib[0]), None) == found  # from the cache
+    again = find_debug_file(str(lib[0]), None)  # from the cache
+    assert again is not None and (again.path, again.named_by) == (found.path, found.named_by)
+    os.close(again.fd)
     assert len(_Server.asked) == asked
     # A build ID no server has is asked once per process, not at every frame.
     assert debuginfod.fetch("ab" * 20) is None

@@ -7,6 +7,7 @@ is never attached to."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 from typing import Any
@@ -15,6 +16,7 @@ from elftools.elf.enums import ENUM_E_MACHINE
 
 from adaptyst_top.agent.worker.parse_elf import MAX_NAME, MAX_SOURCE
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, FunctionSymbol, NotELFError, UsdtProbe
+from adaptyst_top.collectors.probes.fde_starts import fde_starts, starts_function
 
 _HEADER = struct.Struct("<4sBBBBBxxxxxxxHHIQQQIHHHHHH")  # Elf64_Ehdr
 _PHDR = struct.Struct(
@@ -108,6 +110,17 @@ def checked(answer: Any, fd: int, path: str) -> ElfInfo:
             raise TypeError
         # A function or a USDT site outside the executable segments is no place to probe.
         syms = tuple(s for f in functions if (s := _function(f, code)) is not None)
+        # Attached at an address the parser named (a debug file's name): only where the
+        # file's own unwind index says a function starts (a probe inside an instruction
+        # would change what every process that maps the file computes); else by name.
+        if any(s.by_address for s in syms):
+            starts = fde_starts(fd)
+            syms = tuple(
+                s
+                if not s.by_address or starts_function(starts, s.address)
+                else dataclasses.replace(s, by_address=False)
+                for s in syms
+            )
         # A semaphore must be a 2-byte word of the .probes section, in a segment the
         # process may write: nowhere else will the kernel be asked to raise one.
         data = tuple(x for x in loads if x not in readonly)

@@ -77,10 +77,14 @@ def plan_uprobes(
 ) -> list[PlannedFunction]:
     """Every function the spec matches in PATH, planned; PlanError when none can be probed
     or more than ROOM attach points would be needed. SOURCE: where PATH's bytes are read
-    (the descriptor the agent opened as its user), when not PATH itself. BESIDE: a debug
-    link may be looked for beside PATH (never where root plans for a user: theirs)."""
+    (the descriptor the agent opened as its user), when not PATH itself. BESIDE: the
+    planner may look for PATH's debug file itself (False where root plans for a user:
+    the user's own parser did)."""
     opened = source or path
-    elf = debug_names.with_debug_names(elf, opened, path, beside)
+    if beside:
+        # Root planning for a user (the agent) takes what the user's parser merged
+        # (its by-address claims checked by the agent against the file's own index).
+        elf = debug_names.with_debug_names(elf, opened, path, beside)
     glob = spec.func or "*"
     if debug_names.ADDRESS.match(glob):
         at = debug_names.function_at_address(elf, glob, opened, path)

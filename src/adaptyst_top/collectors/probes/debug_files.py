@@ -19,6 +19,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection
 
 from adaptyst_top.collectors.probes import debuginfod
+from adaptyst_top.collectors.probes.elf_info import ElfInfo, NotELFError, read_elf
 from adaptyst_top.snapshot.profile import BUILD_ID, DEBUGINFOD, DEBUGLINK
 
 DEBUG_ROOT = "/usr/lib/debug"
@@ -30,6 +31,7 @@ MAX_LINK_NAME = 255
 class DebugFile:
     path: str
     named_by: str  # BUILD_ID, DEBUGLINK or DEBUGINFOD
+    fd: int  # open on the file checked: read through it, never the path again
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +69,29 @@ def _crc_field(data: bytes, at: int) -> int:
     return int.from_bytes(data[at : at + 4], "little")
 
 
+MAX_DEBUG_BYTES = 1 << 30  # a debug file past this is not read (libxul's: ~1 GB)
+
+
 def _regular(path: str) -> int | None:
-    """A descriptor of PATH when it is a regular file (never a FIFO that would block)."""
+    """A descriptor of PATH when it is a regular file of a sane size, opened without
+    following a last symbolic link and without opening anything else first: a device
+    (whose open alone does something: a watchdog) or a FIFO is looked at, never opened."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(handle)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_DEBUG_BYTES:
+            return None
+        fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    try:  # the file opened is the one looked at (a swap between would show here)
+        same = os.fstat(fd)
+        if (same.st_dev, same.st_ino) == (st.st_dev, st.st_ino) and stat.S_ISREG(same.st_mode):
             return fd
     except OSError:
         pass
@@ -89,38 +106,40 @@ def _crc_of(fd: int) -> int:
     return crc
 
 
-def _twin_by_id(path: str, build_id: str) -> bool:
+def _twin_by_id(path: str, build_id: str) -> int | None:
     fd = _regular(path)
-    if fd is None:
-        return False
-    try:
-        return read_notes(f"/proc/self/fd/{fd}").build_id == build_id
-    finally:
+    if fd is not None and read_notes(f"/proc/self/fd/{fd}").build_id == build_id:
+        return fd
+    if fd is not None:
         os.close(fd)
+    return None
 
 
-def _twin_by_crc(path: str, crc: int) -> bool:
+def _twin_by_crc(path: str, crc: int) -> int | None:
     fd = _regular(path)
     if fd is None:
-        return False
+        return None
     try:
-        return _crc_of(fd) == crc
+        if _crc_of(fd) == crc:
+            os.lseek(fd, 0, os.SEEK_SET)
+            return fd
     except OSError:
-        return False
-    finally:
-        os.close(fd)
+        pass
+    os.close(fd)
+    return None
 
 
 def find_debug_file(opened: str, folder: str | None, shown_dir: str = "") -> DebugFile | None:
-    """The debug file of the ELF file read at OPENED, or None. FOLDER: where its debug
-    link is looked for (the folder that holds the file, as the reader may see it; None:
-    only the host's debug tree and debuginfod); SHOWN_DIR: that folder as the process
-    names it (gdb's /usr/lib/debug/SHOWN_DIR/NAME)."""
+    """The debug file of the ELF file read at OPENED, or None; its `fd` is open (the
+    caller reads through it, and closes it). FOLDER: where its debug link is looked for
+    (the folder that holds the file, as the reader may see it; None: only the host's
+    debug tree and debuginfod); SHOWN_DIR: that folder as the process names it (gdb's
+    /usr/lib/debug/SHOWN_DIR/NAME)."""
     notes = read_notes(opened)
     if notes.build_id:
         candidate = f"{BUILD_ID_DIR}/{notes.build_id[:2]}/{notes.build_id[2:]}.debug"
-        if _twin_by_id(candidate, notes.build_id):
-            return DebugFile(candidate, BUILD_ID)
+        if (fd := _twin_by_id(candidate, notes.build_id)) is not None:
+            return DebugFile(candidate, BUILD_ID, fd)
     if notes.link is not None:
         name, crc = notes.link
         if "/" not in name and name not in (".", ".."):
@@ -128,11 +147,28 @@ def find_debug_file(opened: str, folder: str | None, shown_dir: str = "") -> Deb
             if folder is not None:
                 places = [f"{folder}/{name}", f"{folder}/.debug/{name}", *places]
             for place in places:
-                if _twin_by_crc(place, crc):
-                    return DebugFile(place, DEBUGLINK)
+                if (fd := _twin_by_crc(place, crc)) is not None:
+                    return DebugFile(place, DEBUGLINK, fd)
     if notes.build_id:
         with contextlib.suppress(OSError):
             fetched = debuginfod.fetch(notes.build_id)
-            if fetched is not None and _twin_by_id(fetched, notes.build_id):
-                return DebugFile(fetched, DEBUGINFOD)
+            if fetched is not None and (fd := _twin_by_id(fetched, notes.build_id)) is not None:
+                return DebugFile(fetched, DEBUGINFOD, fd)
     return None
+
+
+def read_debug_names(
+    opened: str, folder: str | None, shown_dir: str = ""
+) -> tuple[ElfInfo, str] | None:
+    """The function names of the ELF file read at OPENED from its debug file (found as
+    find_debug_file finds it, read through the descriptor it checked), and which source
+    named them; None when it has none or it cannot be read."""
+    found = find_debug_file(opened, folder, shown_dir)
+    if found is None:
+        return None
+    try:
+        return read_elf(f"/proc/self/fd/{found.fd}", debug=True), found.named_by
+    except (OSError, NotELFError, ValueError):
+        return None
+    finally:
+        os.close(found.fd)

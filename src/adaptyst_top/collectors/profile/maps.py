@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from adaptyst_top.collectors.probes.debug_files import find_debug_file
+from adaptyst_top.collectors.probes.debug_files import read_debug_names
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, NotELFError, read_elf
 from adaptyst_top.collectors.profile.cfi import CfiTable, cfi_for
 from adaptyst_top.collectors.profile.vdso import vdso_path
@@ -19,6 +19,10 @@ from adaptyst_top.snapshot.profile import DYNSYM, SYMTAB
 
 VDSO = "[vdso]"
 REREAD_S = 0.05
+MAX_DEBUG = 256
+# A stripped file's names from its debug file, by the file's identity: looked for once
+# per file, whichever process maps it and however often its maps are read again.
+_DEBUG: dict[tuple[int, int, int, int], tuple[ElfInfo, str]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +73,6 @@ class ProcessMaps:
         self._maps: list[Mapping] = []
         self._starts: list[int] = []
         self._elves: dict[str, ElfInfo | None] = {}
-        self._debug: dict[str, tuple[ElfInfo, str]] = {}
         self._cfi: dict[str, CfiTable] = {}
         # An address's frame and rule, as unwind.py found them (most samples repeat a few
         # thousand places: each is looked up once).
@@ -80,7 +83,7 @@ class ProcessMaps:
         self._read_at = time.monotonic()
         self._maps = read_maps(self.pid)
         # An exec maps other files at the same paths and addresses.
-        self._elves, self._cfi, self.places, self._debug = {}, {}, {}, {}
+        self._elves, self._cfi, self.places = {}, {}, {}
         self._starts = [m.start for m in self._maps]
 
     def _find(self, addr: int) -> Mapping | None:
@@ -91,10 +94,10 @@ class ProcessMaps:
 
     def find(self, addr: int) -> Mapping | None:
         m = self._find(addr)
-        stale = m is not None and not self._current(m)
-        # An address outside every mapping (a library loaded since; maps read empty while
-        # the process was changing them) reads them again, at most every REREAD_S.
-        if stale or (m is None and time.monotonic() - self._read_at >= REREAD_S):
+        # A range gone (the loader mapped over it), or an address outside every mapping (a
+        # library loaded since; maps read while the process changed them): the maps are
+        # read again, at most every REREAD_S.
+        if time.monotonic() - self._read_at >= REREAD_S and (m is None or not self._current(m)):
             self.refresh()
             m = self._find(addr)
         return m
@@ -146,20 +149,19 @@ class ProcessMaps:
         debuginfod), else its exported names alone."""
         if not elf.stripped:
             return elf, SYMTAB
-        found = self._debug.get(m.path)
+        found = _DEBUG.get(elf.identity)
         if found is None:
-            found = (elf, DYNSYM)
             folder = os.path.dirname(m.path)
             with self.opened(m) as path:
-                debug = (
-                    find_debug_file(path, f"/proc/{self.pid}/root{folder}", folder)
+                named = (
+                    read_debug_names(path, f"/proc/{self.pid}/root{folder}", folder)
                     if path is not None
                     else None
                 )
-            if debug is not None:
-                with contextlib.suppress(OSError, NotELFError, ValueError):
-                    found = (read_elf(debug.path, debug=True), debug.named_by)
-            self._debug[m.path] = found
+            found = named if named is not None else (elf, DYNSYM)
+            _DEBUG[elf.identity] = found
+            while len(_DEBUG) > MAX_DEBUG:
+                _DEBUG.pop(next(iter(_DEBUG)))
         return found
 
     def cfi(self, m: Mapping) -> CfiTable:

@@ -33,6 +33,7 @@ STACK_BYTES = 8192  # perf record --call-graph dwarf's default copy, for compari
 # stack (the main thread's top lies a few KiB above a shallow sp) fails whole.
 _SIZES = (8192, 6144, 4096, 3072, 2048, 1024, 512, 0)
 PY_RECHECK_S = 0.2
+PY_EXEC_CHECK_S = 0.5  # a process found running Python: whether an exec undid that
 MAX_PY_WATCHED = 4096
 RING_PAGES = 1024  # 4 MiB: ~500 full events between two polls
 ON_CPU, OFF_START, OFF_END, OFF_SAME, PY_FRAMES = 0, 1, 2, 3, 4
@@ -204,7 +205,7 @@ def encode(e: Event) -> bytes:
         return _HEAD.pack(0, e.tid, e.off_ns, int(e.runnable), 0, e.t, e.kind, 0)
     if e.kind == PY_FRAMES:
         frames = e.py[:MAX_PY_FRAMES]
-        head = _HEAD.pack(e.pid, e.tid, 0, 0, 0, e.t, e.kind, 8 * len(frames))
+        head = _HEAD.pack(e.pid, e.tid, e.ip, 0, 0, e.t, e.kind, 8 * len(frames))
         return head + struct.pack(f"<{len(frames)}Q", *frames)
     return _HEAD.pack(e.pid, e.tid, e.ip, e.sp, e.bp, e.t, e.kind, len(e.stack)) + e.stack
 
@@ -217,7 +218,8 @@ def decode(data: bytes) -> Event | None:
         return Event(kind, 0, tid, t, off_ns=ip, runnable=bool(sp))
     if kind == PY_FRAMES:
         n = min(size, len(data) - _HEAD.size, 8 * MAX_PY_FRAMES) // 8
-        return Event(kind, pid, tid, t, py=struct.unpack_from(f"<{n}Q", data, _HEAD.size))
+        frames = struct.unpack_from(f"<{n}Q", data, _HEAD.size)
+        return Event(kind, pid, tid, t, ip, py=frames)  # ip: the CPython version's index
     stack = data[_HEAD.size : _HEAD.size + min(size, STACK_BYTES)]
     return Event(kind, pid, tid, t, ip, sp, bp, bytes(stack))
 
@@ -252,7 +254,8 @@ class Sampler:
         # the sched tracepoints attach here.
         with COMPILE_TURNS.turn(owner), bcc_stderr_captured():
             self.bpf = BPF(text=program_source(hz, confine=confine, fsbase=_fsbase()))
-        self._pythons: dict[int, float] = {}  # process -> when it was last looked at
+        # process -> (when to look again, the wait after that, whether it was found)
+        self._pythons: dict[int, tuple[float, float, bool]] = {}
         try:
             fill_offsets(self.bpf["pyoffs"])
             scope = self.bpf["scope"]
@@ -311,18 +314,40 @@ class Sampler:
                 self._python(event.pid)
             self._on_event(event)
 
+    def _registered(self, pid: int) -> bool:
+        with self._lock:
+            if self.closed:
+                return True
+            try:
+                self.bpf["pyproc"][ctypes.c_uint(pid)]
+            except KeyError:
+                return False
+            return True
+
     def _python(self, pid: int) -> None:
         """Whether PID runs a CPython whose frames the kernel can walk: looked at when
-        first seen and again each PY_RECHECK_S until it does (a launched command execs
+        first seen and again, from PY_RECHECK_S on, ever less often, until it does (a launched command execs
         its interpreter after it was put in scope; a program may load libpython late)."""
         now = time.monotonic()
-        last = self._pythons.get(pid)
-        if last is not None and (last < 0 or now - last < PY_RECHECK_S):
+        due, wait, found_before = self._pythons.get(pid, (0.0, PY_RECHECK_S, False))
+        if now < due:
             return
+        if found_before:
+            # Its entry stays in the kernel until an exec deletes it (another program,
+            # or the same one started again, whose _PyRuntime may lie elsewhere).
+            if self._registered(pid):
+                self._pythons[pid] = (now + PY_EXEC_CHECK_S, wait, True)
+                return
+            wait = PY_RECHECK_S
         if len(self._pythons) >= MAX_PY_WATCHED:
             self._pythons.pop(next(iter(self._pythons)))
         found = find_python(pid)
-        self._pythons[pid] = -1.0 if found is not None else now
+        # Not yet: again after a wait that doubles (a launched command's exec comes soon;
+        # a process that never runs Python costs ever less).
+        if found is None:
+            self._pythons[pid] = (now + wait, min(2 * wait, 5.0), False)
+            return
+        self._pythons[pid] = (now + PY_EXEC_CHECK_S, wait, True)
         if found is not None:
             with self._lock, contextlib.suppress(Exception):  # a full map: no Python frames
                 if not self.closed:

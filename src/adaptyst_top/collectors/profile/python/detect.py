@@ -22,6 +22,9 @@ MAX_SECTIONS = 4096
 MAX_SYMBOLS = 200_000  # libpython3.11 exports ~2,000
 MAX_STRINGS = 8 << 20
 RUNTIME = b"_PyRuntime"
+# Each file read once (by its identity), whatever it held: a process that is checked
+# again, or many that map one interpreter, cost a stat.
+_SEEN: dict[tuple[int, int, int, int], tuple[int, int] | None] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +94,14 @@ def find_python(pid: int) -> PythonProcess | None:
         except (OSError, ValueError):
             continue
         try:
-            found = runtime_vaddr(fd)
+            st = os.fstat(fd)
+            identity = (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size)
+            if identity in _SEEN:
+                found = _SEEN[identity]
+            else:
+                found = _SEEN[identity] = runtime_vaddr(fd)
+                while len(_SEEN) > 256:
+                    _SEEN.pop(next(iter(_SEEN)))
         except OSError:
             found = None
         finally:

@@ -12,6 +12,7 @@ import ast
 import os
 import stat
 import struct
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from adaptyst_top.snapshot.inert import inert
 MAX_TEXT = 512  # characters of a name or a path
 MAX_SOURCE = 4 << 20  # a .py file read for its definitions
 MAX_CODES = 65536  # code objects named per process
+REOPEN_S = 0.5
 _WORD = struct.Struct("<Q")
 _INT = struct.Struct("<i")
 
@@ -40,8 +42,16 @@ class CodeNames:
         self._o = OFFSETS[version]
         self._names: OrderedDict[int, CodeName | None] = OrderedDict()
         self._fd: int | None = None
+        self._opened = 0.0
+        self._open()
+
+    def _open(self) -> None:
+        """/proc/PID/mem (again: a descriptor opened before an exec reads the memory that
+        is gone), at most every REOPEN_S."""
+        self._opened = time.monotonic()
+        self.close()
         try:
-            self._fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+            self._fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self._fd = None
 
@@ -54,6 +64,10 @@ class CodeNames:
         if code in self._names:
             return self._names[code]
         found = self._read(code)
+        if found is None and time.monotonic() - self._opened >= REOPEN_S:
+            self._open()
+            self._names.clear()
+            found = self._read(code)
         self._names[code] = found
         if len(self._names) > MAX_CODES:
             self._names.popitem(last=False)
@@ -123,39 +137,48 @@ def qualname_at(root: str, cwd: str, filename: str, line: int, bare: str) -> str
 
 
 def _definitions(path: str) -> dict[tuple[int, str], str] | None:
+    # The path is the target's (its memory names it): looked at without following a
+    # last link or opening anything that is not a regular file (a device's open acts).
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
+        st = os.fstat(handle)
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE:
             return None
         key = (path, st.st_ino, st.st_mtime_ns)
         if key in _DEFINITIONS:
             return _DEFINITIONS[key]
+        fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    try:
         source = os.read(fd, MAX_SOURCE)
+    except OSError:
+        return None
     finally:
         os.close(fd)
+    defs: dict[tuple[int, str], str] = {}
     try:
-        tree = ast.parse(source)
+        # Its own walk, not a recursive one: a deeply nested file costs a loop, never
+        # the unwinder's stack.
+        todo: list[tuple[ast.AST, str]] = [(ast.parse(source), "")]
+        while todo:
+            node, prefix = todo.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    qual = f"{prefix}{child.name}"
+                    for at in [child.lineno] + [d.lineno for d in child.decorator_list]:
+                        defs[(at, child.name)] = qual
+                    inner = "." if isinstance(child, ast.ClassDef) else ".<locals>."
+                    todo.append((child, qual + inner))
+                else:
+                    todo.append((child, prefix))
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    defs: dict[tuple[int, str], str] = {}
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                qual = f"{prefix}{child.name}"
-                lines = [child.lineno] + [d.lineno for d in child.decorator_list]
-                for at in lines:
-                    defs[(at, child.name)] = qual
-                inner = f"{qual}.<locals>." if not isinstance(child, ast.ClassDef) else f"{qual}."
-                visit(child, inner)
-            else:
-                visit(child, prefix)
-
-    visit(tree, "")
     _DEFINITIONS[key] = defs
     if len(_DEFINITIONS) > 256:
         _DEFINITIONS.popitem(last=False)

@@ -36,6 +36,14 @@ BPF_ARRAY(pyoffs, struct pyoffs, %(versions)d);
 BPF_HASH(pyproc, u32, struct pyproc, %(max_procs)d);
 BPF_PERCPU_ARRAY(pyscratch, struct pyevent, 1);
 
+/* An exec replaces the interpreter (a held command's launcher was a Python too): its
+ * _PyRuntime is looked for again. */
+TRACEPOINT_PROBE(sched, sched_process_exec) {
+    u32 pid = bpf_get_current_pid_tgid() >> 32;
+    pyproc.delete(&pid);
+    return 0;
+}
+
 static __always_inline u64 py_word(u64 addr) {
     u64 v = 0;
     bpf_probe_read_user(&v, sizeof(v), (void *)addr);
@@ -80,7 +88,8 @@ static __always_inline void emit_py(u32 pid, u32 tid, u64 t) {
         n = i + 1;
         frame = py_word(frame + o->frame_back);
     }
-    e->pid = pid; e->tid = tid; e->ip = 0; e->sp = 0; e->bp = 0; e->t = t;
+    /* ip: the version's index (the unwinder reads the names by its offsets). */
+    e->pid = pid; e->tid = tid; e->ip = ver; e->sp = 0; e->bp = 0; e->t = t;
     e->kind = %(kind)d; e->size = (n & %(sizemask)d) * 8;
     u64 bytes = sizeof(*e) - sizeof(e->frames) + ((n & %(sizemask)d) * 8);
     if (bytes <= sizeof(*e)) send((struct event *)e, bytes);

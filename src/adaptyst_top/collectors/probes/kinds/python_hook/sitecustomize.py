@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import ast
 import atexit
+import contextlib
 import ctypes
 import fnmatch
 import os
+import stat
 import sys
 import threading
 import time
@@ -52,34 +54,43 @@ _DEFS: dict[str, dict[tuple[int, str], str]] = {}
 
 def _qualname(code: CodeType) -> str:
     """Its qualified name: the code object's own from 3.11; before, from its definition
-    in its file (the hook runs in the target's interpreter, apart from the package)."""
+    in its file (the hook runs in the target's interpreter, apart from the package). Its
+    bare name where the file cannot say; nothing here ever raises into the program."""
     own = getattr(code, "co_qualname", None)
     if own:
         return str(own)
     path = code.co_filename
     if path not in _DEFS:
-        found: dict[tuple[int, str], str] = {}
-        try:
-            with open(path, "rb") as f:
-                tree = ast.parse(f.read(1 << 22))
-        except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):
-            tree = None
-
-        def visit(node: ast.AST, prefix: str) -> None:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    qual = prefix + child.name
-                    for at in [child.lineno] + [d.lineno for d in child.decorator_list]:
-                        found[(at, child.name)] = qual
-                    inner = "." if isinstance(child, ast.ClassDef) else ".<locals>."
-                    visit(child, qual + inner)
-                else:
-                    visit(child, prefix)
-
-        if tree is not None:
-            visit(tree, "")
-        _DEFS[path] = found
+        _DEFS[path] = {}
+        with contextlib.suppress(Exception):
+            _DEFS[path] = _definitions(path)
     return _DEFS[path].get((code.co_firstlineno, code.co_name), code.co_name)
+
+
+def _definitions(path: str) -> dict[tuple[int, str], str]:
+    found: dict[tuple[int, str], str] = {}
+    # A regular file only (a FIFO or a device is never opened: its open would act).
+    handle = os.open(path, getattr(os, "O_PATH", 0) | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return found
+        with open(f"/proc/self/fd/{handle}", "rb") as f:
+            tree = ast.parse(f.read(1 << 22))
+    finally:
+        os.close(handle)
+    todo: list[tuple[ast.AST, str]] = [(tree, "")]  # a loop: the program's stack is its own
+    while todo:
+        node, prefix = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                qual = prefix + child.name
+                for at in [child.lineno] + [d.lineno for d in child.decorator_list]:
+                    found[(at, child.name)] = qual
+                inner = "." if isinstance(child, ast.ClassDef) else ".<locals>."
+                todo.append((child, qual + inner))
+            else:
+                todo.append((child, prefix))
+    return found
 
 
 class _Hook:
@@ -150,7 +161,7 @@ class _Hook:
         finally:
             self.lock.release()
         n = len(taken)
-        if n:
+        if n and self.lib.adaptyst_py_probed():  # no probe holds the site: nothing to hand
             self.lib.adaptyst_py_timed(
                 (ctypes.c_char_p * n)(*(k for k, _ in taken)),
                 (ctypes.c_uint64 * n)(*(t for _, t in taken)),
@@ -160,7 +171,8 @@ class _Hook:
 
 def _monitoring(hook: _Hook) -> None:
     mon: Any = getattr(sys, "monitoring")  # noqa: B009 (3.12 and later only)
-    tool = next(i for i in range(6) if mon.get_tool(i) is None)
+    # From the last id down: 0 is the debugger's, 2 the profiler's (pdb, debugpy, cProfile).
+    tool = next(i for i in range(5, -1, -1) if mon.get_tool(i) is None)
     mon.use_tool_id(tool, "adaptyst-top")
     ev = mon.events
     ends = ev.PY_RETURN | ev.PY_YIELD
