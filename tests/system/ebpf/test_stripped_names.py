@@ -213,12 +213,16 @@ def test_debuginfod_names_them(built: Built, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     # The test's own process runs in the namespace: a helper script in this interpreter.
     script = tmp_path / "inside.py"
+    # The server dies with the script (PR_SET_PDEATHSIG) and is killed and reaped when the
+    # command ends: nothing of the test outlives it, whatever ends it.
     script.write_text(
-        "import os, subprocess, sys, time, urllib.request\n"
+        "import ctypes, signal, subprocess, sys, time, urllib.request\n"
         "subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
         f"srv = subprocess.Popen(['debuginfod', '-F', {str(served)!r}, '-p', '{port}',"
         f" '-d', {str(tmp_path / 'db.sqlite')!r}, '-t', '0', '-g', '0'],"
-        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,"
+        " preexec_fn=lambda: libc.prctl(1, signal.SIGKILL))\n"
         f"url = 'http://127.0.0.1:{port}/buildid/{built.build_id}/debuginfo'\n"
         "try:\n"
         "    for _ in range(300):\n"
@@ -226,9 +230,10 @@ def test_debuginfod_names_them(built: Built, tmp_path: Path) -> None:
         "            urllib.request.urlopen(url, timeout=2).read(4); break\n"
         "        except OSError: time.sleep(0.1)\n"
         "    else: sys.exit('debuginfod never served the file')\n"
-        "    os.execvp(sys.argv[1], sys.argv[1:])\n"
+        "    code = subprocess.run(sys.argv[1:]).returncode\n"
         "finally:\n"
-        "    srv.kill()\n"
+        "    srv.kill(); srv.wait()\n"
+        "sys.exit(code)\n"
     )
     env = {"DEBUGINFOD_URLS": f"http://127.0.0.1:{port}", "DEBUGINFOD_CACHE_PATH": str(cache)}
     inner = [
@@ -260,4 +265,6 @@ def test_debuginfod_names_them(built: Built, tmp_path: Path) -> None:
     kept = cache / built.build_id / "debuginfo"
     assert kept.read_bytes() == built.debug.read_bytes()
     assert (cache.stat().st_mode & 0o077) == 0 and (kept.stat().st_mode & 0o077) == 0
+    left = subprocess.run(["pgrep", "-f", str(served)], capture_output=True, text=True).stdout
+    assert left == "", "the test's debuginfod outlived it"
     assert none_left()
