@@ -23,3 +23,29 @@ def build_escapes(directory: Path) -> Path:
 def build_keys(directory: Path) -> Path:
     # A PIE whatever gcc's default here: loaded anywhere, as the bias tests need.
     return build_c(KEYS, directory, "-O1", "-fPIE", "-pie")
+
+
+def build_stripped_lib(directory: Path, build_id: str) -> tuple[Path, Path]:
+    """targets/stripped_lib.c's libhot.so (its two hot functions static, without frame
+    pointers), stripped to its exported names, and its separate debug file (objcopy
+    --only-keep-debug) beside it. BUILD_ID: hex, its own (the host's debug tree is
+    shared with every other test)."""
+    lib, debug = directory / "libhot.so", directory / "libhot.debug"
+    subprocess.run(
+        [
+            "gcc",
+            "-O2",
+            "-fomit-frame-pointer",
+            "-fPIC",
+            "-shared",
+            "-DLIBHOT",
+            f"-Wl,--build-id=0x{build_id}",
+            "-o",
+            str(lib),
+            str(TARGETS / "stripped_lib.c"),
+        ],
+        check=True,
+    )
+    subprocess.run(["objcopy", "--only-keep-debug", str(lib), str(debug)], check=True)
+    subprocess.run(["strip", "--strip-unneeded", str(lib)], check=True)
+    return lib, debug

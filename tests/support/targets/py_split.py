@@ -17,19 +17,19 @@ def spin(n):
 
 
 class Model:
-    def big(self):
-        return spin(40000)
+    def big(self, unit):
+        return spin(4 * unit)
 
-    def small(self):
-        return spin(10000)
-
-
-def caller_a(m):
-    return m.big()
+    def small(self, unit):
+        return spin(unit)
 
 
-def caller_b(m):
-    return m.small()
+def caller_a(m, unit):
+    return m.big(unit)
+
+
+def caller_b(m, unit):
+    return m.small(unit)
 
 
 def packer(data):
@@ -41,11 +41,16 @@ def main(seconds):
     data = bytes(range(256)) * 64
     end = time.monotonic() + seconds
     t = {"big": 0.0, "small": 0.0, "packer": 0.0, "rounds": 0}
+    lcg = 12345
     while time.monotonic() < end:
+        # Rounds of uneven length (0.5..1.5 units): at an even one near a multiple of the
+        # sampling period, samples fall at the same few points of every round.
+        lcg = (lcg * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        unit = 5000 + (lcg >> 33) % 10000
         c0 = time.thread_time()
-        caller_a(m)
+        caller_a(m, unit)
         c1 = time.thread_time()
-        caller_b(m)
+        caller_b(m, unit)
         c2 = time.thread_time()
         packer(data)
         c3 = time.thread_time()

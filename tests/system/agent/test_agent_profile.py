@@ -309,6 +309,7 @@ def test_the_process_lists_pick_is_profiled_then_probed(
             p.wait()
 
 
+@pytest.mark.serial  # shares against the program's CPU clock: test_python_frames.py says why
 def test_a_users_python_program_shows_its_python_frames(
     agent: Agent, users: tuple[User, User], shared: Path
 ) -> None:

@@ -10,9 +10,7 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,7 @@ from tests.support.bpf_objects import none_left
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
+from tests.support.programs import build_stripped_lib
 from tests.support.shares import share_bound
 
 pytestmark = [pytest.mark.ebpf, requires_root, pytest.mark.xdist_group("stripped_names")]
@@ -45,28 +44,12 @@ class Built:
 def _build(d: Path) -> Built:
     # A build ID of its own: the host's debug tree is shared with every other test.
     build_id = secrets.token_hex(20)
-    lib, debug, app = d / "libhot.so", d / "libhot.debug", d / "app"
-    subprocess.run(
-        [
-            "gcc",
-            "-O2",
-            "-fomit-frame-pointer",
-            "-fPIC",
-            "-shared",
-            "-DLIBHOT",
-            f"-Wl,--build-id=0x{build_id}",
-            "-o",
-            str(lib),
-            str(SOURCE),
-        ],
-        check=True,
-    )
+    lib, debug = build_stripped_lib(d, build_id)
+    app = d / "app"
     subprocess.run(
         ["gcc", "-O2", "-o", str(app), str(SOURCE), f"-L{d}", "-lhot", "-Wl,-rpath,$ORIGIN"],
         check=True,
     )
-    subprocess.run(["objcopy", "--only-keep-debug", str(lib), str(debug)], check=True)
-    subprocess.run(["strip", "--strip-unneeded", str(lib)], check=True)
     starts = {
         f.name: f.address
         for f in read_elf(debug, debug=True).functions
@@ -83,12 +66,18 @@ def built(tmp_path: Path) -> Built:
 
 
 def _record(
-    built: Built, tmp: Path, *probes: str, env: dict[str, str] | None = None
+    built: Built,
+    tmp: Path,
+    *probes: str,
+    env: dict[str, str] | None = None,
+    prefix: tuple[str, ...] = (),
 ) -> tuple[dict, dict]:
+    """The program run under the profile alone (no probes given) or under PROBES alone:
+    a probe's own cost lands in the program's clock and only partly in the samples, so
+    shares are read where nothing else is attached."""
     rec = tmp / f"rec-{secrets.token_hex(4)}.jsonl"
-    args = [*CLI, "record", "--profile-hz", str(HZ), "--interval", "1", "--out", str(rec)]
-    for p in probes:
-        args += ["--probe", p]
+    args = [*prefix, *CLI, "record", "--interval", "1", "--out", str(rec)]
+    args += [a for p in probes for a in ("--probe", p)] or ["--profile-hz", str(HZ)]
     proc = subprocess.run(
         [*args, "--", str(built.app), str(SECONDS)],
         capture_output=True,
@@ -125,11 +114,12 @@ def _probe_rows(last: dict) -> dict[str, dict]:
 def test_unwind_table_names_rows_a_probe_counts_exactly(built: Built, tmp_path: Path) -> None:
     a, b = built.starts["hot_alpha"], built.starts["hot_beta"]
     names = {"hot_alpha": f"libhot.so+0x{a:x}", "hot_beta": f"libhot.so+0x{b:x}"}
-    # What `u` on each row asks for: the spec from the row's own symbol.
-    specs = [f"uprobe:{built.lib}:0x{a:x}", f"uprobe:{built.lib}:0x{b:x}"]
-    truth, last = _record(built, tmp_path, *specs)
+    truth, last = _record(built, tmp_path)
     rows = _check_shares(truth, last["profile"], names, "eh_frame")
-    assert [f"uprobe:{r['module']}:{r['symbol']}" for r in rows.values()] == specs
+    # What `u` on each row asks for: the spec from the row's own symbol.
+    specs = [f"uprobe:{r['module']}:{r['symbol']}" for r in rows.values()]
+    assert specs == [f"uprobe:{built.lib}:0x{a:x}", f"uprobe:{built.lib}:0x{b:x}"]
+    truth, last = _record(built, tmp_path, *specs)
     probes = _probe_rows(last)
     assert probes[specs[0]]["count"] == truth["alpha_calls"]
     assert probes[specs[1]]["count"] == truth["beta_calls"]
@@ -174,12 +164,19 @@ def in_build_id_tree(built: Built) -> Iterator[Path]:
         folder.rmdir()
 
 
-def _named_run(built: Built, tmp: Path, named_by: str, env: dict[str, str] | None = None) -> None:
-    specs = [f"uprobe:{built.lib}:hot_alpha", f"uprobe:{built.lib}:hot_beta"]
-    truth, last = _record(built, tmp, *specs, env=env)
+def _named_run(
+    built: Built,
+    tmp: Path,
+    named_by: str,
+    env: dict[str, str] | None = None,
+    prefix: tuple[str, ...] = (),
+) -> None:
+    truth, last = _record(built, tmp, env=env, prefix=prefix)
     names = {"hot_alpha": "hot_alpha", "hot_beta": "hot_beta"}
     rows = _check_shares(truth, last["profile"], names, named_by)
-    assert [f"uprobe:{r['module']}:{r['symbol']}" for r in rows.values()] == specs
+    specs = [f"uprobe:{r['module']}:{r['symbol']}" for r in rows.values()]
+    assert specs == [f"uprobe:{built.lib}:hot_alpha", f"uprobe:{built.lib}:hot_beta"]
+    truth, last = _record(built, tmp, *specs, env=env, prefix=prefix)
     probes = _probe_rows(last)
     assert probes[specs[0]]["count"] == truth["alpha_calls"]
     assert probes[specs[1]]["count"] == truth["beta_calls"]
@@ -195,12 +192,6 @@ def test_a_debug_file_in_the_build_id_tree_names_them(
 def test_a_debug_link_names_them(built: Built, tmp_path: Path) -> None:
     subprocess.run(["objcopy", f"--add-gnu-debuglink={built.debug}", str(built.lib)], check=True)
     _named_run(built, tmp_path, "debuglink")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_debuginfod_names_them(built: Built, tmp_path: Path) -> None:
@@ -236,31 +227,10 @@ def test_debuginfod_names_them(built: Built, tmp_path: Path) -> None:
         "sys.exit(code)\n"
     )
     env = {"DEBUGINFOD_URLS": f"http://127.0.0.1:{port}", "DEBUGINFOD_CACHE_PATH": str(cache)}
-    inner = [
-        "unshare",
-        "--net",
-        "--",
-        "/usr/bin/python3",
-        str(script),
-        "/usr/bin/env",
-        *(f"{k}={v}" for k, v in env.items()),
-    ]
-    rec = tmp_path / "rec.jsonl"
-    specs = [f"uprobe:{built.lib}:hot_alpha", f"uprobe:{built.lib}:hot_beta"]
-    args = [*inner, *CLI, "record", "--profile-hz", str(HZ), "--interval", "1"]
-    args += ["--out", str(rec), "--probe", specs[0], "--probe", specs[1]]
-    started = time.monotonic()
-    proc = subprocess.run(
-        [*args, "--", str(built.app), str(SECONDS)], capture_output=True, text=True, timeout=120
+    inside = ("unshare", "--net", "--", "/usr/bin/python3", str(script), "/usr/bin/env")
+    _named_run(
+        built, tmp_path, "debuginfod", prefix=(*inside, *(f"{k}={v}" for k, v in env.items()))
     )
-    assert proc.returncode == 0, (proc.stderr, time.monotonic() - started)
-    truth = json.loads(proc.stdout.strip().splitlines()[-1])
-    last = json.loads(rec.read_text().splitlines()[-1])
-    rows = _check_shares(truth, last["profile"], {n: n for n in built.starts}, "debuginfod")
-    assert [f"uprobe:{r['module']}:{r['symbol']}" for r in rows.values()] == specs
-    probes = _probe_rows(last)
-    assert probes[specs[0]]["count"] == truth["alpha_calls"]
-    assert probes[specs[1]]["count"] == truth["beta_calls"]
     # elfutils' cache layout, private to its owner.
     kept = cache / built.build_id / "debuginfo"
     assert kept.read_bytes() == built.debug.read_bytes()

@@ -6,33 +6,18 @@ at that address: a probe there would split an instruction in every process mappi
 from __future__ import annotations
 
 import os
-import subprocess
+import secrets
 from pathlib import Path
 
 from adaptyst_top.agent.core.elf_check import checked
 from adaptyst_top.collectors.probes.debug_names import function_at_address
 from adaptyst_top.collectors.probes.elf_info import read_elf
 from adaptyst_top.collectors.probes.fde_starts import fde_starts, starts_function
-from tests.support.paths import TARGETS
+from tests.support.programs import build_stripped_lib
 
 
 def _lib(d: Path) -> tuple[Path, dict[str, int]]:
-    lib, debug = d / "libhot.so", d / "libhot.debug"
-    subprocess.run(
-        [
-            "gcc",
-            "-O2",
-            "-fPIC",
-            "-shared",
-            "-DLIBHOT",
-            "-o",
-            str(lib),
-            str(TARGETS / "stripped_lib.c"),
-        ],
-        check=True,
-    )
-    subprocess.run(["objcopy", "--only-keep-debug", str(lib), str(debug)], check=True)
-    subprocess.run(["strip", "--strip-unneeded", str(lib)], check=True)
+    lib, debug = build_stripped_lib(d, secrets.token_hex(20))
     starts = {f.name: f.address for f in read_elf(debug, debug=True).functions}
     return lib, starts
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import secrets
 import subprocess
 import threading
 import time
@@ -19,30 +20,12 @@ from adaptyst_top.collectors.probes import debuginfod
 from adaptyst_top.collectors.probes.debug_files import find_debug_file, read_notes
 from adaptyst_top.collectors.probes.debug_names import function_at_address, with_debug_names
 from adaptyst_top.collectors.probes.elf_info import read_elf
-from tests.support.paths import TARGETS
+from tests.support.programs import build_stripped_lib
 
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("lib")
-    lib, debug = d / "libhot.so", d / "libhot.debug"
-    subprocess.run(
-        [
-            "gcc",
-            "-O2",
-            "-fPIC",
-            "-shared",
-            "-DLIBHOT",
-            "-Wl,--build-id",
-            "-o",
-            str(lib),
-            str(TARGETS / "stripped_lib.c"),
-        ],
-        check=True,
-    )
-    subprocess.run(["objcopy", "--only-keep-debug", str(lib), str(debug)], check=True)
-    subprocess.run(["strip", "--strip-unneeded", str(lib)], check=True)
-    return lib, debug
+    return build_stripped_lib(tmp_path_factory.mktemp("lib"), secrets.token_hex(20))
 
 
 def _linked(lib: Path, debug: Path, d: Path) -> Path:

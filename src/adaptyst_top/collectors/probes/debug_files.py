@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import zlib
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ from elftools.elf.sections import NoteSection
 from adaptyst_top.collectors.probes import debuginfod
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, NotELFError, read_elf
 from adaptyst_top.snapshot.profile import BUILD_ID, DEBUGINFOD, DEBUGLINK
+from adaptyst_top.system.regular_files import open_regular_file
 
 DEBUG_ROOT = "/usr/lib/debug"
 BUILD_ID_DIR = f"{DEBUG_ROOT}/.build-id"
@@ -73,30 +73,8 @@ MAX_DEBUG_BYTES = 1 << 30  # a debug file past this is not read (libxul's: ~1 GB
 
 
 def _regular(path: str) -> int | None:
-    """A descriptor of PATH when it is a regular file of a sane size, opened without
-    following a last symbolic link and without opening anything else first: a device
-    (whose open alone does something: a watchdog) or a FIFO is looked at, never opened."""
-    try:
-        handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(handle)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_DEBUG_BYTES:
-            return None
-        fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    finally:
-        os.close(handle)
-    try:  # the file opened is the one looked at (a swap between would show here)
-        same = os.fstat(fd)
-        if (same.st_dev, same.st_ino) == (st.st_dev, st.st_ino) and stat.S_ISREG(same.st_mode):
-            return fd
-    except OSError:
-        pass
-    os.close(fd)
-    return None
+    opened = open_regular_file(path, MAX_DEBUG_BYTES)
+    return None if opened is None else opened[0]
 
 
 def _crc_of(fd: int) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import os
-import stat
 import struct
 import time
 from collections import OrderedDict
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 
 from adaptyst_top.collectors.profile.python.offsets import OFFSETS
 from adaptyst_top.snapshot.inert import inert
+from adaptyst_top.system.regular_files import open_regular_file
 
 MAX_TEXT = 512  # characters of a name or a path
 MAX_SOURCE = 4 << 20  # a .py file read for its definitions
@@ -139,23 +139,14 @@ def qualname_at(root: str, cwd: str, filename: str, line: int, bare: str) -> str
 def _definitions(path: str) -> dict[tuple[int, str], str] | None:
     # The path is the target's (its memory names it): looked at without following a
     # last link or opening anything that is not a regular file (a device's open acts).
-    try:
-        handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+    opened = open_regular_file(path, MAX_SOURCE)
+    if opened is None:
         return None
+    fd, st = opened
+    key = (path, st.st_ino, st.st_mtime_ns)
     try:
-        st = os.fstat(handle)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE:
-            return None
-        key = (path, st.st_ino, st.st_mtime_ns)
         if key in _DEFINITIONS:
             return _DEFINITIONS[key]
-        fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    finally:
-        os.close(handle)
-    try:
         source = os.read(fd, MAX_SOURCE)
     except OSError:
         return None
