@@ -117,7 +117,13 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
         except OSError as exc:
             print(f"adaptyst-top: no place for the command's output: {exc}", file=sys.stderr)
             return 1
-        target = replace(opts.target, child_stdout=fd, child_stderr=fd, command_log=str(log_path))
+        target = replace(
+            opts.target,
+            child_stdout=fd,
+            child_stderr=fd,
+            command_log=str(log_path),
+            python_later=True,
+        )
         opts = replace(opts, target=target)
     app: Any = None
     close: Callable[[], None] | None = None

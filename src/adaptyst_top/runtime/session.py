@@ -5,6 +5,7 @@ Errors come back as one line each."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -42,6 +43,7 @@ from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.command_env import command_env
 from adaptyst_top.runtime.job_watch import JobWatch
 from adaptyst_top.runtime.model_store import app_of, kept_models
+from adaptyst_top.runtime.python_control import PythonControl, is_python_program
 from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.snapshot import CommandState, DeviceReading, Snapshot
 from adaptyst_top.system.launcher import HeldCommand, LaunchError
@@ -70,6 +72,7 @@ class Session:
     job_watch: JobWatch | None = None
     profiler: Profiler | None = None  # the hub's, closed with it
     launch_notes: tuple[str, ...] = ()  # what launching the command said, not told yet
+    python_control: PythonControl | None = None  # python: probes added while it runs
     _exit_told: bool = False
     _log_told: bool = False
 
@@ -176,6 +179,8 @@ class Session:
         pinned = self.options.tenant.pinned
         if self.engine is None and pinned is not None and not pinned.handed_over:
             pinned.close()  # an agent's session that never probed: its command's file
+        if self.python_control is not None:
+            self.python_control.close()
 
 
 def open_session(opts: SessionOptions) -> Session:
@@ -190,7 +195,7 @@ def open_session(opts: SessionOptions) -> Session:
         except TargetError as exc:
             raise SessionError(str(exc)) from None
     scan, job_pids = _job_processes(opts) if opts.target.job is not None else (None, [])
-    child, launch_notes = _held_command(opts, specs)
+    child, launch_notes, python_control = _held_command(opts, specs)
     pid = child.pid if child else opts.target.pid
     engine = None
     calibration = None
@@ -221,6 +226,8 @@ def open_session(opts: SessionOptions) -> Session:
             engine.close()
         if child is not None:
             child.end()
+        if python_control is not None:
+            python_control.close()
         raise SessionError(str(exc)) from None
     sweep = DeviceSweep(pid=pid, power_model=opts.probing.power_model)
     hub = Hub(engine, sweep, profiler)
@@ -237,6 +244,7 @@ def open_session(opts: SessionOptions) -> Session:
         engine=engine,
         child=child,
         launch_notes=launch_notes,
+        python_control=python_control,
         pid=pid,
         calibration=calibration,
         options=opts,
@@ -280,7 +288,7 @@ def open_remote_session(opts: SessionOptions) -> Session:
         raise SessionError(
             f"-- CMD would run here, not on {opts.host}: give --pid of a process there"
         )
-    child, launch_notes = _held_command(opts, specs)
+    child, launch_notes, python_control = _held_command(opts, specs)
     pid = child.pid if child else opts.target.pid
     try:
         conn = AgentConnection(
@@ -289,6 +297,8 @@ def open_remote_session(opts: SessionOptions) -> Session:
     except (AgentUnavailable, AgentInterrupted) as exc:
         if child is not None:
             child.end()
+        if python_control is not None:
+            python_control.close()
         raise SessionError(str(exc)) from None
     try:
         conn.open(
@@ -305,6 +315,8 @@ def open_remote_session(opts: SessionOptions) -> Session:
         conn.close()
         if child is not None:
             child.end()
+        if python_control is not None:
+            python_control.close()
         raise SessionError(str(exc)) from None
     hub = AgentHub(conn)
     placement = (
@@ -317,6 +329,7 @@ def open_remote_session(opts: SessionOptions) -> Session:
         remote=conn,
         child=child,
         launch_notes=launch_notes,
+        python_control=python_control,
         pid=pid,
         options=opts,
         placement=placement,
@@ -384,26 +397,37 @@ def _job_processes(opts: SessionOptions) -> tuple[JobScan, list[int]]:
 
 def _held_command(
     opts: SessionOptions, specs: Sequence[ProbeSpec]
-) -> tuple[HeldCommand | None, tuple[str, ...]]:
-    """The command launched and held at the door (None without -- CMD), and what its
-    environment replaced of the user's (command_env)."""
+) -> tuple[HeldCommand | None, tuple[str, ...], PythonControl | None]:
+    """The command launched and held at the door (None without -- CMD), what its
+    environment replaced of the user's (command_env), and, for a Python program whose
+    probes may change while it runs, the pipe they go on (python_control)."""
     if not opts.target.command:
-        return None, ()
+        return None, (), None
     # The advisor's socket, told to the command (it may not be where an app looks first).
     env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor.objective else {}
     # What its probes' kinds need in it from the start (OpenCL's layer, CUDA's library).
     added, notes = command_env(specs, opts.probing.budget, {**os.environ, **env})
     env.update(added)
+    control = None
+    exe = shutil.which(opts.target.command[0])
+    if opts.target.python_later and exe and is_python_program(os.path.realpath(exe)):
+        control = PythonControl(list(specs))
+        env.update(control.env({**os.environ, **env}))
     try:
         child = HeldCommand(
             opts.target.command,
             stdout=opts.target.child_stdout,
             stderr=opts.target.child_stderr,
             env=env or None,
+            pass_fds=() if control is None else (control.pass_fd,),
         )
     except LaunchError as exc:
+        if control is not None:
+            control.close()
         raise SessionError(str(exc), exc.status) from None
-    return child, notes
+    if control is not None:
+        control.launched(child.pid)
+    return child, notes, control
 
 
 def start_placement(opts: SessionOptions, readings: Sequence[DeviceReading]) -> PlacementLoop:

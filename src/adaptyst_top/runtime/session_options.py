@@ -31,6 +31,8 @@ class Target:
     # The program of a command held at the door elsewhere (a client of the agent).
     command_path: str | None = None
     keep_command: bool = False  # let a launched command outlive the monitor
+    # A launched Python takes python: probes added while it runs (a screen's keys).
+    python_later: bool = False
     command_log: str | None = None  # where its output goes while a screen is up
     child_stdout: IO[Any] | int | None = None
     child_stderr: IO[Any] | int | None = None

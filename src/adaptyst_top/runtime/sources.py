@@ -5,6 +5,7 @@ Both are a `Source`: what a front end may ask, each action answering in one line
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -21,6 +22,7 @@ from adaptyst_top.runtime import listing
 from adaptyst_top.runtime.agent_client import AgentInterrupted, AgentRefused
 from adaptyst_top.runtime.folded import folded, folded_lines
 from adaptyst_top.runtime.listing import Candidate
+from adaptyst_top.runtime.python_control import PythonControlError
 from adaptyst_top.runtime.record_file import LINE_MAX, open_recording, recording_lines
 from adaptyst_top.runtime.record_format import CompactDecoder
 from adaptyst_top.runtime.session import Session, SessionError
@@ -98,21 +100,34 @@ class LiveSource:
             parsed = parse_spec(spec)
         except ProbeSpecError as exc:
             raise ActionError(exc.one_line) from None
+        control = self.session.python_control if parsed.kind == "python" else None
         try:
+            if control is not None:  # the command's hook times it from now on
+                control.add(parsed)
             if self.session.remote is not None:
                 self.session.remote.add(spec)
             else:
                 self.session.ensure_engine().add(parsed)  # parsed once
-        except (ProbeError, AgentRefused, AgentInterrupted, OSError) as exc:
+        except (ProbeError, AgentRefused, AgentInterrupted, OSError, PythonControlError) as exc:
+            if control is not None and not isinstance(exc, PythonControlError):
+                with contextlib.suppress(PythonControlError):
+                    control.remove(parsed)
             raise ActionError(str(exc)) from None
 
     def remove(self, ref: ProbeRef) -> str:
         try:
             if self.session.remote is not None:
-                return self.session.remote.remove(ref)
-            return self._engine().remove(ref)
+                removed = self.session.remote.remove(ref)
+            else:
+                removed = self._engine().remove(ref)
         except (ProbeError, AgentRefused, AgentInterrupted, OSError) as exc:
             raise ActionError(str(exc)) from None
+        control = self.session.python_control
+        if control is not None and removed.startswith("python:"):
+            # Its functions are no longer timed (another spec may still name them).
+            with contextlib.suppress(ProbeSpecError, PythonControlError):
+                control.remove(parse_spec(removed))
+        return removed
 
     def apply_advice(self, task: str) -> None:
         if self.session.placement is None:

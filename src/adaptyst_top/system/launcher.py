@@ -66,8 +66,10 @@ class HeldCommand:
         stdout: IO[Any] | int | None = None,
         stderr: IO[Any] | int | None = None,
         env: Mapping[str, str] | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
-        """ENV: variables added to the command's environment."""
+        """ENV: variables added to the command's environment; PASS_FDS: descriptors it
+        gets (as they are numbered here)."""
         if not argv or not argv[0]:
             raise LaunchError("no command given after --")
         exe = shutil.which(argv[0])
@@ -96,7 +98,7 @@ class HeldCommand:
                     exe,
                     *list(argv),
                 ],
-                pass_fds=(r, err_w),
+                pass_fds=(r, err_w, *pass_fds),
                 env={**os.environ, **env} if env else None,
                 stdout=stdout,
                 stderr=stderr,

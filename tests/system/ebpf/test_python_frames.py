@@ -41,6 +41,13 @@ def _interpreters() -> list[str]:
 INTERPRETERS = _interpreters()
 
 
+def version_of(python: str) -> tuple[int, int]:
+    """(3, N) of an interpreter found above, from its name."""
+    m = re.search(r"python3\.(\d+)$", python)
+    assert m, python
+    return (3, int(m.group(1)))
+
+
 def _defined() -> dict[str, int]:
     """Each function's qualified name and the line of its `def`, from the program's source."""
     out = {}

@@ -1,21 +1,28 @@
 """python:FILE:FUNC for real, on every CPython this node has that the tool knows: each
 call of the probed function counted exactly and timed within 5% of the program's own
 timing of it; functions it did not name get no row; a process the monitor did not
-launch is refused in one line."""
+launch is refused in one line; a probe added while a launched program runs (3.12+, or
+beside one from its start before) counts every call from then."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from adaptyst_top.runtime.session import open_session
+from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
+from adaptyst_top.runtime.sources import ActionError, LiveSource
 from tests.support.bpf_objects import none_left
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
-from tests.system.ebpf.test_python_frames import INTERPRETERS
+from tests.system.ebpf.test_python_frames import INTERPRETERS, version_of
 
 PROGRAM = TARGETS / "py_calls.py"
 pytestmark = [pytest.mark.ebpf, requires_root]
@@ -80,4 +87,89 @@ def test_a_process_not_launched_is_refused_in_one_line(tmp_path: Path) -> None:
         target.wait()
     text = proc.stderr + (tmp_path / "r.jsonl").read_text()
     assert "a command the monitor launches" in text and "Traceback" not in text
+    assert none_left()
+
+
+LATER = TARGETS / "py_later.py"
+LATER_CALLS = 300
+
+
+def _run_later(python: str, tmp_path: Path, from_start: Sequence[str] = ()) -> dict[str, Any]:
+    """LATER under a session whose keys may add probes (the monitor's), Model.big's probe
+    added once it runs (as `u` adds it), then told to go: Model.big's row and what the
+    program measured."""
+    go = tmp_path / "go"
+    out = (tmp_path / "out.txt").open("w+")
+    session = open_session(
+        SessionOptions(
+            Target(
+                command=[python, str(LATER), str(go), str(LATER_CALLS)],
+                python_later=True,
+                child_stdout=out,
+                child_stderr=out,
+            ),
+            ProbeSettings(list(from_start)),
+        )
+    )
+    try:
+        session.start()
+        source = LiveSource(session)
+        source.add(f"python:{LATER}:Model.big")
+        assert session.engine is not None and session.engine.wait(60)
+        time.sleep(0.5)  # the hook's thread takes the new set (it runs within 5 ms)
+        go.touch()
+        assert session.child is not None and session.child.proc.wait(60) == 0
+        rows = {p.name: p for p in session.snapshot().probes}
+    finally:
+        session.close()
+    out.seek(0)
+    lines = out.read().splitlines()
+    assert lines and "Traceback" not in "\n".join(lines), lines
+    return {"truth": json.loads(lines[-1]), "rows": rows}
+
+
+@pytest.mark.parametrize(
+    "python", [p for p in INTERPRETERS if version_of(p) >= (3, 12)] or ["none"]
+)
+def test_a_probe_added_while_it_runs_counts_every_call_from_then(
+    python: str, tmp_path: Path
+) -> None:
+    assert python != "none", "no CPython 3.12+ on this node"
+    got = _run_later(python, tmp_path)
+    row, truth = got["rows"]["Model.big"], got["truth"]
+    assert row.kind == "python" and row.count == truth["calls"] == LATER_CALLS
+    assert row.mean_ns == pytest.approx(truth["mean_ns"], rel=0.05)
+    assert none_left()
+
+
+def test_before_312_a_later_probe_joins_one_from_the_start(tmp_path: Path) -> None:
+    older = [p for p in INTERPRETERS if version_of(p) < (3, 12)]
+    assert older, "no CPython before 3.12 on this node (Debian's is 3.11)"
+    got = _run_later(older[-1], tmp_path, from_start=[f"python:{LATER}:tiny"])
+    row, truth = got["rows"]["Model.big"], got["truth"]
+    assert row.count == truth["calls"] == LATER_CALLS
+    assert got["rows"]["tiny"].count == truth["waited"] * 100
+    assert none_left()
+
+
+def test_before_312_a_later_probe_alone_is_refused_in_one_line(tmp_path: Path) -> None:
+    older = [p for p in INTERPRETERS if version_of(p) < (3, 12)]
+    assert older, "no CPython before 3.12 on this node (Debian's is 3.11)"
+    session = open_session(
+        SessionOptions(
+            Target(
+                command=[older[-1], str(LATER), str(tmp_path / "go"), "1"],
+                python_later=True,
+                child_stdout=subprocess.DEVNULL,
+            )
+        )
+    )
+    try:
+        session.start()
+        time.sleep(0.5)  # the interpreter maps itself
+        with pytest.raises(ActionError, match=r"takes python: probes only from its start") as e:
+            LiveSource(session).add(f"python:{LATER}:Model.big")
+        assert "\n" not in str(e.value) and session.engine is None
+    finally:
+        session.close()
     assert none_left()

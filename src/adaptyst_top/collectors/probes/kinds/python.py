@@ -24,6 +24,7 @@ from adaptyst_top.collectors.probes.spec import Key, ProbeSpec, ProbeSpecError
 LAYER_MODULE = "adaptyst_top.collectors.probes.kinds._python_layer"
 PROVIDER = "adaptyst_py"
 PROBES_ENV, LAYER_ENV, PATH_ENV = "ADAPTYST_PY_PROBES", "ADAPTYST_PY_LAYER", "PYTHONPATH"
+CONTROL_ENV = "ADAPTYST_PY_CONTROL"
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python_hook")
 _FILE = re.compile(r"[^\t\n\0]{1,4096}")
 _FUNC = re.compile(r"[A-Za-z0-9_.<>*?\[\]!]{1,512}")
@@ -87,14 +88,30 @@ class Python(DeviceLayerKind):
     def launch_env(
         self, env: dict[str, str], budget: float, spec: ProbeSpec | None = None
     ) -> dict[str, str]:
-        library = self.library()
-        if library is None or spec is None or spec.file is None:
+        if spec is None or spec.file is None:
             return {}
-        probes = [p for p in env.get(PROBES_ENV, "").split("\n") if p]
-        probes.append(f"{spec.file}\t{spec.func}")
-        paths = [p for p in env.get(PATH_ENV, "").split(":") if p and p != HOOK_DIR]
-        return {
-            PROBES_ENV: "\n".join(dict.fromkeys(probes)),
-            LAYER_ENV: library,
-            PATH_ENV: ":".join([HOOK_DIR, *paths]),
-        }
+        return hook_env(env, [probe_line(spec)])
+
+
+def probe_line(spec: ProbeSpec) -> str:
+    """SPEC as the hook takes it: "FILE<TAB>FUNC"."""
+    return f"{spec.file}\t{spec.func}"
+
+
+def hook_env(env: dict[str, str], probes: list[str], control: str | None = None) -> dict[str, str]:
+    """The variables that put the hook under a command (over ENV, its own): PROBES
+    added to those ENV holds, and CONTROL ("FD:DEV:INODE"), the pipe later sets come on;
+    nothing where this install has no Python layer."""
+    library = Python.library()
+    if library is None:
+        return {}
+    given = [p for p in env.get(PROBES_ENV, "").split("\n") if p]
+    paths = [p for p in env.get(PATH_ENV, "").split(":") if p and p != HOOK_DIR]
+    out = {
+        PROBES_ENV: "\n".join(dict.fromkeys([*given, *probes])),
+        LAYER_ENV: library,
+        PATH_ENV: ":".join([HOOK_DIR, *paths]),
+    }
+    if control is not None:
+        out[CONTROL_ENV] = control
+    return out

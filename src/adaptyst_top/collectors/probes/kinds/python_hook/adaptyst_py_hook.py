@@ -1,0 +1,291 @@
+"""The timing half of adaptyst-top's Python hook (sitecustomize.py decides when it is
+needed and imports it then): times each call of the functions the probes name, and a
+thread of its own hands the times every 0.1 s to the Python layer (python_layer.c)
+through ctypes, which lets the GIL go and hands them 64 at a time to the kernel's probe
+on its USDT site, to count and time exactly: that work is never inside a probed call.
+
+Probes: (FILE, FUNC) globs over the .py path and the qualified name; `update` replaces
+them while the program runs. Runs on CPython 3.8 and later:
+- 3.12 and later: sys.monitoring. The first call of each function is looked at once;
+  one the probes do not name is never looked at again (DISABLE), so other functions pay
+  nothing; a probed one reports its start and its return or unwind. A new set of probes
+  looks at every function once more (restart_events).
+- before: the profile hook (sys.setprofile, threading.setprofile), which every Python
+  call passes through.
+A generator's or coroutine's time runs from each resumption to each suspension. A call
+is timed only when its start and its end were both seen under a probe: one under way
+when the set changes is left out, never paired with another's end.
+Nothing of the program's changes; any failure here turns the hook off, never the program.
+"""
+
+from __future__ import annotations
+
+import _thread
+import atexit
+import contextlib
+import ctypes
+import fnmatch
+import os
+import stat
+import sys
+import threading
+import time
+
+MYPY = False  # for the type checker only: typing is not imported into the program
+if MYPY:
+    from collections.abc import Callable, Sequence
+    from types import CodeType, FrameType
+    from typing import Any
+
+    Probes = Sequence[tuple[str, str]]
+
+_FLUSH_S = 0.1  # the hand-over thread's period
+_HELD_MAX = 4096  # calls held between two: past this, the call that ends hands them over
+_KEY_LEN = 32
+_HASHED_PREFIX = 22
+
+
+def _key(text: str) -> bytes:
+    """The row's key, as layer_common.h's key_text makes it."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) < _KEY_LEN:
+        return raw
+    h = 2166136261
+    for b in raw:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return raw[:_HASHED_PREFIX] + b"~" + b"%08x" % h
+
+
+_DEFS: dict[str, dict[tuple[int, str], str]] = {}
+
+
+def _qualname(code: CodeType) -> str:
+    """Its qualified name: the code object's own from 3.11; before, from its definition
+    in its file (the hook runs in the target's interpreter, apart from the package). Its
+    bare name where the file cannot say; nothing here ever raises into the program."""
+    own = getattr(code, "co_qualname", None)
+    if own:
+        return str(own)
+    path = code.co_filename
+    if path not in _DEFS:
+        _DEFS[path] = {}
+        with contextlib.suppress(Exception):
+            _DEFS[path] = _definitions(path)
+    return _DEFS[path].get((code.co_firstlineno, code.co_name), code.co_name)
+
+
+def _definitions(path: str) -> dict[tuple[int, str], str]:
+    import ast  # before 3.11 only: later code objects know their qualified names
+
+    found: dict[tuple[int, str], str] = {}
+    # A regular file only (a FIFO or a device is never opened: its open would act).
+    handle = os.open(path, getattr(os, "O_PATH", 0) | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return found
+        with open(f"/proc/self/fd/{handle}", "rb") as f:
+            tree = ast.parse(f.read(1 << 22))
+    finally:
+        os.close(handle)
+    todo: list[tuple[ast.AST, str]] = [(tree, "")]  # a loop: the program's stack is its own
+    while todo:
+        node, prefix = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                qual = prefix + child.name
+                for at in [child.lineno] + [d.lineno for d in child.decorator_list]:
+                    found[(at, child.name)] = qual
+                inner = "." if isinstance(child, ast.ClassDef) else ".<locals>."
+                todo.append((child, qual + inner))
+            else:
+                todo.append((child, prefix))
+    return found
+
+
+class Hook:
+    def __init__(self, probes: Probes, layer: str) -> None:
+        self.probes = list(probes)
+        self.lib = ctypes.CDLL(layer)
+        self.lib.adaptyst_py_timed.argtypes = [
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.c_uint64,
+        ]
+        self.lib.adaptyst_py_probed.restype = ctypes.c_int
+        self.lock = threading.Lock()
+        self.pending: list[tuple[bytes, int]] = []  # (key, ns), appended without a lock
+        # code -> its key; None: not probed. Changed in place only (readers hold it).
+        self.keys: dict[CodeType, bytes | None] = {}
+        self.local = threading.local()
+        self.newly_probed: Callable[[CodeType], None] = lambda code: None
+        self.looked_again: Callable[[], None] = lambda: None
+
+    def match(self, code: CodeType) -> bytes | None:
+        name = _qualname(code)
+        # A script run by a relative path keeps it (3.8): from the folder it ran in.
+        where = code.co_filename
+        if not where.startswith("<") and not os.path.isabs(where):
+            where = os.path.abspath(where)
+        for path, func in self.probes:
+            if fnmatch.fnmatchcase(where, path) and fnmatch.fnmatchcase(name, func):
+                return _key(name)
+        return None
+
+    def key_of(self, code: CodeType) -> bytes | None:
+        if code in self.keys:
+            return self.keys[code]
+        key = self.keys[code] = self.match(code)
+        return key
+
+    def hand_over(self) -> None:
+        """The hook's thread: the calls timed, handed over every FLUSH_S (a daemon: it
+        ends with the program; the last are handed over at exit)."""
+        while True:
+            time.sleep(_FLUSH_S)
+            if self.pending:
+                self.flush()
+
+    def update(self, probes: Probes) -> None:
+        """Time the functions PROBES name from now on (the monitor's new set)."""
+        self.probes = list(probes)
+        for code in list(self.keys):
+            key = self.match(code)
+            if key != self.keys[code]:
+                self.keys[code] = key
+                if key is not None:
+                    self.newly_probed(code)
+        self.looked_again()
+        self.flush()
+
+    def timers(
+        self,
+    ) -> tuple[Callable[[CodeType], None], Callable[[CodeType, bytes | None], None]]:
+        """(started, ended): the per-call work, its names bound once (a call of the probed
+        function pays for these two alone: the hand-over is the hook's own thread's). A
+        start is kept with its code: an end pairs only with its own start."""
+        now, tls, pending = time.perf_counter_ns, self.local, self.pending
+        flush, add = self.flush, self.pending.append
+
+        def started(code: CodeType) -> None:
+            try:
+                tls.stack.append((code, now()))
+            except AttributeError:
+                tls.stack = [(code, now())]
+
+        def ended(code: CodeType, key: bytes | None) -> None:
+            t = now()
+            try:
+                stack = tls.stack
+            except AttributeError:
+                return
+            if not stack or stack[-1][0] is not code:
+                return  # begun before it was probed
+            begun = stack.pop()[1]
+            if key is None:
+                return  # no longer probed
+            add((key, t - begun))  # one append: atomic under the GIL
+            if len(pending) >= _HELD_MAX:
+                flush()
+
+        return started, ended
+
+    def flush(self) -> None:
+        """The calls so far, handed over (one thread at a time; calls appended meanwhile
+        stay for the next)."""
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            taken = self.pending[: len(self.pending)]
+            del self.pending[: len(taken)]
+        finally:
+            self.lock.release()
+        n = len(taken)
+        # The layer's call lets the GIL go: the probe's work runs beside the program's.
+        if n and self.lib.adaptyst_py_probed():  # no probe holds the site: nothing to hand
+            self.lib.adaptyst_py_timed(
+                (ctypes.c_char_p * n)(*(k for k, _ in taken)),
+                (ctypes.c_uint64 * n)(*(t for _, t in taken)),
+                n,
+            )
+
+
+def _monitoring(hook: Hook) -> None:
+    mon: Any = getattr(sys, "monitoring")  # noqa: B009 (3.12 and later only)
+    # From the last id down: 0 is the debugger's, 2 the profiler's (pdb, debugpy, cProfile).
+    tool = next(i for i in range(5, -1, -1) if mon.get_tool(i) is None)
+    mon.use_tool_id(tool, "adaptyst-top")
+    ev = mon.events
+    ends = ev.PY_RETURN | ev.PY_YIELD
+
+    keys, disable = hook.keys, mon.DISABLE
+    started, ended = hook.timers()
+
+    def start(code: CodeType, offset: int) -> Any:
+        if code not in keys:
+            if hook.key_of(code) is None:
+                return disable  # never looked at again (until a new set of probes)
+            mon.set_local_events(tool, code, ends | ev.PY_RESUME)
+        elif keys[code] is None:
+            return disable
+        started(code)
+        return None
+
+    def end(code: CodeType, offset: int, value: object) -> Any:
+        key = keys.get(code)
+        ended(code, key)
+        return disable if key is None else None
+
+    def unwind(code: CodeType, offset: int, exc: BaseException) -> None:
+        if code in keys:  # PY_UNWIND cannot be disabled: every unwind comes here
+            ended(code, keys[code])
+
+    hook.newly_probed = lambda code: mon.set_local_events(tool, code, ends | ev.PY_RESUME)
+    hook.looked_again = mon.restart_events
+    mon.register_callback(tool, ev.PY_START, start)
+    mon.register_callback(tool, ev.PY_RESUME, start)
+    mon.register_callback(tool, ev.PY_RETURN, end)
+    mon.register_callback(tool, ev.PY_YIELD, end)
+    mon.register_callback(tool, ev.PY_UNWIND, unwind)
+    mon.set_events(tool, ev.PY_START | ev.PY_UNWIND)
+
+
+def _profile(hook: Hook) -> None:
+    keys, key_of = hook.keys, hook.key_of
+    started, ended = hook.timers()
+
+    def profiler(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            code = frame.f_code
+            key = keys[code] if code in keys else key_of(code)
+            if key is not None:
+                started(code)
+        elif event == "return":
+            code = frame.f_code
+            if code in keys:
+                ended(code, keys[code])
+
+    threading.setprofile(profiler)
+    sys.setprofile(profiler)
+
+
+def live_updates() -> bool:
+    """Whether a hook installed later reaches every thread (sys.monitoring: 3.12+)."""
+    return hasattr(sys, "monitoring")
+
+
+def install(probes: Probes, layer: str) -> Hook:
+    """Time PROBES' calls from now on, on every thread (before 3.12: this thread and the
+    threads started later: call it before any other starts)."""
+    hook = Hook(probes, layer)
+    if live_updates():
+        _monitoring(hook)
+    else:
+        _profile(hook)
+    atexit.register(hook.flush)
+
+    def hand_over() -> None:  # not among threading's threads: nothing the program counts
+        _thread.start_new_thread(hook.hand_over, ())
+
+    hand_over()
+    os.register_at_fork(after_in_child=hand_over)  # a forked child has only its own thread
+    return hook
