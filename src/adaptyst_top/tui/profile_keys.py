@@ -19,13 +19,19 @@ Status = Callable[[str], None]
 
 
 def _screen(
-    view: ProfileView, source: Source, add: Callable[[str], object], say: Status, ascii: bool
+    view: ProfileView,
+    source: Source,
+    add: Callable[[str], object],
+    say: Status,
+    ascii: bool,
+    added: Callable[[str], object] = lambda spec: None,
 ) -> ProfileScreen:
     def probe(spec: str) -> None:  # `u` on a function: added as the picker adds a spec
         if source.read_only:
             say("a replay is read-only")
         else:
             add(spec)
+            added(spec)
 
     return ProfileScreen(view, probe, ascii)
 
@@ -37,11 +43,13 @@ def open_profile(
     add: Callable[[str], object],
     say: Status,
     ascii: bool,
+    added: Callable[[str], object] = lambda spec: None,
 ) -> None:
+    """ADDED: told of each spec `u` adds (the app shows its row's histogram)."""
     if not view.hz:
         say("no profile in this session (--profile samples one, l picks a process)")
         return
-    app.push_screen(_screen(view, source, add, say, ascii))
+    app.push_screen(_screen(view, source, add, say, ascii, added))
 
 
 def open_processes(

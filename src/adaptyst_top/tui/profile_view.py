@@ -4,13 +4,18 @@ laid out for a width, with a selected frame to move and zoom."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from adaptyst_top.collectors.probes.budget import share_text
 from adaptyst_top.snapshot import ProfileFunction, Snapshot
+from adaptyst_top.snapshot.profile import PYTHON
 
-SORTS = ("total", "self", "off")  # what `s` cycles through
+SORTS = ("self", "total", "off")  # what `s` cycles through; self first: what to probe
+# The interpreter's own file (libpython3.X.so, python3.X): its C beneath a Python frame is
+# that frame's work (py-spy's "own" time), in the list's self column.
+_INTERPRETER = re.compile(r"/(?:lib)?python3\.\d+[a-z]*(?:\.so[.0-9]*)?$")
 MAX_STACKS = 20000  # distinct (thread, stack) pairs kept; the rest count as [other]
 OTHER = ("[other]",)
 MAX_VALUE = 1e18
@@ -63,6 +68,7 @@ class ProfileView:
         self.asked_hz = 0  # the rate asked, when the budget lowered it
         self.share: float | None = None  # the profile's cost, a share of the target's CPU
         self.note = ""
+        self._own: dict[str, float] | None = None  # self_of's, until the next snapshot
 
     def add(self, snap: Snapshot) -> None:
         p = snap.profile
@@ -74,6 +80,7 @@ class ProfileView:
         self._last = (snap.t, p.cpu_s)
         self.sample_ns = p.sample_ns
         self.asked_hz, self.share, self.note = p.asked_hz, p.share, p.note
+        self._own = None
         for s in p.stacks:
             key = (s.pid, s.tid, s.frames)
             v = self.stacks.get(key)
@@ -103,9 +110,37 @@ class ProfileView:
             parts.append(f"{self.sample_ns / 1000:.1f} µs a sample in the kernel")
         return ", ".join(parts)
 
+    def self_of(self, f: ProfileFunction) -> float:
+        """F's samples as the leaf, where the interpreter's C beneath a Python function
+        counts as the Python function's (and not as the C function's)."""
+        if self._own is None:
+            self._own = self._python_own()
+        return max(0.0, f.self_samples + self._own.get(f.name, 0.0))
+
+    def _python_own(self) -> dict[str, float]:
+        """What moves, by name: + to the innermost Python frame over interpreter C
+        leaves, - from those leaves."""
+        python = {f.name for f in self.functions if f.named_by == PYTHON}
+        interpreter = {
+            f.name
+            for f in self.functions
+            if f.named_by != PYTHON and _INTERPRETER.search(f.module) and f.name not in python
+        }
+        moved: dict[str, float] = {}
+        if not python:
+            return moved
+        for (_, _, frames), v in self.stacks.items():
+            j = len(frames) - 1
+            while j >= 0 and frames[j] in interpreter:
+                j -= 1
+            if 0 <= j < len(frames) - 1 and frames[j] in python:
+                moved[frames[j]] = moved.get(frames[j], 0.0) + v[0]
+                moved[frames[-1]] = moved.get(frames[-1], 0.0) - v[0]
+        return moved
+
     def sorted_functions(self) -> list[ProfileFunction]:
         def key(f: ProfileFunction) -> tuple[float, str]:
-            v = {"total": f.total, "self": f.self_samples, "off": f.off_ns}[self.sort]
+            v = {"total": f.total, "self": self.self_of(f), "off": f.off_ns}[self.sort]
             return (-v, f.name)
 
         return sorted(self.functions, key=key)

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.collectors.profile.budget import MIN_HZ
+from adaptyst_top.snapshot import ProbeEntry
 from tests.support.bpf_objects import none_left
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
 from tests.support.workload import build_c
+from tests.system.ebpf.test_python_frames import INTERPRETERS, version_of
 
 SECONDS = 10  # beside two busy loops 5 s missed the 5-point bound (1 run in 3)
 # A share of n samples is off by sqrt(p(1 - p) / n): at 99 Hz for 4 s (~320 samples of the
@@ -201,49 +203,74 @@ def test_export_folded_of_a_recording_without_a_profile_is_one_line(tmp_path: Pa
     assert "no profile in it" in proc.stderr and proc.stderr.count("\n") == 1
 
 
-@pytest.mark.ebpf
-@requires_root
-async def test_a_hot_function_becomes_an_exact_probe_with_one_key(profiled: Path) -> None:
-    """From the profile screen, `u` on the hottest function: its uprobe row appears in
-    the probes pane and counts its calls."""
+async def _two_keys_to_a_histogram(command: list[str], hot: str) -> ProbeEntry:
+    """From launch under the monitor (profiling), `f` and `u`: the profile opens on its
+    hottest function by self time (HOT), and `u` times it exactly and opens its
+    histogram once attached. Its row, once it has counted calls."""
     from adaptyst_top.runtime.session import open_session
     from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
     from adaptyst_top.runtime.sources import LiveSource
     from adaptyst_top.tui.app import MonitorApp
+    from adaptyst_top.tui.screens.detail import DetailScreen
     from adaptyst_top.tui.screens.profile import ProfileScreen
-    from tests.unit.tui.pilot.test_tui import probe_names
 
     session = open_session(
-        SessionOptions(Target(command=[str(profiled), "60"]), ProbeSettings(profile_hz=99))
+        SessionOptions(
+            Target(command=command, python_later=True, child_stdout=subprocess.DEVNULL),
+            ProbeSettings(profile_hz=99),
+        )
     )
     session.start()
     app = MonitorApp(LiveSource(session), interval=0.25)
+    keys = 0
     try:
-        async with app.run_test(size=(80, 24)) as pilot:
-            for _ in range(40):  # until the leaf has samples
+        async with app.run_test(size=(100, 30)) as pilot:
+            for _ in range(40):  # until the hot function leads by self time
                 await pilot.pause(0.25)
-                if any(f.name == "leaf" for f in app.profile_view.functions):
+                funcs = app.profile_view.sorted_functions()
+                if funcs and funcs[0].name == hot and app.profile_view.samples > 50:
                     break
             await pilot.press("f")
+            keys += 1
             assert isinstance(app.screen, ProfileScreen)
-            await pilot.press("s", "tab")  # by self time, in the list: leaf first
-            screen = app.screen
-            assert screen.selected_function().name == "leaf"  # type: ignore[union-attr]
+            assert app.screen.selected_function().name == hot  # type: ignore[union-attr]
             await pilot.press("u")
-            assert session.ensure_engine().wait(60)
-            await pilot.press("q")
-            for _ in range(40):
+            keys += 1
+            assert session.ensure_engine().wait(60) if session.remote is None else True
+            for _ in range(80):
                 await pilot.pause(0.25)
-                if "leaf" in probe_names(app) and app.probes.entries:
-                    entry = next(e for e in app.probes.entries.values() if e.name == "leaf")
+                if isinstance(app.screen, DetailScreen):
+                    entry = app.probes.entries[app.screen.key]
                     if entry.count > 0:
                         break
-            assert entry.state == "attached" and entry.count > 0
-            assert entry.spec == f"uprobe:{profiled}:leaf"
-            await pilot.press("q")
+            assert isinstance(app.screen, DetailScreen), app.status
+            assert keys == 2
+            await pilot.press("q", "q")
     finally:
         session.close()
     assert none_left()
+    return entry
+
+
+@pytest.mark.ebpf
+@requires_root
+async def test_a_hot_function_is_timed_exactly_two_keys_from_launch(profiled: Path) -> None:
+    entry = await _two_keys_to_a_histogram([str(profiled), "60"], "leaf")
+    assert entry.state == "attached" and entry.count > 0 and entry.name == "leaf"
+    assert entry.spec == f"uprobe:{profiled}:leaf"
+
+
+@pytest.mark.ebpf
+@requires_root
+@pytest.mark.parametrize(
+    "python", [p for p in INTERPRETERS if version_of(p) >= (3, 12)][-1:] or ["none"]
+)
+async def test_a_hot_python_function_is_timed_exactly_two_keys_from_launch(python: str) -> None:
+    assert python != "none", "no CPython 3.12+ on this node"
+    program = TARGETS / "py_calls.py"
+    entry = await _two_keys_to_a_histogram([python, str(program), "60"], "spin")
+    assert entry.kind == "python" and entry.count > 0 and entry.name == "spin"
+    assert entry.spec == f"python:{program}:spin"
 
 
 @pytest.mark.ebpf

@@ -1,8 +1,9 @@
-"""`f`: the sampled profile. The hottest functions (sorted by total, self or off-CPU
-time with `s`), and an icicle graph of the stacks below them, outermost frame on top,
-for every thread or one (`t`), on the CPU or off it (`o`). Arrows move in the graph
-(`tab`: in the list), `enter` zooms into a frame, `backspace` out; `u` attaches an
-exact uprobe to the selected function, whose row then appears in the probes pane."""
+"""`f`: the sampled profile. The hottest functions (sorted by self time, total or
+off-CPU time with `s`; a Python function's self time holds the interpreter's C beneath
+it), and an icicle graph of the stacks below them, outermost frame on top, for every
+thread or one (`t`), on the CPU or off it (`o`). Arrows move in the list (`tab`: in the
+graph), `enter` zooms into a frame, `backspace` out; `u` times the selected function
+exactly (a uprobe, or a python: probe) and shows its latency histogram once attached."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ class ProfileScreen(Screen[None]):
         self.view = view
         self.probe = probe
         self.ascii = ascii or bool(os.environ.get("NO_COLOR"))
-        self.in_list = False  # the arrows move in the list (tab), else in the graph
+        self.in_list = True  # the arrows move in the list, else (tab) in the graph
         self.row = 0  # the list's selected row
         self._boxes: list[Box] = []
         self.said = ""
@@ -113,7 +114,7 @@ class ProfileScreen(Screen[None]):
         start = max(0, self.row - rows + 2)
         for i, f in enumerate(funcs[start : start + rows - 1], start):
             line = (
-                f"{f.self_samples / n:>6.1%} {f.total / n:>6.1%} {f.off_ns / 1e9:>8.3f}s  "
+                f"{self.view.self_of(f) / n:>6.1%} {f.total / n:>6.1%} {f.off_ns / 1e9:>8.3f}s  "
                 f"{f.name}  {os.path.basename(f.module)}"
             )
             selected = self.in_list and i == self.row

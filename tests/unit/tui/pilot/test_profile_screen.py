@@ -50,15 +50,16 @@ async def test_the_profile_screen_lists_draws_zooms_and_sorts(tmp_path: Path) ->
         await pilot.press("f")
         screen = app.screen
         assert isinstance(screen, ProfileScreen)
-        listing = str(screen.query_one("#profile-functions").render())
-        assert listing.index("main") < listing.index("leaf") < listing.index("spin")
+        listing = str(screen.query_one("#profile-functions").render())  # self first
+        assert listing.index("leaf") < listing.index("spin") < listing.index("main")
+        assert screen.selected_function().name == "leaf"  # type: ignore[union-attr]
         flame = str(screen.query_one("#profile-flame").render()).splitlines()
         assert flame[0].startswith("all") and flame[1].startswith("_start")
         assert "main" in flame[2] and "outer" in flame[3] and "spin" in flame[3]
         assert "leaf" in flame[4]
         # The view summed both snapshots' stacks: 60 samples through outer, 40 in spin.
         assert screen.view.tree().children["_start"].value == 100
-        await pilot.press("down", "down", "down")
+        await pilot.press("tab", "down", "down", "down")  # in the graph
         assert screen.view.selected == (*MAIN, "outer")
         await pilot.press("enter")
         flame = str(screen.query_one("#profile-flame").render()).splitlines()
@@ -68,9 +69,9 @@ async def test_the_profile_screen_lists_draws_zooms_and_sorts(tmp_path: Path) ->
         await pilot.press("backspace")
         assert screen.view.zoom == MAIN
         await pilot.press("s")
-        assert screen.view.sort == "self"
+        assert screen.view.sort == "total"
         listing = str(screen.query_one("#profile-functions").render())
-        assert listing.index("leaf") < listing.index("spin") < listing.index("main")
+        assert listing.index("main") < listing.index("leaf") < listing.index("spin")
         await pilot.press("o")  # off the CPU: the waiting thread's stack alone
         flame = str(screen.query_one("#profile-flame").render()).splitlines()
         assert flame[1].startswith("start_thread") and "wait" in flame[2]
