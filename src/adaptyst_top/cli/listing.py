@@ -14,6 +14,7 @@ from adaptyst_top.collectors.probes.elf_info import NotELFError
 from adaptyst_top.collectors.probes.overhead import UPROBE_OPTIMIZED
 from adaptyst_top.runtime.agent_client import AgentRefused, AgentUnavailable
 from adaptyst_top.runtime.listing import entry_policy, list_objects
+from adaptyst_top.runtime.python_listing import python_object
 from adaptyst_top.snapshot.inert import inert
 from adaptyst_top.system.targets import TargetError
 
@@ -89,6 +90,10 @@ def cmd_list(argv: Sequence[str]) -> int:
         # A link that broke or timed out (OSError), an answer of the wrong shape.
         print(f"adaptyst-top: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return 1
+    # A Python process's own functions (read here, as the user), before its ELF objects.
+    python = python_object(args.pid, args.pattern) if args.pid is not None and want_f else None
+    if python is not None:
+        objects.insert(0, python)
     if args.json:
         print(json.dumps({"objects": objects}))
         return 0
@@ -98,8 +103,13 @@ def cmd_list(argv: Sequence[str]) -> int:
             "check on this boot: `sudo adaptyst-top list ...`)"
         )
     for obj in objects:
+        if "python_functions" in obj:
+            print(f"{inert(obj['path'])}  (Python {obj['python']}: time one with its spec)")
+            for f in obj["python_functions"]:
+                print(f"  py    {f['name']:<40} line {f['line']:<7} {inert(f['spec'])}")
+            continue
         funcs, probes = obj.get("functions"), obj.get("usdt")
-        if not funcs and not probes and args.pid is not None and obj is not objects[0]:
+        if not funcs and not probes and args.pid is not None and obj is not objects[bool(python)]:
             continue
         stripped = "  (stripped: exported functions only)" if obj["stripped"] else ""
         inside = f"  (in a container: {obj['container_root']})" if obj.get("container_root") else ""

@@ -17,7 +17,7 @@ import select
 
 from adaptyst_top.collectors.probes.kinds.python import hook_env, probe_line
 from adaptyst_top.collectors.probes.spec import ProbeSpec
-from adaptyst_top.collectors.profile.python.detect import find_python
+from adaptyst_top.collectors.profile.python.detect import python_version
 
 MESSAGE_MAX = select.PIPE_BUF  # one write, never interleaved: the hook reads whole sets
 LIVE_FROM = (3, 12)
@@ -74,9 +74,9 @@ class PythonControl:
     def add(self, spec: ProbeSpec) -> None:
         """Time SPEC's calls too; PythonControlError when the command cannot take it."""
         if self.pid is not None and not self.from_start:
-            found = find_python(self.pid)
-            if found is not None and found.version < LIVE_FROM:
-                version = ".".join(map(str, found.version))
+            found = python_version(self.pid)
+            if found is not None and found < LIVE_FROM:
+                version = ".".join(map(str, found))
                 raise PythonControlError(
                     f"{spec.text}: Python {version} takes python: probes only from its start "
                     "(before 3.12 a later hook would time one thread): launch it with "

@@ -6,6 +6,7 @@ Both are a `Source`: what a front end may ask, each action answering in one line
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import socket
@@ -23,6 +24,7 @@ from adaptyst_top.runtime.agent_client import AgentInterrupted, AgentRefused
 from adaptyst_top.runtime.folded import folded, folded_lines
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.python_control import PythonControlError
+from adaptyst_top.runtime.python_listing import python_candidates
 from adaptyst_top.runtime.record_file import LINE_MAX, open_recording, recording_lines
 from adaptyst_top.runtime.record_format import CompactDecoder
 from adaptyst_top.runtime.session import Session, SessionError
@@ -168,13 +170,15 @@ class LiveSource:
         """What the picker offers: the functions of the target's executable, then of every
         library it maps, and every USDT probe in them, the refused ones marked; as each
         is read (the agent's come in one answer)."""
-        if self.session.remote is not None:
-            try:
-                return self.session.remote.candidates()
-            except (AgentRefused, AgentInterrupted, OSError, ValueError):
-                return []
-        files: list[str] = []
         s = self.session
+        # A Python process's own functions first (read here, as the user: never by root's).
+        python = python_candidates(s.pid) if s.pid else []
+        if s.remote is not None:
+            try:
+                return python + s.remote.candidates()
+            except (AgentRefused, AgentInterrupted, OSError, ValueError):
+                return python
+        files: list[str] = []
         if s.pid:
             try:
                 files = mapped_files(s.pid)
@@ -182,7 +186,9 @@ class LiveSource:
                 files = []
         if s.child is not None and s.child.path not in files:
             files.insert(0, s.child.path)
-        return listing.iter_candidates(files, s.pid or None, listing.entry_policy())
+        return itertools.chain(
+            python, listing.iter_candidates(files, s.pid or None, listing.entry_policy())
+        )
 
 
 class ReplaySource:

@@ -79,6 +79,16 @@ def runtime_vaddr(fd: int) -> tuple[int, int] | None:
     return None
 
 
+def python_version(pid: int) -> tuple[int, int] | None:
+    """The CPython version PID maps (by its interpreter's file name, what a user may
+    read of her own process), or None."""
+    for _, offset, path in _maps(pid):
+        m = _NAME.search(path)
+        if offset == 0 and m is not None:
+            return (3, int(m.group(1)))
+    return None
+
+
 def find_python(pid: int) -> PythonProcess | None:
     """The CPython PID runs (a version offsets.py knows), or None."""
     maps = _maps(pid)

@@ -122,7 +122,10 @@ class CodeNames:
         return CodeName(inert(name)[:MAX_TEXT], inert(filename)[:MAX_TEXT], line)
 
 
-_DEFINITIONS: OrderedDict[tuple[str, int, int], dict[tuple[int, str], str]] = OrderedDict()
+# Qualified name, bare name, [the def's line, its decorators'], whether a function (a
+# class's body is a code object too).
+Definition = tuple[str, str, list[int], bool]
+_DEFINITIONS: OrderedDict[tuple[str, int, int], list[Definition]] = OrderedDict()
 
 
 def qualname_at(root: str, cwd: str, filename: str, line: int, bare: str) -> str:
@@ -137,6 +140,27 @@ def qualname_at(root: str, cwd: str, filename: str, line: int, bare: str) -> str
 
 
 def _definitions(path: str) -> dict[tuple[int, str], str] | None:
+    """(line, bare name) -> qualified name, at each def's and each decorator's line."""
+    found = _read_definitions(path)
+    if found is None:
+        return None
+    defs: dict[tuple[int, str], str] = {}
+    for qual, bare, lines, _ in found:
+        for at in lines:
+            defs[(at, bare)] = qual
+    return defs
+
+
+def functions_in(path: str) -> list[tuple[str, int]] | None:
+    """Every function PATH defines: (qualified name, the line of its `def`), in the
+    order of the file; None where it is not a readable Python file."""
+    found = _read_definitions(path)
+    if found is None:
+        return None
+    return sorted(((q, lines[0]) for q, _, lines, func in found if func), key=lambda d: d[1])
+
+
+def _read_definitions(path: str) -> list[Definition] | None:
     # The path is the target's (its memory names it): looked at without following a
     # last link or opening anything that is not a regular file (a device's open acts).
     opened = open_regular_file(path, MAX_SOURCE)
@@ -152,7 +176,7 @@ def _definitions(path: str) -> dict[tuple[int, str], str] | None:
         return None
     finally:
         os.close(fd)
-    defs: dict[tuple[int, str], str] = {}
+    defs: list[Definition] = []
     try:
         # Its own walk, not a recursive one: a deeply nested file costs a loop, never
         # the unwinder's stack.
@@ -162,8 +186,9 @@ def _definitions(path: str) -> dict[tuple[int, str], str] | None:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     qual = f"{prefix}{child.name}"
-                    for at in [child.lineno] + [d.lineno for d in child.decorator_list]:
-                        defs[(at, child.name)] = qual
+                    lines = [child.lineno] + [d.lineno for d in child.decorator_list]
+                    func = not isinstance(child, ast.ClassDef)
+                    defs.append((qual, child.name, lines, func))
                     inner = "." if isinstance(child, ast.ClassDef) else ".<locals>."
                     todo.append((child, qual + inner))
                 else:
