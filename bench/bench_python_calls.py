@@ -3,7 +3,7 @@ of the others, against peers in the same run: the bare program; a no-op `sys.set
 hook (the cheapest Python-level tracer); py-spy sampling it at 100 Hz (which counts no
 calls). A ~20 us function and a tiny one called 10 times after each.
 
-    sudo .venv/bin/python -m bench.bench_python_calls [--seconds 3] [--python EXE...] [--json]
+    sudo .venv/bin/python -m bench.bench_python_calls [--seconds 3] [--rounds 5] [--python EXE...]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,22 +54,44 @@ def _run(cmd: list[str]) -> dict[str, float]:
     return dict(json.loads(line))
 
 
-def measure(python: str, seconds: float, d: Path) -> dict[str, object]:
+def measure(python: str, seconds: float, d: Path, rounds: int) -> dict[str, object]:
+    """Each variant once a round, beside the bare program in the same round (this VM's
+    speed drifts by 10-15% between minutes): each figure is the median over rounds of
+    the variant's difference from (or ratio to) that round's bare run."""
     plain, traced = d / "plain.py", d / "traced.py"
     plain.write_text(PROGRAM % {"n": SPIN, "pre": ""})
     traced.write_text(PROGRAM % {"n": SPIN, "pre": NOOP_PROFILE})
     args = [python, str(plain), str(seconds)]
-    rows = {
-        "bare": _run(args),
-        "python_probe": _run(
-            [*CLI, "record", "--probe", f"python:{plain}:work", "--out", os.devnull, "--", *args]
-        ),
-        "setprofile_noop": _run([python, str(traced), str(seconds)]),
+    commands = {
+        "bare": args,
+        "python_probe": [
+            *CLI,
+            "record",
+            "--probe",
+            f"python:{plain}:work",
+            "--out",
+            os.devnull,
+            "--",
+            *args,
+        ],
+        "setprofile_noop": [python, str(traced), str(seconds)],
     }
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if Path(spy).exists():
-        rows["py_spy_100hz"] = _run([spy, "record", "-r", "100", "-o", os.devnull, "--", *args])
-    bare = rows["bare"]
+        commands["py_spy_100hz"] = [spy, "record", "-r", "100", "-o", os.devnull, "--", *args]
+    runs: list[dict[str, dict[str, float]]] = []
+    for i in range(rounds):
+        order = list(commands) if i % 2 == 0 else list(reversed(commands))
+        runs.append({name: _run(commands[name]) for name in order})
+
+    def median_of(name: str, what: str, ratio: bool = False) -> float:
+        values = [
+            r[name][what] / r["bare"][what] if ratio else r[name][what] - r["bare"][what]
+            for r in runs
+        ]
+        return statistics.median(values)
+
+    others = [name for name in commands if name != "bare"]
     return {
         "python": python,
         "version": subprocess.run(
@@ -76,18 +99,11 @@ def measure(python: str, seconds: float, d: Path) -> dict[str, object]:
             capture_output=True,
             text=True,
         ).stdout.strip(),
-        "work_us_bare": round(bare["work_ns"] / 1e3, 2),
-        **{
-            f"{name}_per_call_ns": round(r["work_ns"] - bare["work_ns"])
-            for name, r in rows.items()
-            if name != "bare"
-        },
-        **{
-            f"{name}_per_other_call_ns": round(r["tiny_ns"] - bare["tiny_ns"])
-            for name, r in rows.items()
-            if name != "bare"
-        },
-        "python_probe_wall_ratio": round(rows["python_probe"]["work_ns"] / bare["work_ns"], 3),
+        "rounds": rounds,
+        "work_us_bare": round(statistics.median(r["bare"]["work_ns"] for r in runs) / 1e3, 2),
+        **{f"{name}_per_call_ns": round(median_of(name, "work_ns")) for name in others},
+        **{f"{name}_per_other_call_ns": round(median_of(name, "tiny_ns")) for name in others},
+        "python_probe_wall_ratio": round(median_of("python_probe", "work_ns", ratio=True), 3),
     }
 
 
@@ -103,10 +119,11 @@ def main() -> None:
             if os.path.exists(p)
         ],
     )
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        results = [measure(p, args.seconds, Path(d)) for p in args.python]
+        results = [measure(p, args.seconds, Path(d), args.rounds) for p in args.python]
     for r in results:
         print(json.dumps(r))
 
