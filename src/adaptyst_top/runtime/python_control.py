@@ -14,6 +14,8 @@ import contextlib
 import os
 import re
 import select
+import stat
+from collections import Counter
 
 from adaptyst_top.collectors.probes.kinds.python import hook_env, probe_line
 from adaptyst_top.collectors.probes.spec import ProbeSpec
@@ -34,10 +36,16 @@ def is_python_program(path: str) -> bool:
     if _PYTHON.search(os.fsencode(path)):
         return True
     try:
-        with open(path, "rb") as f:
-            head = f.read(_HEAD)
+        # Non-blocking and a regular file only: a FIFO's open or read would wait.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
+    try:
+        head = os.read(fd, _HEAD) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     if not head.startswith(b"#!"):
         return False
     words = head[2:].split(b"\n", 1)[0].split()
@@ -55,6 +63,8 @@ class PythonControl:
         self.ident = f"{self._read}:{st.st_dev}:{st.st_ino}"
         self.from_start = [probe_line(s) for s in specs if s.kind == "python"]
         self.probes: dict[str, None] = dict.fromkeys(self.from_start)
+        # Probes per line: two specs alike are two probes; the line goes with the last.
+        self.users: Counter[str] = Counter(self.from_start)
         self.pid: int | None = None
 
     @property
@@ -83,14 +93,18 @@ class PythonControl:
                     f"--probe '{spec.text}'"
                 )
         line = probe_line(spec)
-        if line in self.probes:
-            return
-        self._send({**self.probes, line: None})
+        if line not in self.probes:
+            self._send({**self.probes, line: None})
+        self.users[line] += 1
 
     def remove(self, spec: ProbeSpec) -> None:
         line = probe_line(spec)
+        if self.users[line] > 1:
+            self.users[line] -= 1
+            return
         if line in self.probes:
             self._send({k: None for k in self.probes if k != line})
+        self.users.pop(line, None)
 
     def _send(self, probes: dict[str, None]) -> None:
         message = "\n".join(probes).encode() + b"\0"

@@ -10,9 +10,11 @@ offered by the profile (`u` on a Python frame)."""
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 from typing import Any
 
+from adaptyst_top.collectors.probes.kinds.python import FUNC
 from adaptyst_top.collectors.profile.python.detect import python_version
 from adaptyst_top.collectors.profile.python.names import functions_in
 from adaptyst_top.runtime.listing import Candidate
@@ -86,14 +88,15 @@ def python_object(pid: int, pattern: str = "*") -> dict[str, Any] | None:
     functions = functions_in(root + script)
     if functions is None:
         return None
+    file = glob.escape(script)  # a spec's FILE is a glob: this path, and no other
     return {
         "path": inert(script),
         "stripped": False,
         "python": ".".join(map(str, version)),
         "python_functions": [
-            {"name": inert(q), "line": line, "spec": f"python:{script}:{q}"}
+            {"name": inert(q), "line": line, "spec": f"python:{file}:{q}"}
             for q, line in functions
-            if fnmatch.fnmatchcase(q, pattern)
+            if fnmatch.fnmatchcase(q, pattern) and FUNC.fullmatch(q)
         ],
     }
 

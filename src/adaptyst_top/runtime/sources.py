@@ -171,8 +171,9 @@ class LiveSource:
         library it maps, and every USDT probe in them, the refused ones marked; as each
         is read (the agent's come in one answer)."""
         s = self.session
-        # A Python process's own functions first (read here, as the user: never by root's).
-        python = python_candidates(s.pid) if s.pid else []
+        # A Python process's own functions first (read here, as the user: never by root's;
+        # a process on another node is not this one's to read).
+        python = python_candidates(s.pid) if s.pid and s.options.host is None else []
         if s.remote is not None:
             try:
                 return python + s.remote.candidates()

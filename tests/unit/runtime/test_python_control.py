@@ -55,7 +55,6 @@ def test_each_change_sends_the_whole_set_in_one_message() -> None:
     try:
         control.add(_spec("a"))
         control.add(_spec("b*"))
-        control.add(_spec("a"))  # already there: nothing sent
         control.remove(_spec("a"))
         got = os.read(control.pass_fd, 4096)
     finally:
@@ -159,3 +158,24 @@ def test_a_descriptor_that_is_not_the_pipe_is_never_read(tmp_path: Path) -> None
         control.close()
     assert out.returncode == 0 and out.stderr == "", out.stderr
     assert out.stdout.strip() == repr(b"/srv/app.py\tf\0the program's own bytes")
+
+
+def test_two_probes_alike_keep_their_line_until_the_last_goes() -> None:
+    control = PythonControl([])
+    try:
+        control.add(_spec("a"))
+        control.add(_spec("a"))  # a second spec of the same text: one line, two users
+        control.remove(_spec("a"))
+        assert list(control.probes) == ["/srv/app.py\ta"]
+        control.remove(_spec("a"))
+        assert list(control.probes) == []
+    finally:
+        control.close()
+
+
+def test_a_fifo_as_the_command_is_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "cmd"
+    os.mkfifo(fifo, 0o755)
+    started = time.monotonic()
+    assert not is_python_program(str(fifo))
+    assert time.monotonic() - started < 1.0

@@ -4,6 +4,7 @@ each with the spec that times it; a user's own process listed, another's never."
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.cli.main import main
+from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.runtime.python_listing import python_candidates, python_object, script_of
 from tests.support.as_user import run_as
 from tests.support.marks import requires_root
@@ -121,3 +123,22 @@ def test_list_pid_shows_python_functions_first(
     first = json.loads(capsys.readouterr().out)["objects"][0]
     assert [f["name"] for f in first["python_functions"]] == ["Model.big"]
     assert os.path.samefile(first["path"], shared_program)
+
+
+def test_a_path_with_glob_characters_is_named_by_a_spec_that_matches_it_alone() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="adaptyst-[py]*"))
+    try:
+        program = folder / "app?.py"
+        program.write_text("def f():\n    pass\nimport time\ntime.sleep(30)\n")
+        proc = _running([sys.executable, str(program)])
+        try:
+            obj = python_object(proc.pid)
+        finally:
+            proc.kill()
+            proc.wait()
+    finally:
+        shutil.rmtree(folder)
+    assert obj is not None
+    spec = parse_spec(obj["python_functions"][0]["spec"])
+    assert spec.file is not None and fnmatch.fnmatchcase(str(program), spec.file)
+    assert not fnmatch.fnmatchcase(str(folder / "appX.py"), spec.file)

@@ -7,6 +7,7 @@ exactly (a uprobe, or a python: probe) and shows its latency histogram once atta
 
 from __future__ import annotations
 
+import glob
 import os
 import zlib
 from collections.abc import Callable
@@ -33,7 +34,7 @@ def probe_spec(f: ProfileFunction) -> str | None:
     """The spec that times F exactly: a Python function's calls, a native one's uprobe
     (None: no symbol, or no file, to attach to)."""
     if f.named_by == PYTHON and f.module.endswith(".py") and "\t" not in f.module:
-        return f"python:{f.module}:{f.name}"
+        return f"python:{glob.escape(f.module)}:{f.name}"
     if not f.symbol or not f.module.startswith("/"):
         return None
     return f"uprobe:{f.module}:{f.symbol}"

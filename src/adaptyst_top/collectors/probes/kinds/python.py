@@ -27,7 +27,8 @@ PROBES_ENV, LAYER_ENV, PATH_ENV = "ADAPTYST_PY_PROBES", "ADAPTYST_PY_LAYER", "PY
 CONTROL_ENV = "ADAPTYST_PY_CONTROL"
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python_hook")
 _FILE = re.compile(r"[^\t\n\0]{1,4096}")
-_FUNC = re.compile(r"[A-Za-z0-9_.<>*?\[\]!]{1,512}")
+# A qualified name's characters (identifiers are Unicode), and the glob's.
+FUNC = re.compile(r"[\w.<>*?\[\]!]{1,512}")
 
 
 class Python(DeviceLayerKind):
@@ -49,7 +50,7 @@ class Python(DeviceLayerKind):
         path, sep, func = rest.rpartition(":")
         if not sep or not _FILE.fullmatch(path):
             raise ProbeSpecError(spec, body_start, len(rest) or 1, f"expected {self.shape}")
-        if not _FUNC.fullmatch(func):
+        if not FUNC.fullmatch(func):
             at = body_start + len(path) + 1
             raise ProbeSpecError(spec, at, len(func) or 1, "bad function glob (a qualified name)")
         library = self.library()

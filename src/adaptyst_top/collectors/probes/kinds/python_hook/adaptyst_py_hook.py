@@ -117,44 +117,48 @@ class Hook:
         # code -> its key; None: not probed. Changed in place only (readers hold it).
         self.keys: dict[CodeType, bytes | None] = {}
         self.local = threading.local()
-        self.newly_probed: Callable[[CodeType], None] = lambda code: None
         self.looked_again: Callable[[], None] = lambda: None
+        self.off: Callable[[], None] = lambda: None
 
     def match(self, code: CodeType) -> bytes | None:
         name = _qualname(code)
         # A script run by a relative path keeps it (3.8): from the folder it ran in.
         where = code.co_filename
         if not where.startswith("<") and not os.path.isabs(where):
-            where = os.path.abspath(where)
+            with contextlib.suppress(OSError):  # its folder may be gone
+                where = os.path.abspath(where)
         for path, func in self.probes:
             if fnmatch.fnmatchcase(where, path) and fnmatch.fnmatchcase(name, func):
                 return _key(name)
         return None
 
     def key_of(self, code: CodeType) -> bytes | None:
-        if code in self.keys:
-            return self.keys[code]
-        key = self.keys[code] = self.match(code)
-        return key
+        key = self.keys.get(code, _UNSEEN)
+        if key is _UNSEEN:
+            key = self.keys[code] = self.match(code)
+        return key  # type: ignore[return-value]
 
     def hand_over(self) -> None:
         """The hook's thread: the calls timed, handed over every FLUSH_S (a daemon: it
         ends with the program; the last are handed over at exit)."""
+        sleep, flush = time.sleep, self.flush
         while True:
-            time.sleep(_FLUSH_S)
+            sleep(_FLUSH_S)
             if self.pending:
-                self.flush()
+                flush()
 
     def update(self, probes: Probes) -> None:
         """Time the functions PROBES name from now on (the monitor's new set)."""
         self.probes = list(probes)
         for code in list(self.keys):
-            key = self.match(code)
-            if key != self.keys[code]:
-                self.keys[code] = key
-                if key is not None:
-                    self.newly_probed(code)
+            self.keys[code] = self.match(code)
         self.looked_again()
+        self.flush()
+
+    def exit(self) -> None:
+        """At the program's exit (before its modules are torn down, when the hook's
+        callbacks could no longer run): the last calls handed over, the hook off."""
+        self.off()
         self.flush()
 
     def timers(
@@ -162,7 +166,8 @@ class Hook:
     ) -> tuple[Callable[[CodeType], None], Callable[[CodeType, bytes | None], None]]:
         """(started, ended): the per-call work, its names bound once (a call of the probed
         function pays for these two alone: the hand-over is the hook's own thread's). A
-        start is kept with its code: an end pairs only with its own start."""
+        start is kept with its code: an end pairs with the latest start of its own code
+        (starts above it are of calls whose end was not seen: dropped), never another's."""
         now, tls, pending = time.perf_counter_ns, self.local, self.pending
         flush, add = self.flush, self.pending.append
 
@@ -178,9 +183,13 @@ class Hook:
                 stack = tls.stack
             except AttributeError:
                 return
-            if not stack or stack[-1][0] is not code:
+            i = len(stack) - 1
+            while i >= 0 and stack[i][0] is not code:
+                i -= 1
+            if i < 0:
                 return  # begun before it was probed
-            begun = stack.pop()[1]
+            begun = stack[i][1]
+            del stack[i:]
             if key is None:
                 return  # no longer probed
             add((key, t - begun))  # one append: atomic under the GIL
@@ -209,44 +218,83 @@ class Hook:
             )
 
 
+_UNSEEN = object()
+
+
 def _monitoring(hook: Hook) -> None:
+    """The hook as a sys.monitoring tool. A new set of probes registers the tool anew:
+    a fresh registration looks at every function once more, where restart_events would
+    also undo what the program's own tools set aside (DISABLE)."""
     mon: Any = getattr(sys, "monitoring")  # noqa: B009 (3.12 and later only)
-    # From the last id down: 0 is the debugger's, 2 the profiler's (pdb, debugpy, cProfile).
-    tool = next(i for i in range(5, -1, -1) if mon.get_tool(i) is None)
-    mon.use_tool_id(tool, "adaptyst-top")
     ev = mon.events
-    ends = ev.PY_RETURN | ev.PY_YIELD
-
-    keys, disable = hook.keys, mon.DISABLE
+    locals_ = ev.PY_RETURN | ev.PY_YIELD | ev.PY_RESUME | ev.PY_THROW
+    keys, disable, unseen, key_of = hook.keys, mon.DISABLE, _UNSEEN, hook.key_of
     started, ended = hook.timers()
+    held: list[int] = []  # the tool id while registered
 
+    # Never raising into the program: a callback that fails sets its place aside.
     def start(code: CodeType, offset: int) -> Any:
-        if code not in keys:
-            if hook.key_of(code) is None:
-                return disable  # never looked at again (until a new set of probes)
-            mon.set_local_events(tool, code, ends | ev.PY_RESUME)
-        elif keys[code] is None:
+        try:
+            key = keys.get(code, unseen)
+            if key is unseen:
+                key = key_of(code)
+                if key is not None:
+                    mon.set_local_events(held[0], code, locals_)
+            if key is None:
+                return disable  # not looked at again (until a new set of probes)
+            started(code)
+        except Exception:
             return disable
-        started(code)
         return None
 
+    def thrown(code: CodeType, offset: int, exc: BaseException) -> Any:
+        return start(code, offset)  # a generator resumed by throw() or close()
+
     def end(code: CodeType, offset: int, value: object) -> Any:
-        key = keys.get(code)
-        ended(code, key)
+        try:
+            key = keys.get(code)
+            ended(code, key)
+        except Exception:
+            return disable
         return disable if key is None else None
 
     def unwind(code: CodeType, offset: int, exc: BaseException) -> None:
-        if code in keys:  # PY_UNWIND cannot be disabled: every unwind comes here
-            ended(code, keys[code])
+        with contextlib.suppress(Exception):  # PY_UNWIND cannot be disabled: every one
+            if code in keys:
+                ended(code, keys[code])
 
-    hook.newly_probed = lambda code: mon.set_local_events(tool, code, ends | ev.PY_RESUME)
-    hook.looked_again = mon.restart_events
-    mon.register_callback(tool, ev.PY_START, start)
-    mon.register_callback(tool, ev.PY_RESUME, start)
-    mon.register_callback(tool, ev.PY_RETURN, end)
-    mon.register_callback(tool, ev.PY_YIELD, end)
-    mon.register_callback(tool, ev.PY_UNWIND, unwind)
-    mon.set_events(tool, ev.PY_START | ev.PY_UNWIND)
+    callbacks = (
+        (ev.PY_START, start),
+        (ev.PY_RESUME, start),
+        (ev.PY_THROW, thrown),
+        (ev.PY_RETURN, end),
+        (ev.PY_YIELD, end),
+        (ev.PY_UNWIND, unwind),
+    )
+
+    def off() -> None:
+        if held:
+            tool = held.pop()
+            mon.set_events(tool, 0)
+            for event, _ in callbacks:
+                mon.register_callback(tool, event, None)
+            mon.free_tool_id(tool)
+
+    def on() -> None:
+        off()
+        # From the last id down: 0 is the debugger's, 2 the profiler's (pdb, cProfile).
+        tool = next(i for i in range(5, -1, -1) if mon.get_tool(i) is None)
+        mon.use_tool_id(tool, "adaptyst-top")
+        held.append(tool)
+        for event, callback in callbacks:
+            mon.register_callback(tool, event, callback)
+        for code, key in list(keys.items()):
+            if key is not None:
+                mon.set_local_events(tool, code, locals_)
+        mon.set_events(tool, ev.PY_START | ev.PY_UNWIND)
+
+    hook.looked_again, hook.off = on, off
+    on()
 
 
 def _profile(hook: Hook) -> None:
@@ -254,16 +302,23 @@ def _profile(hook: Hook) -> None:
     started, ended = hook.timers()
 
     def profiler(frame: FrameType, event: str, arg: object) -> None:
-        if event == "call":
-            code = frame.f_code
-            key = keys[code] if code in keys else key_of(code)
-            if key is not None:
-                started(code)
-        elif event == "return":
-            code = frame.f_code
-            if code in keys:
-                ended(code, keys[code])
+        try:
+            if event == "call":
+                code = frame.f_code
+                if key_of(code) is not None:
+                    started(code)
+            elif event == "return":
+                code = frame.f_code
+                if code in keys:
+                    ended(code, keys[code])
+        except Exception:
+            pass  # never into the program
 
+    def off() -> None:
+        threading.setprofile(None)  # type: ignore[arg-type]
+        sys.setprofile(None)
+
+    hook.off = off
     threading.setprofile(profiler)
     sys.setprofile(profiler)
 
@@ -281,7 +336,7 @@ def install(probes: Probes, layer: str) -> Hook:
         _monitoring(hook)
     else:
         _profile(hook)
-    atexit.register(hook.flush)
+    atexit.register(hook.exit)
 
     def hand_over() -> None:  # not among threading's threads: nothing the program counts
         _thread.start_new_thread(hook.hand_over, ())

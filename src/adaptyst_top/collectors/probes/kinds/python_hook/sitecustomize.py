@@ -8,7 +8,9 @@ ADAPTYST_PY_LAYER: the Python layer's path; ADAPTYST_PY_CONTROL: "FD:DEV:INODE",
 pipe's read end on which the monitor sends the whole set again, NUL-ended, each time
 a probe is added or removed (a thread of the hook's own waits on it, blocked in read:
 it costs nothing until then). It is taken only where FD is that very pipe (a program's
-child gets the variable, not the descriptor) and closed on the program's exec. Before
+child gets the variable, not the descriptor), moved to a high descriptor, closed on the
+program's exec and in a forked child. A program run with -I, -E or -S never runs the
+hook (no PYTHONPATH, no site): a later set finds nobody. Before
 3.12 a hook set later would reach this thread only: there the pipe serves only a hook
 installed from the start. Any failure turns the hook off, never the program.
 """
@@ -29,6 +31,7 @@ _PROBES_ENV, _LAYER_ENV, _CONTROL_ENV = (
     "ADAPTYST_PY_CONTROL",
 )
 _MESSAGE_MAX = 1 << 16  # a set of probes, as the monitor bounds it
+_HIGH_FD = 512
 
 
 def _probes(text: str) -> list[tuple[str, str]]:
@@ -50,8 +53,16 @@ def _control() -> int | None:
         return None
     if not stat.S_ISFIFO(st.st_mode) or (st.st_dev, st.st_ino) != (dev, ino):
         return None
-    os.set_inheritable(fd, False)
-    return fd
+    # Moved high, close-on-exec: a program that closes its low descriptors and opens
+    # others never has one of its files where the hook reads.
+    import fcntl
+
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD)
+    except OSError:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return high
 
 
 def _say(what: str, exc: BaseException) -> None:
@@ -115,6 +126,8 @@ def _start() -> None:
         st = os.fstat(control)
         ident = (st.st_dev, st.st_ino)
         _thread.start_new_thread(_watch, (control, ident, layer, hook))
+        # A forked child has no watcher: the monitor's later sets are the parent's.
+        os.register_at_fork(after_in_child=lambda: os.close(control))
 
 
 def _chain() -> None:
