@@ -5,7 +5,6 @@ Errors come back as one line each."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
 from adaptyst_top.collectors.profile.profiler import LocalCounts, Profiler
 from adaptyst_top.placement import device_priors as dp
-from adaptyst_top.placement.control import CONTROL_ENV, ControlServer, server_socket_path
+from adaptyst_top.placement.control import ControlServer
 from adaptyst_top.placement.learned_advisor import LearnedAdvisor
 from adaptyst_top.placement.loop import PlacementLoop
 from adaptyst_top.runtime.agent_client import (
@@ -40,10 +39,10 @@ from adaptyst_top.runtime.agent_client import (
     AgentUnavailable,
 )
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
-from adaptyst_top.runtime.command_env import command_env
+from adaptyst_top.runtime.command_env import held_command
 from adaptyst_top.runtime.job_watch import JobWatch
 from adaptyst_top.runtime.model_store import app_of, kept_models
-from adaptyst_top.runtime.python_control import PythonControl, is_python_program
+from adaptyst_top.runtime.python_control import PythonControl
 from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.snapshot import CommandState, DeviceReading, Snapshot
 from adaptyst_top.system.launcher import HeldCommand, LaunchError
@@ -398,36 +397,10 @@ def _job_processes(opts: SessionOptions) -> tuple[JobScan, list[int]]:
 def _held_command(
     opts: SessionOptions, specs: Sequence[ProbeSpec]
 ) -> tuple[HeldCommand | None, tuple[str, ...], PythonControl | None]:
-    """The command launched and held at the door (None without -- CMD), what its
-    environment replaced of the user's (command_env), and, for a Python program whose
-    probes may change while it runs, the pipe they go on (python_control)."""
-    if not opts.target.command:
-        return None, (), None
-    # The advisor's socket, told to the command (it may not be where an app looks first).
-    env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor.objective else {}
-    # What its probes' kinds need in it from the start (OpenCL's layer, CUDA's library).
-    added, notes = command_env(specs, opts.probing.budget, {**os.environ, **env})
-    env.update(added)
-    control = None
-    exe = shutil.which(opts.target.command[0])
-    if opts.target.python_later and exe and is_python_program(os.path.realpath(exe)):
-        control = PythonControl(list(specs))
-        env.update(control.env({**os.environ, **env}))
     try:
-        child = HeldCommand(
-            opts.target.command,
-            stdout=opts.target.child_stdout,
-            stderr=opts.target.child_stderr,
-            env=env or None,
-            pass_fds=() if control is None else (control.pass_fd,),
-        )
+        return held_command(opts, specs)
     except LaunchError as exc:
-        if control is not None:
-            control.close()
         raise SessionError(str(exc), exc.status) from None
-    if control is not None:
-        control.launched(child.pid)
-    return child, notes, control
 
 
 def start_placement(opts: SessionOptions, readings: Sequence[DeviceReading]) -> PlacementLoop:

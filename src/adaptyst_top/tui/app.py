@@ -7,6 +7,7 @@ handed to the UI thread, which updates only the table rows that changed.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from typing import Any, ClassVar
 
 from textual import work
@@ -23,7 +24,7 @@ from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
 from adaptyst_top.snapshot import ProbeRef, Snapshot, TaskEntry
 from adaptyst_top.tui.power_history import PowerHistory
-from adaptyst_top.tui.profile_keys import open_processes, open_profile
+from adaptyst_top.tui.profile_keys import DetailAfter, open_processes, open_profile
 from adaptyst_top.tui.profile_view import ProfileView
 from adaptyst_top.tui.quit_signals import quit_on_signals
 from adaptyst_top.tui.rows import SORTABLE, app_name
@@ -103,7 +104,7 @@ class MonitorApp(App[None]):
         self.paused = False
         self.snap: Snapshot | None = None
         self.power_history = PowerHistory()  # what `e` plots, from every snapshot shown
-        self.detail_after: str | None = None  # a spec `u` added: its histogram once attached
+        self.detail_after = DetailAfter()
         self.profile_view = ProfileView()  # what `f` shows, every snapshot's stacks summed
         self.sort_index = 0  # the probes pane starts sorted by SORTABLE[0]
         self.feed: SnapshotFeed[Snapshot] | None = None
@@ -200,8 +201,10 @@ class MonitorApp(App[None]):
             self._show_header(snap)
             if snap.warnings:
                 self.set_status(snap.warnings[-1])
-        if self.detail_after is not None and self.screen is self.screen_stack[0]:
-            self._open_detail_after()  # a screen pushed now is drawn once mounted
+        if self.screen is self.screen_stack[0] and (row := self.detail_after.ready(self.probes)):
+            self.probes.cursor = self.probes.order.index(row)
+            self.probes.focus()
+            self.action_detail()  # a screen pushed now is drawn once mounted
         elif isinstance(self.screen, DetailScreen):
             self._update_detail(self.screen)
         elif isinstance(self.screen, TaskScreen):
@@ -353,39 +356,10 @@ class MonitorApp(App[None]):
         self.call_after_refresh(lambda: screen.show(self.power_history))
 
     def action_profile(self) -> None:
+        added = partial(self.detail_after.want, self)  # `u`: its histogram, once counted
         open_profile(
-            self,
-            self.profile_view,
-            self.source,
-            self._add,
-            self.set_status,
-            self.ascii,
-            self._detail_when_attached,
+            self, self.profile_view, self.source, self._add, self.set_status, self.ascii, added
         )
-
-    def _detail_when_attached(self, spec: str) -> None:
-        """`u` in the profile: back to the probes, and SPEC's histogram once it attaches."""
-        self.detail_after = spec
-        if isinstance(self.screen, ProfileScreen):
-            self.pop_screen()
-
-    def _open_detail_after(self) -> None:
-        """The histogram of the row `u` asked for, once it has counted a call (a python:
-        or device row is keyed by name from its first: the row before it goes away);
-        nothing when it failed (the add said why in the status line)."""
-        spec = self.detail_after
-        if any(e.spec == spec and e.state == "error" for e in self.probes.entries.values()):
-            self.detail_after = None
-            return
-        key = next(
-            (k for k, e in self.probes.entries.items() if e.spec == spec and e.count > 0), None
-        )
-        if key is None or key not in self.probes.order:
-            return
-        self.detail_after = None
-        self.probes.cursor = self.probes.order.index(key)
-        self.probes.focus()
-        self.action_detail()
 
     def action_processes(self) -> None:
         open_processes(self, self.profile_view, self.source, self._add, self.set_status, self.ascii)

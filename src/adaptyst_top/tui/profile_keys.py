@@ -14,6 +14,7 @@ from adaptyst_top.runtime.sources import ActionError, Source
 from adaptyst_top.tui.profile_view import ProfileView
 from adaptyst_top.tui.screens.processes import ProcessScreen
 from adaptyst_top.tui.screens.profile import ProfileScreen
+from adaptyst_top.tui.widgets.probes_pane import ProbesPane
 
 Status = Callable[[str], None]
 
@@ -79,3 +80,29 @@ def open_processes(
         app.push_screen(_screen(view, source, add, say, ascii))
 
     app.push_screen(ProcessScreen(ProcessTable(uid), pick, title))
+
+
+class DetailAfter:
+    """`u` in the profile: back to the probes, and the new row's histogram once it has
+    counted a call (a python: or device row is keyed by name from its first: the row
+    before it goes away); nothing when it failed (the add said why)."""
+
+    def __init__(self) -> None:
+        self.spec: str | None = None
+
+    def want(self, app: App[Any], spec: str) -> None:
+        self.spec = spec
+        if isinstance(app.screen, ProfileScreen):
+            app.pop_screen()
+
+    def ready(self, probes: ProbesPane) -> str | None:
+        """The row to show now (once), or None."""
+        if self.spec is None:
+            return None
+        mine = [(k, e) for k, e in probes.entries.items() if e.spec == self.spec]
+        if any(e.state == "error" for _, e in mine):
+            self.spec = None
+        key = next((k for k, e in mine if e.count > 0 and k in probes.order), None)
+        if key is not None:
+            self.spec = None
+        return key

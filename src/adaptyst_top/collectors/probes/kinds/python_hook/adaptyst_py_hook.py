@@ -227,7 +227,7 @@ def _monitoring(hook: Hook) -> None:
     also undo what the program's own tools set aside (DISABLE)."""
     mon: Any = getattr(sys, "monitoring")  # noqa: B009 (3.12 and later only)
     ev = mon.events
-    locals_ = ev.PY_RETURN | ev.PY_YIELD | ev.PY_RESUME | ev.PY_THROW
+    locals_ = ev.PY_RETURN | ev.PY_YIELD | ev.PY_RESUME
     keys, disable, unseen, key_of = hook.keys, mon.DISABLE, _UNSEEN, hook.key_of
     started, ended = hook.timers()
     held: list[int] = []  # the tool id while registered
@@ -247,8 +247,11 @@ def _monitoring(hook: Hook) -> None:
             return disable
         return None
 
-    def thrown(code: CodeType, offset: int, exc: BaseException) -> Any:
-        return start(code, offset)  # a generator resumed by throw() or close()
+    def thrown(code: CodeType, offset: int, exc: BaseException) -> None:
+        # A generator resumed by throw() or close() (a global event, never disabled).
+        with contextlib.suppress(Exception):
+            if keys.get(code) is not None:
+                started(code)
 
     def end(code: CodeType, offset: int, value: object) -> Any:
         try:
@@ -291,7 +294,7 @@ def _monitoring(hook: Hook) -> None:
         for code, key in list(keys.items()):
             if key is not None:
                 mon.set_local_events(tool, code, locals_)
-        mon.set_events(tool, ev.PY_START | ev.PY_UNWIND)
+        mon.set_events(tool, ev.PY_START | ev.PY_UNWIND | ev.PY_THROW)
 
     hook.looked_again, hook.off = on, off
     on()
