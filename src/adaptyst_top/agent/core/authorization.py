@@ -154,18 +154,24 @@ def _may_probe(peer: Peer, pid: int) -> str | None:
         return f"PID {pid}: no such process"
     if owner is None:  # "no such process": the guard leaves a session's final read to it
         return f"PID {pid}: no such process (a zombie: it has exited)"
-    if _user_namespace(pid) != _user_namespace("self"):
+    # Whose it is first: another's is refused by that, whatever else cannot be read of it
+    # (even root may not read init's namespace in a container).
+    if any(u != peer.uid for u in uids):
+        who = _user_name(uids[0]) if uids[0] == uids[1] else f"{_user_name(uids[1])} (setuid)"
+        return f"PID {pid} belongs to {who}; you may probe your own processes"
+    if any(g != peer.gid and g not in peer.groups for g in gids[:3]):
+        return f"PID {pid} runs with a group that is not yours; you may probe your own processes"
+    try:
+        own_namespace = _user_namespace(pid) == _user_namespace("self")
+    except OSError:
+        return f"PID {pid}: its user namespace cannot be read: it may not be probed"
+    if not own_namespace:
         # Root of a user namespace has capabilities there: the in-kernel check that
         # keeps a user's probes out of setuid programs would count none of its calls.
         return (
             f"PID {pid} runs in a user namespace of its own (a rootless container): the "
             "agent cannot count its calls; probe a process outside it, or ask an admin"
         )
-    if any(u != peer.uid for u in uids):
-        who = _user_name(uids[0]) if uids[0] == uids[1] else f"{_user_name(uids[1])} (setuid)"
-        return f"PID {pid} belongs to {who}; you may probe your own processes"
-    if any(g != peer.gid and g not in peer.groups for g in gids[:3]):
-        return f"PID {pid} runs with a group that is not yours; you may probe your own processes"
     if owner != peer.uid:
         return f"PID {pid} {_NOT_DUMPABLE}"
     return None

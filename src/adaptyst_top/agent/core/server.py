@@ -306,6 +306,12 @@ class Agent:
                 return proto.encode("ok", spec=source.remove(ref))
         except (ActionError, SessionError) as exc:
             return proto.encode("error", message=str(exc))
+        except OSError as exc:
+            # Something of the node the request reads (a /proc file it may not read), not
+            # the client's socket: said to the client and logged, never a silent close.
+            why = f"{kind}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+            print(f"adaptyst-top agent: uid {client.peer.uid}: {why}", file=sys.stderr)
+            return proto.encode("error", message=why)
 
     @staticmethod
     def _node_pid(peer: Peer, pid: int) -> int:
