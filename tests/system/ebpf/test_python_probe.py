@@ -173,3 +173,53 @@ def test_before_312_a_later_probe_alone_is_refused_in_one_line(tmp_path: Path) -
     finally:
         session.close()
     assert none_left()
+
+
+FORGED = """
+import ctypes, os, time
+lib = ctypes.CDLL(os.environ["ADAPTYST_PY_LAYER"])
+lib.adaptyst_py_timed.argtypes = [
+    ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint64
+]
+while not lib.adaptyst_py_probed():
+    time.sleep(0.01)
+ns = [1000, 2**60, 3000, 2**64 - 2, 2**46]
+lib.adaptyst_py_timed((ctypes.c_char_p * 5)(*[b"forged"] * 5), (ctypes.c_uint64 * 5)(*ns), 5)
+time.sleep(1.5)
+"""
+
+
+def test_times_a_program_hands_over_past_a_day_are_refused(tmp_path: Path) -> None:
+    """A program's own records (it may write anything there): a time past a day is
+    refused and counted as such; the row's figures stay those of the others."""
+    program = tmp_path / "forged.py"
+    program.write_text(FORGED)
+    rec = tmp_path / "rec.jsonl"
+    proc = subprocess.run(
+        [
+            *CLI,
+            "record",
+            "--probe",
+            f"python:{tmp_path}/none.py:forged",
+            "--interval",
+            "0.5",
+            "--out",
+            str(rec),
+            "--",
+            "/usr/bin/python3",
+            str(program),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    last = json.loads(rec.read_text().splitlines()[-1])
+    (row,) = [r for r in last["probes"] if r["name"] == "forged"]
+    assert row["count"] == 2 and row["max_ns"] == 3000 and row["min_ns"] == 1000
+    assert row["mean_ns"] == pytest.approx(2000, abs=1)
+    said = [
+        w for line in rec.read_text().splitlines() for w in json.loads(line).get("warnings", [])
+    ]
+    assert any("over a day each" in w for w in [*said, proc.stderr]), (said, proc.stderr)
+    assert none_left()

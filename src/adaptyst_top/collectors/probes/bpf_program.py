@@ -52,6 +52,7 @@ class KernelError(IntEnum):
     TOO_DEEP = 1
     NO_ENTRY = 2  # a return without a recorded entry
     BAD_COUNT = 3  # a hand-over of more hits than one can hold
+    BAD_TIME = 4  # a handed-over time past any real one (a day): the record is refused
 
 
 def _c_enum(e: type[IntEnum], prefix: str) -> str:
@@ -219,6 +220,9 @@ static __always_inline void key_from_value(struct skey *k, u64 v, int type, u64 
  * on a device's own clock (UNTIMED: counted only), filed under its name in SLOT's row. */
 #define BATCH_MAX 64
 #define UNTIMED %(untimed)s
+/* A handed-over time is the target's word: one past a day is refused, so that no sum of
+ * them wraps within 2^64 / 2^46 = 262,144 of them and no figure is impossible. */
+#define MAX_TIMED_NS (1ULL << 46)
 struct timed_rec { u64 name; u64 device; u64 on_cpu; };
 static __always_inline int file_batch(struct pt_regs *ctx, u32 slot, u64 p, u64 n) {
     if (n > BATCH_MAX) { count_error(ERR_BAD_COUNT); return 0; }
@@ -228,6 +232,7 @@ static __always_inline int file_batch(struct pt_regs *ctx, u32 slot, u64 p, u64 
         struct timed_rec r = {};
         if (bpf_probe_read_user(&r, sizeof(r), (void *)(p + i * sizeof(r)))) break;
         struct skey k = {.slot = slot};
+        if (r.device != UNTIMED && r.device >= MAX_TIMED_NS) { count_error(ERR_BAD_TIME); continue; }
         key_from_value(&k, r.name, ARG_STR, PT_REGS_IP(ctx));
         record(&k, r.device, r.on_cpu ? r.device : 0, r.device != UNTIMED);
     }

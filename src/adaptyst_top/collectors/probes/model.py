@@ -22,6 +22,7 @@ KERNEL_ERRORS = {
     KernelError.TOO_DEEP: "calls nested deeper than the per-thread stack: not measured",
     KernelError.NO_ENTRY: "returns without a recorded entry",
     KernelError.BAD_COUNT: "hand-overs refused: a count out of range",
+    KernelError.BAD_TIME: "handed-over times refused: over a day each",
 }
 # Returns without an entry are expected around every switch on or off (and when a
 # probe attaches mid-call); they are counted, and the check keeps the pairs right.

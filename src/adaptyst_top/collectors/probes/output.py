@@ -130,7 +130,10 @@ def latency_fields(
         None if v is None else min(max(v, float(lo)), float(hi))
         for v in percentiles(hist, (0.50, 0.95, 0.99))
     )
-    raw = (total / count, p50, p95, p99, float(lo), float(hi))
+    # A mean outside the extremes is a sum that wrapped (times handed over by a target):
+    # never shown as such.
+    mean = min(max(total / count, float(lo)), float(hi))
+    raw = (mean, p50, p95, p99, float(lo), float(hi))
     return (
         Latency(*(None if v is None else round(max(0.0, v - off), 1) for v in raw)),
         Latency(*(None if v is None else round(v, 1) for v in raw)),
