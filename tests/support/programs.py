@@ -49,3 +49,16 @@ def build_stripped_lib(directory: Path, build_id: str) -> tuple[Path, Path]:
     subprocess.run(["objcopy", "--only-keep-debug", str(lib), str(debug)], check=True)
     subprocess.run(["strip", "--strip-unneeded", str(lib)], check=True)
     return lib, debug
+
+
+def build_many_functions(directory: Path, n: int) -> Path:
+    """libmany.so: N exported functions f0 .. f{N-1} of one `ret` each (a listing's size,
+    not its code, is what it is for)."""
+    asm, lib = directory / "many.s", directory / "libmany.so"
+    with asm.open("w") as f:
+        f.write(".text\n")
+        for i in range(n):
+            f.write(f".globl f{i}\n.type f{i},@function\nf{i}:\n\tret\n.size f{i},1\n")
+    subprocess.run(["gcc", "-shared", "-nostdlib", "-o", str(lib), str(asm)], check=True)
+    asm.unlink()
+    return lib

@@ -120,6 +120,8 @@ def cmd_list(argv: Sequence[str]) -> int:
             print(f"  {kind} {inert(f['name']):<40} 0x{f['address']:<12x} {f['size']:>8}{fast}")
             if f.get("refused"):
                 print(f"        {inert(f['refused'])}")
+        if isinstance(obj.get("more"), int):  # the agent's answer stops at its cap
+            print(f"  ... and {obj['more']} more functions: give a pattern to see them")
         for u in probes or []:
             sem = f" semaphore=0x{u['semaphore']:x}" if u["semaphore"] else ""
             print(

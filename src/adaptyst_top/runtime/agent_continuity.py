@@ -94,9 +94,13 @@ class Continuity:
         if self.last is None:
             return Snapshot(t=self._later(0.0), host="", warnings=(why,))
         state: dict[str, ProbeState] = {"attached": "ended", "pending": "ended"} if ended else {}
+        # A profile's stacks are what an interval added: a held line adds none (repeated,
+        # every held line would count the last interval's samples again).
+        profile = self.last.profile
         return replace(
             self.last,
             t=self._later(self.now()),
+            profile=None if profile is None else replace(profile, stacks=()),
             probes=tuple(
                 replace(p, rate_hz=0.0, state=state.get(p.state, p.state)) for p in self.last.probes
             ),

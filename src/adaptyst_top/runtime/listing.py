@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -176,6 +176,10 @@ def describe(
     return entry
 
 
+# Another's describe(): (path, source, functions wanted) -> the file's object.
+Describer = Callable[[str, str, bool], dict[str, Any]]
+
+
 def list_objects(
     pid: int | None,
     binary: str | None,
@@ -186,9 +190,17 @@ def list_objects(
     policy: EntryPolicy | None,
     sources: dict[str, str] | None = None,
     read: ElfReader = read_elf,
+    describer: Describer | None = None,
 ) -> list[dict[str, Any]]:
     """`list --json`'s objects. TargetError, NotELFError, OSError say what is wrong.
-    SOURCES: where each file is read, READ how (see iter_candidates())."""
+    SOURCES: where each file is read, READ how (see iter_candidates()); DESCRIBER: who
+    describes each file, when not this process (the agent: the user's parser)."""
+
+    def one(path: str, source: str, want: bool, pid: int | None) -> dict[str, Any]:
+        if describer is not None:
+            return describer(path, source, want)
+        return describe(path, pattern, want, usdt, policy, pid, source, read)
+
     if pid is not None:
         check_pid(pid)
         root = mount_root(pid)
@@ -198,7 +210,7 @@ def list_objects(
             if source is None:
                 continue
             want = functions and (every_object or i == 0)
-            d = describe(path, pattern, want, usdt, policy, pid, source, read)
+            d = one(path, source, want, pid)
             if root:  # a container's process: its paths as it sees them, what specs name
                 d["path"], d["container_root"] = path[len(root) :], root
             objects.append(d)
@@ -206,6 +218,6 @@ def list_objects(
     assert binary is not None
     # A file here first; else a library or program name, resolved like bcc's tplist -l.
     if sources is not None:
-        return [describe(binary, pattern, functions, usdt, policy, None, sources[binary], read)]
+        return [one(binary, sources[binary], functions, None)]
     path = binary if os.path.isfile(binary) else resolve_target(binary)
     return [describe(path, pattern, functions, usdt, policy)]

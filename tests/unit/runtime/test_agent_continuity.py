@@ -166,3 +166,24 @@ def test_an_agents_timed_hits_past_its_count_are_dropped() -> None:
     good = carry.carry(sampled(half(1.0, [100, 200], 1.0, group=0), 5))
     bad = carry.carry(replace(good, t=1.5, probes=(replace(good.probes[0], timed=9),)))
     assert bad.probes[0].timed == 2 and "9 timed of 5" in bad.warnings[0]
+
+
+def test_a_held_line_adds_no_samples_to_the_profile() -> None:
+    """Once the agent ends a session (its target became another's), every line after is
+    held: the last interval's stacks are not repeated in each (an export would count them
+    once a line)."""
+    from adaptyst_top.snapshot import ProfileFunction
+    from adaptyst_top.snapshot.profile import ProfilePart, ProfileStack
+
+    c = Continuity()
+    part = ProfilePart(
+        hz=99,
+        samples=40,
+        functions=(ProfileFunction("f", "/app", "f", 40, 40),),
+        stacks=(ProfileStack(1, 1, ("main", "f"), samples=40),),
+    )
+    c.carry(Snapshot(t=1.0, host="h", profile=part))
+    for _ in range(3):
+        held = c.held("the agent ended this session", ended=True)
+        assert held.profile is not None and held.profile.stacks == ()
+        assert held.profile.samples == 40 and held.profile.functions == part.functions

@@ -7,10 +7,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Any
 
 from adaptyst_top.agent.core.authorization import Peer, may_probe, open_for, unreadable
-from adaptyst_top.agent.core.parser import reader_for
+from adaptyst_top.agent.core.parser import listed_as, reader_for
 from adaptyst_top.collectors.probes.elf_info import NotELFError, read_elf
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.listing import Candidate, candidates, entry_policy, list_objects
@@ -71,8 +72,27 @@ def list_for(peer: Peer, msg: dict[str, Any]) -> bytes:
             if pid is not None and (why := may_probe(peer, pid)):
                 raise SessionError(why)  # the PID changed hands while its files opened
             read = read_elf if sources is None else reader_for(peer)
+            # A user's files are described by that user's parser: per-function work (a
+            # million names, globs and entry checks) is theirs, never root's.
+            verdicts = (
+                None if policy is None else {k: asdict(v) for k, v in policy.verdicts.items()}
+            )
+
+            def theirs(path: str, source: str, want: bool) -> dict[str, Any]:
+                asked = {"pattern": pattern, "functions": want, "usdt": usdt}
+                return listed_as(peer, source, path, {**asked, "pid": pid, "verdicts": verdicts})
+
             objects = list_objects(
-                pid, binary, pattern, functions, usdt, every, policy, sources, read
+                pid,
+                binary,
+                pattern,
+                functions,
+                usdt,
+                every,
+                policy,
+                sources,
+                read,
+                None if sources is None else theirs,
             )
     except (TargetError, NotELFError, OSError) as exc:
         raise SessionError(str(exc)) from None

@@ -59,6 +59,23 @@ def reader_for(peer: Peer) -> ElfReader:
     return read
 
 
+def listed_as(peer: Peer, source: str, path: str, asked: dict[str, object]) -> dict[str, object]:
+    """What `list` shows of PATH (read at SOURCE, a /proc/self/fd/N the agent holds),
+    made by PEER's parser (ASKED: pattern, functions, usdt, pid, verdicts): root does
+    none of its per-function work, and keeps nothing of it. NotELFError in one line."""
+    m = _DESCRIPTOR.match(source)
+    if m is None:
+        raise NotELFError(f"{source}: not a file opened for you")
+    request: dict[str, object] = {"path": path, "list": asked}
+    answer, _ = _ask_as(peer.uid, peer.gid, sorted(peer.groups), int(m[1]), path, request)
+    if not isinstance(answer, dict) or not isinstance(answer.get("object"), dict):
+        error = answer.get("error") if isinstance(answer, dict) else None
+        raise NotELFError(error if isinstance(error, str) else f"{path}: unreadable")
+    found: dict[str, object] = answer["object"]
+    found["path"] = path  # as the agent names it
+    return found
+
+
 def elf_as(uid: int, gid: int, groups: Sequence[int], fd: int) -> ElfInfo:
     """The ELF file FD, parsed as UID:GID with GROUPS; NotELFError in one line."""
     path = os.readlink(f"/proc/self/fd/{fd}")
@@ -91,7 +108,14 @@ def _trim(uid: int) -> None:
             total -= _CACHE.pop(k)[1]
 
 
-def _ask_as(uid: int, gid: int, groups: Sequence[int], fd: int, path: str) -> tuple[object, int]:
+def _ask_as(
+    uid: int,
+    gid: int,
+    groups: Sequence[int],
+    fd: int,
+    path: str,
+    request: dict[str, object] | None = None,
+) -> tuple[object, int]:
     deadline = time.monotonic() + PARSE_TIMEOUT_S
     lock = _KEPT.user_lock(uid)
     if not lock.acquire(timeout=PARSE_TIMEOUT_S):
@@ -101,24 +125,31 @@ def _ask_as(uid: int, gid: int, groups: Sequence[int], fd: int, path: str) -> tu
         kept = _KEPT.take(key)
         if kept is not None:
             with contextlib.suppress(_Gone):  # exited idle a moment ago: a fresh one
-                got = _ask(kept, fd, path, deadline, kept=True)
+                got = _ask(kept, fd, path, deadline, kept=True, request=request)
                 _KEPT.keep(key, kept)
                 return got
         try:
             parser = _KEPT.start(uid, gid, groups)
         except WorkerFailed as exc:
             raise NotELFError(str(exc)) from None
-        got = _ask(parser, fd, path, deadline, kept=False)
+        got = _ask(parser, fd, path, deadline, kept=False, request=request)
         _KEPT.keep(key, parser)
         return got
     finally:
         lock.release()
 
 
-def _ask(parser: Worker, fd: int, path: str, deadline: float, kept: bool) -> tuple[object, int]:
+def _ask(
+    parser: Worker,
+    fd: int,
+    path: str,
+    deadline: float,
+    kept: bool,
+    request: dict[str, object] | None = None,
+) -> tuple[object, int]:
     """PARSER's answer for FD; it is ended on any failure (_Gone: a kept one had exited)."""
     try:
-        data = json.dumps({"path": path}).encode()
+        data = json.dumps(request or {"path": path}).encode()
         try:
             socket.send_fds(parser.link, [FRAME.pack(len(data)) + data], [fd])
         except OSError:
@@ -126,7 +157,10 @@ def _ask(parser: Worker, fd: int, path: str, deadline: float, kept: bool) -> tup
         head = _read(parser.link, FRAME.size, deadline, path, first=kept)
         (n,) = FRAME.unpack(head)
         if n > MAX_ANSWER:
-            raise NotELFError(f"{path}: the parser answered wrongly")
+            raise NotELFError(
+                f"{path}: what it holds takes {n >> 20} MiB to say, over the agent's "
+                f"{MAX_ANSWER >> 20} MiB: too large to list or probe through the agent"
+            )
         try:
             return orjson.loads(_read(parser.link, n, deadline, path, first=False)), n
         except orjson.JSONDecodeError:
@@ -157,4 +191,4 @@ def _read(link: socket.socket, n: int, deadline: float, path: str, first: bool) 
     return b"".join(chunks)
 
 
-__all__ = ["PARSE_TIMEOUT_S", "elf_as", "reader_for"]
+__all__ = ["PARSE_TIMEOUT_S", "elf_as", "listed_as", "reader_for"]

@@ -14,7 +14,11 @@ Messages are framed (a 4-byte big-endian length, then JSON). A request is
 {"path": shown} with the descriptor attached; the answer is
 {"functions": [[raw, source, address, size, ifunc], ...],
  "usdt": [[provider, name, address, semaphore, arguments], ...], "stripped": bool}
-or {"error": one line}.
+or {"error": one line}. A request with "list": {"pattern", "functions", "usdt", "pid",
+"verdicts"} is answered {"object": what `list` shows of the file} (runtime/listing's
+describe, its first MAX_LISTED functions): the per-function work of a listing (names,
+globs, entry checks) is the user's process's, never root's. The agent passes it on
+unchecked: it is its own user's answer, to that user.
 """
 
 from __future__ import annotations
@@ -26,10 +30,14 @@ import select
 import socket
 import struct
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
 
 from adaptyst_top.agent.worker.open_files import IDLE_S, become
+
+if TYPE_CHECKING:
+    from adaptyst_top.collectors.probes.elf_info import ElfInfo
 
 FRAME = struct.Struct(">I")
 MAX_REQUEST = 64 * 1024
@@ -63,33 +71,90 @@ def read_request(link: socket.socket) -> tuple[dict[str, object], int | None]:
     return (msg if isinstance(msg, dict) else {}), (fds[0] if fds else None)
 
 
-def answer(fd: int | None, path: str) -> dict[str, object]:
-    # Imported after the ids are taken: the parsers run as the user only.
+MAX_LISTED = 100_000  # functions of one file in a listing's answer (~100 B each)
+
+
+def _parsed(fd: int, path: str) -> tuple[int, ElfInfo]:
+    """The file FD (consumed) opened anew, and what it holds, with its debug file's names
+    (found as the user). The descriptor handed over shares its offset with the agent's:
+    reading through it would move theirs. NotELFError, OSError, MemoryError."""
     from adaptyst_top.collectors.probes.debug_names import with_debug_names
-    from adaptyst_top.collectors.probes.demangle import demangle
     from adaptyst_top.collectors.probes.elf_info import NotELFError, parse_elf
+
+    try:
+        mine = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(fd)
+    try:
+        f = os.fdopen(os.dup(mine), "rb")
+        with f:
+            st = os.fstat(f.fileno())
+            if f.read(4) != b"\x7fELF":
+                raise NotELFError(f"{path}: not an ELF file")
+            f.seek(0)
+            info = parse_elf(f, path, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
+        # A stripped file's debug file (its build ID, its link, debuginfod), as the user.
+        return mine, with_debug_names(info, f"/proc/self/fd/{mine}", path, beside=True)
+    except BaseException:
+        os.close(mine)
+        raise
+
+
+def _failed(path: str, exc: BaseException) -> dict[str, object]:
+    if isinstance(exc, MemoryError):
+        return {"error": f"{path}: too large to read"}
+    return {"error": str(exc).splitlines()[0] if str(exc) else "unreadable"}
+
+
+def listing(fd: int | None, path: str, asked: dict[str, object]) -> dict[str, object]:
+    """What `list` shows of the file FD (ASKED: the listing's request)."""
+    from adaptyst_top.collectors.probes.elf_info import NotELFError
+    from adaptyst_top.collectors.probes.entry_safety import EntryPolicy, Verdict
+    from adaptyst_top.runtime.listing import describe
 
     if fd is None:
         return {"error": f"{path}: no file was handed over"}
     try:
-        # Its own open of the file: the descriptor handed over shares its offset with
-        # the agent's, so reading through it would move theirs.
-        try:
-            mine = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
-        finally:
-            os.close(fd)
-        with os.fdopen(mine, "rb") as f:
-            st = os.fstat(f.fileno())
-            if f.read(4) != b"\x7fELF":
-                return {"error": f"{path}: not an ELF file"}
-            f.seek(0)
-            info = parse_elf(f, path, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
-            # A stripped file's debug file (its build ID, its link, debuginfod), as the user.
-            info = with_debug_names(info, f"/proc/self/fd/{f.fileno()}", path, beside=True)
-    except (NotELFError, OSError) as exc:
-        return {"error": str(exc).splitlines()[0] if str(exc) else "unreadable"}
-    except MemoryError:
-        return {"error": f"{path}: too large to read"}
+        mine, info = _parsed(fd, path)
+    except (NotELFError, OSError, MemoryError) as exc:
+        return _failed(path, exc)
+    try:
+        verdicts, pid, pattern = (asked.get(k) for k in ("verdicts", "pid", "pattern"))
+        policy = None
+        if isinstance(verdicts, dict):
+            policy = EntryPolicy({k: Verdict(**v) for k, v in verdicts.items()})
+        found = describe(
+            path,
+            pattern if isinstance(pattern, str) else "*",
+            bool(asked.get("functions")),
+            bool(asked.get("usdt")),
+            policy,
+            pid if isinstance(pid, int) else None,
+            f"/proc/self/fd/{mine}",
+            lambda _source: info,
+        )
+    except (NotELFError, OSError, TypeError, MemoryError) as exc:
+        return _failed(path, exc)
+    finally:
+        os.close(mine)
+    functions = found.get("functions")
+    if isinstance(functions, list) and len(functions) > MAX_LISTED:
+        found["functions"], found["more"] = functions[:MAX_LISTED], len(functions) - MAX_LISTED
+    return {"object": found}
+
+
+def answer(fd: int | None, path: str) -> dict[str, object]:
+    # Imported after the ids are taken: the parsers run as the user only.
+    from adaptyst_top.collectors.probes.demangle import demangle
+    from adaptyst_top.collectors.probes.elf_info import NotELFError
+
+    if fd is None:
+        return {"error": f"{path}: no file was handed over"}
+    try:
+        mine, info = _parsed(fd, path)
+        os.close(mine)
+    except (NotELFError, OSError, MemoryError) as exc:
+        return _failed(path, exc)
     return {
         "functions": [
             [
@@ -120,7 +185,10 @@ def serve(link: socket.socket) -> None:
         except EOFError:
             return
         path = request.get("path")
-        data = orjson.dumps(answer(fd, path if isinstance(path, str) else "?"))
+        path = path if isinstance(path, str) else "?"
+        asked = request.get("list")
+        found = listing(fd, path, asked) if isinstance(asked, dict) else answer(fd, path)
+        data = orjson.dumps(found)
         link.sendall(FRAME.pack(len(data)) + data)
 
 
