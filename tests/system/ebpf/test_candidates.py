@@ -11,6 +11,7 @@ from pathlib import Path
 
 from adaptyst_top.collectors.probes.entry_safety import EntryPolicy
 from adaptyst_top.runtime.listing import candidates
+from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.runtime.sources import LiveSource
 from adaptyst_top.system.targets import mapped_files
 from tests.system.ebpf.test_demangle import build
@@ -25,7 +26,9 @@ def test_the_picker_offers_the_libraries_a_process_maps() -> None:
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         files = mapped_files(proc.pid)
-        session = types.SimpleNamespace(remote=None, pid=proc.pid, child=None)
+        session = types.SimpleNamespace(
+            remote=None, pid=proc.pid, child=None, options=SessionOptions()
+        )
         found = list(LiveSource(session).candidates())  # type: ignore[arg-type]
         specs = [c.spec for c in found]
         libc = next(f for f in files if "/libc.so" in f or "/libc-" in f)
