@@ -94,6 +94,9 @@ WORKER_MAY_IMPORT = {
         "adaptyst_top.collectors.probes.elf_info",
         # A stripped file's debug file (build ID, debug link, debuginfod), as the user.
         "adaptyst_top.collectors.probes.debug_names",
+        # What `list` shows of a user's file (names, globs, entry checks), as the user.
+        "adaptyst_top.collectors.probes.entry_safety",
+        "adaptyst_top.runtime.listing",
     ),
     "unwind_stacks.py": (
         "orjson",

@@ -80,11 +80,8 @@ from adaptyst_top.system.sd_notify import Notifier
 DEFAULT_SOCKET = agent_defaults.DEFAULT_SOCKET
 SEND_TIMEOUT_S = 10.0
 GUARD_PERIOD_S = 0.25
-# The wait for a client ends this often with nothing to accept: a signal the kernel hands to
-# another thread (a library's worker) does not interrupt accept() in the main thread,
-# and Python runs a handler only when that thread is back in Python. Seen in the tests:
-# a SIGTERM lost, the agent still listening a minute later. A wake-up every 2 s costs
-# ~0.01% of a core.
+# The wait for a client ends this often: a signal the kernel hands another thread does not
+# interrupt accept() in the main thread (a SIGTERM was seen lost for a minute).
 ACCEPT_WAKE_S = 2.0
 
 
@@ -306,10 +303,8 @@ class Agent:
                 return proto.encode("ok", spec=source.remove(ref))
         except (ActionError, SessionError) as exc:
             return proto.encode("error", message=str(exc))
-        except OSError as exc:
-            # Something of the node the request reads (a /proc file it may not read), not
-            # the client's socket: said to the client and logged, never a silent close.
-            why = f"{kind}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+        except OSError as exc:  # what the request read (a /proc file), not the client's socket
+            why = f"{kind}: {exc.strerror or exc}: {exc.filename or ''}"
             print(f"adaptyst-top agent: uid {client.peer.uid}: {why}", file=sys.stderr)
             return proto.encode("error", message=why)
 

@@ -52,7 +52,7 @@ class KernelError(IntEnum):
     TOO_DEEP = 1
     NO_ENTRY = 2  # a return without a recorded entry
     BAD_COUNT = 3  # a hand-over of more hits than one can hold
-    BAD_TIME = 4  # a handed-over time past any real one (a day): the record is refused
+    BAD_TIME = 4  # a handed-over time past a day: counted, not timed
 
 
 def _c_enum(e: type[IntEnum], prefix: str) -> str:
@@ -85,8 +85,7 @@ PRELUDE = r"""
 %(enums)s
 
 struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
-/* buckets: how many histogram entries this key has (the reader looks up only those
- * while the number holds, instead of walking the whole histogram map) */
+/* buckets: how many histogram entries this key has (a reader looks up only those) */
 struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; u64 oncpu; };
 struct hkey { struct skey k; u32 bucket; u32 pad; };
 struct tkey { u64 tid; u32 chain; u32 pad; };
@@ -96,15 +95,13 @@ struct frame { u64 ts; u64 sp; u64 se[2]; u32 cpu; u32 pad; struct skey k; };
 /* keyed (@argN): allocated as keys come, so the kernel holds what is used, not the most */
 BPF_F_TABLE("hash", struct skey, struct stat, stats, %(max_keys)d, %(map_flags)s);
 BPF_F_TABLE("hash", struct hkey, u64, hist, %(hist_entries)d, %(map_flags)s);
-/* One stack of open intervals per thread and chain, written in place: a hit costs one
- * map lookup at entry and one at return (no update, no delete). Allocated on a
- * thread's first hit; the engine removes the stacks of threads that have exited. */
+/* One stack of open intervals per thread and chain, written in place (a lookup at entry,
+ * one at return); made at a thread's first hit, removed by the engine once it exits. */
 struct stack { u32 depth; u32 over; struct frame f[MAX_DEPTH]; };  /* over: pushes past MAX_DEPTH */
 BPF_F_TABLE("hash", struct tkey, struct stack, stacks, %(max_threads)d, BPF_F_NO_PREALLOC);
 BPF_ARRAY(stack_init, struct stack, 1);   /* a zeroed stack: too big for the BPF stack */
 BPF_ARRAY(errors, u64, %(nerrors)d);   /* counts per KernelError */
-/* Per slot: 1 = switched off. Detaching a uprobe waits ~0.1 s in the kernel, so a
- * switch takes effect here at once and the detach follows in the background. */
+/* Per slot: 1 = switched off, at once (a detach, which waits in the kernel, follows). */
 BPF_ARRAY(gate, u8, %(nslots)d);
 %(theirs)s
 %(oncpu)s
@@ -190,8 +187,8 @@ static __always_inline struct stack *thread_stack(u32 chain, int create) {
     return st;
 }
 
-/* ip: where the probe fired, which places the target's binary in its address space:
- * user space reads a string from that file when the process is gone before its read. */
+/* ip: where the probe fired: places the target's binary, read for a string when the
+ * process is gone before its read. */
 /* A user-space address: above the first 64 KiB, below x86-64's 47-bit user half. A
  * value outside (a negative ssize_t, -1) is a number, never a pointer to read. */
 #define USER_PTR(v) ((v) >= 0x10000 && (v) < (1ULL << 47))
@@ -217,11 +214,10 @@ static __always_inline void key_from_value(struct skey *k, u64 v, int type, u64 
 }
 
 /* A batch of N records {name, device ns, on a CPU} at user address P, each launch timed
- * on a device's own clock (UNTIMED: counted only), filed under its name in SLOT's row. */
+ * on a device's own clock (UNTIMED, or past a day: counted only, so that no sum of the
+ * target's word wraps), filed under its name in SLOT's row. */
 #define BATCH_MAX 64
 #define UNTIMED %(untimed)s
-/* A handed-over time is the target's word: one past a day is refused, so that no sum of
- * them wraps within 2^64 / 2^46 = 262,144 of them and no figure is impossible. */
 #define MAX_TIMED_NS (1ULL << 46)
 struct timed_rec { u64 name; u64 device; u64 on_cpu; };
 static __always_inline int file_batch(struct pt_regs *ctx, u32 slot, u64 p, u64 n) {
@@ -232,16 +228,15 @@ static __always_inline int file_batch(struct pt_regs *ctx, u32 slot, u64 p, u64 
         struct timed_rec r = {};
         if (bpf_probe_read_user(&r, sizeof(r), (void *)(p + i * sizeof(r)))) break;
         struct skey k = {.slot = slot};
-        if (r.device != UNTIMED && r.device >= MAX_TIMED_NS) { count_error(ERR_BAD_TIME); continue; }
+        if (r.device != UNTIMED && r.device >= MAX_TIMED_NS) { count_error(ERR_BAD_TIME); r.device = UNTIMED; }
         key_from_value(&k, r.name, ARG_STR, PT_REGS_IP(ctx));
         record(&k, r.device, r.on_cpu ? r.device : 0, r.device != UNTIMED);
     }
     return 0;
 }
 
-/* sp: the stack pointer at a function's entry (0 for USDT). The same call seen again
- * at the same sp (by a second link while links are swapped, or after a return that was
- * never seen) restarts the frame on top rather than pushing another. */
+/* sp: the stack pointer at a function's entry (0 for USDT). The same call seen again at
+ * the same sp (a second link, a return never seen) restarts the frame on top. */
 static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
     if (!theirs() || gated(k->slot)) return 0;   /* a return needs no asking: it was let in */
     struct stack *st = thread_stack(chain, 1);
