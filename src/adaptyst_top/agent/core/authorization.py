@@ -25,7 +25,7 @@ from functools import partial
 from adaptyst_top.agent.core.opener import NotOpened, open_as
 from adaptyst_top.agent.core.unwinder import counts_for
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
-from adaptyst_top.collectors.probes.kinds import parse_spec
+from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
 from adaptyst_top.runtime.session_options import Tenant
 from adaptyst_top.system.held_processes import HeldProcesses
@@ -248,7 +248,11 @@ def spec_refusal(
         return None
     if "/" in spec.target and not os.path.isabs(spec.target):
         return f"{text}: give the agent an absolute path"
-    return pin_file(peer, spec.target, pid, pinned)
+    if why := pin_file(peer, spec.target, pid, pinned):
+        return why
+    for other in kind_of(spec).instead_targets(spec):  # where the target has one
+        pin_file(peer, other, pid, pinned)
+    return None
 
 
 def pin_file(peer: Peer, target: str, pid: int | None, pinned: PinnedFiles | None) -> str | None:

@@ -106,6 +106,11 @@ class ProbeKindDef(ABC):
         line that says so), or None."""
         return None
 
+    def instead_targets(self, spec: ProbeSpec) -> tuple[str, ...]:
+        """The files a spec built instead (`instead`) may name: the agent opens them as
+        the user beside SPEC's own, so that the spec instead can be built there too."""
+        return ()
+
     def loaded(self, module: ProbeModule, spec: ProbeSpec, source: str, elf: ElfInfo) -> None:
         """After the module compiled, before its rows attach (what its readers need from
         the file)."""

@@ -61,6 +61,9 @@ class OpenCL(DeviceLayerKind):
         uprobe = Uprobe().parse(host, rest, len("uprobe:"), Key())
         return uprobe, f"{spec.text}: {why}; its launches are counted from the host ({host})"
 
+    def instead_targets(self, spec: ProbeSpec) -> tuple[str, ...]:
+        return (HOST_LOADER,)
+
     def launch_env(
         self, env: dict[str, str], budget: float, spec: ProbeSpec | None = None
     ) -> dict[str, str]:
