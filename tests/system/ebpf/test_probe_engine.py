@@ -718,3 +718,17 @@ def test_a_busy_engine_is_passed_over_by_the_guard_not_waited_on(workload: Workl
             release.set()
             t.join()
         assert engine.scope_pids_within(0.2) == [workload.pid]
+
+
+def test_specs_queued_behind_a_close_are_never_compiled(workload: Workload) -> None:
+    """A client that leaves while its specs wait their turn: the engine closes, and what
+    was queued behind the spec compiling then is let go unbuilt (the agent kept compiling
+    and attaching for 36 s after such a client had gone)."""
+    b = workload.binary
+    engine = ProbeEngine(pid=workload.pid)
+    groups = [engine.add(f"uprobe:{b}:{fn}") for fn in ("fast_fn", "held_fn", "napped_fn")]
+    engine.close()
+    assert all(g.done.is_set() for g in groups)
+    built = [g for g in groups if g.state == "attached"]
+    assert len(built) <= 1  # at most the one compiling when the close came
+    assert all("closed" in (g.error or "") for g in groups if g not in built)

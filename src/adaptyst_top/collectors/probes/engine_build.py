@@ -91,6 +91,10 @@ class Builder:
                 with contextlib.suppress(Exception):
                     group()
                 continue
+            if self.state.closed:  # queued behind a close: never compiled (its client left)
+                group.state, group.error = "error", f"{group.spec_text}: not attached: closed"
+                group.done.set()
+                continue
             group.state = "compiling"
             try:
                 self._build(group)
