@@ -72,6 +72,9 @@ def read_request(link: socket.socket) -> tuple[dict[str, object], int | None]:
 
 
 MAX_LISTED = 100_000  # functions of one file in a listing's answer (~100 B each)
+# The last file parsed, by its identity, in this user's own memory (this process lives
+# IDLE_S after its last request).
+_KEPT: dict[tuple[int, int, int, int], tuple[str, ElfInfo]] = {}
 
 
 def _parsed(fd: int, path: str) -> tuple[int, ElfInfo]:
@@ -86,15 +89,21 @@ def _parsed(fd: int, path: str) -> tuple[int, ElfInfo]:
     finally:
         os.close(fd)
     try:
+        st = os.fstat(mine)
+        identity = (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size)
+        if (kept := _KEPT.get(identity)) is not None and kept[0] == path:
+            return mine, kept[1]
         f = os.fdopen(os.dup(mine), "rb")
         with f:
-            st = os.fstat(f.fileno())
             if f.read(4) != b"\x7fELF":
                 raise NotELFError(f"{path}: not an ELF file")
             f.seek(0)
-            info = parse_elf(f, path, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
+            info = parse_elf(f, path, identity)
         # A stripped file's debug file (its build ID, its link, debuginfod), as the user.
-        return mine, with_debug_names(info, f"/proc/self/fd/{mine}", path, beside=True)
+        info = with_debug_names(info, f"/proc/self/fd/{mine}", path, beside=True)
+        _KEPT.clear()  # the last file only: a listing asked again, or by another pattern
+        _KEPT[identity] = (path, info)
+        return mine, info
     except BaseException:
         os.close(mine)
         raise
