@@ -1,6 +1,7 @@
 """Screenshots of the profile from a real run (root): the monitor with no target opens
 on the process list, a busy program built without frame pointers is picked, its profile
-and flame graph fill in, and `u` on its hottest function adds an exact probe. Saved at
+and flame graph fill in, and `u` on its hottest function adds an exact probe (its
+histogram opens; the probes pane is shot after it). Saved at
 80x24 and 200x50 as screenshots/profile-*.svg.
 
     sudo .venv/bin/python -m scripts.profile_screenshots
@@ -17,6 +18,7 @@ from adaptyst_top.runtime.session import open_session
 from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.runtime.sources import LiveSource
 from adaptyst_top.tui.app import MonitorApp
+from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.processes import ProcessScreen
 from adaptyst_top.tui.screens.profile import ProfileScreen
 from tests.support.paths import REPO, TARGETS
@@ -47,13 +49,20 @@ async def shoot(binary: Path, size: tuple[int, int]) -> None:
             await pilot.press("enter")
             await pilot.pause(6)
             assert isinstance(app.screen, ProfileScreen)
-            await pilot.press("down", "down", "down", "down", "down")
+            await pilot.press("tab", "down", "down", "down", "down", "down")  # in the graph
             await pilot.pause(0.6)
             app.save_screenshot(str(OUT / f"profile-{tag}.svg"))
-            await pilot.press("s", "tab", "u")
+            # Back in the list, the hottest by self time first: `u` probes it and opens
+            # its histogram once it has counted.
+            await pilot.press("tab", "u")
             session.ensure_engine().wait(60)
-            await pilot.press("q")
-            await pilot.pause(3)
+            for _ in range(40):
+                await pilot.pause(0.25)
+                if isinstance(app.screen, DetailScreen):
+                    break
+            await pilot.pause(2)
+            await pilot.press("q")  # the probes pane, its new row
+            await pilot.pause(1)
             app.save_screenshot(str(OUT / f"profile-probed-{tag}.svg"))
     finally:
         session.close()
