@@ -19,16 +19,15 @@ from adaptyst_top.collectors.profile.python.detect import python_version
 from adaptyst_top.collectors.profile.python.names import functions_in
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.snapshot.inert import inert
+from adaptyst_top.system.proc_exec import read_proc
 
-_CMDLINE_MAX = 1 << 16
 # Options of the interpreter that take the next word as their argument.
 _WITH_ARGUMENT = {"-W", "-X", "--check-hash-based-pycs"}
 
 
 def _argv(pid: int) -> list[str]:
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read(_CMDLINE_MAX)
+        raw = read_proc(pid, "cmdline")
     except OSError:
         return []
     return [os.fsdecode(a) for a in raw.split(b"\0")[:-1]]
