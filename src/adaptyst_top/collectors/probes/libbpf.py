@@ -1,0 +1,339 @@
+"""libbpf, the kernel's own loader library, through ctypes: a BPF object compiled with
+the package (`*.bpf.o`) opened, set up, loaded and attached with no compiler and no
+kernel headers on the node.
+
+ctypes over the distribution's libbpf.so.1 rather than a C extension of our own: bcc's
+binding reaches libbcc the same way, nothing is built per Python version, and libbpf's
+option structs carry their own size (`sz`), its promise of a stable ABI across versions.
+Only what the probe engine uses is declared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes as ct
+import errno
+import functools
+import os
+from typing import Any
+
+# The kernel's enum bpf_attach_type (include/uapi/linux/bpf.h).
+BPF_TRACE_UPROBE_MULTI = 48
+BPF_NOEXIST = 1
+
+
+class LibbpfError(OSError):
+    """libbpf or the kernel refused: errno and what was being done, in one line."""
+
+
+class _UprobeOpts(ct.Structure):
+    # struct bpf_uprobe_opts (libbpf.h, 1.0+)
+    _fields_ = [
+        ("sz", ct.c_size_t),
+        ("ref_ctr_offset", ct.c_size_t),
+        ("bpf_cookie", ct.c_uint64),
+        ("retprobe", ct.c_bool),
+        ("func_name", ct.c_char_p),
+    ]
+
+
+class _BatchOpts(ct.Structure):
+    # struct bpf_map_batch_opts (bpf.h)
+    _fields_ = [("sz", ct.c_size_t), ("elem_flags", ct.c_uint64), ("flags", ct.c_uint64)]
+
+
+_PRINT_FN = ct.CFUNCTYPE(ct.c_int, ct.c_int, ct.c_char_p, ct.c_void_p)
+# int (*ring_buffer_sample_fn)(void *ctx, void *data, size_t size)
+RING_SAMPLE_FN = ct.CFUNCTYPE(ct.c_int, ct.c_void_p, ct.c_void_p, ct.c_size_t)
+
+
+@functools.cache
+def lib() -> Any:
+    """libbpf.so.1 with the prototypes used here; OSError when it is not installed."""
+    so = ct.CDLL("libbpf.so.1", use_errno=True)
+    p, i, u32, sz, u64 = ct.c_void_p, ct.c_int, ct.c_uint32, ct.c_size_t, ct.c_uint64
+    protos: dict[str, tuple[Any, list[Any]]] = {
+        "bpf_object__open_file": (p, [ct.c_char_p, p]),
+        "bpf_object__load": (i, [p]),
+        "bpf_object__close": (None, [p]),
+        "bpf_object__next_map": (p, [p, p]),
+        "bpf_object__find_map_by_name": (p, [p, ct.c_char_p]),
+        "bpf_object__find_program_by_name": (p, [p, ct.c_char_p]),
+        "bpf_map__name": (ct.c_char_p, [p]),
+        "bpf_map__fd": (i, [p]),
+        "bpf_map__set_max_entries": (i, [p, u32]),
+        "bpf_map__max_entries": (u32, [p]),
+        "bpf_map__set_map_flags": (i, [p, u32]),
+        "bpf_map__key_size": (u32, [p]),
+        "bpf_map__value_size": (u32, [p]),
+        "bpf_map__set_initial_value": (i, [p, p, sz]),
+        "bpf_program__fd": (i, [p]),
+        "bpf_program__set_autoload": (i, [p, ct.c_bool]),
+        "bpf_program__set_expected_attach_type": (i, [p, i]),
+        "bpf_program__attach_uprobe_opts": (p, [p, i, ct.c_char_p, sz, p]),
+        "bpf_link__destroy": (i, [p]),
+        "bpf_map_lookup_elem": (i, [i, p, p]),
+        "bpf_map_update_elem": (i, [i, p, p, u64]),
+        "bpf_map_delete_elem": (i, [i, p]),
+        "bpf_map_get_next_key": (i, [i, p, p]),
+        "bpf_map_lookup_batch": (i, [i, p, p, p, p, p, p]),
+        "libbpf_set_print": (p, [_PRINT_FN]),
+        "bpf_program__attach": (p, [p]),
+        "ring_buffer__new": (p, [i, RING_SAMPLE_FN, p, p]),
+        "ring_buffer__poll": (i, [p, i]),
+        "ring_buffer__free": (None, [p]),
+        "btf__parse": (p, [ct.c_char_p, p]),
+        "btf__find_by_name_kind": (i, [p, ct.c_char_p, u32]),
+        "btf__type_by_id": (p, [p, u32]),
+        "btf__name_by_offset": (ct.c_char_p, [p, u32]),
+    }
+    for name, (res, args) in protos.items():
+        fn = getattr(so, name)
+        fn.restype, fn.argtypes = res, args
+    # libbpf writes its own lines to stderr by default; the errors come back as errno.
+    so.libbpf_set_print(_PRINT_FN(0))
+    return so
+
+
+def available() -> str | None:
+    """None when libbpf can be used here, else why not (one line)."""
+    try:
+        lib()
+    except (OSError, AttributeError) as exc:
+        return f"libbpf.so.1: {exc}"
+    return None
+
+
+def _fail(what: str, err: int | None = None) -> LibbpfError:
+    e = abs(err) if err else (ct.get_errno() or errno.EINVAL)
+    return LibbpfError(e, f"{what}: {os.strerror(e)}")
+
+
+class Map:
+    """One map of a loaded object: its descriptor and what bcc's tables gave the engine
+    (Key/Leaf ctypes types, items, keys, item access)."""
+
+    def __init__(self, fd: int, max_entries: int, key: Any, leaf: Any) -> None:
+        self.map_fd = fd
+        self.max_entries = max_entries
+        self.Key = key
+        self.Leaf = leaf
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.Leaf()
+        if lib().bpf_map_lookup_elem(self.map_fd, ct.byref(key), ct.byref(value)) != 0:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if lib().bpf_map_update_elem(self.map_fd, ct.byref(key), ct.byref(value), 0) != 0:
+            raise _fail("map update")
+
+    def __delitem__(self, key: Any) -> None:
+        if lib().bpf_map_delete_elem(self.map_fd, ct.byref(key)) != 0:
+            raise KeyError(key)
+
+    def keys(self) -> list[Any]:
+        out: list[Any] = []
+        prev: Any = None
+        while True:
+            nxt = self.Key()
+            at = None if prev is None else ct.byref(prev)
+            if lib().bpf_map_get_next_key(self.map_fd, at, ct.byref(nxt)) != 0:
+                return out
+            out.append(nxt)
+            prev = nxt
+
+    def items(self) -> list[tuple[Any, Any]]:
+        out = []
+        for k in self.keys():
+            try:
+                out.append((k, self[k]))
+            except KeyError:
+                continue  # removed meanwhile
+        return out
+
+    def lookup_batch(
+        self, in_batch: Any, out_batch: Any, keys: Any, values: Any, count: Any
+    ) -> tuple[int, int]:
+        """One BPF_MAP_LOOKUP_BATCH call: (its result, errno)."""
+        opts = _BatchOpts(ct.sizeof(_BatchOpts), 0, 0)
+        res = lib().bpf_map_lookup_batch(
+            self.map_fd, in_batch, out_batch, keys, values, count, ct.byref(opts)
+        )
+        return int(res), ct.get_errno()
+
+
+class Program:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+
+class BpfObject:
+    """A compiled object (`*.bpf.o`): opened, set up by the caller (read-only data, map
+    sizes, which programs load), loaded, attached; close() undoes all of it."""
+
+    def __init__(
+        self, path: str, programs: tuple[str, ...], types: dict[str, tuple[Any, Any]]
+    ) -> None:
+        """PROGRAMS: those the object holds; TYPES: each map's ctypes key and value."""
+        self._lib = lib()
+        self.path = path
+        self.programs = programs
+        self._types = types
+        self._obj = self._lib.bpf_object__open_file(path.encode(), None)
+        if not self._obj:
+            raise _fail(f"opening {os.path.basename(path)}")
+        self._links: dict[Any, int] = {}
+        self.funcs: dict[str, Program] = {}
+        self._tables: dict[str, Map] = {}
+        self._rings: list[RingBuffer] = []
+
+    # -- before load --
+    def _map(self, name: str) -> int:
+        m = self._lib.bpf_object__find_map_by_name(self._obj, name.encode())
+        if not m:
+            raise LibbpfError(errno.ENOENT, f"{self.path}: no map {name}")
+        return int(m)
+
+    def size_map(self, name: str, max_entries: int, flags: int | None = None) -> None:
+        m = self._map(name)
+        if self._lib.bpf_map__set_max_entries(m, max(1, max_entries)) != 0:
+            raise _fail(f"sizing map {name}")
+        if flags is not None and self._lib.bpf_map__set_map_flags(m, flags) != 0:
+            raise _fail(f"map {name}'s flags")
+
+    def set_rodata(self, data: bytes) -> None:
+        """The object's read-only data (its `const volatile` config at offset 0)."""
+        m = self._lib.bpf_object__next_map(self._obj, None)
+        while m:
+            if self._lib.bpf_map__name(m).endswith(b".rodata"):
+                size = self._lib.bpf_map__value_size(m)
+                if len(data) > size:
+                    raise LibbpfError(errno.EINVAL, f"{self.path}: config larger than .rodata")
+                buf = ct.create_string_buffer(data.ljust(size, b"\0"), size)
+                if self._lib.bpf_map__set_initial_value(m, buf, size) != 0:
+                    raise _fail("setting .rodata")
+                return
+            m = self._lib.bpf_object__next_map(self._obj, m)
+        raise LibbpfError(errno.ENOENT, f"{self.path}: no .rodata")
+
+    def _prog(self, name: str) -> int:
+        p = self._lib.bpf_object__find_program_by_name(self._obj, name.encode())
+        if not p:
+            raise LibbpfError(errno.ENOENT, f"{self.path}: no program {name}")
+        return int(p)
+
+    def select(self, names: dict[str, int | None]) -> None:
+        """Load only NAMES, each with its expected attach type (None: its section's)."""
+        for name in self.programs:
+            p = self._prog(name)
+            if name not in names:
+                self._lib.bpf_program__set_autoload(p, False)
+            elif (attach_type := names[name]) is not None:
+                self._lib.bpf_program__set_expected_attach_type(p, attach_type)
+
+    def load(self) -> None:
+        res = self._lib.bpf_object__load(self._obj)
+        if res != 0:
+            raise _fail(f"loading {os.path.basename(self.path)}", res)
+        for name in self.programs:
+            fd = self._lib.bpf_program__fd(self._prog(name))
+            if fd >= 0:
+                self.funcs[name] = Program(fd)
+
+    # -- after load --
+    def __getitem__(self, name: str) -> Map:
+        t = self._tables.get(name)
+        if t is None:
+            m = self._map(name)
+            key, leaf = self._types[name]
+            sizes = (self._lib.bpf_map__key_size(m), self._lib.bpf_map__value_size(m))
+            if sizes != (ct.sizeof(key), ct.sizeof(leaf)):
+                # The C and its Python mirror disagree: never read one as the other.
+                raise LibbpfError(errno.EPROTO, f"{self.path}: map {name} is {sizes}")
+            t = Map(self._lib.bpf_map__fd(m), self._lib.bpf_map__max_entries(m), key, leaf)
+            self._tables[name] = t
+        return t
+
+    def attach_uprobe(
+        self,
+        fn_name: str,
+        path: str,
+        offset: int,
+        pid: int,
+        *,
+        ret: bool = False,
+        cookie: int = 0,
+        ref_ctr_offset: int = 0,
+    ) -> None:
+        """FN_NAME at file OFFSET of PATH for PID (-1: every process), through a BPF link
+        that carries COOKIE. OSError when the kernel refuses."""
+        key = (path, offset, pid, ret)
+        if key in self._links:
+            raise LibbpfError(errno.EEXIST, f"already attached at offset {offset:#x}")
+        opts = _UprobeOpts(ct.sizeof(_UprobeOpts), ref_ctr_offset, cookie, ret, None)
+        link = self._lib.bpf_program__attach_uprobe_opts(
+            self._prog(fn_name), pid, path.encode(), offset, ct.byref(opts)
+        )
+        if not link:
+            raise _fail(f"cannot attach {'uretprobe' if ret else 'uprobe'} at {offset:#x}")
+        self._links[key] = int(link)
+
+    def attach_all(self) -> None:
+        """Every loaded program where its section says (a tracepoint's name)."""
+        for name in self.funcs:
+            link = self._lib.bpf_program__attach(self._prog(name))
+            if not link:
+                raise _fail(f"cannot attach {name}")
+            self._links[("auto", name)] = int(link)
+
+    def ring_buffer(self, name: str, on_sample: Any) -> RingBuffer:
+        """A reader of ring buffer map NAME that calls ON_SAMPLE(bytes) per record."""
+        ring = RingBuffer(self._lib, self._lib.bpf_map__fd(self._map(name)), on_sample)
+        self._rings.append(ring)
+        return ring
+
+    def detach_uprobe(self, path: str, offset: int, pid: int, *, ret: bool = False) -> None:
+        link = self._links.pop((path, offset, pid, ret), None)
+        if link is not None:
+            self._lib.bpf_link__destroy(link)
+
+    def cleanup(self) -> None:
+        """Every link destroyed, then the object (its programs and maps) closed. Not while
+        another thread polls one of its ring buffers."""
+        for ring in self._rings:
+            ring.free()
+        self._rings.clear()
+        for link in self._links.values():
+            self._lib.bpf_link__destroy(link)
+        self._links.clear()
+        if self._obj:
+            self._lib.bpf_object__close(self._obj)
+            self._obj = None
+
+
+class RingBuffer:
+    """libbpf's ring buffer reader over one map."""
+
+    def __init__(self, so: Any, map_fd: int, on_sample: Any) -> None:
+        self._lib = so
+
+        def sample(_ctx: Any, data: int, size: int) -> int:
+            with contextlib.suppress(Exception):  # never unwind through libbpf's C frames
+                on_sample(ct.string_at(data, size))
+            return 0
+
+        self._fn = RING_SAMPLE_FN(sample)  # kept: libbpf calls it until free()
+        self._rb = so.ring_buffer__new(map_fd, self._fn, None, None)
+        if not self._rb:
+            raise _fail("ring buffer")
+
+    def poll(self, timeout_ms: int) -> int:
+        """Records handed to the callback, or -errno (-EINTR when a signal came)."""
+        return int(self._lib.ring_buffer__poll(self._rb, timeout_ms)) if self._rb else 0
+
+    def free(self) -> None:
+        if self._rb:
+            self._lib.ring_buffer__free(self._rb)
+            self._rb = None
