@@ -5,10 +5,15 @@ CUPTI's kernel records. The last two are plain shared libraries a loader or driv
 opens (never imported); optional, so that a machine without their headers still
 installs, and `opencl:` or `cuda:` specs there say the library is missing."""
 
+import glob
 import importlib.util
 import os
+import shutil
+import subprocess
+import sysconfig
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 # Where CUPTI's and the CUDA driver API's headers are (the build's own requirements,
 # pyproject.toml, or a CUDA toolkit): each header the injection library includes, and
@@ -42,11 +47,50 @@ def cuda_includes() -> list[str]:
     return found
 
 
+# The BPF programs (`*.bpf.c`), compiled once here to CO-RE objects that libbpf loads on
+# the node: no compiler and no kernel headers there. Without clang or libbpf's headers
+# the objects are not built and those kinds go through bcc's run-time compile instead.
+_BPF_SOURCES = "src/adaptyst_top/**/*.bpf.c"
+
+
+def _bpf_clang() -> str | None:
+    names = [os.environ.get("BPF_CLANG", ""), "clang", *(f"clang-{v}" for v in range(21, 13, -1))]
+    return next((shutil.which(n) for n in names if n and shutil.which(n)), None)
+
+
+class BuildWithBpf(build_ext):
+    """The C extensions, then every `*.bpf.c` to a `.bpf.o` beside it (in the build
+    folder, or in the sources for an editable install)."""
+
+    def run(self) -> None:
+        super().run()
+        clang = _bpf_clang()
+        if clang is None or not os.path.exists("/usr/include/bpf/bpf_helpers.h"):
+            print("warning: no clang or libbpf headers: BPF objects not built (bcc instead)")
+            return
+        multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
+        for src in glob.glob(_BPF_SOURCES, recursive=True):
+            rel = os.path.relpath(src, "src")
+            out = src if self.inplace else os.path.join(self.build_lib, rel)
+            out = out[: -len(".c")] + ".o"
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            cmd = [clang, "-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_x86", "-Wall"]
+            cmd += [f"-I/usr/include/{multiarch}", "-c", src, "-o", out]
+            subprocess.run(cmd, check=True)
+            # The DWARF goes; BTF (types, line info for the verifier's messages) stays.
+            strip = shutil.which("llvm-strip") or shutil.which(
+                os.path.basename(clang).replace("clang", "llvm-strip")
+            )
+            if strip:
+                subprocess.run([strip, "-g", out], check=True)
+
+
 _SDT_INCLUDE = "src/adaptyst_top/placement/include"
 _KINDS = "src/adaptyst_top/collectors/probes/kinds"
 _cuda = cuda_includes()
 
 setup(
+    cmdclass={"build_ext": BuildWithBpf},
     ext_modules=[
         Extension("adaptyst_top.placement._sdt", sources=["src/adaptyst_top/placement/_sdt.c"]),
         Extension(
@@ -80,5 +124,5 @@ setup(
             if _cuda
             else []
         ),
-    ]
+    ],
 )

@@ -67,7 +67,7 @@ def empty_program(path: str, offsets: dict[int, int], pid: int) -> dict[str, flo
 
     bpf = BPF(text="int at_e(struct pt_regs *ctx) { return 0; }")
     try:
-        links = MultiLinks(bpf, path, "at_e", "at_e")
+        links = MultiLinks.of_bcc(bpf, path, "at_e", "at_e")
         t = time.perf_counter()
         refused = links.relink(pid, offsets)
         attach = time.perf_counter() - t

@@ -22,7 +22,9 @@ KREL=$(uname -r)
 # opencl-c-headers: the OpenCL layer that times kernels (cl_layer.h) is built with them;
 # clpeak: an OpenCL program nobody here wrote, whose kernels the tests count.
 # debuginfod: elfutils' server, which the tests start to serve a debug file they made.
-APT_PACKAGES=(python3-bpfcc bpfcc-tools systemtap-sdt-dev opencl-c-headers clpeak tmux gcc g++ libc6-dev gfortran
+# clang, libbpf-dev: the BPF programs are compiled once, when the package is built
+# (setup.py); the node then needs only libbpf1 and the kernel's BTF to load them.
+APT_PACKAGES=(clang libbpf-dev libbpf1 python3-bpfcc bpfcc-tools systemtap-sdt-dev opencl-c-headers clpeak tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
     htop podman runc rustc pocl-opencl-icd python3-venv bpftrace systemd util-linux
     debuginfod iproute2 binutils)
@@ -135,6 +137,7 @@ venv() {
             src/adaptyst_top/collectors/probes/kinds/cuda_inject.c \
             src/adaptyst_top/collectors/probes/kinds/cupti_open.[ch] \
             src/adaptyst_top/collectors/probes/kinds/layer_common.h \
+            src/adaptyst_top/collectors/probes/kinds/*.bpf.c src/adaptyst_top/collectors/probes/bpf \
             src/adaptyst_top/placement/include -newer "$stamp" 2>/dev/null | head -1 || true)
     fi
     if [ ! -f "$stamp" ] || [ -n "$newer" ]; then

@@ -52,23 +52,20 @@ class MapReader:
         )
 
     def _batch(self) -> tuple[bytes, bytes, int]:
-        from bcc.libbcc import lib  # type: ignore[import-not-found]
-
         keys, values, total = bytearray(), bytearray(), 0
         in_batch, out_batch, count = ct.c_uint32(0), ct.c_uint32(0), ct.c_uint32(0)
         first = True
         ks, vs = ct.sizeof(self.table.Key), ct.sizeof(self.table.Leaf)
         while True:
             count.value = self.capacity
-            res = lib.bpf_lookup_batch(
-                self.table.map_fd,
+            res, err = _lookup_batch(
+                self.table,
                 None if first else ct.byref(in_batch),
                 ct.byref(out_batch),
                 ct.byref(self.keys),
                 ct.byref(self.values),
                 ct.byref(count),
             )
-            err = ct.get_errno()
             n = count.value
             # Copies: the buffers are overwritten by the next call.
             keys += ct.string_at(ct.addressof(self.keys), n * ks)
@@ -88,3 +85,15 @@ class MapReader:
         if total >= self.capacity // 2 and self.capacity < self.table.max_entries:
             self._alloc(min(self.table.max_entries, self.capacity * 2))  # room to grow
         return bytes(keys), bytes(values), total
+
+
+def _lookup_batch(table: Any, *args: Any) -> tuple[int, int]:
+    """One BPF_MAP_LOOKUP_BATCH: (its result, errno), through libbpf for a precompiled
+    module's map, else through libbcc."""
+    own = getattr(table, "lookup_batch", None)
+    if own is not None:
+        return own(*args)  # type: ignore[no-any-return]
+    from bcc.libbcc import lib  # type: ignore[import-not-found]
+
+    res = lib.bpf_lookup_batch(table.map_fd, *args)
+    return int(res), ct.get_errno()

@@ -14,6 +14,7 @@ from adaptyst_top.collectors.probes.bcc_extras import (
 )
 from adaptyst_top.collectors.probes.engine_scope import Scope
 from adaptyst_top.collectors.probes.engine_state import EngineState
+from adaptyst_top.collectors.probes.libbpf import BpfObject
 from adaptyst_top.collectors.probes.model import (
     Attachment,
     ProbeError,
@@ -147,7 +148,17 @@ class Attacher:
                     kw["sym"] = a.sym
                 else:
                     kw["addr"] = a.addr
-                if a.offset is not None:
+                if isinstance(bpf, BpfObject) and a.offset is not None:
+                    bpf.attach_uprobe(
+                        a.fn_name,
+                        a.path,
+                        a.offset,
+                        pid,
+                        ret=a.ret,
+                        cookie=a.cookie,
+                        ref_ctr_offset=a.ref_ctr,
+                    )
+                elif a.offset is not None:
                     attach_at_offset(bpf, a.path, a.offset, a.fn_name, pid, a.ret, a.ref_ctr)
                 elif a.ref_ctr:
                     attach_with_semaphore(bpf, a.path, a.addr, a.fn_name, pid, a.ref_ctr)
@@ -161,6 +172,9 @@ class Attacher:
         row.pids.add(pid)
 
     def detach_one(self, bpf: Any, a: Attachment, pid: int) -> None:
+        if isinstance(bpf, BpfObject) and a.offset is not None:
+            bpf.detach_uprobe(a.path, a.offset, pid, ret=a.ret)
+            return
         if a.offset is not None:
             with contextlib.suppress(Exception):
                 detach_at_offset(bpf, a.path, a.offset, pid, a.ret)

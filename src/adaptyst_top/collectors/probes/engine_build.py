@@ -8,13 +8,15 @@ import threading
 import time
 from collections.abc import Hashable
 from functools import partial
+from typing import Any
 
-from adaptyst_top.collectors.probes import entry_safety
+from adaptyst_top.collectors.probes import entry_safety, libbpf
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.bcc_extras import bcc_stderr_captured
 from adaptyst_top.collectors.probes.bpf_program import (
     MULTI_ENTRY,
     MULTI_RETURN,
+    Slot,
     module_source,
 )
 from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
@@ -25,6 +27,8 @@ from adaptyst_top.collectors.probes.engine_scope import Scope
 from adaptyst_top.collectors.probes.engine_state import WORKER_JOIN_S, EngineState
 from adaptyst_top.collectors.probes.kinds import kind_of
 from adaptyst_top.collectors.probes.model import ProbeError, ProbeGroup, ProbeModule, Row, one_line
+from adaptyst_top.collectors.probes.module_object import ENTRY, RETURN, load_module
+from adaptyst_top.collectors.probes.oncpu import oncpu_offset
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
 from adaptyst_top.system.pinned_files import PinnedFiles
@@ -140,18 +144,25 @@ class Builder:
         multi = self.multi_links and plan.multi_links
         group.planned = len(rows)
         group.timings["plan_s"] = (planned_at := time.monotonic()) - started
-        from bcc import BPF  # type: ignore[import-not-found]
-
+        # Precompiled where the kind has an object and every attach point a file offset.
+        placed = all(a.offset is not None for r in rows for a in r.attachments)
+        core = kind.bpf_object is not None and placed and libbpf.available() is None
         try:
-            with COMPILE_TURNS.turn(self.owner):
-                text = module_source(slots, multi, self.confine, self.oncpu)
-                bpf = BPF(text=text)
-            links = MultiLinks(bpf, source, MULTI_ENTRY, MULTI_RETURN) if multi else None
+            if core:
+                bpf, links = self._load(kind.bpf_object or "", slots, multi, source)
+            else:
+                bpf, links = self._compile(slots, multi, source)
         except ProbeError:
             raise
         except Exception as exc:
-            raise ProbeError(f"compiling probes for {spec.text} failed: {one_line(exc)}") from None
+            what = "loading" if core else "compiling"
+            raise ProbeError(f"{what} probes for {spec.text} failed: {one_line(exc)}") from None
         group.timings["compile_s"] = (compiled_at := time.monotonic()) - planned_at
+        if core:  # one entry and one return program; the slot is the attach cookie
+            for row in rows:
+                for a in row.attachments:
+                    a.fn_name, a.cookie = (RETURN if a.ret else ENTRY), row.slot
+                row.fns = [ENTRY, RETURN]
         module = ProbeModule(bpf, rows, links, self.oncpu is not None)
         if self.scope.starts is not None:  # a key's string is read from the process checked
             module.keys.open_mem = partial(self.scope.held.opened, name="mem")
@@ -187,6 +198,27 @@ class Builder:
                 missing = [r for r in rows if pid not in r.pids and r.state == "attached"]
                 with contextlib.suppress(Exception):
                     self.attacher.attach_rows_pid(missing, pid)
+
+    def _load(
+        self, name: str, slots: list[Slot], multi: bool, source: str
+    ) -> tuple[Any, MultiLinks | None]:
+        """The kind's precompiled object, loaded for SLOTS: no compile, no turn to wait."""
+        oncpu_at = oncpu_offset() if self.oncpu is not None else None
+        obj = load_module(name, slots, multi, self.confine, oncpu_at)
+        if not multi:
+            return obj, None
+        return obj, MultiLinks(source, obj.funcs[MULTI_ENTRY].fd, obj.funcs[MULTI_RETURN].fd)
+
+    def _compile(
+        self, slots: list[Slot], multi: bool, source: str
+    ) -> tuple[Any, MultiLinks | None]:
+        """bcc's compile of the module's C, in the owner's turn (its clang is shared)."""
+        from bcc import BPF  # type: ignore[import-not-found]
+
+        with COMPILE_TURNS.turn(self.owner):
+            bpf = BPF(text=module_source(slots, multi, self.confine, self.oncpu))
+        links = MultiLinks.of_bcc(bpf, source, MULTI_ENTRY, MULTI_RETURN) if multi else None
+        return bpf, links
 
     @property
     def pid(self) -> int | None:

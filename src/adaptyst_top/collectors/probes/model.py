@@ -47,6 +47,7 @@ class Attachment:
     # Where in the file, as this process placed it from the file's executable segments:
     # attached there, libbcc resolving nothing (None: by sym/addr, as bcc resolves them).
     offset: int | None = None
+    cookie: int = 0  # what the program reads to tell the probe (a precompiled module's slot)
 
 
 @dataclass

@@ -30,15 +30,20 @@ NO_MARK = (
 )
 
 
-def oncpu_source() -> str | None:
-    """The C of `run_read()`, or None when the kernel does not describe the fields (no
-    BTF) or lays them out apart: then calls get no on-CPU time, and no energy."""
+def oncpu_offset() -> int | None:
+    """Where `se.exec_start` is in task_struct (`sum_exec_runtime` right after it), or
+    None when the kernel does not describe the fields (no BTF) or lays them out apart:
+    then calls get no on-CPU time, and no energy."""
     try:
         se = member_offset("task_struct", "se")
         start = member_offset("sched_entity", "exec_start")
         total = member_offset("sched_entity", "sum_exec_runtime")
     except BTFError:
         return None
-    if total != start + 8:
-        return None
-    return _MARK % {"at": se + start}
+    return se + start if total == start + 8 else None
+
+
+def oncpu_source() -> str | None:
+    """The C of `run_read()` (bcc's modules), or None as oncpu_offset() says."""
+    at = oncpu_offset()
+    return None if at is None else _MARK % {"at": at}

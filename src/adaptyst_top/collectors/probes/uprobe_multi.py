@@ -147,14 +147,22 @@ class MultiLinks:
     they push carry the stack pointer so that the second sighting is not counted
     (bpf_program.py)."""
 
-    def __init__(self, bpf: Any, path: str, entry_fn: str, ret_fn: str) -> None:
-        from bcc import BPF  # type: ignore[import-not-found]
-
+    def __init__(self, path: str, entry_fd: int, ret_fd: int) -> None:
+        """ENTRY_FD, RET_FD: the programs, loaded as BPF_TRACE_UPROBE_MULTI."""
         self.path = path
-        self._entry_fd = bpf.load_func(entry_fn, BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
-        self._ret_fd = bpf.load_func(ret_fn, BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
+        self._entry_fd = entry_fd
+        self._ret_fd = ret_fd
         self._links: dict[int, _PidLinks] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def of_bcc(cls, bpf: Any, path: str, entry_fn: str, ret_fn: str) -> MultiLinks:
+        """From a module bcc compiled (its programs loaded here for multi links)."""
+        from bcc import BPF  # type: ignore[import-not-found]
+
+        entry = bpf.load_func(entry_fn, BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
+        ret = bpf.load_func(ret_fn, BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
+        return cls(path, entry, ret)
 
     def relink(self, pid: int, wanted: Mapping[int, int]) -> dict[int, str]:
         """Make PID's (-1: every process) links cover exactly WANTED (cookie -> file

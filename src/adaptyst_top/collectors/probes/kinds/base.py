@@ -90,6 +90,10 @@ class ProbeKindDef(ABC):
     # Variables of launch_env that name one thing only (the driver loads one injection
     # library): a value of the user's there is lost, and the user is told.
     exclusive_env: ClassVar[tuple[str, ...]] = ()
+    # Its program compiled with the package (`kinds/<name>.bpf.c` -> `.bpf.o`, loaded by
+    # libbpf: module_object.py), its plan's fn names mapped onto that object's programs
+    # with the slot as attach cookie; None: bcc compiles bpf_program.py's C for it.
+    bpf_object: ClassVar[str | None] = None
 
     @abstractmethod
     def parse(self, spec: str, rest: str, body_start: int, key: Key) -> ProbeSpec:

@@ -48,6 +48,7 @@ class Uprobe(ProbeKindDef):
         why_no_retval=None,
         at_in_names=True,
     )
+    bpf_object = "uprobe.bpf.o"
     calibration = (
         CalibrationCase(ov.EMULATED, "push", "uprobe:{bin}:cal_push", 40000),
         CalibrationCase(ov.SINGLESTEP, "lea", "uprobe:{bin}:cal_lea", 6000),

@@ -1,0 +1,268 @@
+/* A probe module's maps and interval logic, compiled once with the package (CO-RE: no
+ * kernel headers, no compiler on the node). Each kind's program (kinds/<kind>.bpf.c)
+ * includes this and adds its entry points; the attach cookie tells which probe fired.
+ * What varies per module (whose processes count, kernel offsets, map sizes) is set by
+ * user space before load: `cfg` below and each map's max_entries and flags.
+ * bpf_program.py keeps the same constants and layouts for the Python side. */
+#ifndef ADAPTYST_MODULE_H
+#define ADAPTYST_MODULE_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <asm/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+typedef __u8 u8;
+typedef __u32 u32;
+typedef __u64 u64;
+typedef __s64 s64;
+
+#define KEYLEN 32
+#define MAX_DEPTH 16
+#define SUB 16
+#define SUB_BITS 4
+#define ID_WORDS 8
+
+enum { KEY_NONE = 0, KEY_INT = 1, KEY_STR = 2, KEY_PTR = 3 };
+enum { ARG_AUTO = 0, ARG_INT = 1, ARG_STR = 2 };
+enum { ERR_MAP_FULL = 0, ERR_TOO_DEEP = 1, ERR_NO_ENTRY = 2, ERR_BAD_COUNT = 3, ERR_BAD_TIME = 4,
+       NERRORS = 5 };
+
+/* Set before load (read-only data: the verifier prunes what a module does not use). */
+struct module_config {
+    u32 confined;       /* 1: hits count only in uid's processes while they are theirs */
+    u32 uid;
+    u32 task_mm, mm_flags, task_cred, ids_at, cred_caps;   /* kernel offsets (BTF) */
+    u32 id_gid, id_euid, id_suid, id_egid, id_sgid;        /* u32 words from ids_at */
+    u32 oncpu;          /* 1: measure each call's on-CPU time */
+    u32 oncpu_at;       /* task_struct: se.exec_start, se.sum_exec_runtime side by side */
+    u32 keyed;          /* 1: a slot's key comes from slot_cfg */
+    u32 pad;
+};
+const volatile struct module_config cfg = {};
+
+struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
+struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; u64 oncpu; };
+struct hkey { struct skey k; u32 bucket; u32 pad; };
+struct tkey { u64 tid; u32 chain; u32 pad; };
+struct frame { u64 ts; u64 sp; u64 se[2]; u32 cpu; u32 pad; struct skey k; };
+struct stack { u32 depth; u32 over; struct frame f[MAX_DEPTH]; };
+/* A keyed slot: its @argN (1..6; 0: none), how it is read, and whether @retval. */
+struct slot_cfg { u32 arg; u32 arg_type; u32 retval; u32 pad; };
+
+/* max_entries and flags of each are set per module before load. */
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct skey); __type(value, struct stat);
+         __uint(max_entries, 1); } stats SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct hkey); __type(value, u64);
+         __uint(max_entries, 1); } hist SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct tkey); __type(value, struct stack);
+         __uint(max_entries, 16384); __uint(map_flags, BPF_F_NO_PREALLOC); } stacks SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, struct stack);
+         __uint(max_entries, 1); } stack_init SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, NERRORS); } errors SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u8);
+         __uint(max_entries, 1); } gate SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, struct slot_cfg);
+         __uint(max_entries, 1); } slots SEC(".maps");
+
+static __always_inline int theirs(void) {
+    if (!cfg.confined) return 1;
+    if ((u32)bpf_get_current_uid_gid() != cfg.uid) return 0;
+    char *task = (char *)bpf_get_current_task();
+    char *mm = 0;
+    u64 flags = 0;
+    if (bpf_probe_read_kernel(&mm, sizeof(mm), task + cfg.task_mm) || !mm) return 0;
+    if (bpf_probe_read_kernel(&flags, sizeof(flags), mm + cfg.mm_flags)) return 0;
+    if ((flags & 3) != 1) return 0;  /* SUID_DUMP_USER */
+    /* With fs.suid_dumpable=1 a setuid, setgid or file-capability exec stays dumpable:
+       its ids and capabilities tell it. uid..fsgid are one read (contiguous in cred). */
+    char *cred = 0;
+    u32 ids[ID_WORDS] = {};
+    u64 caps = 0;
+    if (bpf_probe_read_kernel(&cred, sizeof(cred), task + cfg.task_cred) || !cred) return 0;
+    if (bpf_probe_read_kernel(ids, sizeof(ids), cred + cfg.ids_at)) return 0;
+    if (bpf_probe_read_kernel(&caps, sizeof(caps), cred + cfg.cred_caps)) return 0;
+    u32 uid = cfg.uid;
+    return ids[cfg.id_euid & (ID_WORDS - 1)] == uid && ids[cfg.id_suid & (ID_WORDS - 1)] == uid
+        && ids[cfg.id_egid & (ID_WORDS - 1)] == ids[cfg.id_gid & (ID_WORDS - 1)]
+        && ids[cfg.id_sgid & (ID_WORDS - 1)] == ids[cfg.id_gid & (ID_WORDS - 1)] && caps == 0;
+}
+
+/* se: exec_start, sum_exec_runtime of the current thread (oncpu.py says why). */
+static __always_inline void run_read(u64 *se) {
+    se[0] = 0; se[1] = 0;
+    if (!cfg.oncpu) return;
+    char *task = (char *)bpf_get_current_task();
+    if (bpf_probe_read_kernel(se, 16, task + cfg.oncpu_at)) { se[0] = 0; se[1] = 0; }
+}
+
+static __always_inline int gated(u32 slot) {
+    u8 *g = bpf_map_lookup_elem(&gate, &slot);
+    return g && *g;
+}
+
+static __always_inline void count_error(u32 i) {
+    u64 *e = bpf_map_lookup_elem(&errors, &i);
+    if (e) __sync_fetch_and_add(e, 1);
+}
+
+static __always_inline u32 log2_u64(u64 v) {
+    u32 r = 0;
+    if (v >> 32) { v >>= 32; r += 32; }
+    if (v >> 16) { v >>= 16; r += 16; }
+    if (v >> 8)  { v >>= 8;  r += 8; }
+    if (v >> 4)  { v >>= 4;  r += 4; }
+    if (v >> 2)  { v >>= 2;  r += 2; }
+    if (v >> 1)  { r += 1; }
+    return r;
+}
+
+static __always_inline u32 bucket_of(u64 v) {
+    if (v < SUB) return (u32)v;
+    u32 e = log2_u64(v);
+    return SUB * (e - SUB_BITS + 1) + (u32)((v >> (e - SUB_BITS)) & (SUB - 1));
+}
+
+static __always_inline struct stat *stat_of(struct skey *k) {
+    struct stat *s = bpf_map_lookup_elem(&stats, k);
+    if (s) return s;
+    struct stat zero = {};
+    zero.min = ~0ULL;
+    bpf_map_update_elem(&stats, k, &zero, BPF_NOEXIST);
+    return bpf_map_lookup_elem(&stats, k);
+}
+
+/* The count goes last: a reader that sees a hit counted sees its time and bucket too. */
+static __always_inline void record(struct skey *k, u64 delta, u64 oncpu, int latency) {
+    struct stat *s = stat_of(k);
+    if (!s) { count_error(ERR_MAP_FULL); return; }
+    if (latency) {
+        __sync_fetch_and_add(&s->sum, delta);
+        if (cfg.oncpu) __sync_fetch_and_add(&s->oncpu, oncpu);
+        /* min/max races between CPUs only lose an extreme by one sample; counts stay exact */
+        if (delta < s->min) s->min = delta;
+        if (delta > s->max) s->max = delta;
+        struct hkey h = {};
+        h.k = *k;
+        h.bucket = bucket_of(delta);
+        u64 *c = bpf_map_lookup_elem(&hist, &h);
+        if (!c) {
+            u64 hz = 0;
+            /* NOEXIST: of two CPUs making the same bucket, one counts it */
+            if (bpf_map_update_elem(&hist, &h, &hz, BPF_NOEXIST) == 0)
+                __sync_fetch_and_add(&s->buckets, 1);
+            c = bpf_map_lookup_elem(&hist, &h);
+        }
+        if (c) __sync_fetch_and_add(c, 1); else count_error(ERR_MAP_FULL);
+    }
+    __sync_fetch_and_add(&s->count, 1);
+}
+
+static __always_inline struct stack *thread_stack(u32 chain, int create) {
+    struct tkey t = {};
+    t.tid = bpf_get_current_pid_tgid();
+    t.chain = chain;
+    struct stack *st = bpf_map_lookup_elem(&stacks, &t);
+    if (st || !create) return st;
+    u32 z = 0;
+    struct stack *init = bpf_map_lookup_elem(&stack_init, &z);
+    if (!init) return 0;
+    bpf_map_update_elem(&stacks, &t, init, BPF_ANY);
+    st = bpf_map_lookup_elem(&stacks, &t);
+    if (!st) count_error(ERR_MAP_FULL);
+    return st;
+}
+
+/* A user-space address: above the first 64 KiB, below x86-64's 47-bit user half. */
+#define USER_PTR(v) ((v) >= 0x10000 && (v) < (1ULL << 47))
+/* ip: where the probe fired: places the target's binary, read for a string when the
+ * process is gone before its read. */
+static __always_inline void key_from_value(struct skey *k, u64 v, int type, u64 ip) {
+    long n = -1;
+    if (type != ARG_INT && USER_PTR(v)) {
+        n = bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v);
+        if (n > 1 || (n == 1 && type == ARG_STR)) { k->kind = KEY_STR; return; }
+        __builtin_memset(k->str, 0, sizeof(k->str));
+    }
+    if ((type == ARG_STR && USER_PTR(v)) || (type == ARG_AUTO && n < 0 && USER_PTR(v))) {
+        /* Not readable here (a page not faulted in yet): user space reads it. */
+        u32 tgid = bpf_get_current_pid_tgid() >> 32;
+        k->kind = KEY_PTR;
+        k->num = v;
+        __builtin_memcpy(k->str, &tgid, sizeof(tgid));
+        __builtin_memcpy(k->str + 8, &ip, sizeof(ip));
+        return;
+    }
+    k->kind = KEY_INT;
+    k->num = v;
+}
+
+/* sp: the stack pointer at a function's entry (0 for USDT). The same call seen again at
+ * the same sp (a second link, a return never seen) restarts the frame on top. */
+static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
+    if (!theirs() || gated(k->slot)) return 0;
+    struct stack *st = thread_stack(chain, 1);
+    if (!st) return 0;
+    u32 depth = st->depth;
+    if (sp && depth > 0 && depth <= MAX_DEPTH && !st->over) {
+        struct frame *top = &st->f[(depth - 1) & (MAX_DEPTH - 1)];
+        if (top->sp == sp && top->k.slot == k->slot) {
+            run_read(top->se);
+            top->cpu = bpf_get_smp_processor_id();
+            top->ts = bpf_ktime_get_ns();
+            return 0;
+        }
+    }
+    if (depth >= MAX_DEPTH) { st->over++; count_error(ERR_TOO_DEEP); return 0; }
+    struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
+    fr->k = *k;
+    fr->sp = sp;
+    st->depth = depth + 1;
+    run_read(fr->se);
+    fr->cpu = bpf_get_smp_processor_id();
+    fr->ts = bpf_ktime_get_ns();   /* last: the probe's own work before this stays outside */
+    return 0;
+}
+
+#define NO_SLOT 0xffffffff
+static __always_inline void no_entry(void) {
+    if (theirs()) count_error(ERR_NO_ENTRY);
+}
+/* bpf_program.py's pop_frame_as says what each argument means. */
+static __always_inline int pop_frame_as(u32 chain, u32 slot, u64 ret_sp, int by_ret, u64 rv,
+                                        int type, u64 ip) {
+    u64 now = bpf_ktime_get_ns();
+    u64 se[2];
+    run_read(se);
+    struct stack *st = thread_stack(chain, 0);
+    if (!st || st->depth == 0) { no_entry(); return 0; }
+    if (st->over) { st->over--; return 0; }
+    u32 depth = st->depth - 1;
+    if (depth >= MAX_DEPTH) return 0;
+    struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
+    if (slot != NO_SLOT && fr->k.slot != slot) { no_entry(); return 0; }
+    if (ret_sp && fr->sp && fr->sp + 8 != ret_sp) { no_entry(); return 0; }
+    st->depth = depth;
+    if (slot == NO_SLOT && !theirs()) return 0;
+    struct skey k = fr->k;
+    if (by_ret) key_from_value(&k, rv, type, ip);
+    u64 delta = now - fr->ts;
+    s64 oncpu = (s64)(se[1] - se[0]) - (s64)(fr->se[1] - fr->se[0]) + (s64)delta;
+    if (fr->cpu != bpf_get_smp_processor_id()) oncpu = (s64)(se[1] - fr->se[1]);
+    if (oncpu < 0) oncpu = 0;
+    if (oncpu > (s64)delta) oncpu = delta;
+    if (gated(k.slot)) return 0;
+    record(&k, delta, (u64)oncpu, 1);
+    return 0;
+}
+
+static __always_inline struct slot_cfg *slot_of(u32 slot) {
+    if (!cfg.keyed) return 0;
+    return bpf_map_lookup_elem(&slots, &slot);
+}
+
+char LICENSE[] SEC("license") = "GPL";
+
+#endif

@@ -1,0 +1,45 @@
+/* uprobe: each function's entry-to-return latency. One entry and one return program
+ * serve every function of the module: the attach cookie is the function's slot. The
+ * multi-link pair is the same code, loaded for the kernel's multi-uprobe links. */
+#include "../bpf/module.h"
+
+static __always_inline u64 arg_of(struct pt_regs *ctx, u32 n) {
+    /* x86-64: the first six integer arguments are in registers. Read through a helper:
+     * a switch of context loads is merged by clang into one the verifier refuses. */
+    u64 v = 0;
+    long at = -1;
+    switch (n) {
+    case 1: at = __builtin_offsetof(struct pt_regs, rdi); break;
+    case 2: at = __builtin_offsetof(struct pt_regs, rsi); break;
+    case 3: at = __builtin_offsetof(struct pt_regs, rdx); break;
+    case 4: at = __builtin_offsetof(struct pt_regs, rcx); break;
+    case 5: at = __builtin_offsetof(struct pt_regs, r8); break;
+    case 6: at = __builtin_offsetof(struct pt_regs, r9); break;
+    }
+    if (at >= 0) bpf_probe_read_kernel(&v, sizeof(v), (char *)ctx + at);
+    return v;
+}
+
+static __always_inline int entry(struct pt_regs *ctx) {
+    struct skey k = {};
+    k.slot = (u32)bpf_get_attach_cookie(ctx);
+    struct slot_cfg *c = slot_of(k.slot);
+    if (c && c->arg)
+        key_from_value(&k, arg_of(ctx, c->arg), c->arg_type, PT_REGS_IP(ctx));
+    return push_frame(0, &k, PT_REGS_SP(ctx));
+}
+
+static __always_inline int ret(struct pt_regs *ctx) {
+    u32 slot = (u32)bpf_get_attach_cookie(ctx);
+    struct slot_cfg *c = slot_of(slot);
+    if (c && c->retval)
+        return pop_frame_as(0, slot, PT_REGS_SP(ctx), 1, PT_REGS_RC(ctx), c->arg_type,
+                            PT_REGS_IP(ctx));
+    return pop_frame_as(0, slot, PT_REGS_SP(ctx), 0, 0, 0, 0);
+}
+
+SEC("uprobe") int at_entry(struct pt_regs *ctx) { return entry(ctx); }
+SEC("uretprobe") int at_return(struct pt_regs *ctx) { return ret(ctx); }
+/* Loaded as BPF_TRACE_UPROBE_MULTI when the module's functions share links. */
+SEC("uprobe") int at_multi(struct pt_regs *ctx) { return entry(ctx); }
+SEC("uretprobe") int at_multi_ret(struct pt_regs *ctx) { return ret(ctx); }
