@@ -122,9 +122,9 @@ def test_descendants_and_threads(workload: Workload) -> None:
 
 
 def follower_programs() -> int:
-    """This run's follower programs loaded now (named after their tracepoints, sched__sched_
-    process_*, cut to the kernel's 15 characters; another monitor's are not counted)."""
-    return programs_held_by_us("sched__sched_pr")
+    """This run's follower programs loaded now (bpf/follow.bpf.c's follow_fork, _exec,
+    _exit; another monitor's are not counted)."""
+    return sum(programs_held_by_us(f"follow_{e}") for e in ("fork", "exec", "exit"))
 
 
 def test_close_wakes_the_poll_at_once_and_unloads_the_programs() -> None:

@@ -117,7 +117,7 @@ class ProbeEngine:
         self.state = EngineState()
         self.processes = Scope(self.state, pid, scope, admit, scope_name)
         self.attacher = Attacher(self.state, self.processes)
-        self.watch = ScopeWatch(self.state, self.processes, self.attacher, owner, command_path)
+        self.watch = ScopeWatch(self.state, self.processes, self.attacher, command_path)
         self.bpf_stats = ov.BpfStats()
         self.bpf_stats_on = self.bpf_stats.available()
         self._last_read: float | None = None

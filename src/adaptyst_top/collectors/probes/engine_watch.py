@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Hashable
 
 from adaptyst_top.collectors.probes.engine_attach import Attacher
 from adaptyst_top.collectors.probes.engine_scope import Scope
@@ -23,21 +22,19 @@ from adaptyst_top.system.targets import TargetError, mapped_files, pid_alive, pr
 
 
 class ScopeWatch:
-    """OWNER: whose turn at the compiler the follower's program takes; COMMAND_PATH: the
-    launched command (its exec from the Python gate is not an exec of the target)."""
+    """COMMAND_PATH: the launched command (its exec from the Python gate is not an exec
+    of the target)."""
 
     def __init__(
         self,
         state: EngineState,
         scope: Scope,
         attacher: Attacher,
-        owner: Hashable,
         command_path: str | None,
     ) -> None:
         self.state = state
         self.scope = scope
         self.attacher = attacher
-        self.owner = owner
         self.command_path = command_path
         self.follower: ProcessFollower | None = None
         self._main_gone_told = False
@@ -49,8 +46,8 @@ class ScopeWatch:
         before any probe attaches)."""
         st = self.state
         try:
-            follower = ProcessFollower(self.scope.pids(), self._on_event, self.owner)
-        except Exception as exc:  # bcc raises plain Exception (no tracefs, say)
+            follower = ProcessFollower(self.scope.pids(), self._on_event)
+        except Exception as exc:  # no BTF, no libbpf, a kernel that refuses
             st.warnings.append(f"children are not followed: {one_line(exc)}")
             return
         with st.lock:

@@ -20,13 +20,14 @@ import contextlib
 import ctypes
 import os
 import queue
+import struct
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import Literal
 
-from adaptyst_top.collectors.probes.bcc_extras import bcc_stderr_captured
-from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
+from adaptyst_top.collectors.probes.libbpf import BpfObject
 
 MAX_FOLLOWED = 65536
 # How long a poll waits when nothing happens. close() wakes it at once (_wake_poll), so
@@ -42,43 +43,10 @@ _TRUE = "/bin/true"
 EventKind = Literal["fork", "exec", "exit"]
 _KINDS: tuple[EventKind, ...] = ("fork", "exec", "exit")
 
-_SOURCE = r"""
-BPF_HASH(followed, u32, u8, %(max)d);
-BPF_RINGBUF_OUTPUT(events, 16);
-struct event { u32 kind; u32 pid; u32 parent; };
-
-static __always_inline void tell(u32 kind, u32 pid, u32 parent) {
-    struct event e = {kind, pid, parent};
-    events.ringbuf_output(&e, sizeof(e), 0);
-}
-
-/* In the parent's context: a new thread of a followed process lands here too, and is
- * followed (harmless: user space drops what is not a process). */
-TRACEPOINT_PROBE(sched, sched_process_fork) {
-    u32 parent = bpf_get_current_pid_tgid() >> 32;
-    if (!followed.lookup(&parent)) return 0;
-    u32 child = args->child_pid;
-    u8 one = 1;
-    followed.update(&child, &one);
-    tell(0, child, parent);
-    return 0;
-}
-
-TRACEPOINT_PROBE(sched, sched_process_exec) {
-    u32 tgid = bpf_get_current_pid_tgid() >> 32;
-    if (followed.lookup(&tgid)) tell(1, tgid, 0);
-    return 0;
-}
-
-TRACEPOINT_PROBE(sched, sched_process_exit) {
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tid = id, tgid = id >> 32;
-    if (!followed.lookup(&tid)) return 0;
-    followed.delete(&tid);
-    if (tid == tgid) tell(2, tgid, 0);
-    return 0;
-}
-"""
+# The program (bpf/follow.bpf.c), compiled with the package.
+_OBJECT = Path(__file__).resolve().parent / "bpf" / "follow.bpf.o"
+_PROGRAMS = ("follow_fork", "follow_exec", "follow_exit")
+_EVENT = struct.Struct("<III")  # struct event { u32 kind; u32 pid; u32 parent; }
 
 
 @dataclass(frozen=True)
@@ -100,19 +68,22 @@ class ProcessFollower:
         self,
         pids: Iterable[int],
         on_event: Callable[[ProcessEvent], None],
-        owner: Hashable = None,
     ) -> None:
-        from bcc import BPF  # type: ignore[import-not-found]
-
-        # Its compilation is the session owner's turn, as theirs: one user's many
-        # sessions take turns with another user's one, never ahead of it.
-        with COMPILE_TURNS.turn(owner), bcc_stderr_captured():
-            self._bpf: Any = BPF(text=_SOURCE % {"max": MAX_FOLLOWED})
+        obj = BpfObject(str(_OBJECT), _PROGRAMS, {"followed": (ctypes.c_uint, ctypes.c_ubyte)})
+        try:
+            obj.size_map("followed", MAX_FOLLOWED)
+            obj.select(dict.fromkeys(_PROGRAMS))
+            obj.load()
+            self._map = obj["followed"]
+            for pid in pids:
+                self.add(pid)
+            obj.attach_all()
+            self._ring = obj.ring_buffer("events", self._callback)
+        except BaseException:
+            obj.cleanup()
+            raise
+        self._bpf = obj
         self._on_event = on_event
-        self._map = self._bpf["followed"]
-        for pid in pids:
-            self.add(pid)
-        self._bpf["events"].open_ring_buffer(self._callback)
         self._stop = threading.Event()
         self._events: queue.SimpleQueue[ProcessEvent | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._poll, name="process-follower", daemon=True)
@@ -127,15 +98,16 @@ class ProcessFollower:
         with contextlib.suppress(KeyError):
             del self._map[ctypes.c_uint(pid)]
 
-    def _callback(self, _ctx: Any, data: Any, _size: int) -> None:
-        e = self._bpf["events"].event(data)
-        self._events.put(ProcessEvent(_KINDS[e.kind], int(e.pid), int(e.parent)))
+    def _callback(self, data: bytes) -> None:
+        kind, pid, parent = _EVENT.unpack_from(data)
+        if kind < len(_KINDS):
+            self._events.put(ProcessEvent(_KINDS[kind], pid, parent))
 
     def _poll(self) -> None:
         while not self._stop.is_set():
-            self._bpf.ring_buffer_poll(POLL_MS)
-        with COMPILE_TURNS.teardown(), contextlib.suppress(Exception):
-            self._bpf.cleanup()  # here: never while a poll runs, nor a compilation
+            self._ring.poll(POLL_MS)
+        with contextlib.suppress(Exception):
+            self._bpf.cleanup()  # here: never while a poll runs
 
     def _hand_on(self) -> None:
         while (event := self._events.get()) is not None:
@@ -163,7 +135,7 @@ class ProcessFollower:
         me = os.getpid()
         try:
             self.add(me)
-        except Exception:  # bcc's error for a full map: the poll ends at its timeout
+        except Exception:  # a full map: the poll ends at its timeout
             return
         try:
             child = os.posix_spawn(_TRUE, [_TRUE], {})
