@@ -13,9 +13,8 @@ import re
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from adaptyst_top.placement.learned_advisor import LearnedAdvisor
 from adaptyst_top.system.private_files import (
     UnsafePathError,
     cache_dir,
@@ -24,6 +23,9 @@ from adaptyst_top.system.private_files import (
     write_private,
 )
 from adaptyst_top.system.process_names import app_name, process_name
+
+if TYPE_CHECKING:  # the advisor's numpy, imported when it starts
+    from adaptyst_top.placement.learned_advisor import LearnedAdvisor
 
 VERSION = 2  # 1 kept the advisor's models: not read since the learner replaced it
 DIR_ENV = "ADAPTYST_TOP_MODELS"  # another folder for them (the tests use their own)

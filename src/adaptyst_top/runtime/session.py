@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
@@ -27,10 +27,6 @@ from adaptyst_top.collectors.probes.overhead import CostTable
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
 from adaptyst_top.collectors.profile.profiler import LocalCounts, Profiler
-from adaptyst_top.placement import device_priors as dp
-from adaptyst_top.placement.control import ControlServer
-from adaptyst_top.placement.learned_advisor import LearnedAdvisor
-from adaptyst_top.placement.loop import PlacementLoop
 from adaptyst_top.runtime.agent_client import (
     AgentConnection,
     AgentHub,
@@ -41,13 +37,15 @@ from adaptyst_top.runtime.agent_client import (
 from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.command_env import held_command
 from adaptyst_top.runtime.job_watch import JobWatch
-from adaptyst_top.runtime.model_store import app_of, kept_models
 from adaptyst_top.runtime.python_control import PythonControl
 from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.snapshot import CommandState, DeviceReading, Snapshot
 from adaptyst_top.system.launcher import HeldCommand, LaunchError
 from adaptyst_top.system.slurm_jobs import JobError, JobScan
 from adaptyst_top.system.targets import TargetError, check_pid
+
+if TYPE_CHECKING:  # imported when the advisor starts: numpy costs a launch 80 ms
+    from adaptyst_top.placement.loop import PlacementLoop
 
 
 class SessionError(RuntimeError):
@@ -406,6 +404,12 @@ def _held_command(
 def start_placement(opts: SessionOptions, readings: Sequence[DeviceReading]) -> PlacementLoop:
     """The advisor (opts.advisor: its objective) over this node's execution targets, in
     the mode asked, and the control channel."""
+    from adaptyst_top.placement import device_priors as dp
+    from adaptyst_top.placement.control import ControlServer
+    from adaptyst_top.placement.learned_advisor import LearnedAdvisor
+    from adaptyst_top.placement.loop import PlacementLoop
+    from adaptyst_top.runtime.model_store import app_of, kept_models
+
     targets = [r.id for r in readings if r.kind in ("cpu", "opencl")]
     if any(r.kind == "gpu" and r.id.startswith("gpu:") for r in readings):
         targets.append("cuda")

@@ -1,9 +1,9 @@
 """The installed version, for every command's --version."""
 
-from importlib.metadata import PackageNotFoundError, version
-
 
 def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("adaptyst-top")
     except PackageNotFoundError:  # running from a source tree without an install

@@ -4,6 +4,7 @@ NVML/amdgpu device by PCI bus id. The placement advisor chooses between these.""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from adaptyst_top.collectors.devices.opencl_inventory import (
@@ -27,18 +28,37 @@ def physical_id(dev: OpenCLDevice, physical: list[DeviceReading]) -> str | None:
 
 
 class OpenCLCollector:
-    """Lists devices once (enumeration is slow), in a child process; each read copies
-    the mapped device's utilisation and power, saying where they come from."""
+    """Lists devices once (enumeration is slow), in a child process, while the rest
+    starts (a launched command does not wait for it: 0.18 s here); the first look at
+    `devices` waits for the list. Each read copies the mapped device's utilisation and
+    power, saying where they come from."""
 
     def __init__(
         self, lister: Callable[[], list[OpenCLDevice]] = list_opencl_devices_apart
     ) -> None:
+        self._devices: list[OpenCLDevice] = []
+        self._reason = ""
+        self._listed = threading.Event()
+        self._lister = lister
+        threading.Thread(target=self._list, name="opencl-list", daemon=True).start()
+
+    def _list(self) -> None:
         try:
-            self.devices = lister()
-            self.reason = ""
+            self._devices = self._lister()
         except Exception as exc:  # a device list is never worth a monitor that won't start
-            self.devices = []
-            self.reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            self._reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        finally:
+            self._listed.set()
+
+    @property
+    def devices(self) -> list[OpenCLDevice]:
+        self._listed.wait()
+        return self._devices
+
+    @property
+    def reason(self) -> str:
+        self._listed.wait()
+        return self._reason
 
     def read(self, physical: list[DeviceReading]) -> list[DeviceReading]:
         by_id = {p.id: p for p in physical}

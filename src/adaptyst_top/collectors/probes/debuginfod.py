@@ -14,7 +14,6 @@ import contextlib
 import os
 import re
 import tempfile
-import urllib.request
 from pathlib import Path
 
 from adaptyst_top.system.private_files import UnsafePathError, check_private_dir, private_dir
@@ -90,6 +89,8 @@ def fetch(build_id: str) -> str | None:
 
 
 def _download(url: str, root: Path, build_id: str, timeout: float, limit: int) -> str | None:
+    import urllib.request  # here: http.client costs every launch 18 ms otherwise
+
     fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{build_id}.")
     try:
         with os.fdopen(fd, "wb") as out:
