@@ -38,7 +38,8 @@ class _Version(argparse.Action):
     """--version, asking importlib.metadata (26 ms) only when it is given."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kw: Any) -> None:
-        parser.exit(0, f"{parser.prog} {package_version()}\n")
+        print(f"{parser.prog} {package_version()}")  # stdout, as argparse's own action
+        parser.exit(0)
 
 
 def add_version(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ that falls inside a measured interval. Results are cached per boot.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
@@ -28,6 +29,7 @@ from adaptyst_top.collectors.probes.helper_build import (
 )
 from adaptyst_top.collectors.probes.keys import NO_STATS
 from adaptyst_top.collectors.probes.kinds import calibration_cases
+from adaptyst_top.collectors.probes.module_object import KINDS
 from adaptyst_top.collectors.probes.oncpu import oncpu_source
 
 # (class, calib function, spec suffix, calls), each kind's own cases.
@@ -51,9 +53,13 @@ def build_calibrator(directory: Path | None = None) -> Path:
 
 
 def _cache_key() -> str:
-    # The programs measured: the shared code, and the on-CPU reads where the kernel has them.
-    programs = PRELUDE + (oncpu_source() or "")
-    return boot_key(programs.encode(), helper_source("calibrate"))
+    # The programs measured: the shared code bcc compiles, the precompiled objects, and
+    # the on-CPU reads where the kernel has them.
+    programs = (PRELUDE + (oncpu_source() or "")).encode()
+    for obj in sorted(KINDS.glob("*.bpf.o")):
+        with contextlib.suppress(OSError):
+            programs += obj.read_bytes()
+    return boot_key(programs, helper_source("calibrate"))
 
 
 def load_cached() -> ov.CostTable | None:

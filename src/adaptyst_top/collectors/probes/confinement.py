@@ -4,6 +4,7 @@ the C of `theirs()`, which every entry asks first, and the kernel offsets it rea
 
 from __future__ import annotations
 
+import ctypes as ct
 from dataclasses import asdict, dataclass
 
 from adaptyst_top.collectors.probes.kernel_btf import member_offset
@@ -79,3 +80,37 @@ class Confinement:
 
 def theirs_source(confine: Confinement | None) -> str:
     return ANYONES if confine is None else THEIRS % asdict(confine)
+
+
+_CONFIG_FIELDS = (
+    "confined",
+    "uid",
+    "task_mm",
+    "mm_flags",
+    "task_cred",
+    "ids_at",
+    "cred_caps",
+    "id_gid",
+    "id_euid",
+    "id_suid",
+    "id_egid",
+    "id_sgid",
+)
+
+
+class ConfineConfig(ct.Structure):
+    """`struct confine_config` of bpf/theirs.h: a precompiled program's read-only part
+    that says whose processes count."""
+
+    _fields_ = [(n, ct.c_uint32) for n in _CONFIG_FIELDS]
+
+
+def confine_config(confine: Confinement | None) -> ConfineConfig:
+    c = ConfineConfig()
+    if confine is not None:
+        c.confined, c.uid = 1, confine.uid
+        c.task_mm, c.mm_flags, c.task_cred = confine.task_mm, confine.mm_flags, confine.task_cred
+        c.ids_at, c.cred_caps = confine.ids_at, confine.cred_caps
+        c.id_gid, c.id_euid, c.id_suid = confine.gid, confine.euid, confine.suid
+        c.id_egid, c.id_sgid = confine.egid, confine.sgid
+    return c

@@ -79,6 +79,7 @@ def lib() -> Any:
         "bpf_map_lookup_batch": (i, [i, p, p, p, p, p, p]),
         "libbpf_set_print": (p, [_PRINT_FN]),
         "bpf_program__attach": (p, [p]),
+        "bpf_program__attach_perf_event": (p, [p, i]),
         "ring_buffer__new": (p, [i, RING_SAMPLE_FN, p, p]),
         "ring_buffer__poll": (i, [p, i]),
         "ring_buffer__free": (None, [p]),
@@ -283,10 +284,35 @@ class BpfObject:
     def attach_all(self) -> None:
         """Every loaded program where its section says (a tracepoint's name)."""
         for name in self.funcs:
-            link = self._lib.bpf_program__attach(self._prog(name))
-            if not link:
-                raise _fail(f"cannot attach {name}")
-            self._links[("auto", name)] = int(link)
+            self.attach_program(name)
+
+    def attach_program(self, name: str) -> None:
+        """Program NAME where its section says."""
+        link = self._lib.bpf_program__attach(self._prog(name))
+        if not link:
+            raise _fail(f"cannot attach {name}")
+        self._links[("auto", name)] = int(link)
+
+    def attach_cpu_clock(self, fn_name: str, hz: int) -> None:
+        """FN_NAME on every online CPU's software CPU clock at HZ samples a second (what
+        `perf record -F HZ` opens); detach_cpu_clock() undoes it."""
+        prog = self._prog(fn_name)
+        try:
+            for cpu in online_cpus():
+                pfd = _perf_open_cpu_clock(hz, cpu)
+                link = self._lib.bpf_program__attach_perf_event(prog, pfd)
+                if not link:
+                    err = _fail(f"cannot attach {fn_name} on CPU {cpu}")
+                    os.close(pfd)
+                    raise err
+                self._links[("clock", cpu)] = int(link)  # the link owns the perf fd now
+        except BaseException:
+            self.detach_cpu_clock()
+            raise
+
+    def detach_cpu_clock(self) -> None:
+        for key in [k for k in self._links if k[0] == "clock"]:
+            self._lib.bpf_link__destroy(self._links.pop(key))
 
     def ring_buffer(self, name: str, on_sample: Any) -> RingBuffer:
         """A reader of ring buffer map NAME that calls ON_SAMPLE(bytes) per record."""
@@ -337,3 +363,35 @@ class RingBuffer:
         if self._rb:
             self._lib.ring_buffer__free(self._rb)
             self._rb = None
+
+
+_NR_PERF_EVENT_OPEN = 298  # x86-64
+_PERF_TYPE_SOFTWARE, _PERF_COUNT_SW_CPU_CLOCK = 1, 0
+_PERF_ATTR_FREQ = 1 << 10  # the flags word's `freq` bit: sample_freq, not a period
+_PERF_ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5 (kernel 4.1+)
+_PERF_FLAG_FD_CLOEXEC = 8
+
+
+def _perf_open_cpu_clock(hz: int, cpu: int) -> int:
+    attr = (ct.c_uint8 * _PERF_ATTR_SIZE)()
+    ct.c_uint32.from_buffer(attr, 0).value = _PERF_TYPE_SOFTWARE
+    ct.c_uint32.from_buffer(attr, 4).value = _PERF_ATTR_SIZE
+    ct.c_uint64.from_buffer(attr, 8).value = _PERF_COUNT_SW_CPU_CLOCK
+    ct.c_uint64.from_buffer(attr, 16).value = hz  # sample_freq
+    ct.c_uint64.from_buffer(attr, 40).value = _PERF_ATTR_FREQ
+    libc = ct.CDLL(None, use_errno=True)
+    fd = int(libc.syscall(_NR_PERF_EVENT_OPEN, attr, -1, cpu, -1, _PERF_FLAG_FD_CLOEXEC))
+    if fd < 0:
+        raise _fail(f"perf_event_open on CPU {cpu}")
+    return fd
+
+
+def online_cpus(path: str = "/sys/devices/system/cpu/online") -> list[int]:
+    """The online CPUs (`0-3,6`)."""
+    with open(path) as f:
+        text = f.read().strip()
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out

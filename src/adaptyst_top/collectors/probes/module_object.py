@@ -24,7 +24,7 @@ from adaptyst_top.collectors.probes.bpf_program import (
     Slot,
     map_sizes,
 )
-from adaptyst_top.collectors.probes.confinement import Confinement
+from adaptyst_top.collectors.probes.confinement import ConfineConfig, Confinement, confine_config
 from adaptyst_top.collectors.probes.libbpf import BPF_TRACE_UPROBE_MULTI, BpfObject
 
 KINDS = Path(__file__).resolve().parent / "kinds"
@@ -72,25 +72,11 @@ class SlotCfg(ct.Structure):
 
 class ModuleConfig(ct.Structure):
     _fields_ = [
-        (n, _u32)
-        for n in (
-            "confined",
-            "uid",
-            "task_mm",
-            "mm_flags",
-            "task_cred",
-            "ids_at",
-            "cred_caps",
-            "id_gid",
-            "id_euid",
-            "id_suid",
-            "id_egid",
-            "id_sgid",
-            "oncpu",
-            "oncpu_at",
-            "keyed",
-            "pad",
-        )
+        ("confine", ConfineConfig),
+        ("oncpu", _u32),
+        ("oncpu_at", _u32),
+        ("keyed", _u32),
+        ("pad", _u32),
     ]
 
 
@@ -108,13 +94,7 @@ _ARG_TYPES = {"auto": 0, "int": 1, "str": 2}  # bpf_program.ArgType
 
 
 def config(confine: Confinement | None, oncpu_at: int | None, keyed: bool) -> ModuleConfig:
-    c = ModuleConfig()
-    if confine is not None:
-        c.confined, c.uid = 1, confine.uid
-        c.task_mm, c.mm_flags, c.task_cred = confine.task_mm, confine.mm_flags, confine.task_cred
-        c.ids_at, c.cred_caps = confine.ids_at, confine.cred_caps
-        c.id_gid, c.id_euid, c.id_suid = confine.gid, confine.euid, confine.suid
-        c.id_egid, c.id_sgid = confine.egid, confine.sgid
+    c = ModuleConfig(confine_config(confine))
     if oncpu_at is not None:
         c.oncpu, c.oncpu_at = 1, oncpu_at
     c.keyed = int(keyed)

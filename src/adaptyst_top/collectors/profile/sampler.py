@@ -15,23 +15,22 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from adaptyst_top.collectors.probes.bcc_extras import bcc_stderr_captured
-from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
-from adaptyst_top.collectors.probes.confinement import Confinement, theirs_source
+from adaptyst_top.collectors.probes.confinement import ConfineConfig, Confinement, confine_config
+from adaptyst_top.collectors.probes.libbpf import BpfObject
 from adaptyst_top.collectors.probes.overhead import prog_run_stats
 from adaptyst_top.collectors.profile.python.detect import find_python
+from adaptyst_top.collectors.profile.python.sampler_py import MAP_TYPES as PY_MAP_TYPES
 from adaptyst_top.collectors.profile.python.sampler_py import (
     MAX_PY_FRAMES,
     fill_offsets,
     register,
 )
-from adaptyst_top.collectors.profile.python.sampler_py import program_part as python_part
+from adaptyst_top.collectors.profile.python.sampler_py import VERSIONS as PY_VERSIONS
 
 STACK_BYTES = 8192  # perf record --call-graph dwarf's default copy, for comparison
-# The copy is tried at these sizes, largest first: a read that crosses the end of the
-# stack (the main thread's top lies a few KiB above a shallow sp) fails whole.
-_SIZES = (8192, 6144, 4096, 3072, 2048, 1024, 512, 0)
 PY_RECHECK_S = 0.2
 PY_EXEC_CHECK_S = 0.5  # a process found running Python: whether an exec undid that
 MAX_PY_WATCHED = 4096
@@ -40,143 +39,43 @@ ON_CPU, OFF_START, OFF_END, OFF_SAME, PY_FRAMES = 0, 1, 2, 3, 4
 _HEAD = struct.Struct("<IIQQQQII")  # pid tid ip sp bp t kind size
 HEADER_BYTES = _HEAD.size
 
-_SOURCE = r"""
-#include <uapi/linux/ptrace.h>
-#include <uapi/linux/bpf_perf_event.h>
-#include <linux/sched.h>
-
-struct event { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size;
-               u8 stack[%(stack)d]; };
-BPF_PERCPU_ARRAY(scratch, struct event, 1);
-BPF_HASH(scope, u32, u8, %(max_procs)d);        /* processes (tgid) profiled */
-BPF_HASH(offstart, u32, u64, %(max_threads)d);  /* thread -> when it left the CPU << 1 | runnable */
-BPF_HASH(lastcopy, u32, u64, %(max_threads)d);  /* thread -> its last off-CPU stack copy */
-BPF_ARRAY(lost, u64, 1);
-BPF_ARRAY(gap, u64, 1);  /* ns between two stack copies of a thread: 1 s / the rate */
-BPF_RINGBUF_OUTPUT(events, %(pages)d);
-%(theirs)s
-static __always_inline void send(struct event *e, u32 size) {
-    if (events.ringbuf_output(e, size, 0) != 0) {
-        int zero = 0;
-        u64 *n = lost.lookup(&zero);
-        if (n) __sync_fetch_and_add(n, 1);
-    }
+# The program (sampler.bpf.c, with python/frames.bpf.h), compiled with the package.
+_OBJECT = Path(__file__).resolve().parent / "sampler.bpf.o"
+_PROGRAMS = ("on_cpu", "on_switch", "on_fork", "on_exit", "py_exec")
+MAX_PROCS = 4096
+_MAP_TYPES: dict[str, tuple[Any, Any]] = {
+    "scope": (ctypes.c_uint32, ctypes.c_uint8),
+    "lost": (ctypes.c_uint32, ctypes.c_uint64),
+    "gap": (ctypes.c_uint32, ctypes.c_uint64),
+    **PY_MAP_TYPES,
 }
 
-%(python)s
 
-static __always_inline int emit(u32 kind, u64 t) {
-    int zero = 0;
-    struct event *e = scratch.lookup(&zero);
-    if (!e) return 0;
-    u64 id = bpf_get_current_pid_tgid();
-    e->pid = id >> 32; e->tid = (u32)id; e->kind = kind; e->t = t;
-    /* The user registers as the thread entered the kernel (an interrupt, a syscall). */
-    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(
-        (struct task_struct *)bpf_get_current_task_btf());
-    e->ip = regs->ip; e->sp = regs->sp; e->bp = regs->bp;
-    u64 head = sizeof(*e) - %(stack)d;
-%(copies)s
-    return 0;
-}
+class SamplerConfig(ctypes.Structure):
+    """`struct sampler_config` of sampler.bpf.c."""
 
-int on_cpu(struct bpf_perf_event_data *ctx) {
-    u32 pid = bpf_get_current_pid_tgid() >> 32;
-    if (!scope.lookup(&pid) || !theirs()) return 0;
-    u64 t = bpf_ktime_get_ns();
-    emit_py(pid, (u32)bpf_get_current_pid_tgid(), t);
-    return emit(%(on)d, t);
-}
-
-TRACEPOINT_PROBE(sched, sched_switch) {
-    u64 now = bpf_ktime_get_ns();
-    u32 next = args->next_pid;
-    u64 *st = offstart.lookup(&next);
-    if (st) {
-        u64 v = *st;
-        offstart.delete(&next);
-        struct { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size; } e = {};
-        e.tid = next; e.t = v >> 1; e.ip = now - (v >> 1); e.sp = v & 1; e.kind = %(end)d;
-        send((struct event *)&e, sizeof(e));
-    }
-    u64 id = bpf_get_current_pid_tgid();
-    u32 pid = id >> 32, tid = (u32)id;
-    if (!scope.lookup(&pid) || tid == 0 || !theirs()) return 0;
-    /* A dying thread's last switch (EXIT_DEAD, EXIT_ZOMBIE): it never comes back. */
-    if (args->prev_state & 0x30) return 0;
-    /* No state bit (TASK_REPORT's 0x7f) set: preempted, reported as 0 or TASK_REPORT_MAX. */
-    u64 v = (now << 1) | ((args->prev_state & 0x7f) == 0 ? 1 : 0);
-    offstart.update(&tid, &v);
-    /* A thread that leaves the CPU more often than HZ times a second has its stack
-     * copied at that rate: the switch-outs between say "where it last was". */
-    u64 *last = lastcopy.lookup(&tid);
-    int zero = 0;
-    u64 *g = gap.lookup(&zero);
-    if (last && g && now - *last < *g) {
-        struct { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size; } e = {};
-        e.pid = pid; e.tid = tid; e.t = now; e.kind = %(same)d;
-        send((struct event *)&e, sizeof(e));
-        return 0;
-    }
-    lastcopy.update(&tid, &now);
-    emit_py(pid, tid, now);
-    return emit(%(start)d, now);
-}
-
-TRACEPOINT_PROBE(sched, sched_process_fork) {
-    u32 parent = bpf_get_current_pid_tgid() >> 32;
-    if (!scope.lookup(&parent)) return 0;
-    u32 child = args->child_pid;
-    u8 one = 1;
-    scope.update(&child, &one);
-    return 0;
-}
-
-TRACEPOINT_PROBE(sched, sched_process_exit) {
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tid = (u32)id;
-    offstart.delete(&tid);
-    lastcopy.delete(&tid);
-    /* A process's entry, or a thread's that fork added (its tid): nothing keeps either. */
-    scope.delete(&tid);
-    return 0;
-}
-"""
+    _fields_ = [("confine", ConfineConfig), ("fsbase", ctypes.c_int64)]
 
 
-def _copies(stack: int) -> str:
-    out = []
-    for i, size in enumerate(s for s in _SIZES if s <= stack):
-        cond = "if" if i == 0 else "else if"
-        read = f"bpf_probe_read_user(e->stack, {size}, (void *)e->sp) == 0" if size else "1"
-        out.append(f"    {cond} ({read}) {{ e->size = {size}; send(e, head + {size}); }}")
-    return "\n".join(out)
-
-
-def program_source(
-    hz: int,
-    stack: int = STACK_BYTES,
-    max_procs: int = 4096,
-    confine: Confinement | None = None,
-    fsbase: int = -1,
-) -> str:
-    """CONFINE: a thread is seen only while it is that user's (agent-served sessions: a
+def load_program(confine: Confinement | None, fsbase: int) -> BpfObject:
+    """The sampler's object, sized and told whose threads count, loaded (not attached).
+    CONFINE: a thread is seen only while it is that user's (agent-served sessions: a
     setuid exec of a process in scope, or one made undumpable, is never sampled).
     FSBASE: where task_struct keeps a thread's fs base (-1: unknown; Python before 3.11
     then shows no Python frames: its threads are known by pthread_self())."""
-    return _SOURCE % {
-        "python": python_part(PY_FRAMES, fsbase, max_procs),
-        "theirs": theirs_source(confine),
-        "same": OFF_SAME,
-        "stack": stack,
-        "copies": _copies(stack),
-        "max_procs": max_procs,
-        "max_threads": 65536,
-        "pages": RING_PAGES,
-        "on": ON_CPU,
-        "start": OFF_START,
-        "end": OFF_END,
-    }
+    obj = BpfObject(str(_OBJECT), _PROGRAMS, _MAP_TYPES)
+    try:
+        obj.size_map("scope", MAX_PROCS)
+        obj.size_map("pyproc", MAX_PROCS)
+        obj.size_map("pyoffs", len(PY_VERSIONS))
+        obj.size_map("events", RING_PAGES * 4096)
+        obj.set_rodata(bytes(SamplerConfig(confine_config(confine), fsbase)))
+        obj.select(dict.fromkeys(_PROGRAMS))
+        obj.load()
+    except BaseException:
+        obj.cleanup()
+        raise
+    return obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,15 +144,11 @@ class Sampler:
         confine: Confinement | None = None,
         owner: Hashable = None,
     ) -> None:
-        from bcc import BPF, PerfSWConfig, PerfType  # type: ignore[import-not-found]
-
         self.hz = hz
         self._on_event = on_event
         self._lock = threading.Lock()
-        # bcc's compiler is one at a time in a process (the agent's users take turns);
-        # the sched tracepoints attach here.
-        with COMPILE_TURNS.turn(owner), bcc_stderr_captured():
-            self.bpf = BPF(text=program_source(hz, confine=confine, fsbase=_fsbase()))
+        del owner  # nothing compiles: loading takes no turn, whoever asks
+        self.bpf = load_program(confine, _fsbase())
         # process -> (when to look again, the wait after that, whether it was found)
         self._pythons: dict[int, tuple[float, float, bool]] = {}
         try:
@@ -261,8 +156,9 @@ class Sampler:
             scope = self.bpf["scope"]
             for pid in pids:
                 scope[ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
-            self.bpf["events"].open_ring_buffer(self._take)
-            self._clock = {"ev_type": PerfType.SOFTWARE, "ev_config": PerfSWConfig.CPU_CLOCK}
+            self._ring = self.bpf.ring_buffer("events", self._take)
+            for name in _PROGRAMS[1:]:  # the tracepoints; the clock is opened by _attach
+                self.bpf.attach_program(name)
             self._attach(hz)
         except Exception:
             self._cleanup()
@@ -288,8 +184,8 @@ class Sampler:
     def _attach(self, hz: int) -> None:
         # Every CPU, filtered by process in the program: a thread that moves or is
         # started later is sampled with no new event to open.
-        self.bpf["gap"][ctypes.c_int(0)] = ctypes.c_uint64(1_000_000_000 // hz)
-        self.bpf.attach_perf_event(**self._clock, fn_name="on_cpu", sample_freq=hz)
+        self.bpf["gap"][ctypes.c_uint32(0)] = ctypes.c_uint64(1_000_000_000 // hz)
+        self.bpf.attach_cpu_clock("on_cpu", hz)
         self.hz = hz
 
     def set_hz(self, hz: int) -> None:
@@ -297,7 +193,7 @@ class Sampler:
         opened again at that frequency."""
         with self._lock:
             if not self.closed and hz != self.hz:
-                self.bpf.detach_perf_event(**self._clock)
+                self.bpf.detach_cpu_clock()
                 self._attach(hz)
 
     def drop(self, pid: int) -> None:
@@ -307,8 +203,8 @@ class Sampler:
                 with contextlib.suppress(KeyError):
                     del self.bpf["scope"][ctypes.c_uint(pid)]
 
-    def _take(self, _ctx: object, data: int, size: int) -> None:
-        event = decode(ctypes.string_at(data, size))
+    def _take(self, data: bytes) -> None:
+        event = decode(data)
         if event is not None:
             if event.kind in (ON_CPU, OFF_START):
                 self._python(event.pid)
@@ -354,14 +250,14 @@ class Sampler:
                     register(self.bpf["pyproc"], pid, found)
 
     def poll(self, timeout_ms: int = 0) -> None:
-        self.bpf.ring_buffer_poll(timeout_ms)
+        self._ring.poll(timeout_ms)
 
     @property
     def lost(self) -> int:
         """Events dropped for a full ring buffer (the count as it was at close, after)."""
         with self._lock:
             if not self.closed:
-                self._lost = int(self.bpf["lost"][ctypes.c_int(0)].value)
+                self._lost = int(self.bpf["lost"][ctypes.c_uint32(0)].value)
             return self._lost
 
     def run_ns(self) -> tuple[float | None, float | None]:
@@ -370,8 +266,8 @@ class Sampler:
         (None until they were sampled: overhead.BpfStats)."""
         out: list[float | None] = []
         with self._lock:
-            for name in ("on_cpu", "tracepoint__sched__sched_switch"):
-                f = self.bpf.funcs.get(name.encode()) if not self.closed else None
+            for name in ("on_cpu", "on_switch"):
+                f = self.bpf.funcs.get(name) if not self.closed else None
                 run_ns, run_cnt = prog_run_stats(f.fd) if f is not None else (0, 0)
                 out.append(run_ns / run_cnt if run_cnt else None)
         return out[0], out[1]
@@ -385,5 +281,5 @@ class Sampler:
         self._cleanup()
 
     def _cleanup(self) -> None:
-        with COMPILE_TURNS.teardown(), contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):
             self.bpf.cleanup()

@@ -13,16 +13,12 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-typedef __u8 u8;
-typedef __u32 u32;
-typedef __u64 u64;
-typedef __s64 s64;
+#include "theirs.h"
 
 #define KEYLEN 32
 #define MAX_DEPTH 16
 #define SUB 16
 #define SUB_BITS 4
-#define ID_WORDS 8
 
 enum { KEY_NONE = 0, KEY_INT = 1, KEY_STR = 2, KEY_PTR = 3 };
 enum { ARG_AUTO = 0, ARG_INT = 1, ARG_STR = 2 };
@@ -31,16 +27,15 @@ enum { ERR_MAP_FULL = 0, ERR_TOO_DEEP = 1, ERR_NO_ENTRY = 2, ERR_BAD_COUNT = 3, 
 
 /* Set before load (read-only data: the verifier prunes what a module does not use). */
 struct module_config {
-    u32 confined;       /* 1: hits count only in uid's processes while they are theirs */
-    u32 uid;
-    u32 task_mm, mm_flags, task_cred, ids_at, cred_caps;   /* kernel offsets (BTF) */
-    u32 id_gid, id_euid, id_suid, id_egid, id_sgid;        /* u32 words from ids_at */
+    struct confine_config confine;   /* whose processes count (theirs.h) */
     u32 oncpu;          /* 1: measure each call's on-CPU time */
     u32 oncpu_at;       /* task_struct: se.exec_start, se.sum_exec_runtime side by side */
     u32 keyed;          /* 1: a slot's key comes from slot_cfg */
     u32 pad;
 };
 const volatile struct module_config cfg = {};
+
+static __always_inline int theirs(void) { return theirs_in(&cfg.confine); }
 
 struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
 struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; u64 oncpu; };
@@ -66,29 +61,6 @@ struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u8);
          __uint(max_entries, 1); } gate SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, struct slot_cfg);
          __uint(max_entries, 1); } slots SEC(".maps");
-
-static __always_inline int theirs(void) {
-    if (!cfg.confined) return 1;
-    if ((u32)bpf_get_current_uid_gid() != cfg.uid) return 0;
-    char *task = (char *)bpf_get_current_task();
-    char *mm = 0;
-    u64 flags = 0;
-    if (bpf_probe_read_kernel(&mm, sizeof(mm), task + cfg.task_mm) || !mm) return 0;
-    if (bpf_probe_read_kernel(&flags, sizeof(flags), mm + cfg.mm_flags)) return 0;
-    if ((flags & 3) != 1) return 0;  /* SUID_DUMP_USER */
-    /* With fs.suid_dumpable=1 a setuid, setgid or file-capability exec stays dumpable:
-       its ids and capabilities tell it. uid..fsgid are one read (contiguous in cred). */
-    char *cred = 0;
-    u32 ids[ID_WORDS] = {};
-    u64 caps = 0;
-    if (bpf_probe_read_kernel(&cred, sizeof(cred), task + cfg.task_cred) || !cred) return 0;
-    if (bpf_probe_read_kernel(ids, sizeof(ids), cred + cfg.ids_at)) return 0;
-    if (bpf_probe_read_kernel(&caps, sizeof(caps), cred + cfg.cred_caps)) return 0;
-    u32 uid = cfg.uid;
-    return ids[cfg.id_euid & (ID_WORDS - 1)] == uid && ids[cfg.id_suid & (ID_WORDS - 1)] == uid
-        && ids[cfg.id_egid & (ID_WORDS - 1)] == ids[cfg.id_gid & (ID_WORDS - 1)]
-        && ids[cfg.id_sgid & (ID_WORDS - 1)] == ids[cfg.id_gid & (ID_WORDS - 1)] && caps == 0;
-}
 
 /* se: exec_start, sum_exec_runtime of the current thread (oncpu.py says why). */
 static __always_inline void run_read(u64 *se) {

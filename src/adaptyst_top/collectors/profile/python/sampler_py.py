@@ -14,6 +14,7 @@ reads it, so the two stacks interleave.
 from __future__ import annotations
 
 import ctypes
+import ctypes as ct
 from typing import Any
 
 from adaptyst_top.collectors.profile.python.detect import PythonProcess
@@ -25,92 +26,35 @@ VERSIONS = sorted(OFFSETS)
 ENTRY_ALL, ENTRY_FLAG, ENTRY_SHIM = 0, 1, 2
 SHIM_OWNER = 3  # FRAME_OWNED_BY_CSTACK (3.12, 3.13)
 
-SOURCE = r"""
-struct pyoffs { u64 interp_head; u64 tstate_head; u64 tstate_next; u64 tstate_tid;
-                u64 tid_native; u64 tstate_frame; s64 cframe_frame; u64 frame_code;
-                u64 frame_back; u64 entry_at; u64 entry_mode; };
-struct pyproc { u64 runtime; u32 ver; u32 pad; };
-struct pyevent { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size;
-                 u64 frames[%(frames)d]; };
-BPF_ARRAY(pyoffs, struct pyoffs, %(versions)d);
-BPF_HASH(pyproc, u32, struct pyproc, %(max_procs)d);
-BPF_PERCPU_ARRAY(pyscratch, struct pyevent, 1);
 
-/* An exec replaces the interpreter (a held command's launcher was a Python too): its
- * _PyRuntime is looked for again. */
-TRACEPOINT_PROBE(sched, sched_process_exec) {
-    u32 pid = bpf_get_current_pid_tgid() >> 32;
-    pyproc.delete(&pid);
-    return 0;
+class PyOffs(ct.Structure):
+    """`struct pyoffs` of frames.bpf.h."""
+
+    _fields_ = [
+        ("interp_head", ct.c_uint64),
+        ("tstate_head", ct.c_uint64),
+        ("tstate_next", ct.c_uint64),
+        ("tstate_tid", ct.c_uint64),
+        ("tid_native", ct.c_uint64),
+        ("tstate_frame", ct.c_uint64),
+        ("cframe_frame", ct.c_int64),
+        ("frame_code", ct.c_uint64),
+        ("frame_back", ct.c_uint64),
+        ("entry_at", ct.c_uint64),
+        ("entry_mode", ct.c_uint64),
+    ]
+
+
+class PyProc(ct.Structure):
+    """`struct pyproc` of frames.bpf.h."""
+
+    _fields_ = [("runtime", ct.c_uint64), ("ver", ct.c_uint32), ("pad", ct.c_uint32)]
+
+
+MAP_TYPES: dict[str, tuple[Any, Any]] = {
+    "pyoffs": (ct.c_uint32, PyOffs),
+    "pyproc": (ct.c_uint32, PyProc),
 }
-
-static __always_inline u64 py_word(u64 addr) {
-    u64 v = 0;
-    bpf_probe_read_user(&v, sizeof(v), (void *)addr);
-    return v;
-}
-
-static __always_inline void emit_py(u32 pid, u32 tid, u64 t) {
-    struct pyproc *pp = pyproc.lookup(&pid);
-    if (!pp) return;
-    u32 ver = pp->ver;
-    struct pyoffs *o = pyoffs.lookup(&ver);
-    int zero = 0;
-    struct pyevent *e = pyscratch.lookup(&zero);
-    if (!o || !e) return;
-    u64 want = tid;
-    if (!o->tid_native) {  /* pthread_self(): the thread's fs base */
-        if (%(fsbase)d < 0) return;
-        want = 0;
-        bpf_probe_read_kernel(&want, sizeof(want),
-                              (void *)(bpf_get_current_task() + %(fsbase)d));
-    }
-    u64 interp = py_word(pp->runtime + o->interp_head);
-    u64 ts = interp ? py_word(interp + o->tstate_head) : 0;
-    u64 found = 0;
-    for (int i = 0; i < %(threads)d && ts; i++) {
-        if (py_word(ts + o->tstate_tid) == want) { found = ts; break; }
-        ts = py_word(ts + o->tstate_next);
-    }
-    if (!found) return;
-    u64 frame = py_word(found + o->tstate_frame);
-    if (o->cframe_frame >= 0 && frame) frame = py_word(frame + o->cframe_frame);
-    /* Each frame's code object, its entry byte (is_entry, or owner) in the top byte: no
-     * branch on what was read, so the verifier walks the loop once per iteration. */
-    u32 n = 0;
-    for (int i = 0; i < %(frames)d; i++) {
-        if (!frame) break;
-        u64 code = py_word(frame + o->frame_code);
-        u8 flag = 1;
-        if (o->entry_mode != %(all)d)
-            bpf_probe_read_user(&flag, 1, (void *)(frame + o->entry_at));
-        e->frames[i & %(mask)d] = (code & 0x00ffffffffffffffULL) | ((u64)flag << 56);
-        n = i + 1;
-        frame = py_word(frame + o->frame_back);
-    }
-    /* ip: the version's index (the unwinder reads the names by its offsets). */
-    e->pid = pid; e->tid = tid; e->ip = ver; e->sp = 0; e->bp = 0; e->t = t;
-    e->kind = %(kind)d; e->size = (n & %(sizemask)d) * 8;
-    u64 bytes = sizeof(*e) - sizeof(e->frames) + ((n & %(sizemask)d) * 8);
-    if (bytes <= sizeof(*e)) send((struct event *)e, bytes);
-}
-"""
-
-
-def program_part(kind: int, fsbase: int, max_procs: int) -> str:
-    return SOURCE % {
-        "frames": MAX_PY_FRAMES,
-        "mask": MAX_PY_FRAMES - 1,
-        "sizemask": 2 * MAX_PY_FRAMES - 1,
-        "versions": len(VERSIONS),
-        "max_procs": max_procs,
-        "threads": MAX_THREADS,
-        "fsbase": fsbase,
-        "all": ENTRY_ALL,
-        "shim": ENTRY_SHIM,
-        "shim_owner": SHIM_OWNER,
-        "kind": kind,
-    }
 
 
 def fill_offsets(table: Any) -> None:

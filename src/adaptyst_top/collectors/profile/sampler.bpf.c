@@ -1,0 +1,155 @@
+/* The kernel half of a profile (sampler.py): on-CPU samples on every CPU and each
+ * interval a thread spends off the CPU, of the processes in scope and those they start,
+ * each with the thread's user registers and a copy of the top of its user stack, in one
+ * ring buffer in the order the kernel made them. Compiled with the package; the
+ * tracepoints' layouts are relocated against the running kernel's BTF at load. */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
+#include <asm/ptrace.h>
+#include <bpf/bpf_helpers.h>
+
+#include "../probes/bpf/theirs.h"
+
+#define STACK 8192   /* sampler.STACK_BYTES */
+/* Event kinds: sampler.ON_CPU, OFF_START, OFF_END, OFF_SAME, PY_FRAMES */
+#define ON_CPU 0
+#define OFF_START 1
+#define OFF_END 2
+#define OFF_SAME 3
+#define PY_FRAMES 4
+
+struct sampler_config {
+    struct confine_config confine;
+    s64 fsbase;   /* task_struct's thread.fsbase (BTF), or -1: Python < 3.11 unnamed */
+};
+const volatile struct sampler_config cfg = {};
+
+struct trace_event_raw_sched_switch {
+    int next_pid;
+    long prev_state;
+} __attribute__((preserve_access_index));
+struct trace_event_raw_sched_process_fork {
+    int child_pid;
+} __attribute__((preserve_access_index));
+struct task_struct;
+
+struct event { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size;
+               u8 stack[STACK]; };
+struct head { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size; };
+
+/* max_entries of each hash and of the ring buffer are set before load. */
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, u32); __type(value, struct event);
+         __uint(max_entries, 1); } scratch SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u8);
+         __uint(max_entries, 4096); } scope SEC(".maps");        /* processes (tgid) profiled */
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 65536); } offstart SEC(".maps");    /* thread -> left << 1 | runnable */
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 65536); } lastcopy SEC(".maps");    /* thread -> its last stack copy */
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 1); } lost SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 1); } gap SEC(".maps");  /* ns between two copies: 1 s / rate */
+struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 4096 * 4096); } events SEC(".maps");
+
+static __always_inline int theirs(void) { return theirs_in(&cfg.confine); }
+
+static __always_inline void send(struct event *e, u32 size) {
+    if (bpf_ringbuf_output(&events, e, size, 0) != 0) {
+        u32 zero = 0;
+        u64 *n = bpf_map_lookup_elem(&lost, &zero);
+        if (n) __sync_fetch_and_add(n, 1);
+    }
+}
+
+#include "python/frames.bpf.h"
+
+/* The copy is tried at these sizes, largest first: a read that crosses the end of the
+ * stack (the main thread's top lies a few KiB above a shallow sp) fails whole. */
+#define COPY(n) if (bpf_probe_read_user(e->stack, n, (void *)e->sp) == 0) { \
+        e->size = n; send(e, head + n); return 0; }
+
+static __always_inline int emit(u32 kind, u64 t) {
+    u32 zero = 0;
+    struct event *e = bpf_map_lookup_elem(&scratch, &zero);
+    if (!e) return 0;
+    u64 id = bpf_get_current_pid_tgid();
+    e->pid = id >> 32; e->tid = (u32)id; e->kind = kind; e->t = t;
+    /* The user registers as the thread entered the kernel (an interrupt, a syscall). */
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    e->ip = regs->rip; e->sp = regs->rsp; e->bp = regs->rbp;
+    u64 head = sizeof(*e) - STACK;
+    COPY(8192) COPY(6144) COPY(4096) COPY(3072) COPY(2048) COPY(1024) COPY(512)
+    e->size = 0;
+    send(e, head);
+    return 0;
+}
+
+SEC("perf_event")
+int on_cpu(struct bpf_perf_event_data *ctx) {
+    u32 pid = bpf_get_current_pid_tgid() >> 32;
+    if (!bpf_map_lookup_elem(&scope, &pid) || !theirs()) return 0;
+    u64 t = bpf_ktime_get_ns();
+    emit_py(pid, (u32)bpf_get_current_pid_tgid(), t);
+    return emit(ON_CPU, t);
+}
+
+SEC("tracepoint/sched/sched_switch")
+int on_switch(struct trace_event_raw_sched_switch *args) {
+    u64 now = bpf_ktime_get_ns();
+    u32 next = args->next_pid;
+    u64 *st = bpf_map_lookup_elem(&offstart, &next);
+    if (st) {
+        u64 v = *st;
+        bpf_map_delete_elem(&offstart, &next);
+        struct head e = {};
+        e.tid = next; e.t = v >> 1; e.ip = now - (v >> 1); e.sp = v & 1; e.kind = OFF_END;
+        send((struct event *)&e, sizeof(e));
+    }
+    u64 id = bpf_get_current_pid_tgid();
+    u32 pid = id >> 32, tid = (u32)id;
+    if (!bpf_map_lookup_elem(&scope, &pid) || tid == 0 || !theirs()) return 0;
+    long state = args->prev_state;
+    /* A dying thread's last switch (EXIT_DEAD, EXIT_ZOMBIE): it never comes back. */
+    if (state & 0x30) return 0;
+    /* No state bit (TASK_REPORT's 0x7f) set: preempted, reported as 0 or TASK_REPORT_MAX. */
+    u64 v = (now << 1) | ((state & 0x7f) == 0 ? 1 : 0);
+    bpf_map_update_elem(&offstart, &tid, &v, BPF_ANY);
+    /* A thread that leaves the CPU more often than HZ times a second has its stack
+     * copied at that rate: the switch-outs between say "where it last was". */
+    u64 *last = bpf_map_lookup_elem(&lastcopy, &tid);
+    u32 zero = 0;
+    u64 *g = bpf_map_lookup_elem(&gap, &zero);
+    if (last && g && now - *last < *g) {
+        struct head e = {};
+        e.pid = pid; e.tid = tid; e.t = now; e.kind = OFF_SAME;
+        send((struct event *)&e, sizeof(e));
+        return 0;
+    }
+    bpf_map_update_elem(&lastcopy, &tid, &now, BPF_ANY);
+    emit_py(pid, tid, now);
+    return emit(OFF_START, now);
+}
+
+SEC("tracepoint/sched/sched_process_fork")
+int on_fork(struct trace_event_raw_sched_process_fork *args) {
+    u32 parent = bpf_get_current_pid_tgid() >> 32;
+    if (!bpf_map_lookup_elem(&scope, &parent)) return 0;
+    u32 child = args->child_pid;
+    u8 one = 1;
+    bpf_map_update_elem(&scope, &child, &one, BPF_ANY);
+    return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int on_exit(void *args) {
+    u32 tid = (u32)bpf_get_current_pid_tgid();
+    bpf_map_delete_elem(&offstart, &tid);
+    bpf_map_delete_elem(&lastcopy, &tid);
+    /* A process's entry, or a thread's that fork added (its tid): nothing keeps either. */
+    bpf_map_delete_elem(&scope, &tid);
+    return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
