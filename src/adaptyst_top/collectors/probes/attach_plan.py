@@ -207,7 +207,7 @@ def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsd
         raise PlanError(
             f"{spec.text}: {len(placed)} probe sites (at most {MAX_SITES} are attached for one spec)"
         )
-    readers: tuple[str, ...] = ()
+    readers: tuple[usdt_args.UsdtArg, ...] = ()
     variant: dict[tuple[str, int], int] = {}
     if spec.arg is not None:
         have = min(len(p.arg_specs) for p in sites[spec.name])
@@ -226,7 +226,7 @@ def plan_usdt(spec: ProbeSpec, path: str, elf: ElfInfo, room: int) -> PlannedUsd
                 f"(at most {MAX_READERS} are read: a program each)"
             )
         try:
-            readers = tuple(usdt_args.reader(usdt_args.parse_arg(t)) for t in distinct)
+            readers = tuple(usdt_args.parse_arg(t) for t in distinct)
         except usdt_args.ArgError as exc:
             raise PlanError(f"{spec.text}: @arg{spec.arg}: {exc}") from None
         variant = {(spec.name, a): distinct.index(t) for a, t in where.items()}

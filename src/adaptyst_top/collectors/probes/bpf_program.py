@@ -16,6 +16,7 @@ from typing import Literal
 
 from adaptyst_top.collectors.probes.confinement import Confinement, theirs_source
 from adaptyst_top.collectors.probes.oncpu import NO_MARK
+from adaptyst_top.collectors.probes.usdt_args import UsdtArg, reader
 from adaptyst_top.snapshot.histogram import SUB, SUB_BITS
 
 KEYLEN = 32
@@ -320,11 +321,10 @@ class Slot:
     arg: int | None = None
     arg_type: str = "auto"
     retval: bool = False  # a uprobe keyed by its return value (@retval)
-    # A USDT @argN: the C that reads it (usdt_args.reader), one program per distinct
-    # location among the probe's sites.
-    readers: tuple[str, ...] = ()
-    # usdt-batch, usdt-add: C reading each site argument into `u64 v` (records, their number; a name, its hits)
-    args: tuple[str, ...] = ()
+    # A USDT @argN: where it lies, one program per distinct location among the sites.
+    readers: tuple[UsdtArg, ...] = ()
+    # usdt-batch, usdt-add: each site argument's place (records, their number; a name, its hits)
+    args: tuple[UsdtArg, ...] = ()
     files_as: int | None = None  # the slot whose row its keys and gate are (None: its own)
 
     @property
@@ -360,7 +360,7 @@ def slot_program(slot: Slot) -> str:
     if slot.role in ("usdt-batch", "usdt-add"):
         # Asked first: a gated site or another user's process costs no reads.
         row = slot.index if slot.files_as is None else slot.files_as
-        first, second = slot.args
+        first, second = (reader(a) for a in slot.args)
         body = f"u64 v = 0; {first} u64 a = v; v = 0; {second} u64 b = v;"
         if slot.role == "usdt-batch":
             body += f" return file_batch(ctx, {row}, a, b);"
@@ -377,7 +377,7 @@ def slot_program(slot: Slot) -> str:
         # One program per location the argument has among the probe's sites.
         keyed = [
             f"{key} u64 v = 0; {r} key_from_value(&k, v, {arg_type}, PT_REGS_IP(ctx));"
-            for r in slot.readers
+            for r in map(reader, slot.readers)
         ]
         return "\n".join(
             f"int {slot.variant_name(j)}(struct pt_regs *ctx) {{ {k} {_body(slot)} }}"

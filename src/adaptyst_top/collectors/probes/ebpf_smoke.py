@@ -1,4 +1,5 @@
-"""One real uprobe, end to end; run as a child process by the doctor.
+"""One real uprobe, end to end, the way every probe goes (spec, plan, the precompiled
+program loaded by libbpf, attach, read); run as a child process by the doctor.
 
 Prints one JSON line: {"ok": bool, "hits": n, "calls": n} or {"ok": false, "error": "..."}.
 """
@@ -6,33 +7,35 @@ Prints one JSON line: {"ok": bool, "hits": n, "calls": n} or {"ok": false, "erro
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import json
+import os
 import sys
 
-PROGRAM = r"""
-BPF_ARRAY(hits, u64, 1);
-int on_getpid(struct pt_regs *ctx) {
-    u32 k = 0;
-    u64 *v = hits.lookup(&k);
-    if (v) __sync_fetch_and_add(v, 1);
-    return 0;
-}
-"""
+
+def _libc_path() -> str:
+    """The C library this process runs (as its maps name it)."""
+    with open(f"/proc/{os.getpid()}/maps") as f:
+        for line in f:
+            path = line.split(maxsplit=5)[-1].strip()
+            if os.path.basename(path).startswith("libc.so"):
+                return path
+    raise RuntimeError("no C library mapped in this process")
 
 
 def main() -> int:
     calls = 100
     try:
-        from bcc import BPF  # type: ignore[import-not-found]
+        from adaptyst_top.collectors.probes.engine import ProbeEngine
 
-        bpf = BPF(text=PROGRAM)
-        bpf.attach_uprobe(name="c", sym="getpid", fn_name="on_getpid", pid=-1)
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        for _ in range(calls):
-            libc.getpid()
-        hits = int(bpf["hits"][ctypes.c_uint32(0)].value)
-        bpf.cleanup()
+        libc = ctypes.CDLL(_libc_path())
+        with ProbeEngine(pid=os.getpid(), follow=False) as engine:
+            group = engine.add(f"uprobe:{_libc_path()}:getpid")
+            if not engine.wait(30) or group.state != "attached":
+                raise RuntimeError(group.error or "the probe did not attach in 30 s")
+            for _ in range(calls):
+                libc.getpid()
+            engine.read()
+            hits = sum(e.count for e in engine.snapshot_rows(False))
     except Exception as exc:  # any failure is the answer this program exists to give
         msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         print(json.dumps({"ok": False, "error": msg}))

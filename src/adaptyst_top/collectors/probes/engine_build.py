@@ -27,7 +27,7 @@ from adaptyst_top.collectors.probes.engine_scope import Scope
 from adaptyst_top.collectors.probes.engine_state import WORKER_JOIN_S, EngineState
 from adaptyst_top.collectors.probes.kinds import kind_of
 from adaptyst_top.collectors.probes.model import ProbeError, ProbeGroup, ProbeModule, Row, one_line
-from adaptyst_top.collectors.probes.module_object import ENTRY, RETURN, load_module
+from adaptyst_top.collectors.probes.module_object import CorePlan, core_plan, load_module
 from adaptyst_top.collectors.probes.oncpu import oncpu_offset
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
@@ -147,9 +147,10 @@ class Builder:
         # Precompiled where the kind has an object and every attach point a file offset.
         placed = all(a.offset is not None for r in rows for a in r.attachments)
         core = kind.bpf_object is not None and placed and libbpf.available() is None
+        core_at = core_plan(slots) if core else None
         try:
-            if core:
-                bpf, links = self._load(kind.bpf_object or "", slots, multi, source)
+            if core_at is not None:
+                bpf, links = self._load(kind.bpf_object or "", slots, multi, source, core_at)
             else:
                 bpf, links = self._compile(slots, multi, source)
         except ProbeError:
@@ -158,11 +159,11 @@ class Builder:
             what = "loading" if core else "compiling"
             raise ProbeError(f"{what} probes for {spec.text} failed: {one_line(exc)}") from None
         group.timings["compile_s"] = (compiled_at := time.monotonic()) - planned_at
-        if core:  # one entry and one return program; the slot is the attach cookie
+        if core_at is not None:  # a program per role; the cookie says which probe fired
             for row in rows:
                 for a in row.attachments:
-                    a.fn_name, a.cookie = (RETURN if a.ret else ENTRY), row.slot
-                row.fns = [ENTRY, RETURN]
+                    a.fn_name, a.cookie = core_at.programs[a.fn_name]
+                row.fns = list(dict.fromkeys(core_at.programs[f][0] for f in row.fns))
         module = ProbeModule(bpf, rows, links, self.oncpu is not None)
         if self.scope.starts is not None:  # a key's string is read from the process checked
             module.keys.open_mem = partial(self.scope.held.opened, name="mem")
@@ -200,11 +201,11 @@ class Builder:
                     self.attacher.attach_rows_pid(missing, pid)
 
     def _load(
-        self, name: str, slots: list[Slot], multi: bool, source: str
+        self, name: str, slots: list[Slot], multi: bool, source: str, plan: CorePlan
     ) -> tuple[Any, MultiLinks | None]:
         """The kind's precompiled object, loaded for SLOTS: no compile, no turn to wait."""
         oncpu_at = oncpu_offset() if self.oncpu is not None else None
-        obj = load_module(name, slots, multi, self.confine, oncpu_at)
+        obj = load_module(name, slots, multi, self.confine, oncpu_at, plan)
         if not multi:
             return obj, None
         return obj, MultiLinks(source, obj.funcs[MULTI_ENTRY].fd, obj.funcs[MULTI_RETURN].fd)

@@ -197,6 +197,14 @@ class BpfObject:
             raise LibbpfError(errno.ENOENT, f"{self.path}: no map {name}")
         return int(m)
 
+    def map_names(self) -> set[str]:
+        names = set()
+        m = self._lib.bpf_object__next_map(self._obj, None)
+        while m:
+            names.add(self._lib.bpf_map__name(m).decode())
+            m = self._lib.bpf_object__next_map(self._obj, m)
+        return names
+
     def size_map(self, name: str, max_entries: int, flags: int | None = None) -> None:
         m = self._map(name)
         if self._lib.bpf_map__set_max_entries(m, max(1, max_entries)) != 0:

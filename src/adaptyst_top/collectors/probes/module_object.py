@@ -11,6 +11,7 @@ them is refused at load (libbpf.Map), so the two cannot drift apart unseen.
 from __future__ import annotations
 
 import ctypes as ct
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,30 @@ from adaptyst_top.collectors.probes.bpf_program import (
 )
 from adaptyst_top.collectors.probes.confinement import ConfineConfig, Confinement, confine_config
 from adaptyst_top.collectors.probes.libbpf import BPF_TRACE_UPROBE_MULTI, BpfObject
+from adaptyst_top.collectors.probes.usdt_args import UsdtArg
 
 KINDS = Path(__file__).resolve().parent / "kinds"
 BPF_F_NO_PREALLOC = 1
 ENTRY, RETURN = "at_entry", "at_return"  # one program each, the cookie is the slot
-PROGRAMS = (ENTRY, RETURN, MULTI_ENTRY, MULTI_RETURN)
+# Each object's programs; a USDT slot's role names its program.
+_ROLES = {
+    "usdt-count": "usdt_count",
+    "usdt-begin": "usdt_begin",
+    "usdt-end": "usdt_end",
+    "usdt-batch": "usdt_batch",
+    "usdt-add": "usdt_add",
+}
+OBJECTS: dict[str, tuple[str, ...]] = {
+    "uprobe.bpf.o": (ENTRY, RETURN, MULTI_ENTRY, MULTI_RETURN),
+    "usdt.bpf.o": tuple(_ROLES.values()),
+}
+NO_ARGS = 0xFFFFFFFF  # a USDT cookie's high half: the site reads no argument
+LOC_CONST, LOC_REG, LOC_MEM = 1, 2, 3
+# struct pt_regs (x86-64): where each register usdt_args names is kept.
+_PT_REGS = (
+    *("r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx"),
+    *("dx", "si", "di", "orig_ax", "ip", "cs", "flags", "sp", "ss"),
+)
 
 _u8, _u32, _u64 = ct.c_uint8, ct.c_uint32, ct.c_uint64
 
@@ -67,7 +87,65 @@ class Stack(ct.Structure):
 
 
 class SlotCfg(ct.Structure):
-    _fields_ = [("arg", _u32), ("arg_type", _u32), ("retval", _u32), ("pad", _u32)]
+    _fields_ = [(n, _u32) for n in ("arg", "arg_type", "retval", "chain", "row", "pad")]
+
+
+class ArgLoc(ct.Structure):
+    """`struct arg_loc` of kinds/usdt.bpf.c: one USDT argument's place."""
+
+    _fields_ = [
+        ("kind", _u32),
+        ("size", _u32),
+        ("is_signed", _u32),
+        ("reg", ct.c_int32),
+        ("base", ct.c_int32),
+        ("index", ct.c_int32),
+        ("scale", _u32),
+        ("pad", _u32),
+        ("disp", ct.c_int64),
+        ("value", _u64),
+    ]
+
+
+def arg_loc(a: UsdtArg) -> ArgLoc:
+    def at(reg: str | None) -> int:
+        return -1 if reg is None else 8 * _PT_REGS.index(reg)
+
+    loc = ArgLoc(0, a.size, int(a.signed), -1, -1, -1, a.scale, 0, a.disp, 0)
+    if a.const is not None:
+        loc.kind, loc.value = LOC_CONST, a.const & ((1 << 64) - 1)
+    elif a.reg is not None:
+        loc.kind, loc.reg = LOC_REG, at(a.reg)
+    else:
+        loc.kind, loc.base, loc.index = LOC_MEM, at(a.base), at(a.index)
+    return loc
+
+
+@dataclass
+class CorePlan:
+    """What a module's slots become in a precompiled object: each program name of the
+    plan (bcc's, one per slot and reader) as (the object's program, its attach cookie),
+    and the USDT argument places the cookies point into."""
+
+    programs: dict[str, tuple[str, int]] = field(default_factory=dict)
+    locs: list[ArgLoc] = field(default_factory=list)
+
+
+def core_plan(slots: list[Slot]) -> CorePlan:
+    plan = CorePlan()
+    for s in slots:
+        if s.role == "uprobe-entry":
+            plan.programs[s.fn_name] = (ENTRY, s.index)
+            plan.programs[s.ret_fn_name] = (RETURN, s.index)
+            continue
+        program = _ROLES[s.role]
+        places = [s.args] if s.args else [(r,) for r in s.readers]
+        if not places:
+            plan.programs[s.fn_name] = (program, s.index | NO_ARGS << 32)
+        for j, locs in enumerate(places):
+            plan.programs[s.variant_name(j)] = (program, s.index | len(plan.locs) << 32)
+            plan.locs += [arg_loc(a) for a in locs]
+    return plan
 
 
 class ModuleConfig(ct.Structure):
@@ -88,6 +166,7 @@ MAP_TYPES: dict[str, tuple[Any, Any]] = {
     "errors": (_u32, _u64),
     "gate": (_u32, _u8),
     "slots": (_u32, SlotCfg),
+    "args": (_u32, ArgLoc),
 }
 
 _ARG_TYPES = {"auto": 0, "int": 1, "str": 2}  # bpf_program.ArgType
@@ -107,12 +186,17 @@ def load_module(
     multi: bool,
     confine: Confinement | None,
     oncpu_at: int | None,
+    plan: CorePlan | None = None,
 ) -> BpfObject:
     """The kind's object loaded for SLOTS (MULTI: its multi-link programs instead of the
-    single ones). LibbpfError (an OSError) when libbpf or the kernel refuses."""
-    obj = BpfObject(str(KINDS / object_name), PROGRAMS, MAP_TYPES)
+    single ones; PLAN: core_plan(SLOTS)). LibbpfError (an OSError) when libbpf or the
+    kernel refuses."""
+    plan = plan or core_plan(slots)
+    programs = OBJECTS[object_name]
+    obj = BpfObject(str(KINDS / object_name), programs, MAP_TYPES)
     try:
         keyed = any(s.keyed for s in slots)
+        per_slot = keyed or any(s.role != "uprobe-entry" for s in slots)
         max_keys, hist_entries = map_sizes(slots)
         flags = BPF_F_NO_PREALLOC if keyed else 0
         obj.size_map("stats", max_keys, flags)
@@ -121,16 +205,20 @@ def load_module(
         obj.size_map("errors", len(KernelError))
         obj.size_map("gate", len(slots))
         obj.size_map("slots", len(slots))
-        obj.set_rodata(bytes(config(confine, oncpu_at, keyed)))
+        if "args" in (names := obj.map_names()):
+            obj.size_map("args", len(plan.locs))
+        obj.set_rodata(bytes(config(confine, oncpu_at, per_slot)))
         if multi:
             obj.select({MULTI_ENTRY: BPF_TRACE_UPROBE_MULTI, MULTI_RETURN: BPF_TRACE_UPROBE_MULTI})
         else:
-            obj.select({ENTRY: None, RETURN: None})
+            obj.select(dict.fromkeys({p for p, _ in plan.programs.values()}))
         obj.load()
-        table = obj["slots"]
-        for s in slots if keyed else ():
-            arg = s.arg or 0
-            table[_u32(s.index)] = SlotCfg(arg, _ARG_TYPES[s.arg_type], int(s.retval), 0)
+        for s in slots if per_slot else ():
+            row = s.index if s.files_as is None else s.files_as
+            cfg = SlotCfg(s.arg or 0, _ARG_TYPES[s.arg_type], int(s.retval), s.chain, row, 0)
+            obj["slots"][_u32(s.index)] = cfg
+        for i, loc in enumerate(plan.locs if "args" in names else ()):
+            obj["args"][_u32(i)] = loc
     except BaseException:
         obj.cleanup()
         raise

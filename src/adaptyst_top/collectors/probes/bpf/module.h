@@ -43,8 +43,9 @@ struct hkey { struct skey k; u32 bucket; u32 pad; };
 struct tkey { u64 tid; u32 chain; u32 pad; };
 struct frame { u64 ts; u64 sp; u64 se[2]; u32 cpu; u32 pad; struct skey k; };
 struct stack { u32 depth; u32 over; struct frame f[MAX_DEPTH]; };
-/* A keyed slot: its @argN (1..6; 0: none), how it is read, and whether @retval. */
-struct slot_cfg { u32 arg; u32 arg_type; u32 retval; u32 pad; };
+/* A slot: its @argN (0: none), how it is read, whether @retval; a USDT pair's chain,
+ * and the slot whose row (keys, gate) its hits are filed under. */
+struct slot_cfg { u32 arg; u32 arg_type; u32 retval; u32 chain; u32 row; u32 pad; };
 
 /* max_entries and flags of each are set per module before load. */
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct skey); __type(value, struct stat);
@@ -227,6 +228,37 @@ static __always_inline int pop_frame_as(u32 chain, u32 slot, u64 ret_sp, int by_
     if (oncpu > (s64)delta) oncpu = delta;
     if (gated(k.slot)) return 0;
     record(&k, delta, (u64)oncpu, 1);
+    return 0;
+}
+
+/* N hits counted elsewhere, handed over at once (more than one holds: garbage). */
+#define MAX_ADD 65536
+static __always_inline void add_count(struct skey *k, u64 n) {
+    if (n > MAX_ADD) { count_error(ERR_BAD_COUNT); return; }
+    struct stat *s = stat_of(k);
+    if (!s) { count_error(ERR_MAP_FULL); return; }
+    __sync_fetch_and_add(&s->count, n);
+}
+
+/* A batch of N records {name, device ns, on a CPU} at user address P, each launch timed
+ * on a device's own clock (UNTIMED, or past a day: counted only, so that no sum of the
+ * target's word wraps), filed under its name in SLOT's row. */
+#define BATCH_MAX 64
+#define UNTIMED 0xffffffffffffffffULL   /* bpf_program.UNTIMED */
+#define MAX_TIMED_NS (1ULL << 46)
+struct timed_rec { u64 name; u64 device; u64 on_cpu; };
+static __always_inline int file_batch(struct pt_regs *ctx, u32 slot, u64 p, u64 n) {
+    if (n > BATCH_MAX) { count_error(ERR_BAD_COUNT); return 0; }
+#pragma clang loop unroll(disable)
+    for (u32 i = 0; i < BATCH_MAX; i++) {
+        if (i >= n) break;
+        struct timed_rec r = {};
+        if (bpf_probe_read_user(&r, sizeof(r), (void *)(p + i * sizeof(r)))) break;
+        struct skey k = {.slot = slot};
+        if (r.device != UNTIMED && r.device >= MAX_TIMED_NS) { count_error(ERR_BAD_TIME); r.device = UNTIMED; }
+        key_from_value(&k, r.name, ARG_STR, PT_REGS_IP(ctx));
+        record(&k, r.device, r.on_cpu ? r.device : 0, r.device != UNTIMED);
+    }
     return 0;
 }
 

@@ -64,6 +64,8 @@ class DeviceLayerKind(ProbeKindDef):
     sites' PROVIDER, the cost classes of a launch timed and of one counted, and what to
     say when the install has no library (MISSING)."""
 
+    bpf_object = "usdt.bpf.o"  # its sites are USDT probes in the layer
+
     module: ClassVar[str]
     provider: ClassVar[str]
     timed_class: ClassVar[str]
@@ -166,13 +168,15 @@ class DeviceLayerKind(ProbeKindDef):
             "device time needs a command the monitor launches (-- CMD)"
         )
 
-    def _arg_reader(self, sites: list[UsdtProbe], site: str, path: str, n: int) -> str:
-        """The C that reads a site's Nth argument, where every site keeps it in one
-        place (one program reads every site); PlanError for a site not the library's."""
+    def _arg_reader(
+        self, sites: list[UsdtProbe], site: str, path: str, n: int
+    ) -> usdt_args.UsdtArg:
+        """Where a site's Nth argument lies, where every site keeps it in one place (one
+        program reads every site); PlanError for a site not the library's."""
         where = {p.arg_specs[n - 1] for p in sites if len(p.arg_specs) == SITE_ARGS}
         if len(where) != 1 or any(len(p.arg_specs) != SITE_ARGS for p in sites):
             raise PlanError(f"{path}: its {self.provider}:{site} site is not the {self.noun}'s")
         try:
-            return usdt_args.reader(usdt_args.parse_arg(where.pop()))
+            return usdt_args.parse_arg(where.pop())
         except usdt_args.ArgError as exc:
             raise PlanError(f"{path}: {self.provider}:{site}'s argument {n}: {exc}") from None

@@ -39,6 +39,7 @@ def site_attachments(plan: PlannedUsdt, source: str, elf: ElfInfo) -> list[Attac
 class Usdt(ProbeKindDef):
     name = "usdt"
     shape = "usdt:TARGET:PROVIDER:NAME"
+    bpf_object = "usdt.bpf.o"
     syntax = "usdt:TARGET:PROVIDER:NAME[..END][@argN]"
     what = "a static probe site"
     keys = KeyRules(

@@ -1,0 +1,107 @@
+/* USDT: a static probe's hits, a BEGIN..END pair's latency, and the device layers'
+ * hand-overs (a batch of timed launches, a count of untimed ones). One program per role
+ * serves every site: the attach cookie holds the site's slot (low 32 bits) and where its
+ * argument readers start in `args` (high 32 bits; NO_ARGS: none). A location is what
+ * the site's SDT note says (usdt_args.py), read here as data, not generated C. */
+#include "../bpf/module.h"
+
+#define NO_ARGS 0xffffffff
+enum { LOC_NONE = 0, LOC_CONST = 1, LOC_REG = 2, LOC_MEM = 3 };   /* module_object.LOC_* */
+
+/* reg, base, index: byte offsets into struct pt_regs (-1: none). */
+struct arg_loc { u32 kind; u32 size; u32 is_signed; s32 reg; s32 base; s32 index; u32 scale;
+                 u32 pad; s64 disp; u64 value; };
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, struct arg_loc);
+         __uint(max_entries, 1); } args SEC(".maps");
+
+static __always_inline u64 regs_word(struct pt_regs *ctx, s32 at) {
+    u64 v = 0;
+    if (at >= 0 && at <= (s32)(sizeof(struct pt_regs) - sizeof(u64)))
+        bpf_probe_read_kernel(&v, sizeof(v), (char *)ctx + at);
+    return v;
+}
+
+/* Argument I's value, widened as its size and sign say; a failed read of user memory
+ * leaves 0. */
+static __always_inline u64 read_arg(struct pt_regs *ctx, u32 i) {
+    struct arg_loc *a = bpf_map_lookup_elem(&args, &i);
+    if (!a) return 0;
+    u64 v = 0;
+    if (a->kind == LOC_CONST) {
+        v = a->value;
+    } else if (a->kind == LOC_REG) {
+        v = regs_word(ctx, a->reg);
+    } else if (a->kind == LOC_MEM) {
+        u64 addr = regs_word(ctx, a->base) + a->disp;
+        if (a->index >= 0) addr += regs_word(ctx, a->index) * a->scale;
+        u32 n = a->size;
+        if (n == 1) { u8 t = 0; bpf_probe_read_user(&t, 1, (void *)addr); v = t; }
+        else if (n == 2) { __u16 t = 0; bpf_probe_read_user(&t, 2, (void *)addr); v = t; }
+        else if (n == 4) { u32 t = 0; bpf_probe_read_user(&t, 4, (void *)addr); v = t; }
+        else bpf_probe_read_user(&v, 8, (void *)addr);
+    }
+    switch (a->size) {
+    case 1: return a->is_signed ? (u64)(s64)(__s8)v : (u64)(u8)v;
+    case 2: return a->is_signed ? (u64)(s64)(__s16)v : (u64)(__u16)v;
+    case 4: return a->is_signed ? (u64)(s64)(__s32)v : (u64)(u32)v;
+    }
+    return v;
+}
+
+/* The slot's key: from its argument where it has one. */
+static __always_inline void key_of(struct pt_regs *ctx, struct skey *k, struct slot_cfg *c,
+                                   u32 at) {
+    if (c && c->arg && at != NO_ARGS)
+        key_from_value(k, read_arg(ctx, at), c->arg_type, PT_REGS_IP(ctx));
+}
+
+SEC("uprobe") int usdt_count(struct pt_regs *ctx) {
+    u64 cookie = bpf_get_attach_cookie(ctx);
+    u32 slot = (u32)cookie;
+    if (!theirs() || gated(slot)) return 0;
+    struct skey k = {};
+    k.slot = slot;
+    key_of(ctx, &k, slot_of(slot), cookie >> 32);
+    record(&k, 0, 0, 0);
+    return 0;
+}
+
+SEC("uprobe") int usdt_begin(struct pt_regs *ctx) {
+    u64 cookie = bpf_get_attach_cookie(ctx);
+    struct skey k = {};
+    k.slot = (u32)cookie;
+    struct slot_cfg *c = slot_of(k.slot);
+    if (!c) return 0;
+    key_of(ctx, &k, c, cookie >> 32);
+    return push_frame(c->chain, &k, 0);
+}
+
+SEC("uprobe") int usdt_end(struct pt_regs *ctx) {
+    struct slot_cfg *c = slot_of((u32)bpf_get_attach_cookie(ctx));
+    if (!c) return 0;
+    return pop_frame_as(c->chain, NO_SLOT, 0, 0, 0, 0, 0);
+}
+
+/* The device layers' sites: (records, their number), or (a name, its hits). Asked first:
+ * a gated site or another user's process costs no reads. */
+SEC("uprobe") int usdt_batch(struct pt_regs *ctx) {
+    u64 cookie = bpf_get_attach_cookie(ctx);
+    struct slot_cfg *c = slot_of((u32)cookie);
+    u32 at = cookie >> 32;
+    if (!c || at == NO_ARGS || !theirs() || gated(c->row)) return 0;
+    u64 p = read_arg(ctx, at), n = read_arg(ctx, at + 1);
+    return file_batch(ctx, c->row, p, n);
+}
+
+SEC("uprobe") int usdt_add(struct pt_regs *ctx) {
+    u64 cookie = bpf_get_attach_cookie(ctx);
+    struct slot_cfg *c = slot_of((u32)cookie);
+    u32 at = cookie >> 32;
+    if (!c || at == NO_ARGS || !theirs() || gated(c->row)) return 0;
+    u64 name = read_arg(ctx, at), hits = read_arg(ctx, at + 1);
+    struct skey k = {};
+    k.slot = c->row;
+    key_from_value(&k, name, c->arg_type, PT_REGS_IP(ctx));
+    add_count(&k, hits);
+    return 0;
+}
