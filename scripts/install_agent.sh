@@ -38,8 +38,11 @@ while :; do
 done
 umask 022  # the venv is run by every user of the node, the agent's clients included
 
-# System packages, kernel headers and tracefs: the agent's part of setup only.
-SETUP_PACKAGES="python3-bpfcc python3-venv systemtap-sdt-dev gcc libc6-dev" ./scripts/setup.sh --system-only
+# System packages and tracefs: the agent's part of setup only. clang and libbpf-dev
+# build the BPF programs with the package (below); libbpf1 and the kernel's BTF load
+# them. No kernel headers.
+SETUP_HEADERS=0 SETUP_PACKAGES="python3-bpfcc python3-venv systemtap-sdt-dev gcc libc6-dev clang libbpf-dev libbpf1" \
+    ./scripts/setup.sh --system-only
 
 choose_python || exit 1
 [ -n "$BCC_DIR" ] || die "the distribution's bcc is not installed (python3-bpfcc); the agent needs it"

@@ -138,6 +138,7 @@ venv() {
             src/adaptyst_top/collectors/probes/kinds/cupti_open.[ch] \
             src/adaptyst_top/collectors/probes/kinds/layer_common.h \
             src/adaptyst_top/collectors/probes/kinds/*.bpf.c src/adaptyst_top/collectors/probes/bpf \
+            src/adaptyst_top/collectors/profile/*.bpf.c src/adaptyst_top/collectors/profile/python/*.bpf.h \
             src/adaptyst_top/placement/include -newer "$stamp" 2>/dev/null | head -1 || true)
     fi
     if [ ! -f "$stamp" ] || [ -n "$newer" ]; then
@@ -174,7 +175,10 @@ bcc_in_venv() {
 
 if is_root && command -v apt-get >/dev/null 2>&1; then
     system_packages
-    kernel_headers
+    # adaptyst-top loads programs built with the package (libbpf, the kernel's BTF): it
+    # needs no kernel headers. The tests' and benchmarks' peer tools do (bcc's own
+    # programs stand in for another eBPF user on the node): the agent's install skips them.
+    if [ "${SETUP_HEADERS:-1}" = 1 ]; then kernel_headers; fi
     tracefs
 elif ! is_root; then
     say "not root: skipping system packages, kernel headers and tracefs; eBPF probes need root (or CAP_BPF+CAP_PERFMON)"

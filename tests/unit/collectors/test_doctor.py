@@ -15,8 +15,10 @@ from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice
 from adaptyst_top.collectors.probes.ebpf_env import (
     CAP_BPF,
     CAP_PERFMON,
-    KERNEL_SOURCE_ENV,
-    check_kernel_headers,
+    PACKAGE,
+    PRECOMPILED,
+    check_btf,
+    check_libbpf,
     check_privileges,
     check_uprobe_multi,
 )
@@ -45,46 +47,25 @@ def test_privileges_from_capabilities() -> None:
     assert denied.status == "denied" and "CAP_BPF" in denied.fix
 
 
-def test_kernel_headers_stand_in_missing_and_matched(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv(KERNEL_SOURCE_ENV, raising=False)
-    mods = tmp_path / "modules"
-    assert check_kernel_headers("6.18.1", mods, tmp_path / "none").status == "missing"
-    (tmp_path / "src/linux-headers-6.1.0-57-amd64").mkdir(parents=True)
-    (mods / "6.18.1").mkdir(parents=True)
-    (mods / "6.18.1/build").symlink_to(tmp_path / "src/linux-headers-6.1.0-57-amd64")
-    stand_in = check_kernel_headers("6.18.1", mods)
-    assert stand_in.status == "degraded" and "stand-in" in stand_in.detail
-    (tmp_path / "src/linux-headers-6.18.1").mkdir()
-    (mods / "6.18.1/build").unlink()
-    (mods / "6.18.1/build").symlink_to(tmp_path / "src/linux-headers-6.18.1")
-    assert check_kernel_headers("6.18.1", mods).status == "ok"
+def test_libbpf_and_the_built_programs_are_what_ebpf_needs(tmp_path: Path) -> None:
+    """No compiler, no kernel headers: libbpf and the package's objects, and BTF."""
+    assert check_libbpf().status == "ok"  # this checkout was built by make setup
+    missing = check_libbpf(tmp_path)  # a package whose objects were never built
+    assert missing.status == "missing" and "not built" in missing.detail
+    assert "clang" in missing.fix
 
 
-def test_kernel_headers_where_bcc_itself_looks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No headers under /lib/modules: a tree named by BCC_KERNEL_SOURCE (bcc compiles
-    against it) is a stand-in, a name that is no folder is missing, and the kernel's
-    own (kheaders.tar.xz) are the running kernel's."""
-    mods, kheaders = tmp_path / "modules", tmp_path / "kheaders.tar.xz"
-    tree = tmp_path / "headers"
-    (tree / "include/linux").mkdir(parents=True)
-    monkeypatch.setenv(KERNEL_SOURCE_ENV, str(tree))
-    assert check_kernel_headers("6.18.1", mods, kheaders).status == "missing"  # no kconfig.h
-    (tree / "include/linux/kconfig.h").write_text("")
-    named = check_kernel_headers("6.18.1", mods, kheaders)
-    assert named.status == "degraded" and "headers" in named.detail
-    (mods / "6.18.1/build").mkdir(parents=True)  # bcc takes the variable first even so
-    assert check_kernel_headers("6.18.1", mods, kheaders).detail == named.detail
-    monkeypatch.setenv(KERNEL_SOURCE_ENV, str(tmp_path / "nowhere"))
-    wrong = check_kernel_headers("6.18.1", mods, kheaders)
-    assert wrong.status == "missing" and KERNEL_SOURCE_ENV in wrong.detail
-    (mods / "6.18.1/build").rmdir()
-    monkeypatch.delenv(KERNEL_SOURCE_ENV)
-    kheaders.write_bytes(b"")
-    assert check_kernel_headers("6.18.1", mods, kheaders).status == "ok"
+def test_btf_missing_is_said_with_what_it_costs(tmp_path: Path) -> None:
+    assert check_btf().status == "ok"  # this kernel describes itself
+    none = check_btf(tmp_path / "vmlinux")
+    assert none.status == "degraded" and "no profile" in none.detail
+    assert "CONFIG_DEBUG_INFO_BTF" in none.fix
+
+
+def test_every_program_source_is_built_and_checked() -> None:
+    """PRECOMPILED names exactly the `*.bpf.c` of the sources, built beside them."""
+    sources = {str(p.relative_to(PACKAGE).with_suffix(".o")) for p in PACKAGE.rglob("*.bpf.c")}
+    assert sources == set(PRECOMPILED)
 
 
 # --- NVML: fake module raising the real pynvml error classes ------------------

@@ -181,50 +181,51 @@ def check_bcc() -> Capability:
     return Capability("bcc", "ok", f"bcc from {origin.parent}")
 
 
-KERNEL_SOURCE_ENV = "BCC_KERNEL_SOURCE"
-KHEADERS = Path("/sys/kernel/kheaders.tar.xz")
+# The programs compiled with the package (setup.py's BuildWithBpf), under adaptyst_top/:
+# every `*.bpf.c` of the sources (tests/unit/collectors/test_precompiled_list.py).
+PRECOMPILED = (
+    "collectors/probes/kinds/uprobe.bpf.o",
+    "collectors/probes/kinds/usdt.bpf.o",
+    "collectors/probes/bpf/follow.bpf.o",
+    "collectors/profile/sampler.bpf.o",
+)
+PACKAGE = Path(__file__).resolve().parents[2]
+VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
 
 
-def check_kernel_headers(
-    release: str | None = None, modules: Path = Path("/lib/modules"), kheaders: Path = KHEADERS
-) -> Capability:
-    release = release or platform.release()
-    build = modules / release / "build"
-    # bcc's own places, where the running kernel's are not installed: headers named by
-    # BCC_KERNEL_SOURCE (a folder), or the kernel's own (CONFIG_IKHEADERS).
-    # bcc takes BCC_KERNEL_SOURCE first whenever it is set.
-    named = os.environ.get(KERNEL_SOURCE_ENV)
-    if named:
-        if not (Path(named) / "include/linux/kconfig.h").is_file():
-            return Capability(
-                "kernel-headers",
-                "missing",
-                f"{KERNEL_SOURCE_ENV}={named} holds no kernel headers (include/linux/kconfig.h)",
-                f"point {KERNEL_SOURCE_ENV} at a kernel header tree, or unset it",
-            )
-        build = Path(named)
-    elif not build.exists() and kheaders.exists():
-        return Capability("kernel-headers", "ok", f"the kernel's own headers ({kheaders})")
-    if not build.exists():
+def check_libbpf(package: Path = PACKAGE) -> Capability:
+    """libbpf.so.1 and the programs built with the package: all a node needs to load
+    them (no compiler, no kernel headers)."""
+    from adaptyst_top.collectors.probes import libbpf
+
+    if (why := libbpf.available()) is not None:
+        return Capability("libbpf", "missing", why, "apt install libbpf1 (dnf install libbpf)")
+    absent = [name for name in PRECOMPILED if not (package / name).is_file()]
+    if absent:
         return Capability(
-            "kernel-headers",
+            "libbpf",
             "missing",
-            f"no kernel headers at {build}",
-            f"apt install linux-headers-{release} (or `make setup` as root to link a stand-in)",
+            f"the package's BPF programs were not built ({Path(absent[0]).name})",
+            "reinstall it where clang and libbpf-dev are (`make setup`)",
         )
-    real = build.resolve()
-    if release in real.name:
-        return Capability("kernel-headers", "ok", f"headers for {release}")
+    return Capability("libbpf", "ok", f"libbpf.so.1, {len(PRECOMPILED)} precompiled programs")
+
+
+def check_btf(path: Path = VMLINUX_BTF) -> Capability:
+    """The kernel's description of itself: what the programs are relocated against."""
+    if path.is_file() and os.access(path, os.R_OK):
+        return Capability("btf", "ok", f"kernel BTF ({path})")
     return Capability(
-        "kernel-headers",
+        "btf",
         "degraded",
-        f"stand-in headers {real.name} for kernel {release}",
-        f"install headers matching {release} if the distribution ships them",
+        f"no kernel BTF at {path}: probes count and time, but no profile, no followed "
+        "children, no on-CPU time, and no agent for other users",
+        "a kernel built with CONFIG_DEBUG_INFO_BTF=y (RHEL 8.2+, Debian 11+, Ubuntu 20.10+)",
     )
 
 
 def smoke_test(timeout: float = 60.0) -> Capability:
-    """Compile, attach and fire one real uprobe, in a child so that a crash stays there."""
+    """Load, attach and fire one real uprobe, in a child so that a crash stays there."""
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "adaptyst_top.collectors.probes.ebpf_smoke"],
@@ -270,15 +271,15 @@ def check_ebpf(run_smoke: bool = True) -> Capability:
         check_uprobes(),
         check_uprobe_multi(),
         check_tracefs(),
-        check_bcc(),
-        check_kernel_headers(),
+        check_libbpf(),
+        check_btf(),
     ]
     blocking = [p for p in parts if p.status in ("missing", "denied")]
     if run_smoke and not blocking:
         parts.append(smoke_test())
     limit = worst(parts)
     if limit.status == "ok":
-        detail = f"root or caps, bcc, headers; {parts[-1].detail}"
+        detail = f"root or caps, libbpf, BTF; {parts[-1].detail}"
         return Capability("ebpf", "ok", detail, parts=parts)
     # Say every part that is not ok, so one line tells the whole story.
     detail = "; ".join(f"{p.name}: {p.detail}" for p in parts if p.status != "ok")

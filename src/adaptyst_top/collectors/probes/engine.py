@@ -26,8 +26,7 @@ from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.budget import BudgetWatch, budget_text, share_text
 from adaptyst_top.collectors.probes.confinement import Confinement
 from adaptyst_top.collectors.probes.ebpf_env import (
-    check_bcc,
-    check_kernel_headers,
+    check_libbpf,
     check_privileges,
 )
 from adaptyst_top.collectors.probes.engine_attach import Attacher
@@ -151,7 +150,7 @@ class ProbeEngine:
     @staticmethod
     def require_ebpf() -> None:
         # One at a time: without privileges, the others need not (and may not) be asked.
-        for ask in (check_privileges, check_bcc, check_kernel_headers):
+        for ask in (check_privileges, check_libbpf):
             check = ask()
             if check.status in ("missing", "denied"):
                 fix = f" (fix: {check.fix})" if check.fix else ""
