@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from adaptyst_top.collectors.probes.bcc_extras import enable_run_time_stats
+from adaptyst_top.collectors.probes.bpf_stats import enable_run_time_stats
 from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
 from adaptyst_top.collectors.probes.engine import ProbeEngine
 from adaptyst_top.collectors.probes.overhead import CostTable

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.bcc_extras import enable_run_time_stats
+from adaptyst_top.collectors.probes.bpf_stats import enable_run_time_stats
 from adaptyst_top.collectors.probes.reading import bpf_run_ns
 from bench import common
 from bench.bench_probe_cost import EmptyProgram, ours

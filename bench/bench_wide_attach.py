@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
+from adaptyst_top.collectors.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI, MultiLinks
 from bench import common
 from tests.support.workload import Workload, build
 
@@ -67,7 +67,8 @@ def empty_program(path: str, offsets: dict[int, int], pid: int) -> dict[str, flo
 
     bpf = BPF(text="int at_e(struct pt_regs *ctx) { return 0; }")
     try:
-        links = MultiLinks.of_bcc(bpf, path, "at_e", "at_e")
+        fd = bpf.load_func("at_e", BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
+        links = MultiLinks(path, fd, fd)
         t = time.perf_counter()
         refused = links.relink(pid, offsets)
         attach = time.perf_counter() - t

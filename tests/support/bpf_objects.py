@@ -148,20 +148,20 @@ def _ours(match: Callable[[str], bool]) -> list[tuple[int, str]]:
 
 
 def uprobe_event_lines() -> list[str]:
-    """This run's uprobe events in tracefs: libbcc names each after the process that
-    made it (`..._bcc_PID`); one whose process is gone is a leak of whoever made it, and
+    """This run's uprobe events in tracefs: libbcc and libbpf name each after the process
+    that made it (`..._bcc_PID`, `libbpf_PID_...`); one whose process is gone is a leak of whoever made it, and
     counted as ours only if it was not there when the run began."""
     mine = None
     out = []
     for line in _event_lines():
         if line in _EVENTS_AT_START:
             continue
-        m = re.search(r"_bcc_(\d+)\s", line + " ")
+        m = re.search(r"_bcc_(\d+)\s|libbpf_(\d+)_", line + " ")
         if m is None:
             continue
         if mine is None:
             mine = our_processes()
-        pid = int(m.group(1))
+        pid = int(m.group(1) or m.group(2))
         if pid in mine or not os.path.exists(f"/proc/{pid}"):
             out.append(line)
     return out

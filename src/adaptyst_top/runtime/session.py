@@ -353,7 +353,7 @@ def new_profiler(opts: SessionOptions, pids: Sequence[int], hz: int, what: str) 
         profiler = Profiler(
             pids, hz, counts=counts, confine=confine, owner=tenant.owner, budget=opts.probing.budget
         )
-    except Exception as exc:  # bcc raises plain Exception; BTFError, WorkerFailed
+    except Exception as exc:  # LibbpfError, BTFError, WorkerFailed
         raise SessionError(f"{what}: {one_line(exc)}") from None
     if tenant.account is not None:  # the user's modules, across their sessions
         tenant.account.join(profiler)

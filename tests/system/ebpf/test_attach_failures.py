@@ -1,44 +1,40 @@
 """An attach that fails leaves nothing behind: where the kernel's uprobe PMU refused a
 process that had exited, libbcc fell back to a tracefs event, made it, failed to open it
 for that process and left it in uprobe_events for good (found through the agent: one
-event per PoCL linker child that exited while joining an opencl: session)."""
+event per PoCL linker child that exited while joining an opencl: session). libbpf
+attaches now (its own fallback names events `libbpf_PID_...`); the same must hold."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
-from bcc import BPF  # type: ignore[import-not-found]
 
-from adaptyst_top.collectors.probes.bcc_extras import attach_at_offset, attach_with_semaphore
+from adaptyst_top.collectors.probes.bpf_program import Slot
 from adaptyst_top.collectors.probes.elf_info import read_elf
+from adaptyst_top.collectors.probes.module_object import load_module
 from adaptyst_top.system.targets import resolve_target
+from tests.support.bpf_objects import uprobe_event_lines
 from tests.support.marks import requires_root
 
 pytestmark = requires_root
 
 
-def events_of_this_process() -> list[str]:
-    with open("/sys/kernel/tracing/uprobe_events") as f:
-        return [line for line in f if f"_bcc_{os.getpid()} " in line + " "]
-
-
 def test_an_attach_to_a_process_gone_leaves_no_event() -> None:
-    gone = subprocess.Popen(["true"])
-    gone.wait()  # reaped: its PID names no process
     libc = resolve_target("c")
     elf = read_elf(libc)
     symbol = next(s for s in elf.functions if s.name == "getpid")
     offset = elf.offset_of(symbol.address)
     assert offset is not None
-    bpf = BPF(text="int at_probe(struct pt_regs *ctx) { return 0; }")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # reaped: its PID names no process
+    obj = load_module("uprobe.bpf.o", [Slot(0, "uprobe-entry")], False, None, None)
     try:
-        before = events_of_this_process()
+        before = uprobe_event_lines()
         with pytest.raises(OSError):
-            attach_at_offset(bpf, libc, offset, "at_probe", gone.pid, False, 0)
+            obj.attach_uprobe("at_entry", libc, offset, gone.pid)
         with pytest.raises(OSError):
-            attach_with_semaphore(bpf, libc, symbol.address, "at_probe", gone.pid, 0)
-        assert events_of_this_process() == before
+            obj.attach_uprobe("at_return", libc, offset, gone.pid, ret=True)
+        assert uprobe_event_lines() == before
     finally:
-        bpf.cleanup()
+        obj.cleanup()

@@ -76,18 +76,23 @@ def test_counts_exact_and_p50_within_5_percent(workload: Workload, multi: bool) 
         assert r[("leaf_fn", None)]["class"] == ov.SINGLESTEP
 
 
-def test_places_are_the_files_offsets_libbcc_resolves_none(
+def test_places_are_the_files_offsets_nothing_resolves_a_name(
     workload: Workload, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One uprobe per function, a keyed one and a USDT site from the notes attach at the
-    file offsets this process checked: libbcc's name resolution (which reads the file,
-    as root, a user's for the agent) is never asked, and the counts are exact."""
-    from bcc import BPF  # type: ignore[import-not-found]
+    file offsets this process checked: libbpf is given an offset, never a name to resolve
+    (which would read the file, as root, a user's for the agent), and counts are exact."""
+    from adaptyst_top.collectors.probes.libbpf import BpfObject
 
-    def refuse(*args: Any) -> Any:
-        raise AssertionError(f"libbcc asked to resolve {args}")
+    asked: list[int] = []
+    real = BpfObject.attach_uprobe
 
-    monkeypatch.setattr(BPF, "_check_path_symbol", staticmethod(refuse))
+    def attach(self: BpfObject, fn: str, path: str, offset: int, pid: int, **kw: Any) -> None:
+        assert isinstance(offset, int) and offset > 0
+        asked.append(offset)
+        real(self, fn, path, offset, pid, **kw)
+
+    monkeypatch.setattr(BpfObject, "attach_uprobe", attach)
     b = workload.binary
     with ProbeEngine(pid=workload.pid, multi_links=False) as engine:
         specs = (f"uprobe:{b}:fast_fn", f"uprobe:{b}:held_fn@arg1", f"usdt:{b}:adaptyst_test:tick")
@@ -99,6 +104,7 @@ def test_places_are_the_files_offsets_libbcc_resolves_none(
         assert r[("fast_fn", None)]["count"] == 300
         assert sum(v["count"] for (name, _), v in r.items() if name.startswith("held_fn")) == 3
         assert r[("adaptyst_test:tick", None)]["count"] == 77
+    assert len(asked) >= 5  # two per function, one per USDT site
     monkeypatch.undo()
 
 
@@ -659,33 +665,6 @@ def test_an_engine_joins_its_users_account_only_once_whole(workload: Workload) -
     with ProbeEngine(pid=workload.pid, account=account) as engine:
         assert asked == [(False, 0, (0, 0))]
         assert account.room() == 1000 and engine in account._engines
-
-
-def test_the_process_follower_waits_on_no_compile_turn(
-    workload: Workload, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The follower's program was compiled in its owner's turn: under another user's
-    flood of sessions it waited behind them (a user's first probe 11.2 s, 1.07 s quiet).
-    Precompiled now (bpf/follow.bpf.c), it asks for no turn at all."""
-    from contextlib import AbstractContextManager
-
-    from adaptyst_top.collectors.probes import compile_turns
-
-    owners: list[object] = []
-    real_turn = compile_turns.COMPILE_TURNS.turn
-
-    def turn(owner: object = None) -> AbstractContextManager[None]:
-        if owner is not compile_turns._TEARDOWN:  # a module's cleanup: not a compile
-            owners.append(owner)
-        return real_turn(owner)
-
-    monkeypatch.setattr(compile_turns.COMPILE_TURNS, "turn", turn)
-    with ProbeEngine(pid=workload.pid, follow=True, owner=("uid", 4242)) as engine:
-        deadline = time.monotonic() + 30
-        while engine.watch.follower is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert engine.watch.follower is not None, engine.state.warnings
-    assert owners == []
 
 
 def test_a_busy_engine_is_passed_over_by_the_guard_not_waited_on(workload: Workload) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from adaptyst_top.collectors.probes.bpf_program import UNTIMED, Slot, module_source, slot_program
+from adaptyst_top.collectors.probes.bpf_program import UNTIMED, Slot
 from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
 from adaptyst_top.collectors.probes.kinds.opencl import BUDGET_ENV, LAYERS_ENV, SITE, layer_path
+from adaptyst_top.collectors.probes.module_object import LOC_REG, core_plan
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
+from adaptyst_top.collectors.probes.usdt_args import parse_arg
 
 
 def test_a_spec_names_the_layers_site_split_by_kernel_name() -> None:
@@ -62,19 +64,16 @@ def test_a_launched_command_gets_the_layer_after_its_own() -> None:
 
 
 def test_the_sites_programs_file_timed_and_counted_launches_under_one_row() -> None:
-    reads = ("v = ctx->dx;", "v = ctx->ax;")
+    """Both sites' programs read their two arguments from their own places and file
+    under slot 0's row (its keys and its gate)."""
+    reads = (parse_arg("8@%rdx"), parse_arg("8@%rax"))
     timed = Slot(0, "usdt-batch", arg=1, arg_type="str", args=reads, files_as=0)
-    c = slot_program(timed)
-    assert c.startswith("int at_s0(struct pt_regs *ctx) { if (!theirs() || gated(0)) return 0;")
-    assert "v = ctx->dx; u64 a = v; v = 0; v = ctx->ax; u64 b = v;" in c
-    assert "return file_batch(ctx, 0, a, b);" in c
     counted = Slot(1, "usdt-add", arg=1, arg_type="str", args=reads, files_as=0)
-    c = slot_program(counted)
-    assert c.startswith("int at_s1(struct pt_regs *ctx) { if (!theirs() || gated(0)) return 0;")
-    assert "k.slot = 0;" in c and "key_from_value(&k, a, ARG_STR" in c and "add_count(&k, b)" in c
-    source = module_source([timed, counted])
-    assert "record(&k, r.device, r.on_cpu ? r.device : 0, r.device != UNTIMED)" in source
-    assert f"#define UNTIMED {UNTIMED:#x}ULL" in source
+    plan = core_plan([timed, counted])
+    assert plan.programs == {"at_s0": ("usdt_batch", 0), "at_s1": ("usdt_add", 1 | 2 << 32)}
+    # struct pt_regs: dx is its 13th word, ax its 11th
+    assert [(loc.kind, loc.reg) for loc in plan.locs] == [(LOC_REG, 96), (LOC_REG, 80)] * 2
+    assert UNTIMED == (1 << 64) - 1  # bpf/module.h's UNTIMED
 
 
 def test_a_sampled_rows_cost_is_its_timed_hits_and_its_counted_ones() -> None:

@@ -1,9 +1,8 @@
 """Reading a whole BPF hash map per interval, cheaply.
 
-bcc's items_lookup_batch allocates key and value arrays for the map's maximum size
-on every call (megabytes for a large histogram map); this reader keeps its buffers
-and sizes them to what the map really holds. Older kernels without batch lookups
-fall back to bcc's per-key iteration.
+A batch lookup into arrays sized for the map's maximum would take megabytes for a large
+histogram map on every call; this reader keeps its buffers and sizes them to what the
+map really holds. Older kernels without batch lookups fall back to per-key iteration.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ class MapReader:
         self.values = (self.table.Leaf * self.capacity)()
 
     def items(self) -> list[tuple[Any, Any]]:
-        """Every entry as bcc's key and value types."""
+        """Every entry as the map's key and value types."""
         keys, values, n = self.raw()
         key_t, leaf_t = self.table.Key, self.table.Leaf
         ks, vs = ct.sizeof(key_t), ct.sizeof(leaf_t)
@@ -88,12 +87,5 @@ class MapReader:
 
 
 def _lookup_batch(table: Any, *args: Any) -> tuple[int, int]:
-    """One BPF_MAP_LOOKUP_BATCH: (its result, errno), through libbpf for a precompiled
-    module's map, else through libbcc."""
-    own = getattr(table, "lookup_batch", None)
-    if own is not None:
-        return own(*args)  # type: ignore[no-any-return]
-    from bcc.libbcc import lib  # type: ignore[import-not-found]
-
-    res = lib.bpf_lookup_batch(table.map_fd, *args)
-    return int(res), ct.get_errno()
+    """One BPF_MAP_LOOKUP_BATCH: (its result, errno)."""
+    return table.lookup_batch(*args)  # type: ignore[no-any-return]

@@ -16,7 +16,6 @@ import threading
 from pathlib import Path
 
 from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.bpf_program import PRELUDE
 from adaptyst_top.collectors.probes.entry_safety import EntryPolicy
 from adaptyst_top.collectors.probes.helper_build import (
     HelperBuildError,
@@ -30,7 +29,7 @@ from adaptyst_top.collectors.probes.helper_build import (
 from adaptyst_top.collectors.probes.keys import NO_STATS
 from adaptyst_top.collectors.probes.kinds import calibration_cases
 from adaptyst_top.collectors.probes.module_object import KINDS
-from adaptyst_top.collectors.probes.oncpu import oncpu_source
+from adaptyst_top.collectors.probes.oncpu import oncpu_offset
 
 # (class, calib function, spec suffix, calls), each kind's own cases.
 PLAN = tuple((c.cost_class, c.word, c.spec, c.calls) for c in calibration_cases())
@@ -53,9 +52,9 @@ def build_calibrator(directory: Path | None = None) -> Path:
 
 
 def _cache_key() -> str:
-    # The programs measured: the shared code bcc compiles, the precompiled objects, and
-    # the on-CPU reads where the kernel has them.
-    programs = (PRELUDE + (oncpu_source() or "")).encode()
+    # The programs measured (the objects built with the package) and whether the kernel
+    # gives them on-CPU reads.
+    programs = str(oncpu_offset()).encode()
     for obj in sorted(KINDS.glob("*.bpf.o")):
         with contextlib.suppress(OSError):
             programs += obj.read_bytes()
@@ -128,8 +127,8 @@ def calibrate(binary: Path | None = None, plan: Plan = PLAN) -> ov.CostTable:
 
 
 class BackgroundCalibration:
-    """Calibrates in a child process (its own bcc, its own target), so the monitor's
-    threads never share bcc state with it and closing the monitor simply kills it.
+    """Calibrates in a child process (its own engine, its own target), so the monitor's
+    threads never share state with it and closing the monitor simply kills it.
     The shared table holds the default figures until the child answers."""
 
     def __init__(self, table: ov.CostTable, use_cache: bool = True) -> None:

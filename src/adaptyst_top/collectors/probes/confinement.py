@@ -1,47 +1,25 @@
-"""Whose processes alone a user's probe module counts in, when the agent serves them:
-the C of `theirs()`, which every entry asks first, and the kernel offsets it reads
-(from the running kernel's BTF, not the installed headers)."""
+"""Whose processes alone a user's programs count in, when the agent serves them: the
+kernel offsets `theirs_in()` (bpf/theirs.h, which every entry asks first) reads, from
+the running kernel's BTF, set as each program's read-only config before load.
+
+Every entry a user's probes see (the agent's, for a user that is not root or an admin)
+asks first whether its process is still theirs: their real uid, dumpable as the user,
+their ids throughout and no capability. A setuid, setgid or file-capability exec, an
+execute-only program or PR_SET_DUMPABLE 0 makes it not, before its first instruction,
+so no hit in it counts (the agent's guard then ends the probes)."""
 
 from __future__ import annotations
 
 import ctypes as ct
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from adaptyst_top.collectors.probes.kernel_btf import member_offset
-
-# Every entry a user's probes see (the agent's, for a user that is not root or an
-# admin) asks first whether its process is still theirs: their real uid, dumpable as the
-# user, their ids throughout and no capability. A setuid, setgid or file-capability
-# exec, an execute-only program or PR_SET_DUMPABLE 0 makes it not, before its first
-# instruction, so no hit in it counts (the agent's guard then ends the probes).
-THEIRS = r"""
-static __always_inline int theirs(void) {
-    if ((u32)bpf_get_current_uid_gid() != %(uid)d) return 0;
-    char *task = (char *)bpf_get_current_task();
-    char *mm = 0;
-    u64 flags = 0;
-    if (bpf_probe_read_kernel(&mm, sizeof(mm), task + %(task_mm)d) || !mm) return 0;
-    if (bpf_probe_read_kernel(&flags, sizeof(flags), mm + %(mm_flags)d)) return 0;
-    if ((flags & 3) != 1) return 0;  /* SUID_DUMP_USER */
-    /* With fs.suid_dumpable=1 a setuid, setgid or file-capability exec stays dumpable:
-       its ids and capabilities tell it. uid..egid are one read (contiguous in cred). */
-    char *cred = 0;
-    u32 ids[%(id_words)d] = {};
-    u64 caps = 0;
-    if (bpf_probe_read_kernel(&cred, sizeof(cred), task + %(task_cred)d) || !cred) return 0;
-    if (bpf_probe_read_kernel(ids, sizeof(ids), cred + %(ids_at)d)) return 0;
-    if (bpf_probe_read_kernel(&caps, sizeof(caps), cred + %(cred_caps)d)) return 0;
-    return ids[%(euid)d] == %(uid)d && ids[%(suid)d] == %(uid)d
-        && ids[%(egid)d] == ids[%(gid)d] && ids[%(sgid)d] == ids[%(gid)d] && caps == 0;
-}
-"""
-ANYONES = "static __always_inline int theirs(void) { return 1; }\n"
 
 
 @dataclass(frozen=True)
 class Confinement:
-    """Whose processes alone a module counts in (see THEIRS): the offsets it reads, from
-    the running kernel's BTF."""
+    """Whose processes alone a module counts in: the offsets theirs_in() reads, from the
+    running kernel's BTF."""
 
     uid: int
     task_mm: int
@@ -76,10 +54,6 @@ class Confinement:
             words["sgid"],
             member_offset("cred", "cap_permitted"),
         )
-
-
-def theirs_source(confine: Confinement | None) -> str:
-    return ANYONES if confine is None else THEIRS % asdict(confine)
 
 
 _CONFIG_FIELDS = (

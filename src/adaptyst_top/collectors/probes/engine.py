@@ -44,7 +44,7 @@ from adaptyst_top.collectors.probes.engine_watch import ScopeWatch
 from adaptyst_top.collectors.probes.kernel_btf import BTFError
 from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.model import ProbeError, ProbeGroup, ProbeModule, Row
-from adaptyst_top.collectors.probes.oncpu import oncpu_source
+from adaptyst_top.collectors.probes.oncpu import oncpu_offset
 from adaptyst_top.collectors.probes.output import group_entry, row_entries
 from adaptyst_top.collectors.probes.reading import (
     bpf_run_ns,
@@ -135,7 +135,7 @@ class ProbeEngine:
             owner=owner,
             account=account,
             confine=confine,
-            oncpu=oncpu_source(),
+            oncpu=oncpu_offset(),
             pinned=pinned,
         )
         if follow and starts is not None:
@@ -203,7 +203,7 @@ class ProbeEngine:
         return self.builder.confine
 
     @property
-    def oncpu(self) -> str | None:
+    def oncpu(self) -> int | None:
         return self.builder.oncpu
 
     def points_held(self) -> int:

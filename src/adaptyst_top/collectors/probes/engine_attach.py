@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-from typing import Any
 
-from adaptyst_top.collectors.probes.bcc_extras import (
-    attach_at_offset,
-    attach_with_semaphore,
-    detach_at_offset,
-)
 from adaptyst_top.collectors.probes.engine_scope import Scope
 from adaptyst_top.collectors.probes.engine_state import EngineState
 from adaptyst_top.collectors.probes.libbpf import BpfObject
@@ -143,27 +137,16 @@ class Attacher:
             # return was probed would leave a frame no return ever pops, and the
             # thread's stack, full of them, would measure nothing again.
             for a in sorted(row.attachments, key=lambda a: not closes_interval(row, a)):
-                kw: dict[str, Any] = {"name": a.path, "fn_name": a.fn_name, "pid": pid}
-                if a.sym:
-                    kw["sym"] = a.sym
-                else:
-                    kw["addr"] = a.addr
-                if isinstance(bpf, BpfObject) and a.offset is not None:
-                    bpf.attach_uprobe(
-                        a.fn_name,
-                        a.path,
-                        a.offset,
-                        pid,
-                        ret=a.ret,
-                        cookie=a.cookie,
-                        ref_ctr_offset=a.ref_ctr,
-                    )
-                elif a.offset is not None:
-                    attach_at_offset(bpf, a.path, a.offset, a.fn_name, pid, a.ret, a.ref_ctr)
-                elif a.ref_ctr:
-                    attach_with_semaphore(bpf, a.path, a.addr, a.fn_name, pid, a.ref_ctr)
-                else:
-                    (bpf.attach_uretprobe if a.ret else bpf.attach_uprobe)(**kw)
+                assert a.offset is not None  # the builder placed every one
+                bpf.attach_uprobe(
+                    a.fn_name,
+                    a.path,
+                    a.offset,
+                    pid,
+                    ret=a.ret,
+                    cookie=a.cookie,
+                    ref_ctr_offset=a.ref_ctr,
+                )
                 done.append(a)
         except Exception:
             for a in done:
@@ -171,21 +154,9 @@ class Attacher:
             raise
         row.pids.add(pid)
 
-    def detach_one(self, bpf: Any, a: Attachment, pid: int) -> None:
-        if isinstance(bpf, BpfObject) and a.offset is not None:
-            bpf.detach_uprobe(a.path, a.offset, pid, ret=a.ret)
-            return
+    def detach_one(self, bpf: BpfObject, a: Attachment, pid: int) -> None:
         if a.offset is not None:
-            with contextlib.suppress(Exception):
-                detach_at_offset(bpf, a.path, a.offset, pid, a.ret)
-            return
-        kw: dict[str, Any] = {"name": a.path, "pid": pid}
-        if a.sym:
-            kw["sym"] = a.sym
-        else:
-            kw["addr"] = a.addr
-        with contextlib.suppress(Exception):
-            (bpf.detach_uretprobe if a.ret else bpf.detach_uprobe)(**kw)
+            bpf.detach_uprobe(a.path, a.offset, pid, ret=a.ret)
 
     def set_gate(self, row: Row, off: bool) -> None:
         assert row.module is not None

@@ -8,18 +8,13 @@ import threading
 import time
 from collections.abc import Hashable
 from functools import partial
-from typing import Any
 
-from adaptyst_top.collectors.probes import entry_safety, libbpf
+from adaptyst_top.collectors.probes import entry_safety
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
-from adaptyst_top.collectors.probes.bcc_extras import bcc_stderr_captured
 from adaptyst_top.collectors.probes.bpf_program import (
     MULTI_ENTRY,
     MULTI_RETURN,
-    Slot,
-    module_source,
 )
-from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
 from adaptyst_top.collectors.probes.confinement import Confinement
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, ElfReader, NotELFError, read_elf
 from adaptyst_top.collectors.probes.engine_attach import Attacher
@@ -27,8 +22,7 @@ from adaptyst_top.collectors.probes.engine_scope import Scope
 from adaptyst_top.collectors.probes.engine_state import WORKER_JOIN_S, EngineState
 from adaptyst_top.collectors.probes.kinds import kind_of
 from adaptyst_top.collectors.probes.model import ProbeError, ProbeGroup, ProbeModule, Row, one_line
-from adaptyst_top.collectors.probes.module_object import CorePlan, core_plan, load_module
-from adaptyst_top.collectors.probes.oncpu import oncpu_offset
+from adaptyst_top.collectors.probes.module_object import core_plan, load_module
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
 from adaptyst_top.system.pinned_files import PinnedFiles
@@ -52,7 +46,7 @@ class Builder:
         owner: Hashable,
         account: AttachAccount | None,
         confine: Confinement | None,
-        oncpu: str | None,
+        oncpu: int | None,
         pinned: PinnedFiles | None,
     ) -> None:
         self.state = state
@@ -67,7 +61,7 @@ class Builder:
         self.owner = owner
         self.account = account
         self.confine = confine
-        self.oncpu = oncpu  # None: calls get no on-CPU time (no BTF)
+        self.oncpu = oncpu  # where task_struct keeps run time; None: no on-CPU time (no BTF)
         self.pinned = pinned
         self._thread = threading.Thread(target=self._work, name="probe-compiler", daemon=True)
         self._thread.start()
@@ -144,26 +138,26 @@ class Builder:
         multi = self.multi_links and plan.multi_links
         group.planned = len(rows)
         group.timings["plan_s"] = (planned_at := time.monotonic()) - started
-        # Precompiled where the kind has an object and every attach point a file offset.
-        placed = all(a.offset is not None for r in rows for a in r.attachments)
-        core = kind.bpf_object is not None and placed and libbpf.available() is None
-        core_at = core_plan(slots) if core else None
+        if kind.bpf_object is None:
+            raise ProbeError(f"{spec.text}: the {kind.name} kind has no BPF program")
+        unplaced = [r.name for r in rows if any(a.offset is None for a in r.attachments)]
+        if unplaced:  # where its bytes are in the file is what the kernel attaches at
+            raise ProbeError(f"{spec.text}: {unplaced[0]} is not in the file's loaded code")
+        plan_c = core_plan(slots)
         try:
-            if core_at is not None:
-                bpf, links = self._load(kind.bpf_object or "", slots, multi, source, core_at)
-            else:
-                bpf, links = self._compile(slots, multi, source)
-        except ProbeError:
-            raise
-        except Exception as exc:
-            what = "loading" if core else "compiling"
-            raise ProbeError(f"{what} probes for {spec.text} failed: {one_line(exc)}") from None
+            bpf = load_module(kind.bpf_object, slots, multi, self.confine, self.oncpu, plan_c)
+        except OSError as exc:
+            raise ProbeError(f"loading probes for {spec.text} failed: {one_line(exc)}") from None
+        links = None
+        if multi:
+            entry, ret = bpf.funcs[MULTI_ENTRY].fd, bpf.funcs[MULTI_RETURN].fd
+            links = MultiLinks(source, entry, ret)
         group.timings["compile_s"] = (compiled_at := time.monotonic()) - planned_at
-        if core_at is not None:  # a program per role; the cookie says which probe fired
-            for row in rows:
-                for a in row.attachments:
-                    a.fn_name, a.cookie = core_at.programs[a.fn_name]
-                row.fns = list(dict.fromkeys(core_at.programs[f][0] for f in row.fns))
+        # A program per role; the cookie says which probe fired.
+        for row in rows:
+            for a in row.attachments:
+                a.fn_name, a.cookie = plan_c.programs[a.fn_name]
+            row.fns = list(dict.fromkeys(plan_c.programs[f][0] for f in row.fns))
         module = ProbeModule(bpf, rows, links, self.oncpu is not None)
         if self.scope.starts is not None:  # a key's string is read from the process checked
             module.keys.open_mem = partial(self.scope.held.opened, name="mem")
@@ -173,13 +167,12 @@ class Builder:
                 row.fns = [MULTI_ENTRY, MULTI_RETURN]
         try:
             kind.loaded(module, spec, source, elf)
-            with bcc_stderr_captured():
-                if multi:
-                    self.attacher.attach_multi(module, spec)
-                for row in rows if not multi else ():
-                    if self.state.closed:
-                        raise ProbeError(f"{spec.text}: not attached: the monitor is closing")
-                    self.attacher.attach_row(row)
+            if multi:
+                self.attacher.attach_multi(module, spec)
+            for row in rows if not multi else ():
+                if self.state.closed:
+                    raise ProbeError(f"{spec.text}: not attached: the monitor is closing")
+                self.attacher.attach_row(row)
         except Exception:
             module.close()
             raise
@@ -199,27 +192,6 @@ class Builder:
                 missing = [r for r in rows if pid not in r.pids and r.state == "attached"]
                 with contextlib.suppress(Exception):
                     self.attacher.attach_rows_pid(missing, pid)
-
-    def _load(
-        self, name: str, slots: list[Slot], multi: bool, source: str, plan: CorePlan
-    ) -> tuple[Any, MultiLinks | None]:
-        """The kind's precompiled object, loaded for SLOTS: no compile, no turn to wait."""
-        oncpu_at = oncpu_offset() if self.oncpu is not None else None
-        obj = load_module(name, slots, multi, self.confine, oncpu_at, plan)
-        if not multi:
-            return obj, None
-        return obj, MultiLinks(source, obj.funcs[MULTI_ENTRY].fd, obj.funcs[MULTI_RETURN].fd)
-
-    def _compile(
-        self, slots: list[Slot], multi: bool, source: str
-    ) -> tuple[Any, MultiLinks | None]:
-        """bcc's compile of the module's C, in the owner's turn (its clang is shared)."""
-        from bcc import BPF  # type: ignore[import-not-found]
-
-        with COMPILE_TURNS.turn(self.owner):
-            bpf = BPF(text=module_source(slots, multi, self.confine, self.oncpu))
-        links = MultiLinks.of_bcc(bpf, source, MULTI_ENTRY, MULTI_RETURN) if multi else None
-        return bpf, links
 
     @property
     def pid(self) -> int | None:

@@ -1,9 +1,9 @@
 """Offsets of kernel struct members, read from the running kernel's own BTF
 (/sys/kernel/btf/vmlinux).
 
-bcc compiles against the headers installed, which need not be the running kernel's
-(here: 6.1 headers under a 6.18 kernel), so a probe that reads a kernel struct takes
-its offsets from here instead: the kernel's description of itself.
+The programs are compiled once, with no kernel's headers; a program that reads a kernel
+struct takes its offsets from here, set as its read-only config before load: the
+running kernel's description of itself.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from typing import Any
 
 from adaptyst_top.collectors.probes.bpf_maps import MapReader
 from adaptyst_top.collectors.probes.bpf_program import KernelError
-from adaptyst_top.collectors.probes.compile_turns import COMPILE_TURNS
 from adaptyst_top.collectors.probes.keys import KeyResolver, Stats
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
@@ -36,7 +35,7 @@ class ProbeError(RuntimeError):
 
 @dataclass
 class Attachment:
-    """One call to bcc's attach_uprobe/attach_uretprobe, kept to undo and redo it."""
+    """One uprobe (or uretprobe) link, kept to undo and redo it."""
 
     fn_name: str
     path: str
@@ -45,7 +44,7 @@ class Attachment:
     ret: bool = False
     ref_ctr: int = 0  # file offset of a USDT semaphore the kernel keeps raised meanwhile
     # Where in the file, as this process placed it from the file's executable segments:
-    # attached there, libbcc resolving nothing (None: by sym/addr, as bcc resolves them).
+    # attached there, nothing resolved again (None: not in the file: never attached).
     offset: int | None = None
     cookie: int = 0  # what the program reads to tell the probe (a precompiled module's slot)
 
@@ -117,7 +116,7 @@ class ProbeGroup:
 
 
 class ProbeModule:
-    """One compiled BPF object and the attach points it serves."""
+    """One loaded BPF object and the attach points it serves."""
 
     def __init__(
         self, bpf: Any, rows: list[Row], multi: MultiLinks | None = None, oncpu: bool = False
@@ -152,7 +151,7 @@ class ProbeModule:
                 self.closed = True
                 if self.multi is not None:
                     self.multi.close()
-                with COMPILE_TURNS.teardown(), contextlib.suppress(Exception):
+                with contextlib.suppress(Exception):
                     self.bpf.cleanup()
                 if self.keys.binary is not None:
                     self.keys.binary.close()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.probes.bpf_program import (
+    ARG_TYPES,
     KEYLEN,
     MAX_DEPTH,
     MAX_THREADS,
@@ -169,8 +170,6 @@ MAP_TYPES: dict[str, tuple[Any, Any]] = {
     "args": (_u32, ArgLoc),
 }
 
-_ARG_TYPES = {"auto": 0, "int": 1, "str": 2}  # bpf_program.ArgType
-
 
 def config(confine: Confinement | None, oncpu_at: int | None, keyed: bool) -> ModuleConfig:
     c = ModuleConfig(confine_config(confine))
@@ -215,7 +214,7 @@ def load_module(
         obj.load()
         for s in slots if per_slot else ():
             row = s.index if s.files_as is None else s.files_as
-            cfg = SlotCfg(s.arg or 0, _ARG_TYPES[s.arg_type], int(s.retval), s.chain, row, 0)
+            cfg = SlotCfg(s.arg or 0, ARG_TYPES[s.arg_type], int(s.retval), s.chain, row, 0)
             obj["slots"][_u32(s.index)] = cfg
         for i, loc in enumerate(plan.locs if "args" in names else ()):
             obj["args"][_u32(i)] = loc

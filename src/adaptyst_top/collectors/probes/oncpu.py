@@ -1,4 +1,4 @@
-"""A call's on-CPU time, measured in the kernel: the C of `run_read()`.
+"""A call's on-CPU time, measured in the kernel (`run_read()` in bpf/module.h).
 
 Each CPU's task clock leaves out that CPU's own IRQ and steal time, so the offsets
 cancel only when entry and return run on one CPU; across CPUs the run time's growth
@@ -16,19 +16,6 @@ from __future__ import annotations
 
 from adaptyst_top.collectors.probes.kernel_btf import BTFError, member_offset
 
-_MARK = r"""
-#define MEASURES_ONCPU 1
-/* se: exec_start, sum_exec_runtime of the current thread */
-static __always_inline void run_read(u64 *se) {
-    char *task = (char *)bpf_get_current_task();
-    if (bpf_probe_read_kernel(se, 16, task + %(at)d)) { se[0] = 0; se[1] = 0; }
-}
-"""
-NO_MARK = (
-    "#define MEASURES_ONCPU 0\n"
-    "static __always_inline void run_read(u64 *se) { se[0] = 0; se[1] = 0; }\n"
-)
-
 
 def oncpu_offset() -> int | None:
     """Where `se.exec_start` is in task_struct (`sum_exec_runtime` right after it), or
@@ -41,9 +28,3 @@ def oncpu_offset() -> int | None:
     except BTFError:
         return None
     return se + start if total == start + 8 else None
-
-
-def oncpu_source() -> str | None:
-    """The C of `run_read()` (bcc's modules), or None as oncpu_offset() says."""
-    at = oncpu_offset()
-    return None if at is None else _MARK % {"at": at}

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from adaptyst_top.collectors.probes.bcc_extras import enable_run_time_stats
+from adaptyst_top.collectors.probes.bpf_stats import enable_run_time_stats
 
 # What a session allows by default: the probes' share of the target's CPU, and how many
 # attach points one spec may match.

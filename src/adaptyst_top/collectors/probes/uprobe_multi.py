@@ -24,7 +24,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 from adaptyst_top.snapshot import ProbeState
@@ -154,15 +154,6 @@ class MultiLinks:
         self._ret_fd = ret_fd
         self._links: dict[int, _PidLinks] = {}
         self._lock = threading.Lock()
-
-    @classmethod
-    def of_bcc(cls, bpf: Any, path: str, entry_fn: str, ret_fn: str) -> MultiLinks:
-        """From a module bcc compiled (its programs loaded here for multi links)."""
-        from bcc import BPF  # type: ignore[import-not-found]
-
-        entry = bpf.load_func(entry_fn, BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
-        ret = bpf.load_func(ret_fn, BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
-        return cls(path, entry, ret)
 
     def relink(self, pid: int, wanted: Mapping[int, int]) -> dict[int, str]:
         """Make PID's (-1: every process) links cover exactly WANTED (cookie -> file

@@ -50,7 +50,7 @@ SamplerFactory = Callable[
 class Profiler:
     """The sampler's events read off the kernel's buffer on one thread and handed to
     COUNTS on another; CONFINE: only that user's own processes are sampled (the agent's);
-    OWNER: whose turn at bcc's compiler (compile_turns.py); BUDGET: the share of the
+    OWNER: whose account the sampler counts in; BUDGET: the share of the
     target's CPU the profile may cost before its rate is lowered (budget.py)."""
 
     def __init__(

@@ -177,7 +177,7 @@ class Sampler:
                 return False
             try:
                 self.bpf["scope"][ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
-            except Exception:  # bcc raises plain Exception on a full map
+            except Exception:  # a full map
                 return False
             return True
 

@@ -90,9 +90,9 @@ class ProbeKindDef(ABC):
     # Variables of launch_env that name one thing only (the driver loads one injection
     # library): a value of the user's there is lost, and the user is told.
     exclusive_env: ClassVar[tuple[str, ...]] = ()
-    # Its program compiled with the package (`kinds/<name>.bpf.c` -> `.bpf.o`, loaded by
-    # libbpf: module_object.py), its plan's fn names mapped onto that object's programs
-    # with the slot as attach cookie; None: bcc compiles bpf_program.py's C for it.
+    # Its program, compiled with the package (`kinds/<file>.bpf.c` -> `.bpf.o`, loaded
+    # by libbpf: module_object.py); its plan's slot names map onto that object's
+    # programs, the slot in the attach cookie.
     bpf_object: ClassVar[str | None] = None
 
     @abstractmethod
