@@ -30,6 +30,9 @@ def test_the_wheel_holds_every_module_and_data_file(tmp_path: Path) -> None:
         if "__pycache__" not in f.parts
     }
     assert expected - names == set()
+    # Each BPF program built beside its source: what libbpf loads on the node.
+    built = {n[: -len(".c")] + ".o" for n in expected if n.endswith(".bpf.c")}
+    assert built and built - names == set()
 
 
 def test_the_commit_hook_refuses_an_unformatted_file(tmp_path: Path) -> None:
