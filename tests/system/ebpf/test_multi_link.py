@@ -85,15 +85,17 @@ def test_links_swapped_under_a_running_target_count_each_call_once(workload: Wor
 def test_an_offset_the_kernel_refuses_does_not_take_the_others_down() -> None:
     """pthread_spin_lock starts with a LOCK-prefixed instruction, which the kernel's
     uprobe decoder rejects (planning refuses it first; the link is the last line)."""
-    from bcc import BPF  # type: ignore[import-not-found]
+    from adaptyst_top.collectors.probes.bpf_program import MULTI_ENTRY, Slot
+    from adaptyst_top.collectors.probes.module_object import load_module
 
     libc = resolve_target("c", os.getpid())
     elf = read_elf(libc)
     offsets = {s.name: s.file_offset for s in elf.functions if s.file_offset is not None}
     wanted = {0: offsets["getppid"], 1: offsets["pthread_spin_lock"], 2: offsets["getpid"]}
-    bpf = BPF(text="int at_t(struct pt_regs *ctx) { return 0; }")
+    slots = [Slot(i, "uprobe-entry") for i in range(3)]
+    bpf = load_module("uprobe.bpf.o", slots, True, None, None)
     try:
-        fd = bpf.load_func("at_t", BPF.KPROBE, attach_type=48).fd
+        fd = bpf.funcs[MULTI_ENTRY].fd
         refused: dict[int, str] = {}
         links = link_split(fd, libc, wanted, False, os.getpid(), refused)
         try:
