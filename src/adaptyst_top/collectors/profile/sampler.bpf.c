@@ -149,6 +149,7 @@ int on_exit(void *args) {
     bpf_map_delete_elem(&lastcopy, &tid);
     /* A process's entry, or a thread's that fork added (its tid): nothing keeps either. */
     bpf_map_delete_elem(&scope, &tid);
+    bpf_map_delete_elem(&pyexecs, &tid);
     return 0;
 }
 

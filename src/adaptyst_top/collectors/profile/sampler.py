@@ -47,6 +47,7 @@ _MAP_TYPES: dict[str, tuple[Any, Any]] = {
     "scope": (ctypes.c_uint32, ctypes.c_uint8),
     "lost": (ctypes.c_uint32, ctypes.c_uint64),
     "gap": (ctypes.c_uint32, ctypes.c_uint64),
+    "pyexecs": (ctypes.c_uint32, ctypes.c_uint64),
     **PY_MAP_TYPES,
 }
 
@@ -67,6 +68,7 @@ def load_program(confine: Confinement | None, fsbase: int) -> BpfObject:
     try:
         obj.size_map("scope", MAX_PROCS)
         obj.size_map("pyproc", MAX_PROCS)
+        obj.size_map("pyexecs", MAX_PROCS)
         obj.size_map("pyoffs", len(PY_VERSIONS))
         obj.size_map("events", RING_PAGES * 4096)
         obj.set_rodata(bytes(SamplerConfig(confine_config(confine), fsbase)))
@@ -237,6 +239,7 @@ class Sampler:
             wait = PY_RECHECK_S
         if len(self._pythons) >= MAX_PY_WATCHED:
             self._pythons.pop(next(iter(self._pythons)))
+        execs = self._execs(pid)
         found = find_python(pid)
         # Not yet: again after a wait that doubles (a launched command's exec comes soon;
         # a process that never runs Python costs ever less).
@@ -248,6 +251,24 @@ class Sampler:
             with self._lock, contextlib.suppress(Exception):  # a full map: no Python frames
                 if not self.closed:
                     register(self.bpf["pyproc"], pid, found)
+            if self._execs(pid) != execs:  # it exec'd meanwhile: what was found is gone
+                self.forget_python(pid)
+                self._pythons[pid] = (now, PY_RECHECK_S, False)
+
+    def _execs(self, pid: int) -> int:
+        """PID's execs seen by the kernel while in scope (-1: closed)."""
+        with self._lock:
+            if self.closed:
+                return -1
+            try:
+                return int(self.bpf["pyexecs"][ctypes.c_uint32(pid)].value)
+            except KeyError:
+                return 0
+
+    def forget_python(self, pid: int) -> None:
+        with self._lock, contextlib.suppress(KeyError):
+            if not self.closed:
+                del self.bpf["pyproc"][ctypes.c_uint32(pid)]
 
     def poll(self, timeout_ms: int = 0) -> None:
         self._ring.poll(timeout_ms)

@@ -23,6 +23,11 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, struct
          __uint(max_entries, 4096); } pyproc SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, u32); __type(value, struct pyevent);
          __uint(max_entries, 1); } pyscratch SEC(".maps");
+/* Execs of a process in scope so far: user space reads it before it looks a process up
+ * and again after it registered it, so that an exec in between (which found the old
+ * image) never leaves the old interpreter's _PyRuntime on the new one. */
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 4096); } pyexecs SEC(".maps");
 
 /* An exec replaces the interpreter (a held command's launcher was a Python too): its
  * _PyRuntime is looked for again. */
@@ -30,6 +35,11 @@ SEC("tracepoint/sched/sched_process_exec")
 int py_exec(void *args) {
     u32 pid = bpf_get_current_pid_tgid() >> 32;
     bpf_map_delete_elem(&pyproc, &pid);
+    if (!bpf_map_lookup_elem(&scope, &pid)) return 0;
+    u64 *n = bpf_map_lookup_elem(&pyexecs, &pid);
+    if (n) { __sync_fetch_and_add(n, 1); return 0; }
+    u64 one = 1;
+    bpf_map_update_elem(&pyexecs, &pid, &one, BPF_NOEXIST);
     return 0;
 }
 
