@@ -41,7 +41,7 @@ umask 022  # the venv is run by every user of the node, the agent's clients incl
 # System packages and tracefs: the agent's part of setup only. clang and libbpf-dev
 # build the BPF programs with the package (below); libbpf1 and the kernel's BTF load
 # them. No kernel headers.
-SETUP_HEADERS=0 SETUP_PACKAGES="python3-bpfcc python3-venv systemtap-sdt-dev gcc libc6-dev clang libbpf-dev libbpf1" \
+SETUP_PACKAGES="python3-bpfcc python3-venv systemtap-sdt-dev gcc libc6-dev clang libbpf-dev libbpf1" \
     ./scripts/setup.sh --system-only
 
 choose_python || exit 1

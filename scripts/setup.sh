@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Brings a fresh Debian/Ubuntu machine to the point where adaptyst-top runs with
-# real eBPF: distribution bcc, kernel headers (or a stand-in), tracefs, and a
-# virtualenv that sees the distribution's `bcc` module alone. Idempotent: every
-# step checks first and says "ok" when there is nothing to do.
+# real eBPF: clang and libbpf-dev to build its BPF programs with the package, libbpf1
+# to load them (no kernel headers: the kernel's BTF), tracefs, and a virtualenv that
+# sees the distribution's `bcc` module alone (bcc's tools are the benchmarks' peers).
+# Idempotent: every step checks first and says "ok" when there is nothing to do.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bcc_python.sh
 . scripts/bcc_python.sh
 VENV=${VENV:-.venv}
-KREL=$(uname -r)
 # openssh-server and passwd (useradd): the agent's tests run a real sshd and real users;
 # slurmctld, slurmd, munge and slurm-client: --job's tests run a real one-node Slurm;
 # prometheus (with promtool): the agent's metrics are scraped by a real one.
@@ -64,44 +64,6 @@ system_packages() {
     else
         say "ok: system packages (${APT_PACKAGES[*]})"
     fi
-}
-
-kernel_headers() {
-    local build="/lib/modules/$KREL/build"
-    if [ -e "$build/include/linux/kconfig.h" ] || [ -e "$build/Makefile" ]; then
-        if [ -L "$build" ] && [ "$(readlink -f "$build")" != "/usr/src/linux-headers-$KREL" ]; then
-            say "ok: kernel headers (stand-in: $(readlink -f "$build") for $KREL)"
-        else
-            say "ok: kernel headers for $KREL"
-        fi
-        return
-    fi
-    # The running kernel's own headers, when the distribution has them.
-    if apt-cache show "linux-headers-$KREL" >/dev/null 2>&1; then
-        say "installing linux-headers-$KREL"
-        apt_install "linux-headers-$KREL"
-        return
-    fi
-    # Otherwise the distribution's generic headers, linked in as a stand-in: uprobe
-    # and USDT programs only need a consistent set of kernel types, not this exact kernel.
-    local arch meta
-    arch=$(dpkg --print-architecture)
-    meta="linux-headers-$arch"
-    if [ -n "$(missing_packages "$meta")" ]; then
-        say "no headers packaged for $KREL; installing $meta as a stand-in"
-        apt_install "$meta"
-    fi
-    local hdr common
-    hdr=$(ls -d /usr/src/linux-headers-*-"$arch" 2>/dev/null | sort -V | tail -n 1)
-    if [ -z "$hdr" ]; then
-        say "WARNING: no kernel headers found under /usr/src; eBPF programs will not compile"
-        return
-    fi
-    common=${hdr%-"$arch"}-common
-    mkdir -p "/lib/modules/$KREL"
-    ln -sfn "$hdr" "/lib/modules/$KREL/build"
-    [ -d "$common" ] && ln -sfn "$common" "/lib/modules/$KREL/source"
-    say "STAND-IN kernel headers: /lib/modules/$KREL/build -> $hdr (not $KREL's own)"
 }
 
 tracefs() {
@@ -175,15 +137,11 @@ bcc_in_venv() {
 
 if is_root && command -v apt-get >/dev/null 2>&1; then
     system_packages
-    # adaptyst-top loads programs built with the package (libbpf, the kernel's BTF): it
-    # needs no kernel headers. The tests' and benchmarks' peer tools do (bcc's own
-    # programs stand in for another eBPF user on the node): the agent's install skips them.
-    if [ "${SETUP_HEADERS:-1}" = 1 ]; then kernel_headers; fi
     tracefs
 elif ! is_root; then
-    say "not root: skipping system packages, kernel headers and tracefs; eBPF probes need root (or CAP_BPF+CAP_PERFMON)"
+    say "not root: skipping system packages and tracefs; eBPF probes need root (or CAP_BPF+CAP_PERFMON)"
 else
-    say "no apt-get: install bcc (python3 module), kernel headers and sys/sdt.h by hand"
+    say "no apt-get: install clang, libbpf (and its headers) and sys/sdt.h by hand"
 fi
 commit_hook() {
     # A clone's own hook is kept; otherwise ruff runs before each commit (scripts/pre-commit).
