@@ -30,6 +30,7 @@ def test_every_map_agrees_with_the_c(multi: bool) -> None:
         for name in set(MAP_TYPES) & obj.map_names():  # each refuses where sizes differ
             assert obj[name].max_entries >= 1
         want = {"at_multi", "at_multi_ret"} if multi else {"at_entry", "at_return"}
+        want.add("module_exit")  # a thread's stacks go with it
         assert set(obj.funcs) == want
         cfg = obj["slots"][MAP_TYPES["slots"][0](1)]
         assert (cfg.arg, cfg.arg_type, cfg.retval) == (2, 2, 0)
@@ -100,3 +101,48 @@ def test_a_uprobe_and_a_profile_load_without_a_compiler(workload: Workload) -> N
     assert got["state"] == "attached", got["error"]
     assert got["compiled"] == [] and got["compiler"] == []
     assert none_left(), our_programs()
+
+
+def test_a_thread_that_ends_mid_call_takes_its_open_frame_with_it() -> None:
+    """A call that never returns (`_exit`) leaves its entry's frame in the thread's
+    stack; the thread's number may next be another user's thread's, whose returns would
+    pop it. The kernel drops a thread's stacks as it exits, not at the next reap."""
+    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.system.targets import resolve_target
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys; sys.stdin.readline(); os._exit(0)"],
+        stdin=subprocess.PIPE,
+    )
+    assert child.stdin is not None
+    try:
+        with ProbeEngine(pid=child.pid) as engine:
+            group = engine.add(f"uprobe:{resolve_target('c', child.pid)}:_exit")
+            assert engine.wait(60) and group.state == "attached", group.error
+            (module,) = engine.state.modules
+            child.stdin.write(b"\n")
+            child.stdin.flush()
+            child.wait(30)
+            assert list(module.bpf["stacks"].keys()) == []
+    finally:
+        child.kill()
+        child.wait()
+    assert none_left(), our_programs()
+
+
+def test_a_map_kept_past_its_objects_close_reaches_nothing() -> None:
+    """A map's descriptor number is another object's soon after its own closed (the
+    agent loads one per user's spec): a late write must fail, not land there."""
+    obj = load_module("uprobe.bpf.o", [Slot(0, "uprobe-entry")], False, None, None)
+    gate = obj["gate"]
+    gate[MAP_TYPES["gate"][0](0)] = MAP_TYPES["gate"][1](1)
+    obj.cleanup()
+    other = load_module("uprobe.bpf.o", [Slot(0, "uprobe-entry")], False, None, None)
+    try:
+        with pytest.raises(OSError):
+            gate[MAP_TYPES["gate"][0](0)] = MAP_TYPES["gate"][1](1)
+        with pytest.raises(OSError):
+            obj["gate"]
+        assert other["gate"][MAP_TYPES["gate"][0](0)].value == 0
+    finally:
+        other.cleanup()

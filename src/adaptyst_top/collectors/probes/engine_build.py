@@ -22,7 +22,7 @@ from adaptyst_top.collectors.probes.engine_scope import Scope
 from adaptyst_top.collectors.probes.engine_state import WORKER_JOIN_S, EngineState
 from adaptyst_top.collectors.probes.kinds import kind_of
 from adaptyst_top.collectors.probes.model import ProbeError, ProbeGroup, ProbeModule, Row, one_line
-from adaptyst_top.collectors.probes.module_object import core_plan, load_module
+from adaptyst_top.collectors.probes.module_object import EXIT, core_plan, load_module
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
 from adaptyst_top.system.pinned_files import PinnedFiles
@@ -148,16 +148,21 @@ class Builder:
             bpf = load_module(kind.bpf_object, slots, multi, self.confine, self.oncpu, plan_c)
         except OSError as exc:
             raise ProbeError(f"loading probes for {spec.text} failed: {one_line(exc)}") from None
-        links = None
-        if multi:
-            entry, ret = bpf.funcs[MULTI_ENTRY].fd, bpf.funcs[MULTI_RETURN].fd
-            links = MultiLinks(source, entry, ret)
+        try:
+            links = None
+            if multi:
+                entry, ret = bpf.funcs[MULTI_ENTRY].fd, bpf.funcs[MULTI_RETURN].fd
+                links = MultiLinks(source, entry, ret)
+            # A program per role; the cookie says which probe fired.
+            for row in rows:
+                for a in row.attachments:
+                    a.fn_name, a.cookie = plan_c.programs[a.fn_name]
+                row.fns = list(dict.fromkeys(plan_c.programs[f][0] for f in row.fns))
+            bpf.attach_program(EXIT)
+        except BaseException:
+            bpf.cleanup()
+            raise
         group.timings["compile_s"] = (compiled_at := time.monotonic()) - planned_at
-        # A program per role; the cookie says which probe fired.
-        for row in rows:
-            for a in row.attachments:
-                a.fn_name, a.cookie = plan_c.programs[a.fn_name]
-            row.fns = list(dict.fromkeys(plan_c.programs[f][0] for f in row.fns))
         module = ProbeModule(bpf, rows, links, self.oncpu is not None)
         if self.scope.starts is not None:  # a key's string is read from the process checked
             module.keys.open_mem = partial(self.scope.held.opened, name="mem")

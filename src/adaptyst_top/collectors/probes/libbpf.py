@@ -120,18 +120,23 @@ class Map:
         self.Key = key
         self.Leaf = leaf
 
+    def _fd(self) -> int:
+        if self.map_fd < 0:
+            raise LibbpfError(errno.EBADF, "the map's object is closed")
+        return self.map_fd
+
     def __getitem__(self, key: Any) -> Any:
         value = self.Leaf()
-        if lib().bpf_map_lookup_elem(self.map_fd, ct.byref(key), ct.byref(value)) != 0:
+        if lib().bpf_map_lookup_elem(self._fd(), ct.byref(key), ct.byref(value)) != 0:
             raise KeyError(key)
         return value
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if lib().bpf_map_update_elem(self.map_fd, ct.byref(key), ct.byref(value), 0) != 0:
+        if lib().bpf_map_update_elem(self._fd(), ct.byref(key), ct.byref(value), 0) != 0:
             raise _fail("map update")
 
     def __delitem__(self, key: Any) -> None:
-        if lib().bpf_map_delete_elem(self.map_fd, ct.byref(key)) != 0:
+        if lib().bpf_map_delete_elem(self._fd(), ct.byref(key)) != 0:
             raise KeyError(key)
 
     def keys(self) -> list[Any]:
@@ -140,7 +145,7 @@ class Map:
         while True:
             nxt = self.Key()
             at = None if prev is None else ct.byref(prev)
-            if lib().bpf_map_get_next_key(self.map_fd, at, ct.byref(nxt)) != 0:
+            if lib().bpf_map_get_next_key(self._fd(), at, ct.byref(nxt)) != 0:
                 return out
             out.append(nxt)
             prev = nxt
@@ -160,7 +165,7 @@ class Map:
         """One BPF_MAP_LOOKUP_BATCH call: (its result, errno)."""
         opts = _BatchOpts(ct.sizeof(_BatchOpts), 0, 0)
         res = lib().bpf_map_lookup_batch(
-            self.map_fd, in_batch, out_batch, keys, values, count, ct.byref(opts)
+            self._fd(), in_batch, out_batch, keys, values, count, ct.byref(opts)
         )
         return int(res), ct.get_errno()
 
@@ -191,7 +196,12 @@ class BpfObject:
         self._rings: list[RingBuffer] = []
 
     # -- before load --
+    def _closed(self) -> LibbpfError:
+        return LibbpfError(errno.EBADF, f"{os.path.basename(self.path)}: closed")
+
     def _map(self, name: str) -> int:
+        if not self._obj:
+            raise self._closed()
         m = self._lib.bpf_object__find_map_by_name(self._obj, name.encode())
         if not m:
             raise LibbpfError(errno.ENOENT, f"{self.path}: no map {name}")
@@ -218,8 +228,8 @@ class BpfObject:
         while m:
             if self._lib.bpf_map__name(m).endswith(b".rodata"):
                 size = self._lib.bpf_map__value_size(m)
-                if len(data) > size:
-                    raise LibbpfError(errno.EINVAL, f"{self.path}: config larger than .rodata")
+                if len(data) != size:  # the config is .rodata's one variable, at 0
+                    raise LibbpfError(errno.EPROTO, f"{self.path}: .rodata is {size} bytes")
                 buf = ct.create_string_buffer(data.ljust(size, b"\0"), size)
                 if self._lib.bpf_map__set_initial_value(m, buf, size) != 0:
                     raise _fail("setting .rodata")
@@ -228,6 +238,8 @@ class BpfObject:
         raise LibbpfError(errno.ENOENT, f"{self.path}: no .rodata")
 
     def _prog(self, name: str) -> int:
+        if not self._obj:
+            raise self._closed()
         p = self._lib.bpf_object__find_program_by_name(self._obj, name.encode())
         if not p:
             raise LibbpfError(errno.ENOENT, f"{self.path}: no program {name}")
@@ -342,6 +354,11 @@ class BpfObject:
         for link in self._links.values():
             self._lib.bpf_link__destroy(link)
         self._links.clear()
+        # A map kept by a caller reaches nothing after this: its descriptor's number may
+        # be another object's soon (the agent loads many, one per user's spec).
+        for table in self._tables.values():
+            table.map_fd = -1
+        self._tables.clear()
         if self._obj:
             self._lib.bpf_object__close(self._obj)
             self._obj = None

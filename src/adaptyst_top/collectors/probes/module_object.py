@@ -41,9 +41,11 @@ _ROLES = {
     "usdt-batch": "usdt_batch",
     "usdt-add": "usdt_add",
 }
+# Every object's: a thread's interval stacks go with the thread (module.h).
+EXIT = "module_exit"
 OBJECTS: dict[str, tuple[str, ...]] = {
-    "uprobe.bpf.o": (ENTRY, RETURN, MULTI_ENTRY, MULTI_RETURN),
-    "usdt.bpf.o": tuple(_ROLES.values()),
+    "uprobe.bpf.o": (ENTRY, RETURN, MULTI_ENTRY, MULTI_RETURN, EXIT),
+    "usdt.bpf.o": (*_ROLES.values(), EXIT),
 }
 NO_ARGS = 0xFFFFFFFF  # a USDT cookie's high half: the site reads no argument
 LOC_CONST, LOC_REG, LOC_MEM = 1, 2, 3
@@ -208,9 +210,10 @@ def load_module(
             obj.size_map("args", len(plan.locs))
         obj.set_rodata(bytes(config(confine, oncpu_at, per_slot)))
         if multi:
-            obj.select({MULTI_ENTRY: BPF_TRACE_UPROBE_MULTI, MULTI_RETURN: BPF_TRACE_UPROBE_MULTI})
+            multi_type = BPF_TRACE_UPROBE_MULTI
+            obj.select({MULTI_ENTRY: multi_type, MULTI_RETURN: multi_type, EXIT: None})
         else:
-            obj.select(dict.fromkeys({p for p, _ in plan.programs.values()}))
+            obj.select(dict.fromkeys([*{p for p, _ in plan.programs.values()}, EXIT]))
         obj.load()
         for s in slots if per_slot else ():
             row = s.index if s.files_as is None else s.files_as

@@ -95,7 +95,7 @@ class ProcessFollower:
         self._map[ctypes.c_uint(pid)] = ctypes.c_ubyte(1)
 
     def discard(self, pid: int) -> None:
-        with contextlib.suppress(KeyError):
+        with contextlib.suppress(KeyError, OSError):  # OSError: closed meanwhile
             del self._map[ctypes.c_uint(pid)]
 
     def _callback(self, data: bytes) -> None:

@@ -267,6 +267,19 @@ static __always_inline struct slot_cfg *slot_of(u32 slot) {
     return bpf_map_lookup_elem(&slots, &slot);
 }
 
+/* A thread's interval stacks go when it exits: its number may be another user's
+ * thread's next, whose returns would otherwise pop a frame left open here (a return asks
+ * no theirs(): its entry did). User space's reap_dead_threads is the second net. */
+SEC("tracepoint/sched/sched_process_exit")
+int module_exit(void *args) {
+    struct tkey t = {};
+    t.tid = bpf_get_current_pid_tgid();
+    bpf_map_delete_elem(&stacks, &t);
+    t.chain = 1;   /* a USDT pair's */
+    bpf_map_delete_elem(&stacks, &t);
+    return 0;
+}
+
 char LICENSE[] SEC("license") = "GPL";
 
 #endif
