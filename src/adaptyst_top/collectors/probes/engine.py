@@ -1,17 +1,17 @@
 """The probe engine: eBPF uprobes and USDT probes with statistics kept in the kernel.
 
-`add()` returns at once; resolving, compiling and attaching run on one background
-thread (bcc's clang takes about a second per module). Each `add()` builds one
-module whose programs serve all the attach points its spec matched. Toggling a row
-detaches or re-attaches its already-loaded programs: no recompilation, a few ms.
+`add()` returns at once; resolving, planning, loading and attaching run on one
+background thread (a precompiled object loads in 5-80 ms: docs/bpf.md). Each `add()`
+loads one module whose programs serve all the attach points its spec matched. Toggling
+a row detaches or re-attaches its already-loaded programs: nothing is loaded again.
 `read()` walks the kernel maps once per interval; nothing streams per event.
 
 The engine is composed of parts with one job each, on one state under one lock
 (engine_state): the processes in scope (engine_scope), attaching (engine_attach), the
-scope kept current (engine_watch) and the compiler thread (engine_build); here, what
-callers use. A spec's kind plans it (kinds), and planning (attach_plan), kernel reading
-(reading), the budget (budget), the rows' data (model), their snapshot entries (output)
-and bcc's workarounds (bcc_extras) live apart.
+scope kept current (engine_watch) and the builder thread (engine_build); here, what
+callers use. A spec's kind plans it (kinds), and planning (attach_plan), loading
+(module_object, libbpf), kernel reading (reading), the budget (budget), the rows' data
+(model) and their snapshot entries (output) live apart.
 """
 
 from __future__ import annotations
