@@ -88,8 +88,8 @@ class ProbeEngine:
         admit: a process's refusal (None: may join), asked before one joins and when one
         execs; scope_name: what the scope is, for messages ("job 42"); multi_links:
         attach a spec's functions through multi-uprobe links (None: where the kernel
-        has them), else one uprobe per function; owner: whose turn at the compiler this
-        engine takes (the agent's users take turns); account: the bound on attach
+        has them), else one uprobe per function; owner: whose engine this is (kept for
+        callers: nothing compiles, so no turns are taken); account: the bound on attach
         points its owner's engines share (the agent's, per user); confine_uid: hits
         count only in that user's processes while they are theirs (the agent's users);
         pinned: the files specs may name, opened when checked (the agent's users: a spec
@@ -132,7 +132,6 @@ class ProbeEngine:
             max_attach=max_attach,
             entry_policy=entry_policy,
             multi_links=kernel_has_multi() if multi_links is None else multi_links,
-            owner=owner,
             account=account,
             confine=confine,
             oncpu=oncpu_offset(),

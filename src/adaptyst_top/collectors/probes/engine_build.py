@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Hashable
 from functools import partial
 
 from adaptyst_top.collectors.probes import entry_safety
@@ -43,7 +42,6 @@ class Builder:
         max_attach: int,
         entry_policy: entry_safety.EntryPolicy | None,
         multi_links: bool,
-        owner: Hashable,
         account: AttachAccount | None,
         confine: Confinement | None,
         oncpu: int | None,
@@ -58,7 +56,6 @@ class Builder:
         # looked up (or checked) when the first single-stepped attach point comes.
         self._entry_policy = entry_policy
         self.multi_links = multi_links
-        self.owner = owner
         self.account = account
         self.confine = confine
         self.oncpu = oncpu  # where task_struct keeps run time; None: no on-CPU time (no BTF)

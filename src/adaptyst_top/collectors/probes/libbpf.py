@@ -15,6 +15,7 @@ import ctypes as ct
 import errno
 import functools
 import os
+from collections.abc import Iterator
 from typing import Any
 
 # The kernel's enum bpf_attach_type (include/uapi/linux/bpf.h).
@@ -199,21 +200,32 @@ class BpfObject:
     def _closed(self) -> LibbpfError:
         return LibbpfError(errno.EBADF, f"{os.path.basename(self.path)}: closed")
 
-    def _map(self, name: str) -> int:
+    def _find(self, what: str, find: Any, name: str) -> int:
+        """NAME's map or program (FIND: libbpf's lookup by name) in this object."""
         if not self._obj:
             raise self._closed()
-        m = self._lib.bpf_object__find_map_by_name(self._obj, name.encode())
-        if not m:
-            raise LibbpfError(errno.ENOENT, f"{self.path}: no map {name}")
-        return int(m)
+        found = find(self._obj, name.encode())
+        if not found:
+            raise LibbpfError(errno.ENOENT, f"{self.path}: no {what} {name}")
+        return int(found)
 
-    def map_names(self) -> set[str]:
-        names = set()
+    def _map(self, name: str) -> int:
+        return self._find("map", self._lib.bpf_object__find_map_by_name, name)
+
+    def _prog(self, name: str) -> int:
+        return self._find("program", self._lib.bpf_object__find_program_by_name, name)
+
+    def _maps(self) -> Iterator[tuple[str, int]]:
+        """Every map of the object, with libbpf's name for it (`<obj>.rodata` too)."""
+        if not self._obj:
+            raise self._closed()
         m = self._lib.bpf_object__next_map(self._obj, None)
         while m:
-            names.add(self._lib.bpf_map__name(m).decode())
+            yield self._lib.bpf_map__name(m).decode(), int(m)
             m = self._lib.bpf_object__next_map(self._obj, m)
-        return names
+
+    def map_names(self) -> set[str]:
+        return {name for name, _ in self._maps()}
 
     def size_map(self, name: str, max_entries: int, flags: int | None = None) -> None:
         m = self._map(name)
@@ -223,27 +235,16 @@ class BpfObject:
             raise _fail(f"map {name}'s flags")
 
     def set_rodata(self, data: bytes) -> None:
-        """The object's read-only data (its `const volatile` config at offset 0)."""
-        m = self._lib.bpf_object__next_map(self._obj, None)
-        while m:
-            if self._lib.bpf_map__name(m).endswith(b".rodata"):
+        """The object's read-only data: its one `const volatile` config, at offset 0."""
+        for name, m in self._maps():
+            if name.endswith(".rodata"):
                 size = self._lib.bpf_map__value_size(m)
-                if len(data) != size:  # the config is .rodata's one variable, at 0
+                if len(data) != size:  # a constant added to the C would shift the config
                     raise LibbpfError(errno.EPROTO, f"{self.path}: .rodata is {size} bytes")
-                buf = ct.create_string_buffer(data.ljust(size, b"\0"), size)
-                if self._lib.bpf_map__set_initial_value(m, buf, size) != 0:
+                if self._lib.bpf_map__set_initial_value(m, data, size) != 0:
                     raise _fail("setting .rodata")
                 return
-            m = self._lib.bpf_object__next_map(self._obj, m)
         raise LibbpfError(errno.ENOENT, f"{self.path}: no .rodata")
-
-    def _prog(self, name: str) -> int:
-        if not self._obj:
-            raise self._closed()
-        p = self._lib.bpf_object__find_program_by_name(self._obj, name.encode())
-        if not p:
-            raise LibbpfError(errno.ENOENT, f"{self.path}: no program {name}")
-        return int(p)
 
     def select(self, names: dict[str, int | None]) -> None:
         """Load only NAMES, each with its expected attach type (None: its section's)."""

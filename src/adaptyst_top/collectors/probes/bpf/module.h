@@ -71,6 +71,15 @@ static __always_inline void run_read(u64 *se) {
     if (bpf_probe_read_kernel(se, 16, task + cfg.oncpu_at)) { se[0] = 0; se[1] = 0; }
 }
 
+/* The word at byte AT of the registers (-1, or past them: 0). Read through a helper: a
+ * choice among context loads is merged by clang into one the verifier refuses. */
+static __always_inline u64 regs_word(struct pt_regs *ctx, s32 at) {
+    u64 v = 0;
+    if (at >= 0 && at <= (s32)(sizeof(struct pt_regs) - sizeof(u64)))
+        bpf_probe_read_kernel(&v, sizeof(v), (char *)ctx + at);
+    return v;
+}
+
 static __always_inline int gated(u32 slot) {
     u8 *g = bpf_map_lookup_elem(&gate, &slot);
     return g && *g;

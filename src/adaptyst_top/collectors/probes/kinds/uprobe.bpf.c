@@ -3,11 +3,9 @@
  * multi-link pair is the same code, loaded for the kernel's multi-uprobe links. */
 #include "../bpf/module.h"
 
+/* x86-64: the first six integer arguments are in registers. */
 static __always_inline u64 arg_of(struct pt_regs *ctx, u32 n) {
-    /* x86-64: the first six integer arguments are in registers. Read through a helper:
-     * a switch of context loads is merged by clang into one the verifier refuses. */
-    u64 v = 0;
-    long at = -1;
+    s32 at = -1;
     switch (n) {
     case 1: at = __builtin_offsetof(struct pt_regs, rdi); break;
     case 2: at = __builtin_offsetof(struct pt_regs, rsi); break;
@@ -16,8 +14,7 @@ static __always_inline u64 arg_of(struct pt_regs *ctx, u32 n) {
     case 5: at = __builtin_offsetof(struct pt_regs, r8); break;
     case 6: at = __builtin_offsetof(struct pt_regs, r9); break;
     }
-    if (at >= 0) bpf_probe_read_kernel(&v, sizeof(v), (char *)ctx + at);
-    return v;
+    return regs_word(ctx, at);
 }
 
 static __always_inline int entry(struct pt_regs *ctx) {

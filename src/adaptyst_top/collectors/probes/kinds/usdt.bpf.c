@@ -14,13 +14,6 @@ struct arg_loc { u32 kind; u32 size; u32 is_signed; s32 reg; s32 base; s32 index
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, struct arg_loc);
          __uint(max_entries, 1); } args SEC(".maps");
 
-static __always_inline u64 regs_word(struct pt_regs *ctx, s32 at) {
-    u64 v = 0;
-    if (at >= 0 && at <= (s32)(sizeof(struct pt_regs) - sizeof(u64)))
-        bpf_probe_read_kernel(&v, sizeof(v), (char *)ctx + at);
-    return v;
-}
-
 /* Argument I's value, widened as its size and sign say; a failed read of user memory
  * leaves 0. */
 static __always_inline u64 read_arg(struct pt_regs *ctx, u32 i) {
@@ -83,21 +76,28 @@ SEC("uprobe") int usdt_end(struct pt_regs *ctx) {
 }
 
 /* The device layers' sites: (records, their number), or (a name, its hits). Asked first:
- * a gated site or another user's process costs no reads. */
-SEC("uprobe") int usdt_batch(struct pt_regs *ctx) {
+ * a gated site or another user's process costs no reads. The slot's config, and where
+ * its two arguments are (*AT), or 0. */
+static __always_inline struct slot_cfg *hand_over(struct pt_regs *ctx, u32 *at) {
     u64 cookie = bpf_get_attach_cookie(ctx);
     struct slot_cfg *c = slot_of((u32)cookie);
-    u32 at = cookie >> 32;
-    if (!c || at == NO_ARGS || !theirs() || gated(c->row)) return 0;
+    *at = cookie >> 32;
+    if (!c || *at == NO_ARGS || !theirs() || gated(c->row)) return 0;
+    return c;
+}
+
+SEC("uprobe") int usdt_batch(struct pt_regs *ctx) {
+    u32 at;
+    struct slot_cfg *c = hand_over(ctx, &at);
+    if (!c) return 0;
     u64 p = read_arg(ctx, at), n = read_arg(ctx, at + 1);
     return file_batch(ctx, c->row, p, n);
 }
 
 SEC("uprobe") int usdt_add(struct pt_regs *ctx) {
-    u64 cookie = bpf_get_attach_cookie(ctx);
-    struct slot_cfg *c = slot_of((u32)cookie);
-    u32 at = cookie >> 32;
-    if (!c || at == NO_ARGS || !theirs() || gated(c->row)) return 0;
+    u32 at;
+    struct slot_cfg *c = hand_over(ctx, &at);
+    if (!c) return 0;
     u64 name = read_arg(ctx, at), hits = read_arg(ctx, at + 1);
     struct skey k = {};
     k.slot = c->row;
