@@ -20,7 +20,6 @@ from adaptyst_top.cli.options import (
     bounded_float,
     session_options,
 )
-from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals as refused_rows
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, DURATION_RANGE
 from adaptyst_top.runtime.record import WriteInterrupted, record_snapshots
 from adaptyst_top.runtime.record_file import open_output, replaced_output, same_file
@@ -152,6 +151,8 @@ def kernel_refusals(session: Session) -> list[str]:
     a snapshot (an agent's session would lose its first one); through an agent, as its
     answer to the open said."""
     if session.engine is not None:
+        from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals as refused_rows
+
         return refused_rows(session.engine.rows.values())
     return list(session.remote.refused) if session.remote is not None else []
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import TYPE_CHECKING
 
-from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.probe_energy import ProbeEnergy
-from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.collectors.profile.profiler import Profiler
 from adaptyst_top.collectors.scope_cpu import ScopeCpu
 from adaptyst_top.snapshot import EnergySplit, Overhead, ProbeEntry, Snapshot
+
+if TYPE_CHECKING:  # what a launch needs is imported before its command runs, no more
+    from adaptyst_top.collectors.devices.sweep import DeviceSweep
+    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.profile.profiler import Profiler
 
 
 class Hub:

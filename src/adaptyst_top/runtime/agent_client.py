@@ -19,6 +19,7 @@ from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
 from adaptyst_top.runtime import agent_protocol as proto
 from adaptyst_top.runtime.agent_continuity import Continuity
+from adaptyst_top.runtime.agent_defaults import STOPPING_S
 from adaptyst_top.runtime.agent_transport import (
     CONNECT_TIMEOUT_S,
     REMOTE_ENV,
@@ -58,7 +59,6 @@ SSH_HELLO_TIMEOUT_S = 20.0  # ssh's own handshake comes first (DNS, keys, a slow
 ANSWER_TIMEOUT_S = 300.0  # an open waits for the probes to attach (a wide glob: minutes)
 # A snapshot, toggle or remove takes the agent milliseconds: longer is a stall.
 SNAPSHOT_TIMEOUT_S = 30.0
-STOPPING_S = 1.0  # a request made after the stop (the last snapshot) may take this long
 RETRY_FIRST_S, RETRY_MAX_S = 0.2, 5.0  # between reconnects to an agent that is not back
 
 

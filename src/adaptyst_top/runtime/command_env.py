@@ -9,14 +9,15 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from adaptyst_top.collectors.probes.kinds import kind_of
 from adaptyst_top.collectors.probes.spec import ProbeSpec
-from adaptyst_top.placement.control import CONTROL_ENV, server_socket_path
-from adaptyst_top.runtime.python_control import PythonControl, is_python_program
 from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.snapshot.inert import inert
 from adaptyst_top.system.launcher import HeldCommand, LaunchError
+
+if TYPE_CHECKING:
+    from adaptyst_top.runtime.python_control import PythonControl
 
 SHOWN = 120  # characters of a replaced value a note shows
 
@@ -26,6 +27,8 @@ def command_env(
 ) -> tuple[dict[str, str], tuple[str, ...]]:
     """The variables to set over ENV (the command's own), and a line for each value of
     the user's a kind replaced."""
+    from adaptyst_top.collectors.probes.kinds import kind_of  # with specs only
+
     added: dict[str, str] = {}
     notes: list[str] = []
     for spec in specs:
@@ -51,15 +54,22 @@ def held_command(
     if not opts.target.command:
         return None, (), None
     # The advisor's socket, told to the command (it may not be where an app looks first).
-    env = {CONTROL_ENV: str(server_socket_path())} if opts.advisor.objective else {}
+    env = {}
+    if opts.advisor.objective:  # the advisor's channel, imported only for it
+        from adaptyst_top.placement.control import CONTROL_ENV, server_socket_path
+
+        env[CONTROL_ENV] = str(server_socket_path())
     # What its probes' kinds need in it from the start (OpenCL's layer, CUDA's library).
     added, notes = command_env(specs, opts.probing.budget, {**os.environ, **env})
     env.update(added)
     control = None
     exe = shutil.which(opts.target.command[0])
-    if opts.target.python_later and exe and is_python_program(os.path.realpath(exe)):
-        control = PythonControl(list(specs))
-        env.update(control.env({**os.environ, **env}))
+    if opts.target.python_later and exe:
+        from adaptyst_top.runtime.python_control import PythonControl, is_python_program
+
+        if is_python_program(os.path.realpath(exe)):
+            control = PythonControl(list(specs))
+            env.update(control.env({**os.environ, **env}))
     try:
         child = HeldCommand(
             opts.target.command,

@@ -7,53 +7,39 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
-from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
-from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
-from adaptyst_top.collectors.probes.confinement import Confinement
-from adaptyst_top.collectors.probes.engine import (
-    ATTACH_S_PER_POINT,
-    ProbeEngine,
-    ProbeError,
-)
-from adaptyst_top.collectors.probes.kinds import parse_spec
-from adaptyst_top.collectors.probes.model import one_line
-from adaptyst_top.collectors.probes.overhead import CostTable
-from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError
 from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
-from adaptyst_top.collectors.profile.profiler import LocalCounts, Profiler
-from adaptyst_top.runtime.agent_client import (
-    AgentConnection,
-    AgentHub,
-    AgentInterrupted,
-    AgentRefused,
-    AgentUnavailable,
-)
-from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.command_env import held_command
-from adaptyst_top.runtime.job_watch import JobWatch
-from adaptyst_top.runtime.python_control import PythonControl
 from adaptyst_top.runtime.session_options import SessionOptions
-from adaptyst_top.snapshot import CommandState, DeviceReading, Snapshot
+from adaptyst_top.runtime.session_parts import (
+    SessionError,
+    attach_specs,
+    new_engine,
+    new_profiler,
+    parsed_specs,
+    start_placement,
+    watch_devices,
+)
+from adaptyst_top.snapshot import CommandState, Snapshot
 from adaptyst_top.system.launcher import HeldCommand, LaunchError
-from adaptyst_top.system.slurm_jobs import JobError, JobScan
-from adaptyst_top.system.targets import TargetError, check_pid
 
-if TYPE_CHECKING:  # imported when the advisor starts: numpy costs a launch 80 ms
+if TYPE_CHECKING:
+    # Imported where used: a launch imports only what attaching its probes needs, and
+    # the command runs before the rest (bench/bench_launch.py). The advisor's numpy
+    # alone costs a launch 80 ms, the agent's client 60-90 ms.
+    from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
+    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.probes.spec import ProbeSpec
+    from adaptyst_top.collectors.profile.profiler import Profiler
     from adaptyst_top.placement.loop import PlacementLoop
-
-
-class SessionError(RuntimeError):
-    """One line for the user; the CLI exits with `status` (1, or a shell's 126/127)."""
-
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
+    from adaptyst_top.runtime.agent_client import AgentConnection, AgentHub
+    from adaptyst_top.runtime.job_watch import JobWatch
+    from adaptyst_top.runtime.python_control import PythonControl
+    from adaptyst_top.system.slurm_jobs import JobScan
 
 
 @dataclass
@@ -70,6 +56,7 @@ class Session:
     profiler: Profiler | None = None  # the hub's, closed with it
     launch_notes: tuple[str, ...] = ()  # what launching the command said, not told yet
     python_control: PythonControl | None = None  # python: probes added while it runs
+    devices_at_start: bool = False  # the device sweep starts once the command runs
     _exit_told: bool = False
     _log_told: bool = False
 
@@ -80,6 +67,9 @@ class Session:
                 self.child.release(keep=self.options.target.keep_command)
             except LaunchError as exc:
                 raise SessionError(str(exc), exc.status) from None
+        if self.devices_at_start:
+            self.devices_at_start = False
+            watch_devices(self.hub, self.pid, self.options)
 
     def snapshot(self, with_hist: bool = True) -> Snapshot:
         """The hub's snapshot, with the advisor's part when it runs, and the launched
@@ -115,6 +105,8 @@ class Session:
         """The engine, started on first use (adding a probe from the TUI), built as at start."""
         if self.engine is None:
             if not isinstance(self.hub, Hub):
+                from adaptyst_top.collectors.probes.model import ProbeError
+
                 raise ProbeError("the probes of this session are the agent's")
             self.engine, self.calibration = new_engine(self.options, self.pid, self.child)
             self.hub.engine = self.engine
@@ -130,6 +122,8 @@ class Session:
             return
         if not isinstance(self.hub, Hub):
             raise SessionError("this session's profile is not sampled here")
+        from adaptyst_top.system.targets import check_pid
+
         check_pid(pid)
         profiler = new_profiler(self.options, [pid], hz, f"profiling PID {pid}")
         self.close_profile()
@@ -185,38 +179,29 @@ def open_session(opts: SessionOptions) -> Session:
     With an agent, the probes attach there (and the devices are read there)."""
     if opts.agent is not None or opts.host is not None:
         return open_remote_session(opts)
-    specs = _parsed_specs(opts)
+    specs = parsed_specs(opts)
     if opts.target.pid is not None:
+        from adaptyst_top.system.targets import TargetError, check_pid
+
         try:
             check_pid(opts.target.pid)
         except TargetError as exc:
             raise SessionError(str(exc)) from None
     scan, job_pids = _job_processes(opts) if opts.target.job is not None else (None, [])
-    child, launch_notes, python_control = _held_command(opts, specs)
+    child, launch_notes, python_control = hold_command(opts, specs)
     pid = child.pid if child else opts.target.pid
-    engine = None
-    calibration = None
+    engine = calibration = None
     try:
         if specs or scan is not None:  # a job's engine starts now: its processes come on
-            engine, calibration = new_engine(opts, pid, child, job_pids)
-            groups = [engine.add(s) for s in specs]
-            start = time.monotonic()
-            while not engine.wait(0.1):
-                if opts.cancel.is_set():
-                    raise SessionError("interrupted while attaching: the command never ran")
-                points = sum(g.planned for g in groups)
-                limit = opts.probing.attach_timeout + ATTACH_S_PER_POINT * points
-                if time.monotonic() - start > limit:
-                    raise SessionError(
-                        f"probes not attached after {limit:.0f}s ({points} attach points)"
-                    )
-            if opts.cancel.is_set():
-                raise SessionError("interrupted while attaching: the command never ran")
-            errors = list(dict.fromkeys(g.error for g in groups if g.state == "error"))
-            if errors:  # each reason once (two specs on a target that exited: one line)
-                raise SessionError("; ".join(errors))
+            from adaptyst_top.collectors.probes.model import ProbeError
+
+            try:
+                engine, calibration = new_engine(opts, pid, child, job_pids)
+                attach_specs(engine, specs, opts)
+            except ProbeError as exc:
+                raise SessionError(str(exc)) from None
         profiler = _profiler(opts, pid, job_pids)
-    except (ProbeError, SessionError) as exc:
+    except SessionError:
         if calibration is not None:
             calibration.close()
         if engine is not None:
@@ -225,16 +210,14 @@ def open_session(opts: SessionOptions) -> Session:
             child.end()
         if python_control is not None:
             python_control.close()
-        raise SessionError(str(exc)) from None
-    sweep = DeviceSweep(pid=pid, power_model=opts.probing.power_model)
-    hub = Hub(engine, sweep, profiler)
-    placement = start_placement(opts, sweep.read()) if opts.advisor.objective else None
-    job_watch = (
-        JobWatch(scan, engine, profiler=profiler)
-        if scan is not None and engine is not None
-        else None
-    )
-    return Session(
+        raise
+    hub = Hub(engine, None, profiler)
+    job_watch = None
+    if scan is not None and engine is not None:
+        from adaptyst_top.runtime.job_watch import JobWatch
+
+        job_watch = JobWatch(scan, engine, profiler=profiler)
+    session = Session(
         job_watch=job_watch,
         profiler=profiler,
         hub=hub,
@@ -245,47 +228,34 @@ def open_session(opts: SessionOptions) -> Session:
         pid=pid,
         calibration=calibration,
         options=opts,
-        placement=placement,
+        devices_at_start=child is not None and not opts.advisor.objective,
     )
-
-
-def new_engine(
-    opts: SessionOptions,
-    pid: int | None,
-    child: HeldCommand | None,
-    job_pids: Sequence[int] = (),
-) -> tuple[ProbeEngine, BackgroundCalibration]:
-    """The one place an engine is made: every option applies wherever it is started."""
-    costs = CostTable()
-    engine = ProbeEngine(
-        pid=pid,
-        scope=job_pids if opts.target.job is not None else None,
-        follow=opts.target.follow,
-        admit=opts.tenant.admit,
-        scope_name=f"job {opts.target.job}" if opts.target.job is not None else None,
-        command_path=child.path if child else opts.target.command_path,
-        max_attach=opts.probing.max_probes,
-        owner=opts.tenant.owner,
-        account=opts.tenant.account,
-        confine_uid=opts.tenant.confine_uid,
-        pinned=opts.tenant.pinned,
-        costs=costs,
-        budget=opts.probing.budget,
-        enforce_budget=opts.probing.enforce_budget,
-    )
-    return engine, BackgroundCalibration(costs)
+    if not session.devices_at_start:  # no command held: nothing to start sooner
+        sweep = watch_devices(hub, pid, opts)
+        if opts.advisor.objective:
+            session.placement = start_placement(opts, sweep.read())
+    return session
 
 
 def open_remote_session(opts: SessionOptions) -> Session:
     """A session whose probes an agent attaches (this process needs no privilege): this
     node's (opts.agent) or another's (opts.host). A command is launched here, as the
     user, held until they are in."""
-    specs = _parsed_specs(opts)  # a bad spec is said here, before anything starts
+    from adaptyst_top.runtime.agent_client import (
+        AgentConnection,
+        AgentHub,
+        AgentInterrupted,
+        AgentRefused,
+        AgentUnavailable,
+    )
+    from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
+
+    specs = parsed_specs(opts)  # a bad spec is said here, before anything starts
     if opts.host is not None and opts.target.command:
         raise SessionError(
             f"-- CMD would run here, not on {opts.host}: give --pid of a process there"
         )
-    child, launch_notes, python_control = _held_command(opts, specs)
+    child, launch_notes, python_control = hold_command(opts, specs)
     pid = child.pid if child else opts.target.pid
     try:
         conn = AgentConnection(
@@ -343,43 +313,11 @@ def _profiler(opts: SessionOptions, pid: int | None, job_pids: Sequence[int]) ->
     return new_profiler(opts, pids, opts.probing.profile_hz, "--profile")
 
 
-def new_profiler(opts: SessionOptions, pids: Sequence[int], hz: int, what: str) -> Profiler:
-    """The one place a profiler is made: an agent's tenant's is confined to the user's own
-    processes and unwound in a process of theirs."""
-    tenant = opts.tenant
-    try:
-        confine = None if tenant.confine_uid is None else Confinement.of(tenant.confine_uid)
-        counts = tenant.profile_counts or LocalCounts
-        profiler = Profiler(
-            pids, hz, counts=counts, confine=confine, owner=tenant.owner, budget=opts.probing.budget
-        )
-    except Exception as exc:  # LibbpfError, BTFError, WorkerFailed
-        raise SessionError(f"{what}: {one_line(exc)}") from None
-    if tenant.account is not None:  # the user's modules, across their sessions
-        tenant.account.join(profiler)
-    return profiler
-
-
-def _parsed_specs(opts: SessionOptions) -> list[ProbeSpec]:
-    """Every spec parsed (a bad one is one line), and a target given at most one way."""
-    specs = []
-    for text in opts.probing.specs:
-        try:
-            specs.append(parse_spec(text))
-        except ProbeSpecError as exc:
-            raise SessionError(exc.one_line) from None
-    given = [
-        w for w, v in (("--pid", opts.target.pid), ("--job", opts.target.job)) if v is not None
-    ]
-    given += ["-- CMD"] if opts.target.command else []
-    if len(given) > 1:
-        raise SessionError(f"give one target: {' or '.join(given)}, not both")
-    return specs
-
-
 def _job_processes(opts: SessionOptions) -> tuple[JobScan, list[int]]:
     """The job's processes here that may be probed; SessionError when there are none."""
     assert opts.target.job is not None
+    from adaptyst_top.system.slurm_jobs import JobError, JobScan
+
     try:
         scan = JobScan(opts.target.job)
     except JobError as exc:
@@ -392,40 +330,13 @@ def _job_processes(opts: SessionOptions) -> tuple[JobScan, list[int]]:
     return scan, pids
 
 
-def _held_command(
+def hold_command(
     opts: SessionOptions, specs: Sequence[ProbeSpec]
 ) -> tuple[HeldCommand | None, tuple[str, ...], PythonControl | None]:
     try:
         return held_command(opts, specs)
     except LaunchError as exc:
         raise SessionError(str(exc), exc.status) from None
-
-
-def start_placement(opts: SessionOptions, readings: Sequence[DeviceReading]) -> PlacementLoop:
-    """The advisor (opts.advisor: its objective) over this node's execution targets, in
-    the mode asked, and the control channel."""
-    from adaptyst_top.placement import device_priors as dp
-    from adaptyst_top.placement.control import ControlServer
-    from adaptyst_top.placement.learned_advisor import LearnedAdvisor
-    from adaptyst_top.placement.loop import PlacementLoop
-    from adaptyst_top.runtime.model_store import app_of, kept_models
-
-    targets = [r.id for r in readings if r.kind in ("cpu", "opencl")]
-    if any(r.kind == "gpu" and r.id.startswith("gpu:") for r in readings):
-        targets.append("cuda")
-    try:
-        control: ControlServer | None = ControlServer()
-    except OSError:
-        control = None  # the socket cannot be made: advise, but push nothing
-    # An OpenCL GPU is a GPU to the advisor's first looks; PoCL's device the host's cores.
-    kinds = {r.id: str(r.extra.get("type") or "cpu") for r in readings if r.kind == "opencl"}
-    floors = dp.floors_s(targets, kinds)
-    advisor = LearnedAdvisor(targets, objective=opts.advisor.objective, floors_s=floors)  # type: ignore[arg-type]
-    app = app_of(opts.target.command, opts.target.pid) if opts.advisor.kept_models else None
-    keep, prior = kept_models(app, advisor)
-    loop = PlacementLoop(advisor, control, keep=keep, prior=prior)
-    loop.set_mode("auto" if opts.advisor.auto else "suggest")
-    return loop
 
 
 def child_output_for(out_is_stdout: bool) -> IO[Any] | int | None:

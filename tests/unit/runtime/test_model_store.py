@@ -22,8 +22,8 @@ from adaptyst_top.runtime.model_store import (
     models_path,
     save_models,
 )
-from adaptyst_top.runtime.session import start_placement
 from adaptyst_top.runtime.session_options import AdvisorSettings, SessionOptions, Target
+from adaptyst_top.runtime.session_parts import start_placement
 from adaptyst_top.snapshot import DeviceReading
 from tests.support.waits import wait_until
 

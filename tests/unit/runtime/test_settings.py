@@ -44,6 +44,7 @@ def test_defaults_without_a_config(tmp_path: Path) -> None:
 def test_the_one_engine_factory_passes_every_option(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without root: the environment check and the calibration child are the only parts
     replaced; the engine is the real one, built by the factory every path uses."""
+    from adaptyst_top.collectors.probes import calibration
     from adaptyst_top.collectors.probes.engine import ProbeEngine
     from adaptyst_top.runtime import session as session_mod
     from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions
@@ -58,7 +59,7 @@ def test_the_one_engine_factory_passes_every_option(monkeypatch: pytest.MonkeyPa
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(session_mod, "BackgroundCalibration", NoCalibration)
+    monkeypatch.setattr(calibration, "BackgroundCalibration", NoCalibration)
     probing = ProbeSettings(budget=0.001, enforce_budget=True, max_probes=7)
     opts = SessionOptions(probing=probing)
     session = session_mod.open_session(opts)  # no probe: no engine yet

@@ -24,8 +24,6 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import capstone  # type: ignore[import-untyped]
-
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.helper_build import (
     boot_key,
@@ -82,6 +80,8 @@ class EntryInsn:
 
 @functools.cache
 def _disassembler() -> Any:
+    import capstone  # type: ignore[import-untyped]  # 20-50 ms: only when an entry is read
+
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
     return md
