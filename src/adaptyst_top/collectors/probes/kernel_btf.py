@@ -9,7 +9,7 @@ running kernel's description of itself.
 from __future__ import annotations
 
 import ctypes as ct
-import functools
+import threading
 
 from adaptyst_top.collectors.probes import libbpf
 
@@ -25,10 +25,41 @@ class BTFError(Exception):
     """No BTF, or it does not have what was asked for."""
 
 
-@functools.cache
-def _btf(path: str) -> int:
-    """The parsed BTF of PATH (libbpf's, in C: ~10x faster than walking it in Python),
-    kept for the process's life."""
+# Every member the programs read: one parse of the kernel's BTF answers them all, and
+# its ~6 MiB are freed at once (kept, they stayed in the agent's core for its life).
+KNOWN: tuple[tuple[str, str], ...] = (
+    *(("cred", n) for n in ("uid", "gid", "suid", "sgid", "euid", "egid", "cap_permitted")),
+    ("task_struct", "mm"),
+    ("task_struct", "real_cred"),
+    ("task_struct", "se"),
+    ("task_struct", "thread"),
+    ("mm_struct", "flags"),
+    ("sched_entity", "exec_start"),
+    ("sched_entity", "sum_exec_runtime"),
+    ("thread_struct", "fsbase"),
+)
+
+_lock = threading.Lock()
+_offsets: dict[tuple[str, str, str], int | None] = {}  # (path, struct, member): bytes
+
+
+def member_offset(struct_name: str, member: str, path: str = VMLINUX) -> int:
+    """The byte offset of MEMBER in `struct STRUCT_NAME`, looking inside the anonymous
+    structs and unions it is wrapped in (task_struct's randomized part, mm_struct's)."""
+    key = (path, struct_name, member)
+    with _lock:
+        if key not in _offsets:
+            wanted = {key, *((path, s, m) for s, m in KNOWN)} - _offsets.keys()
+            _offsets.update(_parsed(path, wanted))
+        found = _offsets[key]
+    if found is None:
+        raise BTFError(f"struct {struct_name} has no member {member} in {path}")
+    return found
+
+
+def _parsed(path: str, wanted: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], int | None]:
+    """WANTED's offsets from one parse of PATH (libbpf's, in C: ~10x faster than walking
+    it in Python), freed before returning."""
     try:
         so = libbpf.lib()
     except OSError as exc:
@@ -36,18 +67,15 @@ def _btf(path: str) -> int:
     btf = so.btf__parse(path.encode(), None)
     if not btf:
         raise BTFError(f"{path}: cannot be read as BTF")
-    return int(btf)
-
-
-def member_offset(struct_name: str, member: str, path: str = VMLINUX) -> int:
-    """The byte offset of MEMBER in `struct STRUCT_NAME`, looking inside the anonymous
-    structs and unions it is wrapped in (task_struct's randomized part, mm_struct's)."""
-    btf = _btf(path)
-    tid = libbpf.lib().btf__find_by_name_kind(btf, struct_name.encode(), _STRUCT)
-    found = _find(btf, tid, member) if tid > 0 else None
-    if found is None:
-        raise BTFError(f"struct {struct_name} has no member {member} in {path}")
-    return found // 8
+    try:
+        found: dict[tuple[str, str, str], int | None] = {}
+        for key in wanted:
+            tid = so.btf__find_by_name_kind(btf, key[1].encode(), _STRUCT)
+            bits = _find(btf, tid, key[2]) if tid > 0 else None
+            found[key] = None if bits is None else bits // 8
+        return found
+    finally:
+        so.btf__free(btf)
 
 
 def _find(btf: int, type_id: int, member: str) -> int | None:

@@ -85,6 +85,7 @@ def lib() -> Any:
         "ring_buffer__poll": (i, [p, i]),
         "ring_buffer__free": (None, [p]),
         "btf__parse": (p, [ct.c_char_p, p]),
+        "btf__free": (None, [p]),
         "btf__find_by_name_kind": (i, [p, ct.c_char_p, u32]),
         "btf__type_by_id": (p, [p, u32]),
         "btf__name_by_offset": (ct.c_char_p, [p, u32]),
