@@ -60,6 +60,7 @@ def agent_parser() -> argparse.ArgumentParser:
 def cmd_agent(argv: Sequence[str]) -> int:
     args = agent_parser().parse_args(argv)
     from adaptyst_top.agent.core.listen import AgentError
+    from adaptyst_top.agent.core.preload import preload
     from adaptyst_top.agent.core.server import Agent
     from adaptyst_top.runtime.agent_settings import load_settings
     from adaptyst_top.system.sd_notify import Notifier
@@ -98,6 +99,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
+    preload()
     print(f"adaptyst-top agent: listening on {path}", file=sys.stderr, flush=True)
     try:
         agent.serve_forever()

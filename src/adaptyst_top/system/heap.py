@@ -11,9 +11,11 @@ import ctypes
 import functools
 
 _M_ARENA_MAX = -8
-# Arenas in all: threads beyond share them. Each client is a thread; contention on a
-# few arenas costs less here than the memory held by one arena per thread.
-ARENA_MAX = 4
+# One arena for every thread: the clients' threads come and go, and what each left in an
+# arena of its own stayed (8 users' sessions closed: 61-72 MiB with 4 arenas, 60.4-60.7
+# with one, against 57 idle; first probes and snapshots under load alike, within this
+# machine's noise: results/2026-12-06-launch-memory.md).
+ARENA_MAX = 1
 
 
 @functools.cache

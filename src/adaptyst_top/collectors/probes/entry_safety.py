@@ -79,7 +79,7 @@ class EntryInsn:
 
 
 @functools.cache
-def _disassembler() -> Any:
+def disassembler() -> Any:
     import capstone  # type: ignore[import-untyped]  # 20-50 ms: only when an entry is read
 
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
@@ -91,7 +91,7 @@ def decode_entry(code: bytes, machine: str = "x86_64") -> EntryInsn:
     """The encoding class of the first instruction in CODE (x86-64)."""
     if machine not in ("x86_64", "EM_X86_64"):
         return EntryInsn(f"({machine} code)", OTHER)
-    insn = next(iter(_disassembler().disasm(code, 0)), None)
+    insn = next(iter(disassembler().disasm(code, 0)), None)
     if insn is None:
         return EntryInsn(f"undecodable bytes {code[:8].hex()}", OTHER)
     text = f"{insn.mnemonic} {insn.op_str}".strip()
@@ -171,7 +171,7 @@ def usdt_site_refusal(code: bytes, machine: str = "x86_64") -> str | None:
         return None  # decoded on x86-64 only; elsewhere the kernel's own checks stand
     if not code:
         return "its site is not in the file"
-    insn = next(iter(_disassembler().disasm(code, 0)), None)
+    insn = next(iter(disassembler().disasm(code, 0)), None)
     if insn is not None and insn.mnemonic == "nop":
         return None
     found = f"`{insn.mnemonic} {insn.op_str}`".replace(" `", "`") if insn else code.hex()
