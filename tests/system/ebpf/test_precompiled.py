@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -146,3 +147,43 @@ def test_a_map_kept_past_its_objects_close_reaches_nothing() -> None:
         assert other["gate"][MAP_TYPES["gate"][0](0)].value == 0
     finally:
         other.cleanup()
+
+
+def test_more_sessions_than_a_perf_tracepoint_takes_all_attach() -> None:
+    """The kernel runs at most 64 perf-event programs on one tracepoint, node-wide
+    (BPF_TRACE_MAX_PROGS); each session's follower, profile and probe module had one on
+    sched_switch, sched_process_fork or sched_process_exit, and under load the agent's
+    65th got E2BIG ("cannot attach module_exit"). BTF and raw tracepoints have no such
+    bound: 70 of each attach, and the last follower still hears a fork."""
+    from adaptyst_top.collectors.probes.module_object import EXIT
+    from adaptyst_top.collectors.probes.process_follow import ProcessEvent, ProcessFollower
+    from adaptyst_top.collectors.profile import sampler
+
+    n = 70  # above the perf-event bound whatever other tools hold
+    held: list[object] = []
+    followers: list[ProcessFollower] = []
+    heard: list[ProcessEvent] = []
+    try:
+        for _ in range(n):
+            obj = load_module("uprobe.bpf.o", [Slot(0, "uprobe-entry")], False, None, None)
+            held.append(obj)
+            obj.attach_program(EXIT)
+            prof = sampler.load_program(None, -1)
+            held.append(prof)
+            for name in ("on_switch", "on_fork", "on_exit", "py_exec"):
+                prof.attach_program(name)
+            followers.append(ProcessFollower([], lambda e: None))
+        last = ProcessFollower([], heard.append)
+        followers.append(last)
+        shell = subprocess.Popen(["sh", "-c", "read x; /bin/true"], stdin=subprocess.PIPE)
+        last.add(shell.pid)
+        shell.communicate(b"\n", timeout=30)
+        deadline = time.monotonic() + 10
+        while not any(e.kind == "fork" and e.parent == shell.pid for e in heard):
+            assert time.monotonic() < deadline, heard
+            time.sleep(0.05)
+    finally:
+        for f in followers:
+            f.close()
+        for obj in held:
+            obj.cleanup()  # type: ignore[attr-defined]

@@ -2,14 +2,16 @@
  * interval a thread spends off the CPU, of the processes in scope and those they start,
  * each with the thread's user registers and a copy of the top of its user stack, in one
  * ring buffer in the order the kernel made them. Compiled with the package; the
- * tracepoints' layouts are relocated against the running kernel's BTF at load. */
+ * tasks' layouts are relocated against the running kernel's BTF at load (tasks.h). */
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>
 #include <asm/ptrace.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 
 #include "../probes/bpf/theirs.h"
+#include "../probes/bpf/tasks.h"
 
 #define STACK 8192   /* sampler.STACK_BYTES */
 /* Event kinds: sampler.ON_CPU, OFF_START, OFF_END, OFF_SAME, PY_FRAMES */
@@ -25,14 +27,6 @@ struct sampler_config {
 };
 const volatile struct sampler_config cfg = {};
 
-struct trace_event_raw_sched_switch {
-    int next_pid;
-    long prev_state;
-} __attribute__((preserve_access_index));
-struct trace_event_raw_sched_process_fork {
-    int child_pid;
-} __attribute__((preserve_access_index));
-struct task_struct;
 
 struct event { u32 pid; u32 tid; u64 ip; u64 sp; u64 bp; u64 t; u32 kind; u32 size;
                u8 stack[STACK]; };
@@ -95,10 +89,10 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
     return emit(ON_CPU, t);
 }
 
-SEC("tracepoint/sched/sched_switch")
-int on_switch(struct trace_event_raw_sched_switch *args) {
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_struct *next_task) {
     u64 now = bpf_ktime_get_ns();
-    u32 next = args->next_pid;
+    u32 next = BPF_CORE_READ(next_task, pid);
     u64 *st = bpf_map_lookup_elem(&offstart, &next);
     if (st) {
         u64 v = *st;
@@ -110,7 +104,7 @@ int on_switch(struct trace_event_raw_sched_switch *args) {
     u64 id = bpf_get_current_pid_tgid();
     u32 pid = id >> 32, tid = (u32)id;
     if (!bpf_map_lookup_elem(&scope, &pid) || tid == 0 || !theirs()) return 0;
-    long state = args->prev_state;
+    long state = switched_out_state(preempt, prev);
     /* A dying thread's last switch (EXIT_DEAD, EXIT_ZOMBIE): it never comes back. */
     if (state & 0x30) return 0;
     /* No state bit (TASK_REPORT's 0x7f) set: preempted, reported as 0 or TASK_REPORT_MAX. */
@@ -132,17 +126,17 @@ int on_switch(struct trace_event_raw_sched_switch *args) {
     return emit(OFF_START, now);
 }
 
-SEC("tracepoint/sched/sched_process_fork")
-int on_fork(struct trace_event_raw_sched_process_fork *args) {
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent_task, struct task_struct *child_task) {
     u32 parent = bpf_get_current_pid_tgid() >> 32;
     if (!bpf_map_lookup_elem(&scope, &parent)) return 0;
-    u32 child = args->child_pid;
+    u32 child = BPF_CORE_READ(child_task, pid);
     u8 one = 1;
     bpf_map_update_elem(&scope, &child, &one, BPF_ANY);
     return 0;
 }
 
-SEC("tracepoint/sched/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int on_exit(void *args) {
     u32 tid = (u32)bpf_get_current_pid_tgid();
     bpf_map_delete_elem(&offstart, &tid);

@@ -279,7 +279,7 @@ static __always_inline struct slot_cfg *slot_of(u32 slot) {
 /* A thread's interval stacks go when it exits: its number may be another user's
  * thread's next, whose returns would otherwise pop a frame left open here (a return asks
  * no theirs(): its entry did). User space's reap_dead_threads is the second net. */
-SEC("tracepoint/sched/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int module_exit(void *args) {
     struct tkey t = {};
     t.tid = bpf_get_current_pid_tgid();

@@ -31,7 +31,7 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
 
 /* An exec replaces the interpreter (a held command's launcher was a Python too): its
  * _PyRuntime is looked for again. */
-SEC("tracepoint/sched/sched_process_exec")
+SEC("raw_tp/sched_process_exec")
 int py_exec(void *args) {
     u32 pid = bpf_get_current_pid_tgid() >> 32;
     bpf_map_delete_elem(&pyproc, &pid);
