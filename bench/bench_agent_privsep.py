@@ -42,6 +42,17 @@ BEFORE = "3487702^"  # the agent whose thread took a user's ids
 SPECS = ("fast_fn", "held_fn", "napped_fn", "nop5_entry")
 
 
+def copy_built(old: Path, rev: str) -> None:
+    """This tree's C extensions and BPF objects into OLD, a worktree of REV whose C is
+    the same (else the before agent would run programs not its own: SystemExit)."""
+    same = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", rev, "--", "src/**/*.c",
+                           "src/**/*.h"], check=False).returncode == 0  # fmt: skip
+    if not same:
+        raise SystemExit(f"{rev}'s C or BPF sources differ from this tree's: build its objects")
+    for built in [*REPO.glob("src/**/*.so"), *REPO.glob("src/**/*.bpf.o")]:
+        shutil.copy(built, old / built.relative_to(REPO))
+
+
 def as_user(uid: int, fn: Callable[[], object]) -> object:
     """FN's JSON-able result, run in a forked child that became UID (tests/support/as_user.py)."""
     code, out = run_as(uid, lambda: json.dumps(fn()).encode())
@@ -200,7 +211,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-load", action="store_true", help="skip the load cases")
-    p.add_argument("--before", default=BEFORE, help=f"the agent to compare with (default {BEFORE})")
+    p.add_argument(
+        "--before",
+        default=BEFORE,
+        help=f"the agent to compare with (default {BEFORE}; '' for none)",
+    )
     args = p.parse_args()
     common.header(args.json)
     folder = Path(tempfile.mkdtemp(prefix="bench-privsep-"))
@@ -210,17 +225,18 @@ def main() -> int:
     names = [f"bps{i}-{tag}" for i in range(9)]
     res: dict[str, object] = {}
     try:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(old),
-                        args.before], check=True)  # fmt: skip
-        res["before_rev"] = args.before
-        for so in (REPO / "src/adaptyst_top/placement").glob("_sdt*.so"):
-            shutil.copy(so, old / "src/adaptyst_top/placement")
+        if args.before:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(old),
+                            args.before], check=True)  # fmt: skip
+            res["before_rev"] = args.before
+            copy_built(old, args.before)
         for n in names:
             subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", n], check=True)
         uids = [pwd.getpwnam(n).pw_uid for n in names]
         work = build(folder)
         work.chmod(0o755)
-        for label, source in (("thread_before", old), ("opener_now", None)):
+        agents = (("thread_before", old), ("opener_now", None)) if args.before else ()
+        for label, source in agents:
             with agent(folder, source) as (sock, _pid):
                 target = target_of(uids[0], work)
                 try:
@@ -228,9 +244,10 @@ def main() -> int:
                 finally:
                     target.kill()
                     target.wait()
-        before, now = res["thread_before"], res["opener_now"]
-        assert isinstance(before, dict) and isinstance(now, dict)
-        res["ratios_now_to_before"] = {k: now[k] / before[k] for k in before}
+        if args.before:
+            before, now = res["thread_before"], res["opener_now"]
+            assert isinstance(before, dict) and isinstance(now, dict)
+            res["ratios_now_to_before"] = {k: now[k] / before[k] for k in before}
         if not args.no_load:
             with agent(folder, None) as (sock, agent_pid):
                 idle = rss_mib(agent_pid)
