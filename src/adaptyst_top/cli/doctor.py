@@ -44,12 +44,18 @@ def through_agent(caps: list[Capability]) -> list[Capability]:
 def cmd_doctor(argv: Sequence[str]) -> int:
     from adaptyst_top.cli.options import agent_socket
     from adaptyst_top.collectors.doctor import can_run, run_doctor
-    from adaptyst_top.runtime.agent_check import check_agent
+    from adaptyst_top.runtime.agent_check import check_agent, check_agent_memory
     from adaptyst_top.snapshot.inert import inert
 
     args = doctor_parser().parse_args(argv)
+    sock = agent_socket(args.agent)
+    memory = check_agent_memory(sock)
     caps = through_agent(
-        [*run_doctor(run_smoke=not args.no_smoke), check_agent(agent_socket(args.agent))]
+        [
+            *run_doctor(run_smoke=not args.no_smoke),
+            check_agent(sock),
+            *([memory] if memory is not None else []),
+        ]
     )
     if args.json:
         print(json.dumps([c.to_json() for c in caps], indent=None))
