@@ -15,20 +15,26 @@ demo: setup
 # The whole check: lint and types first (seconds), then the suite in parallel (JOBS
 # pytest-xdist workers; one service's folder on one worker, see tests/conftest.py), then
 # the `serial` tests alone (they measure time or CPU, or change a node-wide setting),
-# then the TUI's tests on Textual's stock rendering. Each names its slowest tests. CI
-# runs this.
+# then the TUI's tests on Textual's stock rendering. Each names its slowest tests. The
+# package built, the suite runs as a node with no compiler and no kernel headers would
+# (scripts/no_compiler.sh), but for the tests that build it as an admin does (`builds`).
+# CI runs this.
 JOBS ?= 2
 PARALLEL := -n $(JOBS) --dist loadgroup
+BARE := ./scripts/no_compiler.sh
 test: setup lint typecheck
-	$(PY) -m pytest $(PARALLEL) -m "not serial" --require-ebpf-if-root --durations=25
-	$(PY) -m pytest -m serial --durations=25
+	$(BARE) $(PY) -m pytest $(PARALLEL) -m "not serial and not builds" --require-ebpf-if-root \
+		--durations=25
+	$(PY) -m pytest $(PARALLEL) -m "builds and not serial" --require-ebpf-if-root --durations=10
+	$(BARE) $(PY) -m pytest -m serial --durations=25
 	$(MAKE) --no-print-directory test-stock
 
 # The TUI's tests with tui/textual_private.py's switch on: what users get where a
 # Textual without the private names the fast paths read is installed. By folder: the
 # pilot's tests and the real terminal's.
 test-stock: setup
-	ADAPTYST_TOP_STOCK_RENDERING=1 $(PY) -m pytest -q $(PARALLEL) tests/unit/tui/pilot tests/system/tmux
+	ADAPTYST_TOP_STOCK_RENDERING=1 $(BARE) $(PY) -m pytest -q $(PARALLEL) tests/unit/tui/pilot \
+		tests/system/tmux
 
 # tests/unit/: no root, no services, nothing sleeping over a second, as any user; the
 # loop while writing code.

@@ -55,8 +55,11 @@ def xdist_group(path: Path) -> str:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.relative_to(TESTS).parts[0] == "system":
+        parts = item.path.relative_to(TESTS).parts
+        if parts[0] == "system":
             item.add_marker(pytest.mark.system)
+        if parts[:2] == ("system", "install"):  # an admin's build: the one place for clang
+            item.add_marker(pytest.mark.builds)
         item.add_marker(pytest.mark.xdist_group(xdist_group(item.path)))
 
 
