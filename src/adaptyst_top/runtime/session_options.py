@@ -4,7 +4,7 @@ what a config file adds makes new parts (`dataclasses.replace`), never a change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -64,7 +64,6 @@ class Tenant:
 
     # A process's refusal (None: it may be probed): the agent's rule for its user.
     admit: Callable[[int], str | None] | None = None
-    owner: Hashable = None  # whose turn at the compiler (the agent: a user's uid)
     account: AttachAccount | None = None  # the owner's bound across their sessions
     confine_uid: int | None = None  # hits count only in this user's own processes
     pinned: PinnedFiles | None = None  # the only files specs may name (the engine closes them)

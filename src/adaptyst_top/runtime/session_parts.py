@@ -104,7 +104,6 @@ def new_engine(
         scope_name=f"job {opts.target.job}" if opts.target.job is not None else None,
         command_path=child.path if child else opts.target.command_path,
         max_attach=opts.probing.max_probes,
-        owner=opts.tenant.owner,
         account=opts.tenant.account,
         confine_uid=opts.tenant.confine_uid,
         pinned=opts.tenant.pinned,
@@ -126,9 +125,7 @@ def new_profiler(opts: SessionOptions, pids: Sequence[int], hz: int, what: str) 
     try:
         confine = None if tenant.confine_uid is None else Confinement.of(tenant.confine_uid)
         counts = tenant.profile_counts or LocalCounts
-        profiler = Profiler(
-            pids, hz, counts=counts, confine=confine, owner=tenant.owner, budget=opts.probing.budget
-        )
+        profiler = Profiler(pids, hz, counts=counts, confine=confine, budget=opts.probing.budget)
     except Exception as exc:  # LibbpfError, BTFError, WorkerFailed
         raise SessionError(f"{what}: {one_line(exc)}") from None
     if tenant.account is not None:  # the user's modules, across their sessions

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 
 from adaptyst_top.collectors.probes import entry_safety
 from adaptyst_top.collectors.probes import overhead as ov
@@ -78,7 +78,6 @@ class ProbeEngine:
         admit: Callable[[int], str | None] | None = None,
         scope_name: str | None = None,
         multi_links: bool | None = None,
-        owner: Hashable = None,
         account: AttachAccount | None = None,
         confine_uid: int | None = None,
         pinned: PinnedFiles | None = None,
@@ -88,9 +87,8 @@ class ProbeEngine:
         admit: a process's refusal (None: may join), asked before one joins and when one
         execs; scope_name: what the scope is, for messages ("job 42"); multi_links:
         attach a spec's functions through multi-uprobe links (None: where the kernel
-        has them), else one uprobe per function; owner: whose engine this is (kept for
-        callers: nothing compiles, so no turns are taken); account: the bound on attach
-        points its owner's engines share (the agent's, per user); confine_uid: hits
+        has them), else one uprobe per function; account: the bound on attach
+        points a user's engines share (the agent's, per user); confine_uid: hits
         count only in that user's processes while they are theirs (the agent's users);
         pinned: the files specs may name, opened when checked (the agent's users: a spec
         naming any other is refused); the engine closes them."""

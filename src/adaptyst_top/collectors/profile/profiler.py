@@ -7,7 +7,7 @@ import dataclasses
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from adaptyst_top.collectors.probes.confinement import Confinement
@@ -43,7 +43,7 @@ class LocalCounts(Tally):
 
 
 SamplerFactory = Callable[
-    [Iterable[int], int, Callable[[Event], None], Confinement | None, Hashable], Sampler
+    [Iterable[int], int, Callable[[Event], None], Confinement | None], Sampler
 ]
 
 
@@ -60,7 +60,6 @@ class Profiler:
         sampler: SamplerFactory = Sampler,
         counts: Callable[[], Counts] = LocalCounts,
         confine: Confinement | None = None,
-        owner: Hashable = None,
         budget: float = DEFAULT_BUDGET,
     ) -> None:
         self.hz = self.asked_hz = hz
@@ -82,7 +81,7 @@ class Profiler:
         self._busy = False  # the unwinder holds an event
         self.counts = counts()
         try:
-            self.sampler = sampler(pids, hz, self._take, confine, owner)
+            self.sampler = sampler(pids, hz, self._take, confine)
         except BaseException:
             self.counts.close()
             raise

@@ -13,7 +13,7 @@ import ctypes
 import struct
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,12 +144,10 @@ class Sampler:
         hz: int,
         on_event: Callable[[Event], None],
         confine: Confinement | None = None,
-        owner: Hashable = None,
     ) -> None:
         self.hz = hz
         self._on_event = on_event
         self._lock = threading.Lock()
-        del owner  # nothing compiles: loading takes no turn, whoever asks
         self.bpf = load_program(confine, _fsbase())
         # process -> (when to look again, the wait after that, whether it was found)
         self._pythons: dict[int, tuple[float, float, bool]] = {}
