@@ -4,7 +4,9 @@ this tree (the user's parser describes the file) beside the agent before that ch
 N one-instruction functions; the agent's own CPU (user + system, not its workers') and
 the client's wall time, for every function (`*`) and for a narrow pattern. Then, on
 this tree's agent, another user's first probe and snapshot p95 quiet and while the first
-user lists every function again and again (issue 73: within 1.5x quiet).
+user lists every function again and again (issue 73: within 1.5x quiet), and beside
+the peer: the same user's plain busy loop (one core, as the parse takes), so that what
+the agent adds is apart from what any process of hers would take of the node.
 
     sudo .venv/bin/python -m bench.bench_agent_list [--functions 200000] [--before REV|'']
         [--json]
@@ -60,7 +62,9 @@ def beside(
     sock: Path, agent_pid: int, uid: int, lib: Path, other_uid: int, work: Path
 ) -> dict[str, float]:
     """OTHER_UID's first probe and snapshot p95, quiet, then while UID lists every
-    function of LIB, request after request; and root's CPU for those lists."""
+    function of LIB, request after request, then beside UID's busy loop; and root's CPU
+    for those lists. The first probe after the quiet one finds the user's workers
+    started: its ratios are below 1."""
     target = target_of(other_uid, work)
     try:
         quiet = honest(sock, other_uid, work, target.pid)
@@ -79,10 +83,20 @@ def beside(
         finally:
             stop.set()
             t.join()
+        hog = subprocess.Popen(["sh", "-c", "while :; do :; done"], user=uid, group=uid,
+                               extra_groups=[])  # fmt: skip
+        try:
+            time.sleep(2.0)
+            peer = honest(sock, other_uid, work, target.pid)
+        finally:
+            hog.kill()
+            hog.wait()
     finally:
         target.kill()
         target.wait()
     return {
+        "peer_first_probe_ratio": peer["first_probe_ms"] / quiet["first_probe_ms"],
+        "peer_snapshot_p95_ratio": peer["snapshot_p95_ms"] / quiet["snapshot_p95_ms"],
         "quiet_first_probe_ms": quiet["first_probe_ms"],
         "quiet_snapshot_p95_ms": quiet["snapshot_p95_ms"],
         "first_probe_ratio": busy["first_probe_ms"] / quiet["first_probe_ms"],
