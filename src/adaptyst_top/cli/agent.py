@@ -99,7 +99,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
-    preload()
+    calibration = preload()
     print(f"adaptyst-top agent: listening on {path}", file=sys.stderr, flush=True)
     try:
         agent.serve_forever()
@@ -107,6 +107,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
         for stop in stops:
             stop()
         agent.stop()
+        calibration.close()
     return 0
 
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from typing import ClassVar
+
+import pytest
+
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.calibration import build_calibrator
 from adaptyst_top.collectors.probes.elf_info import entry_bytes, read_elf
+from tests.support.waits import wait_until
 
 
 def test_classify_entry_instructions() -> None:
@@ -25,3 +31,74 @@ def test_calibration_target_entries_are_what_they_claim(tmp_path) -> None:  # ty
     assert ov.classify_entry(entry_bytes(str(binary), fn["cal_push"])) == ov.EMULATED
     assert ov.classify_entry(entry_bytes(str(binary), fn["cal_lea"])) == ov.SINGLESTEP
     assert {(u.provider, u.name) for u in info.usdt} >= {("adaptyst_cal", "hit")}
+
+
+class FakeChild:
+    """The calibration child as subprocess.Popen gives it: answers when told to."""
+
+    started: ClassVar[list[FakeChild]] = []
+
+    def __init__(self, argv: list[str], **_kw: object) -> None:
+        self.returncode: int | None = None
+        self.told = threading.Event()
+        FakeChild.started.append(self)
+
+    def communicate(self, timeout: float) -> tuple[str, str]:
+        assert self.told.wait(timeout)
+        out = '{"usdt": {"per_hit_ns": 7.0, "in_interval_ns": 0.0, "source": "calibrated"}}'
+        return (out if self.returncode == 0 else "", "")
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            self.returncode = -9
+        self.told.set()
+
+    def answer(self) -> None:
+        self.returncode = 0
+        self.told.set()
+
+
+@pytest.fixture
+def children(monkeypatch: pytest.MonkeyPatch) -> list[FakeChild]:
+    from adaptyst_top.collectors.probes import calibration
+
+    FakeChild.started = []
+    monkeypatch.setattr(calibration, "load_cached", lambda: None)
+    monkeypatch.setattr(calibration.subprocess, "Popen", FakeChild)
+    return FakeChild.started
+
+
+def test_sessions_that_start_together_share_one_calibration_child(
+    children: list[FakeChild],
+) -> None:
+    from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
+
+    tables = [ov.CostTable() for _ in range(3)]
+    runs = [BackgroundCalibration(t) for t in tables]
+    wait_until(lambda: len(children) == 1)
+    runs[0].close()  # one session gone: the others still wait on the child
+    assert children[0].returncode is None
+    children[0].answer()
+    runs[1].wait(10)
+    assert [t.costs["usdt"].per_hit_ns for t in tables[1:]] == [7.0, 7.0]
+    assert tables[0].costs["usdt"].source != "calibrated"  # it had left
+    assert len(children) == 1
+
+
+def test_the_child_is_killed_when_its_last_session_closes(children: list[FakeChild]) -> None:
+    from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
+
+    first, second = BackgroundCalibration(ov.CostTable()), BackgroundCalibration(ov.CostTable())
+    wait_until(lambda: len(children) == 1)
+    first.close()
+    second.close()
+    assert children[0].returncode == -9
+    second.wait(10)
+    third = BackgroundCalibration(ov.CostTable())  # after the kill: a child of its own
+    wait_until(lambda: len(children) == 2)
+    children[1].answer()
+    third.wait(10)
+    assert third.table.costs["usdt"].per_hit_ns == 7.0

@@ -126,25 +126,44 @@ def calibrate(binary: Path | None = None, plan: Plan = PLAN) -> ov.CostTable:
     return table
 
 
-class BackgroundCalibration:
-    """Calibrates in a child process (its own engine, its own target), so the monitor's
-    threads never share state with it and closing the monitor simply kills it.
-    The shared table holds the default figures until the child answers."""
+class _Run:
+    """One calibration child for every table of this process that asks while it runs:
+    on a fresh node, the agent's first users' sessions each started a child of their
+    own, all beside their first probes on the same cores."""
 
-    def __init__(self, table: ov.CostTable, use_cache: bool = True) -> None:
-        self.table = table
+    lock = threading.Lock()
+    current: _Run | None = None
+
+    def __init__(self) -> None:
+        self.tables: list[ov.CostTable] = []
         self.proc: subprocess.Popen[str] | None = None
-        cached = load_cached() if use_cache else None
-        if cached is not None:
-            table.costs.update(cached.costs)
-            self.thread = None
-            return
+        self.done = threading.Event()
+        self.killed = False  # every table left: a table that comes now starts another
         self.thread = threading.Thread(target=self._run, name="calibration", daemon=True)
         self.thread.start()
+
+    @classmethod
+    def join(cls, table: ov.CostTable) -> _Run:
+        with cls.lock:
+            if cls.current is None or cls.current.killed:
+                cls.current = cls()
+            cls.current.tables.append(table)
+            return cls.current
+
+    def leave(self, table: ov.CostTable) -> None:
+        """TABLE's session closed; the child is killed when no table waits on it."""
+        with self.lock:
+            if table in self.tables:
+                self.tables.remove(table)
+            self.killed = not self.tables and not self.done.is_set()
+        if self.killed and self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
 
     def _run(self) -> None:
         import sys
 
+        costs: dict[str, ov.ClassCost] = {}
+        error = ""
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "adaptyst_top.collectors.probes.calibration"],
@@ -152,25 +171,47 @@ class BackgroundCalibration:
                 stderr=subprocess.PIPE,
                 text=True,
             )
+            if self.killed:  # every table left while it started
+                self.proc.kill()
             out, err = self.proc.communicate(timeout=300)
+            if self.proc.returncode == 0:
+                costs = {k: ov.ClassCost(**v) for k, v in json.loads(out).items()}
+            elif self.proc.returncode > 0:  # < 0: killed by leave(), nothing to say
+                error = ((err or out).strip().splitlines() or ["no output"])[-1]
         except (OSError, subprocess.TimeoutExpired) as exc:
-            self.table.error = f"calibration did not finish: {exc}"
+            error = f"calibration did not finish: {exc}"
+        with self.lock:
+            if _Run.current is self:  # a session from now on finds the cache, or starts again
+                _Run.current = None
+            for table in self.tables:
+                table.costs.update(costs)
+                if error:
+                    table.error = error
+        self.done.set()
+
+
+class BackgroundCalibration:
+    """Calibrates in a child process (its own engine, its own target), so the monitor's
+    threads never share state with it and closing the monitor simply kills it (one child
+    for all of this process's sessions while it runs, killed when the last closes).
+    The shared table holds the default figures until the child answers."""
+
+    def __init__(self, table: ov.CostTable, use_cache: bool = True) -> None:
+        self.table = table
+        cached = load_cached() if use_cache else None
+        self.run: _Run | None = None
+        if cached is not None:
+            table.costs.update(cached.costs)
             return
-        if self.proc.returncode != 0:
-            if self.proc.returncode > 0:  # < 0: killed by close(), nothing to say
-                lines = (err or out).strip().splitlines() or ["no output"]
-                self.table.error = lines[-1]
-            return
-        data = json.loads(out)
-        self.table.costs.update({k: ov.ClassCost(**v) for k, v in data.items()})
+        self.run = _Run.join(table)
 
     def wait(self, timeout: float | None = None) -> None:
-        if self.thread is not None:
-            self.thread.join(timeout)
+        if self.run is not None:
+            self.run.done.wait(timeout)
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+        if self.run is not None:
+            self.run.leave(self.table)
 
 
 def main() -> int:
