@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # An admin's one command for a node's agent (as root; runnable again to update):
-# a venv at PREFIX on the interpreter the distribution's bcc belongs to, the package
-# installed into it, the systemd unit pointing at it, a commented agent.toml when there
+# a venv at PREFIX on the distribution's own python3, the package installed into it, the systemd unit pointing at it, a commented agent.toml when there
 # is none, and the service enabled where systemd runs (otherwise the command to start it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bcc_python.sh
-. scripts/bcc_python.sh
+. scripts/bcc_python.sh  # venv_base_python
 PREFIX=${PREFIX:-/opt/adaptyst-top}
 UNITDIR=${UNITDIR:-/etc/systemd/system}
 CONFDIR=${CONFDIR:-/etc/adaptyst-top}
@@ -40,32 +39,29 @@ umask 022  # the venv is run by every user of the node, the agent's clients incl
 
 # System packages and tracefs: the agent's part of setup only. clang and libbpf-dev
 # build the BPF programs with the package (below); libbpf1 and the kernel's BTF load
-# them. No kernel headers.
-SETUP_PACKAGES="python3-bpfcc python3-venv systemtap-sdt-dev gcc libc6-dev clang libbpf-dev libbpf1" \
+# them. No kernel headers, no bcc (nothing of the agent compiles at run time).
+SETUP_PACKAGES="python3-venv systemtap-sdt-dev gcc libc6-dev clang libbpf-dev libbpf1" \
     ./scripts/setup.sh --system-only
 
-choose_python || exit 1
-[ -n "$BCC_DIR" ] || die "the distribution's bcc is not installed (python3-bpfcc); the agent needs it"
-
+# The distribution's interpreter, never whatever `python3` comes first in PATH: a
+# module's, conda's or pyenv's under root's home may vanish or be unreadable to users.
+AGENT_PY=/usr/bin/python3
+[ -x "$AGENT_PY" ] || die "$AGENT_PY is missing: install the distribution's python3"
 if [ -x "$PREFIX/bin/python" ]; then
     base=$(venv_base_python "$PREFIX")
-    [ "$base" = "$(realpath "$BCC_PY")" ] ||
-        die "$PREFIX is a venv on $base, not on $BCC_PY (the interpreter of the distribution's bcc): remove it, then run this again"
-    say "ok: $PREFIX (on $BCC_PY)"
+    [ "$base" = "$(realpath "$AGENT_PY")" ] ||
+        die "$PREFIX is a venv on $base, not on $AGENT_PY (the distribution's): remove it, then run this again"
+    say "ok: $PREFIX (on $AGENT_PY)"
+    rm -f "$PREFIX"/lib/python3*/site-packages/distro-bcc.pth  # an install's before bcc left it
+    rm -rf "$PREFIX/distro-bcc"
 elif [ -e "$PREFIX" ] && [ -n "$(ls -A "$PREFIX")" ]; then
     die "$PREFIX exists and is not a venv: choose another PREFIX or remove it"
 else
-    say "creating $PREFIX on $BCC_PY ($("$BCC_PY" --version 2>&1), the interpreter of $BCC_DIR)"
-    "$BCC_PY" -m venv "$PREFIX"
+    say "creating $PREFIX on $AGENT_PY ($("$AGENT_PY" --version 2>&1), the distribution's)"
+    "$AGENT_PY" -m venv "$PREFIX"
 fi
 say "installing adaptyst-top into $PREFIX"
 "$PREFIX/bin/python" -m pip install -q --disable-pip-version-check --upgrade .
-purelib=$("$PREFIX/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-mkdir -p "$PREFIX/distro-bcc"
-ln -sfn "$BCC_DIR" "$PREFIX/distro-bcc/bcc"
-printf '%s\n' "$PREFIX/distro-bcc" > "$purelib/distro-bcc.pth"
-"$PREFIX/bin/python" -I -c 'import bcc' 2>/dev/null || die "$PREFIX cannot import bcc from $BCC_DIR"
-say "ok: $PREFIX sees the distribution's bcc ($BCC_DIR)"
 
 DOCDIR=$PREFIX/share/doc/adaptyst-top  # what the unit's Documentation= names
 install -d "$DOCDIR"

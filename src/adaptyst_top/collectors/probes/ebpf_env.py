@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import importlib.util
 import json
 import os
 import platform
@@ -112,73 +111,6 @@ def check_tracefs(sysfs: Path = Path("/sys")) -> Capability:
         "tracefs not mounted (probes attach through perf events; leftovers cannot be listed)",
         "mount -t tracefs nodev /sys/kernel/tracing",
     )
-
-
-def bcc_origin() -> Path | None:
-    """Where an importable bcc lives, if it is bcc (iovisor) and not PyPI's namesake."""
-    spec = importlib.util.find_spec("bcc")
-    if spec is None or spec.origin is None:
-        return None
-    origin = Path(spec.origin)
-    try:
-        return origin if (origin.parent / "libbcc.py").exists() else None
-    except PermissionError:  # in a folder this user may not read: not usable by them
-        return None
-
-
-def distro_bcc_dir() -> Path | None:
-    """Where the distribution put its bcc package (Debian's python3-bpfcc, RHEL's
-    python3-bcc), whichever interpreter runs now."""
-    for pattern in ("python3/dist-packages/bcc", "python3*/site-packages/bcc"):
-        for root in (Path("/usr/lib"), Path("/usr/lib64")):
-            for found in sorted(root.glob(pattern)):
-                if (found / "libbcc.py").exists():
-                    return found
-    return None
-
-
-def bcc_fix(checkout: Path | None = None) -> str:
-    """The exact command that gives this install an interpreter that sees bcc."""
-    if checkout is None:  # the checkout an editable install runs from, if any
-        here = Path(__file__).resolve().parents
-        checkout = next((p for p in here if (p / "scripts" / "setup.sh").exists()), None)
-    if checkout is not None:  # an editable install of a checkout: its .venv
-        return f"`make clean setup` in {checkout} (the venv is built on bcc's interpreter)"
-    return f"`make install-agent PREFIX={sys.prefix}` from the adaptyst-top source, as root"
-
-
-def check_bcc() -> Capability:
-    spec = importlib.util.find_spec("bcc")
-    if spec is None:
-        found = distro_bcc_dir()
-        who = f"{sys.executable} (Python {sys.version_info[0]}.{sys.version_info[1]})"
-        if found is None:
-            return Capability(
-                "bcc",
-                "missing",
-                f"python module bcc not importable by {who}; the distribution's is not installed",
-                f"apt install python3-bpfcc (dnf install python3-bcc), then {bcc_fix()}",
-            )
-        return Capability(
-            "bcc",
-            "missing",
-            f"python module bcc not importable by {who}: the distribution's bcc in {found} "
-            "belongs to the system's interpreter",
-            bcc_fix(),
-        )
-    origin = bcc_origin()
-    if origin is None and spec.origin and not os.access(Path(spec.origin).parent, os.R_OK):
-        return Capability(
-            "bcc", "denied", f"bcc at {spec.origin} cannot be read by this user", FIX_ROOT
-        )
-    if origin is None:
-        return Capability(
-            "bcc",
-            "missing",
-            f"`bcc` at {spec.origin} is not iovisor bcc (PyPI's bcc is unrelated)",
-            "pip uninstall bcc; apt install python3-bpfcc; `make setup`",
-        )
-    return Capability("bcc", "ok", f"bcc from {origin.parent}")
 
 
 # The programs compiled with the package (setup.py's BuildWithBpf), under adaptyst_top/:
