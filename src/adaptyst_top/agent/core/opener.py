@@ -51,6 +51,11 @@ class _Gone(Exception):
     """A kept opener had exited (idle) before it read the request."""
 
 
+def warm(uid: int, gid: int, groups: Sequence[int]) -> None:
+    """UID's opener started ahead of her first request (KeptWorkers.warm)."""
+    _KEPT.warm(uid, gid, groups)
+
+
 def open_as(uid: int, gid: int, groups: Sequence[int], paths: Sequence[str]) -> list[int | None]:
     """Each of PATHS opened read-only as UID:GID with GROUPS, or None where that user
     could not (missing, hidden, not a regular file, on FUSE, through a magic link).

@@ -47,6 +47,11 @@ class _Gone(Exception):
     """A kept parser had exited (idle) before it read the request."""
 
 
+def warm(uid: int, gid: int, groups: Sequence[int]) -> None:
+    """UID's parser started ahead of her first request (KeptWorkers.warm)."""
+    _KEPT.warm(uid, gid, groups)
+
+
 def reader_for(peer: Peer) -> ElfReader:
     """What parses a file for PEER: its source is a /proc/self/fd/N the agent holds."""
 

@@ -58,6 +58,7 @@ from adaptyst_top.agent.core.lobby import (
 )
 from adaptyst_top.agent.core.own_energy import OwnEnergy
 from adaptyst_top.agent.core.parser import reader_for
+from adaptyst_top.agent.core.warm import warm_workers
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals
@@ -111,8 +112,6 @@ class Agent:
         self.sock = listen(path)
         self.lobby: Lobby[Client] = Lobby()
         self._full_until = 0.0  # out of descriptors: accepting pauses until then
-
-    # ----- life cycle -------------------------------------------------------------------
 
     def serve_forever(self) -> None:
         guard = threading.Thread(target=self._guard, name="agent-guard", daemon=True)
@@ -203,8 +202,6 @@ class Agent:
         with contextlib.suppress(OSError):
             self.path.unlink()
 
-    # ----- one client ---------------------------------------------------------------------
-
     def _serve(self, client: Client, hello_by: float) -> None:
         try:
             self._serve_one(client, hello_by)
@@ -226,6 +223,7 @@ class Agent:
             reader.sock = conn
             proto.check_version(hello, "client")
             self._send(client, proto.encode("hello", uid=client.peer.uid))
+            warm_workers(client.peer)  # her first request's workers start meanwhile
             while True:
                 conn.settimeout(idle_s)
                 msg = read_message(reader, f"no request in {idle_s:g} s: closed")
