@@ -60,7 +60,7 @@ def agent_parser() -> argparse.ArgumentParser:
 def cmd_agent(argv: Sequence[str]) -> int:
     args = agent_parser().parse_args(argv)
     from adaptyst_top.agent.core.listen import AgentError
-    from adaptyst_top.agent.core.preload import preload
+    from adaptyst_top.agent.core.preload import Preload
     from adaptyst_top.agent.core.server import Agent
     from adaptyst_top.runtime.agent_settings import load_settings
     from adaptyst_top.system.sd_notify import Notifier
@@ -99,15 +99,16 @@ def cmd_agent(argv: Sequence[str]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
-    calibration = preload()
     print(f"adaptyst-top agent: listening on {path}", file=sys.stderr, flush=True)
+    warm = Preload()
     try:
+        warm.start()
         agent.serve_forever()
     finally:  # an error out of the loop still ends every session and exporter
         for stop in stops:
             stop()
         agent.stop()
-        calibration.close()
+        warm.close()
     return 0
 
 

@@ -48,6 +48,8 @@ def check_agent_memory(path: str | None) -> Capability | None:
         return None
     finally:
         sock.close()
+    if pid <= 0:  # an agent outside this PID namespace: the kernel names no process
+        return Capability("agent-memory", "degraded", "the agent's process is not visible here")
     try:
         b = memory_bounds(pid)
     except (OSError, ValueError) as exc:

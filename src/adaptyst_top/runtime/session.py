@@ -69,7 +69,11 @@ class Session:
                 raise SessionError(str(exc), exc.status) from None
         if self.devices_at_start:
             self.devices_at_start = False
-            watch_devices(self.hub, self.pid, self.options)
+            try:
+                watch_devices(self.hub, self.pid, self.options)
+            except Exception as exc:  # a collector's own fault: the command runs on, unread
+                said = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+                self.launch_notes += (f"devices not read: {said}",)
 
     def snapshot(self, with_hist: bool = True) -> Snapshot:
         """The hub's snapshot, with the advisor's part when it runs, and the launched

@@ -5,6 +5,8 @@ node mounts them. Read only: every file here is world-readable."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,11 +28,10 @@ def memory_bounds(pid: int, proc: Path = Path("/proc")) -> MemoryBounds:
     mounts = _mounts((proc / "self" / "mountinfo").read_text())
     if "memory" in groups and "memory" in mounts:  # v1's controller (a hybrid node's too)
         folder = _inside(mounts["memory"], groups["memory"])
-        limit = int(_read(folder / "memory.limit_in_bytes"))
         return MemoryBounds(
             groups["memory"],
             None,
-            None if limit >= _V1_UNLIMITED else limit,
+            _tightest(folder, mounts["memory"], "memory.limit_in_bytes", _v1_bound),
             int(_read(folder / "memory.usage_in_bytes")),
         )
     if "" in groups and "" in mounts:
@@ -38,8 +39,8 @@ def memory_bounds(pid: int, proc: Path = Path("/proc")) -> MemoryBounds:
         if (folder / "memory.max").exists():
             return MemoryBounds(
                 groups[""],
-                _bound(_read(folder / "memory.high")),
-                _bound(_read(folder / "memory.max")),
+                _tightest(folder, mounts[""], "memory.high", _bound),
+                _tightest(folder, mounts[""], "memory.max", _bound),
                 int(_read(folder / "memory.current")),
             )
     raise OSError(f"no memory controller for PID {pid} in this node's cgroups")
@@ -83,3 +84,23 @@ def _read(path: Path) -> str:
 
 def _bound(text: str) -> int | None:
     return None if text == "max" else int(text)
+
+
+def _v1_bound(text: str) -> int | None:
+    return None if int(text) >= _V1_UNLIMITED else int(text)
+
+
+def _tightest(
+    folder: Path, mount: Path, name: str, parse: Callable[[str], int | None]
+) -> int | None:
+    """The smallest bound NAME sets on FOLDER's group or any group above it (a slice's
+    MemoryMax= bounds the units in it), up to the hierarchy's root; None: none."""
+    found: list[int] = []
+    top = mount.resolve()
+    while True:
+        with contextlib.suppress(FileNotFoundError):  # the root group has none
+            if (b := parse(_read(folder / name))) is not None:
+                found.append(b)
+        if folder == top or folder == folder.parent:
+            return min(found, default=None)
+        folder = folder.parent

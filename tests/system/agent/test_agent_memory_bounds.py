@@ -62,7 +62,12 @@ def own_group(pid: int) -> Iterator[tuple[Path, str]]:
         try:
             yield folder, kind
         finally:
-            (mount / was.lstrip("/") / "cgroup.procs").write_text(str(pid))
+            # The agent, and what it started meanwhile (a user's workers, started as her
+            # doctor said hello), back where the agent was.
+            back = mount / was.lstrip("/") / "cgroup.procs"
+            for moved in (folder / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):  # ended meanwhile
+                    back.write_text(moved)
     finally:
         folder.rmdir()
 

@@ -63,3 +63,11 @@ def test_a_node_without_a_memory_controller_is_an_oserror(tmp_path: Path) -> Non
     proc = node(tmp_path, "1:name=systemd:/\n", ["22 1 0:20 / /proc rw - proc proc rw"])
     with pytest.raises(OSError, match="no memory controller"):
         memory_bounds(7, proc)
+
+
+def test_a_slices_bound_holds_the_unit_in_it(tmp_path: Path) -> None:
+    root = tmp_path / "cg"
+    files(root / "system.slice", memory_max="1073741824", memory_high="max")
+    files(root / GROUP.lstrip("/"), memory_high="max", memory_max="max", memory_current="5")
+    proc = node(tmp_path, f"0::{GROUP}\n", [f"30 23 0:26 / {root} rw - cgroup2 cgroup2 rw"])
+    assert memory_bounds(7, proc) == MemoryBounds(GROUP, None, 1 << 30, 5)

@@ -5,11 +5,20 @@ only by room of their own for connections, so a crowd of users never locks them 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from adaptyst_top.agent.core.authorization import Peer
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.runtime.agent_settings import AgentSettings
+
+if TYPE_CHECKING:
+    from adaptyst_top.runtime.session import Session
+
+# Profiles the agent runs for users at once, node-wide. Each is a sched_switch program
+# run at every context switch of the node, every user's job's too; the kernel once
+# bounded them at 64 (perf-event tracepoints), BTF tracepoints are not bounded.
+MAX_PROFILES = 64
 
 
 def crowded(peer: Peer, connected: Sequence[Peer], s: AgentSettings) -> str | None:
@@ -26,13 +35,28 @@ def crowded(peer: Peer, connected: Sequence[Peer], s: AgentSettings) -> str | No
     return None
 
 
+def profiles_running(sessions: Sequence[Session | None]) -> int:
+    """How many of SESSIONS sample a profile now."""
+    return sum(1 for s in sessions if s is not None and s.profiler is not None)
+
+
 def room_refusal(
-    peer: Peer, account: AttachAccount, specs: Sequence[str], s: AgentSettings, profiles: int = 0
+    peer: Peer,
+    account: AttachAccount,
+    specs: Sequence[str],
+    s: AgentSettings,
+    profiles: int = 0,
+    running: int = 0,
 ) -> str | None:
     """Why SPECS (and PROFILES samplers, a module each) would take the user past what
-    their sessions may hold together."""
+    their sessions may hold together, or the node past MAX_PROFILES (RUNNING now)."""
     if not specs and not profiles:
         return None
+    if profiles and running + profiles > MAX_PROFILES:
+        return (
+            f"the agent runs {running} profiles on this node, the most it runs at once "
+            f"({MAX_PROFILES}): try later"
+        )
     modules, keyed = account.groups()
     new_keyed = sum(1 for t in specs if parse_spec(t).keyed)  # checked by spec_refusal
     if specs and account.room() < 1:

@@ -8,25 +8,50 @@ here too, not beside the first users' first probes."""
 
 from __future__ import annotations
 
+import sys
+import threading
+
 from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
 
 
-def preload() -> BackgroundCalibration:
-    """The imports done and the calibration started (close() it as the agent stops)."""
-    from adaptyst_top.collectors.devices.sweep import DeviceSweep
-    from adaptyst_top.collectors.probes.entry_safety import disassembler
-    from adaptyst_top.collectors.probes.overhead import CostTable
-    from adaptyst_top.collectors.profile import profiler  # noqa: F401 - loaded, not used
+class Preload:
+    """The loading and the calibration, on a thread of their own once the agent listens:
+    a wedged GPU's driver (nvmlInit has no timeout) or a slow OpenCL platform must not
+    keep the agent from serving, nor from telling systemd it is ready."""
 
-    calibration = BackgroundCalibration(CostTable())
-    try:
-        disassembler()
-        sweep = DeviceSweep(pid=None)
+    def __init__(self) -> None:
+        self._calibration: BackgroundCalibration | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="agent-preload", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        from adaptyst_top.collectors.devices.sweep import DeviceSweep
+        from adaptyst_top.collectors.probes.entry_safety import disassembler
+        from adaptyst_top.collectors.probes.overhead import CostTable
+        from adaptyst_top.collectors.profile import profiler  # noqa: F401 - loaded, not used
+
         try:
-            sweep.read()  # waits for the OpenCL list: its libraries are in by the first session
-        finally:
-            sweep.close()
-    except BaseException:
-        calibration.close()
-        raise
-    return calibration
+            with self._lock:
+                if self._closed:
+                    return
+                self._calibration = BackgroundCalibration(CostTable())
+            disassembler()
+            sweep = DeviceSweep(pid=None)
+            try:
+                sweep.read()  # waits for the OpenCL list: its libraries are in for the first session
+            finally:
+                sweep.close()
+        except Exception as exc:  # the sessions load what they need, as before
+            print(f"adaptyst-top agent: preload: {exc!r}", file=sys.stderr)
+
+    def close(self) -> None:
+        """The calibration child, if it still runs, ended (as the agent stops)."""
+        with self._lock:
+            self._closed = True
+            calibration = self._calibration
+        if calibration is not None:
+            calibration.close()

@@ -42,7 +42,7 @@ from adaptyst_top.agent.core.authorization import (
     still_theirs,
     tenant_of,
 )
-from adaptyst_top.agent.core.bounds import crowded, room_refusal
+from adaptyst_top.agent.core.bounds import crowded, profiles_running, room_refusal
 from adaptyst_top.agent.core.client import Client, end_locked, read_message, snapshot_answer
 from adaptyst_top.agent.core.kept_workers import end_all, reap_idle
 from adaptyst_top.agent.core.listen import AgentError, listen, watch_hangup
@@ -400,8 +400,9 @@ class Agent:
             )
 
     def _check_room(self, peer: Peer, specs: list[str], profiles: int = 0) -> None:
+        running = profiles_running([c.session for c in list(self.clients)]) if profiles else 0
         if not peer.privileged and (
-            why := room_refusal(peer, self._account(peer), specs, self.settings, profiles)
+            why := room_refusal(peer, self._account(peer), specs, self.settings, profiles, running)
         ):
             raise SessionError(why)
 

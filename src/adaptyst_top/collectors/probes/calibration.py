@@ -153,8 +153,8 @@ class _Run:
     def leave(self, table: ov.CostTable) -> None:
         """TABLE's session closed; the child is killed when no table waits on it."""
         with self.lock:
-            if table in self.tables:
-                self.tables.remove(table)
+            # By identity: tables are dataclasses, and every fresh one equals the others.
+            self.tables = [t for t in self.tables if t is not table]
             self.killed = not self.tables and not self.done.is_set()
         if self.killed and self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
@@ -180,6 +180,9 @@ class _Run:
                 error = ((err or out).strip().splitlines() or ["no output"])[-1]
         except (OSError, subprocess.TimeoutExpired) as exc:
             error = f"calibration did not finish: {exc}"
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()  # root's, with probes attached: never left running
+                self.proc.communicate()
         with self.lock:
             if _Run.current is self:  # a session from now on finds the cache, or starts again
                 _Run.current = None

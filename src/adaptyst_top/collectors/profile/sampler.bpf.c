@@ -104,7 +104,7 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
     u64 id = bpf_get_current_pid_tgid();
     u32 pid = id >> 32, tid = (u32)id;
     if (!bpf_map_lookup_elem(&scope, &pid) || tid == 0 || !theirs()) return 0;
-    long state = switched_out_state(preempt, prev);
+    long state = switched_out_state(ctx, preempt, prev);
     /* A dying thread's last switch (EXIT_DEAD, EXIT_ZOMBIE): it never comes back. */
     if (state & 0x30) return 0;
     /* No state bit (TASK_REPORT's 0x7f) set: preempted, reported as 0 or TASK_REPORT_MAX. */

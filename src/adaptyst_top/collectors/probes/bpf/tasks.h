@@ -21,15 +21,27 @@ struct task_struct___before_5_14 {
     long state;
 } __attribute__((preserve_access_index));
 
+extern int LINUX_KERNEL_VERSION __kconfig;   /* libbpf's, from the running kernel */
+#define TASKS_KERNEL(a, b, c) (((a) << 16) + ((b) << 8) + (c))
+#define TASK_RTLOCK_WAIT_BIT 0x1000   /* 5.15+ */
+#define TASK_FROZEN_BIT 0x8000        /* 6.1+ */
+
 /* What sched_switch's format reports as prev_state (__trace_sched_switch_state): 0 when
- * the thread was preempted or stays runnable, else its TASK_REPORT bits (0x30: dying). */
-static __always_inline long switched_out_state(_Bool preempt, struct task_struct *prev) {
+ * the thread was preempted or stays runnable, else its TASK_REPORT bits (0x30: dying).
+ * Since 5.18 the tracepoint hands over the state __schedule read before a wakeup could
+ * change it (ctx[3]); before, the task's own, as the format read it then. A frozen
+ * thread (a suspended job's) or one waiting on an RT lock reports as uninterruptible. */
+static __always_inline long switched_out_state(unsigned long long *ctx, _Bool preempt,
+                                               struct task_struct *prev) {
     if (preempt) return 0;
     long state;
-    if (bpf_core_field_exists(prev->__state))
+    if (LINUX_KERNEL_VERSION >= TASKS_KERNEL(5, 18, 0))
+        state = (unsigned int)ctx[3];
+    else if (bpf_core_field_exists(prev->__state))
         state = BPF_CORE_READ(prev, __state);
     else
         state = BPF_CORE_READ((struct task_struct___before_5_14 *)prev, state);
+    if (state & (TASK_RTLOCK_WAIT_BIT | TASK_FROZEN_BIT)) state |= 0x2;
     return (state | BPF_CORE_READ(prev, exit_state)) & 0x7f;
 }
 
