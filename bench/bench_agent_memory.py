@@ -48,11 +48,7 @@ def settle(pid: int, seconds: float = 5.0) -> float:
 
 def anon_mib(pid: int) -> float:
     """The part of RSS that is the process's own (heap, stacks), not files' pages."""
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            if line.startswith("Anonymous:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return common.proc_mib(f"/proc/{pid}/smaps_rollup", "Anonymous")
 
 
 def main() -> int:

@@ -89,11 +89,7 @@ def agent(folder: Path, source: Path | None) -> Iterator[tuple[Path, int]]:
 
 
 def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return common.proc_mib(f"/proc/{pid}/status", "VmRSS")
 
 
 def target_of(uid: int, work: Path) -> subprocess.Popen[str]:

@@ -56,6 +56,16 @@ def machine() -> dict[str, object]:
     }
 
 
+def proc_mib(path: str, field: str) -> float:
+    """FIELD of a /proc file that counts in kB (status' VmRSS, smaps_rollup's Anonymous),
+    in MiB; 0 where the file does not have it."""
+    with open(path) as f:
+        for text in f:
+            if text.startswith(f"{field}:"):
+                return int(text.split()[1]) / 1024
+    return 0.0
+
+
 def header(as_json: bool = False) -> None:
     """The benchmark's first lines (to stderr with --json)."""
     m = machine()

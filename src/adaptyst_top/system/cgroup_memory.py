@@ -24,8 +24,8 @@ class MemoryBounds:
 
 def memory_bounds(pid: int, proc: Path = Path("/proc")) -> MemoryBounds:
     """PID's group's bounds; OSError when the node's cgroups say nothing of its memory."""
-    groups = dict(_groups((proc / str(pid) / "cgroup").read_text()))
-    mounts = _mounts((proc / "self" / "mountinfo").read_text())
+    groups = dict(parse_cgroups((proc / str(pid) / "cgroup").read_text()))
+    mounts = parse_mounts((proc / "self" / "mountinfo").read_text())
     if "memory" in groups and "memory" in mounts:  # v1's controller (a hybrid node's too)
         folder = _inside(mounts["memory"], groups["memory"])
         return MemoryBounds(
@@ -46,7 +46,7 @@ def memory_bounds(pid: int, proc: Path = Path("/proc")) -> MemoryBounds:
     raise OSError(f"no memory controller for PID {pid} in this node's cgroups")
 
 
-def _groups(text: str) -> list[tuple[str, str]]:
+def parse_cgroups(text: str) -> list[tuple[str, str]]:
     """(controller, path) for each of /proc/PID/cgroup's lines; v2's controller is ""."""
     out = []
     for line in text.splitlines():
@@ -55,7 +55,7 @@ def _groups(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _mounts(text: str) -> dict[str, Path]:
+def parse_mounts(text: str) -> dict[str, Path]:
     """Where each v1 controller (and v2, as "") is mounted, from /proc/self/mountinfo."""
     out: dict[str, Path] = {}
     for line in text.splitlines():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.system.cgroup_memory import _groups, _mounts
+from adaptyst_top.system.cgroup_memory import parse_cgroups, parse_mounts
 from adaptyst_top.system.line_socket import peer_credentials
 from tests.support.marks import requires_root
 from tests.system.agent.test_agent import (  # noqa: F401 - fixtures
@@ -43,8 +43,8 @@ def listener(path: Path) -> int:
 def own_group(pid: int) -> Iterator[tuple[Path, str]]:
     """A new memory cgroup holding PID (its folder, and "v1" or "v2"), PID moved back
     and the group removed after."""
-    groups = dict(_groups(Path(f"/proc/{pid}/cgroup").read_text()))
-    mounts = _mounts(Path("/proc/self/mountinfo").read_text())
+    groups = dict(parse_cgroups(Path(f"/proc/{pid}/cgroup").read_text()))
+    mounts = parse_mounts(Path("/proc/self/mountinfo").read_text())
     name = f"adaptyst-test-{uuid.uuid4().hex[:6]}"
     if "memory" in groups and "memory" in mounts:
         kind, mount, was = "v1", mounts["memory"], groups["memory"]
