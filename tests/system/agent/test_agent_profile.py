@@ -27,7 +27,15 @@ from tests.support.paths import TARGETS
 from tests.support.shares import share_bound
 from tests.support.workload import build_c
 from tests.system.agent import test_agent
-from tests.system.agent.test_agent import Agent, AsUser, User, children_as, say, workload_as
+from tests.system.agent.test_agent import (
+    Agent,
+    AsUser,
+    User,
+    children_as,
+    say,
+    worker_name,
+    workload_as,
+)
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 agent, shared, users = test_agent.agent, test_agent.shared, test_agent.users  # fixtures
@@ -65,14 +73,7 @@ def _folder_of(user: User, parent: Path) -> Path:
 
 
 def _unwinders(agent: Agent, uid: int) -> list[int]:
-    found = []
-    for pid in children_as(agent.proc.pid, uid):
-        try:
-            if b"unwind_stacks" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-        except OSError:
-            continue
-    return found
+    return [p for p in children_as(agent.proc.pid, uid) if worker_name(p) == "unwinder"]
 
 
 def _record(agent: Agent, out: Path, *args: str) -> list[str]:

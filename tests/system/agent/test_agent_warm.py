@@ -20,24 +20,15 @@ from tests.system.agent.test_agent import (  # noqa: F401 - fixtures
     say,
     shared,
     users,
+    worker_name,
 )
 
 pytestmark = [requires_root]
 
 
 def workers_of(agent_pid: int, uid: int) -> set[str]:
-    """Which worker modules run as UID under the agent."""
-    names = set()
-    for pid in children_as(agent_pid, uid):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue  # ended meanwhile
-        # The opener runs as a script (-S), the parser as a module (-m).
-        for a in argv:
-            if a.startswith(b"adaptyst_top.agent.worker.") or a.endswith(b".py"):
-                names.add(a.decode().removesuffix(".py").replace("/", ".").rsplit(".", 1)[-1])
-    return names
+    """Which workers run as UID under the agent."""
+    return {worker_name(pid) for pid in children_as(agent_pid, uid)} - {""}
 
 
 def test_her_workers_start_at_her_hello_and_serve_her_first_request(
@@ -61,7 +52,7 @@ def test_her_workers_start_at_her_hello_and_serve_her_first_request(
     c = AsUser(alice, client)
     try:
         assert c.read() == {"connected": True}
-        want = {"open_files", "parse_elf"}
+        want = {"opener", "parser"}
         assert wait_until(lambda: workers_of(agent.proc.pid, alice.uid) >= want, 4.0)
         before = set(children_as(agent.proc.pid, alice.uid))
         os.write(c.down, b"go\n")

@@ -1,5 +1,6 @@
-"""The agent's processes of a user's: each exec'd fresh (never a fork of the threaded
-agent), told first, while it is still root and no user can reach it, whose it is; it
+"""The agent's processes of a user's: each forked by the agent's fork server
+(agent/core/fork_server.py, one thread, nothing of the agent's memory) or exec'd fresh
+where it cannot (never a fork of the threaded agent itself), told first, while it is still root and no user can reach it, whose it is; it
 then takes that user's ids for good (agent/worker/). One is kept per user while used (it
 exits by itself when idle); one that fails, lies or is late is killed and costs only its
 own user one line. A user's requests queue behind each other; other users' never wait.
@@ -15,6 +16,9 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
+
+from adaptyst_top.agent.core import forks
 
 Key = tuple[int, int, tuple[int, ...]]  # uid, gid, groups
 FRAME = struct.Struct(">I")  # a stream worker's message: its length, then its bytes
@@ -24,18 +28,31 @@ class WorkerFailed(Exception):
     """Why a user's worker could not be started, in one line."""
 
 
+class Proc(Protocol):
+    """What is used of a worker's process: a Popen (exec'd) or a forks.Forked."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
+
+
 @dataclass
 class Worker:
-    proc: subprocess.Popen[bytes]
+    proc: Proc
     link: socket.socket
 
 
 @dataclass
 class KeptWorkers:
-    """One kind of worker (WHAT names it in errors), started as ARGV plus its end of a
-    socket of KIND (SOCK_SEQPACKET: a message a request; SOCK_STREAM: FRAMEd)."""
+    """One kind of worker (WHAT names it in errors): MODULE's main() given its end of a
+    socket of KIND (SOCK_SEQPACKET: a message a request; SOCK_STREAM: FRAMEd), forked
+    by the fork server, else exec'd as ARGV plus that descriptor."""
 
     what: str
+    module: str
     argv: list[str]
     kind: int = socket.SOCK_SEQPACKET
     kept: dict[Key, Worker] = field(default_factory=dict)
@@ -67,15 +84,22 @@ class KeptWorkers:
     def start(self, uid: int, gid: int, groups: Sequence[int]) -> Worker:
         ours, theirs = socket.socketpair(socket.AF_UNIX, self.kind)
         try:
-            proc = subprocess.Popen(
-                [*self.argv, str(theirs.fileno())],
-                pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env={},  # the agent's environment is not the user's to read
-                cwd="/",
-            )
+            proc: Proc | None = forks.SERVER.fork(self.module, theirs.fileno())
+            if proc is None:
+                # A fork answered too late may yet run on THEIRS: this one gets its own
+                # pair (that one reads its peer's end and exits).
+                ours.close()
+                theirs.close()
+                ours, theirs = socket.socketpair(socket.AF_UNIX, self.kind)
+                proc = subprocess.Popen(
+                    [*self.argv, str(theirs.fileno())],
+                    pass_fds=[theirs.fileno()],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env={},  # the agent's environment is not the user's to read
+                    cwd="/",
+                )
         except OSError as exc:
             ours.close()
             raise WorkerFailed(
@@ -93,8 +117,8 @@ class KeptWorkers:
 
     def warm(self, uid: int, gid: int, groups: Sequence[int]) -> None:
         """A worker for UID started now, unless one is kept or a request of hers holds
-        her lock: her first request then finds it with its interpreter up (40-60 ms of
-        imports, overlapped with the other kinds' and with the client's own work)."""
+        her lock: her first request then finds it up (forked: ms; exec'd: 40-60 ms of
+        imports), overlapped with the other kinds' and with the client's own work."""
         lock = self.user_lock(uid)
         if not lock.acquire(blocking=False):
             return
@@ -139,7 +163,7 @@ def send(link: socket.socket, data: bytes) -> None:
 
 
 END_WAIT_S = 0.5
-_REAPING: list[subprocess.Popen[bytes]] = []  # killed, not yet gone (reap_idle reaps them)
+_REAPING: list[Proc] = []  # killed, not yet gone (reap_idle reaps them)
 _REAPING_LOCK = threading.Lock()
 
 
@@ -175,6 +199,7 @@ __all__ = [
     "FRAME",
     "KeptWorkers",
     "Key",
+    "Proc",
     "Worker",
     "WorkerFailed",
     "end",

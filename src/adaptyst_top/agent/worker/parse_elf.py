@@ -1,8 +1,8 @@
-"""The per-user parser: a process of its own, exec'd fresh by the agent for one user
-(`python -I -m adaptyst_top.agent.worker.parse_elf FD`), that parses the ELF files the
-agent hands it (descriptors the user's opener opened) and demangles their names, with
-that user's rights only; it serves that user's requests in turn and exits after IDLE_S
-without one.
+"""The per-user parser: a process of its own, started by the agent for one user (forked
+by its fork server, or `python -I -m adaptyst_top.agent.worker.parse_elf FD`), that
+parses the ELF files the agent hands it (descriptors the user's opener opened) and
+demangles their names, with that user's rights only; it serves that user's requests in
+turn and exits after IDLE_S without one.
 
 It takes the user's ids for good before it reads a request, as the opener does
 (open_files.become), and bounds its own memory: a hostile file costs its user a
