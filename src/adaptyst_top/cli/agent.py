@@ -59,6 +59,7 @@ def agent_parser() -> argparse.ArgumentParser:
 
 def cmd_agent(argv: Sequence[str]) -> int:
     args = agent_parser().parse_args(argv)
+    from adaptyst_top.agent.core import kept_workers
     from adaptyst_top.agent.core.listen import AgentError
     from adaptyst_top.agent.core.preload import Preload
     from adaptyst_top.agent.core.server import Agent
@@ -76,6 +77,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
         print(f"adaptyst-top agent: admin_group {admin!r}: no such group", file=sys.stderr)
         return 1
     path = Path(args.socket or settings.socket)
+    kept_workers.limit(settings.max_workers)
     # Every user's pinned files, probes and connections are descriptors of this one
     # process: the soft limit (1024 under systemd) is raised to the hard one.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -77,6 +77,13 @@ class AgentSettings:
     max_connections_per_user: int = setting(
         16, "The connections one user may have.", range=(1, 10_000)
     )
+    max_workers: int = setting(
+        512,
+        "Users' worker processes (openers, parsers, unwinders) at once, node-wide: one\n"
+        "person connecting under many uids (subordinate ids) cannot fill the node with\n"
+        "them. Past half of it, a worker starts at a request, not at a hello.",
+        range=(8, 100_000),
+    )
     max_attach_per_user: int = setting(
         1000,
         "Attach points of one user's sessions together, counted as they attach.",

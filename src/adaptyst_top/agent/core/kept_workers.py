@@ -14,11 +14,13 @@ import socket
 import struct
 import subprocess
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from adaptyst_top.agent.core import forks
+from adaptyst_top.runtime.agent_settings import AgentSettings
 
 Key = tuple[int, int, tuple[int, ...]]  # uid, gid, groups
 FRAME = struct.Struct(">I")  # a stream worker's message: its length, then its bytes
@@ -82,6 +84,12 @@ class KeptWorkers:
             end(w)
 
     def start(self, uid: int, gid: int, groups: Sequence[int]) -> Worker:
+        running = _running()
+        if running >= _CAP[0]:
+            raise WorkerFailed(
+                f"the agent runs {running} workers for users, the most it runs at once "
+                f"(max_workers): try later"
+            )
         ours, theirs = socket.socketpair(socket.AF_UNIX, self.kind)
         try:
             proc: Proc | None = forks.SERVER.fork(self.module, theirs.fileno())
@@ -108,6 +116,8 @@ class KeptWorkers:
         finally:
             theirs.close()
         worker = Worker(proc, ours)
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
         try:
             send(ours, json.dumps({"uid": uid, "gid": gid, "groups": list(groups)}).encode())
         except OSError:
@@ -119,6 +129,8 @@ class KeptWorkers:
         """A worker for UID started now, unless one is kept or a request of hers holds
         her lock: her first request then finds it up (forked: ms; exec'd: 40-60 ms of
         imports), overlapped with the other kinds' and with the client's own work."""
+        if _running() * 2 >= _CAP[0]:
+            return  # the rest of the room is for requests
         lock = self.user_lock(uid)
         if not lock.acquire(blocking=False):
             return
@@ -155,6 +167,23 @@ class KeptWorkers:
 
 
 _ALL: list[KeptWorkers] = []
+_CAP = [AgentSettings().max_workers]  # as the agent's settings say (limit)
+_LIVE: weakref.WeakSet[Proc] = weakref.WeakSet()  # started, not yet seen ended
+_LIVE_LOCK = threading.Lock()
+
+
+def limit(max_workers: int) -> None:
+    """At most MAX_WORKERS users' workers at once, every kind together."""
+    _CAP[0] = max_workers
+
+
+def _running() -> int:
+    """Users' workers running now (those seen ended are forgotten)."""
+    with _LIVE_LOCK:
+        ended = [p for p in _LIVE if p.poll() is not None]
+        for p in ended:
+            _LIVE.discard(p)
+        return len(_LIVE)
 
 
 def send(link: socket.socket, data: bytes) -> None:
@@ -204,6 +233,7 @@ __all__ = [
     "WorkerFailed",
     "end",
     "end_all",
+    "limit",
     "reap_idle",
     "send",
 ]
