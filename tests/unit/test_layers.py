@@ -83,7 +83,7 @@ def test_row_builders_know_no_widget(name: str) -> None:
 
 
 # Beyond the standard library, what each of the agent's workers may import: the opener
-# nothing; the parser its sibling's `become` and, once it runs as the user, the parsers.
+# nothing; the parser its sibling's `become` and, loaded in a function, the parsers.
 WORKER_MAY_IMPORT = {
     "__init__.py": (),
     "open_files.py": (),
@@ -111,7 +111,8 @@ PARSERS = ("adaptyst_top.collectors",)
 def test_the_agents_workers_import_what_they_are_allowed() -> None:
     """A worker runs as a user from a fresh `python -I`: what runs with a user's rights
     is in its own file, the opener's the standard library only; the parser imports the
-    package's ELF parsers and demangler inside a function, after it took the user's ids."""
+    package's ELF parsers and demangler inside a function (loaded before it is told whose
+    it is: their code, never a user's bytes, which it reads only once it runs as her)."""
     import sys
 
     for path in sorted((ROOT / "agent" / "worker").glob("*.py")):

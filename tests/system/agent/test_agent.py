@@ -195,7 +195,7 @@ class AsUser:
 
 def children_as(parent: int, uid: int) -> list[int]:
     """PARENT's processes, its children's too, that run as UID (the agent's workers of
-    that user: forked by its fork server, or exec'd by the agent itself)."""
+    that user)."""
     parents: dict[int, int] = {}
     uids: dict[int, int] = {}
     for name in os.listdir("/proc"):
@@ -211,29 +211,12 @@ def children_as(parent: int, uid: int) -> list[int]:
     ]
 
 
-def fork_server_of(agent_pid: int) -> int | None:
-    """The agent's fork server (its child, root's), if it runs."""
-    for pid in children_as(agent_pid, 0):
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if f"\nPPid:\t{agent_pid}\n" in status and b"agent.core.fork_server" in argv:
-            return pid
-    return None
-
-
 def worker_name(pid: int) -> str:
-    """Which worker PID is: "opener", "parser" or "unwinder" (its name, set when forked;
-    an exec'd one's from its command line), else ""."""
+    """Which worker PID is: "opener", "parser" or "unwinder" (its command line), else ""."""
     try:
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
         argv = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return ""
-    if comm.startswith("adt-"):
-        return comm.removeprefix("adt-")
     for module, name in ((b"open_files", "opener"), (b"parse_elf", "parser"),
                          (b"unwind_stacks", "unwinder")):  # fmt: skip
         if module in argv:

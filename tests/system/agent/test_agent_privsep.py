@@ -23,16 +23,7 @@ from adaptyst_top.agent.core.opener import NotOpened, open_as
 from adaptyst_top.runtime.agent_client import AgentConnection
 from tests.support.marks import requires_root
 from tests.system.agent import test_agent
-from tests.system.agent.test_agent import (
-    Agent,
-    AsUser,
-    User,
-    children_as,
-    fork_server_of,
-    hear,
-    say,
-    workload_as,
-)
+from tests.system.agent.test_agent import Agent, AsUser, User, children_as, hear, say, workload_as
 
 # serial: sets fs.suid_dumpable; races openers against a scan
 pytestmark = [pytest.mark.serial, pytest.mark.ebpf, requires_root]
@@ -120,13 +111,9 @@ def _what_alice_got(agent_pid: int, uid: int) -> dict[str, object]:
             if got:
                 found.append(f"her opener's /proc/{opener}/{name} opened")
     kills = 0
-    # Root's processes: the agent and its fork server, each thread of each.
-    server = fork_server_of(agent_pid)
-    roots = [agent_pid] if server is None else [agent_pid, server]
-    tasks = [(pid, tid) for pid in roots for tid in [pid, *_tasks(pid)]]
-    for pid, tid in tasks:
-        base = f"/proc/{pid}" if tid == pid else f"/proc/{pid}/task/{tid}"
-        if uid in _uids(pid, tid):
+    for tid in [agent_pid, *_tasks(agent_pid)]:
+        base = f"/proc/{agent_pid}" if tid == agent_pid else f"/proc/{agent_pid}/task/{tid}"
+        if uid in _uids(agent_pid, tid):
             found.append(f"{tid}: has uid {uid}")
         for name in PRIVATE:
             for flags in (os.O_RDONLY, os.O_RDWR):

@@ -1,7 +1,10 @@
-"""The agent's processes of a user's: each forked by the agent's fork server
-(agent/core/fork_server.py, one thread, nothing of the agent's memory) or exec'd fresh
-where it cannot (never a fork of the threaded agent itself), told first, while it is still root and no user can reach it, whose it is; it
-then takes that user's ids for good (agent/worker/). One is kept per user while used (it
+"""The agent's processes of a user's: each exec'd fresh (never a fork of the threaded
+agent, nor of any one process: each has its own address-space layout, stack canary and
+hash seed), told first, while it is still root and no user can reach it, whose it is;
+it then takes that user's ids for good (agent/worker/). A kind may keep one spare,
+exec'd ahead with its imports done and waiting to be told, so a fresh user's first
+request does not wait for an interpreter to start (bench/bench_agent_first_probe.py);
+the next spare is started as one is taken. One worker is kept per user while used (it
 exits by itself when idle); one that fails, lies or is late is killed and costs only its
 own user one line. A user's requests queue behind each other; other users' never wait.
 """
@@ -13,32 +16,27 @@ import json
 import socket
 import struct
 import subprocess
+import sys
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from adaptyst_top.agent.core import forks
 from adaptyst_top.runtime.agent_settings import AgentSettings
 
 Key = tuple[int, int, tuple[int, ...]]  # uid, gid, groups
 FRAME = struct.Struct(">I")  # a stream worker's message: its length, then its bytes
+# A spare's start (its interpreter and imports, ~100 ms of CPU) waits this long after one
+# is taken: it no longer competes with the first requests of the user who took it.
+REFILL_DELAY_S = 1.0
 
 
 class WorkerFailed(Exception):
     """Why a user's worker could not be started, in one line."""
 
 
-class Proc(Protocol):
-    """What is used of a worker's process: a Popen (exec'd) or a forks.Forked."""
-
-    pid: int
-    returncode: int | None
-
-    def poll(self) -> int | None: ...
-    def wait(self, timeout: float | None = None) -> int: ...
-    def kill(self) -> None: ...
+Proc = subprocess.Popen[bytes]
 
 
 @dataclass
@@ -49,17 +47,19 @@ class Worker:
 
 @dataclass
 class KeptWorkers:
-    """One kind of worker (WHAT names it in errors): MODULE's main() given its end of a
-    socket of KIND (SOCK_SEQPACKET: a message a request; SOCK_STREAM: FRAMEd), forked
-    by the fork server, else exec'd as ARGV plus that descriptor."""
+    """One kind of worker (WHAT names it in errors), started as ARGV plus its end of a
+    socket of KIND (SOCK_SEQPACKET: a message a request; SOCK_STREAM: FRAMEd); SPARE:
+    one is kept started ahead once keep_spares() says so."""
 
     what: str
-    module: str
     argv: list[str]
     kind: int = socket.SOCK_SEQPACKET
+    spare: bool = False
     kept: dict[Key, Worker] = field(default_factory=dict)
     _locks: dict[int, threading.Lock] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _spare: Worker | None = None
+    _refilling: bool = False
 
     def __post_init__(self) -> None:
         _ALL.append(self)
@@ -84,51 +84,83 @@ class KeptWorkers:
             end(w)
 
     def start(self, uid: int, gid: int, groups: Sequence[int]) -> Worker:
-        running = _running()
-        if running >= _CAP[0]:
-            raise WorkerFailed(
-                f"the agent runs {running} workers for users, the most it runs at once "
-                f"(max_workers): try later"
-            )
+        """A worker of UID's, told whose it is: the spare if one runs, else exec'd now."""
+        _reserve()
+        proc = None
+        try:
+            worker = self._take_spare() or self._exec(uid)
+            proc = worker.proc
+            self.refill_later()
+            try:
+                ids = json.dumps({"uid": uid, "gid": gid, "groups": list(groups)}).encode()
+                send(worker.link, ids)
+            except OSError:
+                end(worker)
+                raise WorkerFailed(f"{self.what} for uid {uid} did not start") from None
+            return worker
+        finally:
+            _settle(proc)
+
+    def _exec(self, uid: int | None) -> Worker:
         ours, theirs = socket.socketpair(socket.AF_UNIX, self.kind)
         try:
-            proc: Proc | None = forks.SERVER.fork(self.module, theirs.fileno())
-            if proc is None:
-                # A fork answered too late may yet run on THEIRS: this one gets its own
-                # pair (that one reads its peer's end and exits).
-                ours.close()
-                theirs.close()
-                ours, theirs = socket.socketpair(socket.AF_UNIX, self.kind)
-                proc = subprocess.Popen(
-                    [*self.argv, str(theirs.fileno())],
-                    pass_fds=[theirs.fileno()],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    env={},  # the agent's environment is not the user's to read
-                    cwd="/",
-                )
+            proc = subprocess.Popen(
+                [*self.argv, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={},  # the agent's environment is not the user's to read
+                cwd="/",
+            )
         except OSError as exc:
             ours.close()
-            raise WorkerFailed(
-                f"could not start {self.what} for uid {uid}: {exc.strerror}"
-            ) from None
+            who = "a spare" if uid is None else f"uid {uid}"
+            raise WorkerFailed(f"could not start {self.what} for {who}: {exc.strerror}") from None
         finally:
             theirs.close()
-        worker = Worker(proc, ours)
-        with _LIVE_LOCK:
-            _LIVE.add(proc)
+        return Worker(proc, ours)
+
+    def _take_spare(self) -> Worker | None:
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None and spare.proc.poll() is not None:
+            spare.link.close()  # it ended (killed, out of memory): one exec'd now
+            return None
+        return spare
+
+    def refill_later(self) -> None:
+        """A spare started on a thread of its own, unless one runs or is starting."""
+        with self._lock:
+            if not (self.spare and _SPARES[0]) or self._spare is not None or self._refilling:
+                return
+            self._refilling = True
+        threading.Thread(target=self._refill, name="agent-spare", daemon=True).start()
+
+    def _refill(self) -> None:
+        spare = None
+        time.sleep(REFILL_DELAY_S)
         try:
-            send(ours, json.dumps({"uid": uid, "gid": gid, "groups": list(groups)}).encode())
-        except OSError:
-            end(worker)
-            raise WorkerFailed(f"{self.what} for uid {uid} did not start") from None
-        return worker
+            spare = self._exec(None)
+        except WorkerFailed as exc:
+            print(f"adaptyst-top agent: {exc}", file=sys.stderr)
+        with self._lock:
+            self._refilling = False
+            if spare is not None and _SPARES[0] and self._spare is None:
+                self._spare, spare = spare, None
+        if spare is not None:
+            end(spare)
+
+    def end_spare(self) -> None:
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            end(spare)
 
     def warm(self, uid: int, gid: int, groups: Sequence[int]) -> None:
         """A worker for UID started now, unless one is kept or a request of hers holds
-        her lock: her first request then finds it up (forked: ms; exec'd: 40-60 ms of
-        imports), overlapped with the other kinds' and with the client's own work."""
+        her lock: her first request then finds it up (the spare: at once; exec'd: 40-60
+        ms of imports), overlapped with the other kinds' and with the client's own work."""
         if _running() * 2 >= _CAP[0]:
             return  # the rest of the room is for requests
         lock = self.user_lock(uid)
@@ -162,13 +194,20 @@ class KeptWorkers:
         with self._lock:
             gone = [k for k, w in self.kept.items() if w.proc.poll() is not None]
             ended = [self.kept.pop(k) for k in gone]
+            spare = self._spare
+            if spare is not None and spare.proc.poll() is not None:
+                self._spare = None  # it ended (killed, out of memory): another
+                ended.append(spare)
         for w in ended:
             w.link.close()
+        self.refill_later()
 
 
 _ALL: list[KeptWorkers] = []
+_SPARES = [False]  # keep_spares() was called: the agent runs
 _CAP = [AgentSettings().max_workers]  # as the agent's settings say (limit)
-_LIVE: weakref.WeakSet[Proc] = weakref.WeakSet()  # started, not yet seen ended
+_LIVE: weakref.WeakSet[Proc] = weakref.WeakSet()  # told whose, not yet seen ended
+_STARTING = [0]  # reserved by start(), not yet in _LIVE
 _LIVE_LOCK = threading.Lock()
 
 
@@ -177,13 +216,47 @@ def limit(max_workers: int) -> None:
     _CAP[0] = max_workers
 
 
+def keep_spares() -> None:
+    """Each kind that keeps a spare starts one (the agent starts)."""
+    _SPARES[0] = True
+    for kind in _ALL:
+        kind.refill_later()
+
+
+def end_spares() -> None:
+    """No more spares; the running ones ended (the agent stops)."""
+    _SPARES[0] = False
+    for kind in _ALL:
+        kind.end_spare()
+
+
 def _running() -> int:
-    """Users' workers running now (those seen ended are forgotten)."""
+    """Users' workers running or being started now (those seen ended are forgotten)."""
     with _LIVE_LOCK:
         ended = [p for p in _LIVE if p.poll() is not None]
         for p in ended:
             _LIVE.discard(p)
-        return len(_LIVE)
+        return len(_LIVE) + _STARTING[0]
+
+
+def _reserve() -> None:
+    """Room for one more worker, counted at once (concurrent starts cannot overshoot)."""
+    running = _running()
+    with _LIVE_LOCK:
+        if len(_LIVE) + _STARTING[0] >= _CAP[0]:
+            raise WorkerFailed(
+                f"the agent runs {running} workers for users, the most it runs at once "
+                "(max_workers): try later"
+            )
+        _STARTING[0] += 1
+
+
+def _settle(proc: Proc | None) -> None:
+    """A reservation ended: PROC runs (None: none started)."""
+    with _LIVE_LOCK:
+        _STARTING[0] -= 1
+        if proc is not None and proc.poll() is None:
+            _LIVE.add(proc)
 
 
 def send(link: socket.socket, data: bytes) -> None:
@@ -233,6 +306,8 @@ __all__ = [
     "WorkerFailed",
     "end",
     "end_all",
+    "end_spares",
+    "keep_spares",
     "limit",
     "reap_idle",
     "send",

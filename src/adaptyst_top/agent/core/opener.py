@@ -43,9 +43,7 @@ class NotOpened(Exception):
 
 # One opener per user's ids, kept while it is used (it exits IDLE_S after its last
 # request): a list or the picker's typing costs a request, not a process (36 ms).
-_KEPT = KeptWorkers(
-    "an opener", "adaptyst_top.agent.worker.open_files", [sys.executable, "-I", "-S", str(WORKER)]
-)
+_KEPT = KeptWorkers("an opener", [sys.executable, "-I", "-S", str(WORKER)], spare=True)
 _openers = _KEPT.kept
 
 

@@ -36,9 +36,9 @@ CACHE_ALL = 256 << 20
 _DESCRIPTOR = re.compile(r"^/proc/self/fd/([0-9]+)$")
 _KEPT = KeptWorkers(
     "a parser",
-    "adaptyst_top.agent.worker.parse_elf",
     [sys.executable, "-I", "-m", "adaptyst_top.agent.worker.parse_elf"],
     socket.SOCK_STREAM,
+    spare=True,
 )
 _CACHE: OrderedDict[tuple[int, int, int, int, int, int], tuple[ElfInfo, int]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()

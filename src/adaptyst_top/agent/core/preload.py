@@ -4,15 +4,15 @@ libraries (the ICD loader, PoCL). Loaded by a session, they stayed for the agent
 all the same, so its memory after every session had closed sat 13 MiB above its idle
 figure; loaded here, the idle figure is what serving takes, and a first probe waits for
 none of it (bench/bench_agent_memory.py). The probes' calibration, once a boot, starts
-here too, not beside the first users' first probes. The fork server that starts the
-users' workers starts first: a user's first probe waits on it."""
+here too, not beside the first users' first probes. The spare workers (an opener, a
+parser) start first: a fresh user's first probe waits on them."""
 
 from __future__ import annotations
 
 import sys
 import threading
 
-from adaptyst_top.agent.core import forks
+from adaptyst_top.agent.core import kept_workers
 from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
 
 
@@ -36,7 +36,7 @@ class Preload:
         from adaptyst_top.collectors.probes.overhead import CostTable
         from adaptyst_top.collectors.profile import profiler  # noqa: F401 - loaded, not used
 
-        forks.SERVER.start()
+        kept_workers.keep_spares()
         try:
             with self._lock:
                 if self._closed:
@@ -52,9 +52,9 @@ class Preload:
             print(f"adaptyst-top agent: preload: {exc!r}", file=sys.stderr)
 
     def close(self) -> None:
-        """The calibration child, if it still runs, and the fork server ended (as the
+        """The calibration child, if it still runs, and the spare workers ended (as the
         agent stops)."""
-        forks.SERVER.close()
+        kept_workers.end_spares()
         with self._lock:
             self._closed = True
             calibration = self._calibration

@@ -35,7 +35,6 @@ MAX_TEXT = 16 << 10  # a frame's, a function's or a module's name
 MAX_PIDS = 65536  # processes whose events were handed over (past it: not checked)
 _KIND = KeptWorkers(
     "an unwinder",
-    "adaptyst_top.agent.worker.unwind_stacks",
     [sys.executable, "-I", "-m", "adaptyst_top.agent.worker.unwind_stacks"],
     socket.SOCK_STREAM,
 )

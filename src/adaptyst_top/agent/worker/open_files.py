@@ -1,11 +1,11 @@
-"""The per-user opener: a process of its own, started by the agent for one user, that
+"""The per-user opener: a process of its own, exec'd fresh by the agent for one user, that
 opens the files the user names with that user's rights only and hands the descriptors
 back over SCM_RIGHTS; it serves that user's requests in turn and exits after IDLE_S
 without one.
 
-Forked by the agent's fork server, or run as `python -I -S open_files.py FD` (standard
-library only: no site, no package import, nothing of the agent's memory); its first
-message says whose it is. It starts as root, and before it
+Run as `python -I -S open_files.py FD` (standard library only: no site, no package
+import, nothing of the agent's memory); its first message says whose it is, and may
+come long after it started (a spare, agent/core/kept_workers.py). It starts as root, and before it
 reads a byte of a request it takes the user's groups, gid and uid for good (real,
 effective and saved), which drops every capability, sets no_new_privs and makes itself
 not dumpable (at fs.suid_dumpable=1 the user could otherwise ptrace it and answer in

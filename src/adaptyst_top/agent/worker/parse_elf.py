@@ -1,8 +1,8 @@
-"""The per-user parser: a process of its own, started by the agent for one user (forked
-by its fork server, or `python -I -m adaptyst_top.agent.worker.parse_elf FD`), that
-parses the ELF files the agent hands it (descriptors the user's opener opened) and
-demangles their names, with that user's rights only; it serves that user's requests in
-turn and exits after IDLE_S without one.
+"""The per-user parser: a process of its own, exec'd fresh by the agent for one user
+(`python -I -m adaptyst_top.agent.worker.parse_elf FD`), that parses the ELF files the
+agent hands it (descriptors the user's opener opened) and demangles their names, with
+that user's rights only; it serves that user's requests in turn and exits after IDLE_S
+without one.
 
 It takes the user's ids for good before it reads a request, as the opener does
 (open_files.become), and bounds its own memory: a hostile file costs its user a
@@ -201,9 +201,21 @@ def serve(link: socket.socket) -> None:
         link.sendall(FRAME.pack(len(data)) + data)
 
 
+def _import_parsers() -> None:
+    """The parsers' and demangler's code loaded: a spare (agent/core/kept_workers.py) has
+    it loaded before it is told whose it is, so her first request does not wait on it.
+    Their modules' own code only: nothing of a user's is read before her ids are taken."""
+    import adaptyst_top.collectors.probes.debug_names
+    import adaptyst_top.collectors.probes.demangle
+    import adaptyst_top.collectors.probes.elf_info
+    import adaptyst_top.collectors.probes.entry_safety
+    import adaptyst_top.runtime.listing  # noqa: F401
+
+
 def main(argv: list[str]) -> None:
     link = socket.socket(fileno=int(argv[1]))
-    # Whose parser this is comes first, from the agent, while still root.
+    _import_parsers()
+    # Whose parser this is comes next, from the agent, while still root.
     (n,) = FRAME.unpack(_recv_exact(link, FRAME.size))
     ids = json.loads(_recv_exact(link, min(n, MAX_REQUEST)))
     become(int(ids["uid"]), int(ids["gid"]), [int(g) for g in ids["groups"]])

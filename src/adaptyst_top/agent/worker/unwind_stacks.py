@@ -1,11 +1,10 @@
-"""The per-session unwinder: a process of its own, started by the agent (forked by its
-fork server, or `python -I -m adaptyst_top.agent.worker.unwind_stacks FD`) for the user
-whose processes a profile samples. The agent's sampler hands it the kernel's events
-(registers and a copy of the user stack); it reads the user's binaries and their call-
-frame tables with that user's rights only, unwinds and counts
-(collectors/profile/tally.py), and answers the counts when asked. A user's binary is
-hostile bytes: here, a bad table costs its user `[unknown]` frames, and at worst this
-process, never the agent.
+"""The per-session unwinder: a process of its own, exec'd fresh by the agent (`python -I
+-m adaptyst_top.agent.worker.unwind_stacks FD`) for the user whose processes a profile
+samples. The agent's sampler hands it the kernel's events (registers and a copy of the
+user stack); it reads the user's binaries and their call- frame tables with that user's
+rights only, unwinds and counts (collectors/profile/tally.py), and answers the counts
+when asked. A user's binary is hostile bytes: here, a bad table costs its user
+`[unknown]` frames, and at worst this process, never the agent.
 
 It takes the user's ids for good before it reads anything (open_files.become) and
 bounds its own memory. Messages are framed (a 4-byte big-endian length, then the body):
