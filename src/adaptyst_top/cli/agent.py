@@ -102,7 +102,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
     print(f"adaptyst-top agent: listening on {path}", file=sys.stderr, flush=True)
-    warm = Preload()
+    warm = Preload(settings.spare_workers)
     try:
         warm.start()
         agent.serve_forever()

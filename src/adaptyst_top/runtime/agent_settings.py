@@ -77,6 +77,11 @@ class AgentSettings:
     max_connections_per_user: int = setting(
         16, "The connections one user may have.", range=(1, 10_000)
     )
+    spare_workers: bool = setting(
+        True,
+        "Keep an opener and a parser started ahead, waiting for a user: her first probe\n"
+        "takes ~50 ms, not ~150; they hold ~22 MiB (PSS) while they wait.",
+    )
     max_workers: int = setting(
         512,
         "Users' worker processes (openers, parsers, unwinders) at once, node-wide: one\n"

@@ -148,3 +148,33 @@ def test_her_first_request_takes_the_spares_and_none_outlives_the_agent(
         assert wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in left), 5.0)
     finally:
         agent.stop()
+
+
+def test_an_agent_told_to_keep_no_spares_keeps_none(
+    users: tuple[User, User],  # noqa: F811 - the fixture
+    shared: Path,  # noqa: F811
+) -> None:
+    alice, _ = users
+    config = shared / "no-spares.toml"
+    config.write_text("spare_workers = false\n")
+    agent = Agent(shared / "no-spares.sock", "--config", str(config))
+    try:
+        # Its preload done (calibration, devices): still no worker of root's waiting.
+        assert not wait_until(
+            lambda: any(worker_name(p) for p in children_as(agent.proc.pid, 0)), 3.0
+        )
+
+        def hello(up: int, down: int) -> None:
+            conn = AgentConnection(str(agent.path))
+            conn.list_objects({"pid": None, "binary": str(shared / "workload"), "pattern": "fast_fn",
+                               "functions": True, "usdt": False, "all": False})  # fmt: skip
+            say(up, listed=True)
+            conn.close()
+
+        c = AsUser(alice, hello)
+        assert c.read() == {"listed": True}
+        assert c.wait() == 0
+        assert not any(worker_name(p) for p in children_as(agent.proc.pid, 0))
+    finally:
+        agent.stop()
+        config.unlink()

@@ -21,7 +21,8 @@ class Preload:
     a wedged GPU's driver (nvmlInit has no timeout) or a slow OpenCL platform must not
     keep the agent from serving, nor from telling systemd it is ready."""
 
-    def __init__(self) -> None:
+    def __init__(self, spares: bool = True) -> None:
+        self._spares = spares  # AgentSettings.spare_workers
         self._calibration: BackgroundCalibration | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -36,7 +37,8 @@ class Preload:
         from adaptyst_top.collectors.probes.overhead import CostTable
         from adaptyst_top.collectors.profile import profiler  # noqa: F401 - loaded, not used
 
-        kept_workers.keep_spares()
+        if self._spares:
+            kept_workers.keep_spares()
         try:
             with self._lock:
                 if self._closed:
