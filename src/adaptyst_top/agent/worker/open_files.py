@@ -123,9 +123,18 @@ def on_fuse(fd: int) -> bool:
     return ctypes.c_long.from_buffer(buf).value == _FUSE_SUPER_MAGIC
 
 
+def asked(link: socket.socket, seconds: float) -> bool:
+    """Whether LINK has a request (or its end) within SECONDS. poll(), not select():
+    the descriptor is the number it had in the agent, past 1024 once the agent holds
+    many (select() refused it, and every worker started then died on its first wait)."""
+    poller = select.poll()
+    poller.register(link, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(int(seconds * 1000)))
+
+
 def serve(link: socket.socket) -> None:
     """Requests until IDLE_S pass without one, or the agent closes its end."""
-    while select.select([link], [], [], IDLE_S)[0]:
+    while asked(link, IDLE_S):
         data = link.recv(MAX_REQUEST)
         if not data:
             return

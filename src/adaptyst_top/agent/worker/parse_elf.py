@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import select
 import socket
 import struct
 import sys
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from adaptyst_top.agent.worker.open_files import IDLE_S, become
+from adaptyst_top.agent.worker.open_files import IDLE_S, asked, become
 
 if TYPE_CHECKING:
     from adaptyst_top.collectors.probes.elf_info import ElfInfo
@@ -188,15 +187,15 @@ def _source(source: str, raw: str) -> str:
 
 def serve(link: socket.socket) -> None:
     """Requests until IDLE_S pass without one, or the agent closes its end."""
-    while select.select([link], [], [], IDLE_S)[0]:
+    while asked(link, IDLE_S):
         try:
             request, fd = read_request(link)
         except EOFError:
             return
         path = request.get("path")
         path = path if isinstance(path, str) else "?"
-        asked = request.get("list")
-        found = listing(fd, path, asked) if isinstance(asked, dict) else answer(fd, path)
+        wanted = request.get("list")
+        found = listing(fd, path, wanted) if isinstance(wanted, dict) else answer(fd, path)
         data = orjson.dumps(found)
         link.sendall(FRAME.pack(len(data)) + data)
 
