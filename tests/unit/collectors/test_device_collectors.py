@@ -4,6 +4,7 @@ errors for NVML, RAPL, AMD hwmon, XRT and DFL."""
 from __future__ import annotations
 
 import os
+import time
 import types
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from adaptyst_top.collectors.devices.cpu import CpuCollector, PowerModel
 from adaptyst_top.collectors.devices.fpga import FpgaCollector
 from adaptyst_top.collectors.devices.nvml import COUNTER_EVERY_S, NvmlCollector
 from adaptyst_top.collectors.devices.opencl import OpenCLCollector
-from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice
+from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice, SharedListing
 from adaptyst_top.collectors.devices.opencl_platforms import platforms_in_use
 from adaptyst_top.collectors.devices.rapl import RaplReader
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
@@ -326,3 +327,33 @@ def test_sweep_rate_and_sources(tmp_path: Path) -> None:
     assert {"cpu", "gpu", "opencl"} <= kinds
     states = {s.name: s.state for s in sweep.sources()}
     assert states["nvml"] == "ok" and states["rapl"] == "missing" and states["fpga"] == "missing"
+
+
+def test_one_listing_serves_every_collector_of_a_process_for_a_while() -> None:
+    """The agent's sessions each made a collector, and each collector a ~1 s child:
+    one listing now serves them all (and one that failed, for a shorter while)."""
+    calls: list[float] = []
+    dev = OpenCLDevice("PoCL", "cpu", "cpu", "x", 2, 1 << 30, None)
+
+    def lister() -> list[OpenCLDevice]:
+        calls.append(time.monotonic())
+        time.sleep(0.05)  # collectors made meanwhile wait for this one
+        return [dev]
+
+    shared = SharedListing(lister, ttl_s=60.0)
+    collectors = [OpenCLCollector(shared) for _ in range(6)]
+    assert all(c.devices == [dev] for c in collectors)
+    assert len(calls) == 1
+    stale = SharedListing(lister, ttl_s=0.0)
+    stale(), stale()
+    assert len(calls) == 3  # past its time, listed again
+
+    def failing() -> list[OpenCLDevice]:
+        calls.append(time.monotonic())
+        raise RuntimeError("listing OpenCL devices took over 30 s")
+
+    broken = SharedListing(failing, failed_ttl_s=60.0)
+    assert [OpenCLCollector(broken).reason for _ in range(3)] == [
+        "listing OpenCL devices took over 30 s"
+    ] * 3
+    assert len(calls) == 4

@@ -7,10 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from adaptyst_top.collectors.devices.opencl_inventory import (
-    OpenCLDevice,
-    list_opencl_devices_apart,
-)
+from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice, shared_listing
 from adaptyst_top.snapshot import DeviceReading
 
 
@@ -28,14 +25,13 @@ def physical_id(dev: OpenCLDevice, physical: list[DeviceReading]) -> str | None:
 
 
 class OpenCLCollector:
-    """Lists devices once (enumeration is slow), in a child process, while the rest
-    starts (a launched command does not wait for it: 0.18 s here); the first look at
-    `devices` waits for the list. Each read copies the mapped device's utilisation and
-    power, saying where they come from."""
+    """Lists devices once (enumeration is slow; the process's listing is shared by its
+    collectors for a while, opencl_inventory.SharedListing), in a child process, while
+    the rest starts (a launched command does not wait for it: 0.18 s here); the first
+    look at `devices` waits for the list. Each read copies the mapped device's
+    utilisation and power, saying where they come from."""
 
-    def __init__(
-        self, lister: Callable[[], list[OpenCLDevice]] = list_opencl_devices_apart
-    ) -> None:
+    def __init__(self, lister: Callable[[], list[OpenCLDevice]] = shared_listing) -> None:
         self._devices: list[OpenCLDevice] = []
         self._reason = ""
         self._listed = threading.Event()

@@ -14,6 +14,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -155,6 +158,43 @@ def list_opencl_devices_apart(timeout: float = LIST_TIMEOUT_S) -> list[OpenCLDev
         raise RuntimeError(f"listing OpenCL devices failed: {said}") from None
 
 
+class SharedListing:
+    """LISTER's answer shared by every caller in this process for TTL_S (a failure for
+    FAILED_TTL_S); callers that come while it runs wait for that one run. Each listing
+    is a child of ~1 s of CPU (PoCL's start), and every sweep of a process lists the
+    same node: the agent opened each user's session with its own, and one user's 14
+    sessions at once ran 14 on two cores while another user waited
+    (bench/bench_agent_privsep.py)."""
+
+    def __init__(
+        self,
+        lister: Callable[[], list[OpenCLDevice]],
+        ttl_s: float = 600.0,
+        failed_ttl_s: float = 60.0,
+    ) -> None:
+        self._lister = lister
+        self._ttl = (ttl_s, failed_ttl_s)
+        self._lock = threading.Lock()
+        self._kept: tuple[float, list[OpenCLDevice] | RuntimeError] | None = None
+
+    def __call__(self) -> list[OpenCLDevice]:
+        with self._lock:  # one run at a time: the others wait for its answer
+            now = time.monotonic()
+            if self._kept is not None:
+                at, got = self._kept
+                if now - at < self._ttl[isinstance(got, RuntimeError)]:
+                    if isinstance(got, RuntimeError):
+                        raise got
+                    return list(got)
+            try:
+                devices = self._lister()
+            except RuntimeError as exc:
+                self._kept = (time.monotonic(), exc)
+                raise
+            self._kept = (time.monotonic(), devices)
+            return list(devices)
+
+
 def _die_with(parent: int) -> None:
     """SIGKILL when the parent dies (a killed monitor leaves no lister behind). The
     thread that started this one waits for it, so the signal cannot come early."""
@@ -173,6 +213,9 @@ def _main() -> None:
         answer = {"error": str(exc)}
     sys.stdout.flush()
     print(MARK + json.dumps(answer), flush=True)
+
+
+shared_listing = SharedListing(list_opencl_devices_apart)
 
 
 if __name__ == "__main__":
