@@ -4,12 +4,18 @@ first session (one uprobe and a profile) has closed, the imports it brought stay
 ("warm"); with 8 users each holding a session of 4 uprobe specs and a 99 Hz profile of
 their own program; and after all of them closed. Each session does one snapshot.
 
-    sudo .venv/bin/python -m bench.bench_agent_memory [--users 8] [--json]
+Beside the agent: its root children's RSS and PSS (the spare workers, exec'd ahead and
+waiting to be told whose they are), the users' workers' PSS, and all of it together,
+against the agent before (REV, no spares) in the same run: what the node holds for the
+agent in all.
+
+    sudo .venv/bin/python -m bench.bench_agent_memory [--users 8] [--json] [--before REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import tempfile
@@ -20,8 +26,11 @@ from pathlib import Path
 
 from adaptyst_top.runtime.agent_client import AgentConnection
 from bench import common
-from bench.bench_agent_privsep import SPECS, agent, as_user, rss_mib, target_of
+from bench.bench_agent_privsep import SPECS, agent, as_user, copy_built, rss_mib, target_of
+from tests.support.paths import REPO
 from tests.support.workload import build
+
+BEFORE = "e3ca79b"  # no spare workers
 
 
 def session(sock: Path, uid: int, work: Path, pid: int, hold: Path | None) -> None:
@@ -41,28 +50,109 @@ def session(sock: Path, uid: int, work: Path, pid: int, hold: Path | None) -> No
     as_user(uid, client)
 
 
-def settle(pid: int, seconds: float = 5.0) -> float:
-    time.sleep(seconds)  # the agent frees a closed session's parts off its threads
-    return rss_mib(pid)
-
-
 def anon_mib(pid: int) -> float:
     """The part of RSS that is the process's own (heap, stacks), not files' pages."""
     return common.proc_mib(f"/proc/{pid}/smaps_rollup", "Anonymous")
+
+
+def pss_mib(pid: int) -> float:
+    try:
+        return common.proc_mib(f"/proc/{pid}/smaps_rollup", "Pss")
+    except OSError:
+        return 0.0  # ended meanwhile
+
+
+def child_rss_mib(pid: int) -> float:
+    try:
+        return rss_mib(pid)
+    except OSError:
+        return 0.0  # ended meanwhile
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """PID's child processes and theirs: pid -> real uid."""
+    parent: dict[int, int] = {}
+    uid: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            parent[int(name)] = int(fields["PPid"])
+            uid[int(name)] = int(fields["Uid"].split()[0])
+        except (OSError, ValueError, KeyError):
+            continue
+    found: dict[int, int] = {}
+    frontier = [pid]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, up in parent.items() if up == p]
+        found.update({c: uid[c] for c in kids})
+        frontier.extend(kids)
+    return found
+
+
+def around(pid: int, phase: str, res: dict[str, object]) -> None:
+    """The agent's own figures at PHASE, its root children's (the spares), and its users' workers' PSS."""
+    res[f"rss_mib_{phase}"] = rss_mib(pid)
+    res[f"anon_mib_{phase}"] = anon_mib(pid)
+    kids = descendants(pid)
+    roots = [k for k, u in kids.items() if u == 0]
+    res[f"root_children_rss_mib_{phase}"] = sum(child_rss_mib(k) for k in roots)
+    res[f"root_children_pss_mib_{phase}"] = sum(pss_mib(k) for k in roots)
+    res[f"workers_pss_mib_{phase}"] = sum(pss_mib(k) for k, u in kids.items() if u != 0)
+    res[f"all_pss_mib_{phase}"] = pss_mib(pid) + sum(pss_mib(k) for k in kids)
+
+
+def measure(
+    folder: Path, source: Path | None, uids: list[int], work: Path, pids: list[int]
+) -> dict[str, object]:
+    res: dict[str, object] = {}
+    with agent(folder, source) as (sock, pid):
+        time.sleep(3.0)  # its preload (a thread) done
+        around(pid, "idle", res)
+        session(sock, uids[0], work, pids[0], None)
+        time.sleep(5.0)  # the agent frees a closed session's parts off its threads
+        around(pid, "warm", res)
+        hold = folder / f"done-{uuid.uuid4().hex[:6]}"
+        held = [
+            threading.Thread(target=session, args=(sock, u, work, p, hold))
+            for u, p in zip(uids, pids, strict=True)
+        ]
+        for h in held:
+            h.start()
+        time.sleep(10)  # every session open and sampling
+        around(pid, "loaded", res)
+        hold.touch()
+        for h in held:
+            h.join()
+        time.sleep(5.0)
+        around(pid, "after", res)
+    idle, warm = float(res["rss_mib_idle"]), float(res["rss_mib_warm"])  # type: ignore[arg-type]
+    after = float(res["rss_mib_after"])  # type: ignore[arg-type]
+    res["after_vs_idle_ratio"] = after / idle
+    res["after_vs_warm_ratio"] = after / warm
+    return res
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--users", type=int, default=8)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--before", default=BEFORE, help=f"the agent before ({BEFORE}; '' none)")
     args = ap.parse_args()
     common.header(args.json)
     folder = Path(tempfile.mkdtemp(prefix="bench-agent-mem-"))
     folder.chmod(0o755)
+    old = folder / "before"
     tag = uuid.uuid4().hex[:5]
     names = [f"bam{i}-{tag}" for i in range(args.users)]
     res: dict[str, object] = {}
     try:
+        if args.before:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(old),
+                            args.before], check=True)  # fmt: skip
+            copy_built(old, args.before)
+            res["before_rev"] = args.before
         for n in names:
             subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", n], check=True)
         uids = [int(subprocess.check_output(["id", "-u", n])) for n in names]
@@ -70,39 +160,20 @@ def main() -> int:
         work.chmod(0o755)
         targets = [target_of(u, work) for u in uids]
         try:
-            with agent(folder, None) as (sock, pid):
-                res["rss_mib_idle"] = settle(pid, 3.0)  # its preload (a thread) done
-                res["anon_mib_idle"] = anon_mib(pid)
-                session(sock, uids[0], work, targets[0].pid, None)
-                res["rss_mib_warm"] = settle(pid)
-                res["anon_mib_warm"] = anon_mib(pid)
-                hold = folder / "done"
-                held = [
-                    threading.Thread(target=session, args=(sock, u, work, p.pid, hold))
-                    for u, p in zip(uids, targets, strict=True)
-                ]
-                for h in held:
-                    h.start()
-                time.sleep(10)  # every session open and sampling
-                res["rss_mib_loaded"] = rss_mib(pid)
-                res["anon_mib_loaded"] = anon_mib(pid)
-                hold.touch()
-                for h in held:
-                    h.join()
-                res["rss_mib_after"] = settle(pid)
-                res["anon_mib_after"] = anon_mib(pid)
+            pids = [t.pid for t in targets]
+            res["now"] = measure(folder, None, uids, work, pids)
+            if args.before:
+                res["before"] = measure(folder, old, uids, work, pids)
         finally:
             for p in targets:
                 p.kill()
                 p.wait()
     finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)],
+                       check=False, capture_output=True)  # fmt: skip
         for n in names:
             subprocess.run(["userdel", n], check=False, capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
-    idle, warm = float(res["rss_mib_idle"]), float(res["rss_mib_warm"])  # type: ignore[arg-type]
-    after = float(res["rss_mib_after"])  # type: ignore[arg-type]
-    res["after_vs_idle_ratio"] = after / idle
-    res["after_vs_warm_ratio"] = after / warm
     common.footer(res, args.json, width=24)
     return 0
 

@@ -7,10 +7,13 @@ real users made with useradd, removed at the end):
 - a user's first probe (open a session with one uprobe, attached), the same two agents;
 - the load cases on the agent of this tree: one user opening 14 sessions x 4 specs at
   once, and 7 users x 2 sessions x 4 specs; an honest user's first probe and snapshot
-  p95 round trip under them as ratios to the same user's quiet figures (goal <= 2x),
+  p95 round trip under them as ratios to quiet figures (goal <= 2x), while their opens
+  run ("opening", 0.5 s in) and once their sessions are open and held ("open"): each
+  figure the median of REPEAT fresh honest users, quiet ones on the same agent settled,
   and the agent's RSS idle, under load and after the sessions closed.
 
     .venv/bin/python -m bench.bench_agent_privsep [--json] [--no-load] [--before REV]
+        [--repeat 3]
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from tests.support.workload import build
 CLI = ["-m", "adaptyst_top.cli.start", "agent"]
 BEFORE = "3487702^"  # the agent whose thread took a user's ids
 SPECS = ("fast_fn", "held_fn", "napped_fn", "nop5_entry")
+SETTLE_S = 3.0
 
 
 def copy_built(old: Path, rev: str) -> None:
@@ -148,8 +152,9 @@ def honest(sock: Path, uid: int, work: Path, pid: int) -> dict[str, float]:
     return as_user(uid, client)  # type: ignore[return-value]
 
 
-def flood(sock: Path, uid: int, work: Path, pid: int, sessions: int) -> None:
-    """UID's SESSIONS sessions of 4 specs each, opened at once, held until DONE."""
+def flood(sock: Path, uid: int, work: Path, pid: int, sessions: int, opened: Path) -> None:
+    """UID's SESSIONS sessions of 4 specs each, opened at once, held for 8 s once all are
+    open (the file OPENED/UID then says so)."""
 
     def client() -> int:
         conns: list[AgentConnection] = []
@@ -164,6 +169,7 @@ def flood(sock: Path, uid: int, work: Path, pid: int, sessions: int) -> None:
             t.start()
         for t in threads:
             t.join()
+        (opened / str(uid)).touch()
         time.sleep(8)  # held while the honest user measures
         for c in conns:
             c.close()
@@ -173,17 +179,26 @@ def flood(sock: Path, uid: int, work: Path, pid: int, sessions: int) -> None:
 
 
 def load_case(sock: Path, agent_pid: int, users: list[int], sessions: int, honest_uid: int,
-              work: Path, quiet: dict[str, float]) -> dict[str, float]:  # fmt: skip
+              work: Path, quiet: dict[str, float], when: str) -> dict[str, float]:  # fmt: skip
+    """The honest user's figures beside USERS' floods, WHEN "opening" (0.5 s into their
+    opens) or "open" (once every flood session is attached and held)."""
     targets = [target_of(u, work) for u in users]
     mine = target_of(honest_uid, work)
+    opened = Path(tempfile.mkdtemp(prefix="opened-", dir=work.parent))
+    opened.chmod(0o1777)
     try:
         floods = [
-            threading.Thread(target=flood, args=(sock, u, work, t.pid, sessions))
+            threading.Thread(target=flood, args=(sock, u, work, t.pid, sessions, opened))
             for u, t in zip(users, targets, strict=True)
         ]
         for f in floods:
             f.start()
-        time.sleep(0.5)  # their opens are under way
+        if when == "opening":
+            time.sleep(0.5)  # their opens are under way
+        else:
+            deadline = time.monotonic() + 60
+            while len(list(opened.iterdir())) < len(users) and time.monotonic() < deadline:
+                time.sleep(0.05)
         got = honest(sock, honest_uid, work, mine.pid)
         loaded = rss_mib(agent_pid)
         for f in floods:
@@ -201,12 +216,25 @@ def load_case(sock: Path, agent_pid: int, users: list[int], sessions: int, hones
         for t in [*targets, mine]:
             t.kill()
             t.wait()
+        shutil.rmtree(opened, ignore_errors=True)
+
+
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over RUNS, and its range."""
+    out: dict[str, float] = {}
+    for k in runs[0]:
+        values = sorted(r[k] for r in runs)
+        out[k] = statistics.median(values)
+        if len(values) > 1:
+            out[f"{k}_min"], out[f"{k}_max"] = values[0], values[-1]
+    return out
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-load", action="store_true", help="skip the load cases")
+    p.add_argument("--repeat", type=int, default=3, help="honest users per figure (medians)")
     p.add_argument(
         "--before",
         default=BEFORE,
@@ -218,7 +246,7 @@ def main() -> int:
     folder.chmod(0o755)
     old = folder / "before"
     tag = uuid.uuid4().hex[:5]
-    names = [f"bps{i}-{tag}" for i in range(9)]
+    names = [f"bps{i}-{tag}" for i in range(8 + 5 * args.repeat)]
     res: dict[str, object] = {}
     try:
         if args.before:
@@ -245,20 +273,31 @@ def main() -> int:
             assert isinstance(before, dict) and isinstance(now, dict)
             res["ratios_now_to_before"] = {k: now[k] / before[k] for k in before}
         if not args.no_load:
+            honest_uids = uids[8:]
             with agent(folder, None) as (sock, agent_pid):
+                time.sleep(SETTLE_S)  # its preload done: a quiet figure, not a start-up one
                 idle = rss_mib(agent_pid)
-                quiet_target = target_of(uids[8], work)
-                try:
-                    quiet = honest(sock, uids[8], work, quiet_target.pid)
-                finally:
-                    quiet_target.kill()
-                    quiet_target.wait()
+                quiet_runs = []
+                for _ in range(args.repeat):
+                    uid, honest_uids = honest_uids[0], honest_uids[1:]
+                    quiet_target = target_of(uid, work)
+                    try:
+                        quiet_runs.append(honest(sock, uid, work, quiet_target.pid))
+                    finally:
+                        quiet_target.kill()
+                        quiet_target.wait()
+                quiet = medians(quiet_runs)
                 res["quiet"] = quiet
                 res["rss_mib_idle"] = idle
-                res["one_user_14x4"] = load_case(sock, agent_pid, uids[:1], 14, uids[8], work,
-                                                 quiet)  # fmt: skip
-                res["seven_users_2x4"] = load_case(sock, agent_pid, uids[1:8], 2, uids[8], work,
-                                                   quiet)  # fmt: skip
+                for when in ("opening", "open"):
+                    for label, flooders, sessions in (("one_user_14x4", uids[:1], 14),
+                                                      ("seven_users_2x4", uids[1:8], 2)):  # fmt: skip
+                        runs = []
+                        for _ in range(args.repeat):
+                            uid, honest_uids = honest_uids[0], honest_uids[1:]
+                            runs.append(load_case(sock, agent_pid, flooders, sessions, uid,
+                                                  work, quiet, when))  # fmt: skip
+                        res[f"{label}_{when}"] = medians(runs)
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)],
                        check=False, capture_output=True)  # fmt: skip
