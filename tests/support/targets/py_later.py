@@ -1,7 +1,7 @@
 """A Python program for a probe added while it runs: it calls Model.big once (so the
-hook has seen it, and set it aside, before any probe names it), then only tiny() until
-the file GO exists, then Model.big CALLS times, timing each call itself, and prints
-what it measured as JSON."""
+hook has seen it, and set it aside, before any probe names it) and says so (the file
+GO.ready), then only tiny() until the file GO exists, then Model.big CALLS times, timing
+each call itself, and prints what it measured as JSON."""
 
 import json
 import os
@@ -28,6 +28,7 @@ def tiny(i):
 def main(go, calls):
     m = Model()
     m.big()
+    open(go + ".ready", "w").close()
     waited = 0
     while not os.path.exists(go):
         for i in range(100):

@@ -113,6 +113,12 @@ def _run_later(python: str, tmp_path: Path, from_start: Sequence[str] = ()) -> d
     )
     try:
         session.start()
+        # Its first call made before the probe exists (a slow start once let the probe
+        # count it: 2001 of 2000).
+        ready = tmp_path / "go.ready"
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
         source = LiveSource(session)
         source.add(f"python:{LATER}:Model.big")
         assert session.engine is not None and session.engine.wait(60)
