@@ -358,3 +358,50 @@ def test_time_waiting_for_a_busy_core_is_runnable_not_blocked(
     assert profile["runnable_ns"] / 1e9 > 0.5
     assert functions["sleeper_wait"]["off_ns"] / 1e9 >= 0.9 * truth["slept"]
     assert profile["off_ns"] / 1e9 == pytest.approx(truth["slept"], rel=0.2)
+
+
+@pytest.mark.ebpf
+@requires_root
+def test_blocked_time_is_charged_only_to_the_stack_that_blocked(tmp_path: Path) -> None:
+    """One thread computes in two leaves and blocks only in waiter(), a busy loop on its
+    core: its switch-outs alternate between a preempted leaf and waiter within one
+    sampling period. Each interval is charged to the stack that switched out (31% of the
+    blocked time once went to the leaves, which never block: an interval whose stack was
+    not copied was charged to the last copy, wherever that was)."""
+    target = build_c(TARGETS / "blocks_in_one.c", tmp_path, "-O2", "-fomit-frame-pointer")
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    hog = subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c", "while :; do :; done"])
+    rec = tmp_path / "rec.jsonl"
+    try:
+        proc = subprocess.run(
+            [*CLI, "record", "--profile", "--interval", "1", "--out", str(rec), "--",
+             "taskset", "-c", str(cpu), str(target), "4"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        hog.kill()
+        hog.wait()
+    assert proc.returncode == 0, proc.stderr
+    waited = json.loads(proc.stdout.strip().splitlines()[-1])["waited"]
+    # Blocked ns on waiter's stacks, on the compute stacks (which never block), and on
+    # stacks whose unwind stopped in libc before reaching either ([unknown]).
+    blocked = {"waiter": 0.0, "compute": 0.0, "unknown": 0.0}
+    in_waiter = 0.0
+    for line in rec.read_text().splitlines():
+        for s in (json.loads(line).get("profile") or {}).get("stacks", []):
+            frames = set(s["frames"])
+            where = (
+                "waiter" if "waiter" in frames
+                else "compute" if frames & {"leaf_x", "leaf_y", "outer_a", "outer_b"}
+                else "unknown"
+            )  # fmt: skip
+            blocked[where] += s.get("off_ns", 0.0)
+            if where == "waiter":
+                in_waiter += s.get("off_ns", 0.0) + s.get("runnable_ns", 0.0)
+    total = sum(blocked.values())
+    assert total > 0.5 * waited * 1e9, (blocked, waited)
+    # Before: 3.0% here (the issue's run: 31%); now none (the issue asks < 2%).
+    assert blocked["compute"] < 0.01 * total, (blocked, waited)
+    # Before: 1.095 (the leaves' preemptions charged to waiter); now 0.97.
+    assert in_waiter / 1e9 == pytest.approx(waited, rel=0.10), (blocked, in_waiter, waited)
+    assert none_left()

@@ -39,7 +39,9 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u8);
          __uint(max_entries, 4096); } scope SEC(".maps");        /* processes (tgid) profiled */
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
          __uint(max_entries, 65536); } offstart SEC(".maps");    /* thread -> left << 1 | runnable */
-struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+/* Where a thread's stack was last copied: when, and the user ip and sp it left from. */
+struct copy { u64 t; u64 ip; u64 sp; };
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, struct copy);
          __uint(max_entries, 65536); } lastcopy SEC(".maps");    /* thread -> its last stack copy */
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
          __uint(max_entries, 1); } lost SEC(".maps");
@@ -111,17 +113,26 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
     u64 v = (now << 1) | ((state & 0x7f) == 0 ? 1 : 0);
     bpf_map_update_elem(&offstart, &tid, &v, BPF_ANY);
     /* A thread that leaves the CPU more often than HZ times a second has its stack
-     * copied at that rate: the switch-outs between say "where it last was". */
-    u64 *last = bpf_map_lookup_elem(&lastcopy, &tid);
+     * copied at that rate. A switch-out between from the place of the last copy (the same
+     * user ip and sp) says "where it last was", naming that copy (ip: its time); a
+     * preemption from elsewhere is counted on no stack (ip 0). A block from elsewhere is
+     * copied: a preempted leaf and a blocking call of one thread within a period are two
+     * stacks, and the blocked time once went to the leaf. */
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    struct copy here = { .t = now, .ip = regs->rip, .sp = regs->rsp };
+    struct copy *last = bpf_map_lookup_elem(&lastcopy, &tid);
     u32 zero = 0;
     u64 *g = bpf_map_lookup_elem(&gap, &zero);
-    if (last && g && now - *last < *g) {
-        struct head e = {};
-        e.pid = pid; e.tid = tid; e.t = now; e.kind = OFF_SAME;
-        send((struct event *)&e, sizeof(e));
-        return 0;
+    if (last && g && now - last->t < *g) {
+        int same = last->ip == here.ip && last->sp == here.sp;
+        if (same || (v & 1)) {
+            struct head e = {};
+            e.pid = pid; e.tid = tid; e.t = now; e.ip = same ? last->t : 0; e.kind = OFF_SAME;
+            send((struct event *)&e, sizeof(e));
+            return 0;
+        }
     }
-    bpf_map_update_elem(&lastcopy, &tid, &now, BPF_ANY);
+    bpf_map_update_elem(&lastcopy, &tid, &here, BPF_ANY);
     emit_py(pid, tid, now);
     return emit(OFF_START, now);
 }

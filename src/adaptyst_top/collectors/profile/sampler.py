@@ -83,7 +83,8 @@ def load_program(confine: Confinement | None, fsbase: int) -> BpfObject:
 @dataclass(frozen=True, slots=True)
 class Event:
     """ON_CPU: a sample. OFF_START: the thread left the CPU at T (its stack then);
-    OFF_SAME: it left at T, where it last left with a stack (copied at most HZ a second).
+    OFF_SAME: it left at T from where its stack was last copied, at IP (copied at most HZ
+    a second from one place: the same user ip and sp).
     OFF_END: thread TID, off since T, came back after OFF_NS (RUNNABLE: it was preempted,
     not blocked)."""
 

@@ -52,7 +52,8 @@ class Tally:
         # Each thread off the CPU now: when it left, its process, its stack (one at a time
         # per thread: a later switch-out replaces an end that never came).
         self._pending: dict[int, tuple[int, int, Stack]] = {}
-        self._last_off: dict[int, tuple[int, Stack]] = {}  # each thread's last off-CPU stack
+        # Each thread's last off-CPU stack copied: when, its process, the stack.
+        self._last_off: dict[int, tuple[int, int, Stack]] = {}
         self.samples = self.complete = self.dropped = 0
         self.off_ns = self.runnable_ns = 0.0
         self.cpu_s = 0.0
@@ -84,17 +85,22 @@ class Tally:
             pending = self._pending.pop(e.tid, None)
             if pending is not None and pending[0] == e.t:  # its own switch-out, not a stale one
                 self._charge_off(pending[1], e.tid, pending[2], e.off_ns, e.runnable)
+            else:  # its stack unknown (not copied, lost, dropped): counted, on no stack
+                with self._lock:
+                    self._add_off(e.off_ns, e.runnable)
         elif e.kind == OFF_SAME:
+            # Only the copy it names (ip: that copy's time): with the copy lost or dropped
+            # the interval is charged to no stack, never to an older one.
             last = self._last_off.get(e.tid)
-            if last is not None:
-                self._off_start(e.tid, e.t, *last)
+            if last is not None and last[0] == e.ip:
+                self._off_start(e.tid, e.t, last[1], last[2])
         elif e.kind in (ON_CPU, OFF_START):
             stack = self._stack_of(e)
             if e.kind == ON_CPU:
                 self._charge_on(e.pid, e.tid, stack)
             else:
                 self._off_start(e.tid, e.t, e.pid, stack)
-                _bounded_put(self._last_off, e.tid, (e.pid, stack))
+                _bounded_put(self._last_off, e.tid, (e.t, e.pid, stack))
         self.cpu_s += time.thread_time() - started
 
     def _off_start(self, tid: int, t: int, pid: int, stack: Stack) -> None:
@@ -124,12 +130,15 @@ class Tally:
             if (entry := self._entry(pid, tid, stack)) is not None:
                 entry[0] += 1
 
+    def _add_off(self, ns: int, runnable: bool) -> None:
+        if runnable:
+            self.runnable_ns += ns
+        else:
+            self.off_ns += ns
+
     def _charge_off(self, pid: int, tid: int, stack: Stack, ns: int, runnable: bool) -> None:
         with self._lock:
-            if runnable:
-                self.runnable_ns += ns
-            else:
-                self.off_ns += ns
+            self._add_off(ns, runnable)
             for f in stack.frames:
                 self._symbols.setdefault((f.module, f.name), (f.symbol, f.named_by, f.line))
             for key in {(f.module, f.name) for f in stack.frames}:
