@@ -394,7 +394,8 @@ class MonitorApp(App[None]):
             self._show_header(self.snap)
 
     def action_speed(self, factor: float) -> None:
-        if not self.source.read_only:
+        if not self.source.read_only:  # said, not ignored: a newcomer pressed it live
+            self.set_status("< and > set a replay's speed; live, + and - set the refresh")
             return
         self.speed = min(1000.0, max(0.125, self.speed * factor))
         self._restart_timer()

@@ -35,11 +35,14 @@ class Filterable(Protocol):
 
 
 def ask_filter(app: App[Any], table: Filterable, what: str, say: Callable[[str], None]) -> None:
-    """`/`: ask for a table's filter text; empty clears it; escape leaves it as it was."""
+    """`/`: ask for a table's filter text; empty clears it; escape leaves it as it was.
+    It opens empty (what was typed replaces the filter, as in less and htop), the
+    current filter shown in its place."""
 
     def done(text: str | None) -> None:
         if text is not None:
             table.set_filter(text.strip())
             say(f"filter: {text.strip()}" if text.strip() else "filter cleared")
 
-    app.push_screen(PromptScreen(f"filter {what} (empty clears)", table.filter_text), done)
+    now = f"now {table.filter_text!r}; " if table.filter_text else ""
+    app.push_screen(PromptScreen(f"filter {what} ({now}empty clears)"), done)

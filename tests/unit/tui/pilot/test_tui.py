@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input
 
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.sources import ReplaySource
@@ -71,7 +72,14 @@ async def test_filter() -> None:
         assert isinstance(app.screen, PromptScreen)
         await pilot.press(*"task", "enter")
         assert all("task" in n for n in probe_names(app)) and len(probe_names(app)) == 2
-        await pilot.press("slash", "ctrl+u", "enter")  # empty clears
+        # It opens empty (it opened pre-filled: typing added to the old filter), the
+        # filter in force said in its place.
+        await pilot.press("slash")
+        prompt = app.screen.query_one(Input)
+        assert prompt.value == "" and "'task'" in str(prompt.placeholder)
+        await pilot.press(*"fast", "enter")
+        assert probe_names(app) == ["fast_fn"]
+        await pilot.press("slash", "enter")  # empty clears
         assert len(probe_names(app)) == 7
 
 
@@ -117,6 +125,16 @@ async def test_detail_help_and_back() -> None:
             assert word in shown
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_replay_speed_keys_live_say_what_they_do() -> None:
+    """`<` and `>` did nothing live and said nothing (issue 74's newcomer)."""
+    app = replay_app()
+    app.source.read_only = False  # type: ignore[misc]  # as a live source is
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot, 1)
+        await pilot.press("greater_than_sign")
+        assert app.speed == 1.0 and "replay's speed" in app.status and "+ and -" in app.status
 
 
 async def test_replay_is_read_only_and_advisor_keys() -> None:
