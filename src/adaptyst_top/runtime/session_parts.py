@@ -118,11 +118,14 @@ def new_profiler(opts: SessionOptions, pids: Sequence[int], hz: int, what: str) 
     """The one place a profiler is made: an agent's tenant's is confined to the user's own
     processes and unwound in a process of theirs."""
     from adaptyst_top.collectors.probes.confinement import Confinement
+    from adaptyst_top.collectors.probes.engine import ProbeEngine
     from adaptyst_top.collectors.probes.model import one_line
     from adaptyst_top.collectors.profile.profiler import LocalCounts, Profiler
 
     tenant = opts.tenant
     try:
+        if tenant.confine_uid is None:  # this process's own: it may lack the privileges
+            ProbeEngine.require_ebpf()  # said as a probe says it, not libbpf's EPERM
         confine = None if tenant.confine_uid is None else Confinement.of(tenant.confine_uid)
         counts = tenant.profile_counts or LocalCounts
         profiler = Profiler(pids, hz, counts=counts, confine=confine, budget=opts.probing.budget)

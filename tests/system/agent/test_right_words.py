@@ -108,6 +108,9 @@ def _cli_as_nobody(argv: list[str]) -> tuple[int, str]:
     ("argv", "status", "words"),
     [
         (["record", "--probe", "uprobe:c:malloc", "--duration", "0.2"], 1, "eBPF unavailable"),
+        # It said "--profile: [Errno 1] loading sampler.bpf.o: Operation not permitted"
+        # (before that, bcc's "Failed to compile BPF module").
+        (["record", "--profile", "--duration", "0.2", "--", "true"], 1, "eBPF unavailable"),
         (["record", "--interval", "nan"], 2, "finite"),
         (["list", "--pid", "1"], 1, "another user"),
     ],
