@@ -14,6 +14,17 @@ def fmt_bytes(n: int | float | None) -> str:
     return f"{value:.1f} TiB"
 
 
+def fmt_bytes_short(n: int | float) -> str:
+    """Bytes in at most 5 characters, as top's columns have them: 512B, 9.8K, 123M,
+    1.5G (fmt_bytes' "1023.9 MiB" overflowed the process list's column)."""
+    value = max(0.0, float(n))
+    for unit in ("B", "K", "M", "G", "T"):
+        if value < 999.5:
+            return f"{value:.1f}{unit}" if unit != "B" and value < 9.95 else f"{value:.0f}{unit}"
+        value /= 1024
+    return f"{value:.0f}P"
+
+
 def fmt_energy(j: float) -> str:
     """Joules to three figures or so: an H200 draws ~2 MJ an hour at full load, which
     reads better as "2.52 MJ" than as "2520000.0 J"."""

@@ -15,9 +15,21 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from adaptyst_top.collectors.processes import ProcessRow, ProcessTable
-from adaptyst_top.tui.format import fmt_bytes
+from adaptyst_top.tui.format import fmt_bytes_short
 
 REFRESH_S = 1.0
+
+
+HEADER = f"{'PID':>7} {'USER':<9} {'CPU%':>5} {'RSS':>6} {'THR':>4}  COMMAND"
+
+
+def process_line(r: ProcessRow) -> str:
+    """R under HEADER: every column its width, whatever the figure."""
+    cpu = f"{r.cpu:>5.1f}" if r.cpu < 999.95 else f"{min(r.cpu, 99999.0):>5.0f}"
+    return (
+        f"{r.pid:>7} {r.user[:9]:<9} {cpu} {fmt_bytes_short(r.rss):>6} "
+        f"{min(r.threads, 9999):>4}  {r.command}"
+    )
 
 
 class ProcessScreen(Screen[None]):
@@ -67,14 +79,10 @@ class ProcessScreen(Screen[None]):
         if self.rows:
             self.pid = self.rows[self.row].pid
         out = Text(no_wrap=True, overflow="ellipsis")
-        out.append(f"{'PID':>7} {'USER':<9} {'CPU%':>5} {'RSS':>7} {'THR':>4}  COMMAND\n", "bold")
+        out.append(HEADER + "\n", "bold")
         start = max(0, self.row - height + 2)
         for i, r in enumerate(self.rows[start : start + height - 1], start):
-            line = (
-                f"{r.pid:>7} {r.user[:9]:<9} {r.cpu:>5.1f} {fmt_bytes(r.rss):>7} "
-                f"{r.threads:>4}  {r.command}"
-            )
-            out.append(line[:width] + "\n", style="reverse" if i == self.row else "")
+            out.append(process_line(r)[:width] + "\n", style="reverse" if i == self.row else "")
         self.query_one("#processes-list", Static).update(out)
 
     def action_move(self, by: int) -> None:
