@@ -155,7 +155,11 @@ def run_monitor(opts: SessionOptions, view: ViewOptions) -> int:
             close = once(session.close)  # the main thread's, or the quit deadline's
             life.last_resort(close, tell_and_remove)
             app = MonitorApp(
-                LiveSource(session), interval=interval, config=config, ascii=view.ascii
+                LiveSource(session),
+                interval=interval,
+                config=config,
+                ascii=view.ascii,
+                profile_first=opts.probing.profile_hz is not None and not opts.probing.specs,
             )
             app.run()
         finally:

@@ -65,7 +65,7 @@ class MonitorApp(App[None]):
         Binding("d", "remove_probe", "Remove"),
         Binding("enter", "detail", "Detail"),
         Binding("e", "power", "Power", show=False),
-        Binding("f", "profile", "Profile", show=False),
+        Binding("f", "profile", "Profile"),
         Binding("l", "processes", "Processes", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort"),
@@ -91,6 +91,7 @@ class MonitorApp(App[None]):
         ascii: bool = False,
         speed: float = 1.0,
         autoplay: bool = True,
+        profile_first: bool = False,
     ) -> None:
         super().__init__()
         self.source = source
@@ -101,6 +102,7 @@ class MonitorApp(App[None]):
         self.ascii = ascii or self.config.ascii
         self.speed = speed
         self.autoplay = autoplay
+        self.profile_first = profile_first  # --profile, no probe: its screen once it has one
         self.paused = False
         self.snap: Snapshot | None = None
         self.power_history = PowerHistory()  # what `e` plots, from every snapshot shown
@@ -201,7 +203,10 @@ class MonitorApp(App[None]):
             self._show_header(snap)
             if snap.warnings:
                 self.set_status(snap.warnings[-1])
-        if self.screen is self.screen_stack[0] and (row := self.detail_after.ready(self.probes)):
+        if self.screen is self.screen_stack[0] and self.profile_first and self.profile_view.hz:
+            self.profile_first = False
+            self.action_profile()  # not an empty probes pane first (issue 74's newcomer)
+        elif self.screen is self.screen_stack[0] and (row := self.detail_after.ready(self.probes)):
             self.probes.cursor = self.probes.order.index(row)
             self.probes.focus()
             self.action_detail()  # a screen pushed now is drawn once mounted

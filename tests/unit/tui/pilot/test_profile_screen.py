@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from textual.binding import Binding
+
 from adaptyst_top.runtime.sources import ReplaySource
 from adaptyst_top.snapshot import ProfileFunction, ProfilePart, ProfileStack, Snapshot
 from adaptyst_top.tui.app import MonitorApp
@@ -96,3 +98,22 @@ def test_a_function_is_probed_by_its_file_and_symbol() -> None:
     f = ProfileFunction("ns::f(int)", "/opt/app/solver", "_ZN2ns1fEi", 1, 1)
     assert probe_spec(f) == "uprobe:/opt/app/solver:_ZN2ns1fEi"
     assert probe_spec(ProfileFunction("[vdso]", "[vdso]", "")) is None
+
+
+async def test_with_a_profile_and_no_probe_its_screen_comes_first(tmp_path: Path) -> None:
+    """`--profile` opened on an empty probes pane whose footer did not name `f` (issue
+    74's newcomer): the profile screen now comes first, at 80x24, once it has stacks."""
+    app = MonitorApp(
+        ReplaySource(_recording(tmp_path)), interval=1.0, autoplay=False, profile_first=True
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert not isinstance(app.screen, ProfileScreen)  # nothing sampled yet
+        app.step()
+        await pilot.pause()
+        assert isinstance(app.screen, ProfileScreen)
+        await pilot.press("escape")
+        app.step()
+        await pilot.pause()
+        assert not isinstance(app.screen, ProfileScreen)  # first only: left, it stays left
+        assert any(b.key == "f" and b.show for b in app.BINDINGS if isinstance(b, Binding))
