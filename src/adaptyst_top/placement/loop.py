@@ -159,14 +159,23 @@ class PlacementLoop:
                     self.advice[task] = a
             tasks = entries_of(self.advisor)
             clients = len(self.control.clients) if self.control else 0
+            # Tasks it learnt, and no task probe left to learn from (`d` removed it, or
+            # it is off): "running" read as if it still learnt (issue 74's newcomer).
+            probed = any(
+                p.name == TASK_PROBE_NAME and p.state in ("pending", "attached")
+                for p in snap.probes
+            )
+            state = "learning" if not tasks else "running" if probed else "idle"
+            idle = "no task probe on: nothing new is learnt (a adds one); " if tasks else ""
             return PlacementPart(
                 tasks=tasks,
                 advice=tuple(a.entry() for a in self.advice.values()),
                 advisor=AdvisorState(
-                    state="learning" if not tasks else "running",
+                    state=state,
                     mode=self.mode,
                     objective=self.advisor.objective,
-                    detail=f"{len(tasks)} tasks, {clients} application(s) connected"
+                    detail=(idle if not probed else "")
+                    + f"{len(tasks)} tasks, {clients} application(s) connected"
                     + (f"; {self.prior}" if self.prior else "")
                     + (
                         f"; on the device's clock: {', '.join(sorted(self.device_clocked))}"

@@ -79,7 +79,7 @@ class Move(JsonPart):
 
 @dataclass(frozen=True, slots=True)
 class AdvisorState(JsonPart):
-    state: str  # learning | running
+    state: str  # learning | running | idle (tasks learnt, no task probe on)
     mode: str  # suggest | auto
     objective: str
     detail: str

@@ -237,3 +237,29 @@ def test_conf_is_the_posterior_probability_of_a_gain_in_the_objectives_terms() -
     assert confidence is not None and confidence > 0.95
     p = adv.learner.p_better("t|0", 2**20, "cpu", "gpu")
     assert p is not None and p < 0.05
+
+
+def test_with_its_task_probe_removed_the_advisor_says_idle_not_running() -> None:
+    """Issue 74's newcomer: after `d` removed the demo's only spec the advisor froze and
+    said "running"."""
+    from adaptyst_top.placement.loop import TASK_PROBE_NAME, PlacementLoop
+    from adaptyst_top.placement.task_keys import task_key
+    from adaptyst_top.snapshot import Latency, ProbeEntry, Snapshot
+
+    loop = PlacementLoop(LearnedAdvisor(["cpu", "opencl:0"]), None)
+
+    def snap(t: float, count: int, probed: bool) -> Snapshot:
+        row = ProbeEntry(
+            group=0, id=0, spec="usdt:app:adaptyst:task_begin..task_end", name=TASK_PROBE_NAME,
+            kind="usdt",
+            key=task_key("spmv", "cpu", 1 << 20), state="attached", count=count,
+            latency=Latency(mean_ns=2e6),
+        )  # fmt: skip
+        return Snapshot(t=t, host="h", probes=[row] if probed else [])
+
+    loop.update(snap(1.0, 10, True))
+    part = loop.update(snap(2.0, 20, True))
+    assert part.tasks and part.advisor is not None and part.advisor.state == "running"
+    part = loop.update(snap(3.0, 20, False))
+    assert part.advisor is not None and part.advisor.state == "idle"
+    assert "no task probe" in part.advisor.detail
