@@ -123,7 +123,9 @@ def latency_fields(
     """Latencies net of the probes' own cost inside the interval, and the raw ones."""
     if count == 0:
         return Latency(), Latency()
-    off = cost.in_interval_ns
+    # Never more than the fastest call took: a figure that says the probe alone took
+    # longer than a call is wrong for this node now, not the call.
+    off = min(cost.in_interval_ns, float(lo))
 
     # Interpolation inside a bucket can overshoot the exact extremes; clamp to them.
     p50, p95, p99 = (

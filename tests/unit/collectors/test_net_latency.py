@@ -1,0 +1,30 @@
+"""Net latencies (collectors/probes/output.py): the probe's cost inside a call is never
+subtracted past the fastest call's raw figure (a figure that says the probe alone took
+longer than a call is wrong for this node now, and a net p50 of 0 read as truth)."""
+
+from __future__ import annotations
+
+from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.output import latency_fields
+from adaptyst_top.snapshot.histogram import bucket_of
+
+
+def test_the_subtraction_stops_at_the_raw_minimum() -> None:
+    # gzip's read as a newcomer saw it: raw min 15.1 us, the cached class cost 28.9 us.
+    calls = [15_100 + 100 * i for i in range(100)]
+    hist: dict[int, int] = {}
+    for c in calls:
+        hist[bucket_of(c)] = hist.get(bucket_of(c), 0) + 1
+    cost = ov.ClassCost(per_hit_ns=34_000.0, in_interval_ns=28_900.0, source="calibrated")
+    net, raw = latency_fields(len(calls), sum(calls), min(calls), max(calls), hist, cost)
+    assert net.min_ns == 0.0
+    assert net.p50_ns is not None and raw.p50_ns is not None and raw.min_ns is not None
+    assert net.p50_ns == round(raw.p50_ns - raw.min_ns, 1) > 0  # was 0: p50 below the cost
+    assert net.max_ns == round(raw.max_ns - raw.min_ns, 1)  # type: ignore[operator]
+
+
+def test_below_the_raw_minimum_the_class_cost_is_subtracted_whole() -> None:
+    hist = {bucket_of(50_000): 10}
+    cost = ov.ClassCost(per_hit_ns=1500.0, in_interval_ns=700.0, source="calibrated")
+    net, _ = latency_fields(10, 500_000, 50_000, 50_000, hist, cost)
+    assert net.mean_ns == 49_300.0 and net.min_ns == 49_300.0
