@@ -102,6 +102,10 @@ class LiveSource:
             parsed = parse_spec(spec)
         except ProbeSpecError as exc:
             raise ActionError(exc.one_line) from None
+        if self._ended():  # `u` on a short command's function came after it (issue 74)
+            raise ActionError(
+                f"the process has ended; on the next run, --probe '{spec}' times it from its start"
+            )
         control = self.session.python_control if parsed.kind == "python" else None
         try:
             if control is not None:  # the command's hook times it from now on
@@ -115,6 +119,21 @@ class LiveSource:
                 with contextlib.suppress(PythonControlError):
                     control.remove(parsed)
             raise ActionError(str(exc)) from None
+
+    def _ended(self) -> bool:
+        """Whether the session's one process has ended (a job or the node: never)."""
+        child, pid = self.session.child, self.session.pid
+        if child is not None:
+            return child.poll() is not None
+        if pid is None or self.session.options.target.job is not None:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # another user's, through the agent: it is there
+        return False
 
     def remove(self, ref: ProbeRef) -> str:
         try:
