@@ -83,10 +83,11 @@ class AgentSettings:
         "takes ~50 ms, not ~150; they hold ~22 MiB (PSS) while they wait.",
     )
     max_workers: int = setting(
-        512,
+        96,
         "Users' worker processes (openers, parsers, unwinders) at once, node-wide: one\n"
         "person connecting under many uids (subordinate ids) cannot fill the node with\n"
-        "them. Past half of it, a worker starts at a request, not at a hello.",
+        "them. Past half of it, a worker starts at a request, not at a hello. A parser\n"
+        "holds ~24 MiB: 96 of them stay under the unit's MemoryMax (2 GiB) with the agent.",
         range=(8, 100_000),
     )
     max_attach_per_user: int = setting(

@@ -1,6 +1,6 @@
-"""A user's workers start as her connection says hello: her opener and parser run, as
-her, before her first request, which finds them (a fresh user's first probe waited for
-each interpreter to start, one after the other)."""
+"""A user's workers are ready as her connection says hello: the agent's spare opener and
+parser take her ids before her first request, which finds them (a fresh user's first
+probe waited for each interpreter to start, one after the other)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,8 @@ def test_her_workers_start_at_her_hello_and_serve_her_first_request(
         say(up, functions=[f["name"] for f in listed[0].get("functions") or []])
         conn.close()
 
+    # The agent's spares are up (a hello takes them; it never execs one).
+    assert wait_until(lambda: workers_of(agent.proc.pid, 0) >= {"opener", "parser"}, 30.0)
     c = AsUser(alice, client)
     try:
         assert c.read() == {"connected": True}

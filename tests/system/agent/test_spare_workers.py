@@ -75,6 +75,8 @@ def test_a_spare_is_roots_until_told_then_hers_alone(
     try:
         assert hers.proc.pid == first
         assert wait_until(lambda: _uids(first) == [alice.uid] * 4, 5.0)
+        # The first the kernel kills if the agent's cgroup runs out of memory.
+        assert Path(f"/proc/{first}/oom_score_adj").read_text().strip() == "1000"
         # The next spare, exec'd fresh: another process, laid out anew.
         assert wait_until(lambda: _spare_pid(parser._KEPT) not in (None, first), 10.0)
         his = parser._KEPT.start(bob.uid, bob.gid, [bob.gid])
@@ -178,3 +180,26 @@ def test_an_agent_told_to_keep_no_spares_keeps_none(
     finally:
         agent.stop()
         config.unlink()
+
+
+def test_a_hello_takes_a_spare_never_an_exec_and_one_a_user_per_while(
+    spares: None,
+    users: tuple[User, User],  # noqa: F811 - the fixture
+) -> None:
+    """A user who kills her workers and says hello again, in a loop, cost root an exec
+    (~120 ms of CPU) at each hello (a review of this change)."""
+    alice, _ = users
+    first = _spare_pid(parser._KEPT)
+    parser.warm(alice.uid, alice.gid, [alice.gid])
+    (hers,) = parser._KEPT.kept.values()
+    assert hers.proc.pid == first
+    os.kill(first, signal.SIGKILL)  # hers to kill
+    hers.proc.wait()
+    kept_workers.reap_idle()
+    assert wait_until(lambda: _spare_pid(parser._KEPT) not in (None, first), 10.0)
+    again = _spare_pid(parser._KEPT)
+    parser.warm(alice.uid, alice.gid, [alice.gid])  # within WARM_EVERY_S: nothing taken
+    assert not parser._KEPT.kept and _spare_pid(parser._KEPT) == again
+    kept_workers.end_spares()
+    parser.warm(alice.uid + 1, alice.gid, [alice.gid])  # no spare: nothing exec'd
+    assert not parser._KEPT.kept

@@ -11,6 +11,7 @@ import pytest
 from adaptyst_top.agent.core import kept_workers, opener, parser
 from adaptyst_top.agent.core.kept_workers import WorkerFailed, end
 from tests.support.marks import requires_root
+from tests.support.waits import wait_until
 
 pytestmark = [requires_root]
 
@@ -35,10 +36,16 @@ def test_workers_past_the_cap_are_refused_until_one_ends(cap_of_4: None) -> None
         room = parser._KEPT.start(base + 9, base + 9, [base + 9])
         end(room)
         end(started.pop())
-        end(started.pop())  # one left of 4: under half, a hello starts hers
+        end(started.pop())  # one left of 4: under half, a hello takes the spare
+        parser.warm(base + 8, base + 8, [base + 8])
+        assert not parser._KEPT.kept  # no spare kept: a hello never execs one
+        kept_workers.keep_spares()
+        assert wait_until(lambda: parser._KEPT._spare is not None, 10.0)
         parser.warm(base + 8, base + 8, [base + 8])
         assert [k[0] for k in parser._KEPT.kept] == [base + 8]
     finally:
+        kept_workers.end_spares()
         for w in started:
             end(w)
+        opener._KEPT.end_all()
         parser._KEPT.end_all()

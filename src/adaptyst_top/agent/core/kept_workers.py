@@ -30,6 +30,7 @@ FRAME = struct.Struct(">I")  # a stream worker's message: its length, then its b
 # A spare's start (its interpreter and imports, ~100 ms of CPU) waits this long after one
 # is taken: it no longer competes with the first requests of the user who took it.
 REFILL_DELAY_S = 1.0
+WARM_EVERY_S = 5.0  # a user's hellos take a spare at most this often (her workers' idle time)
 
 
 class WorkerFailed(Exception):
@@ -60,6 +61,7 @@ class KeptWorkers:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _spare: Worker | None = None
     _refilling: bool = False
+    _warmed: dict[int, float] = field(default_factory=dict)  # uid -> her last spare's time
 
     def __post_init__(self) -> None:
         _ALL.append(self)
@@ -90,19 +92,26 @@ class KeptWorkers:
         try:
             worker = self._take_spare() or self._exec(uid)
             proc = worker.proc
-            self.refill_later()
-            try:
-                ids = json.dumps({"uid": uid, "gid": gid, "groups": list(groups)}).encode()
-                send(worker.link, ids)
-            except OSError:
-                end(worker)
-                raise WorkerFailed(f"{self.what} for uid {uid} did not start") from None
+            self._tell(worker, uid, gid, groups)
             return worker
         finally:
             _settle(proc)
+            self.refill_later()
+
+    def _tell(self, worker: Worker, uid: int, gid: int, groups: Sequence[int]) -> None:
+        """WORKER told whose it is (it takes those ids before it reads a request)."""
+        try:
+            send(worker.link, json.dumps({"uid": uid, "gid": gid, "groups": list(groups)}).encode())
+        except OSError:
+            end(worker)
+            raise WorkerFailed(f"{self.what} for uid {uid} did not start") from None
 
     def _exec(self, uid: int | None) -> Worker:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, self.kind)
+        who = "a spare" if uid is None else f"uid {uid}"
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, self.kind)
+        except OSError as exc:  # out of descriptors: this one fails, the agent goes on
+            raise WorkerFailed(f"could not start {self.what} for {who}: {exc.strerror}") from None
         try:
             proc = subprocess.Popen(
                 [*self.argv, str(theirs.fileno())],
@@ -115,7 +124,6 @@ class KeptWorkers:
             )
         except OSError as exc:
             ours.close()
-            who = "a spare" if uid is None else f"uid {uid}"
             raise WorkerFailed(f"could not start {self.what} for {who}: {exc.strerror}") from None
         finally:
             theirs.close()
@@ -129,25 +137,34 @@ class KeptWorkers:
             return None
         return spare
 
-    def refill_later(self) -> None:
-        """A spare started on a thread of its own, unless one runs or is starting."""
+    def refill_later(self, delay_s: float = REFILL_DELAY_S) -> None:
+        """A spare started on a thread of its own after DELAY_S, unless one runs or is
+        starting. Never raises: the guard calls it (a thread the node cannot start is a
+        spare not kept)."""
         with self._lock:
             if not (self.spare and _SPARES[0]) or self._spare is not None or self._refilling:
                 return
             self._refilling = True
-        threading.Thread(target=self._refill, name="agent-spare", daemon=True).start()
-
-    def _refill(self) -> None:
-        spare = None
-        time.sleep(REFILL_DELAY_S)
         try:
+            threading.Thread(
+                target=self._refill, args=(delay_s,), name="agent-spare", daemon=True
+            ).start()
+        except RuntimeError:
+            with self._lock:
+                self._refilling = False
+
+    def _refill(self, delay_s: float) -> None:
+        spare = None
+        try:
+            time.sleep(delay_s)
             spare = self._exec(None)
         except WorkerFailed as exc:
             print(f"adaptyst-top agent: {exc}", file=sys.stderr)
-        with self._lock:
-            self._refilling = False
-            if spare is not None and _SPARES[0] and self._spare is None:
-                self._spare, spare = spare, None
+        finally:
+            with self._lock:
+                self._refilling = False
+                if spare is not None and _SPARES[0] and self._spare is None:
+                    self._spare, spare = spare, None
         if spare is not None:
             end(spare)
 
@@ -158,20 +175,42 @@ class KeptWorkers:
             end(spare)
 
     def warm(self, uid: int, gid: int, groups: Sequence[int]) -> None:
-        """A worker for UID started now, unless one is kept or a request of hers holds
-        her lock: her first request then finds it up (the spare: at once; exec'd: 40-60
-        ms of imports), overlapped with the other kinds' and with the client's own work."""
-        if _running() * 2 >= _CAP[0]:
+        """UID's worker ready for her first request: the spare, if one waits, she has
+        none kept and no request of hers holds her lock. Never an exec at a hello: a
+        user who kills her workers and says hello again, in a loop, costs root one spare
+        a WARM_EVERY_S at most (an exec at each hello cost ~120 ms of root's CPU)."""
+        if not self.spare or _running() * 2 >= _CAP[0]:
             return  # the rest of the room is for requests
         lock = self.user_lock(uid)
         if not lock.acquire(blocking=False):
             return
         try:
+            now = time.monotonic()
             with self._lock:
-                if any(k[0] == uid for k in self.kept):
+                if (
+                    any(k[0] == uid for k in self.kept)
+                    or now - self._warmed.get(uid, -1e9) < WARM_EVERY_S
+                ):
                     return
-            with contextlib.suppress(WorkerFailed):
-                self.keep((uid, gid, tuple(sorted(groups))), self.start(uid, gid, groups))
+                if len(self._warmed) > 4096:  # users long gone
+                    self._warmed = {u: t for u, t in self._warmed.items() if now - t < WARM_EVERY_S}
+            _reserve()
+            proc = None
+            try:
+                spare = self._take_spare()
+                if spare is None:
+                    return
+                with self._lock:
+                    self._warmed[uid] = now
+                proc = spare.proc
+                with contextlib.suppress(WorkerFailed):
+                    self._tell(spare, uid, gid, groups)
+                    self.keep((uid, gid, tuple(sorted(groups))), spare)
+            finally:
+                _settle(proc)
+                self.refill_later()
+        except WorkerFailed:
+            return  # past max_workers: her request says so
         finally:
             lock.release()
 
@@ -220,7 +259,7 @@ def keep_spares() -> None:
     """Each kind that keeps a spare starts one (the agent starts)."""
     _SPARES[0] = True
     for kind in _ALL:
-        kind.refill_later()
+        kind.refill_later(0.0)
 
 
 def end_spares() -> None:

@@ -22,6 +22,7 @@ never opened for real (O_PATH first).
 from __future__ import annotations
 
 import array
+import contextlib
 import ctypes
 import json
 import os
@@ -52,6 +53,10 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def become(uid: int, gid: int, groups: list[int]) -> None:
     """Take UID:GID with GROUPS for good, or exit: nothing is done half-dropped."""
+    # The first the kernel kills when the agent's cgroup runs out of memory: a user's
+    # workers, never the agent every user's sessions live in.
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
     os.setgroups(groups)
     os.setresgid(gid, gid, gid)
     # The change of uid makes the process dumpable as fs.suid_dumpable says (at 1, the
