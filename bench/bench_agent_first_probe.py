@@ -27,7 +27,7 @@ from bench.bench_agent_privsep import agent, as_user, copy_built, target_of
 from tests.support.paths import REPO
 from tests.support.workload import build
 
-BEFORE = "e3ca79b"  # no spares: workers exec'd at the user's hello
+BEFORE = ""  # a revision whose C and BPF sources are this tree's (e3ca79b until 5f2c09e)
 SETTLE_S = 3.0  # the agent's preload (spares, calibration) done before users come
 APART_S = 2.0
 
