@@ -12,19 +12,13 @@ ROUNDS of each, USERS fresh users a round, 2 s apart.
 from __future__ import annotations
 
 import argparse
-import pwd
-import shutil
 import statistics
-import subprocess
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
 from adaptyst_top.runtime.agent_client import AgentConnection
 from bench import common
-from bench.bench_agent_privsep import agent, as_user, copy_built, target_of
-from tests.support.paths import REPO
+from bench.bench_agent_privsep import agent, agent_bench, as_user, target_of
 from tests.support.workload import build
 
 BEFORE = ""  # a revision whose C and BPF sources are this tree's (e3ca79b until 5f2c09e)
@@ -87,44 +81,28 @@ def main() -> int:
     p.add_argument("--users", type=int, default=3, help="fresh users per agent and round")
     args = p.parse_args()
     common.header(args.json)
-    folder = Path(tempfile.mkdtemp(prefix="bench-first-probe-"))
-    folder.chmod(0o755)
-    old = folder / "before"
-    tag = uuid.uuid4().hex[:5]
     labels = ["now", "before"] if args.before else ["now"]
-    count = args.rounds * len(labels) * args.users
-    names = [f"bfp{i}-{tag}" for i in range(count)]
     runs: dict[str, list[dict[str, float]]] = {label: [] for label in labels}
     res: dict[str, object] = {"rounds": args.rounds, "users_per_round": args.users}
-    try:
-        if args.before:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(old),
-                            args.before], check=True)  # fmt: skip
-            copy_built(old, args.before)
+    count = args.rounds * len(labels) * args.users
+    with agent_bench("bfp", count, args.before) as (folder, old, uids):
+        if old is not None:
             res["before_rev"] = args.before
-        for n in names:
-            subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", n], check=True)
-        uids = [pwd.getpwnam(n).pw_uid for n in names]
         work = build(folder)
         work.chmod(0o755)
         for r in range(args.rounds):
             order = labels if r % 2 == 0 else labels[::-1]
             for label in order:
                 mine, uids = uids[: args.users], uids[args.users :]
-                source = old if label == "before" else None
-                runs[label].extend(one_agent(folder, source, mine, work))
+                runs[label].extend(
+                    one_agent(folder, old if label == "before" else None, mine, work)
+                )
         for label in labels:
             res[label] = summary(runs[label])
         if args.before:
             now, before = res["now"], res["before"]
             assert isinstance(now, dict) and isinstance(before, dict)
             res["first_now_to_before"] = now["first_ms_median"] / before["first_ms_median"]
-    finally:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)],
-                       check=False, capture_output=True)  # fmt: skip
-        for n in names:
-            subprocess.run(["userdel", n], check=False, capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
     common.footer(res, args.json, width=20, spec="")
     return 0
 

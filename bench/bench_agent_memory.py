@@ -15,10 +15,6 @@ agent in all.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -26,8 +22,8 @@ from pathlib import Path
 
 from adaptyst_top.runtime.agent_client import AgentConnection
 from bench import common
-from bench.bench_agent_privsep import SPECS, agent, as_user, copy_built, rss_mib, target_of
-from tests.support.paths import REPO
+from bench.bench_agent_privsep import SPECS, agent, agent_bench, as_user, rss_mib, target_of
+from tests.support.proc_tree import parents_and_uids
 from tests.support.workload import build
 
 BEFORE = ""  # a revision whose C and BPF sources are this tree's (e3ca79b until 5f2c09e)
@@ -71,22 +67,13 @@ def child_rss_mib(pid: int) -> float:
 
 def descendants(pid: int) -> dict[int, int]:
     """PID's child processes and theirs: pid -> real uid."""
-    parent: dict[int, int] = {}
-    uid: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-            parent[int(name)] = int(fields["PPid"])
-            uid[int(name)] = int(fields["Uid"].split()[0])
-        except (OSError, ValueError, KeyError):
-            continue
+    procs = parents_and_uids()
     found: dict[int, int] = {}
     frontier = [pid]
     while frontier:
         p = frontier.pop()
-        kids = [c for c, up in parent.items() if up == p]
-        found.update({c: uid[c] for c in kids})
+        kids = [c for c, (up, _) in procs.items() if up == p]
+        found.update({c: procs[c][1] for c in kids})
         frontier.extend(kids)
     return found
 
@@ -141,39 +128,22 @@ def main() -> int:
     ap.add_argument("--before", default=BEFORE, help=f"the agent before ({BEFORE}; '' none)")
     args = ap.parse_args()
     common.header(args.json)
-    folder = Path(tempfile.mkdtemp(prefix="bench-agent-mem-"))
-    folder.chmod(0o755)
-    old = folder / "before"
-    tag = uuid.uuid4().hex[:5]
-    names = [f"bam{i}-{tag}" for i in range(args.users)]
     res: dict[str, object] = {}
-    try:
-        if args.before:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(old),
-                            args.before], check=True)  # fmt: skip
-            copy_built(old, args.before)
+    with agent_bench("bam", args.users, args.before) as (folder, old, uids):
+        if old is not None:
             res["before_rev"] = args.before
-        for n in names:
-            subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", n], check=True)
-        uids = [int(subprocess.check_output(["id", "-u", n])) for n in names]
         work = build(folder)
         work.chmod(0o755)
         targets = [target_of(u, work) for u in uids]
         try:
             pids = [t.pid for t in targets]
             res["now"] = measure(folder, None, uids, work, pids)
-            if args.before:
+            if old is not None:
                 res["before"] = measure(folder, old, uids, work, pids)
         finally:
             for p in targets:
                 p.kill()
                 p.wait()
-    finally:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)],
-                       check=False, capture_output=True)  # fmt: skip
-        for n in names:
-            subprocess.run(["userdel", n], check=False, capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
     common.footer(res, args.json, width=24)
     return 0
 

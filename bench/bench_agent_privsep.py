@@ -57,6 +57,33 @@ def copy_built(old: Path, rev: str) -> None:
         shutil.copy(built, old / built.relative_to(REPO))
 
 
+@contextmanager
+def agent_bench(
+    prefix: str, count: int, before: str
+) -> Iterator[tuple[Path, Path | None, list[int]]]:
+    """A bench's folder (0755, removed after), the agent BEFORE (a git worktree of it with
+    this tree's built objects; None for ''), and COUNT fresh users (useradd; removed)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"bench-{prefix}-"))
+    folder.chmod(0o755)
+    old = folder / "before"
+    tag = uuid.uuid4().hex[:5]
+    names = [f"{prefix}{i}-{tag}" for i in range(count)]
+    try:
+        if before:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(old),
+                            before], check=True)  # fmt: skip
+            copy_built(old, before)
+        for n in names:
+            subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", n], check=True)
+        yield folder, old if before else None, [pwd.getpwnam(n).pw_uid for n in names]
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)],
+                       check=False, capture_output=True)  # fmt: skip
+        for n in names:
+            subprocess.run(["userdel", n], check=False, capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def as_user(uid: int, fn: Callable[[], object]) -> object:
     """FN's JSON-able result, run in a forked child that became UID (tests/support/as_user.py)."""
     code, out = run_as(uid, lambda: json.dumps(fn()).encode())
@@ -242,24 +269,13 @@ def main() -> int:
     )
     args = p.parse_args()
     common.header(args.json)
-    folder = Path(tempfile.mkdtemp(prefix="bench-privsep-"))
-    folder.chmod(0o755)
-    old = folder / "before"
-    tag = uuid.uuid4().hex[:5]
-    names = [f"bps{i}-{tag}" for i in range(8 + 5 * args.repeat)]
     res: dict[str, object] = {}
-    try:
-        if args.before:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(old),
-                            args.before], check=True)  # fmt: skip
+    with agent_bench("bps", 8 + 5 * args.repeat, args.before) as (folder, old, uids):
+        if old is not None:
             res["before_rev"] = args.before
-            copy_built(old, args.before)
-        for n in names:
-            subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", n], check=True)
-        uids = [pwd.getpwnam(n).pw_uid for n in names]
         work = build(folder)
         work.chmod(0o755)
-        agents = (("thread_before", old), ("opener_now", None)) if args.before else ()
+        agents = (("thread_before", old), ("opener_now", None)) if old is not None else ()
         for label, source in agents:
             with agent(folder, source) as (sock, _pid):
                 target = target_of(uids[0], work)
@@ -298,12 +314,6 @@ def main() -> int:
                             runs.append(load_case(sock, agent_pid, flooders, sessions, uid,
                                                   work, quiet, when))  # fmt: skip
                         res[f"{label}_{when}"] = medians(runs)
-    finally:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)],
-                       check=False, capture_output=True)  # fmt: skip
-        for n in names:
-            subprocess.run(["userdel", n], check=False, capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
     common.footer(res, args.json, width=20, spec="")
     return 0
 

@@ -37,6 +37,7 @@ from tests.support.bpf_objects import none_left, our_programs, uprobe_event_line
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import REPO
+from tests.support.proc_tree import parents_and_uids
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 
@@ -196,18 +197,11 @@ class AsUser:
 def children_as(parent: int, uid: int) -> list[int]:
     """PARENT's processes, its children's too, that run as UID (the agent's workers of
     that user)."""
-    parents: dict[int, int] = {}
-    uids: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-            parents[int(name)] = int(fields["PPid"])
-            uids[int(name)] = int(fields["Uid"].split()[0])
-        except (OSError, ValueError, KeyError):
-            continue  # not a process, or gone meanwhile
+    procs = parents_and_uids()
     return [
-        pid for pid, up in parents.items() if uids[pid] == uid and parent in (up, parents.get(up))
+        pid
+        for pid, (up, who) in procs.items()
+        if who == uid and parent in (up, procs.get(up, (None, None))[0])
     ]
 
 
