@@ -34,10 +34,19 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._+@-]")
 
 
 def app_of(command: Sequence[str], pid: int | None) -> str | None:
-    """Whose models these are: the launched command's, or the target process's."""
+    """Whose models these are: the launched command's, or the target process's; another
+    user's process (root watching it) has its owner in the name: one user's runs of
+    `solver` never place another's (issue 74's newcomer found root's cache shared)."""
     if command:
         return app_name(command)
-    return None if pid is None else process_name(pid)
+    if pid is None:
+        return None
+    name = process_name(pid)
+    try:
+        owner = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return name
+    return name if name is None or owner == os.geteuid() else f"{name} (uid {owner})"
 
 
 def kept_models(app: str | None, placer: LearnedAdvisor) -> tuple[Callable[[], object] | None, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from adaptyst_top.placement.loop import PlacementLoop
 from adaptyst_top.runtime.model_store import (
     DIR_ENV,
     app_name,
+    app_of,
     kept_models,
     load_models,
     models_path,
@@ -25,6 +27,7 @@ from adaptyst_top.runtime.model_store import (
 from adaptyst_top.runtime.session_options import AdvisorSettings, SessionOptions, Target
 from adaptyst_top.runtime.session_parts import start_placement
 from adaptyst_top.snapshot import DeviceReading
+from tests.support.marks import requires_root
 from tests.support.waits import wait_until
 
 
@@ -103,6 +106,20 @@ def test_the_application_is_named_by_its_program_or_its_script() -> None:
     )
     assert app_name(["python3", "-c", "print(1)"]) == "python3"
     assert app_name([]) is None
+
+
+@requires_root
+def test_another_users_application_has_models_of_its_own() -> None:
+    mine = subprocess.Popen(["sleep", "30"])
+    theirs = subprocess.Popen(["sleep", "30"], user=65534, group=65534, extra_groups=[])
+    try:
+        assert wait_until(lambda: app_of([], theirs.pid) == "sleep (uid 65534)", 5.0)
+        assert app_of([], mine.pid) == "sleep"
+        assert models_path("sleep (uid 65534)", "h") != models_path("sleep", "h")
+    finally:
+        for p in (mine, theirs):
+            p.kill()
+            p.wait()
 
 
 def test_a_session_starts_from_the_kept_models_and_keeps_its_own(folder: Path) -> None:
