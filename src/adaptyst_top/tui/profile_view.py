@@ -4,6 +4,7 @@ laid out for a width, with a selected frame to move and zoom."""
 
 from __future__ import annotations
 
+import glob
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -11,6 +12,17 @@ from dataclasses import dataclass, field
 from adaptyst_top.collectors.probes.budget import share_text
 from adaptyst_top.snapshot import ProfileFunction, Snapshot
 from adaptyst_top.snapshot.profile import PYTHON
+
+
+def probe_spec(f: ProfileFunction) -> str | None:
+    """The spec that times F exactly: a Python function's calls, a native one's uprobe
+    (None: no symbol, or no file, to attach to)."""
+    if f.named_by == PYTHON and f.module.endswith(".py") and "\t" not in f.module:
+        return f"python:{glob.escape(f.module)}:{f.name}"
+    if not f.symbol or not f.module.startswith("/"):
+        return None
+    return f"uprobe:{f.module}:{f.symbol}"
+
 
 SORTS = ("self", "total", "off")  # what `s` cycles through; self first: what to probe
 # The interpreter's own file (libpython3.X.so, python3.X): its C beneath a Python frame is
@@ -139,9 +151,12 @@ class ProfileView:
         return moved
 
     def sorted_functions(self) -> list[ProfileFunction]:
-        def key(f: ProfileFunction) -> tuple[float, str]:
+        """By the sort, those `u` can time first: a newcomer's list began with frames no
+        probe can attach to ([unknown], a stripped library's)."""
+
+        def key(f: ProfileFunction) -> tuple[bool, float, str]:
             v = {"total": f.total, "self": self.self_of(f), "off": f.off_ns}[self.sort]
-            return (-v, f.name)
+            return (probe_spec(f) is None, -v, f.name)
 
         return sorted(self.functions, key=key)
 

@@ -20,7 +20,7 @@ KEYS = (
     ("d", "remove the selected probe's spec"),
     ("enter", "probe detail: latency histogram, percentiles, rate and p99 over time"),
     ("e", "power and energy of each device over the session (a plot)"),
-    ("f", "the sampled profile (--profile): hot functions, flame graph, u probes one"),
+    ("f", "the sampled profile (--profile): hot functions, flame graph; / finds one, u times it"),
     ("l", "the process list, by CPU: enter profiles the selected process"),
     ("/", "filter probe rows (substring; empty to clear)"),
     ("s / S", "sort by the next column / reverse the order"),

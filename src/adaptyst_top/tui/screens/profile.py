@@ -2,12 +2,12 @@
 off-CPU time with `s`; a Python function's self time holds the interpreter's C beneath
 it), and an icicle graph of the stacks below them, outermost frame on top, for every
 thread or one (`t`), on the CPU or off it (`o`). Arrows move in the list (`tab`: in the
-graph), `enter` zooms into a frame, `backspace` out; `u` times the selected function
-exactly (a uprobe, or a python: probe) and shows its latency histogram once attached."""
+graph), `enter` zooms into a frame, `backspace` out, `/` jumps to a name; `u` times the
+selected function exactly (a uprobe, or a python: probe) and shows its latency histogram
+once attached. The functions `u` can time come first in the list."""
 
 from __future__ import annotations
 
-import glob
 import os
 import zlib
 from collections.abc import Callable
@@ -22,22 +22,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from adaptyst_top.snapshot import ProfileFunction
-from adaptyst_top.snapshot.profile import PYTHON
-from adaptyst_top.tui.profile_view import Box, ProfileView
+from adaptyst_top.tui.profile_view import Box, ProfileView, probe_spec
+from adaptyst_top.tui.screens.prompt import PromptScreen
 
 LIST_SHARE = 0.35  # of the screen's rows: the function list; the graph gets the rest
 _WARM = ("#c0392b", "#d35400", "#e67e22", "#f39c12", "#b9770e", "#a04000")
 _COOL = ("#2471a3", "#2e86c1", "#1f618d", "#5dade2", "#154360", "#2874a6")
-
-
-def probe_spec(f: ProfileFunction) -> str | None:
-    """The spec that times F exactly: a Python function's calls, a native one's uprobe
-    (None: no symbol, or no file, to attach to)."""
-    if f.named_by == PYTHON and f.module.endswith(".py") and "\t" not in f.module:
-        return f"python:{glob.escape(f.module)}:{f.name}"
-    if not f.symbol or not f.module.startswith("/"):
-        return None
-    return f"uprobe:{f.module}:{f.symbol}"
 
 
 class ProfileScreen(Screen[None]):
@@ -50,6 +40,7 @@ class ProfileScreen(Screen[None]):
         Binding("o", "off", "On/off-CPU"),
         Binding("tab", "switch", "List/graph"),
         Binding("u", "probe", "Probe it"),
+        Binding("slash", "find", "Find"),
         Binding("up", "move('up')", show=False),
         Binding("down", "move('down')", show=False),
         Binding("left", "move('left')", show=False),
@@ -191,6 +182,24 @@ class ProfileScreen(Screen[None]):
         if not self.view.selected:
             return None
         return self.view.function_named(self.view.selected[-1])
+
+    def action_find(self) -> None:
+        """`/`: the list's cursor on the first function whose name holds the text."""
+
+        def found(text: str | None) -> None:
+            want = (text or "").strip().lower()
+            if not want:
+                return
+            funcs = self.view.sorted_functions()
+            at = next((i for i, f in enumerate(funcs) if want in f.name.lower()), None)
+            if at is None:
+                self.said = f"no function named like {want!r}"
+            else:
+                self.in_list, self.row = True, at
+                self.said = f"{funcs[at].name}: u times it"
+            self.redraw()
+
+        self.app.push_screen(PromptScreen("jump to a function (part of its name)"), found)
 
     def action_probe(self) -> None:
         f = self.selected_function()

@@ -117,3 +117,33 @@ async def test_with_a_profile_and_no_probe_its_screen_comes_first(tmp_path: Path
         await pilot.pause()
         assert not isinstance(app.screen, ProfileScreen)  # first only: left, it stays left
         assert any(b.key == "f" and b.show for b in app.BINDINGS if isinstance(b, Binding))
+
+
+async def test_probe_able_functions_come_first_and_slash_jumps_to_a_name(tmp_path: Path) -> None:
+    """Issue 74's newcomer: the hot list began with frames no probe can attach to, and
+    had no way to jump to a name."""
+    functions = (
+        ProfileFunction("[unknown]", "", "", 90, 90, 0.0),  # hottest, and no symbol
+        ProfileFunction("leaf", APP, "leaf", 60, 60, 0.0),
+        ProfileFunction("spin", APP, "spin", 40, 40, 0.0),
+    )
+    stacks = (ProfileStack(7, 7, (*MAIN, "[unknown]"), samples=90),)
+    snap = Snapshot(
+        t=1.0, host="h", profile=ProfilePart(99, 190, functions=functions, stacks=stacks)
+    )
+    path = tmp_path / "unknown.jsonl"
+    path.write_text(json.dumps(snap.to_json()) + "\n")
+    app = MonitorApp(ReplaySource(path), interval=1.0, autoplay=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.step()
+        await pilot.pause()
+        await pilot.press("f")
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen)
+        assert [f.name for f in screen.view.sorted_functions()] == ["leaf", "spin", "[unknown]"]
+        assert screen.selected_function().name == "leaf"  # type: ignore[union-attr]
+        await pilot.press("slash", *"SPI", "enter")
+        assert screen.selected_function().name == "spin"  # type: ignore[union-attr]
+        await pilot.press("slash", *"nothing", "enter")
+        assert screen.selected_function().name == "spin"  # type: ignore[union-attr]
+        assert "no function named like" in screen.said
