@@ -69,7 +69,7 @@ def render_histogram(p: ProbeEntry, width: int, ascii: bool, max_rows: int = MAX
     bar_w = max(10, width - 48)
     lines = []
     for lo, hi, c in rows:
-        tags = [q for q, v in marks.items() if v is not None and lo <= v < hi]
+        tags = [f"raw {q}" for q, v in marks.items() if v is not None and lo <= v < hi]
         label = f"{fmt_ns(lo):>9} – {fmt_ns(hi):<9}"
         lines.append(
             f"{label} {bar(c / peak, bar_w, ascii)} {c:>9,}  {' '.join('◀ ' + t if not ascii else '< ' + t for t in tags)}"
@@ -107,12 +107,15 @@ class DetailScreen(Screen[None]):
             self.query_one("#detail-title", Static).update("this probe is gone")
             return
         key = f" [{p.key}]" if p.key is not None else ""
+        # The histogram and its markers are raw: a net p50 of "<1 µs" beside a marker on
+        # 2-4 µs read as a contradiction (issue 74's newcomer); both are said.
+        raw_p50 = p.raw.p50_ns if p.raw is not None else None
         title = (
             f"{p.name}{key}   {p.state}   {p.spec}\n"
             f"calls {p.count:,}   {fmt_rate(p.rate_hz)}/s   "
             f"mean {fmt_latency(p.mean_ns)}   p50 {fmt_latency(p.p50_ns)}   "
             f"p95 {fmt_latency(p.p95_ns)}   p99 {fmt_latency(p.p99_ns)}   "
-            f"max {fmt_latency(p.max_ns)}\n"
+            f"max {fmt_latency(p.max_ns)}   (net; raw p50 {fmt_latency(raw_p50)})\n"
             f"probe cost {fmt_ns(p.overhead_ns_per_hit)}/hit ({p.overhead_source or '?'}; class "
             f"{p.cost_class or '?'}), BPF {fmt_ns(p.bpf_ns_per_hit)}/hit. "
             "The histogram is of raw intervals; the figures above are net of the probe cost.\n"

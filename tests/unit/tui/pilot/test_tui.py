@@ -109,7 +109,9 @@ async def test_detail_help_and_back() -> None:
         assert isinstance(app.screen, DetailScreen)
         await pilot.pause()
         text = str(app.screen.query_one("#detail-hist").render())
-        assert "◀ p50" in text
+        assert "◀ raw p50" in text  # the histogram is raw, and its markers say so
+        title = str(app.screen.query_one("#detail-title").render())
+        assert "(net; raw p50 " in title
         await pilot.press("escape")
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
