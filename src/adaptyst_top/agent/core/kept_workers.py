@@ -37,12 +37,9 @@ class WorkerFailed(Exception):
     """Why a user's worker could not be started, in one line."""
 
 
-Proc = subprocess.Popen[bytes]
-
-
 @dataclass
 class Worker:
-    proc: Proc
+    proc: subprocess.Popen[bytes]
     link: socket.socket
 
 
@@ -245,7 +242,9 @@ class KeptWorkers:
 _ALL: list[KeptWorkers] = []
 _SPARES = [False]  # keep_spares() was called: the agent runs
 _CAP = [AgentSettings().max_workers]  # as the agent's settings say (limit)
-_LIVE: weakref.WeakSet[Proc] = weakref.WeakSet()  # told whose, not yet seen ended
+_LIVE: weakref.WeakSet[subprocess.Popen[bytes]] = (
+    weakref.WeakSet()
+)  # told whose, not yet seen ended
 _STARTING = [0]  # reserved by start(), not yet in _LIVE
 _LIVE_LOCK = threading.Lock()
 
@@ -269,20 +268,23 @@ def end_spares() -> None:
         kind.end_spare()
 
 
+def _counted() -> int:
+    """Users' workers running or being started (_LIVE_LOCK held; ended ones forgotten)."""
+    for p in [p for p in _LIVE if p.poll() is not None]:
+        _LIVE.discard(p)
+    return len(_LIVE) + _STARTING[0]
+
+
 def _running() -> int:
-    """Users' workers running or being started now (those seen ended are forgotten)."""
     with _LIVE_LOCK:
-        ended = [p for p in _LIVE if p.poll() is not None]
-        for p in ended:
-            _LIVE.discard(p)
-        return len(_LIVE) + _STARTING[0]
+        return _counted()
 
 
 def _reserve() -> None:
     """Room for one more worker, counted at once (concurrent starts cannot overshoot)."""
-    running = _running()
     with _LIVE_LOCK:
-        if len(_LIVE) + _STARTING[0] >= _CAP[0]:
+        running = _counted()
+        if running >= _CAP[0]:
             raise WorkerFailed(
                 f"the agent runs {running} workers for users, the most it runs at once "
                 "(max_workers): try later"
@@ -290,7 +292,7 @@ def _reserve() -> None:
         _STARTING[0] += 1
 
 
-def _settle(proc: Proc | None) -> None:
+def _settle(proc: subprocess.Popen[bytes] | None) -> None:
     """A reservation ended: PROC runs (None: none started)."""
     with _LIVE_LOCK:
         _STARTING[0] -= 1
@@ -304,7 +306,7 @@ def send(link: socket.socket, data: bytes) -> None:
 
 
 END_WAIT_S = 0.5
-_REAPING: list[Proc] = []  # killed, not yet gone (reap_idle reaps them)
+_REAPING: list[subprocess.Popen[bytes]] = []  # killed, not yet gone (reap_idle reaps them)
 _REAPING_LOCK = threading.Lock()
 
 
@@ -340,7 +342,6 @@ __all__ = [
     "FRAME",
     "KeptWorkers",
     "Key",
-    "Proc",
     "Worker",
     "WorkerFailed",
     "end",
