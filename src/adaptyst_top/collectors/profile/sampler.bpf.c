@@ -14,12 +14,14 @@
 #include "../probes/bpf/tasks.h"
 
 #define STACK 8192   /* sampler.STACK_BYTES */
-/* Event kinds: sampler.ON_CPU, OFF_START, OFF_END, OFF_SAME, PY_FRAMES */
+/* Event kinds: sampler.ON_CPU, OFF_START, OFF_END, OFF_SAME, PY_FRAMES, RETURNS */
 #define ON_CPU 0
 #define OFF_START 1
 #define OFF_END 2
 #define OFF_SAME 3
 #define PY_FRAMES 4
+#define RETURNS 5
+#define MAX_RETURNS 16   /* sampler.MAX_RETURNS */
 
 struct sampler_config {
     struct confine_config confine;
@@ -51,6 +53,10 @@ struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 4096 * 4096); }
 
 static __always_inline int theirs(void) { return theirs_in(&cfg.confine); }
 
+static __always_inline u64 user_ip(void) {
+    return ((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()))->rip;
+}
+
 static __always_inline void send(struct event *e, u32 size) {
     if (bpf_ringbuf_output(&events, e, size, 0) != 0) {
         u32 zero = 0;
@@ -60,6 +66,58 @@ static __always_inline void send(struct event *e, u32 size) {
 }
 
 #include "python/frames.bpf.h"
+
+/* A function with a uretprobe on it returns to the kernel's trampoline: the probe put
+ * the trampoline's address where the caller's was, and an unwinder stops there. The
+ * kernel keeps each pending return's stack slot and the real address (the thread's
+ * uprobe_task, newest first), and, while a probed instruction runs out of line in the
+ * thread's slot of [uprobes], where it came from. These go just before the stack, as
+ * Python's frames do, only when a return is pending or the thread is in its slot, so
+ * that the unwinder can put the callers back (CO-RE: the kernel's own layouts). */
+#define XOL_SLOT 128   /* unwind.XOL_SLOT_BYTES: x86's UPROBE_XOL_SLOT_BYTES */
+struct return_instance {
+    unsigned long stack;            /* where the return address lay */
+    unsigned long orig_ret_vaddr;   /* the caller's address, before the probe's */
+    struct return_instance *next;
+} __attribute__((preserve_access_index));
+struct uprobe_task {
+    struct return_instance *return_instances;
+    unsigned long vaddr;            /* the probed instruction being stepped */
+    unsigned long xol_vaddr;        /* the thread's slot, where its copy runs */
+} __attribute__((preserve_access_index));
+struct task_struct___utask {
+    struct uprobe_task *utask;      /* CONFIG_UPROBES */
+} __attribute__((preserve_access_index));
+struct returns { struct head h; u64 slots[2 * MAX_RETURNS]; };
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, u32); __type(value, struct returns);
+         __uint(max_entries, 1); } retscratch SEC(".maps");
+
+static __always_inline void emit_returns(u32 pid, u32 tid, u64 t, u64 ip) {
+    struct task_struct___utask *task = (void *)bpf_get_current_task();
+    if (!bpf_core_field_exists(task->utask)) return;
+    /* A read that fails (no uprobe_task: the thread never hit a uprobe) reads 0. */
+    struct uprobe_task *ut = BPF_CORE_READ(task, utask);
+    if (!ut) return;
+    struct return_instance *ri = BPF_CORE_READ(ut, return_instances);
+    u64 xol = BPF_CORE_READ(ut, xol_vaddr);
+    int stepping = xol && ip - xol < XOL_SLOT;
+    if (!ri && !stepping) return;
+    u32 zero = 0;
+    struct returns *e = bpf_map_lookup_elem(&retscratch, &zero);
+    if (!e) return;
+    u32 n = 0;
+    for (int i = 0; i < MAX_RETURNS && ri; i++) {
+        e->slots[2 * i] = BPF_CORE_READ(ri, stack);
+        e->slots[2 * i + 1] = BPF_CORE_READ(ri, orig_ret_vaddr);
+        ri = BPF_CORE_READ(ri, next);
+        n = i + 1;
+    }
+    e->h.pid = pid; e->h.tid = tid; e->h.t = t; e->h.bp = 0;
+    e->h.ip = stepping ? BPF_CORE_READ(ut, vaddr) : 0; e->h.sp = stepping ? xol : 0;
+    e->h.kind = RETURNS; e->h.size = (n & (2 * MAX_RETURNS - 1)) * 16;
+    u64 bytes = sizeof(e->h) + ((n & (2 * MAX_RETURNS - 1)) * 16);
+    if (bytes <= sizeof(*e)) send((struct event *)e, bytes);
+}
 
 /* The copy is tried at these sizes, largest first: a read that crosses the end of the
  * stack (the main thread's top lies a few KiB above a shallow sp) fails whole. */
@@ -88,6 +146,7 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
     if (!bpf_map_lookup_elem(&scope, &pid) || !theirs()) return 0;
     u64 t = bpf_ktime_get_ns();
     emit_py(pid, (u32)bpf_get_current_pid_tgid(), t);
+    emit_returns(pid, (u32)bpf_get_current_pid_tgid(), t, user_ip());
     return emit(ON_CPU, t);
 }
 
@@ -134,6 +193,7 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
     }
     bpf_map_update_elem(&lastcopy, &tid, &here, BPF_ANY);
     emit_py(pid, tid, now);
+    emit_returns(pid, tid, now, here.ip);
     return emit(OFF_START, now);
 }
 

@@ -35,7 +35,8 @@ PY_RECHECK_S = 0.2
 PY_EXEC_CHECK_S = 0.5  # a process found running Python: whether an exec undid that
 MAX_PY_WATCHED = 4096
 RING_PAGES = 1024  # 4 MiB: ~500 full events between two polls
-ON_CPU, OFF_START, OFF_END, OFF_SAME, PY_FRAMES = 0, 1, 2, 3, 4
+ON_CPU, OFF_START, OFF_END, OFF_SAME, PY_FRAMES, RETURNS = 0, 1, 2, 3, 4, 5
+MAX_RETURNS = 16  # pending uretprobe returns sent per stack (the innermost)
 _HEAD = struct.Struct("<IIQQQQII")  # pid tid ip sp bp t kind size
 HEADER_BYTES = _HEAD.size
 
@@ -99,6 +100,10 @@ class Event:
     off_ns: int = 0
     runnable: bool = False
     py: tuple[int, ...] = ()  # PY_FRAMES: code objects' addresses, leaf first (bit 0: entry)
+    # RETURNS: the thread's pending uretprobe returns, newest first: (the stack slot
+    # where the return address lay, the caller's address the trampoline stands for); IP
+    # and SP: the probed instruction it steps out of line and where (0 when none)
+    returns: tuple[tuple[int, int], ...] = ()
 
 
 def encode(e: Event) -> bytes:
@@ -109,6 +114,10 @@ def encode(e: Event) -> bytes:
         frames = e.py[:MAX_PY_FRAMES]
         head = _HEAD.pack(e.pid, e.tid, e.ip, 0, 0, e.t, e.kind, 8 * len(frames))
         return head + struct.pack(f"<{len(frames)}Q", *frames)
+    if e.kind == RETURNS:
+        pairs = e.returns[:MAX_RETURNS]
+        head = _HEAD.pack(e.pid, e.tid, e.ip, e.sp, 0, e.t, e.kind, 16 * len(pairs))
+        return head + b"".join(struct.pack("<QQ", *p) for p in pairs)
     return _HEAD.pack(e.pid, e.tid, e.ip, e.sp, e.bp, e.t, e.kind, len(e.stack)) + e.stack
 
 
@@ -122,6 +131,11 @@ def decode(data: bytes) -> Event | None:
         n = min(size, len(data) - _HEAD.size, 8 * MAX_PY_FRAMES) // 8
         frames = struct.unpack_from(f"<{n}Q", data, _HEAD.size)
         return Event(kind, pid, tid, t, ip, py=frames)  # ip: the CPython version's index
+    if kind == RETURNS:
+        n = min(size, len(data) - _HEAD.size, 16 * MAX_RETURNS) // 16
+        words = struct.unpack_from(f"<{2 * n}Q", data, _HEAD.size)
+        pairs = tuple(zip(words[::2], words[1::2], strict=True))
+        return Event(kind, pid, tid, t, ip, sp, returns=pairs)  # ip, sp: a stepped probe's
     stack = data[_HEAD.size : _HEAD.size + min(size, STACK_BYTES)]
     return Event(kind, pid, tid, t, ip, sp, bp, bytes(stack))
 

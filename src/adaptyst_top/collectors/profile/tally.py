@@ -20,9 +20,10 @@ from adaptyst_top.collectors.profile.sampler import (
     OFF_START,
     ON_CPU,
     PY_FRAMES,
+    RETURNS,
     Event,
 )
-from adaptyst_top.collectors.profile.unwind import Stack, unwind
+from adaptyst_top.collectors.profile.unwind import Pending, Stack, unwind
 from adaptyst_top.snapshot.profile import ProfileFunction, ProfilePart, ProfileStack
 
 TOP_FUNCTIONS = 50  # functions in each snapshot (the hottest by total, then off-CPU)
@@ -64,6 +65,8 @@ class Tally:
         # A function's symbol, where its name came from, its line (Python's)
         self._symbols: dict[Key, tuple[str, str, int]] = {}
         self._python = PythonStacks()
+        # Each thread's uprobes' state, sent just before its next stack: (when, the state)
+        self._uprobes: dict[int, tuple[int, Pending]] = {}
         self._stacks: dict[tuple[int, int, tuple[str, ...]], list[float]] = {}
 
     def _stack_of(self, e: Event) -> Stack:
@@ -72,7 +75,9 @@ class Tally:
             if len(self._maps) >= MAX_PROCESSES:
                 self._maps.pop(next(iter(self._maps)))
             maps = self._maps[e.pid] = ProcessMaps(e.pid, self._open_file)
-        stack = unwind(maps, e.ip, e.sp, e.bp, e.stack)
+        held = self._uprobes.pop(e.tid, None)
+        pending = held[1] if held is not None and held[0] == e.t else None
+        stack = unwind(maps, e.ip, e.sp, e.bp, e.stack, pending)
         return self._python.merged(e, stack)
 
     def take(self, e: Event) -> None:
@@ -81,6 +86,8 @@ class Tally:
         self.copied_bytes += HEADER_BYTES + len(e.stack)
         if e.kind == PY_FRAMES:
             self._python.hold(e)
+        elif e.kind == RETURNS:
+            _bounded_put(self._uprobes, e.tid, (e.t, Pending(dict(e.returns), e.ip, e.sp)))
         elif e.kind == OFF_END:
             pending = self._pending.pop(e.tid, None)
             if pending is not None and pending[0] == e.t:  # its own switch-out, not a stale one

@@ -69,6 +69,30 @@ def _symbols(elf: ElfInfo) -> Symbols:
     return s
 
 
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What the kernel's uprobes hold of a thread as it was sampled (sampler.RETURNS)."""
+
+    # Each pending uretprobe return, newest first: {the stack slot where the return
+    # address lay (the trampoline's now): the caller's address}
+    returns: dict[int, int]
+    vaddr: int = 0  # the probed instruction the thread is stepping out of line, or 0
+    xol: int = 0  # where its copy runs: the thread's slot in [uprobes]
+
+
+XOL_SLOT_BYTES = 128  # x86's UPROBE_XOL_SLOT_BYTES (sampler.bpf.c's XOL_SLOT)
+UPROBES = "[uprobes]"  # the kernel's page of trampolines and slots: the probes' own cost
+
+
+def _trampoline_slot(pending: Pending, sp: int) -> int | None:
+    """The return the trampoline at SP is taking: the newest whose slot lies where the
+    return popped it (sp - 8) or up to the three words the trampoline pushes (sp + 16)."""
+    for slot in pending.returns:
+        if sp - 8 <= slot <= sp + 16:
+            return slot
+    return None
+
+
 MAX_PLACES = 65536  # addresses a process's frames and rules are kept for
 
 
@@ -102,8 +126,19 @@ def _place(maps: ProcessMaps, look: int) -> tuple[Frame, Rule | None] | None:
     return frame, table.find(vaddr) if vaddr is not None else None
 
 
-def unwind(maps: ProcessMaps, ip: int, sp: int, bp: int, stack: bytes) -> Stack:
-    """The frames of a thread stopped at IP with SP and BP, STACK the bytes from SP up."""
+def unwind(
+    maps: ProcessMaps,
+    ip: int,
+    sp: int,
+    bp: int,
+    stack: bytes,
+    pending: Pending | None = None,
+) -> Stack:
+    """The frames of a thread stopped at IP with SP and BP, STACK the bytes from SP up.
+    PENDING: its uprobes' state: a return address read from a pending return's slot is
+    the kernel's trampoline, not the caller; an ip in [uprobes] is a probe's own work,
+    shown as one frame under the function it stands in (perf stops there)."""
+    returns = pending.returns if pending is not None else None
 
     def word(addr: int) -> int | None:
         i = addr - sp
@@ -111,11 +146,29 @@ def unwind(maps: ProcessMaps, ip: int, sp: int, bp: int, stack: bytes) -> Stack:
             return int(_WORD.unpack_from(stack, i)[0])
         return None
 
+    def return_at(addr: int) -> int | None:
+        ra = word(addr)
+        if returns and ra is not None:
+            return returns.get(addr, ra)
+        return ra
+
     frames: list[Frame] = []
-    pc, csp, cbp = ip, sp, bp
-    for depth in range(MAX_FRAMES):
+    pc, csp, cbp, at_ip = ip, sp, bp, True
+    if pending is not None:
+        if pending.xol and 0 <= ip - pending.xol < XOL_SLOT_BYTES:
+            # Stepping a probed instruction's copy: the function's own place is as far on.
+            frames.append(Frame(UPROBES, UPROBES))
+            pc = pending.vaddr + (ip - pending.xol)
+        elif (m := maps.find(ip)) is not None and m.path == UPROBES:
+            # In the return trampoline: the function has returned; its caller goes on.
+            slot = _trampoline_slot(pending, sp)
+            if slot is not None:
+                frames.append(Frame(UPROBES, UPROBES))
+                pc, csp, at_ip = pending.returns[slot], slot + 8, False
+    for _ in range(MAX_FRAMES):
         # A caller's address is a return address: the call lies just before it.
-        look = pc if depth == 0 else pc - 1
+        look = pc if at_ip else pc - 1
+        at_ip = False
         place = maps.places.get(look)
         if place is None:
             place = _place(maps, look)
@@ -130,7 +183,7 @@ def unwind(maps: ProcessMaps, ip: int, sp: int, bp: int, stack: bytes) -> Stack:
             if rule.ra_offset is None:
                 return Stack(tuple(frames), True)  # the outermost frame (_start, a thread's)
             cfa = (csp if rule.cfa_reg == RSP else cbp) + rule.cfa_offset
-            ra = word(cfa + rule.ra_offset)
+            ra = return_at(cfa + rule.ra_offset)
             if rule.rbp_offset is not None:
                 saved = word(cfa + rule.rbp_offset)
                 if saved is None:
@@ -140,7 +193,7 @@ def unwind(maps: ProcessMaps, ip: int, sp: int, bp: int, stack: bytes) -> Stack:
             csp = cfa
         else:
             # No rule: the frame pointer, where it points into the copy.
-            ra = word(cbp + 8)
+            ra = return_at(cbp + 8)
             saved = word(cbp)
             if ra is None or saved is None or cbp < csp:
                 ra = None
