@@ -81,6 +81,11 @@ class ProbeEntry(JsonPart):
     energy_method: str | None = field(default=None, metadata=json_field(omit="none"))
     latency: Latency = field(default=NO_LATENCY, metadata=json_field(flatten=True))
     raw: Latency | None = field(default=None, metadata=json_field(omit="none"))
+    # The ns taken off each raw figure to make the net ones: the class's cost inside a
+    # call, or the raw minimum where that was less; `corrected_ns`, present only then, is
+    # how much less (the calibration overstates this site's cost by at least that much).
+    net_of_ns: float | None = field(default=None, metadata=json_field(omit="none"))
+    corrected_ns: float | None = field(default=None, metadata=json_field(omit="none"))
     hist: tuple[tuple[int, int], ...] | None = field(default=None, metadata=json_field(omit="none"))
     error: str | None = field(default=None, metadata=json_field(omit="empty"))  # with "error"
     # Schema 0 had no group: the spec text was the group's identity.

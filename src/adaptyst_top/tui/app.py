@@ -348,6 +348,7 @@ class MonitorApp(App[None]):
 
     def _update_detail(self, screen: DetailScreen) -> None:
         probes = self.probes
+        screen.key = probes.follow(screen.key)
         screen.show(
             probes.entries.get(screen.key),
             list(probes.rate_history.get(screen.key, [])),

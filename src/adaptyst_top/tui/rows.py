@@ -115,7 +115,8 @@ PROBE_COLUMNS = (
         9,
         right=True,
         priority=4,
-        help="what one hit of the probe costs the target (measured at start)",
+        help="what one hit of the probe costs the target (measured at start); '*': more than"
+        " the fastest call took inside it, so less was taken off (the detail says how much)",
     ),
     Column(
         "energy",
@@ -295,7 +296,7 @@ def probe_row(
         "p95": fmt_latency(p.p95_ns),
         "p99": fmt_latency(p.p99_ns),
         "max": fmt_latency(p.max_ns),
-        "cost": fmt_ns(p.overhead_ns_per_hit),
+        "cost": fmt_ns(p.overhead_ns_per_hit) + ("*" if p.corrected_ns is not None else ""),
         "energy": "-" if (per_call := joules_per_call(p)) is None else fmt_energy(per_call),
     }
     sort = {

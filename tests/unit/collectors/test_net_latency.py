@@ -16,8 +16,8 @@ def test_the_subtraction_stops_at_the_raw_minimum() -> None:
     for c in calls:
         hist[bucket_of(c)] = hist.get(bucket_of(c), 0) + 1
     cost = ov.ClassCost(per_hit_ns=34_000.0, in_interval_ns=28_900.0, source="calibrated")
-    net, raw = latency_fields(len(calls), sum(calls), min(calls), max(calls), hist, cost)
-    assert net.min_ns == 0.0
+    net, raw, off = latency_fields(len(calls), sum(calls), min(calls), max(calls), hist, cost)
+    assert net.min_ns == 0.0 and off == 15_100.0  # the row says so: 13.8 us under the class
     assert net.p50_ns is not None and raw.p50_ns is not None and raw.min_ns is not None
     assert net.p50_ns == round(raw.p50_ns - raw.min_ns, 1) > 0  # was 0: p50 below the cost
     assert net.max_ns == round(raw.max_ns - raw.min_ns, 1)  # type: ignore[operator]
@@ -26,5 +26,13 @@ def test_the_subtraction_stops_at_the_raw_minimum() -> None:
 def test_below_the_raw_minimum_the_class_cost_is_subtracted_whole() -> None:
     hist = {bucket_of(50_000): 10}
     cost = ov.ClassCost(per_hit_ns=1500.0, in_interval_ns=700.0, source="calibrated")
-    net, _ = latency_fields(10, 500_000, 50_000, 50_000, hist, cost)
-    assert net.mean_ns == 49_300.0 and net.min_ns == 49_300.0
+    net, _, off = latency_fields(10, 500_000, 50_000, 50_000, hist, cost)
+    assert net.mean_ns == 49_300.0 and net.min_ns == 49_300.0 and off == 700.0
+
+
+def test_a_row_says_what_was_taken_off_and_when_it_was_capped() -> None:
+    from adaptyst_top.collectors.probes.output import _corrected
+
+    cost = ov.ClassCost(per_hit_ns=34_000.0, in_interval_ns=28_900.0, source="calibrated")
+    assert _corrected(15_100.0, cost) == 13_800.0
+    assert _corrected(28_900.0, cost) is None and _corrected(None, cost) is None

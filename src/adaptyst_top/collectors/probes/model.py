@@ -75,8 +75,8 @@ class Row:
     hist_lists: dict[Any, tuple[tuple[int, int], tuple[tuple[int, int], ...]]] = field(
         default_factory=dict
     )
-    lat_cache: dict[Any, tuple[tuple[int, int, float], tuple[Latency, Latency]]] = field(
-        default_factory=dict
+    lat_cache: dict[Any, tuple[tuple[int, int, float], tuple[Latency, Latency, float | None]]] = (
+        field(default_factory=dict)
     )
     # The last snapshot entry per key, and what it was made from (reused while unchanged).
     entry_cache: dict[Any, tuple[tuple[Any, ...], ProbeEntry]] = field(default_factory=dict)

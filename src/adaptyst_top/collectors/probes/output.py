@@ -41,7 +41,7 @@ def row_entries(
         if last is not None and last[0] == sig:
             entries.append(last[1])
             continue
-        net, raw, hist, timed = Latency(), None, None, None
+        net, raw, hist, timed, off = Latency(), None, None, None, None
         if row.spec.measures_latency:
             buckets = row.hist.get(key, {})
             # Sampled: each timed hit is in the histogram once (read after the counts: a
@@ -54,7 +54,7 @@ def row_entries(
                     latency_fields(count if timed is None else timed, total, lo, hi, buckets, cost),
                 )
                 row.lat_cache[key] = lat
-            net, raw = lat[1]
+            net, raw, off = lat[1]
             if with_hist:  # the detail view and replays need them
                 cached = row.hist_lists.get(key)
                 if cached is None or cached[0] != (count, total):  # rebuilt only on change
@@ -86,12 +86,22 @@ def row_entries(
             else None,
             latency=net,
             raw=raw,
+            net_of_ns=off,
+            corrected_ns=_corrected(off, cost),
             hist=hist,
             error=row.error or None,
         )
         row.entry_cache[key] = (sig, entry)
         entries.append(entry)
     return entries
+
+
+def _corrected(off: float | None, cost: ov.ClassCost) -> float | None:
+    """How much less than the class's cost was taken off (the raw minimum was below it),
+    or None where all of it was."""
+    if off is None or off >= cost.in_interval_ns:
+        return None
+    return round(cost.in_interval_ns - off, 1)
 
 
 def _cpu_ns(
@@ -119,10 +129,11 @@ def _per_hit_ns(
 
 def latency_fields(
     count: int, total: int, lo: int, hi: int, hist: dict[int, int], cost: ov.ClassCost
-) -> tuple[Latency, Latency]:
-    """Latencies net of the probes' own cost inside the interval, and the raw ones."""
+) -> tuple[Latency, Latency, float | None]:
+    """Latencies net of the probes' own cost inside the interval, the raw ones, and the
+    ns taken off (None with no call)."""
     if count == 0:
-        return Latency(), Latency()
+        return Latency(), Latency(), None
     # Never more than the fastest call took: a figure that says the probe alone took
     # longer than a call is wrong for this node now, not the call.
     off = min(cost.in_interval_ns, float(lo))
@@ -139,6 +150,7 @@ def latency_fields(
     return (
         Latency(*(None if v is None else round(max(0.0, v - off), 1) for v in raw)),
         Latency(*(None if v is None else round(v, 1) for v in raw)),
+        round(off, 1),
     )
 
 

@@ -110,12 +110,16 @@ class DetailScreen(Screen[None]):
         # The histogram and its markers are raw: a net p50 of "<1 µs" beside a marker on
         # 2-4 µs read as a contradiction (issue 74's newcomer); both are said.
         raw_p50 = p.raw.p50_ns if p.raw is not None else None
+        net = f"net of {fmt_ns(p.net_of_ns)}" if p.net_of_ns is not None else "net"
+        if p.corrected_ns is not None:
+            # The class's figure was more than the fastest call took: capped, and said.
+            net += f", {fmt_ns(p.corrected_ns)} under the class: capped at raw min"
         title = (
             f"{p.name}{key}   {p.state}   {p.spec}\n"
             f"calls {p.count:,}   {fmt_rate(p.rate_hz)}/s   "
             f"mean {fmt_latency(p.mean_ns)}   p50 {fmt_latency(p.p50_ns)}   "
             f"p95 {fmt_latency(p.p95_ns)}   p99 {fmt_latency(p.p99_ns)}   "
-            f"max {fmt_latency(p.max_ns)}   (net; raw p50 {fmt_latency(raw_p50)})\n"
+            f"max {fmt_latency(p.max_ns)}   ({net}; raw p50 {fmt_latency(raw_p50)})\n"
             f"probe cost {fmt_ns(p.overhead_ns_per_hit)}/hit ({p.overhead_source or '?'}; class "
             f"{p.cost_class or '?'}), BPF {fmt_ns(p.bpf_ns_per_hit)}/hit. "
             "The histogram is of raw intervals; the figures above are net of the probe cost.\n"

@@ -84,6 +84,19 @@ class ProbesPane(FastTable):
         key = self.selected_key
         return self.entries.get(key) if key else None
 
+    def follow(self, key: str) -> str:
+        """KEY, or the row a pending spec's KEY became once it attached (the detail of a
+        spec opened while pending once said "this probe is gone" as it counted): its
+        first row in the table's order. KEY itself while the spec has none."""
+        if key in self.entries:
+            return key
+        group, row, _ = key.split("\x1f", 2)
+        if row != "None":
+            return key
+        rows = [k for k, p in self.entries.items() if str(p.group) == group]
+        shown = [k for k in self.order if k in rows]
+        return (shown or rows or [key])[0]
+
     def drop_group(self, group: int | str) -> None:
         """Rows of a removed spec go at once, before the next snapshot."""
         for key in [k for k, p in self.entries.items() if p.group == group]:

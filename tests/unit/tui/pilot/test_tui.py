@@ -576,3 +576,23 @@ async def test_the_learners_tasks_show_their_spread_and_its_band(tmp_path: Path)
             assert "predicted" in drawn and re.search(r"\d (ns|µs|ms|s)\b", drawn), drawn
         title = str(app.screen.query_one("#task-title").render())
         assert "crossovers:" in title and "±" in title, title
+
+
+async def test_a_pending_specs_detail_follows_the_row_it_became() -> None:
+    """`u`, `esc`, `enter` within a second opened a pending spec's detail, which then said
+    "this probe is gone" while the row it became counted (issue 74's newcomer)."""
+    from adaptyst_top.snapshot import ProbeRef
+
+    app = replay_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        table = app.probes
+        p = table.entries[table.order[0]]
+        screen = DetailScreen(ProbeRef(p.group, None, None).text)  # opened while pending
+        app.push_screen(screen)
+        await pilot.pause()
+        app._update_detail(screen)
+        first = next(k for k in table.order if table.entries[k].group == p.group)
+        assert screen.key == first
+        title = str(screen.query_one("#detail-title").render())
+        assert "gone" not in title and table.entries[first].name in title
