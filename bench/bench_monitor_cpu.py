@@ -5,7 +5,11 @@ alone repainting 45 rows that all change every second with nothing collected; an
 headless `record` of the same probes, which collects and draws nothing. Ours is also given from schedstat (ns, its UI thread
 apart), which clock ticks only approximate.
 
-    sudo .venv/bin/python -m bench.bench_monitor_cpu [--seconds 60] [--json]
+    sudo .venv/bin/python -m bench.bench_monitor_cpu [--seconds 60] [--profile] [--json]
+
+With --profile, the monitor profiles the target at 99 Hz with its profile screen open
+(`f`) instead, beside a headless `record --profile` and `perf record -F 99 --call-graph
+dwarf` of the same target (perf's own CPU, the target's apart).
 
 The target is tests/support/targets/workload.c running `forever`; the probes are its
 functions, a USDT pair split by task name, and libc's *printf* family in it.
@@ -87,6 +91,7 @@ def child_named(parent: int, name: str) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     common.header(args.json)
@@ -104,6 +109,8 @@ def main() -> int:
         f"--probe 'usdt:{binary}:adaptyst_test:task_begin..task_end@arg1' "
         f"--probe 'uprobe:c:*printf*' -- {binary} forever 300"
     )
+    if args.profile:
+        probes = f"--profile --profile-hz 99 -- {binary} forever 300"
     peers = {  # result name: command, each in a tmux session of its own
         "top": "exec top -d 1",
         "htop": "exec htop -d 10",
@@ -112,6 +119,12 @@ def main() -> int:
         # The same probes collected with no interface: what collecting alone costs.
         "record": f"exec {CLI} record --interval 1 --out /dev/null {probes}",
     }
+    if args.profile:
+        data = Path(tempfile.mkdtemp()) / "perf.data"
+        peers["perf"] = (
+            f"exec perf record -q -F 99 -e cpu-clock --call-graph dwarf -o {data} "
+            f"-- {binary} forever 300"
+        )
     sessions = [ours, *(f"bench-{name}" for name in peers)]
     for s in sessions:
         subprocess.run(["tmux", "kill-session", "-t", s], capture_output=True)
@@ -123,7 +136,11 @@ def main() -> int:
         )
     try:
         time.sleep(15)  # attach, calibrate, settle
+        if args.profile:
+            subprocess.run(["tmux", "send-keys", "-t", ours, "f"], check=True)
+            time.sleep(2)
         pids = [pane_pid(s) for s in sessions]
+
         screen = subprocess.run(
             ["tmux", "capture-pane", "-p", "-t", ours], capture_output=True, text=True
         ).stdout

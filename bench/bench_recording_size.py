@@ -66,7 +66,7 @@ def day_of_snapshots(seconds: int) -> list[Snapshot]:
                 hists[i][b] = hists[i].get(b, 0) + weight
                 sums[i] += ns * weight
                 lows[i], highs[i] = min(lows[i], ns), max(highs[i], ns)
-            net, raw = latency_fields(counts[i], sums[i], lows[i], highs[i], hists[i], cost)
+            net, raw, _ = latency_fields(counts[i], sums[i], lows[i], highs[i], hists[i], cost)
             probes.append(
                 ProbeEntry(
                     group=i // 50, id=i, spec=f"uprobe:/opt/app/bin/solver:kernel_{i // 50}*",
