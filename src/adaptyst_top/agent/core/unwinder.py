@@ -17,7 +17,14 @@ import orjson
 import psutil
 
 from adaptyst_top.agent.core.kept_workers import FRAME, KeptWorkers, Worker, WorkerFailed, end
-from adaptyst_top.collectors.profile.sampler import HEADER_BYTES, OFF_END, ON_CPU, Event, encode
+from adaptyst_top.collectors.profile.sampler import (
+    HEADER_BYTES,
+    OFF_END,
+    OFF_SUM,
+    ON_CPU,
+    Event,
+    encode,
+)
 from adaptyst_top.collectors.profile.tally import MAX_STACKS, TOP_FUNCTIONS
 from adaptyst_top.collectors.profile.unwind import MAX_FRAMES
 from adaptyst_top.snapshot.inert import has_unsafe
@@ -83,6 +90,8 @@ class UnwinderCounts:
             self.on_cpu += 1
         elif e.kind == OFF_END:
             self.off_total += e.off_ns
+        elif e.kind == OFF_SUM:
+            self.off_total += sum(e.sums)
         if e.kind != OFF_END and e.pid not in self._pids and len(self._pids) < MAX_PIDS:
             self._pids.add(e.pid)
         self._buffer += data

@@ -14,7 +14,7 @@ from adaptyst_top.collectors.probes.confinement import Confinement
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, BpfStats
 from adaptyst_top.collectors.profile import DEFAULT_HZ
 from adaptyst_top.collectors.profile.budget import ProfileBudget, Reading
-from adaptyst_top.collectors.profile.sampler import OFF_SAME, OFF_START, ON_CPU, Event, Sampler
+from adaptyst_top.collectors.profile.sampler import OFF_START, OFF_SUM, ON_CPU, Event, Sampler
 from adaptyst_top.collectors.profile.tally import Tally
 from adaptyst_top.snapshot.profile import ProfilePart
 
@@ -123,8 +123,10 @@ class Profiler:
     def _take(self, e: Event) -> None:
         if e.kind == ON_CPU:
             self.samples += 1
-        elif e.kind in (OFF_START, OFF_SAME):
+        elif e.kind == OFF_START:
             self.switches += 1
+        elif e.kind == OFF_SUM:
+            self.switches += e.sp  # the switch-outs summed
         with self._queued:
             if len(self._queue) == MAX_QUEUED or self._held + len(e.stack) > MAX_QUEUED_BYTES:
                 self.dropped += 1

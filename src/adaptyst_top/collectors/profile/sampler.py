@@ -35,7 +35,8 @@ PY_RECHECK_S = 0.2
 PY_EXEC_CHECK_S = 0.5  # a process found running Python: whether an exec undid that
 MAX_PY_WATCHED = 4096
 RING_PAGES = 1024  # 4 MiB: ~500 full events between two polls
-ON_CPU, OFF_START, OFF_END, OFF_SAME, PY_FRAMES, RETURNS = 0, 1, 2, 3, 4, 5
+ON_CPU, OFF_START, OFF_END, OFF_SUM, PY_FRAMES, RETURNS = 0, 1, 2, 3, 4, 5
+_SUMS = struct.Struct("<QQQ")  # OFF_SUM's: blocked, runnable, elsewhere ns
 MAX_RETURNS = 16  # pending uretprobe returns sent per stack (the innermost)
 _HEAD = struct.Struct("<IIQQQQII")  # pid tid ip sp bp t kind size
 HEADER_BYTES = _HEAD.size
@@ -83,11 +84,12 @@ def load_program(confine: Confinement | None, fsbase: int) -> BpfObject:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """ON_CPU: a sample. OFF_START: the thread left the CPU at T (its stack then);
-    OFF_SAME: it left at T from where its stack was last copied, at IP (copied at most HZ
-    a second from one place: the same user ip and sp).
+    """ON_CPU: a sample. OFF_START: the thread left the CPU at T (its stack then).
     OFF_END: thread TID, off since T, came back after OFF_NS (RUNNABLE: it was preempted,
-    not blocked)."""
+    not blocked); T 0: its stack unknown.
+    OFF_SUM: SP intervals summed in the kernel since the copy at IP (copied at most HZ a
+    second from one place: the same user ip and sp): SUMS, blocked and runnable ns there,
+    and runnable ns of preemptions from elsewhere (on no stack)."""
 
     kind: int
     pid: int
@@ -104,6 +106,7 @@ class Event:
     # where the return address lay, the caller's address the trampoline stands for); IP
     # and SP: the probed instruction it steps out of line and where (0 when none)
     returns: tuple[tuple[int, int], ...] = ()
+    sums: tuple[int, int, int] = (0, 0, 0)
 
 
 def encode(e: Event) -> bytes:
@@ -114,6 +117,10 @@ def encode(e: Event) -> bytes:
         frames = e.py[:MAX_PY_FRAMES]
         head = _HEAD.pack(e.pid, e.tid, e.ip, 0, 0, e.t, e.kind, 8 * len(frames))
         return head + struct.pack(f"<{len(frames)}Q", *frames)
+    if e.kind == OFF_SUM:
+        return _HEAD.pack(e.pid, e.tid, e.ip, e.sp, 0, e.t, e.kind, _SUMS.size) + _SUMS.pack(
+            *e.sums
+        )
     if e.kind == RETURNS:
         pairs = e.returns[:MAX_RETURNS]
         head = _HEAD.pack(e.pid, e.tid, e.ip, e.sp, 0, e.t, e.kind, 16 * len(pairs))
@@ -131,6 +138,11 @@ def decode(data: bytes) -> Event | None:
         n = min(size, len(data) - _HEAD.size, 8 * MAX_PY_FRAMES) // 8
         frames = struct.unpack_from(f"<{n}Q", data, _HEAD.size)
         return Event(kind, pid, tid, t, ip, py=frames)  # ip: the CPython version's index
+    if kind == OFF_SUM:
+        if size != _SUMS.size or len(data) < _HEAD.size + _SUMS.size:
+            return None
+        sums = _SUMS.unpack_from(data, _HEAD.size)
+        return Event(kind, pid, tid, t, ip, sp, sums=(sums[0], sums[1], sums[2]))
     if kind == RETURNS:
         n = min(size, len(data) - _HEAD.size, 16 * MAX_RETURNS) // 16
         words = struct.unpack_from(f"<{2 * n}Q", data, _HEAD.size)

@@ -16,8 +16,8 @@ from adaptyst_top.collectors.profile.python.stacks import PythonStacks
 from adaptyst_top.collectors.profile.sampler import (
     HEADER_BYTES,
     OFF_END,
-    OFF_SAME,
     OFF_START,
+    OFF_SUM,
     ON_CPU,
     PY_FRAMES,
     RETURNS,
@@ -95,12 +95,21 @@ class Tally:
             else:  # its stack unknown (not copied, lost, dropped): counted, on no stack
                 with self._lock:
                     self._add_off(e.off_ns, e.runnable)
-        elif e.kind == OFF_SAME:
+        elif e.kind == OFF_SUM:
             # Only the copy it names (ip: that copy's time): with the copy lost or dropped
-            # the interval is charged to no stack, never to an older one.
+            # the time is charged to no stack, never to an older one.
+            blocked, runnable, elsewhere = e.sums
             last = self._last_off.get(e.tid)
-            if last is not None and last[0] == e.ip:
-                self._off_start(e.tid, e.t, last[1], last[2])
+            for ns, is_runnable in ((blocked, False), (runnable, True)):
+                if not ns:
+                    continue
+                if last is not None and last[0] == e.ip:
+                    self._charge_off(last[1], e.tid, last[2], ns, is_runnable)
+                else:
+                    with self._lock:
+                        self._add_off(ns, is_runnable)
+            with self._lock:
+                self._add_off(elsewhere, True)
         elif e.kind in (ON_CPU, OFF_START):
             stack = self._stack_of(e)
             if e.kind == ON_CPU:
