@@ -18,6 +18,8 @@ from functools import lru_cache
 
 import numpy as np
 
+TIME, ENERGY = "t", "e"  # the quantities modelled, as the learner keys them
+
 # Octaves of input size the bumps are centred on (16 items to 2^33).
 CENTERS = np.arange(4.0, 34.0, 3.0)
 MID_OCTAVE = 15.0  # the elasticity term is centred here, so the level is the mid-size cost

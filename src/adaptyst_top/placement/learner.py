@@ -20,10 +20,13 @@ import random
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from adaptyst_top.placement.class_looks import octave, round_looks
 from adaptyst_top.placement.cost_model import (
+    ENERGY,
     PRIOR_COV,
     PRIOR_LEVEL_SD,
     PRIOR_SLOPE_MEAN,
+    TIME,
     CostModel,
     features,
 )
@@ -35,7 +38,6 @@ from adaptyst_top.placement.objectives import Objective
 # at a new size cost (on seeds 0-199: no cap 26.3% regret, 0.2 25.6%, 0.05 24.6%).
 EXPLORE_SHARE = 0.05
 EXPLORE_FIRST = 20.0
-TIME, ENERGY = "t", "e"
 CONF_DRAWS = 64  # draws behind a shown probability: 1/64 steps, ~0.3 ms a task
 ENERGY_FLOOR = "e_floor"  # in a posterior: the least its joules can be (log), where known
 # What a call may take at most, and at least, to be learnt from (a day; a nanosecond):
@@ -88,6 +90,7 @@ class Learner:
         self.warm: set[tuple[str, str]] = set()  # (task, device): its cold first run is done
         self.failures: set[tuple[str, str]] = set()  # (task, device): a call raised there
         self.looking: dict[tuple[str, str], int] = {}  # (task, device): its looks not back
+        self.octaves: dict[tuple[str, str], set[int]] = {}  # (task, device): sizes run warm
         self._memo: dict[tuple[str, str, int, int], float] = {}  # predicted_s's
         # (task, device) -> (its runs without joules, the task's calls at the last one)
         self.unmeasured: dict[tuple[str, str], tuple[int, int]] = {}
@@ -318,8 +321,8 @@ class Learner:
         looks: list[bool] | None = None,
     ) -> list[str]:
         """Devices for calls of TASK submitted together (Dask's update_graph, a
-        threaded application), before any of them is back: each device not run yet
-        looks with the round's smallest call (the cheapest look); under the time
+        threaded application), before any of them is back: each device looks where
+        it may win a class it has not run near (class_looks); under the time
         objective the rest, the longest first, go where a posterior draw says they
         finish first (StarPU's dmda: the device's queue, READY_S seconds from now, plus
         the call's time), so a round still explores as single calls do; under the
@@ -328,19 +331,11 @@ class Learner:
         placed = [""] * len(sizes)
         pool = self._pool(among)
         ready = {d: (ready_s or {}).get(d, 0.0) for d in pool}
-        order = sorted(range(len(sizes)), key=lambda i: sizes[i])
-        looked: set[int] = set()
-        if task in self.first and order:
-            for d in pool:
-                if order and self._needs_look(task, d, sizes[order[0]]):
-                    # Never run, nor failed: its cold run and a warm one in this round.
-                    fresh = (task, d) not in self.warm and (task, d) not in self.failures
-                    for _ in range(2 if fresh else 1):
-                        if order:
-                            i = order.pop(0)
-                            looked.add(i)
-                            placed[i] = self._look(task, d)
-                            ready[d] += self._time(task, d, sizes[i])
+        looked = round_looks(self, task, sizes, pool)
+        for i, d in looked.items():
+            placed[i] = self._look(task, d)
+            ready[d] += self._time(task, d, sizes[i])
+        order = sorted((i for i in range(len(sizes)) if i not in looked), key=lambda i: sizes[i])
         # A device not run yet gets its looks, never more calls on its prior alone.
         known = [d for d in pool if self.ran_on(task, d)] or pool
         posts: dict[int, dict[str, dict[str, tuple[float, float]]] | None] = {}
@@ -392,8 +387,6 @@ class Learner:
         self.failures.discard((task, device))
         if not (MIN_S <= time_s <= MAX_S) or count < 1:  # NaN fails both
             return False
-        if task not in self.first:
-            self.first[task] = device
         # Observations, not calls: what was learnt ages by what was seen since.
         self.calls[task] = self.calls.get(task, 0) + 1
         if (task, device) not in self.warm:
@@ -404,6 +397,9 @@ class Learner:
             self.warm.add((task, device))
             if count == 1:
                 return False
+        # The first device learnt from (not its cold run) gives the others their shape.
+        self.first.setdefault(task, device)
+        self.octaves.setdefault((task, device), set()).add(octave(size))
         moved = self._learn(task, device, TIME, size, time_s)
         measured = energy_j is not None and 1e-12 <= energy_j <= 1e12
         if ENERGY in self.quantities and not measured:

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from adaptyst_top.placement.cost_model import NOISE_FLOOR, PRIOR_COV, CostModel
-from adaptyst_top.placement.learner import ENERGY, MAX_S, MIN_S, TIME, Learner
+from adaptyst_top.placement.cost_model import ENERGY, NOISE_FLOOR, PRIOR_COV, TIME, CostModel
+from adaptyst_top.placement.learner import MAX_S, MIN_S, Learner
 
 VERSION = 1
 MAX_MODELS = 4096  # what a kept file may hold: a few hundred tasks on a few devices

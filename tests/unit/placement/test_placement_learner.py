@@ -153,9 +153,37 @@ def test_the_simulator_reports_every_policy_against_the_oracle() -> None:
     assert report["advisor_calls_per_s"] > 0 and report["learner_calls_per_s"] > 0
 
 
-def test_a_round_placed_before_anything_ran_goes_to_the_first_device() -> None:
+def test_a_round_placed_before_anything_ran_looks_once_per_class_elsewhere() -> None:
+    """Nothing known: every other device takes one call of each class (octave of size),
+    the cheapest first (its cold run); the first device keeps the rest."""
     learner = Learner(["cpu", "gpu"], seed=1)
-    assert learner.place_round("t", [100, 200, 300]) == ["cpu"] * 3
+    assert learner.place_round("t", [100, 200, 300]) == ["gpu", "gpu", "cpu"]
+    assert Learner(["cpu", "gpu"]).place_round("t", [100]) == ["cpu"]
+
+
+def test_a_device_looks_where_it_may_win_not_at_the_rounds_smallest_call() -> None:
+    """Issue 75's round: the GPU's floor is above what the small class costs on the CPU,
+    so a look there teaches nothing; it looks with the large class, where it wins 20x
+    (the large calls once stayed on the CPU for good: 9.9x the oracle's time)."""
+    small, large = 1 << 10, 1 << 22
+    learner = Learner(["cpu", "gpu"], seed=5, floors_s={"gpu": 5e-4})
+    for _ in range(3):
+        learner.observe("t", "cpu", small, cpu(small))
+        learner.observe("t", "cpu", large, cpu(large))
+    placed = learner.place_round("t", [small, large, small, large, small])
+    assert [placed[i] for i in (0, 2, 4)] == ["cpu"] * 3
+    assert placed[1] == placed[3] == "gpu"  # its cold run and a warm one, both large
+    for _ in (1, 3):
+        learner.observe("t", "gpu", large, cpu(large) / 20)
+    later = learner.place_round("t", [small, large, small, large, small])
+    assert [later[i] for i in (1, 3)] == ["gpu", "gpu"] and later[0] == "cpu"
+
+
+def test_the_mixed_classes_simulator_places_near_the_floor() -> None:
+    report = run_json("experiments.placement.placement_classes")
+    over = report["over_floor"]
+    assert over["floor: oracle + one look per class"] == 1.0
+    assert over["learner, rounds"] < over["static CPU"]
 
 
 def test_a_round_looks_at_a_device_never_run_with_its_smallest_call() -> None:
