@@ -18,7 +18,16 @@ import random
 
 from adaptyst_top.placement.learner import Learner
 from experiments.placement.placement_rounds import makespan, true_dmda
-from experiments.placement.placement_sim import REPORT_SEED, Case, Device, geomean
+from experiments.placement.placement_sim import (
+    REPORT_SEED,
+    Case,
+    Device,
+    Dmda,
+    PerBucket,
+    Thompson,
+    Ucb1,
+    geomean,
+)
 
 ROUND = 10
 ROUNDS = (12, 40)  # rounds per case, drawn
@@ -72,12 +81,21 @@ def floor_placement(case: Case, sizes: list[int], start: int, looked: set[int]) 
     return placed
 
 
-POLICIES = ("floor: oracle + one look per class", "static CPU", "learner, rounds")
+POLICIES = ("floor: oracle + one look per class", "static CPU", "learner, rounds",
+            "UCB1 per size bucket", "Thompson per size bucket", "dmda-like")  # fmt: skip
+BANDITS: dict[str, type[PerBucket]] = {
+    "UCB1 per size bucket": Ucb1,
+    "Thompson per size bucket": Thompson,
+    "dmda-like": Dmda,
+}
 
 
 def run(case: Case, policy: str) -> tuple[float, int]:
     """Total makespan under POLICY, and the calls it placed on a class's losing device."""
     learner = Learner(list(case.devices), seed=case.seed, floors_s=case.floors)
+    bandit = (
+        BANDITS[policy](list(case.devices), random.Random(case.seed)) if policy in BANDITS else None
+    )
     r = random.Random(case.seed * 7919 + 1)
     ran: set[str] = set()
     looked: set[int] = set()
@@ -88,6 +106,8 @@ def run(case: Case, policy: str) -> tuple[float, int]:
             placed = floor_placement(case, sizes, start, looked)
         elif policy == POLICIES[1]:
             placed = ["cpu"] * len(sizes)
+        elif bandit is not None:  # each call at submission, what the round taught after
+            placed = [bandit.choose(n) for n in sizes]
         else:
             placed = learner.place_round("task", sizes)
         took = times(case, start, placed, ran)
@@ -95,7 +115,10 @@ def run(case: Case, policy: str) -> tuple[float, int]:
         for i, d in enumerate(placed):
             best = min(case.devices, key=lambda x: case.expected(x, start + i)[0])
             losing += d != best
-            learner.observe("task", d, sizes[i], took[i] * math.exp(r.gauss(0.0, case.noise)))
+            seen = took[i] * math.exp(r.gauss(0.0, case.noise))
+            learner.observe("task", d, sizes[i], seen)
+            if bandit is not None:
+                bandit.ran(d, sizes[i], seen, seen, seen)
     return total, losing
 
 

@@ -387,6 +387,7 @@ class Learner:
         self.failures.discard((task, device))
         if not (MIN_S <= time_s <= MAX_S) or count < 1:  # NaN fails both
             return False
+        self.first.setdefault(task, device)
         # Observations, not calls: what was learnt ages by what was seen since.
         self.calls[task] = self.calls.get(task, 0) + 1
         if (task, device) not in self.warm:
@@ -397,8 +398,6 @@ class Learner:
             self.warm.add((task, device))
             if count == 1:
                 return False
-        # The first device learnt from (not its cold run) gives the others their shape.
-        self.first.setdefault(task, device)
         self.octaves.setdefault((task, device), set()).add(octave(size))
         moved = self._learn(task, device, TIME, size, time_s)
         measured = energy_j is not None and 1e-12 <= energy_j <= 1e12
