@@ -51,6 +51,17 @@ class Workload:
         assert said == "cpu" and self.proc.stdout.readline().strip() == "ok"
         return int(ns)
 
+    def took(self) -> tuple[int, int]:
+        """held_fn's own median and least duration (ns) since the last ask: what a probe's
+        figures are held to (a nominal one fails on a loaded node, where a call
+        preempted past its end runs long, with the probe or without)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("took\n")
+        self.proc.stdin.flush()
+        said, p50, least = self.proc.stdout.readline().split()
+        assert said == "took" and self.proc.stdout.readline().strip() == "ok"
+        return int(p50), int(least)
+
     def exit(self, code: int = 0) -> int:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"exit {code}\n")

@@ -18,6 +18,9 @@
  *   spawnexec MS N a child that execs this program ("sleep MS fast N"); waits for it
  *   threads K N F  K threads at once, each N calls of F (fast or nop5_entry); waits for them
  *   cpu            prints "cpu NS": this process's CPU time so far (the truth beside a probe)
+ *   took           prints "took P50 MIN": held_fn's own durations (ns, its clock from its
+ *                  entry to its return) since the last "took": the truth a latency is
+ *                  held to on a loaded node, where a call preempted past its end runs long
  *   exit CODE
  * Each command answers "ok" once done. Commands come from stdin, or from the
  * arguments when there are any ("workload held 10 100 exit 3"). */
@@ -38,9 +41,19 @@ static long now_ns(void) {
     return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
+#define MAX_TOOK 65536
+static long took_ns[MAX_TOOK];
+static long ntook;
+
 __attribute__((noinline, optimize("O0"))) void held_fn(long us) {
-    long end = now_ns() + us * 1000;
-    while (now_ns() < end) {}
+    long start = now_ns(), end = start + us * 1000, t;
+    while ((t = now_ns()) < end) {}
+    if (ntook < MAX_TOOK) took_ns[ntook++] = t - start;
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
 }
 
 __attribute__((noinline, optimize("O0"))) void napped_fn(long us) {
@@ -147,6 +160,10 @@ int main(int argc, char **argv) {
             struct timespec t;
             clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
             printf("cpu %ld\n", t.tv_sec * 1000000000L + t.tv_nsec);
+        } else if (!strcmp(cmd, "took")) {
+            qsort(took_ns, ntook, sizeof(long), cmp_long);
+            printf("took %ld %ld\n", ntook ? took_ns[(ntook - 1) / 2] : 0L, ntook ? took_ns[0] : 0L);
+            ntook = 0;
         } else if (!strcmp(cmd, "tick") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) DTRACE_PROBE1(adaptyst_test, tick, i);
         } else if (!strcmp(cmd, "forever") && fscanf(in, "%ld", &us) == 1) {
