@@ -79,6 +79,9 @@ class UnwinderCounts:
         self.note = ""
         self._last: ProfilePart | None = None
 
+    def seen(self, pid: int, ip: int) -> None:
+        """The user's worker reads the maps itself, as that user: none read here."""
+
     def take(self, e: Event) -> None:
         if self._worker is None:
             self.lost += 1

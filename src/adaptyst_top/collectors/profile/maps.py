@@ -23,6 +23,19 @@ MAX_DEBUG = 256
 # A stripped file's names from its debug file, by the file's identity: looked for once
 # per file, whichever process maps it and however often its maps are read again.
 _DEBUG: dict[tuple[int, int, int, int], tuple[ElfInfo, str]] = {}
+# Each file read through a live process, by device, inode and path: a process gone
+# before its stacks were unwound (a 30 ms run) is read from what another process that
+# mapped the same file gave (its open link died with it). This process's own: the
+# agent's unwinder is one user's.
+MAX_FILES = 256
+_FILE_ELF: dict[tuple[str, int, str], ElfInfo] = {}
+_FILE_CFI: dict[tuple[str, int, str], CfiTable] = {}
+
+
+def _keep(cache: dict[tuple[str, int, str], Any], key: tuple[str, int, str], value: Any) -> None:
+    cache[key] = value
+    while len(cache) > MAX_FILES:
+        cache.pop(next(iter(cache)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +46,11 @@ class Mapping:
     # "" for anonymous memory (a JIT's, a trampoline's); "[vdso]" and the like have no file
     path: str
     inode: int = 0  # the mapped file's, as the kernel names it
+    dev: str = ""  # its device, as /proc/PID/maps writes it ("fd:01")
+
+    @property
+    def file_key(self) -> tuple[str, int, str]:
+        return (self.dev, self.inode, self.path)
 
     @property
     def has_file(self) -> bool:
@@ -52,7 +70,9 @@ def read_maps(pid: int) -> list[Mapping]:
                 lo, _, hi = parts[0].partition("-")
                 path = parts[5].strip() if len(parts) > 5 else ""
                 out.append(
-                    Mapping(int(lo, 16), int(hi, 16), int(parts[2], 16), path, int(parts[4]))
+                    Mapping(
+                        int(lo, 16), int(hi, 16), int(parts[2], 16), path, int(parts[4]), parts[3]
+                    )
                 )
     except (OSError, ValueError):
         return []
@@ -63,12 +83,19 @@ class ProcessMaps:
     """A process's mappings, read again when an address falls outside them (a library
     loaded since)."""
 
-    def __init__(self, pid: int, open_file: Callable[[str], int | None] | None = None) -> None:
+    def __init__(
+        self,
+        pid: int,
+        open_file: Callable[[str], int | None] | None = None,
+        early: Callable[[], list[Mapping] | None] | None = None,
+    ) -> None:
         """OPEN_FILE: how a mapped file is opened by its path (the agent's unwinder, the
         profiled user's own process: agent/worker/open_files.open_regular, a regular file
         off FUSE); None: through the kernel's link to it, which only root may open
-        (CAP_SYS_ADMIN)."""
+        (CAP_SYS_ADMIN). EARLY: its maps as last read while its events came in, for when
+        it is gone (its files are then read as another process that mapped them gave)."""
         self.pid = pid
+        self._early = early
         self._open_file = open_file
         self._maps: list[Mapping] = []
         self._starts: list[int] = []
@@ -81,7 +108,7 @@ class ProcessMaps:
 
     def refresh(self) -> None:
         self._read_at = time.monotonic()
-        self._maps = read_maps(self.pid)
+        self._maps = read_maps(self.pid) or (self._early and self._early()) or []
         # An exec maps other files at the same paths and addresses.
         self._elves, self._cfi, self.places = {}, {}, {}
         self._starts = [m.start for m in self._maps]
@@ -140,6 +167,10 @@ class ProcessMaps:
             info = None
             with self.opened(m) as path, contextlib.suppress(OSError, NotELFError, ValueError):
                 info = read_elf(path) if path is not None else None
+            if info is not None and m.inode:
+                _keep(_FILE_ELF, m.file_key, info)
+            elif info is None:
+                info = _FILE_ELF.get(m.file_key)
             self._elves[m.path] = info
         return self._elves[m.path]
 
@@ -159,6 +190,8 @@ class ProcessMaps:
                     else None
                 )
             found = named if named is not None else (elf, DYNSYM)
+            if path is None:
+                return found  # not looked for (the process is gone): not settled
             _DEBUG[elf.identity] = found
             while len(_DEBUG) > MAX_DEBUG:
                 _DEBUG.pop(next(iter(_DEBUG)))
@@ -170,7 +203,12 @@ class ProcessMaps:
             table = self._cfi[m.path] = CfiTable([])
         if table is None:
             with self.opened(m) as path:
-                table = cfi_for(path) if path is not None else CfiTable([], errors=1)
+                # A gone process's link is gone with it: read as another gave it.
+                table = cfi_for(path) if path is not None and os.path.exists(path) else None
+            if table is not None and m.inode:
+                _keep(_FILE_CFI, m.file_key, table)
+            elif table is None:
+                table = _FILE_CFI.get(m.file_key) or CfiTable([], errors=1)
             self._cfi[m.path] = table
         return table
 

@@ -29,6 +29,7 @@ class Counts(Protocol):
     agent's hand-over to a process of the profiled user's (agent/core/unwinder.py)."""
 
     def take(self, e: Event) -> None: ...
+    def seen(self, pid: int, ip: int) -> None: ...  # each stack's, on the reader's thread
     def flush(self) -> None: ...  # the queue ran dry: what is held goes now
     def part(self, hz: int) -> ProfilePart: ...
     def close(self) -> None: ...
@@ -121,6 +122,8 @@ class Profiler:
             self._queued.notify()
 
     def _take(self, e: Event) -> None:
+        if e.kind in (ON_CPU, OFF_START):
+            self.counts.seen(e.pid, e.ip)
         if e.kind == ON_CPU:
             self.samples += 1
         elif e.kind == OFF_START:
