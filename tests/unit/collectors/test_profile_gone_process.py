@@ -15,9 +15,12 @@ from adaptyst_top.collectors.profile.tally import Tally
 
 def _gone_process_maps() -> tuple[int, list[maps_mod.Mapping]]:
     """A child's pid and maps, read while it lived; it has exited since."""
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                             stdin=subprocess.PIPE)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
     try:
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"  # exec'd
         read = read_maps(child.pid)
     finally:
         child.communicate(b"")

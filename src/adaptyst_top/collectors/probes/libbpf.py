@@ -83,6 +83,7 @@ def lib() -> Any:
         "bpf_program__attach_perf_event": (p, [p, i]),
         "ring_buffer__new": (p, [i, RING_SAMPLE_FN, p, p]),
         "ring_buffer__poll": (i, [p, i]),
+        "ring_buffer__consume": (i, [p]),
         "ring_buffer__free": (None, [p]),
         "btf__parse": (p, [ct.c_char_p, p]),
         "btf__free": (None, [p]),
@@ -383,8 +384,15 @@ class RingBuffer:
             raise _fail("ring buffer")
 
     def poll(self, timeout_ms: int) -> int:
-        """Records handed to the callback, or -errno (-EINTR when a signal came)."""
-        return int(self._lib.ring_buffer__poll(self._rb, timeout_ms)) if self._rb else 0
+        """Records handed to the callback, or -errno (-EINTR when a signal came): those
+        that woke it within TIMEOUT_MS, then every one there (a producer may write
+        without waking the reader: the sampler does, BPF_RB_NO_WAKEUP)."""
+        if not self._rb:
+            return 0
+        woke = int(self._lib.ring_buffer__poll(self._rb, timeout_ms))
+        if woke < 0:
+            return woke
+        return woke + max(0, int(self._lib.ring_buffer__consume(self._rb)))
 
     def free(self) -> None:
         if self._rb:

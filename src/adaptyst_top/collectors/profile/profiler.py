@@ -14,7 +14,14 @@ from adaptyst_top.collectors.probes.confinement import Confinement
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, BpfStats
 from adaptyst_top.collectors.profile import DEFAULT_HZ
 from adaptyst_top.collectors.profile.budget import ProfileBudget, Reading
-from adaptyst_top.collectors.profile.sampler import OFF_START, OFF_SUM, ON_CPU, Event, Sampler
+from adaptyst_top.collectors.profile.sampler import (
+    OFF_START,
+    OFF_SUM,
+    ON_CPU,
+    READ_EVERY_MS,
+    Event,
+    Sampler,
+)
 from adaptyst_top.collectors.profile.tally import Tally
 from adaptyst_top.snapshot.profile import ProfilePart
 
@@ -112,7 +119,7 @@ class Profiler:
 
     def _read(self) -> None:
         while not self._stop.is_set():
-            self.sampler.poll(100)
+            self.sampler.poll(READ_EVERY_MS)
             with self._queued:
                 self._polls += 1
                 self._queued.notify_all()

@@ -40,23 +40,22 @@ struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, u32); __type(value
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u8);
          __uint(max_entries, 4096); } scope SEC(".maps");        /* processes (tgid) profiled */
 /* A thread off the CPU now: when it left, whether it was preempted, and whether the
- * interval is summed here (in `sums`, charged to COPY: its last copy's time, or 0 where
- * the thread left from elsewhere) rather than sent. */
-struct off { u64 left; u64 copy; u32 runnable; u32 summed; };
+ * interval is summed here (in its `lastcopy`, charged to COPY: that copy's time, or 0
+ * where the thread left from elsewhere) rather than sent. */
+struct off { u64 left; u64 copy; u64 copy_of; u32 runnable; u32 summed; };
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, struct off);
          __uint(max_entries, 65536); } offstart SEC(".maps");    /* thread -> its interval */
-/* A thread's intervals since its last stack copy that left from the same place (or were
- * preemptions from elsewhere), summed: one OFF_SUM before its next copy or at its exit,
- * where they were two events each (a thread that sleeps 3,000 times a second cost the
- * monitor 18% of a core in them). */
-struct sum { u64 copy; u64 blocked; u64 runnable; u64 elsewhere; u32 pid; u32 n; };
-struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, struct sum);
-         __uint(max_entries, 65536); __uint(map_flags, BPF_F_NO_PREALLOC); } sums SEC(".maps");
-struct sumevent { struct head h; u64 blocked; u64 runnable; u64 elsewhere; };
-/* Where a thread's stack was last copied: when, and the user ip and sp it left from. */
-struct copy { u64 t; u64 ip; u64 sp; };
+/* Where a thread's stack was last copied (when, the user ip and sp it left from), and
+ * its intervals since that left from the same place (or were preemptions from
+ * elsewhere), summed: one OFF_SUM before its next copy, after a long one, or at its
+ * exit, where they were two events each (a thread that sleeps 3,000 times a second cost
+ * the monitor 18% of a core in them). Preallocated: nothing is allocated in the
+ * scheduler's path. */
+struct copy { u64 t; u64 ip; u64 sp; u64 blocked; u64 runnable; u64 elsewhere; u32 pid;
+              u32 n; };
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, struct copy);
          __uint(max_entries, 65536); } lastcopy SEC(".maps");    /* thread -> its last stack copy */
+struct sumevent { struct head h; u64 blocked; u64 runnable; u64 elsewhere; };
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
          __uint(max_entries, 1); } lost SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
@@ -65,12 +64,15 @@ struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 4096 * 4096); }
 
 static __always_inline int theirs(void) { return theirs_in(&cfg.confine); }
 
-static __always_inline u64 user_ip(void) {
-    return ((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()))->rip;
-}
 
+/* The reader is not woken per event (a wake-up each, ~300 a second from one sleepy
+ * thread, was most of the monitor's CPU): it reads every READ_EVERY_MS (sampler.py),
+ * or at once when a quarter of the buffer is full. */
 static __always_inline void send(struct event *e, u32 size) {
-    if (bpf_ringbuf_output(&events, e, size, 0) != 0) {
+    u64 wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >
+                   bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4
+               ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+    if (bpf_ringbuf_output(&events, e, size, wake) != 0) {
         u32 zero = 0;
         u64 *n = bpf_map_lookup_elem(&lost, &zero);
         if (n) __sync_fetch_and_add(n, 1);
@@ -100,13 +102,24 @@ struct uprobe_task {
 struct task_struct___utask {
     struct uprobe_task *utask;      /* CONFIG_UPROBES */
 } __attribute__((preserve_access_index));
+struct task_struct___flags {
+    unsigned int flags;             /* PF_* */
+} __attribute__((preserve_access_index));
 struct returns { struct head h; u64 slots[2 * MAX_RETURNS]; };
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, u32); __type(value, struct returns);
          __uint(max_entries, 1); } retscratch SEC(".maps");
 
-static __always_inline void emit_returns(u32 pid, u32 tid, u64 t, u64 ip) {
+#define TASK_TOP 0x00007ffffffff000ULL   /* x86-64's TASK_SIZE_MAX: user addresses below */
+#define KERNEL_BOTTOM 0xffff800000000000ULL
+#define PF_EXITING 0x4
+
+static __always_inline void emit_returns(u32 pid, u32 tid, u64 t, u64 ip, u64 sp) {
     struct task_struct___utask *task = (void *)bpf_get_current_task();
     if (!bpf_core_field_exists(task->utask)) return;
+    /* An exiting thread's uprobe_task is being freed (before 6.12 without RCU): never
+     * walked then. Below, only user addresses near this thread's stack leave the kernel,
+     * and the walk stops at a link that is no kernel pointer. */
+    if (BPF_CORE_READ((struct task_struct___flags *)task, flags) & PF_EXITING) return;
     /* A read that fails (no uprobe_task: the thread never hit a uprobe) reads 0. */
     struct uprobe_task *ut = BPF_CORE_READ(task, utask);
     if (!ut) return;
@@ -114,18 +127,25 @@ static __always_inline void emit_returns(u32 pid, u32 tid, u64 t, u64 ip) {
     u64 xol = BPF_CORE_READ(ut, xol_vaddr);
     int stepping = xol && ip - xol < XOL_SLOT;
     if (!ri && !stepping) return;
+    if (xol && xol >= TASK_TOP) stepping = 0;
     u32 zero = 0;
     struct returns *e = bpf_map_lookup_elem(&retscratch, &zero);
     if (!e) return;
     u32 n = 0;
     for (int i = 0; i < MAX_RETURNS && ri; i++) {
-        e->slots[2 * i] = BPF_CORE_READ(ri, stack);
-        e->slots[2 * i + 1] = BPF_CORE_READ(ri, orig_ret_vaddr);
+        if ((u64)ri < KERNEL_BOTTOM) break;
+        u64 slot = BPF_CORE_READ(ri, stack), back = BPF_CORE_READ(ri, orig_ret_vaddr);
+        if (slot < sp || slot - sp >= STACK || back >= TASK_TOP) break;
+        e->slots[2 * i] = slot;
+        e->slots[2 * i + 1] = back;
         ri = BPF_CORE_READ(ri, next);
         n = i + 1;
     }
     e->h.pid = pid; e->h.tid = tid; e->h.t = t; e->h.bp = 0;
-    e->h.ip = stepping ? BPF_CORE_READ(ut, vaddr) : 0; e->h.sp = stepping ? xol : 0;
+    u64 vaddr = stepping ? BPF_CORE_READ(ut, vaddr) : 0;
+    if (vaddr >= TASK_TOP) vaddr = 0, xol = 0, stepping = 0;
+    if (!n && !stepping) return;
+    e->h.ip = vaddr; e->h.sp = stepping ? xol : 0;
     e->h.kind = RETURNS; e->h.size = (n & (2 * MAX_RETURNS - 1)) * 16;
     u64 bytes = sizeof(e->h) + ((n & (2 * MAX_RETURNS - 1)) * 16);
     if (bytes <= sizeof(*e)) send((struct event *)e, bytes);
@@ -158,39 +178,42 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
     if (!bpf_map_lookup_elem(&scope, &pid) || !theirs()) return 0;
     u64 t = bpf_ktime_get_ns();
     emit_py(pid, (u32)bpf_get_current_pid_tgid(), t);
-    emit_returns(pid, (u32)bpf_get_current_pid_tgid(), t, user_ip());
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    emit_returns(pid, (u32)bpf_get_current_pid_tgid(), t, regs->rip, regs->rsp);
     return emit(ON_CPU, t);
 }
 
-/* TID's summed intervals, sent (ip: the copy they are charged to, sp: how many). */
-static __always_inline void flush_sum(u32 tid, u64 now) {
-    struct sum *s = bpf_map_lookup_elem(&sums, &tid);
-    if (!s) return;
-    if (s->n) {
-        struct sumevent e = {};
-        e.h.pid = s->pid; e.h.tid = tid; e.h.ip = s->copy; e.h.sp = s->n; e.h.t = now;
-        e.h.kind = OFF_SUM; e.h.size = 24;
-        e.blocked = s->blocked; e.runnable = s->runnable; e.elsewhere = s->elsewhere;
-        send((struct event *)&e, sizeof(e));
-    }
-    bpf_map_delete_elem(&sums, &tid);
+/* C's summed intervals (thread TID's), sent and cleared (ip: the copy they are charged
+ * to, sp: how many). */
+static __always_inline void flush_sum(struct copy *c, u32 tid, u64 now) {
+    if (!c->n) return;
+    struct sumevent e = {};
+    e.h.pid = c->pid; e.h.tid = tid; e.h.ip = c->t; e.h.sp = c->n; e.h.t = now;
+    e.h.kind = OFF_SUM; e.h.size = 24;
+    e.blocked = c->blocked; e.runnable = c->runnable; e.elsewhere = c->elsewhere;
+    send((struct event *)&e, sizeof(e));
+    c->n = 0; c->blocked = 0; c->runnable = 0; c->elsewhere = 0;
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_struct *next_task) {
     u64 now = bpf_ktime_get_ns();
     u32 next = BPF_CORE_READ(next_task, pid);
+    u32 zero = 0;
+    u64 *g = bpf_map_lookup_elem(&gap, &zero);
     struct off *st = bpf_map_lookup_elem(&offstart, &next);
     if (st) {
         struct off o = *st;
         bpf_map_delete_elem(&offstart, &next);
         u64 ns = now - o.left;
-        struct sum *s = o.summed ? bpf_map_lookup_elem(&sums, &next) : 0;
-        if (s) {
-            if (!o.copy) s->elsewhere += ns;
-            else if (o.runnable) s->runnable += ns;
-            else s->blocked += ns;
-        } else {  /* its own copy's (or a sum the map had no room for: on no stack) */
+        struct copy *c = o.summed ? bpf_map_lookup_elem(&lastcopy, &next) : 0;
+        if (c && c->t == o.copy_of) {
+            if (!o.copy) c->elsewhere += ns;
+            else if (o.runnable) c->runnable += ns;
+            else c->blocked += ns;
+            /* Back from a long interval: said now, not at a next copy that may be far. */
+            if (g && ns >= *g) flush_sum(c, next, now);
+        } else {  /* its own copy's (or a sum with no copy left: on no stack) */
             struct head e = {};
             e.tid = next; e.t = o.summed ? 0 : o.left; e.ip = ns; e.sp = o.runnable;
             e.kind = OFF_END;
@@ -208,36 +231,30 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
     /* A thread that leaves the CPU more often than HZ times a second has its stack
      * copied at that rate. A switch-out between from the place of the last copy (the same
      * user ip and sp) is charged to that copy; a preemption from elsewhere to no stack:
-     * both summed here. A block from elsewhere is copied: a preempted leaf and a blocking
+     * both summed. A block from elsewhere is copied: a preempted leaf and a blocking
      * call of one thread within a period are two stacks, and the blocked time once went
-     * to the leaf. */
+     * to the leaf. An exiting thread (its last switches) is not summed: its sums would
+     * outlive it. */
     struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-    struct copy here = { .t = now, .ip = regs->rip, .sp = regs->rsp };
+    struct copy here = { .t = now, .ip = regs->rip, .sp = regs->rsp, .pid = pid };
     struct copy *last = bpf_map_lookup_elem(&lastcopy, &tid);
-    u32 zero = 0;
-    u64 *g = bpf_map_lookup_elem(&gap, &zero);
-    if (last && g && now - last->t < *g) {
+    int exiting = BPF_CORE_READ((struct task_struct___flags *)prev, flags) & PF_EXITING;
+    if (last && g && now - last->t < *g && !exiting) {
         int same = last->ip == here.ip && last->sp == here.sp;
         if (same || runnable) {
-            struct sum *s = bpf_map_lookup_elem(&sums, &tid);
-            if (!s) {
-                struct sum z = { .copy = last->t, .pid = pid };
-                bpf_map_update_elem(&sums, &tid, &z, BPF_NOEXIST);
-                s = bpf_map_lookup_elem(&sums, &tid);
-            }
-            struct off o = { .left = now, .copy = same ? last->t : 0, .runnable = runnable,
-                             .summed = 1 };
-            if (s) s->n++;
+            struct off o = { .left = now, .copy = same ? last->t : 0, .copy_of = last->t,
+                             .runnable = runnable, .summed = 1 };
+            last->n++;
             bpf_map_update_elem(&offstart, &tid, &o, BPF_ANY);
             return 0;
         }
     }
-    flush_sum(tid, now);  /* before the copy that ends what it was charged to */
+    if (last) flush_sum(last, tid, now);  /* before the copy that ends what it was charged to */
     struct off o = { .left = now, .runnable = runnable };
     bpf_map_update_elem(&offstart, &tid, &o, BPF_ANY);
     bpf_map_update_elem(&lastcopy, &tid, &here, BPF_ANY);
     emit_py(pid, tid, now);
-    emit_returns(pid, tid, now, here.ip);
+    emit_returns(pid, tid, now, here.ip, here.sp);
     return emit(OFF_START, now);
 }
 
@@ -254,7 +271,11 @@ int BPF_PROG(on_fork, struct task_struct *parent_task, struct task_struct *child
 SEC("raw_tp/sched_process_exit")
 int on_exit(void *args) {
     u32 tid = (u32)bpf_get_current_pid_tgid();
-    flush_sum(tid, bpf_ktime_get_ns());
+    /* Only its own process's thread: a thread number another took since (another
+    user's) says nothing of this profile. */
+    struct copy *c = bpf_map_lookup_elem(&lastcopy, &tid);
+    if (c && c->pid == (u32)(bpf_get_current_pid_tgid() >> 32))
+        flush_sum(c, tid, bpf_ktime_get_ns());
     bpf_map_delete_elem(&offstart, &tid);
     bpf_map_delete_elem(&lastcopy, &tid);
     /* A process's entry, or a thread's that fork added (its tid): nothing keeps either. */

@@ -35,6 +35,9 @@ PY_RECHECK_S = 0.2
 PY_EXEC_CHECK_S = 0.5  # a process found running Python: whether an exec undid that
 MAX_PY_WATCHED = 4096
 RING_PAGES = 1024  # 4 MiB: ~500 full events between two polls
+# The reader reads this often (the kernel wakes it only when a quarter of the buffer is
+# full): a process of 30 ms is mostly still there to have its maps read.
+READ_EVERY_MS = 20
 ON_CPU, OFF_START, OFF_END, OFF_SUM, PY_FRAMES, RETURNS = 0, 1, 2, 3, 4, 5
 _SUMS = struct.Struct("<QQQ")  # OFF_SUM's: blocked, runnable, elsewhere ns
 MAX_RETURNS = 16  # pending uretprobe returns sent per stack (the innermost)

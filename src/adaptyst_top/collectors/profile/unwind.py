@@ -148,8 +148,12 @@ def unwind(
 
     def return_at(addr: int) -> int | None:
         ra = word(addr)
-        if returns and ra is not None:
-            return returns.get(addr, ra)
+        if returns and ra is not None and addr in returns:
+            # Only the trampoline stands for the caller: a slot a longjmp left behind
+            # holds another return address now.
+            m = maps.find(ra)
+            if m is not None and m.path == UPROBES:
+                return returns[addr]
         return ra
 
     frames: list[Frame] = []
@@ -165,7 +169,7 @@ def unwind(
             if slot is not None:
                 frames.append(Frame(UPROBES, UPROBES))
                 pc, csp, at_ip = pending.returns[slot], slot + 8, False
-    for _ in range(MAX_FRAMES):
+    for _ in range(MAX_FRAMES - len(frames)):  # the agent holds a stack to MAX_FRAMES + 1
         # A caller's address is a return address: the call lies just before it.
         look = pc if at_ip else pc - 1
         at_ip = False
