@@ -354,6 +354,7 @@ class MonitorApp(App[None]):
             list(probes.rate_history.get(screen.key, [])),
             list(probes.p99_history.get(screen.key, [])),
             self.snap.energy_split if self.snap is not None else (),
+            self.snap.profile if self.snap is not None else None,
         )
 
     def action_power(self) -> None:

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from adaptyst_top.snapshot import EnergySplit, Latency, ProbeEntry
+from adaptyst_top.snapshot import EnergySplit, Latency, ProbeEntry, ProfilePart
 from adaptyst_top.snapshot.histogram import bucket_bounds
 from adaptyst_top.tui.format import fmt_energy, fmt_latency, fmt_ns, fmt_rate
 from adaptyst_top.tui.glyphs import bar, sparkline
@@ -37,6 +37,31 @@ def energy_line(p: ProbeEntry, splits: Sequence[EnergySplit]) -> str:
             f"{fmt_energy(split.unattributed_j)} went to no probe"
         )
     return line
+
+
+def never_called_line(p: ProbeEntry, profile: ProfilePart | None) -> str:
+    """Why a function hot in the profile counts no call: a loop entered before its probe
+    attached (an interpreter's evaluation loop, a main loop) is timed only when entered
+    again (issue 74's newcomer probed CPython's and saw nothing, unexplained)."""
+    if p.kind != "uprobe" or p.count or profile is None or not profile.samples:
+        return ""
+    base = (p.target or "").rsplit("/", 1)[-1]
+    hot = next(
+        (
+            f
+            for f in profile.functions
+            if p.name in (f.symbol, f.name) and f.module.rsplit("/", 1)[-1] == base
+        ),
+        None,
+    )
+    if hot is None or not hot.total:
+        return ""
+    return (
+        f"In {hot.total / profile.samples:.0%} of the profile's samples, yet not called since "
+        "this probe attached: it was already running (a loop entered before: an "
+        "interpreter's evaluation loop, a main loop) and is timed only when entered again. "
+        "Probe what it calls, or its Python functions (python:FILE:FUNC).\n"
+    )
 
 
 def histogram_rows(
@@ -102,6 +127,7 @@ class DetailScreen(Screen[None]):
         rates: Sequence[float | None],
         p99s: Sequence[float | None],
         splits: Sequence[EnergySplit] = (),
+        profile: ProfilePart | None = None,
     ) -> None:
         if p is None:
             self.query_one("#detail-title", Static).update("this probe is gone")
@@ -123,7 +149,7 @@ class DetailScreen(Screen[None]):
             f"probe cost {fmt_ns(p.overhead_ns_per_hit)}/hit ({p.overhead_source or '?'}; class "
             f"{p.cost_class or '?'}), BPF {fmt_ns(p.bpf_ns_per_hit)}/hit. "
             "The histogram is of raw intervals; the figures above are net of the probe cost.\n"
-            f"{energy_line(p, splits)}\n"
+            f"{energy_line(p, splits)}\n{never_called_line(p, profile)}"
         )
         self.query_one("#detail-title", Static).update(title)
         width = self.size.width or 80
