@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -44,12 +45,30 @@ from distributed import Client, Nanny, Scheduler, SpecCluster
 from adaptyst_top.dask import DevicePlacement, placement_report
 from adaptyst_top.dask import demo_kernels as dk
 from adaptyst_top.dask.placed import ANNOTATION, METADATA, VERSION
+from adaptyst_top.placement.task_keys import size_bucket as dw_bucket
+from bench import dask_workloads as dw
 
 SCRATCH = tempfile.mkdtemp(prefix="adt-dask-eval-")
+
+
+@dataclass(frozen=True)
+class Workload:
+    task: Any  # the placed task
+    variants: dict[str, Any]  # kind -> its variant (the accelerator's chosen at run time)
+    small: int
+    large: int
+    warm: bool  # the accelerator set up before the first task (else by its first call)
+
+
+WORKLOADS = {
+    "logistic": Workload(dk.logistic, dk.VARIANTS, 2_000, 1_000_000, True),
+    "poly": Workload(dw.poly, dw.POLY, 64, 50_000, False),
+    "stencil": Workload(dw.stencil, dw.STENCIL, 64, 50_000, False),
+}
 atexit.register(shutil.rmtree, SCRATCH, True)
 
 
-def start_cluster(accelerator: str) -> tuple[Any, Any, list[str]]:
+def start_cluster(accelerator: str, warm: bool = True) -> tuple[Any, Any, list[str]]:
     def worker(resources: dict[str, float]) -> dict[str, Any]:
         # Scratch space of its own (mkdtemp: 0700), not Dask's guessable /tmp default.
         options = {
@@ -66,7 +85,8 @@ def start_cluster(accelerator: str) -> tuple[Any, Any, list[str]]:
     client = Client(cluster)  # type: ignore[no-untyped-call]
     info = client.scheduler_info()["workers"]
     offering = [a for a, w in info.items() if w["resources"].get(accelerator)]
-    client.run(dk.warm, accelerator, workers=offering)
+    if warm:
+        client.run(dk.warm, accelerator, workers=offering)
     return cluster, client, offering
 
 
@@ -75,12 +95,12 @@ def rounds_of(sizes: list[int], rounds: int, seed: int) -> list[list[np.ndarray]
     return [[(0.05 + 0.9 * rng.random(n, dtype=np.float32)) for n in sizes] for _ in range(rounds)]
 
 
-def variants(accelerator: str) -> dict[str, Any]:
-    return {k: dk.VARIANTS[k] for k in ("cpu", accelerator)}
+def variants(w: Workload, accelerator: str) -> dict[str, Any]:
+    return {k: w.variants[k] for k in ("cpu", accelerator)}
 
 
 def calibrate(
-    client: Any, offering: list[str], sizes: list[int], accelerator: str
+    client: Any, offering: list[str], sizes: list[int], accelerator: str, w: Workload
 ) -> dict[int, dict[str, float]]:
     """Each size's median time on each device, on the workers (untimed in the totals)."""
 
@@ -98,20 +118,20 @@ def calibrate(
     for n in sorted(set(sizes)):
         out[n] = {
             kind: client.submit(median_ms, fn, n, workers=offering, pure=False).result()
-            for kind, fn in variants(accelerator).items()
+            for kind, fn in variants(w, accelerator).items()
         }
     return out
 
 
-def run_cpu(client: Any, work: list[list[np.ndarray]]) -> float:
+def run_cpu(client: Any, work: list[list[np.ndarray]], w: Workload) -> float:
     start = time.perf_counter()
     for xs in work:
-        client.gather(client.map(dk.logistic_cpu, xs, pure=False))
+        client.gather(client.map(w.variants["cpu"], xs, pure=False))
     return time.perf_counter() - start
 
 
 def run_oracle(
-    client: Any, work: list[list[np.ndarray]], best: dict[int, str], accelerator: str
+    client: Any, work: list[list[np.ndarray]], best: dict[int, str], accelerator: str, w: Workload
 ) -> float:
     start = time.perf_counter()
     for i, xs in enumerate(work):
@@ -123,16 +143,18 @@ def run_oracle(
                 looked.add(len(x))
                 kind = "cpu" if kind == accelerator else accelerator
             resources = {accelerator: 1} if kind == accelerator else None
-            futures.append(client.submit(dk.VARIANTS[kind], x, resources=resources, pure=False))
+            futures.append(client.submit(w.variants[kind], x, resources=resources, pure=False))
         client.gather(futures)
     return time.perf_counter() - start
 
 
-def run_placed(client: Any, work: list[list[np.ndarray]], objective: str) -> tuple[float, Any]:
+def run_placed(
+    client: Any, work: list[list[np.ndarray]], objective: str, w: Workload
+) -> tuple[float, Any]:
     client.register_plugin(DevicePlacement(objective))
     start = time.perf_counter()
     for xs in work:
-        client.gather(client.map(dk.logistic, xs, pure=False))
+        client.gather(client.map(w.task, xs, pure=False))
     took = time.perf_counter() - start
     return took, placement_report(client)
 
@@ -194,43 +216,71 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--rounds", type=int, default=30)
-    ap.add_argument("--small", type=int, default=2_000, help="elements of a small input")
-    ap.add_argument("--large", type=int, default=1_000_000, help="elements of a large input")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="logistic")
+    ap.add_argument("--small", type=int, default=None, help="elements of a small input")
+    ap.add_argument("--large", type=int, default=None, help="elements of a large input")
     ap.add_argument("--per-round", type=int, default=4, help="inputs of each size per round")
     ap.add_argument("--objective", default="time")
     ap.add_argument("--accelerator", choices=("opencl", "cuda"), default="opencl")
     ap.add_argument("--json", action="store_true", help="end with one JSON line of figures")
     args = ap.parse_args()
     warnings.filterwarnings("ignore", message="Sending large graph")
-    sizes = [args.small, args.large] * args.per_round
+    w = WORKLOADS[args.workload]
+    small, large = args.small or w.small, args.large or w.large
+    sizes = [small, large] * args.per_round
     work = rounds_of(sizes, args.rounds, seed=1)
     out: dict[str, Any] = {
+        "workload": args.workload,
         "rounds": args.rounds,
         "tasks_per_round": len(sizes),
-        "sizes": [args.small, args.large],
+        "sizes": [small, large],
         "accelerator": args.accelerator,
+        "warmed_ahead": w.warm,
     }
-    cluster, client, offering = start_cluster(args.accelerator)
+
+    def fresh() -> tuple[Any, Any, list[str]]:
+        # A lazily set up accelerator is set up by each run's first call there: every
+        # run (the oracle's too) on a cluster of its own pays it.
+        return start_cluster(args.accelerator, w.warm)
+
+    cluster, client, offering = fresh()
     try:
-        calib = calibrate(client, offering, sizes, args.accelerator)
+        calib = calibrate(client, offering, sizes, args.accelerator, w)
         out["calibration_ms"] = {
             str(n): {k: round(v, 3) for k, v in t.items()} for n, t in calib.items()
         }
-        out["cpu_s"] = round(run_cpu(client, work), 3)
-        statics = {}
-        for kinds in itertools.product(variants(args.accelerator), repeat=2):
-            best = dict(zip((args.small, args.large), kinds, strict=True))
-            took = run_oracle(client, work, best, args.accelerator)
-            statics["/".join(kinds)] = round(took, 3)
-        out["static_s"] = statics  # small/large on: each assignment, with its looks
-        out["best"] = min(statics, key=lambda k: statics[k])
-        out["oracle_s"] = statics[out["best"]]
+        if w.warm:
+            out["cpu_s"] = round(run_cpu(client, work, w), 3)
     finally:
         client.close()
         cluster.close()
-    cluster, client, _ = start_cluster(args.accelerator)
+    if not w.warm:
+        cluster, client, _ = fresh()
+        try:
+            out["cpu_s"] = round(run_cpu(client, work, w), 3)
+        finally:
+            client.close()
+            cluster.close()
+    statics = {}
+    cluster, client, _ = fresh()
     try:
-        took, report = run_placed(client, work, args.objective)
+        for kinds in itertools.product(variants(w, args.accelerator), repeat=2):
+            if not w.warm:
+                client.close()
+                cluster.close()
+                cluster, client, _ = fresh()
+            best = dict(zip((small, large), kinds, strict=True))
+            took = run_oracle(client, work, best, args.accelerator, w)
+            statics["/".join(kinds)] = round(took, 3)
+    finally:
+        client.close()
+        cluster.close()
+    out["static_s"] = statics  # small/large on: each assignment, with its looks
+    out["best"] = min(statics, key=lambda k: statics[k])
+    out["oracle_s"] = statics[out["best"]]
+    cluster, client, _ = fresh()
+    try:
+        took, report = run_placed(client, work, args.objective, w)
     finally:
         client.close()
         cluster.close()
@@ -241,6 +291,16 @@ def main() -> int:
     out["place_us_per_task"] = report["place_us_per_task"]
     out["chosen"] = {str(r["size_bucket"]): r["device"] for r in report["tasks"]}
     out["runs"] = {str(r["size_bucket"]): r["runs"] for r in report["tasks"]}
+    # The calls placed on a size's slower device (by the calibration), as the report
+    # names them: the looks and what learning cost.
+    slower = {n: max(t, key=lambda k: t[k]) for n, t in calib.items()}
+    out["calls_on_slower"] = {
+        str(r["size_bucket"]): sum(
+            v for k, v in r["runs"].items() for n in (small, large)
+            if dw_bucket(n) == r["size_bucket"] and k == slower[n]
+        )
+        for r in report["tasks"]
+    }  # fmt: skip
     out["simulated_1000_workers"] = simulated_cost(1000, 5000)
     for key in (
         "cpu_s",
@@ -253,6 +313,7 @@ def main() -> int:
     ):
         print(f"{key:>20}: {out[key]}")
     print(f"{'chosen / best':>20}: {out['chosen']} / {out['best']}")
+    print(f"{'runs':>20}: {out['runs']} (on the slower: {out['calls_on_slower']})")
     print(f"{'1,000 workers':>20}: {out['simulated_1000_workers']}")
     if args.json:
         print(json.dumps(out))
