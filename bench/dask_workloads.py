@@ -69,17 +69,26 @@ def poly_cpu(x: np.ndarray) -> np.ndarray:
     return np.asarray(out, dtype=np.float32)
 
 
-def poly_opencl(x: np.ndarray) -> np.ndarray:
+def _on_device(x: np.ndarray, run: Any) -> np.ndarray:
+    """X copied to the device, RUN(queue, kernels, input, scratch) launching the work and
+    naming the buffer its result is in, that buffer copied back."""
     import pyopencl as cl
 
     ctx, queue, kernels = _opencl()
     mf = cl.mem_flags
-    src = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(x))
-    dst = cl.Buffer(ctx, mf.WRITE_ONLY, x.nbytes)
-    kernels["poly"](queue, (len(x),), None, src, dst)
+    a = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(x))
+    b = cl.Buffer(ctx, mf.READ_WRITE, x.nbytes)
     out = np.empty_like(x)
-    cl.enqueue_copy(queue, out, dst)
+    cl.enqueue_copy(queue, out, run(queue, kernels, a, b))
     return out
+
+
+def poly_opencl(x: np.ndarray) -> np.ndarray:
+    def run(queue: Any, kernels: dict[str, Any], a: Any, b: Any) -> Any:
+        kernels["poly"](queue, (len(x),), None, a, b)
+        return b
+
+    return _on_device(x, run)
 
 
 def stencil_cpu(x: np.ndarray) -> np.ndarray:
@@ -91,18 +100,13 @@ def stencil_cpu(x: np.ndarray) -> np.ndarray:
 
 
 def stencil_opencl(x: np.ndarray) -> np.ndarray:
-    import pyopencl as cl
+    def run(queue: Any, kernels: dict[str, Any], a: Any, b: Any) -> Any:
+        for _ in range(PASSES):
+            kernels["smooth"](queue, (len(x),), None, a, b, np.int32(len(x)))
+            a, b = b, a
+        return a
 
-    ctx, queue, kernels = _opencl()
-    mf = cl.mem_flags
-    a = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(x))
-    b = cl.Buffer(ctx, mf.READ_WRITE, x.nbytes)
-    for _ in range(PASSES):
-        kernels["smooth"](queue, (len(x),), None, a, b, np.int32(len(x)))
-        a, b = b, a
-    out = np.empty_like(x)
-    cl.enqueue_copy(queue, out, a)
-    return out
+    return _on_device(x, run)
 
 
 POLY = {"cpu": poly_cpu, "opencl": poly_opencl}
