@@ -80,8 +80,9 @@ def p_wins(learner: Learner, task: str, device: str, size: int, pool: list[str])
 def worth_a_look(learner: Learner, task: str, device: str, size: int, pool: list[str]) -> bool:
     if learner.looking.get((task, device)):
         return False  # a look is under way: its answer first
-    if not learner.ran_on(task, device) or learner._needs_look(task, device, size):
-        return learner._needs_look(task, device, size)
+    needs = learner._needs_look(task, device, size)  # never run, or its joules unmeasured
+    if needs or not learner.ran_on(task, device):
+        return needs
     if seen_near(learner, task, device, size):
         return False
     # Not where the call would go anyway (the best by the means): a look is a call on a

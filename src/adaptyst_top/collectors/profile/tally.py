@@ -5,6 +5,7 @@ the user's binaries are read with the user's rights only."""
 
 from __future__ import annotations
 
+import bisect
 import functools
 import threading
 import time
@@ -12,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from adaptyst_top.collectors.profile.maps import Mapping, ProcessMaps, read_maps
+from adaptyst_top.collectors.profile.maps import REREAD_S, Mapping, ProcessMaps, read_maps
 from adaptyst_top.collectors.profile.python.stacks import PythonStacks
 from adaptyst_top.collectors.profile.sampler import (
     HEADER_BYTES,
@@ -36,6 +37,11 @@ Key = tuple[str, str]  # (module, function)
 _NONE = ("", "", 0)
 
 
+def _covers(maps: list[Mapping], ip: int) -> bool:
+    i = bisect.bisect_right(maps, ip, key=lambda m: m.start) - 1
+    return i >= 0 and ip < maps[i].end
+
+
 def _bounded_put(d: dict[int, Any], key: int, value: Any) -> None:
     """D[KEY] = VALUE, the oldest entry dropped first where D holds MAX_PENDING."""
     if key not in d and len(d) >= MAX_PENDING:
@@ -51,8 +57,10 @@ class Tally:
         self._open_file = open_file
         self._lock = threading.Lock()
         self._maps: dict[int, ProcessMaps] = {}
-        # Each new process's maps as the reader's thread first saw it (seen()).
+        # Each process's maps as the reader's thread last read them (seen()), and when a
+        # read last left an ip uncovered.
         self._early: dict[int, list[Mapping]] = {}
+        self._early_at: dict[int, float] = {}
         # Each thread off the CPU now: when it left, its process, its stack (one at a time
         # per thread: a later switch-out replaces an end that never came).
         self._pending: dict[int, tuple[int, int, Stack]] = {}
@@ -92,11 +100,22 @@ class Tally:
         its stacks are unwound (gzip's 0.1 s runs: 7.5% of a profile was `[unknown]`,
         where perf, which keeps the kernel's mmap events, names the file)."""
         early = self._early.get(pid)
-        if early is not None and any(m.start <= ip < m.end for m in early):
-            return
-        if early is None and len(self._early) >= MAX_PROCESSES:
-            self._early.pop(next(iter(self._early)), None)
-        self._early[pid] = read_maps(pid) or early or []
+        if early is not None:
+            if _covers(early, ip):
+                return
+            # An ip that a read just now left uncovered too (a JIT's code, a process
+            # gone): read again at most every REREAD_S, as ProcessMaps does.
+            if time.monotonic() - self._early_at.get(pid, -REREAD_S) < REREAD_S:
+                return
+        elif len(self._early) >= MAX_PROCESSES:
+            gone = next(iter(self._early))
+            self._early.pop(gone, None)
+            self._early_at.pop(gone, None)
+        maps = self._early[pid] = read_maps(pid) or early or []
+        if _covers(maps, ip):
+            self._early_at.pop(pid, None)
+        else:
+            self._early_at[pid] = time.monotonic()
 
     def take(self, e: Event) -> None:
         started = time.thread_time()
