@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 from tests.support.paths import TARGETS
 
@@ -21,6 +22,14 @@ def build(directory: Path) -> Path:
     binary = directory / "workload"
     subprocess.run(["gcc", "-O2", "-g", "-o", str(binary), str(SOURCE)], check=True)
     return binary
+
+
+class Took(NamedTuple):
+    """held_fn's own durations (ns), by its clock from inside."""
+
+    p50: int
+    least: int
+    mean: int
 
 
 class Workload:
@@ -51,16 +60,16 @@ class Workload:
         assert said == "cpu" and self.proc.stdout.readline().strip() == "ok"
         return int(ns)
 
-    def took(self) -> tuple[int, int]:
-        """held_fn's own median and least duration (ns) since the last ask: what a probe's
-        figures are held to (a nominal one fails on a loaded node, where a call
+    def took(self) -> Took:
+        """held_fn's own median, least and mean duration (ns) since the last ask: what a
+        probe's figures are held to (a nominal one fails on a loaded node, where a call
         preempted past its end runs long, with the probe or without)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write("took\n")
         self.proc.stdin.flush()
-        said, p50, least = self.proc.stdout.readline().split()
+        said, p50, least, mean = self.proc.stdout.readline().split()
         assert said == "took" and self.proc.stdout.readline().strip() == "ok"
-        return int(p50), int(least)
+        return Took(int(p50), int(least), int(mean))
 
     def exit(self, code: int = 0) -> int:
         assert self.proc.stdin is not None

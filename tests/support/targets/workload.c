@@ -2,6 +2,7 @@
  * that a test can attach first and then ask for an exact number of calls.
  *   held N US      N calls of held_fn(US) (busy-waits US microseconds)
  *   heldss N US    N calls of held_ss(US): held_fn behind a single-stepped lea
+ *   heldnop N US   N calls of held_nop(US): held_fn behind a 5-byte nop
  *   napped N US    N calls of napped_fn(US) (sleeps US microseconds: off the CPU)
  *   heldnap N US   N times: held_fn(US), then napped_fn(US) (equal latency, side by side)
  *   fast N         N calls of fast_fn (tiny, -O0 style: starts with push %rbp)
@@ -18,7 +19,7 @@
  *   spawnexec MS N a child that execs this program ("sleep MS fast N"); waits for it
  *   threads K N F  K threads at once, each N calls of F (fast or nop5_entry); waits for them
  *   cpu            prints "cpu NS": this process's CPU time so far (the truth beside a probe)
- *   took           prints "took P50 MIN": held_fn's own durations (ns, its clock from its
+ *   took           prints "took P50 MIN MEAN": held_fn's own durations (ns, its clock from its
  *                  entry to its return) since the last "took": the truth a latency is
  *                  held to on a loaded node, where a call preempted past its end runs long
  *   exit CODE
@@ -73,6 +74,11 @@ __attribute__((noinline, optimize("O0"))) long negate(long x) { return -x; }
 __asm__(".text\n.globl held_ss\n.type held_ss,@function\n"
         "held_ss:\n lea 0(%rdi),%rdi\n jmp held_fn\n.size held_ss,.-held_ss\n");
 void held_ss(long us);
+/* held_fn behind a 5-byte nop (as -mfentry -mnop-mcount puts first), aligned so that it
+ * lies in one page: the kernel turns a uprobe there into a call. */
+__asm__(".text\n.p2align 4\n.globl held_nop\n.type held_nop,@function\n"
+        "held_nop:\n .byte 0x0f,0x1f,0x44,0x00,0x00\n jmp held_fn\n.size held_nop,.-held_nop\n");
+void held_nop(long us);
 
 /* -O2 leaf: its first instruction is a lea, which a uprobe must single-step. */
 __attribute__((noinline)) long leaf_fn(long x) { return x * 3 + 1; }
@@ -129,6 +135,8 @@ int main(int argc, char **argv) {
             for (long i = 0; i < n; i++) { held_fn(us); napped_fn(us); }
         } else if (!strcmp(cmd, "heldss") && fscanf(in, "%ld %ld", &n, &us) == 2) {
             for (long i = 0; i < n; i++) held_ss(us);
+        } else if (!strcmp(cmd, "heldnop") && fscanf(in, "%ld %ld", &n, &us) == 2) {
+            for (long i = 0; i < n; i++) held_nop(us);
         } else if (!strcmp(cmd, "fast") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) fast_fn(i);
         } else if (!strcmp(cmd, "ppid") && fscanf(in, "%ld", &n) == 1) {
@@ -161,8 +169,11 @@ int main(int argc, char **argv) {
             clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
             printf("cpu %ld\n", t.tv_sec * 1000000000L + t.tv_nsec);
         } else if (!strcmp(cmd, "took")) {
+            long sum = 0;
+            for (long i = 0; i < ntook; i++) sum += took_ns[i];
             qsort(took_ns, ntook, sizeof(long), cmp_long);
-            printf("took %ld %ld\n", ntook ? took_ns[(ntook - 1) / 2] : 0L, ntook ? took_ns[0] : 0L);
+            printf("took %ld %ld %ld\n", ntook ? took_ns[(ntook - 1) / 2] : 0L,
+                   ntook ? took_ns[0] : 0L, ntook ? sum / ntook : 0L);
             ntook = 0;
         } else if (!strcmp(cmd, "tick") && fscanf(in, "%ld", &n) == 1) {
             for (long i = 0; i < n; i++) DTRACE_PROBE1(adaptyst_test, tick, i);

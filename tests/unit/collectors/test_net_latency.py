@@ -36,3 +36,20 @@ def test_a_row_says_what_was_taken_off_and_when_it_was_capped() -> None:
     cost = ov.ClassCost(per_hit_ns=34_000.0, in_interval_ns=28_900.0, source="calibrated")
     assert _corrected(15_100.0, cost) == 13_800.0
     assert _corrected(28_900.0, cost) is None and _corrected(None, cost) is None
+
+
+def test_the_fastest_call_is_net_of_the_least_the_probe_took() -> None:
+    # A 20 us function: its median net of the class's median cost, its fastest call net
+    # of the least the calibration saw (with a quarter kept back), never of the median.
+    calls = [20_600 + 10 * i for i in range(200)]
+    hist: dict[int, int] = {}
+    for c in calls:
+        hist[bucket_of(c)] = hist.get(bucket_of(c), 0) + 1
+    cost = ov.ClassCost(1500.0, 600.0, "calibrated", least_in_interval_ns=500.0)
+    net, raw, off = latency_fields(len(calls), sum(calls), min(calls), max(calls), hist, cost)
+    assert off == 600.0 and raw.min_ns == 20_600.0
+    assert net.min_ns == 20_600.0 - ov.LEAST_KEPT * 500.0
+    assert net.p50_ns is not None and net.min_ns <= net.p50_ns
+    # Unknown least (a default figure): the median, a quarter kept back.
+    cost = ov.ClassCost(1500.0, 600.0, "default")
+    assert latency_fields(len(calls), sum(calls), 20_600, 22_590, hist, cost)[0].min_ns == 20_150.0

@@ -23,13 +23,15 @@ def test_entry_classes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ov.classify_entry(ov.NOP5 + b"\xc3", offset=0x1140) == ov.UPROBE_OPTIMIZED
     # The kernel patches 5 bytes in one page only; unknown offset: not claimed.
     assert ov.classify_entry(ov.NOP5, offset=4096 - 5) == ov.UPROBE_OPTIMIZED
-    assert ov.classify_entry(ov.NOP5, offset=4096 - 4) == ov.EMULATED
-    assert ov.classify_entry(ov.NOP5) == ov.EMULATED
+    # Not turned into a call, a nopl is single-stepped (Linux 6.18 emulates the one-byte
+    # nop only: a 4-byte nopl cost 11.7 us inside the interval here, 0x90 0.5 us).
+    assert ov.classify_entry(ov.NOP5, offset=4096 - 4) == ov.SINGLESTEP
+    assert ov.classify_entry(ov.NOP5) == ov.SINGLESTEP
     assert ov.classify_entry(b"\x90" * 5, offset=0x1140) == ov.EMULATED  # 5 one-byte nops
     assert ov.entry_skip(ov.ENDBR64 + ov.NOP5, 0x1140) == 4
     assert ov.entry_skip(ov.ENDBR64 + b"\x55", 0x1140) == 0
     monkeypatch.setattr(ov, "kernel_optimizes_uprobes", lambda: False)
-    assert ov.classify_entry(ov.NOP5, offset=0x1140) == ov.EMULATED
+    assert ov.classify_entry(ov.NOP5, offset=0x1140) == ov.SINGLESTEP
     assert ov.entry_skip(ov.ENDBR64 + ov.NOP5, 0x1140) == 0
 
 
@@ -41,7 +43,7 @@ def test_planned_on_the_nop_past_an_endbr64(
     binary = build_calibrator(tmp_path)
     elf = read_elf(binary)
     fn = {f.name: f for f in elf.functions}
-    fast = ov.UPROBE_OPTIMIZED if optimizes else ov.EMULATED
+    fast = ov.UPROBE_OPTIMIZED if optimizes else ov.SINGLESTEP  # nop5; ret: no place past it
     nop5 = plan_function(str(binary), elf, fn["cal_nop5"], lambda _i: None)
     assert (nop5.cost_class, nop5.sym, nop5.offset) == (
         fast,
@@ -68,7 +70,8 @@ def test_list_says_which_functions_qualify(workload_bin: Path) -> None:
     assert out.returncode == 0, out.stderr
     funcs = {f["name"]: f for f in json.loads(out.stdout)["objects"][0]["functions"]}
     optimizes = ov.kernel_optimizes_uprobes()
-    assert funcs["nop5_entry"]["cost_class"] == (ov.UPROBE_OPTIMIZED if optimizes else ov.EMULATED)
+    slow = (ov.SINGLESTEP, ov.SINGLESTEP_RETIMED)
+    assert funcs["nop5_entry"]["cost_class"] in ((ov.UPROBE_OPTIMIZED,) if optimizes else slow)
     assert funcs["fast_fn"]["cost_class"] != ov.UPROBE_OPTIMIZED
     text = subprocess.run(
         [*CLI, "list", "--binary", str(workload_bin), "*"],
@@ -77,4 +80,4 @@ def test_list_says_which_functions_qualify(workload_bin: Path) -> None:
         timeout=120,
     ).stdout
     marked = {line.split()[1] for line in text.splitlines() if line.endswith("  optimized")}
-    assert marked == ({"nop5_entry"} if optimizes else set())
+    assert marked == ({"nop5_entry", "held_nop"} if optimizes else set())

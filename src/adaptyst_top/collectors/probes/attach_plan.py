@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from adaptyst_top.collectors.probes import debug_names, entry_safety, ifunc, usdt_args
+from adaptyst_top.collectors.probes import debug_names, entry_retime, entry_safety, ifunc, usdt_args
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.bpf_program import Slot
 from adaptyst_top.collectors.probes.demangle import matches, name_of
@@ -43,6 +43,7 @@ class PlannedFunction:
     addr: int = 0  # ...or by address (an IFUNC's implementation)
     refused: str | None = None
     offset: int | None = None  # its first instruction's file offset (multi-uprobe links)
+    after: int | None = None  # where its interval starts, past a single-stepped entry
 
 
 def matching_functions(spec: ProbeSpec, elf: ElfInfo) -> list[FunctionSymbol]:
@@ -151,10 +152,23 @@ def plan_function(
         variants = safe_variants(source or path, elf, sym, refusal) if sym.ifunc else []
         refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
     cls = ov.classify_entry(code, elf.machine, sym.file_offset)
+    after = None
+    if cls in entry_retime.RETIMED and refused is None and not sym.ifunc:
+        body = entry_retime.function_code(source or path, sym.file_offset, sym.size)
+        at = entry_retime.after_entry(body, elf.machine)
+        if at is not None and sym.file_offset is not None:
+            cls, after = ov.SINGLESTEP_RETIMED, sym.file_offset + at
     shown = name_of(sym.name, sym.source).display
     text = f"endbr64; {insn.text}" if skip else insn.text
     return PlannedFunction(
-        shown, cls, text, sym=by_name, addr=addr, refused=refused, offset=sym.file_offset
+        shown,
+        cls,
+        text,
+        sym=by_name,
+        addr=addr,
+        refused=refused,
+        offset=sym.file_offset,
+        after=after,
     )
 
 

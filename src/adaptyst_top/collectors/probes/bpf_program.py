@@ -58,7 +58,7 @@ SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end", "usdt
 
 # The two programs of a module whose functions attach through multi-uprobe links: the
 # link's cookie is the slot.
-MULTI_ENTRY, MULTI_RETURN = "at_multi", "at_multi_ret"
+MULTI_ENTRY, MULTI_RETURN, MULTI_AFTER = "at_multi", "at_multi_ret", "at_multi_after"
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,7 @@ class Slot:
     # usdt-batch, usdt-add: each site argument's place (records, their number; a name, its hits)
     args: tuple[UsdtArg, ...] = ()
     files_as: int | None = None  # the slot whose row its keys and gate are (None: its own)
+    retimed: bool = False  # a uprobe entry's interval starts at a second probe past it
 
     @property
     def keyed(self) -> bool:
@@ -96,6 +97,11 @@ class Slot:
     @property
     def ret_fn_name(self) -> str:
         return f"at_r{self.index}"
+
+    @property
+    def after_fn_name(self) -> str:
+        """The program that starts the interval again past a single-stepped entry."""
+        return f"at_a{self.index}"
 
 
 ARG_TYPES = {"auto": ArgType.AUTO, "int": ArgType.INT, "str": ArgType.STR}  # a spec's word

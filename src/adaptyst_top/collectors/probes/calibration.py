@@ -30,7 +30,7 @@ from adaptyst_top.collectors.probes.kinds import calibration_cases
 from adaptyst_top.collectors.probes.model import Row
 from adaptyst_top.collectors.probes.module_object import KINDS
 from adaptyst_top.collectors.probes.oncpu import oncpu_offset
-from adaptyst_top.snapshot.histogram import percentile
+from adaptyst_top.snapshot.histogram import bucket_bounds, percentile
 
 # (class, calib function, spec suffix, calls), each kind's own cases.
 PLAN = tuple((c.cost_class, c.word, c.spec, c.calls) for c in calibration_cases())
@@ -52,7 +52,7 @@ def build_calibrator(directory: Path | None = None) -> Path:
         raise CalibrationError(str(exc)) from None
 
 
-METHOD = b"median-1"  # how a class is measured: a cache of another method is not read
+METHOD = b"median-2"  # how a class is measured: a cache of another method is not read
 
 
 def _cpu_model() -> bytes:
@@ -112,7 +112,7 @@ def calibrate(binary: Path | None = None, plan: Plan = PLAN) -> ov.CostTable:
             engine.flush()  # really detached: a gated probe still traps
             for cls, fn, _spec, calls in plan:
                 row = groups[cls].rows[0]
-                bases, probed_runs, inside = [], [], []
+                bases, probed_runs, inside, least = [], [], [], []
                 for _ in range(REPEATS):
                     bases.append(float(target.ask(f"{fn} {calls}")))
                     engine.set_enabled(row.id, True)
@@ -123,12 +123,14 @@ def calibrate(binary: Path | None = None, plan: Plan = PLAN) -> ov.CostTable:
                     engine.read()
                     engine.set_enabled(row.id, False)
                     engine.flush()
-                    if row.spec.measures_latency and (p50 := _median_since(row, before)):
-                        inside.append(p50)
+                    if row.spec.measures_latency and (got := _latencies_since(row, before)):
+                        inside.append(got[0])
+                        least.append(got[1])
                 table.costs[cls] = ov.ClassCost(
                     per_hit_ns=round(max(0.0, min(probed_runs) - min(bases)), 1),
                     in_interval_ns=round(min(inside), 1) if inside else 0.0,
                     source="calibrated",
+                    least_in_interval_ns=float(min(least)) if least else None,
                 )
         table.costs[ov.UNKNOWN] = ov.ClassCost(**{**vars(table.costs[ov.SINGLESTEP])})
     finally:
@@ -136,15 +138,17 @@ def calibrate(binary: Path | None = None, plan: Plan = PLAN) -> ov.CostTable:
     return table
 
 
-def _median_since(row: Row, before: dict[int, int]) -> float | None:
-    """The median latency of the calls ROW timed since its histogram was BEFORE. The
-    median, not the mean: on a busy node a preempted call runs long, and the mean of
-    every repeat with it (the single-step class read 18.3 us beside two busy loops,
-    12.9 quiet, while its calls' median and minimum did not move). Cached for the boot,
-    such a figure halved every later net latency."""
+def _latencies_since(row: Row, before: dict[int, int]) -> tuple[float, int] | None:
+    """The median latency of the calls ROW timed since its histogram was BEFORE, and the
+    low edge of the least one's bucket. The median, not the mean: on a busy node a
+    preempted call runs long, and the mean of every repeat with it (the single-step
+    class read 18.3 us beside two busy loops, 12.9 quiet, while its calls' median and
+    minimum did not move). Cached for the boot, such a figure halved every later net
+    latency."""
     now = row.hist.get(None, {})
     delta = {b: c - before.get(b, 0) for b, c in now.items() if c > before.get(b, 0)}
-    return percentile(delta, 0.5)
+    p50 = percentile(delta, 0.5)
+    return None if p50 is None else (p50, bucket_bounds(min(delta))[0])
 
 
 class _Run:

@@ -115,7 +115,8 @@ class Attacher:
         whose offset the kernel refused ends in error, gated, and the rest go on."""
         assert module.multi is not None
         wanted = {r.slot: r.offset for r in module.rows if pid in r.pids and r.offset is not None}
-        for slot, why in module.multi.relink(pid, wanted).items():
+        after = {r.slot: r.after for r in module.rows if r.slot in wanted and r.after is not None}
+        for slot, why in module.multi.relink(pid, wanted, after).items():
             row = module.by_slot[slot]
             self.set_gate(row, off=True)
             row.pids.clear()

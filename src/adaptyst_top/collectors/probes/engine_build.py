@@ -11,6 +11,7 @@ from functools import partial
 from adaptyst_top.collectors.probes import entry_safety
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.bpf_program import (
+    MULTI_AFTER,
     MULTI_ENTRY,
     MULTI_RETURN,
 )
@@ -149,7 +150,8 @@ class Builder:
             links = None
             if multi:
                 entry, ret = bpf.funcs[MULTI_ENTRY].fd, bpf.funcs[MULTI_RETURN].fd
-                links = MultiLinks(source, entry, ret)
+                after = bpf.funcs[MULTI_AFTER].fd if MULTI_AFTER in bpf.funcs else None
+                links = MultiLinks(source, entry, ret, after)
             # A program per role; the cookie says which probe fired.
             for row in rows:
                 for a in row.attachments:
@@ -166,7 +168,7 @@ class Builder:
         for row in rows:
             row.module = module
             if multi:
-                row.fns = [MULTI_ENTRY, MULTI_RETURN]
+                row.fns = [MULTI_ENTRY, MULTI_RETURN] + ([MULTI_AFTER] if row.after else [])
         try:
             kind.loaded(module, spec, source, elf)
             if multi:

@@ -63,6 +63,7 @@ class Row:
     attachments: list[Attachment] = field(default_factory=list)
     fns: list[str] = field(default_factory=list)  # program names, for bpf run time
     offset: int | None = None  # a function's file offset, for a multi-uprobe link
+    after: int | None = None  # file offset where its interval starts again (entry_retime.py)
     state: ProbeState = "pending"
     error: str = ""
     module: ProbeModule | None = None

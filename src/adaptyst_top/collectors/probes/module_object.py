@@ -20,6 +20,7 @@ from adaptyst_top.collectors.probes.bpf_program import (
     KEYLEN,
     MAX_DEPTH,
     MAX_THREADS,
+    MULTI_AFTER,
     MULTI_ENTRY,
     MULTI_RETURN,
     KernelError,
@@ -43,8 +44,10 @@ _ROLES = {
 }
 # Every object's: a thread's interval stacks go with the thread (module.h).
 EXIT = "module_exit"
+# An interval's start taken again past a single-stepped entry (kinds/uprobe.bpf.c).
+AFTER = "at_after"
 OBJECTS: dict[str, tuple[str, ...]] = {
-    "uprobe.bpf.o": (ENTRY, RETURN, MULTI_ENTRY, MULTI_RETURN, EXIT),
+    "uprobe.bpf.o": (ENTRY, RETURN, AFTER, MULTI_ENTRY, MULTI_RETURN, MULTI_AFTER, EXIT),
     "usdt.bpf.o": (*_ROLES.values(), EXIT),
 }
 NO_ARGS = 0xFFFFFFFF  # a USDT cookie's high half: the site reads no argument
@@ -80,7 +83,7 @@ class Frame(ct.Structure):
         ("sp", _u64),
         ("se", _u64 * 2),
         ("cpu", _u32),
-        ("pad", _u32),
+        ("retimed", _u32),
         ("k", SKey),
     ]
 
@@ -132,6 +135,7 @@ class CorePlan:
 
     programs: dict[str, tuple[str, int]] = field(default_factory=dict)
     locs: list[ArgLoc] = field(default_factory=list)
+    retimed: bool = False  # a slot's interval starts past its single-stepped entry
 
 
 def core_plan(slots: list[Slot]) -> CorePlan:
@@ -140,6 +144,9 @@ def core_plan(slots: list[Slot]) -> CorePlan:
         if s.role == "uprobe-entry":
             plan.programs[s.fn_name] = (ENTRY, s.index)
             plan.programs[s.ret_fn_name] = (RETURN, s.index)
+            if s.retimed:
+                plan.programs[s.after_fn_name] = (AFTER, s.index)
+                plan.retimed = True
             continue
         program = _ROLES[s.role]
         places = [s.args] if s.args else [(r,) for r in s.readers]
@@ -211,7 +218,8 @@ def load_module(
         obj.set_rodata(bytes(config(confine, oncpu_at, per_slot)))
         if multi:
             multi_type = BPF_TRACE_UPROBE_MULTI
-            obj.select({MULTI_ENTRY: multi_type, MULTI_RETURN: multi_type, EXIT: None})
+            multis = (MULTI_ENTRY, MULTI_RETURN) + ((MULTI_AFTER,) if plan.retimed else ())
+            obj.select(dict.fromkeys(multis, multi_type) | {EXIT: None})
         else:
             obj.select(dict.fromkeys([*{p for p, _ in plan.programs.values()}, EXIT]))
         obj.load()

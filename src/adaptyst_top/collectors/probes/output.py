@@ -36,7 +36,7 @@ def row_entries(
         # The total too: a hit's count and its time reach the kernel's map one after
         # the other, and a read between them must not stand for the finished figures.
         sig: tuple[object, ...] = (count, total, rate, row.state, row.error, cost.per_hit_ns)
-        sig += (cost.in_interval_ns, cost.source, bpf_ns, with_hist)
+        sig += (cost.in_interval_ns, cost.least_ns, cost.source, bpf_ns, with_hist)
         last = row.entry_cache.get(key)
         if last is not None and last[0] == sig:
             entries.append(last[1])
@@ -147,11 +147,11 @@ def latency_fields(
     # never shown as such.
     mean = min(max(total / count, float(lo)), float(hi))
     raw = (mean, p50, p95, p99, float(lo), float(hi))
-    return (
-        Latency(*(None if v is None else round(max(0.0, v - off), 1) for v in raw)),
-        Latency(*(None if v is None else round(v, 1) for v in raw)),
-        round(off, 1),
-    )
+    net = [None if v is None else round(max(0.0, v - off), 1) for v in raw]
+    # The fastest call is net of the least the probe took, never of its median: the
+    # fastest figure would otherwise read below the fastest call.
+    net[4] = round(max(0.0, min(lo - min(cost.least_ns, off), *(v for v in net[:2] if v))), 1)
+    return Latency(*net), Latency(*(None if v is None else round(v, 1) for v in raw)), round(off, 1)
 
 
 def group_entry(group: ProbeGroup) -> ProbeEntry:

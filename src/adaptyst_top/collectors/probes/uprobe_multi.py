@@ -135,7 +135,12 @@ def link_split(
 class _PidLinks:
     entry: list[int] = field(default_factory=list)
     ret: list[int] = field(default_factory=list)
+    after: list[int] = field(default_factory=list)
     cookies: frozenset[int] = frozenset()
+
+    def fds(self) -> list[int]:
+        """Entries first, returns last: no entry is seen without its return probed."""
+        return self.entry + self.after + self.ret
 
 
 class MultiLinks:
@@ -147,18 +152,23 @@ class MultiLinks:
     they push carry the stack pointer so that the second sighting is not counted
     (bpf_program.py)."""
 
-    def __init__(self, path: str, entry_fd: int, ret_fd: int) -> None:
-        """ENTRY_FD, RET_FD: the programs, loaded as BPF_TRACE_UPROBE_MULTI."""
+    def __init__(self, path: str, entry_fd: int, ret_fd: int, after_fd: int | None = None) -> None:
+        """ENTRY_FD, RET_FD (AFTER_FD: where an interval starts again past a single-stepped
+        entry): the programs, loaded as BPF_TRACE_UPROBE_MULTI."""
         self.path = path
         self._entry_fd = entry_fd
         self._ret_fd = ret_fd
+        self._after_fd = after_fd
         self._links: dict[int, _PidLinks] = {}
         self._lock = threading.Lock()
 
-    def relink(self, pid: int, wanted: Mapping[int, int]) -> dict[int, str]:
+    def relink(
+        self, pid: int, wanted: Mapping[int, int], after: Mapping[int, int] | None = None
+    ) -> dict[int, str]:
         """Make PID's (-1: every process) links cover exactly WANTED (cookie -> file
-        offset); the cookies the kernel refused, with why. OSError when nothing could
-        be linked for a reason that is not an offset's (the process is gone...)."""
+        offset), and AFTER (cookie -> where its interval starts again); the cookies the
+        kernel refused, with why. OSError when nothing could be linked for a reason that
+        is not an offset's (the process is gone...)."""
         with self._lock:
             old = self._links.get(pid)
             if old is not None and old.cookies == frozenset(wanted):
@@ -172,17 +182,21 @@ class MultiLinks:
                 good = {c: o for c, o in wanted.items() if c not in refused}
                 try:
                     new.entry = link_split(self._entry_fd, self.path, good, False, pid, refused)
+                    new.cookies = frozenset(c for c in wanted if c not in refused)
+                    if after and self._after_fd is not None:
+                        # One refused here only leaves its step inside the interval.
+                        mine = {c: o for c, o in after.items() if c in new.cookies}
+                        new.after = link_split(self._after_fd, self.path, mine, False, pid, {})
                 except OSError:
-                    _close_all(new.ret)
+                    _close_all(new.fds())
                     raise
-                new.cookies = frozenset(c for c in wanted if c not in refused)
             if new.cookies:
                 self._links[pid] = new
             else:
-                _close_all(new.entry + new.ret)
+                _close_all(new.fds())
                 self._links.pop(pid, None)
             if old is not None:
-                _close_all(old.entry + old.ret)  # entries off first, then returns
+                _close_all(old.fds())
             return refused
 
     def pids(self) -> list[int]:
@@ -192,7 +206,7 @@ class MultiLinks:
     def close(self) -> None:
         with self._lock:
             for links in self._links.values():
-                _close_all(links.entry + links.ret)
+                _close_all(links.fds())
             self._links.clear()
 
 

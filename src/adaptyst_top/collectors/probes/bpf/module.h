@@ -41,7 +41,8 @@ struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
 struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; u64 oncpu; };
 struct hkey { struct skey k; u32 bucket; u32 pad; };
 struct tkey { u64 tid; u32 chain; u32 pad; };
-struct frame { u64 ts; u64 sp; u64 se[2]; u32 cpu; u32 pad; struct skey k; };
+/* retimed: ts was taken again past a single-stepped entry (kinds/uprobe.bpf.c). */
+struct frame { u64 ts; u64 sp; u64 se[2]; u32 cpu; u32 retimed; struct skey k; };
 struct stack { u32 depth; u32 over; struct frame f[MAX_DEPTH]; };
 /* A slot: its @argN (0: none), how it is read, whether @retval; a USDT pair's chain,
  * and the slot whose row (keys, gate) its hits are filed under. */
@@ -191,6 +192,7 @@ static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
     if (sp && depth > 0 && depth <= MAX_DEPTH && !st->over) {
         struct frame *top = &st->f[(depth - 1) & (MAX_DEPTH - 1)];
         if (top->sp == sp && top->k.slot == k->slot) {
+            top->retimed = 0;
             run_read(top->se);
             top->cpu = bpf_get_smp_processor_id();
             top->ts = bpf_ktime_get_ns();
@@ -201,6 +203,7 @@ static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
     struct frame *fr = &st->f[depth & (MAX_DEPTH - 1)];
     fr->k = *k;
     fr->sp = sp;
+    fr->retimed = 0;
     st->depth = depth + 1;
     run_read(fr->se);
     fr->cpu = bpf_get_smp_processor_id();

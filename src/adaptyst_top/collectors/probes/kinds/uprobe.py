@@ -52,6 +52,7 @@ class Uprobe(ProbeKindDef):
     calibration = (
         CalibrationCase(ov.EMULATED, "push", "uprobe:{bin}:cal_push", 40000),
         CalibrationCase(ov.SINGLESTEP, "lea", "uprobe:{bin}:cal_lea", 6000),
+        CalibrationCase(ov.SINGLESTEP_RETIMED, "lea_nop", "uprobe:{bin}:cal_lea_nop", 6000),
         CalibrationCase(ov.UPROBE_OPTIMIZED, "nop5", "uprobe:{bin}:cal_nop5", 40000),
     )
 
@@ -100,9 +101,17 @@ class Uprobe(ProbeKindDef):
                 row.state, row.error = "error", p.refused
                 refused.append(row)
                 continue
-            slot = Slot(len(slots), "uprobe-entry", 0, spec.arg, spec.arg_type, spec.retval)
+            slot = Slot(
+                len(slots),
+                "uprobe-entry",
+                0,
+                spec.arg,
+                spec.arg_type,
+                spec.retval,
+                retimed=p.after is not None,
+            )
             row = ctx.new_row(spec, p.name, path, p.cost_class, slot.index)
-            row.offset = p.offset
+            row.offset, row.after = p.offset, p.after
             row.attachments = [
                 Attachment(slot.fn_name, source, sym=p.sym, addr=p.addr, offset=p.offset),
                 Attachment(
@@ -110,6 +119,9 @@ class Uprobe(ProbeKindDef):
                 ),
             ]
             row.fns = [slot.fn_name, slot.ret_fn_name]
+            if p.after is not None:  # where the interval starts again (entry_retime.py)
+                row.attachments.append(Attachment(slot.after_fn_name, source, offset=p.after))
+                row.fns.append(slot.after_fn_name)
             rows.append(row)
             slots.append(slot)
         # A keyed spec reads its key in its own programs; multi-links share two.
