@@ -40,7 +40,8 @@ LD_BEFORE = "ADAPTYST_GPU_LD_BEFORE"  # gpu_check.sh: the program's own library 
 
 
 def row_name(kernel: str) -> str:
-    from adaptyst_top.collectors.probes.kinds.device_layer import row_name as name
+    """KERNEL's row's name, as the monitor shows it (whole: its layer's name site)."""
+    from adaptyst_top.collectors.probes.kinds.device_layer import shown_name as name
 
     return name(kernel)
 

@@ -25,7 +25,9 @@ SOURCE = """
 __kernel void scale(__global float *a) { int i = get_global_id(0); a[i] = 0.5f * a[i] + 1.0f; }
 __kernel void square(__global float *a) { int i = get_global_id(0); a[i] = a[i] * a[i]; }
 __kernel void tiny(__global float *a) { a[get_global_id(0)] += 1.0f; }
+__kernel void global_bandwidth_v1_local_offset_float4(__global float *a) { a[get_global_id(0)] -= 1.0f; }
 """
+LONG = "global_bandwidth_v1_local_offset_float4"  # longer than a probe's key: shown whole
 SIZES = (64, 1024, 16384)
 
 
@@ -41,7 +43,7 @@ def main() -> None:
     ctx = cl.Context(cl.get_platforms()[0].get_devices()[:1])
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     program = cl.Program(ctx, SOURCE).build()
-    kernels = {n: cl.Kernel(program, n) for n in ("scale", "square", "tiny")}
+    kernels = {n: cl.Kernel(program, n) for n in ("scale", "square", "tiny", LONG)}
     host = np.ones(max(*SIZES, args.items), np.float32)
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
     for k in kernels.values():
@@ -60,7 +62,7 @@ def main() -> None:
         rng = random.Random(args.seed)
         events: list[tuple[str, cl.Event]] = []
         for i in range(args.launches):
-            name = rng.choice(("scale", "scale", "square", "tiny"))
+            name = rng.choice(("scale", "scale", "square", "tiny", LONG))
             events.append(
                 (name, cl.enqueue_nd_range_kernel(queue, kernels[name], (rng.choice(SIZES),), None))
             )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes.kinds.device_layer import row_name
+from adaptyst_top.collectors.probes.kinds.device_layer import shown_name
 from tests.support.cuda_fake import build_app
 from tests.support.marks import requires_root
 from tests.system.agent.test_agent import (  # noqa: F401 - the fixtures
@@ -46,7 +46,7 @@ def test_a_users_launched_programs_cuda_kernels_through_the_agent(
         launched = json.loads(own.read_text())["launches"]
         got = {p["name"]: p for p in last["probes"]}
         assert {n: p["count"] for n, p in got.items()} == {
-            row_name(n): c for n, c in launched.items()
+            shown_name(n): c for n, c in launched.items()
         }
         assert all(p["kind"] == "cuda" and p["timed"] == p["count"] for p in got.values())
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.collectors.probes.kinds.cuda import INJECTION_ENV, inject_path
-from adaptyst_top.collectors.probes.kinds.device_layer import row_name
+from adaptyst_top.collectors.probes.kinds.device_layer import shown_name
 from tests.support.cli import record_last
 from tests.support.cuda_fake import build_app
 from tests.support.marks import requires_root
@@ -50,7 +50,7 @@ def test_cupti_13_beside_the_programs_cuda_runtime_is_found(tmp_path: Path) -> N
     own = json.loads(out.read_text())
     assert own["loaded"] == 1 and "no libcupti" not in said, said
     got = {p["name"]: p["count"] for p in snap["probes"]}
-    assert got == {row_name(n): c for n, c in own["launches"].items()}
+    assert got == {shown_name(n): c for n, c in own["launches"].items()}
     assert sum(got.values()) > 600
 
 

@@ -62,6 +62,22 @@ def test_every_call_counted_and_timed(python: str, tmp_path: Path) -> None:
     assert none_left()
 
 
+def test_a_long_qualified_name_is_shown_whole(tmp_path: Path) -> None:
+    """Longer than a probe's key: the hook tells the name whole through the layer's name
+    site, and the row, its recording and its count keep it."""
+    rec = tmp_path / "rec.jsonl"
+    spec = f"python:{PROGRAM}:Transformer*.forward*"
+    cmd = [*CLI, "record", "--probe", spec, "--interval", "1", "--out", str(rec), "--"]
+    proc = subprocess.run(
+        [*cmd, INTERPRETERS[0], str(PROGRAM), "2"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    truth = json.loads(proc.stdout.strip().splitlines()[-1])
+    (row,) = json.loads(rec.read_text().splitlines()[-1])["probes"]
+    name = "TransformerEncoderLayerWithRotaryEmbeddings.forward_attention_block"
+    assert (row["name"], row["count"]) == (name, truth["long_calls"]), row
+
+
 def test_a_process_not_launched_is_refused_in_one_line(tmp_path: Path) -> None:
     target = subprocess.Popen(["/usr/bin/python3", str(PROGRAM), "30"], stdout=subprocess.DEVNULL)
     try:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.bpf_program import WHOLE_LEN
 from adaptyst_top.collectors.probes.kinds.opencl import LAYERS_ENV, layer_path
 from tests.support.cli import CLI, record_last
 from tests.support.marks import requires_root
@@ -179,7 +180,10 @@ def test_a_hostile_app_floods_and_lies_at_its_own_cost(tmp_path: Path) -> None:
     probes = last["probes"]
     assert sum(p["count"] for p in probes) == 200000
     assert len(probes) <= 1024 + 1 and "[other]" in {p["name"] for p in probes}
-    assert all(len(p["name"].encode()) <= 31 for p in probes)
+    # Whole where they fit the names map, a cut one ending in its key's hash.
+    assert all(len(p["name"].encode()) < WHOLE_LEN for p in probes)
+    (cut,) = [p["name"] for p in probes if p["name"].startswith("xxxx")]
+    assert cut[: WHOLE_LEN - 10] == "x" * (WHOLE_LEN - 10) and cut[-9] == "~"
     for p in probes:
         assert 0 <= (p.get("timed") or 0) <= p["count"]
         for field in ("mean_ns", "p50_ns", "p99_ns", "max_ns"):

@@ -129,3 +129,22 @@ def test_a_process_started_with_the_library_or_a_launch_is_planned_as_it_is() ->
     launched = _Held(0)
     launched.pid = None  # type: ignore[assignment]
     assert kind_of(spec).instead(launched, spec) is None  # type: ignore[arg-type]
+
+
+def test_a_long_name_told_whole_is_shown_whole() -> None:
+    from adaptyst_top.collectors.probes.bpf_program import WHOLE_LEN
+    from adaptyst_top.collectors.probes.keys import hashed_name, whole_text
+    from adaptyst_top.collectors.probes.kinds.device_layer import shown_name
+
+    a = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE"
+    assert hashed_name(row_name(a)) and not hashed_name(a) and not hashed_name("k" * 31)
+    assert shown_name(a) == a and shown_name("[HtoD]") == "[HtoD]"
+    # Longer than the names map keeps: cut, ending in the key's hash (two alike that far
+    # stay apart).
+    long_a, long_b = "x" * 300 + "a", "x" * 300 + "b"
+    assert shown_name(long_a) != shown_name(long_b)
+    assert len(shown_name(long_a).encode()) == WHOLE_LEN - 1
+    assert shown_name(long_a).endswith(row_name(long_a)[22:])
+    raw = long_a.encode()[: WHOLE_LEN - 1] + b"\0"
+    assert whole_text(row_name(long_a), raw) == shown_name(long_a)
+    assert whole_text("k", b"kernel\0junk") == "kernel"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from adaptyst_top.collectors.probes.kinds.device_layer import row_name
+from adaptyst_top.collectors.probes.kinds.device_layer import shown_name
 from experiments.gpu.cuda_rows import (
     LEAK_KIB,
     cost_check,
@@ -29,7 +29,7 @@ def run() -> tuple[dict[str, Any], dict[str, Any]]:
     }
     probes = [
         {
-            "name": row_name(k),
+            "name": shown_name(k),
             "count": n,
             "timed": n,
             "mean_ns": own["event_ms"][k] * 1e6 / n * 0.99,
@@ -52,7 +52,7 @@ def test_rows_pass_when_counts_are_equal_and_times_agree(
 @pytest.mark.parametrize("fault", ["lost_launch", "slow_clock", "untimed", "long_name_cut"])
 def test_rows_fail_on_each_fault(run: tuple[dict[str, Any], dict[str, Any]], fault: str) -> None:
     own, snap = copy.deepcopy(run)
-    row = next(p for p in snap["probes"] if p["name"] == row_name(LONG))
+    row = next(p for p in snap["probes"] if p["name"] == shown_name(LONG))
     if fault == "lost_launch":
         row["count"] -= 1
     elif fault == "slow_clock":  # device time 7% off the events

@@ -54,7 +54,11 @@ class KernelError(IntEnum):
     BAD_TIME = 4  # a handed-over time past a day: counted, not timed
 
 
-SlotRole = Literal["uprobe-entry", "usdt-count", "usdt-begin", "usdt-end", "usdt-batch", "usdt-add"]
+SlotRole = Literal[
+    "uprobe-entry", "usdt-count", "usdt-begin", "usdt-end", "usdt-batch", "usdt-add", "usdt-name"
+]
+WHOLE_LEN = 256  # kinds/usdt.bpf.c: a device layer's long name, told whole (cut past it)
+WHOLE_NAMES = 1024  # long names kept per module: a layer's MAX_NAMES
 
 # The two programs of a module whose functions attach through multi-uprobe links: the
 # link's cookie is the slot.

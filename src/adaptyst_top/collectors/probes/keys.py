@@ -18,11 +18,40 @@ import ctypes
 import os
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from adaptyst_top.collectors.probes.binary_strings import BinaryStrings
-from adaptyst_top.collectors.probes.bpf_program import KEYLEN, KeyKind
+from adaptyst_top.collectors.probes.bpf_program import KEYLEN, WHOLE_LEN, KeyKind
 from adaptyst_top.snapshot.inert import inert
+
+KEY_BYTES = KEYLEN - 1  # a string key, NUL aside
+HASHED_PREFIX = 22  # a long name's key: 22 bytes, '~', 8 hex digits (layer_common.h)
+_HEX = frozenset("0123456789abcdef")
+
+
+def hashed_name(key: object) -> TypeGuard[str]:
+    """Whether KEY is a long name's key as a device layer makes it (key_text)."""
+    return (
+        isinstance(key, str)
+        and len(key) == KEY_BYTES
+        and key[HASHED_PREFIX] == "~"
+        and _HEX.issuperset(key[HASHED_PREFIX + 1 :])
+    )
+
+
+def c_text(raw: bytes) -> str:
+    """A C string's bytes (to the first NUL) as text safe to show."""
+    return inert(raw.split(b"\0", 1)[0].decode(errors="replace"))
+
+
+def whole_text(key: str, raw: bytes) -> str:
+    """A long name as the names map holds it (RAW), KEY its key; one cut there (longer
+    than the map's value) ends in its key's hash, so that two alike that far stay apart."""
+    text = c_text(raw)
+    if len(raw.split(b"\0", 1)[0]) < WHOLE_LEN - 1:
+        return text
+    return text[: HASHED_PREFIX - KEY_BYTES] + key[HASHED_PREFIX:]
+
 
 # A key's statistics as the kernel keeps them: count, sum, min, max (ns), on-CPU ns.
 Stats = tuple[int, int, int, int, int]
@@ -97,7 +126,7 @@ class KeyResolver:
     def key_of(self, k: Any) -> Key:
         kind = int(k.kind)
         if kind == KeyKind.STR:
-            return inert(bytes(k.str).split(b"\0", 1)[0].decode(errors="replace"))
+            return c_text(bytes(k.str))
         if kind == KeyKind.INT:
             num = int(k.num)  # a register's 64 bits, read as bpftrace reads them: signed
             return num - (1 << 64) if num >> 63 else num

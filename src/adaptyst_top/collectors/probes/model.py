@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from adaptyst_top.collectors.probes.bpf_maps import MapReader
 from adaptyst_top.collectors.probes.bpf_program import KernelError
-from adaptyst_top.collectors.probes.keys import KeyResolver, Stats
+from adaptyst_top.collectors.probes.keys import KeyResolver, Stats, c_text, whole_text
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
 from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeState
@@ -47,6 +48,9 @@ class Attachment:
     # attached there, nothing resolved again (None: not in the file: never attached).
     offset: int | None = None
     cookie: int = 0  # what the program reads to tell the probe (a precompiled module's slot)
+
+
+WHOLE_REREAD_S = 0.5
 
 
 @dataclass
@@ -139,6 +143,20 @@ class ProbeModule:
         self.keys = KeyResolver(
             {r.slot: r.spec.arg_type for r in rows if r.spec.keyed and r.slot >= 0}
         )
+        self.whole: dict[str, str] = {}  # a long name's key -> its whole text
+        self._whole_read_at = -WHOLE_REREAD_S
+
+    def whole_name(self, key: str) -> str:
+        """A device layer's long name whole, as its name site told it (else KEY, its
+        key): the names map read again on a miss, at most twice a second."""
+        got = self.whole.get(key)
+        if got is None and time.monotonic() - self._whole_read_at > WHOLE_REREAD_S:
+            self._whole_read_at = time.monotonic()
+            with contextlib.suppress(OSError, KeyError):
+                for k, v in self.reader("names").items():
+                    self.whole[c_text(bytes(k))] = whole_text(c_text(bytes(k)), bytes(v))
+            got = self.whole.get(key)
+        return got or key
 
     def reader(self, name: str) -> MapReader:
         r = self._readers.get(name)

@@ -23,6 +23,8 @@ from adaptyst_top.collectors.probes.bpf_program import (
     MULTI_AFTER,
     MULTI_ENTRY,
     MULTI_RETURN,
+    WHOLE_LEN,
+    WHOLE_NAMES,
     KernelError,
     Slot,
     map_sizes,
@@ -41,6 +43,7 @@ _ROLES = {
     "usdt-end": "usdt_end",
     "usdt-batch": "usdt_batch",
     "usdt-add": "usdt_add",
+    "usdt-name": "usdt_name",
 }
 # Every object's: a thread's interval stacks go with the thread (module.h).
 EXIT = "module_exit"
@@ -177,6 +180,7 @@ MAP_TYPES: dict[str, tuple[Any, Any]] = {
     "gate": (_u32, _u8),
     "slots": (_u32, SlotCfg),
     "args": (_u32, ArgLoc),
+    "names": (_u8 * KEYLEN, _u8 * WHOLE_LEN),
 }
 
 
@@ -215,6 +219,9 @@ def load_module(
         obj.size_map("slots", len(slots))
         if "args" in (names := obj.map_names()):
             obj.size_map("args", len(plan.locs))
+        if "names" in names:
+            told = any(s.role == "usdt-name" for s in slots)
+            obj.size_map("names", WHOLE_NAMES if told else 1)
         obj.set_rodata(bytes(config(confine, oncpu_at, per_slot)))
         if multi:
             multi_type = BPF_TRACE_UPROBE_MULTI

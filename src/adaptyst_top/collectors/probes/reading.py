@@ -12,7 +12,7 @@ from typing import Any
 
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.bpf_program import KEYLEN
-from adaptyst_top.collectors.probes.keys import Stats, merge_stats
+from adaptyst_top.collectors.probes.keys import Stats, hashed_name, merge_stats
 from adaptyst_top.collectors.probes.model import (
     KERNEL_ERRORS,
     QUIET_ERRORS,
@@ -44,6 +44,8 @@ def read_module(module: ProbeModule) -> None:
         slot = int(k.slot)
         per_slot = stats.setdefault(slot, {})
         key = key_of(k)
+        if hashed_name(key):  # a device layer's long name: whole where it was told
+            key = module.whole_name(key)
         new = (int(v.count), int(v.sum), int(v.min), int(v.max), int(v.oncpu))
         # Two kernel keys can be one user key (a string read here and in the kernel).
         per_slot[key] = merge_stats(per_slot[key], new) if key in per_slot else new

@@ -11,7 +11,8 @@
  * name: the kernel's name as CUPTI gives it (mangled), or "[HtoD]", "[DtoH]", "[DtoD]",
  * "[copy]" (other directions), "[memset]", "[dropped]" (records CUPTI dropped, counted
  * only); one over KEY_LEN - 1 bytes (the probes' key) keeps its first bytes and a hash
- * of the whole (layer_common.h). device_ns: END - START on the device's clock.
+ * of the whole (layer_common.h), whose whole text is told once through a third site,
+ * adaptyst_cuda:name(key, whole). device_ns: END - START on the device's clock.
  *
  * CUPTI times every kernel; what the budget (ADAPTYST_CUDA_BUDGET, a share of the time,
  * as the monitor's --budget; unset: all) bounds is the filing: as many records are
@@ -60,6 +61,8 @@ __extension__ unsigned short adaptyst_cuda_timed_semaphore
     __attribute__((unused)) __attribute__((section(".probes")));
 __extension__ unsigned short adaptyst_cuda_launches_semaphore
     __attribute__((unused)) __attribute__((section(".probes")));
+__extension__ unsigned short adaptyst_cuda_name_semaphore
+    __attribute__((unused)) __attribute__((section(".probes")));
 
 /* CUPTI, opened at run time: the library builds and loads without it. */
 #define CUPTI_CALLS(X)                  \
@@ -81,10 +84,13 @@ static const char *const fixed_names[] = {"[HtoD]", "[DtoH]", "[DtoD]",
 
 struct name {
     char text[KEY_LEN];
+    char *whole;  /* a name longer than its key: the whole text (else NULL) */
     uint64_t pending;  /* counted, not handed over yet */
 };
 static struct name names[MAX_NAMES + 1];
 static int nnames = FIRST_KERNEL_ID;
+static int told = FIRST_KERNEL_ID;  /* the next long name to tell (under filing) */
+static unsigned short told_sem;
 static struct {
     const char *p;  /* CUPTI's name, shared by every record of one kernel */
     int id;
@@ -121,6 +127,8 @@ static void flush(int id) {
 }
 
 static void flush_all(void) {
+    TELL_NAMES(adaptyst_cuda, adaptyst_cuda_name_semaphore, names, FIRST_KERNEL_ID, nnames, told,
+               told_sem);
     hand_over();
     for (int id = 0; id < nnames; id++) flush(id);
     flush(OTHER);
@@ -154,11 +162,21 @@ static void file(int id, uint64_t start, uint64_t end) {
     }
 }
 
-static int intern(const char *key) {
-    for (int id = FIRST_KERNEL_ID; id < nnames; id++)
-        if (!strcmp(names[id].text, key)) return id;
-    if (nnames == MAX_NAMES) return OTHER;
+/* KEY's id, interned; WHOLE: its whole text when longer than a key, kept by a new name
+ * (else freed). */
+static int intern(const char *key, char *whole) {
+    for (int id = FIRST_KERNEL_ID; id < nnames; id++) {
+        if (!strcmp(names[id].text, key)) {
+            free(whole);
+            return id;
+        }
+    }
+    if (nnames == MAX_NAMES) {
+        free(whole);
+        return OTHER;
+    }
     strcpy(names[nnames].text, key);
+    names[nnames].whole = whole;
     return nnames++;
 }
 
@@ -166,7 +184,7 @@ static int intern(const char *key) {
  * reused for another name once its module is gone, one alike in its first bytes too
  * (templates): a cached id stands while the whole name is still the one cached. */
 static int kernel_id(const char *p) {
-    if (!p) return intern("[unnamed]");
+    if (!p) return intern("[unnamed]", NULL);
     size_t h = ((uintptr_t)p >> 3) % NAME_SLOTS;
     for (size_t i = 0; i < PROBES; i++) {
         size_t at = (h + i) % NAME_SLOTS;
@@ -177,8 +195,7 @@ static int kernel_id(const char *p) {
         }
     }
     char key[KEY_LEN];
-    key_text(p, key);
-    int id = intern(key);
+    int id = intern(key, key_text(p, key));
     /* Where the walk stopped; its first slot when all were taken (that pointer is
      * looked up anew next time). A name that cannot be copied is not cached. */
     char *whole = strdup(p);

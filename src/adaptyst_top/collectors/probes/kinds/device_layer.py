@@ -22,21 +22,27 @@ from typing import ClassVar
 
 from adaptyst_top.collectors.probes import usdt_args
 from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_usdt
-from adaptyst_top.collectors.probes.bpf_program import Slot, SlotRole
+from adaptyst_top.collectors.probes.bpf_program import WHOLE_LEN, Slot, SlotRole
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, UsdtProbe
+from adaptyst_top.collectors.probes.keys import HASHED_PREFIX, KEY_BYTES, whole_text
 from adaptyst_top.collectors.probes.kinds.base import Plan, PlanContext, ProbeKindDef
 from adaptyst_top.collectors.probes.kinds.usdt import site_attachments
 from adaptyst_top.collectors.probes.model import ProbeError
 from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec, ProbeSpecError
 from adaptyst_top.snapshot import ProbeKey
 
-TIMED, LAUNCHES = "timed", "launches"
-SITE_ARGS = 2  # each site's two arguments: timed(records, n), launches(name, n)
-_SITE_ROLES: tuple[tuple[str, SlotRole], ...] = ((TIMED, "usdt-batch"), (LAUNCHES, "usdt-add"))
+TIMED, LAUNCHES, NAME = "timed", "launches", "name"
+SITE_ARGS = 2  # each site's two arguments: timed(records, n), launches(name, n), name(key, whole)
+# The name site tells a long name whole (layer_common.h): a library without it (the
+# Python layer's names are keyed before it sees them) has rows named by their keys.
+_SITE_ROLES: tuple[tuple[str, SlotRole], ...] = (
+    (TIMED, "usdt-batch"),
+    (LAUNCHES, "usdt-add"),
+    (NAME, "usdt-name"),
+)
+_OPTIONAL = (NAME,)
 _GLOB = re.compile(r"[A-Za-z0-9_*?\[\]!.~-]{1,128}")
 _MAPS_READ = 1 << 22  # a process's maps read up to 4 MiB: the library is among the first
-KEY_BYTES = 31  # a row's name: the probes' string key, NUL aside (layer_common.h)
-HASHED_PREFIX = 22
 
 
 def row_name(kernel: str) -> str:
@@ -50,6 +56,15 @@ def row_name(kernel: str) -> str:
     for b in raw:
         h = ((h ^ b) * 16777619) & 0xFFFFFFFF
     return f"{raw[:HASHED_PREFIX].decode(errors='replace')}~{h:08x}"
+
+
+def shown_name(kernel: str) -> str:
+    """The name KERNEL's row shows once its layer told it whole (its name site): itself,
+    or, longer than the names map keeps, its first bytes and its key's hash."""
+    raw = kernel.encode()
+    if len(raw) < WHOLE_LEN:
+        return kernel
+    return whole_text(row_name(kernel), raw[: WHOLE_LEN - 1])
 
 
 def library_path(module: str) -> str | None:
@@ -111,12 +126,17 @@ class DeviceLayerKind(ProbeKindDef):
         )
 
     def plan(self, ctx: PlanContext, spec: ProbeSpec, path: str, source: str, elf: ElfInfo) -> Plan:
-        """One row, two programs: slot 0 on the timed launches' site, slot 1 (filing its
-        counts under slot 0's keys and gate) on the counted ones'."""
+        """One row, a program per site: slot 0 on the timed launches' site, slot 1 (filing
+        its counts under slot 0's keys and gate) on the counted ones', slot 2 on the site
+        that tells long names whole, where the library has it."""
         row = ctx.new_row(spec, spec.label, path, self.timed_class, 0)
         row.count_class = self.counted_class
         slots: list[Slot] = []
-        for index, (site, role) in enumerate(_SITE_ROLES):
+        for site, role in _SITE_ROLES:
+            if site in _OPTIONAL and not any(
+                (u.provider, u.name) == (self.provider, site) for u in elf.usdt
+            ):
+                continue
             try:
                 # Planned unkeyed (no reader of a key argument): the programs read both
                 # arguments themselves, the name from a record or from the launches site.
@@ -126,7 +146,7 @@ class DeviceLayerKind(ProbeKindDef):
             except PlanError as exc:
                 raise ProbeError(str(exc)) from None
             slot = dataclasses.replace(
-                planned.slots[0], index=index, role=role, args=args, arg=1, files_as=0
+                planned.slots[0], index=len(slots), role=role, args=args, arg=1, files_as=0
             )
             planned = dataclasses.replace(planned, slots=[slot])
             row.fns += slot.fn_names

@@ -1,6 +1,7 @@
 /* What the device libraries (opencl_layer.c, cuda_inject.c) share: the monotonic clock
  * they measure their own work by, the budget they read from the monitor, the record
- * they hand timed launches over in, and a kernel name as a row's key. */
+ * they hand timed launches over in, and a kernel name as a row's key (its whole text
+ * told through a name site when it does not fit). */
 #ifndef ADAPTYST_LAYER_COMMON_H
 #define ADAPTYST_LAYER_COMMON_H
 #include <stdint.h>
@@ -48,16 +49,33 @@ static inline double budget_of(const char *text) {
 }
 
 /* TEXT as the row's key: whole when it fits, else its first bytes, '~' and a hash of
- * the whole (FNV-1a), so that long names that share a beginning stay apart. */
-static inline void key_text(const char *text, char *out) {
+ * the whole (FNV-1a), so that long names that share a beginning stay apart. Returns the
+ * whole text, copied, when it did not fit (NULL when it did, or the copy failed): the
+ * name site tells it to the monitor, which shows the whole name. */
+static inline char *key_text(const char *text, char *out) {
     size_t n = strlen(text);
     if (n < KEY_LEN) {
         memcpy(out, text, n + 1);
-        return;
+        return NULL;
     }
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)text[i]) * 16777619u;
     snprintf(out, KEY_LEN, "%.*s~%08x", HASHED_PREFIX, text, h);
+    return strdup(text);
 }
+
+/* The long names among NAMES[FIRST..N) (those with a `whole`), each through PROVIDER's
+ * name(key, whole) site while a monitor is attached to it (SEM up): the ones not told
+ * yet (TOLD: the next to tell), and all of them again when SEM moves (another monitor,
+ * or the same one attached anew, which missed them). The caller holds the names' lock. */
+#define TELL_NAMES(provider, sem, names, first, n, told, told_sem)                      \
+    do {                                                                               \
+        unsigned short now_sem = (sem);                                                \
+        if (!now_sem) break;                                                           \
+        if (now_sem != (told_sem)) (told) = (first), (told_sem) = now_sem;             \
+        for (; (told) < (n); (told)++)                                                 \
+            if ((names)[told].whole)                                                   \
+                DTRACE_PROBE2(provider, name, (names)[told].text, (names)[told].whole); \
+    } while (0)
 
 #endif

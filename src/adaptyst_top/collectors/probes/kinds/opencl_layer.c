@@ -12,6 +12,11 @@
  *
  *   adaptyst_cl:timed(records, n)          n records {name, device_ns, on_cpu}
  *
+ * A name longer than a key is a key of its first bytes and a hash (layer_common.h), and
+ * its whole text goes to the monitor once, through a third site:
+ *
+ *   adaptyst_cl:name(key, whole)
+ *
  * name: the kernel's function name, or "[read]", "[write]", "[copy]" for transfers;
  * device_ns: END - START as the device timed it (~0: counted, not timed); on_cpu: 1
  * when the device is the host's CPU (PoCL's), whose time is the CPU's energy.
@@ -59,6 +64,8 @@ __extension__ unsigned short adaptyst_cl_timed_semaphore
     __attribute__((unused)) __attribute__((section(".probes")));
 __extension__ unsigned short adaptyst_cl_launches_semaphore
     __attribute__((unused)) __attribute__((section(".probes")));
+__extension__ unsigned short adaptyst_cl_name_semaphore
+    __attribute__((unused)) __attribute__((section(".probes")));
 
 static struct _cl_icd_dispatch next;  /* the layer below: the loader's dispatch */
 static struct _cl_icd_dispatch ours;
@@ -66,10 +73,13 @@ static struct _cl_icd_dispatch ours;
 enum { READ_ID, WRITE_ID, COPY_ID, FIRST_KERNEL_ID };
 struct name {
     char text[KEY_LEN];
+    char *whole;  /* a name longer than its key: the whole text (else NULL) */
     _Atomic uint64_t pending;  /* launches counted, not handed over yet */
 };
 static struct name names[MAX_NAMES + 1];  /* zeroed; the fixed ones named at init */
 static int nnames = FIRST_KERNEL_ID;
+static int told = FIRST_KERNEL_ID;  /* the next long name to tell (names_lock) */
+static unsigned short told_sem;
 static struct {
     cl_kernel k;
     int id;
@@ -106,6 +116,10 @@ static void hand_over(void) {
 
 static void flush_all(int64_t now) {
     atomic_store_explicit(&flushed_at, now, memory_order_relaxed);
+    pthread_mutex_lock(&names_lock);
+    TELL_NAMES(adaptyst_cl, adaptyst_cl_name_semaphore, names, FIRST_KERNEL_ID, nnames, told,
+               told_sem);
+    pthread_mutex_unlock(&names_lock);
     pthread_mutex_lock(&batch_lock);
     hand_over();
     pthread_mutex_unlock(&batch_lock);
@@ -195,26 +209,38 @@ static void CL_CALLBACK completed(cl_event ev, cl_int status, void *user) {
     spent(now_ns() - t0);
 }
 
-/* The name's id, interned (the caller holds names_lock). */
-static int intern(const char *text) {
-    for (int id = FIRST_KERNEL_ID; id < nnames; id++)
-        if (!strcmp(names[id].text, text)) return id;
-    if (nnames == MAX_NAMES) return OTHER;
+/* The name's id, interned (the caller holds names_lock); WHOLE: its whole text when
+ * longer than its key, kept by a new name (else freed). */
+static int intern(const char *text, char *whole) {
+    for (int id = FIRST_KERNEL_ID; id < nnames; id++) {
+        if (!strcmp(names[id].text, text)) {
+            free(whole);
+            return id;
+        }
+    }
+    if (nnames == MAX_NAMES) {
+        free(whole);
+        return OTHER;
+    }
     strcpy(names[nnames].text, text);
+    names[nnames].whole = whole;
     return nnames++;
 }
 
-static void kernel_name(cl_kernel k, char *out) {
+/* K's name as a key in OUT; its whole text when longer (else NULL). */
+static char *kernel_name(cl_kernel k, char *out) {
     size_t n = 0;
+    char *long_name = NULL;
     strcpy(out, "[unnamed]");
     if (next.clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, 0, NULL, &n) != CL_SUCCESS || n == 0)
-        return;
+        return NULL;
     char *whole = malloc(n + 1);
     if (whole && next.clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, n, whole, NULL) == CL_SUCCESS) {
         whole[n] = 0;  /* a runtime that returns no NUL of its own */
-        key_text(whole, out);
+        long_name = key_text(whole, out);
     }
     free(whole);
+    return long_name;
 }
 
 /* Bumped whenever a kernel is made (its address may be a released one's): a thread's
@@ -258,8 +284,8 @@ static int cached_id(cl_kernel k) {
         return id;
     }
     char text[KEY_LEN];
-    kernel_name(k, text);
-    int id = intern(text);
+    char *whole = kernel_name(k, text);
+    int id = intern(text, whole);
     if (free_at < KERNEL_SLOTS) {  /* a full cache: asked again next time */
         kernels[free_at].k = k;
         kernels[free_at].id = id;

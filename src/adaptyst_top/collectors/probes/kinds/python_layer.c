@@ -12,7 +12,9 @@
  * CPython on the node loads the same one.
  *
  * adaptyst_py_probed() says whether a probe holds a site (its semaphore is up): the
- * hook stops timing while none does. */
+ * hook stops timing while none does. A name longer than a key is told whole through a
+ * third site, adaptyst_py:name(key, whole), while adaptyst_py_name_wanted() (its
+ * semaphore) says a monitor holds it: again whenever that moves (layer_common.h). */
 #define _SDT_HAS_SEMAPHORES 1
 #include "adaptyst_sdt.h"
 #include "layer_common.h"
@@ -22,6 +24,8 @@
 __extension__ unsigned short adaptyst_py_timed_semaphore
     __attribute__((unused)) __attribute__((section(".probes")));
 __extension__ unsigned short adaptyst_py_launches_semaphore
+    __attribute__((unused)) __attribute__((section(".probes")));
+__extension__ unsigned short adaptyst_py_name_semaphore
     __attribute__((unused)) __attribute__((section(".probes")));
 
 EXPORT int adaptyst_py_probed(void) {
@@ -47,4 +51,12 @@ EXPORT void adaptyst_py_timed(const char *const *names, const uint64_t *ns, uint
 
 EXPORT void adaptyst_py_launches(const char *name, uint64_t n) {
     DTRACE_PROBE2(adaptyst_py, launches, name, n);
+}
+
+EXPORT unsigned adaptyst_py_name_wanted(void) {
+    return adaptyst_py_name_semaphore;
+}
+
+EXPORT void adaptyst_py_name(const char *key, const char *whole) {
+    DTRACE_PROBE2(adaptyst_py, name, key, whole);
 }

@@ -105,3 +105,29 @@ SEC("uprobe") int usdt_add(struct pt_regs *ctx) {
     add_count(&k, hits);
     return 0;
 }
+
+/* A device layer's name(key, whole) site: a name longer than a key (its first bytes and
+ * a hash: layer_common.h's key_text), told whole once. Kept here, by its key, for user
+ * space to show the whole name (so that a process gone meanwhile keeps it too). */
+#define WHOLE_LEN 256   /* bpf_program.WHOLE_LEN: a longer name is cut, never wrong */
+struct whole { char s[WHOLE_LEN]; };
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, char[KEYLEN]); __type(value, struct whole);
+         __uint(max_entries, 1); } names SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, u32); __type(value, struct whole);
+         __uint(max_entries, 1); } whole_scratch SEC(".maps");
+
+SEC("uprobe") int usdt_name(struct pt_regs *ctx) {
+    u32 at;
+    struct slot_cfg *c = hand_over(ctx, &at);
+    if (!c) return 0;
+    u64 key_at = read_arg(ctx, at), whole_at = read_arg(ctx, at + 1);
+    char key[KEYLEN] = {};
+    u32 zero = 0;
+    struct whole *w = bpf_map_lookup_elem(&whole_scratch, &zero);
+    if (!w || bpf_probe_read_user_str(key, sizeof(key), (void *)key_at) != KEYLEN) return 0;
+    __builtin_memset(w->s, 0, sizeof(w->s));
+    if (bpf_probe_read_user_str(w->s, sizeof(w->s), (void *)whole_at) <= KEYLEN) return 0;
+    bpf_map_update_elem(&names, key, w, BPF_ANY);
+    return 0;
+}
+

@@ -112,6 +112,11 @@ class Hook:
             ctypes.c_uint64,
         ]
         self.lib.adaptyst_py_probed.restype = ctypes.c_int
+        self.lib.adaptyst_py_name_wanted.restype = ctypes.c_uint
+        self.lib.adaptyst_py_name.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        self.whole: dict[bytes, bytes] = {}  # a long name's key -> the name
+        self.told: set[bytes] = set()  # the keys told while the name site held told_sem
+        self.told_sem = 0
         self.lock = threading.Lock()
         self.pending: list[tuple[bytes, int]] = []  # (key, ns), appended without a lock
         # code -> its key; None: not probed. Changed in place only (readers hold it).
@@ -129,7 +134,10 @@ class Hook:
                 where = os.path.abspath(where)
         for path, func in self.probes:
             if fnmatch.fnmatchcase(where, path) and fnmatch.fnmatchcase(name, func):
-                return _key(name)
+                key = _key(name)
+                if len(key) == _KEY_LEN - 1 and key != name.encode("utf-8", "replace"):
+                    self.whole[key] = name.encode("utf-8", "replace")
+                return key
         return None
 
     def key_of(self, code: CodeType) -> bytes | None:
@@ -209,6 +217,8 @@ class Hook:
         finally:
             self.lock.release()
         n = len(taken)
+        if n and self.whole:
+            self.tell()
         # The layer's call lets the GIL go: the probe's work runs beside the program's.
         if n and self.lib.adaptyst_py_probed():  # no probe holds the site: nothing to hand
             self.lib.adaptyst_py_timed(
@@ -216,6 +226,19 @@ class Hook:
                 (ctypes.c_uint64 * n)(*(t for _, t in taken)),
                 n,
             )
+
+    def tell(self) -> None:
+        """Long names whole, to a monitor holding the name site: those not told yet, and
+        all again when its semaphore moves (layer_common.h's TELL_NAMES)."""
+        sem = self.lib.adaptyst_py_name_wanted()
+        if not sem:
+            return
+        if sem != self.told_sem:
+            self.told_sem, self.told = sem, set()
+        for key, whole in list(self.whole.items()):
+            if key not in self.told:
+                self.lib.adaptyst_py_name(key, whole)
+                self.told.add(key)
 
 
 _UNSEEN = object()
