@@ -151,7 +151,10 @@ def test_record_on_another_node_through_ssh_is_a_local_record(
         assert local.returncode == 0, local.stderr
         far, near = (json.loads(r.stdout.splitlines()[-1]) for r in (remote, local))
         assert far.keys() == near.keys() and far["final"] and far["schema_version"] == 1
-        assert far["probes"][0].keys() == near["probes"][0].keys()
+        # The same fields, but for one present only when its figures say so (a raw
+        # minimum below the probe's cost: each session's calls are their own).
+        figured = {"corrected_ns"}
+        assert far["probes"][0].keys() - figured == near["probes"][0].keys() - figured
         assert far["probes"][0]["count"] > 1000 and far["probes"][0]["state"] == "attached"
         assert [d["id"] for d in far["devices"]] == [d["id"] for d in near["devices"]]
     finally:
