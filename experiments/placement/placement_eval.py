@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.kernels import (
     Inputs,
     available_devices,
@@ -45,9 +44,10 @@ from adaptyst_top.placement.kernels import (
     make_inputs,
 )
 from adaptyst_top.placement.learner_json import learner_to_json
-from adaptyst_top.placement.model import model_from_json, model_to_json
-from adaptyst_top.placement.stream import TaskStream
 from adaptyst_top.placement.task_keys import feature_bucket, size_bucket
+from experiments.placement.baseline.advisor import Advisor
+from experiments.placement.baseline.model import model_from_json, model_to_json
+from experiments.placement.baseline.stream import TaskStream
 from experiments.placement.placement_learned import Learned
 
 Runner = Callable[[Inputs], Any]

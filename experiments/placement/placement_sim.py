@@ -32,10 +32,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.learner import Learner
-from adaptyst_top.placement.stream import TaskStream
 from adaptyst_top.placement.task_keys import size_bucket
+from experiments.placement.baseline.advisor import Advisor
+from experiments.placement.baseline.stream import TaskStream
 
 TUNE_SEEDS = 1000  # seeds below: for tuning; the report uses seeds from REPORT_SEED up
 REPORT_SEED = 1000

@@ -10,21 +10,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from adaptyst_top.placement import device_priors as dp
-from adaptyst_top.placement import exploration as ex
-from adaptyst_top.placement import priors as pr
 from adaptyst_top.placement.advice import Advice as Advice
-from adaptyst_top.placement.exploration import EXPLORE_RUNS as EXPLORE_RUNS
-from adaptyst_top.placement.model import (
+from adaptyst_top.placement.objectives import Objective as Objective
+from adaptyst_top.placement.objectives import objective_cost
+from adaptyst_top.snapshot import TaskEntry
+from experiments.placement.baseline import exploration as ex
+from experiments.placement.baseline import priors as pr
+from experiments.placement.baseline.exploration import EXPLORE_RUNS as EXPLORE_RUNS
+from experiments.placement.baseline.model import (
     Context,
     Prediction,
     TaskDeviceModel,
     bucket_size,
     pareto_front,
 )
-from adaptyst_top.placement.objectives import Objective as Objective
-from adaptyst_top.placement.objectives import objective_cost
-from adaptyst_top.placement.task_state import TaskState as TaskState
-from adaptyst_top.placement.transfer import TransferModel as TransferModel
+from experiments.placement.baseline.task_state import TaskState as TaskState
+from experiments.placement.baseline.transfer import TransferModel as TransferModel
 
 # A device measured in fewer runs than this for an input, whose optimistic estimate
 # would still beat the current one, may be measured again: five runs on a shared node
@@ -86,6 +87,12 @@ class Advisor:
         return pr.remembered(
             known, lambda p, ref: self._score(p, ref, 0.0), self.threshold, MOVE_MIN_SAMPLES
         )
+
+    def entries(self) -> tuple[TaskEntry, ...]:
+        """Its tasks as a snapshot carries them."""
+        from experiments.placement.baseline.task_view import task_entries  # it reads this
+
+        return task_entries(self)
 
     def task_names(self) -> list[str]:
         return list(self.tasks)

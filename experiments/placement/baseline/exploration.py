@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from adaptyst_top.placement.model import Context, Prediction, TaskDeviceModel, bucket_size
+from experiments.placement.baseline.model import Context, Prediction, TaskDeviceModel, bucket_size
 
 EXPLORE_RUNS = 3  # a measuring exploration: enough for a median that drops the first run
 PROBE_RUNS = 1  # the first look at a device nothing predicts, or one predicted far behind

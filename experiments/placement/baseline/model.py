@@ -13,6 +13,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from adaptyst_top.placement.prediction import Context as Context
+from adaptyst_top.placement.prediction import Prediction as Prediction
+from adaptyst_top.placement.prediction import pareto_front as pareto_front
+
 MIN_BUCKET_SAMPLES = 2
 FIT_MIN_SAMPLES = 6
 FIT_MIN_BUCKETS = 3
@@ -20,8 +24,6 @@ OUTLIER_SIGMAS = 4.0
 DRIFT_RATIO = 0.35  # recent mean this far from the long one, sustained: the device changed
 DRIFT_RUNS = 3  # ... for this many values in a row: the model starts over from them
 EWMA_ALPHA = 0.3
-
-Context = tuple[int, int]  # (size bucket, feature bucket)
 
 
 def bucket_size(size_bucket: int) -> float:
@@ -151,48 +153,6 @@ class Running:
         self.recent = values[-1]
         self.lo = min(self.lo, *values)
         self.recent_values = deque(values, maxlen=RECENT_VALUES)
-
-
-@dataclass
-class Prediction:
-    time_s: float
-    energy_j: float | None
-    rel_err: float  # relative uncertainty of time_s
-    samples: int
-    source: str  # "measured" (this input bucket) or "fit"
-    best_s: float | None = None  # the fastest measured run (interval mean) for this input
-
-    def short(self) -> str:
-        e = "" if self.energy_j is None else f", {self.energy_j * 1e3:.3g} mJ"
-        return f"{self.time_s * 1e3:.3g} ms{e}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "time_s": self.time_s,
-            "energy_j": self.energy_j,
-            "rel_err": round(self.rel_err, 3),
-            "samples": self.samples,
-            "source": self.source,
-        }
-
-
-def pareto_front(preds: dict[str, Prediction]) -> list[tuple[str, float, float | None]]:
-    """(device, time, energy) of the devices whose time and energy no other device
-    beats on both, fastest first."""
-    front = []
-    for d, p in preds.items():
-        dominated = any(
-            q.time_s <= p.time_s
-            and q.energy_j is not None
-            and p.energy_j is not None
-            and q.energy_j <= p.energy_j
-            and (q.time_s < p.time_s or q.energy_j < p.energy_j)
-            for o, q in preds.items()
-            if o != d
-        )
-        if not dominated:
-            front.append((d, p.time_s, p.energy_j))
-    return sorted(front, key=lambda x: x[1])
 
 
 def fit_power_law(points: list[tuple[float, float, int]]) -> tuple[float, float, float] | None:

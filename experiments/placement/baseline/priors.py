@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from adaptyst_top.placement.model import Prediction, TaskDeviceModel
+from experiments.placement.baseline.model import Prediction, TaskDeviceModel
 
 
 def remembered(

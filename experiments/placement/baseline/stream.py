@@ -7,11 +7,11 @@ finished calls, and as soon as an exploration's calls are all back."""
 from __future__ import annotations
 
 from adaptyst_top.placement.advice import Advice
-from adaptyst_top.placement.advisor import EXPLORE_RUNS, Advisor
 from adaptyst_top.placement.failing import DROPPED_FOR as DROPPED_FOR
 from adaptyst_top.placement.failing import FAILS_TO_DROP as FAILS_TO_DROP
 from adaptyst_top.placement.failing import Failing
-from adaptyst_top.placement.model import Context
+from experiments.placement.baseline.advisor import EXPLORE_RUNS, Advisor
+from experiments.placement.baseline.model import Context
 
 DECIDE_EVERY = 5  # finished calls per decision: a monitor's interval of a busy task
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from adaptyst_top.placement.model import Context
+from experiments.placement.baseline.model import Context
 
 
 @dataclass

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 
-from adaptyst_top.placement.advisor import MOVE_MIN_SAMPLES, Advisor
-from adaptyst_top.placement.model import Prediction, bucket_size
-from adaptyst_top.placement.task_state import TaskState
 from adaptyst_top.snapshot import Curve, TaskEntry
+from experiments.placement.baseline.advisor import MOVE_MIN_SAMPLES, Advisor
+from experiments.placement.baseline.model import Prediction, bucket_size
+from experiments.placement.baseline.task_state import TaskState
 
 
 def task_entries(advisor: Advisor) -> tuple[TaskEntry, ...]:

@@ -17,8 +17,9 @@ from typing import Any
 from adaptyst_top.placement.advice import Advice
 from adaptyst_top.placement.learner import Learner
 from adaptyst_top.placement.learner_json import MAX_MODELS, learner_from_json, learner_to_json
-from adaptyst_top.placement.model import Context, Prediction
 from adaptyst_top.placement.objectives import Objective, objective_cost
+from adaptyst_top.placement.prediction import Context, Prediction
+from adaptyst_top.snapshot import TaskEntry
 
 # A look's runs: their median leaves out one cold run (the first after another
 # device's runs: PoCL's SpMV 12-13 ms for 7 ms) wherever the interval splits them.
@@ -273,6 +274,12 @@ class LearnedAdvisor:
         if gain <= MOVE_MIN_GAIN:
             return "in noise"
         return "holding"  # moved at the next decision (auto), or offered (suggest)
+
+    def entries(self) -> tuple[TaskEntry, ...]:
+        """Its tasks as a snapshot carries them."""
+        from adaptyst_top.placement.learned_view import learned_entries  # it reads this
+
+        return learned_entries(self)
 
     def task_names(self) -> list[str]:
         return list(self.tasks)

@@ -1,4 +1,4 @@
-"""The learner's tasks as a snapshot carries them (task_view.py does the advisor's): where
+"""The learner's tasks as a snapshot carries them: where
 each runs, each device's predicted time and energy at the current input with the factor
 that holds one sigma of it, the device of the least posterior mean and how likely it
 gains, and per device the sizes measured with the prediction drawn over them."""
@@ -6,22 +6,15 @@ gains, and per device the sizes measured with the prediction drawn over them."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from adaptyst_top.placement.advisor import Advisor
-from adaptyst_top.placement.learned_advisor import LearnedAdvisor
-from adaptyst_top.placement.model import Prediction, pareto_front
-from adaptyst_top.placement.placer import Placer
-from adaptyst_top.placement.task_view import task_entries
+from adaptyst_top.placement.prediction import Prediction, pareto_front
 from adaptyst_top.snapshot import Curve, TaskEntry
 
+if TYPE_CHECKING:
+    from adaptyst_top.placement.learned_advisor import LearnedAdvisor
+
 BAND_POINTS = 24  # sizes the prediction is drawn at, log-spaced over those measured
-
-
-def entries_of(placer: Placer) -> tuple[TaskEntry, ...]:
-    """The tasks of whichever places them, as the snapshot carries them."""
-    if isinstance(placer, LearnedAdvisor):
-        return learned_entries(placer)
-    return task_entries(placer) if isinstance(placer, Advisor) else ()
 
 
 def learned_entries(adv: LearnedAdvisor) -> tuple[TaskEntry, ...]:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from adaptyst_top.placement.advice import Advice
 from adaptyst_top.placement.control import ControlServer
 from adaptyst_top.placement.kernel_clock import KernelClock, device_ns, on_accelerator
-from adaptyst_top.placement.learned_view import entries_of
 from adaptyst_top.placement.move_log import MoveLog
 from adaptyst_top.placement.placer import Placer
 from adaptyst_top.placement.task_keys import parse_key
@@ -157,7 +156,7 @@ class PlacementLoop:
                     self._apply(a)
                 else:
                     self.advice[task] = a
-            tasks = entries_of(self.advisor)
+            tasks = self.advisor.entries()
             clients = len(self.control.clients) if self.control else 0
             # Tasks it learnt, and no task probe left to learn from (`d` removed it, or
             # it is off): "running" read as if it still learnt (issue 74's newcomer).

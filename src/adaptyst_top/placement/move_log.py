@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from adaptyst_top.placement.model import Context, Prediction
+from adaptyst_top.placement.prediction import Context, Prediction
 from adaptyst_top.snapshot import Move
 
 KEPT = 20  # the last moves a snapshot carries

@@ -1,14 +1,15 @@
 """What the monitor's placement loop (loop.py) asks of whoever places its tasks: the
-learner (learned_advisor.py), or the advisor it replaced (advisor.py), kept for
-comparison in the evaluations."""
+learner (learned_advisor.py), or, in the evaluations, the advisor it replaced
+(experiments/placement/baseline/)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from adaptyst_top.placement.advice import Advice
-from adaptyst_top.placement.model import Context, Prediction
 from adaptyst_top.placement.objectives import Objective
+from adaptyst_top.placement.prediction import Context, Prediction
+from adaptyst_top.snapshot import TaskEntry
 
 
 class Placer(Protocol):
@@ -42,3 +43,5 @@ class Placer(Protocol):
     def unplaced(self) -> list[str]: ...
 
     def remembered(self, task: str) -> str | None: ...
+
+    def entries(self) -> tuple[TaskEntry, ...]: ...

@@ -385,7 +385,7 @@ def test_the_energy_objective_puts_a_call_where_it_costs_least_not_where_it_is_f
 def test_a_device_whose_calls_only_fail_is_reported_and_left_out(two_workers: Client) -> None:
     """Its explorations come back as failures (never waited for, never learnt as times);
     after FAILS_TO_DROP the stream places no more calls there, the user sees each error."""
-    from adaptyst_top.placement.stream import FAILS_TO_DROP
+    from adaptyst_top.placement.failing import FAILS_TO_DROP
 
     task = placed("broken", {"cpu": nap, "opencl": flaky}, size=lambda s: 1000)
     errors = 0

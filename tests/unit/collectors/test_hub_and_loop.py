@@ -11,7 +11,6 @@ import pytest
 from adaptyst_top.collectors.devices.opencl import OpenCLCollector
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
-from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.learned_advisor import LOOK_RUNS, LearnedAdvisor
 from adaptyst_top.placement.loop import TASK_PROBE_NAME, PlacementLoop
 from adaptyst_top.placement.move_log import KEPT
@@ -22,6 +21,7 @@ from adaptyst_top.snapshot import (
     Snapshot,
 )
 from adaptyst_top.snapshot.histogram import bucket_of, percentile
+from experiments.placement.baseline.advisor import Advisor
 from tests.support.fake_nvml import FakeGpu, FakeNvml
 
 

@@ -1,4 +1,5 @@
-"""Models and advisor on simulated devices with known costs: deterministic."""
+"""The baseline advisor (experiments/placement/baseline/) and its models on simulated
+devices with known costs: deterministic."""
 
 from __future__ import annotations
 
@@ -9,23 +10,23 @@ from collections.abc import Callable
 
 import pytest
 
-from adaptyst_top.placement.advisor import (
+from adaptyst_top.placement.task_api import feature_bucket, parse_key, size_bucket, task_key
+from experiments.placement.baseline.advisor import (
     EXPLORE_RUNS,
     RECHECK_SAMPLES,
     SETTLED_SAMPLES,
     Advisor,
     TransferModel,
 )
-from adaptyst_top.placement.exploration import EXPLORE_SHARE, PROBE_RUNS, RELOOK_GROWTH
-from adaptyst_top.placement.model import (
+from experiments.placement.baseline.exploration import EXPLORE_SHARE, PROBE_RUNS, RELOOK_GROWTH
+from experiments.placement.baseline.model import (
     Running,
     TaskDeviceModel,
     fit_power_law,
     model_from_json,
     model_to_json,
 )
-from adaptyst_top.placement.stream import TaskStream
-from adaptyst_top.placement.task_api import feature_bucket, parse_key, size_bucket, task_key
+from experiments.placement.baseline.stream import TaskStream
 
 # Two simulated devices: "cpu" cheap to start, linear; "acc" a launch cost, 5x faster per item.
 COST = {"cpu": lambda n: 1e-6 * n, "acc": lambda n: 2e-4 + 2e-7 * n}

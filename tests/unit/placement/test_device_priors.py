@@ -3,7 +3,6 @@ its fastest run of anything (placement/device_priors.py)."""
 
 from __future__ import annotations
 
-from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.device_priors import (
     GPU,
     HOST,
@@ -11,8 +10,9 @@ from adaptyst_top.placement.device_priors import (
     first_look,
     kind_of,
 )
-from adaptyst_top.placement.exploration import EXPLORE_SHARE
-from tests.unit.placement.test_placement_model import _drive, per_item
+from experiments.placement.baseline.advisor import Advisor
+from experiments.placement.baseline.exploration import EXPLORE_SHARE
+from tests.unit.experiments.test_baseline_advisor import _drive, per_item
 
 
 def test_a_task_too_short_to_pay_for_a_first_look_is_not_looked_at() -> None:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.placement.advisor import Advisor
 from adaptyst_top.placement.control import Client, ControlClient, ControlServer
 from adaptyst_top.placement.kernel_clock import KernelClock, device_ns
 from adaptyst_top.placement.loop import PlacementLoop
 from adaptyst_top.placement.protocol import ProtocolError, decode, encode
 from adaptyst_top.placement.task_api import device_for
 from adaptyst_top.snapshot import Latency, ProbeEntry
+from experiments.placement.baseline.advisor import Advisor
 from tests.support.waits import wait_until
 from tests.unit.collectors.test_hub_and_loop import snapshot, task_entry
 

@@ -263,3 +263,21 @@ def test_with_its_task_probe_removed_the_advisor_says_idle_not_running() -> None
     part = loop.update(snap(3.0, 20, False))
     assert part.advisor is not None and part.advisor.state == "idle"
     assert "no task probe" in part.advisor.detail
+
+
+def test_the_retired_advisor_is_not_in_the_package() -> None:
+    """The advisor the learner replaced is a baseline of the evaluations only
+    (experiments/placement/baseline/): nothing of it ships, and no module of the package
+    reaches for it."""
+    import importlib.util
+    from pathlib import Path
+
+    import adaptyst_top
+
+    retired = ("advisor", "model", "stream", "task_view", "task_state", "exploration")
+    for name in (*retired, "priors", "transfer"):
+        assert importlib.util.find_spec(f"adaptyst_top.placement.{name}") is None, name
+    package = Path(adaptyst_top.__file__).parent
+    for source in package.rglob("*.py"):
+        text = source.read_text()
+        assert "from experiments" not in text and "import experiments" not in text, source

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from adaptyst_top.placement.advisor import Advisor
-from adaptyst_top.placement.model import Prediction
 from adaptyst_top.placement.move_log import KEPT, MoveLog
-from adaptyst_top.placement.task_view import task_entries
 from adaptyst_top.snapshot import Curve, Move, Snapshot, TaskEntry
 from adaptyst_top.tui.task_plot_data import crossovers, energy_points, fitted
+from experiments.placement.baseline.advisor import Advisor
+from experiments.placement.baseline.model import Prediction
+from experiments.placement.baseline.task_view import task_entries
 
 
 def test_the_gain_measured_counts_the_runs_after_the_move_where_it_went() -> None:
