@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.driver import Driver
 from textual.message import Message
@@ -23,6 +23,7 @@ from adaptyst_top.collectors.probes.budget import budget_text, share_text
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
 from adaptyst_top.snapshot import ProbeRef, Snapshot, TaskEntry
+from adaptyst_top.tui.keys import BINDINGS as KEY_BINDINGS
 from adaptyst_top.tui.power_history import PowerHistory
 from adaptyst_top.tui.profile_keys import DetailAfter, open_processes, open_profile
 from adaptyst_top.tui.profile_view import ProfileView
@@ -57,28 +58,7 @@ class MonitorApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "adaptyst-top"
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]  # noqa: RUF012 - Textual's own
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
-        Binding("space", "toggle_probe", "On/off"),
-        Binding("a", "add_probe", "Add"),
-        Binding("d", "remove_probe", "Remove"),
-        Binding("enter", "detail", "Detail"),
-        Binding("e", "power", "Power", show=False),
-        Binding("f", "profile", "Profile"),
-        Binding("l", "processes", "Processes", show=False),
-        Binding("slash", "filter", "Filter"),
-        Binding("s", "sort", "Sort"),
-        Binding("S", "sort_reverse", "Reverse", show=False),
-        Binding("p", "pause", "Pause"),
-        Binding("plus,equals_sign", "interval(2)", "Slower", show=False),
-        Binding("minus", "interval(0.5)", "Faster", show=False),
-        Binding("m", "apply_advice", "Apply", show=False),
-        Binding("M", "advisor_mode", "Auto/suggest", show=False),
-        Binding("greater_than_sign", "speed(2)", "Replay faster", show=False),
-        Binding("full_stop", "step", "Step", show=False),
-        Binding("less_than_sign", "speed(0.5)", "Replay slower", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = list(KEY_BINDINGS)  # tui/keys.py
 
     def get_driver_class(self) -> type[Driver]:
         return quiet(super().get_driver_class())  # no 0.1 s input poll

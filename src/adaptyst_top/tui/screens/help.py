@@ -12,30 +12,8 @@ from textual.widgets import Static
 
 from adaptyst_top.tui.advisor_rows import MOVE_COLUMNS, TASK_COLUMNS
 from adaptyst_top.tui.columns import Column
+from adaptyst_top.tui.keys import KEYS
 from adaptyst_top.tui.rows import DEVICE_COLUMNS, PROBE_COLUMNS
-
-KEYS = (
-    ("space", "switch the selected probe on/off (a map write; no recompilation)"),
-    ("a", "add probes: pick from the target's functions and USDT probes, or type a spec"),
-    ("d", "remove the selected probe's spec"),
-    ("enter", "probe detail: latency histogram, percentiles, rate and p99 over time"),
-    ("e", "power and energy of each device over the session (a plot)"),
-    ("f", "the sampled profile (--profile): hot functions, flame graph; / finds one, u times it"),
-    ("l", "the process list, by CPU: enter profiles the selected process"),
-    ("/", "filter probe rows (substring; empty to clear)"),
-    ("s / S", "sort by the next column / reverse the order"),
-    ("p", "pause / resume the display"),
-    ("+ / -", "refresh slower / faster"),
-    ("m", "apply the selected advice"),
-    ("M", "advisor: switch between suggest and auto"),
-    ("tab", "move between panes"),
-    ("< / >", "replay: slower / faster"),
-    (".", "replay: one snapshot (while paused)"),
-    ("ctrl+p", "command palette"),
-    ("?", "this help"),
-    ("q", "quit (probes detach; nothing is left in the kernel)"),
-)
-
 
 TABLES: tuple[tuple[str, tuple[Column, ...]], ...] = (
     ("Probes", PROBE_COLUMNS),
@@ -55,8 +33,8 @@ NOTATION = (
 
 def help_lines() -> list[str]:
     """The help's text: keys, then each table's columns, then the notation."""
-    width = max(len(k) for k, _ in KEYS)
-    lines = ["adaptyst-top keys", ""] + [f"  {k:<{width}}  {what}" for k, what in KEYS]
+    width = max(len(k.shown) for k in KEYS)
+    lines = ["adaptyst-top keys", ""] + [f"  {k.shown:<{width}}  {k.help}" for k in KEYS]
     for title, columns in TABLES:
         width = max(len(c.label) for c in columns)
         lines += ["", f"{title} columns", ""]
