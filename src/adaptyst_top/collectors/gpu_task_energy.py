@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 from adaptyst_top.collectors.devices.gpu_energy import METHOD, METHODS
 from adaptyst_top.snapshot import DeviceReading, EnergySplit, ProbeEntry
+from adaptyst_top.snapshot.task_key import task_device
 
 GPU_TASK_DEVICES = ("cuda", "hip", "gpu")  # a task key's device part, before any ":N"
 
@@ -35,10 +36,7 @@ def gpu_kernel(e: ProbeEntry) -> bool:
 
 def gpu_task(e: ProbeEntry) -> bool:
     """A task row (its key `task|device|size|feature`) of work on a GPU."""
-    if e.kind != "usdt" or not isinstance(e.key, str):
-        return False
-    parts = e.key.split("|")
-    return len(parts) == 4 and parts[1].split(":")[0] in GPU_TASK_DEVICES
+    return e.kind == "usdt" and task_device(e.key) in GPU_TASK_DEVICES
 
 
 class GpuTaskEnergy:

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import math
 
+from adaptyst_top.snapshot.task_key import MAX_FEATURE_BUCKET as MAX_FEATURE_BUCKET
+from adaptyst_top.snapshot.task_key import MAX_SIZE_BUCKET as MAX_SIZE_BUCKET
+from adaptyst_top.snapshot.task_key import parse_key as parse_key
+
 
 def size_bucket(size: int) -> int:
     """log2 of the input size: inputs within a factor of two share statistics."""
@@ -22,22 +26,6 @@ def feature_bucket(feature: float | None) -> int:
 def task_key(name: str, device: str, size: int, feature: float | None = None) -> str:
     key = f"{name}|{device}|{size_bucket(size)}|{feature_bucket(feature)}"
     return key[:31]  # the probe's key holds 31 bytes
-
-
-MAX_SIZE_BUCKET = 63  # sizes are 64-bit counts
-MAX_FEATURE_BUCKET = 15  # feature_bucket's
-
-
-def parse_key(key: str) -> tuple[str, str, int, int] | None:
-    """(task, device, size bucket, feature bucket) of a key, or None unless each part is
-    what task_key writes: a key is what any application sends."""
-    parts = key.split("|")
-    if len(parts) != 4 or not all(p.isascii() and p.isdigit() for p in parts[2:]):
-        return None
-    sb, fb = int(parts[2]), int(parts[3])
-    if len(parts[2]) > 2 or len(parts[3]) > 2 or sb > MAX_SIZE_BUCKET or fb > MAX_FEATURE_BUCKET:
-        return None
-    return parts[0], parts[1], sb, fb
 
 
 # The Python task API's USDT sites live in its C extension (placement/_sdt.c): the file a
