@@ -6,13 +6,49 @@ gains, and per device the sizes measured with the prediction drawn over them."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
-from adaptyst_top.placement.prediction import Prediction, pareto_front
+from adaptyst_top.placement.learner import Learner
+from adaptyst_top.placement.prediction import Context, Prediction, pareto_front
 from adaptyst_top.snapshot import Curve, TaskEntry
 
-if TYPE_CHECKING:
-    from adaptyst_top.placement.learned_advisor import LearnedAdvisor
+
+class _Task(Protocol):
+    @property
+    def current(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def context(self) -> Context: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def executions(self) -> int: ...
+
+
+class _Measured(Protocol):
+    def points(self) -> list[tuple[float, float]]: ...
+
+
+class LearnedAdvisor(Protocol):
+    """What the view reads of the learner's advisor (learned_advisor.py, which asks the
+    view for its entries: typed here by what it offers, not imported)."""
+
+    @property
+    def tasks(self) -> Mapping[str, _Task]: ...
+    @property
+    def measured(self) -> Mapping[str, Mapping[str, _Measured]]: ...
+    @property
+    def devices(self) -> list[str]: ...
+    @property
+    def learner(self) -> Learner: ...
+    def predictions(self, task: str) -> dict[str, Prediction]: ...
+    def standing(
+        self, task: str, preds: dict[str, Prediction] | None = None
+    ) -> tuple[str, float | None, float | None]: ...
+    def state(self, task: str, best: str, gain: float | None) -> str: ...
+
 
 BAND_POINTS = 24  # sizes the prediction is drawn at, log-spaced over those measured
 
