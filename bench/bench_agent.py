@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.remote.client import AgentConnection
 from adaptyst_top.runtime.session import open_session
 from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
 from adaptyst_top.snapshot import Snapshot, reusing

@@ -16,7 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.remote.client import AgentConnection
 from bench import common
 from bench.bench_agent_privsep import agent, agent_bench, as_user, target_of
 from tests.support.workload import build

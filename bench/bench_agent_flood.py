@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.remote import protocol as proto
 from bench import common
 
 CLI = [sys.executable, "-m", "adaptyst_top.cli.start"]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.remote.client import AgentConnection
 from bench import common
 from bench.bench_agent_privsep import agent, as_user, honest, target_of
 from tests.support.paths import REPO

@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.remote.client import AgentConnection
 from bench import common
 from bench.bench_agent_privsep import SPECS, agent, agent_bench, as_user, rss_mib, target_of
 from tests.support.proc_tree import parents_and_uids

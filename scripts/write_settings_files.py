@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptyst_top.runtime import agent_settings, config
+from adaptyst_top.runtime import config
+from adaptyst_top.runtime.remote import settings as agent_settings
 from adaptyst_top.runtime.settings_model import commented
 
 ROOT = Path(__file__).resolve().parent.parent

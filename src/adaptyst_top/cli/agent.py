@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adaptyst_top.cli.options import Parser, add_version
-from adaptyst_top.runtime.agent_settings import DEFAULT_CONFIG
+from adaptyst_top.runtime.remote.settings import DEFAULT_CONFIG
 
 if TYPE_CHECKING:
     from adaptyst_top.agent.core.server import Agent
-    from adaptyst_top.runtime.agent_settings import AgentSettings
+    from adaptyst_top.runtime.remote.settings import AgentSettings
 
 
 def agent_parser() -> argparse.ArgumentParser:
@@ -63,7 +63,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
     from adaptyst_top.agent.core.listen import AgentError
     from adaptyst_top.agent.core.preload import Preload
     from adaptyst_top.agent.core.server import Agent
-    from adaptyst_top.runtime.agent_settings import load_settings
+    from adaptyst_top.runtime.remote.settings import load_settings
     from adaptyst_top.system.sd_notify import Notifier
 
     try:
@@ -153,8 +153,8 @@ def bridge_parser() -> argparse.ArgumentParser:
 
 
 def cmd_bridge(argv: Sequence[str]) -> int:
-    from adaptyst_top.runtime.agent_defaults import AGENT_ENV, DEFAULT_SOCKET
-    from adaptyst_top.runtime.bridge import bridge
+    from adaptyst_top.agent.bridge import bridge
+    from adaptyst_top.runtime.remote.defaults import AGENT_ENV, DEFAULT_SOCKET
 
     args = bridge_parser().parse_args(argv)
     return bridge(args.agent or os.environ.get(AGENT_ENV) or str(DEFAULT_SOCKET))

@@ -44,7 +44,7 @@ def through_agent(caps: list[Capability]) -> list[Capability]:
 def cmd_doctor(argv: Sequence[str]) -> int:
     from adaptyst_top.cli.options import agent_socket
     from adaptyst_top.collectors.doctor import can_run, run_doctor
-    from adaptyst_top.runtime.agent_check import check_agent, check_agent_memory
+    from adaptyst_top.runtime.remote.check import check_agent, check_agent_memory
     from adaptyst_top.snapshot.inert import inert
 
     args = doctor_parser().parse_args(argv)

@@ -12,9 +12,9 @@ from typing import Any
 from adaptyst_top.cli.options import Parser, add_version, agent_socket
 from adaptyst_top.collectors.probes.elf_info import NotELFError
 from adaptyst_top.collectors.probes.overhead import UPROBE_OPTIMIZED
-from adaptyst_top.runtime.agent_client import AgentRefused, AgentUnavailable
 from adaptyst_top.runtime.listing import entry_policy, list_objects
 from adaptyst_top.runtime.python_listing import python_object
+from adaptyst_top.runtime.remote.client import AgentRefused, AgentUnavailable
 from adaptyst_top.snapshot.inert import inert
 from adaptyst_top.system.targets import TargetError
 
@@ -48,7 +48,7 @@ def list_parser() -> argparse.ArgumentParser:
 
 
 def _list_through(agent: str, request: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
-    from adaptyst_top.runtime.agent_client import AgentConnection
+    from adaptyst_top.runtime.remote.client import AgentConnection
 
     conn = AgentConnection(agent)
     try:

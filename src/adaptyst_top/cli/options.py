@@ -11,7 +11,6 @@ from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_
 from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
 from adaptyst_top.collectors.profile import HZ_RANGE as PROFILE_HZ_RANGE
 from adaptyst_top.placement.objectives import OBJECTIVES
-from adaptyst_top.runtime.agent_defaults import AGENT_ENV, DEFAULT_SOCKET
 from adaptyst_top.runtime.limits import (
     BUDGET_RANGE,
     DEFAULT_INTERVAL,
@@ -20,6 +19,7 @@ from adaptyst_top.runtime.limits import (
     check_range,
     fraction_of_percent,
 )
+from adaptyst_top.runtime.remote.defaults import AGENT_ENV, DEFAULT_SOCKET
 from adaptyst_top.system.version import package_version
 
 if TYPE_CHECKING:  # imported when used: `adaptyst-top` starts fast, and Ctrl-C works early

@@ -9,8 +9,8 @@ import time
 from dataclasses import replace
 from typing import IO
 
-from adaptyst_top.runtime.agent_defaults import STOPPING_S
 from adaptyst_top.runtime.record_format import CompactEncoder
+from adaptyst_top.runtime.remote.defaults import STOPPING_S
 from adaptyst_top.runtime.session import Session
 from adaptyst_top.runtime.stop_flag import StopFlag
 

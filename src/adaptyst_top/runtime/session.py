@@ -36,9 +36,9 @@ if TYPE_CHECKING:
     from adaptyst_top.collectors.probes.spec import ProbeSpec
     from adaptyst_top.collectors.profile.profiler import Profiler
     from adaptyst_top.placement.loop import PlacementLoop
-    from adaptyst_top.runtime.agent_client import AgentConnection, AgentHub
     from adaptyst_top.runtime.job_watch import JobWatch
     from adaptyst_top.runtime.python_control import PythonControl
+    from adaptyst_top.runtime.remote.client import AgentConnection, AgentHub
     from adaptyst_top.system.slurm_jobs import JobScan
 
 
@@ -245,14 +245,14 @@ def open_remote_session(opts: SessionOptions) -> Session:
     """A session whose probes an agent attaches (this process needs no privilege): this
     node's (opts.agent) or another's (opts.host). A command is launched here, as the
     user, held until they are in."""
-    from adaptyst_top.runtime.agent_client import (
+    from adaptyst_top.runtime.remote.client import (
         AgentConnection,
         AgentHub,
         AgentInterrupted,
         AgentRefused,
         AgentUnavailable,
     )
-    from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
+    from adaptyst_top.runtime.remote.defaults import DEFAULT_SOCKET
 
     specs = parsed_specs(opts)  # a bad spec is said here, before anything starts
     if opts.host is not None and opts.target.command:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from adaptyst_top.collectors.probes.spec import ProbeSpec
     from adaptyst_top.collectors.profile.profiler import Profiler
     from adaptyst_top.placement.loop import PlacementLoop
-    from adaptyst_top.runtime.agent_client import AgentHub
+    from adaptyst_top.runtime.remote.client import AgentHub
     from adaptyst_top.system.launcher import HeldCommand
 
 

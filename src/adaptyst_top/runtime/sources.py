@@ -20,13 +20,13 @@ from adaptyst_top.collectors.probes.engine import ProbeEngine, ProbeError
 from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
 from adaptyst_top.runtime import listing
-from adaptyst_top.runtime.agent_client import AgentInterrupted, AgentRefused
 from adaptyst_top.runtime.folded import folded, folded_lines
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.python_control import PythonControlError
 from adaptyst_top.runtime.python_listing import python_candidates
 from adaptyst_top.runtime.record_file import LINE_MAX, open_recording, recording_lines
 from adaptyst_top.runtime.record_format import CompactDecoder
+from adaptyst_top.runtime.remote.client import AgentInterrupted, AgentRefused
 from adaptyst_top.runtime.session import Session, SessionError
 from adaptyst_top.runtime.zstd_frames import damage_line, damage_of, stopped_line
 from adaptyst_top.snapshot import SCHEMA_VERSION, ProbeRef, Snapshot, SnapshotError

@@ -1,5 +1,5 @@
 """JSON lines over a Unix socket, as both of our protocols speak them: the node agent's
-(runtime/agent_protocol.py) and the placement control channel's (placement/protocol.py).
+(runtime/remote/protocol.py) and the placement control channel's (placement/protocol.py).
 
 One place for what they share: a message is one JSON object with a `type` on one line,
 each line capped; versions are exact integers, said in the hello; who is at the other

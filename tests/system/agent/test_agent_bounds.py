@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime import agent_protocol as proto
-from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused, AgentUnavailable
-from adaptyst_top.runtime.agent_settings import AgentSettings
+from adaptyst_top.runtime.remote import protocol as proto
+from adaptyst_top.runtime.remote.client import AgentConnection, AgentRefused, AgentUnavailable
+from adaptyst_top.runtime.remote.settings import AgentSettings
 from tests.support.bpf_objects import our_programs
 from tests.support.marks import requires_root
 from tests.system.agent.test_agent import (  # noqa: F401 - a fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.agent.core.own_energy import NODE_ENERGY_NOTE
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.remote.client import AgentConnection
 from tests.support.marks import requires_root
 from tests.system.agent import test_agent
 from tests.system.agent.test_agent import Agent, AsUser, User, hear, run, say, workload_as

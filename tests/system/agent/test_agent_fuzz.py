@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.agent.worker.open_files import IDLE_S
-from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.runtime.remote.client import AgentConnection, AgentRefused
 from tests.support.marks import requires_root
 from tests.system.agent import test_agent
 from tests.system.agent.test_agent import Agent, AsUser, User, children_as, say

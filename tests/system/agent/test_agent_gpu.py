@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.agent.core.server import Agent as RealAgent
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.remote.client import AgentConnection
 from tests.support.fake_nvml import FakeGpu, FakeNvml
 from tests.support.marks import requires_root
 from tests.system.agent.test_agent import AsUser, User, hear, say, shared, users, workload_as  # noqa: F401 - fixtures

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.runtime.remote.client import AgentConnection, AgentRefused
 from tests.support.marks import requires_root
 from tests.system.agent.test_agent import (  # noqa: F401 - fixtures
     Agent,

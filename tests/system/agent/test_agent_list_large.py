@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.agent.worker.parse_elf import MAX_LISTED
-from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.runtime.remote.client import AgentConnection, AgentRefused
 from tests.support.marks import requires_root
 from tests.support.programs import build_many_functions
 from tests.system.agent.test_agent import (  # noqa: F401 - fixtures

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.runtime.remote.client import AgentConnection, AgentRefused
 from tests.support.as_user import become
 from tests.support.marks import requires_root
 from tests.system.agent import test_agent

@@ -22,7 +22,7 @@ from adaptyst_top.agent.core.listing import list_for
 from adaptyst_top.agent.core.opener import open_as
 from adaptyst_top.collectors.probes import demangle
 from adaptyst_top.collectors.probes.elf_info import NotELFError, read_elf
-from adaptyst_top.runtime.agent_protocol import decode
+from adaptyst_top.runtime.remote.protocol import decode
 from tests.support.marks import requires_root
 from tests.system.agent import test_agent
 from tests.system.agent.test_agent import User

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.runtime.remote.client import AgentConnection, AgentRefused
 from adaptyst_top.system.targets import resolve_target
 from tests.support.marks import requires_root
 from tests.system.agent import test_agent

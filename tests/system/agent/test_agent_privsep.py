@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from adaptyst_top.agent.core.opener import NotOpened, open_as
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.remote.client import AgentConnection
 from tests.support.marks import requires_root
 from tests.system.agent import test_agent
 from tests.system.agent.test_agent import Agent, AsUser, User, children_as, hear, say, workload_as

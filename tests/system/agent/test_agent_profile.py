@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.runtime.remote.client import AgentConnection, AgentRefused
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS

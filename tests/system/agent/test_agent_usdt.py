@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.remote.client import AgentConnection
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
 from tests.support.workload import build_c

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime import agent_client
-from adaptyst_top.runtime import agent_protocol as proto
-from adaptyst_top.runtime.agent_client import SSH_ENV, AgentConnection, AgentInterrupted
+from adaptyst_top.runtime.remote import client as agent_client
+from adaptyst_top.runtime.remote import protocol as proto
+from adaptyst_top.runtime.remote.client import SSH_ENV, AgentConnection, AgentInterrupted
 from adaptyst_top.runtime.stop_flag import StopFlag
 from adaptyst_top.snapshot import ProbeRef, Snapshot
 from tests.system.agent.test_agent import CLI

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.remote.client import AgentConnection
 from tests.support.marks import requires_root
 from tests.support.waits import wait_until
 from tests.system.agent.test_agent import (  # noqa: F401 - fixtures

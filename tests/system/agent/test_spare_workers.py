@@ -14,7 +14,7 @@ import pytest
 
 from adaptyst_top.agent.core import kept_workers, opener, parser
 from adaptyst_top.agent.core.kept_workers import KeptWorkers, end
-from adaptyst_top.runtime.agent_client import AgentConnection
+from adaptyst_top.runtime.remote.client import AgentConnection
 from tests.support.marks import requires_root
 from tests.support.waits import wait_until
 from tests.system.agent.test_agent import (  # noqa: F401 - fixtures

@@ -94,7 +94,7 @@ def test_the_venv_is_on_the_distributions_python_with_no_bcc(
     )
     code = (
         "import sys, tomllib, dataclasses;"
-        "from adaptyst_top.runtime.agent_settings import AgentSettings;"
+        "from adaptyst_top.runtime.remote.settings import AgentSettings;"
         "c = tomllib.loads(sys.stdin.read());"
         "d = dataclasses.asdict(AgentSettings()); d.pop('cpu_power_model');"
         "c.pop('cpu_power_model', None); assert c == d, c"  # unset: an example shown

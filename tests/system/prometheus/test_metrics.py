@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.agent_client import AgentConnection
 from adaptyst_top.runtime.metrics import LATENCY_BOUNDS_NS, cumulative_buckets
+from adaptyst_top.runtime.remote.client import AgentConnection
 from adaptyst_top.snapshot.histogram import bucket_of
 from tests.support.marks import requires_root
 from tests.system.agent.test_agent import (  # noqa: F401 - fixtures

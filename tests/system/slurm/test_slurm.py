@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.agent_client import AgentConnection, AgentRefused
+from adaptyst_top.runtime.remote.client import AgentConnection, AgentRefused
 from adaptyst_top.system.slurm_jobs import JobError, JobScan, check_job_id, parse_scontrol
 from tests.support.marks import IS_ROOT
 from tests.system.agent.test_agent import (  # noqa: F401 - fixtures

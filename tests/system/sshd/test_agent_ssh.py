@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.agent_client import REMOTE_ENV, SSH_ENV, AgentConnection
+from adaptyst_top.runtime.remote.client import REMOTE_ENV, SSH_ENV, AgentConnection
 from tests.support.marks import requires_root
 from tests.support.paths import REPO
 from tests.system.agent.test_agent import CLI, Agent, User, _useradd, nothing_left, workload_as
@@ -230,7 +230,7 @@ def test_closing_a_link_whose_ssh_has_gone_raises_nothing(monkeypatch: pytest.Mo
     """Seen in CI: a send into the pipe of an ssh that had just died left its bytes in
     stdin's buffer, and close() flushed them into the same closed pipe (BrokenPipeError
     out of the reconnect that was to report it)."""
-    from adaptyst_top.runtime.agent_client import SshTransport
+    from adaptyst_top.runtime.remote.client import SshTransport
 
     monkeypatch.setenv(SSH_ENV, "true")  # an "ssh" that ends at once
     link = SshTransport("nowhere")

@@ -1,4 +1,4 @@
-"""A session carried across agent restarts (runtime/agent_continuity.py): the figures
+"""A session carried across agent restarts (runtime/remote/continuity.py): the figures
 after the break are those of one session that saw both halves' hits."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from adaptyst_top.runtime import agent_continuity
-from adaptyst_top.runtime.agent_continuity import Continuity
+from adaptyst_top.runtime.remote import continuity as agent_continuity
+from adaptyst_top.runtime.remote.continuity import Continuity
 from adaptyst_top.snapshot import DeviceReading, Latency, ProbeEntry, Snapshot
 from adaptyst_top.snapshot.histogram import bucket_of, percentiles
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from adaptyst_top.runtime.agent_settings import AgentSettings, load_settings
 from adaptyst_top.runtime.config import Config, ConfigError, load_config
+from adaptyst_top.runtime.remote.settings import AgentSettings, load_settings
 from adaptyst_top.runtime.settings_model import settings_of
 from scripts.write_settings_files import FILES
 from tests.support.paths import REPO

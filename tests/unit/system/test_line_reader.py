@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.remote import protocol as proto
 
 
 class Drip:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from adaptyst_top.agent.core.authorization import Peer
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.kinds import parse_spec
-from adaptyst_top.runtime.agent_settings import AgentSettings
+from adaptyst_top.runtime.remote.settings import AgentSettings
 
 if TYPE_CHECKING:
     from adaptyst_top.runtime.session import Session

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from adaptyst_top.runtime.agent_settings import AgentSettings
+from adaptyst_top.runtime.remote.settings import AgentSettings
 
 Key = tuple[int, int, tuple[int, ...]]  # uid, gid, groups
 FRAME = struct.Struct(">I")  # a stream worker's message: its length, then its bytes

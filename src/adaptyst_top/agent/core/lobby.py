@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.remote import protocol as proto
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from adaptyst_top.agent.core.authorization import (
 )
 from adaptyst_top.agent.core.client import Client
 from adaptyst_top.collectors.profile import DEFAULT_HZ, HZ_RANGE
-from adaptyst_top.runtime import agent_protocol as proto
+from adaptyst_top.runtime.remote import protocol as proto
 from adaptyst_top.runtime.sources import ActionError
 
 NODE_WIDE = (

@@ -12,7 +12,7 @@ user's (a setuid exec) ends its probes.
 A thread per client once it says hello (agent/core/lobby.py holds it until then): a
 slow or stalled client blocks only its own thread (dropped when a send has waited
 SEND_TIMEOUT_S). What one user may hold is bounded by the settings (runtime/
-agent_settings.py): connections (root and the admin group have room of their own),
+remote/settings.py): connections (root and the admin group have room of their own),
 attach points, modules and keyed probes across their sessions; a connection that says
 no hello, or stops asking, is closed; users take turns at the compiler.
 """
@@ -62,11 +62,11 @@ from adaptyst_top.agent.core.warm import warm_workers
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals
-from adaptyst_top.runtime import agent_defaults
-from adaptyst_top.runtime import agent_protocol as proto
-from adaptyst_top.runtime.agent_settings import AgentSettings
 from adaptyst_top.runtime.limits import BUDGET_RANGE, MAX_PROBES_RANGE
 from adaptyst_top.runtime.metrics import ProbeSource
+from adaptyst_top.runtime.remote import defaults as agent_defaults
+from adaptyst_top.runtime.remote import protocol as proto
+from adaptyst_top.runtime.remote.settings import AgentSettings
 from adaptyst_top.runtime.session import Session, SessionError, open_session
 from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
 from adaptyst_top.runtime.sources import ActionError, LiveSource

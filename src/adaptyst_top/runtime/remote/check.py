@@ -7,8 +7,8 @@ import os
 import socket
 from pathlib import Path
 
-from adaptyst_top.runtime.agent_client import AgentConnection, AgentUnavailable
-from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
+from adaptyst_top.runtime.remote.client import AgentConnection, AgentUnavailable
+from adaptyst_top.runtime.remote.defaults import DEFAULT_SOCKET
 from adaptyst_top.system.capability import Capability
 from adaptyst_top.system.cgroup_memory import memory_bounds
 from adaptyst_top.system.line_socket import peer_credentials

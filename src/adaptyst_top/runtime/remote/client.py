@@ -17,10 +17,11 @@ from typing import Any, NoReturn
 
 from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
-from adaptyst_top.runtime import agent_protocol as proto
-from adaptyst_top.runtime.agent_continuity import Continuity
-from adaptyst_top.runtime.agent_defaults import STOPPING_S
-from adaptyst_top.runtime.agent_transport import (
+from adaptyst_top.runtime.listing import Candidate
+from adaptyst_top.runtime.remote import protocol as proto
+from adaptyst_top.runtime.remote.continuity import Continuity
+from adaptyst_top.runtime.remote.defaults import STOPPING_S
+from adaptyst_top.runtime.remote.transport import (
     CONNECT_TIMEOUT_S,
     REMOTE_ENV,
     SSH_ENV,
@@ -31,7 +32,6 @@ from adaptyst_top.runtime.agent_transport import (
     SshTransport,
     Transport,
 )
-from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.stop_flag import StopFlag
 from adaptyst_top.snapshot import ProbeRef, Snapshot, SnapshotError, reusing
 from adaptyst_top.snapshot.inert import inert

@@ -11,7 +11,7 @@ import math
 import time
 from dataclasses import replace
 
-from adaptyst_top.runtime.agent_figures import FigureCheck
+from adaptyst_top.runtime.remote.figures import FigureCheck
 from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeKey, ProbeState, Snapshot
 from adaptyst_top.snapshot.histogram import NBUCKETS, percentiles
 
@@ -68,7 +68,7 @@ class Continuity:
         """SNAP on the run's clock and counts. What the agent sent is only parsed, not
         believed: a sum that would not be finite, a negative count or a bucket out of
         range is not carried (the new session's own figure stands); within a session,
-        agent_figures.py drops what cannot be."""
+        figures.py drops what cannot be."""
         snap = self._check.check(snap, time.monotonic())
         if self._t0 or self._probes or self._energy:
             snap = replace(

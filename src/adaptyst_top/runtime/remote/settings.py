@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adaptyst_top.runtime.agent_defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.limits import INTERVAL_RANGE
+from adaptyst_top.runtime.remote.defaults import DEFAULT_SOCKET
 from adaptyst_top.runtime.settings_model import read_settings, setting
 from adaptyst_top.runtime.toml_file import read_toml
 
