@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from adaptyst_top.runtime import metric_names as mn
 from adaptyst_top.snapshot.inert import inert
 
 QUERY_TIMEOUT_S = 5.0  # a whole request, not each read
@@ -232,8 +233,8 @@ def read_cluster(
     # within LOOKBACK: their series are stale, but a range keeps their last clock.
     # By scrape job too: the node's own series carry no Slurm job, so their `job` is
     # the scrape's name, which is then never taken for a Slurm job.
-    live = "max by (node, job) (timestamp(adaptyst_scrape_duration_seconds))"
-    past = f"max by (node, job) (last_over_time(adaptyst_time_seconds[{LOOKBACK}]))"
+    live = f"max by (node, job) (timestamp({mn.SCRAPE_DURATION}))"
+    past = f"max by (node, job) (last_over_time({mn.TIME}[{LOOKBACK}]))"
     scrape_jobs: set[str] = set()
     for promql in (live, past):
         for s in query(promql):
@@ -242,20 +243,20 @@ def read_cluster(
             # A clock before 1970 or a day ahead of ours is no node's last sample.
             if node and t is not None and 0 < t < now + 86_400 and node not in rows:
                 rows[node] = NodeRow(node, t, stale=now - t > stale_after)
-    for s in query("avg by (node, kind) (adaptyst_device_utilization_ratio)"):
+    for s in query(f"avg by (node, kind) ({mn.DEVICE_UTILIZATION})"):
         _put(rows, s, "util", UTIL_MAX)
-    for s in query("sum by (node, kind) (adaptyst_device_power_watts)"):
+    for s in query(f"sum by (node, kind) ({mn.DEVICE_POWER})"):
         _put(rows, s, "power_w", POWER_MAX_W)
-    for s in query("sum by (node, kind) (rate(adaptyst_device_energy_joules_total[1m]))"):
+    for s in query(f"sum by (node, kind) (rate({mn.total(mn.DEVICE_ENERGY)}[1m]))"):
         _put(rows, s, "energy_w", POWER_MAX_W)
     by_job = f"count by (node, {', '.join(JOB_LABELS)})"
-    for s in query(f"{by_job} (last_over_time(adaptyst_probe_calls_total[{JOB_WINDOW}]))"):
+    for s in query(f"{by_job} (last_over_time({mn.total(mn.PROBE_CALLS)}[{JOB_WINDOW}]))"):
         labels = s.get("metric", {})
         if labels.get("node") in rows and (j := _job_of(labels, scrape_jobs)):
             rows[labels["node"]].jobs.add(j)
     # Now, not over a window: a task that moved left a series for its old device, which
     # Prometheus marks stale at the next scrape. Only JOB's tasks, given one.
-    placed = f"max by (node, task, current, {', '.join(JOB_LABELS)}) (adaptyst_task_placement_info)"
+    placed = f"max by (node, task, current, {', '.join(JOB_LABELS)}) ({mn.info(mn.TASK_PLACEMENT)})"
     for s in query(placed):
         labels = s.get("metric", {})
         row = rows.get(labels.get("node", ""))
@@ -269,7 +270,7 @@ def read_cluster(
             row.tasks.add((inert(task), inert(device)))
     p99 = (
         "histogram_quantile(0.99, sum by (node, probe, le) "
-        "(rate(adaptyst_probe_latency_seconds_bucket[5m])))"
+        f"(rate({mn.bucket(mn.PROBE_LATENCY)}[5m])))"
     )
     for s in query(p99):
         labels, v = s.get("metric", {}), _value(s)  # +Inf: past the last bucket, not shown

@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.placement.loop import TASK_PROBE_NAME, device_power
 from adaptyst_top.placement.task_keys import parse_key
+from adaptyst_top.runtime import metric_names as mn
 from adaptyst_top.runtime.job_energy import JobEnergy
 from adaptyst_top.runtime.remote.settings import AgentSettings
 from adaptyst_top.snapshot import DeviceReading, ProbeEntry
@@ -175,14 +176,14 @@ class AgentCollector(Collector):
             yield from self._tasks(tasks, devices)
             yield from self._probes(sources, rows)
             took = GaugeMetricFamily(
-                "adaptyst_scrape_duration_seconds",
+                mn.SCRAPE_DURATION,
                 "How long the agent took to gather these metrics",
                 labels=["node"],
             )
             took.add_metric([self.node], time.perf_counter() - start)
             yield took
             clock = GaugeMetricFamily(
-                "adaptyst_time_seconds",
+                mn.TIME,
                 "The node's clock at this scrape (when a node that stopped reporting was "
                 "last heard of, after its series went stale)",
                 labels=["node"],
@@ -211,7 +212,7 @@ class AgentCollector(Collector):
 
     def _job_energy(self, totals: JobTotals) -> Metric:
         fam = CounterMetricFamily(
-            "adaptyst_job_energy_joules",
+            mn.JOB_ENERGY,
             "Device energy attributed to each Slurm job on the node by its share of the "
             "device (method); the rest is job=unattributed",
             labels=["node", "job", "device", "method"],
@@ -224,27 +225,25 @@ class AgentCollector(Collector):
         labels = ["node", "device", "kind", "name"]
         fams: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
             "util": GaugeMetricFamily(
-                "adaptyst_device_utilization_ratio", "Device busy share, 0 to 1", labels=labels
+                mn.DEVICE_UTILIZATION, "Device busy share, 0 to 1", labels=labels
             ),
             "mem_used": GaugeMetricFamily(
-                "adaptyst_device_memory_used_bytes", "Device memory in use", labels=labels
+                mn.DEVICE_MEMORY_USED, "Device memory in use", labels=labels
             ),
             "mem_total": GaugeMetricFamily(
-                "adaptyst_device_memory_total_bytes", "Device memory size", labels=labels
+                mn.DEVICE_MEMORY_TOTAL, "Device memory size", labels=labels
             ),
             "power": GaugeMetricFamily(
-                "adaptyst_device_power_watts",
+                mn.DEVICE_POWER,
                 "Device power draw, by where it comes from",
                 labels=[*labels, "source"],
             ),
             "energy": CounterMetricFamily(
-                "adaptyst_device_energy_joules",
+                mn.DEVICE_ENERGY,
                 "Device energy since the agent started, by where it comes from",
                 labels=[*labels, "source"],
             ),
-            "temp": GaugeMetricFamily(
-                "adaptyst_device_temperature_celsius", "Device temperature", labels=labels
-            ),
+            "temp": GaugeMetricFamily(mn.DEVICE_TEMPERATURE, "Device temperature", labels=labels),
         }
         for d in devices:
             base = [self.node, d.id, d.kind, d.name]
@@ -305,24 +304,22 @@ class AgentCollector(Collector):
         """The placement API's tasks (their USDT pair's rows, keyed task|device|size|
         features): runs per task and device, time and energy per run, where each runs."""
         labels = ["node", "user", "job", "task", "device"]
-        runs = CounterMetricFamily(
-            "adaptyst_task_runs", "Runs of a task on a device", labels=labels
-        )
+        runs = CounterMetricFamily(mn.TASK_RUNS, "Runs of a task on a device", labels=labels)
         seconds = GaugeMetricFamily(
-            "adaptyst_task_run_seconds", "Mean time of a task's run on a device", labels=labels
+            mn.TASK_RUN_SECONDS, "Mean time of a task's run on a device", labels=labels
         )
         joules = GaugeMetricFamily(
-            "adaptyst_task_run_joules",
+            mn.TASK_RUN_JOULES,
             "Energy of a task's run on a device: its mean time at the device's power",
             labels=labels,
         )
         info = InfoMetricFamily(
-            "adaptyst_task_placement",
+            mn.TASK_PLACEMENT,
             "The device a task ran on most since the last scrape",
             labels=["node", "user", "job", "task"],
         )
         moves = CounterMetricFamily(
-            "adaptyst_task_moves",
+            mn.TASK_MOVES,
             "Times a task's device changed between scrapes",
             labels=["node", "user", "job", "task"],
         )
@@ -360,26 +357,26 @@ class AgentCollector(Collector):
     def _probes(self, sources: Sequence[ProbeSource], rows: list[ProbeRow]) -> Iterator[Metric]:
         labels = ["node", "probe", "key", "user", "job"]
         calls = CounterMetricFamily(
-            "adaptyst_probe_calls", "Calls (hits) of a probed function or USDT probe", labels=labels
+            mn.PROBE_CALLS, "Calls (hits) of a probed function or USDT probe", labels=labels
         )
         latency = HistogramMetricFamily(
-            "adaptyst_probe_latency_seconds",
+            mn.PROBE_LATENCY,
             "Probed call latency, net of the probe's own cost",
             labels=labels,
         )
         overhead = GaugeMetricFamily(
-            "adaptyst_probe_overhead_ratio",
+            mn.PROBE_OVERHEAD,
             "The probes' estimated cost as a share of the target's CPU time",
             labels=["node", "user", "job"],
         )
         energy = CounterMetricFamily(
-            "adaptyst_probe_energy_joules",
+            mn.PROBE_ENERGY,
             "Energy of a probe row's calls on the device they ran on, by on-CPU time "
             "(method: rapl-oncpu, estimate-oncpu, ...)",
             labels=[*labels, "method"],
         )
         dropped = CounterMetricFamily(
-            "adaptyst_probe_series_dropped",
+            mn.PROBE_SERIES_DROPPED,
             "Probe and task label sets left out over the cap (the least active first), "
             "each counted once",
             labels=["node"],
