@@ -76,7 +76,7 @@ def main() -> int:
     )
     res["sweep_8_fake_gpus_ms"], _ = ms_per_call(lambda t: fake8.read(now=t), args.sweeps)
     res["devices_this_machine"] = len(here.read(now=1e9))
-    if here.nvml.gpus:
+    if any(s.name == "nvml" and s.state == "ok" for s in here.sources()):  # a GPU
         nvml = NvmlCollector()
         res["nvml_gpus"] = len(nvml.gpus)
         res["nvml_only_ms"], res["nvml_only_wall_ms"] = ms_per_call(

@@ -13,9 +13,11 @@ from adaptyst_top.system.capability import Capability
 
 
 def doctor_parser() -> argparse.ArgumentParser:
+    from adaptyst_top.collectors.devices.sources import source_names
+
     p = Parser(
         prog="adaptyst-top doctor",
-        description="Check each capability: ebpf, nvml, rapl, amd-gpu, opencl, fpga. "
+        description=f"Check each capability: ebpf, {', '.join(source_names())}. "
         "Exit status 0 when the monitor can run at all.",
     )
     add_version(p)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 from adaptyst_top.collectors.probes.kinds import KINDS, KINDS_HELP
 from adaptyst_top.placement.task_keys import PYTHON_SITES_PREFIX, parse_key
 from adaptyst_top.snapshot import (
     CommandState,
     DeviceReading,
+    EnergySource,
     ProbeEntry,
 )
 from adaptyst_top.tui.columns import Column
@@ -173,7 +174,7 @@ DEVICE_COLUMNS = (
         "Energy (source)",
         0,
         priority=8,
-        help="energy since start and where it comes from (rapl, nvml, amdsmi, xrt, hwmon, estimate), or why none; without RAPL, --cpu-power-model IDLE_W:MAX_W estimates the CPU's",
+        help=f"energy since start and where it comes from ({', '.join(get_args(EnergySource))}), or why none; without RAPL, --cpu-power-model IDLE_W:MAX_W estimates the CPU's",
     ),  # its note is what to read
     Column(
         "temp",

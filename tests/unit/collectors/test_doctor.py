@@ -167,14 +167,16 @@ def test_doctor_cli_one_line_per_capability() -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
     names = [ln.split()[0] for ln in lines]
+    # The CPU, eBPF, each device source's checks in the sweep's order (SOURCES), then
+    # the rest.
     assert names == [
         "cpu",
         "ebpf",
-        "nvml",
         "rapl",
+        "nvml",
         "amd-gpu",
-        "opencl",
         "fpga",
+        "opencl",
         "debug-names",
         "python",
         "agent",

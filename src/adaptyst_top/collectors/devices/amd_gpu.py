@@ -7,8 +7,10 @@ and units, and a fake amdsmi with its names, units and exceptions."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,9 @@ from adaptyst_top.collectors.devices.gpu_energy import (
 )
 from adaptyst_top.collectors.devices.gpu_processes import split_for
 from adaptyst_top.collectors.devices.hwmon import hwmon_dirs, read_hwmon
-from adaptyst_top.snapshot import DeviceReading, EnergySource
+from adaptyst_top.collectors.devices.source import DeviceSource, SweepContext
+from adaptyst_top.snapshot import DeviceReading, EnergySource, SourceState
+from adaptyst_top.system.capability import Capability, Status
 from adaptyst_top.system.optional import import_optional
 
 AMD_PCI_VENDOR = "0x1002"
@@ -185,3 +189,59 @@ class AmdGpuCollector:
         except Exception:
             pass
         return power_w, counter_j
+
+
+AMD_PCI_VENDOR = "0x1002"
+
+
+def check_amd_gpu(sysfs: Path = Path("/sys")) -> Capability:
+    cards = []
+    for card in sorted((sysfs / "class/drm").glob("card[0-9]*")):
+        try:
+            vendor = (card / "device/vendor").read_text().strip()
+        except OSError:
+            continue
+        if vendor == AMD_PCI_VENDOR and "-" not in card.name:
+            sensors = [
+                f.name
+                for f in (card / "device").glob("hwmon/hwmon*/*")
+                if f.name in ("power1_average", "power1_input", "energy1_input")
+            ]
+            cards.append(f"{card.name}({'+'.join(sorted(sensors)) or 'no power sensor'})")
+    has_amdsmi = importlib.util.find_spec("amdsmi") is not None
+    if not cards:
+        return Capability(
+            "amd-gpu",
+            "missing",
+            "no AMD GPU (amdgpu driver) found" + ("; amdsmi importable" if has_amdsmi else ""),
+            "ignore on a node without AMD GPUs",
+        )
+    status: Status = "ok" if has_amdsmi or any("power" in c for c in cards) else "degraded"
+    return Capability(
+        "amd-gpu",
+        status,
+        f"{', '.join(cards)}; amdsmi {'importable' if has_amdsmi else 'absent'}",
+        "" if status == "ok" else "pip install amdsmi (ROCm) for power and utilisation",
+    )
+
+
+class AmdGpuSource(DeviceSource):
+    """AMD GPUs through the amdgpu driver's sysfs (and amdsmi where installed)."""
+
+    name = "amd-gpu"
+    energy = ("amdsmi", "hwmon")
+    checks = (("amd-gpu", check_amd_gpu),)
+
+    def __init__(self, collector: AmdGpuCollector) -> None:
+        self.collector = collector
+
+    @classmethod
+    def build(cls, ctx: SweepContext) -> AmdGpuSource:
+        return cls(AmdGpuCollector(ctx.sysfs))
+
+    def read(self, now: float, found: Sequence[DeviceReading]) -> list[DeviceReading]:
+        return self.collector.read(now)
+
+    def state(self) -> SourceState:
+        found = bool(self.collector.cards)
+        return SourceState("amd-gpu", "ok" if found else "missing", "" if found else "no AMD GPU")

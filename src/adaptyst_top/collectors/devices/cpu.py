@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from adaptyst_top.collectors.devices.energy import EnergyAccount
-from adaptyst_top.collectors.devices.rapl import RaplReader
-from adaptyst_top.snapshot import DeviceReading
+from adaptyst_top.collectors.devices.rapl import RaplReader, check_rapl
+from adaptyst_top.collectors.devices.source import DeviceSource, SweepContext
+from adaptyst_top.snapshot import DeviceReading, SourceState
+from adaptyst_top.system.capability import Capability
 from adaptyst_top.system.targets import process_cpu_ns
 
 FREQ_EVERY_S = 10.0  # the clock frequency is read this often (see CpuCollector._freq_mhz)
@@ -126,3 +129,39 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return f"{psutil.cpu_count()} CPUs"
+
+
+def check_cpu() -> Capability:
+    try:
+        import psutil
+    except ImportError:
+        return Capability("cpu", "missing", "psutil not importable", "`make setup`")
+    return Capability(
+        "cpu",
+        "ok",
+        f"psutil {psutil.__version__}: {psutil.cpu_count()} logical CPUs, "
+        f"{psutil.virtual_memory().total / 2**30:.1f} GiB",
+    )
+
+
+class CpuSource(DeviceSource):
+    """The host's CPUs: utilisation by psutil, energy by RAPL (or the power model)."""
+
+    name = "rapl"
+    energy = ("rapl", "estimate")
+    checks = (("cpu", check_cpu), ("rapl", check_rapl))
+
+    def __init__(self, collector: CpuCollector) -> None:
+        self.collector = collector
+
+    @classmethod
+    def build(cls, ctx: SweepContext) -> CpuSource:
+        model = ctx.power_model if isinstance(ctx.power_model, PowerModel) else None
+        return cls(CpuCollector(ctx.pid, model, ctx.sysfs))
+
+    def read(self, now: float, found: Sequence[DeviceReading]) -> list[DeviceReading]:
+        return self.collector.read(now)
+
+    def state(self) -> SourceState:
+        rapl = self.collector.rapl
+        return SourceState("rapl", rapl.state, rapl.reason)

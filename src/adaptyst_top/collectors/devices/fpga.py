@@ -6,15 +6,21 @@ and units (XMC: mV and mA; hwmon: µW, m°C)."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adaptyst_top.collectors.devices.energy import EnergyAccount
 from adaptyst_top.collectors.devices.hwmon import hwmon_dirs, read_hwmon
-from adaptyst_top.snapshot import DeviceReading
+from adaptyst_top.collectors.devices.opencl_inventory import list_opencl_devices
+from adaptyst_top.collectors.devices.source import DeviceSource, SweepContext
+from adaptyst_top.snapshot import DeviceReading, SourceState
+from adaptyst_top.system.capability import Capability
 from adaptyst_top.system.optional import import_optional
 
 UTIL_NOTE = (
@@ -125,3 +131,53 @@ class FpgaCollector:
         except Exception:
             temp = None
         return power, temp
+
+
+def check_fpga(
+    sysfs: Path = Path("/sys"),
+    opt: Path = Path("/opt"),
+    lister: Callable[[], list[Any]] = list_opencl_devices,
+) -> Capability:
+    found: list[str] = []
+    with contextlib.suppress(RuntimeError):  # no OpenCL at all is simply no FPGA through it
+        found += [f"OpenCL {d.name} [{d.platform}]" for d in lister() if d.is_fpga]
+    if importlib.util.find_spec("pyxrt") is not None:
+        found.append("XRT (pyxrt)")
+    elif (opt / "xilinx/xrt").is_dir():
+        found.append(f"XRT at {opt / 'xilinx/xrt'} (pyxrt not importable)")
+    xocl = [p.name for p in (sysfs / "bus/pci/drivers/xocl").glob("0000:*")]
+    found += [f"Xilinx card {b}" for b in xocl]
+    dfl = [p.name for p in (sysfs / "bus/dfl/devices").glob("dfl*")]
+    if dfl:
+        found.append(f"Intel DFL: {len(dfl)} feature device(s)")
+    if not found:
+        return Capability(
+            "fpga",
+            "missing",
+            "no FPGA (no OpenCL accelerator platform, XRT or Intel DFL device)",
+            "install XRT or the Intel FPGA runtime on a node with an FPGA card",
+        )
+    return Capability("fpga", "ok", "; ".join(found))
+
+
+class FpgaSource(DeviceSource):
+    """FPGA cards through XRT or the Intel DFL driver's sysfs."""
+
+    name = "fpga"
+    energy = ("xrt", "hwmon")
+    checks = (("fpga", check_fpga),)
+
+    def __init__(self, collector: FpgaCollector) -> None:
+        self.collector = collector
+
+    @classmethod
+    def build(cls, ctx: SweepContext) -> FpgaSource:
+        return cls(FpgaCollector(ctx.sysfs))
+
+    def read(self, now: float, found: Sequence[DeviceReading]) -> list[DeviceReading]:
+        return self.collector.read(now)
+
+    def state(self) -> SourceState:
+        found = bool(self.collector.cards)
+        why = "" if found else "no FPGA card (XRT or DFL)"
+        return SourceState("fpga", "ok" if found else "missing", why)

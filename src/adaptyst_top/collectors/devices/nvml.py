@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,7 +34,9 @@ from adaptyst_top.collectors.devices.gpu_energy import (
 )
 from adaptyst_top.collectors.devices.gpu_energy import METHOD as SPLIT_METHOD
 from adaptyst_top.collectors.devices.gpu_processes import split_for
-from adaptyst_top.snapshot import DeviceReading, SourceStatus
+from adaptyst_top.collectors.devices.source import DeviceSource, SweepContext
+from adaptyst_top.snapshot import DeviceReading, SourceState, SourceStatus
+from adaptyst_top.system.capability import Capability
 from adaptyst_top.system.process_names import process_name
 
 T = TypeVar("T")
@@ -319,3 +321,86 @@ class NvmlCollector:
         if self.state in ("ok", "degraded") and self.nvml is not None:
             with contextlib.suppress(self.nvml.NVMLError):
                 self.nvml.nvmlShutdown()
+
+
+def _nvml_error_name(nvml: Any, exc: Exception) -> str:
+    code = getattr(exc, "value", None)
+    for name in ("LIBRARY_NOT_FOUND", "DRIVER_NOT_LOADED", "NO_PERMISSION", "GPU_IS_LOST"):
+        if code is not None and code == getattr(nvml, f"NVML_ERROR_{name}", object()):
+            return name
+    return "OTHER"
+
+
+def check_nvml(module: Any | None = None) -> Capability:
+    nvml: Any = module
+    if nvml is None:
+        try:
+            import pynvml
+
+            nvml = pynvml
+        except ImportError:
+            return Capability(
+                "nvml", "missing", "nvidia-ml-py not installed", "pip install nvidia-ml-py"
+            )
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        kind = _nvml_error_name(nvml, exc)
+        if kind == "LIBRARY_NOT_FOUND":
+            return Capability(
+                "nvml",
+                "missing",
+                "libnvidia-ml.so.1 not found (no NVIDIA driver)",
+                "install the NVIDIA driver, or ignore on a node without NVIDIA GPUs",
+            )
+        if kind == "DRIVER_NOT_LOADED":
+            return Capability(
+                "nvml", "missing", "NVIDIA driver not loaded", "modprobe nvidia (or reboot)"
+            )
+        if kind == "NO_PERMISSION":
+            return Capability(
+                "nvml", "denied", "no permission to open /dev/nvidia*", "add the user to `video`"
+            )
+        return Capability("nvml", "missing", f"nvmlInit failed: {exc}", "check `nvidia-smi`")
+    try:
+        driver = nvml.nvmlSystemGetDriverVersion()
+        count = nvml.nvmlDeviceGetCount()
+        names = []
+        for i in range(count):
+            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i))
+            names.append(name.decode() if isinstance(name, bytes) else str(name))
+    except nvml.NVMLError as exc:
+        return Capability("nvml", "degraded", f"driver answers but: {exc}", "check `nvidia-smi`")
+    finally:
+        nvml.nvmlShutdown()
+    if isinstance(driver, bytes):
+        driver = driver.decode()
+    if count == 0:
+        return Capability("nvml", "missing", f"driver {driver}, no GPU", "")
+    return Capability("nvml", "ok", f"driver {driver}, {count} GPU(s): {', '.join(names)}")
+
+
+class NvmlSource(DeviceSource):
+    """NVIDIA GPUs through NVML: utilisation, memory, power, energy, per process."""
+
+    name = "nvml"
+    energy = ("nvml",)
+    checks = (("nvml", check_nvml),)
+
+    def __init__(self, collector: NvmlCollector) -> None:
+        self.collector = collector
+
+    @classmethod
+    def build(cls, ctx: SweepContext) -> NvmlSource:
+        return cls(NvmlCollector(ctx.nvml))
+
+    def read(self, now: float, found: Sequence[DeviceReading]) -> list[DeviceReading]:
+        return self.collector.read(now)
+
+    def state(self) -> SourceState:
+        c = self.collector
+        state = c.state if c.gpus or c.state != "ok" else "missing"
+        return SourceState("nvml", state, c.reason or ("" if c.gpus else "no NVIDIA GPU"))
+
+    def close(self) -> None:
+        self.collector.close()

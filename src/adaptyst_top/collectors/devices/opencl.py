@@ -5,10 +5,17 @@ NVML/amdgpu device by PCI bus id. The placement advisor chooses between these.""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice, shared_listing
-from adaptyst_top.snapshot import DeviceReading
+from adaptyst_top.collectors.devices.opencl_inventory import (
+    OpenCLDevice,
+    list_opencl_devices,
+    shared_listing,
+)
+from adaptyst_top.collectors.devices.source import DeviceSource, SweepContext
+from adaptyst_top.snapshot import DeviceReading, SourceState
+from adaptyst_top.system.capability import Capability
 
 
 def physical_id(dev: OpenCLDevice, physical: list[DeviceReading]) -> str | None:
@@ -82,3 +89,38 @@ class OpenCLCollector:
                 r.note = "no physical device found for it: utilisation and power unknown"
             out.append(r)
         return out
+
+
+def check_opencl(lister: Callable[[], list[Any]] = list_opencl_devices) -> Capability:
+    try:
+        devices = lister()
+    except RuntimeError as exc:
+        return Capability(
+            "opencl", "missing", str(exc), "pip install pocl-binary-distribution (or a vendor ICD)"
+        )
+    if not devices:
+        return Capability("opencl", "missing", "platforms but no devices", "install a vendor ICD")
+    desc = ", ".join(f"{d.type}:{d.name} [{d.platform}]" for d in devices)
+    return Capability("opencl", "ok", f"{len(devices)} device(s): {desc}")
+
+
+class OpenCLSource(DeviceSource):
+    """OpenCL devices (PoCL's CPU device among them), each tied to the physical device
+    it runs on: read after the physical sources, from what they found."""
+
+    name = "opencl"
+    checks = (("opencl", check_opencl),)
+
+    def __init__(self, collector: OpenCLCollector) -> None:
+        self.collector = collector
+
+    @classmethod
+    def build(cls, ctx: SweepContext) -> OpenCLSource:
+        return cls(ctx.opencl if ctx.opencl is not None else OpenCLCollector())
+
+    def read(self, now: float, found: Sequence[DeviceReading]) -> list[DeviceReading]:
+        return self.collector.read(list(found))
+
+    def state(self) -> SourceState:
+        c = self.collector
+        return SourceState("opencl", "ok" if c.devices else "missing", c.reason)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from adaptyst_top.collectors.devices.energy import EnergyAccount
 from adaptyst_top.snapshot import EnergyReading, SourceStatus
+from adaptyst_top.system.capability import Capability
 
 
 @dataclass(frozen=True)
@@ -92,3 +93,33 @@ class RaplReader:
         self.reads += 1
         # Power needs an interval: none on the first read.
         return EnergyReading(total, power if self.reads > 1 else None, "rapl", "counter")
+
+
+def check_rapl(sysfs: Path = Path("/sys")) -> Capability:
+    base = sysfs / "class/powercap"
+    zones = sorted(p for p in base.glob("*-rapl:*") if (p / "energy_uj").exists())
+    if not zones:
+        return Capability(
+            "rapl",
+            "missing",
+            "no powercap RAPL zones (virtual machine or no driver)",
+            "modprobe intel_rapl_common (bare metal Intel or AMD Zen only)",
+        )
+    readable, denied = [], []
+    for z in zones:
+        try:
+            int((z / "energy_uj").read_text())
+            name = (z / "name").read_text().strip() if (z / "name").exists() else z.name
+            readable.append(name)
+        except PermissionError:
+            denied.append(z.name)
+        except (OSError, ValueError):
+            denied.append(z.name)
+    if not readable:
+        return Capability(
+            "rapl",
+            "denied",
+            f"{len(denied)} zone(s), energy_uj readable by root only (CVE-2020-8694)",
+            "run as root",
+        )
+    return Capability("rapl", "ok", f"{len(readable)} zone(s): {', '.join(readable)}")
