@@ -53,3 +53,13 @@ def test_the_fastest_call_is_net_of_the_least_the_probe_took() -> None:
     # Unknown least (a default figure): the median, a quarter kept back.
     cost = ov.ClassCost(1500.0, 600.0, "default")
     assert latency_fields(len(calls), sum(calls), 20_600, 22_590, hist, cost)[0].min_ns == 20_150.0
+
+
+def test_calls_no_longer_than_the_probe_itself_read_zero_not_an_error() -> None:
+    # Every call as short as the probe's own cost: mean, p50 and the minimum net of it
+    # are all 0 (a record run raised TypeError here, min() of one float).
+    hist = {bucket_of(500): 40}
+    cost = ov.ClassCost(1500.0, 700.0, "calibrated", least_in_interval_ns=600.0)
+    net, raw, off = latency_fields(40, 40 * 500, 500, 500, hist, cost)
+    assert (net.mean_ns, net.p50_ns, net.min_ns, off) == (0.0, 0.0, 0.0, 500.0)
+    assert raw.min_ns == 500.0

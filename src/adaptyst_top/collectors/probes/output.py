@@ -150,7 +150,8 @@ def latency_fields(
     net = [None if v is None else round(max(0.0, v - off), 1) for v in raw]
     # The fastest call is net of the least the probe took, never of its median: the
     # fastest figure would otherwise read below the fastest call.
-    net[4] = round(max(0.0, min(lo - min(cost.least_ns, off), *(v for v in net[:2] if v))), 1)
+    net_lo = [lo - min(cost.least_ns, off), *(v for v in net[:2] if v is not None)]
+    net[4] = round(max(0.0, min(net_lo)), 1)
     return Latency(*net), Latency(*(None if v is None else round(v, 1) for v in raw)), round(off, 1)
 
 
