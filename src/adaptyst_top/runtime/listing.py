@@ -123,7 +123,7 @@ def _function(
     try:
         # Without the boot's verdicts nothing is refused here, so none is said.
         refusal = (policy or EntryPolicy.trusting()).refusal
-        planned = plan_function(path, info, f, refusal, pid, source)
+        planned = plan_function(path, info, f, refusal, pid, source, retime=False)
         out["entry"], out["cost_class"] = planned.entry, planned.cost_class
         if policy is not None:
             out["refused"] = planned.refused

@@ -521,6 +521,39 @@ def test_net_latency_holds_for_every_entry_class(
 
 
 @BOTH_WAYS
+def test_a_refused_second_probe_leaves_the_row_timed_from_its_entry(
+    workload: Workload, multi: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel may refuse the probe past a single-stepped entry (a review's case): the
+    row stands, counts every call, and says its class is the single-step's, whose cost
+    is then what it takes off."""
+    import errno
+
+    from adaptyst_top.collectors.probes.libbpf import BpfObject, LibbpfError
+    from adaptyst_top.collectors.probes.module_object import AFTER
+    from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
+
+    def refused_links(self: MultiLinks, wanted: dict[int, int], pid: int) -> list[int]:
+        self.after_refused |= set(wanted)
+        return []
+
+    attach = BpfObject.attach_uprobe
+
+    def refusing(self: BpfObject, fn_name: str, *args: Any, **kwargs: Any) -> None:
+        if fn_name == AFTER:
+            raise LibbpfError(errno.EINVAL, "refused")
+        attach(self, fn_name, *args, **kwargs)
+
+    monkeypatch.setattr(MultiLinks, "_link_after", refused_links)
+    monkeypatch.setattr(BpfObject, "attach_uprobe", refusing)
+    with ProbeEngine(pid=workload.pid, multi_links=multi) as engine:
+        attached(engine, f"uprobe:{workload.binary}:held_ss")
+        workload.run("heldss 20 100")
+        r = rows(engine)[("held_ss", None)]
+    assert (r["class"], r["count"], r["state"]) == (ov.SINGLESTEP, 20, "attached"), r
+
+
+@BOTH_WAYS
 def test_switching_a_nested_probe_off_keeps_its_parent_right(
     workload: Workload, multi: bool
 ) -> None:

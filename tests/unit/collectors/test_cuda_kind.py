@@ -133,18 +133,34 @@ def test_a_process_started_with_the_library_or_a_launch_is_planned_as_it_is() ->
 
 def test_a_long_name_told_whole_is_shown_whole() -> None:
     from adaptyst_top.collectors.probes.bpf_program import WHOLE_LEN
-    from adaptyst_top.collectors.probes.keys import hashed_name, whole_text
+    from adaptyst_top.collectors.probes.keys import hashed_name, told_name
     from adaptyst_top.collectors.probes.kinds.device_layer import shown_name
 
     a = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE"
     assert hashed_name(row_name(a)) and not hashed_name(a) and not hashed_name("k" * 31)
     assert shown_name(a) == a and shown_name("[HtoD]") == "[HtoD]"
+    key = row_name(a).encode()
+    assert told_name(key + b"\0", a.encode() + b"\0junk") == a
     # Longer than the names map keeps: cut, ending in the key's hash (two alike that far
     # stay apart).
     long_a, long_b = "x" * 300 + "a", "x" * 300 + "b"
     assert shown_name(long_a) != shown_name(long_b)
     assert len(shown_name(long_a).encode()) == WHOLE_LEN - 1
     assert shown_name(long_a).endswith(row_name(long_a)[22:])
-    raw = long_a.encode()[: WHOLE_LEN - 1] + b"\0"
-    assert whole_text(row_name(long_a), raw) == shown_name(long_a)
-    assert whole_text("k", b"kernel\0junk") == "kernel"
+    cut = long_a.encode()[: WHOLE_LEN - 1]
+    assert told_name(row_name(long_a).encode(), cut) == shown_name(long_a)
+    assert shown_name("y" * 255) == "y" * 255  # 255 bytes: whole, its hash says so
+    assert told_name(row_name("y" * 255).encode(), b"y" * 255) == "y" * 255
+
+
+def test_a_told_name_that_is_not_its_keys_is_refused() -> None:
+    """A process tells names through its own layer's site: one that does not start with
+    the key's bytes and hash to the key's hash renames nothing."""
+    from adaptyst_top.collectors.probes.keys import told_name
+
+    a = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE"
+    key = row_name(a).encode()
+    assert told_name(key, b"rm -rf / \x1b[2J") is None  # another prefix
+    assert told_name(key, a.encode() + b"X") is None  # the prefix, not the hash
+    assert told_name(b"short", a.encode()) is None  # not a long name's key
+    assert told_name(key[:22] + b"~zzzzzzzz", a.encode()) is None  # no hex

@@ -107,13 +107,23 @@ def plan_uprobes(
         )
     planned: list[PlannedFunction] = []
     unresolved: list[str] = []
+    retime = len(matched) <= entry_retime.RETIME_MAX
     for sym in matched:
         try:
-            planned.append(plan_function(path, elf, sym, refusal, pid, source))
+            planned.append(plan_function(path, elf, sym, refusal, pid, source, retime))
         except ifunc.IfuncError as exc:
             unresolved.append(str(exc))
     if not planned:
         raise PlanError(f"{spec.text}: {unresolved[0]}")
+    # A second probe where another function of the spec starts would be that one's
+    # entry's place too: that function's entry alone goes there.
+    entries = {p.offset for p in planned}
+    planned = [
+        replace(p, after=None, cost_class=ov.SINGLESTEP)
+        if p.after is not None and p.after in entries
+        else p
+        for p in planned
+    ]
     refused_all = [p.refused for p in planned if p.refused]
     if len(refused_all) == len(planned):
         more = f" (and {len(planned) - 1} more refused)" if len(planned) > 1 else ""
@@ -128,9 +138,11 @@ def plan_function(
     refusal: Refusal,
     pid: int | None = None,
     source: str | None = None,
+    retime: bool = True,
 ) -> PlannedFunction:
     """One function planned (what `list` shows too); IfuncError when an IFUNC's
-    implementation cannot be known."""
+    implementation cannot be known. RETIME: look for where a single-stepped entry's
+    interval starts again (entry_retime.py)."""
     by_name, addr = ("", sym.address) if sym.by_address else (sym.name, 0)
     if sym.ifunc:
         # Probed where its calls go: the implementation its resolver picked.
@@ -153,7 +165,7 @@ def plan_function(
         refused = entry_safety.refusal_line(sym.name, insn, reason, sym.ifunc, variants)
     cls = ov.classify_entry(code, elf.machine, sym.file_offset)
     after = None
-    if cls in entry_retime.RETIMED and refused is None and not sym.ifunc:
+    if retime and cls in entry_retime.RETIMED and refused is None and not sym.ifunc:
         body = entry_retime.function_code(source or path, sym.file_offset, sym.size)
         at = entry_retime.after_entry(body, elf.machine)
         if at is not None and sym.file_offset is not None:

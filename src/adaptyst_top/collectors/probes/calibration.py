@@ -76,9 +76,14 @@ def _cache_key() -> str:
 def load_cached() -> ov.CostTable | None:
     costs = load_result("calibration", _cache_key)
     try:
-        return ov.CostTable({k: ov.ClassCost(**v) for k, v in costs.items()})
+        table = ov.CostTable({k: ov.ClassCost(**v) for k, v in costs.items()})
     except (TypeError, AttributeError):
         return None  # none, or of another shape: calibrate again
+    for c in table.costs.values():
+        figures = (c.per_hit_ns, c.in_interval_ns, c.least_in_interval_ns or 0.0)
+        if not all(isinstance(f, (int, float)) and 0 <= f < 1e9 for f in figures):
+            return None  # a figure no probe costs (NaN, negative, text): measured again
+    return table
 
 
 def save_cached(table: ov.CostTable) -> None:

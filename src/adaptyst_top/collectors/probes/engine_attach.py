@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 
+from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.engine_scope import Scope
 from adaptyst_top.collectors.probes.engine_state import EngineState
 from adaptyst_top.collectors.probes.libbpf import BpfObject
@@ -17,6 +18,7 @@ from adaptyst_top.collectors.probes.model import (
     closes_interval,
     one_line,
 )
+from adaptyst_top.collectors.probes.module_object import AFTER
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 from adaptyst_top.snapshot import ProbeState
 from adaptyst_top.system.targets import pid_alive
@@ -116,7 +118,10 @@ class Attacher:
         assert module.multi is not None
         wanted = {r.slot: r.offset for r in module.rows if pid in r.pids and r.offset is not None}
         after = {r.slot: r.after for r in module.rows if r.slot in wanted and r.after is not None}
-        for slot, why in module.multi.relink(pid, wanted, after).items():
+        refused = module.multi.relink(pid, wanted, after)
+        for slot in module.multi.after_refused:
+            untimed(module.by_slot[slot])
+        for slot, why in refused.items():
             row = module.by_slot[slot]
             self.set_gate(row, off=True)
             row.pids.clear()
@@ -139,6 +144,8 @@ class Attacher:
             # thread's stack, full of them, would measure nothing again.
             for a in sorted(row.attachments, key=lambda a: not closes_interval(row, a)):
                 assert a.offset is not None  # the builder placed every one
+                if a.fn_name == AFTER:
+                    continue  # below: the row stands without it
                 bpf.attach_uprobe(
                     a.fn_name,
                     a.path,
@@ -153,6 +160,12 @@ class Attacher:
             for a in done:
                 self.detach_one(bpf, a, pid)
             raise
+        for a in [a for a in row.attachments if a.fn_name == AFTER and row.after is not None]:
+            try:
+                assert a.offset is not None
+                bpf.attach_uprobe(a.fn_name, a.path, a.offset, pid, cookie=a.cookie)
+            except OSError:  # refused there: the row stands, timed from its entry
+                untimed(row)
         row.pids.add(pid)
 
     def detach_one(self, bpf: BpfObject, a: Attachment, pid: int) -> None:
@@ -226,3 +239,13 @@ class Attacher:
                 self.set_gate(row, off=False)
             elif not enabled and row.state == "attached":
                 self.switch_off(row, "detached")
+
+
+def untimed(row: Row) -> None:
+    """ROW's second probe past its single-stepped entry was refused: its interval starts
+    at the entry again, and so its class is the single-step's (its cost is what the row
+    says is taken off). Its attachment stays listed: where it did attach, it is
+    detached with the rest (and where it did not, detaching it is nothing)."""
+    if row.after is not None:
+        row.after = None
+        row.cost_class = ov.SINGLESTEP

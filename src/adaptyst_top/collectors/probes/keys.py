@@ -30,13 +30,23 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def hashed_name(key: object) -> TypeGuard[str]:
-    """Whether KEY is a long name's key as a device layer makes it (key_text)."""
+    """Whether KEY looks like a long name's key as a device layer makes it (key_text):
+    its first bytes, '~' and 8 hex digits (told_name checks it against the bytes)."""
     return (
         isinstance(key, str)
-        and len(key) == KEY_BYTES
-        and key[HASHED_PREFIX] == "~"
-        and _HEX.issuperset(key[HASHED_PREFIX + 1 :])
+        and len(key) > 9
+        and key[-9] == "~"
+        and _HEX.issuperset(key[-8:])
+        and len(key.encode()) >= KEY_BYTES
     )
+
+
+def fnv1a(raw: bytes) -> int:
+    """FNV-1a, 32 bits: the hash layer_common.h's key_text puts in a long name's key."""
+    h = 2166136261
+    for b in raw:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
 
 
 def c_text(raw: bytes) -> str:
@@ -44,13 +54,30 @@ def c_text(raw: bytes) -> str:
     return inert(raw.split(b"\0", 1)[0].decode(errors="replace"))
 
 
-def whole_text(key: str, raw: bytes) -> str:
-    """A long name as the names map holds it (RAW), KEY its key; one cut there (longer
-    than the map's value) ends in its key's hash, so that two alike that far stay apart."""
-    text = c_text(raw)
-    if len(raw.split(b"\0", 1)[0]) < WHOLE_LEN - 1:
-        return text
-    return text[: HASHED_PREFIX - KEY_BYTES] + key[HASHED_PREFIX:]
+def cut_name(whole: bytes, key_hash: int) -> str:
+    """A name longer than the names map keeps: its first bytes and its key's hash, so
+    that two alike that far stay apart."""
+    return c_text(whole[: WHOLE_LEN - 10]) + f"~{key_hash:08x}"
+
+
+def told_name(key: bytes, value: bytes) -> str | None:
+    """The whole name a layer told for KEY (the names map's raw key and value), or None
+    when the value is not that key's name: it must start with the key's prefix and hash
+    to the key's hash (or, cut at the map's size, start so), so that no process renames
+    a row to something else."""
+    key, value = key.split(b"\0", 1)[0], value.split(b"\0", 1)[0]
+    digits = key[HASHED_PREFIX + 1 :]
+    if len(key) != KEY_BYTES or key[HASHED_PREFIX : HASHED_PREFIX + 1] != b"~":
+        return None
+    if (
+        not _HEX.issuperset(digits.decode(errors="replace"))
+        or value[:HASHED_PREFIX] != key[:HASHED_PREFIX]
+    ):
+        return None
+    key_hash = int(digits, 16)
+    if fnv1a(value) == key_hash:
+        return c_text(value)
+    return cut_name(value, key_hash) if len(value) >= WHOLE_LEN - 1 else None
 
 
 # A key's statistics as the kernel keeps them: count, sum, min, max (ns), on-CPU ns.

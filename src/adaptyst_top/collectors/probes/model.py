@@ -12,7 +12,7 @@ from typing import Any
 
 from adaptyst_top.collectors.probes.bpf_maps import MapReader
 from adaptyst_top.collectors.probes.bpf_program import KernelError
-from adaptyst_top.collectors.probes.keys import KeyResolver, Stats, c_text, whole_text
+from adaptyst_top.collectors.probes.keys import KeyResolver, Stats, c_text, told_name
 from adaptyst_top.collectors.probes.spec import ProbeSpec
 from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
 from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeState
@@ -80,9 +80,9 @@ class Row:
     hist_lists: dict[Any, tuple[tuple[int, int], tuple[tuple[int, int], ...]]] = field(
         default_factory=dict
     )
-    lat_cache: dict[Any, tuple[tuple[int, int, float], tuple[Latency, Latency, float | None]]] = (
-        field(default_factory=dict)
-    )
+    lat_cache: dict[
+        Any, tuple[tuple[int, int, float, float], tuple[Latency, Latency, float | None]]
+    ] = field(default_factory=dict)
     # The last snapshot entry per key, and what it was made from (reused while unchanged).
     entry_cache: dict[Any, tuple[tuple[Any, ...], ProbeEntry]] = field(default_factory=dict)
     # The row's entries as a whole, and what they were made from: an idle row's are
@@ -154,7 +154,8 @@ class ProbeModule:
             self._whole_read_at = time.monotonic()
             with contextlib.suppress(OSError, KeyError):
                 for k, v in self.reader("names").items():
-                    self.whole[c_text(bytes(k))] = whole_text(c_text(bytes(k)), bytes(v))
+                    if (name := told_name(bytes(k), bytes(v))) is not None:
+                        self.whole[c_text(bytes(k))] = name
             got = self.whole.get(key)
         return got or key
 

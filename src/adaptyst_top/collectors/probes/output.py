@@ -48,9 +48,9 @@ def row_entries(
             # launch timed in between is in the buckets, not yet in the count).
             timed = min(count, sum(buckets.values())) if kind.sampled_latency else None
             lat = row.lat_cache.get(key)
-            if lat is None or lat[0] != (count, total, cost.in_interval_ns):  # on change
+            if lat is None or lat[0] != (count, total, cost.in_interval_ns, cost.least_ns):
                 lat = (
-                    (count, total, cost.in_interval_ns),
+                    (count, total, cost.in_interval_ns, cost.least_ns),
                     latency_fields(count if timed is None else timed, total, lo, hi, buckets, cost),
                 )
                 row.lat_cache[key] = lat
@@ -132,7 +132,7 @@ def latency_fields(
 ) -> tuple[Latency, Latency, float | None]:
     """Latencies net of the probes' own cost inside the interval, the raw ones, and the
     ns taken off (None with no call)."""
-    if count == 0:
+    if count == 0 or lo > hi:  # lo > hi: a read between a hit's statistics and its bucket
         return Latency(), Latency(), None
     # Never more than the fastest call took: a figure that says the probe alone took
     # longer than a call is wrong for this node now, not the call.

@@ -159,6 +159,7 @@ class MultiLinks:
         self._entry_fd = entry_fd
         self._ret_fd = ret_fd
         self._after_fd = after_fd
+        self.after_refused: set[int] = set()  # cookies whose second probe the kernel refused
         self._links: dict[int, _PidLinks] = {}
         self._lock = threading.Lock()
 
@@ -184,9 +185,8 @@ class MultiLinks:
                     new.entry = link_split(self._entry_fd, self.path, good, False, pid, refused)
                     new.cookies = frozenset(c for c in wanted if c not in refused)
                     if after and self._after_fd is not None:
-                        # One refused here only leaves its step inside the interval.
                         mine = {c: o for c, o in after.items() if c in new.cookies}
-                        new.after = link_split(self._after_fd, self.path, mine, False, pid, {})
+                        new.after = self._link_after(mine, pid)
                 except OSError:
                     _close_all(new.fds())
                     raise
@@ -198,6 +198,17 @@ class MultiLinks:
             if old is not None:
                 _close_all(old.fds())
             return refused
+
+    def _link_after(self, wanted: dict[int, int], pid: int) -> list[int]:
+        """The second probes past single-stepped entries: one refused (or all, where the
+        link fails as a whole) leaves its row timed from its entry (after_refused)."""
+        refused: dict[int, str] = {}
+        try:
+            fds = link_split(self._after_fd or -1, self.path, wanted, False, pid, refused)
+        except OSError:
+            fds, refused = [], dict.fromkeys(wanted, "")
+        self.after_refused |= set(refused)
+        return fds
 
     def pids(self) -> list[int]:
         with self._lock:

@@ -11,8 +11,8 @@
  * name: the kernel's name as CUPTI gives it (mangled), or "[HtoD]", "[DtoH]", "[DtoD]",
  * "[copy]" (other directions), "[memset]", "[dropped]" (records CUPTI dropped, counted
  * only); one over KEY_LEN - 1 bytes (the probes' key) keeps its first bytes and a hash
- * of the whole (layer_common.h), whose whole text is told once through a third site,
- * adaptyst_cuda:name(key, whole). device_ns: END - START on the device's clock.
+ * of the whole (layer_common.h), whose whole text is told through a third site,
+ * adaptyst_cuda:name(key, whole), at once and every second while a monitor holds it. device_ns: END - START on the device's clock.
  *
  * CUPTI times every kernel; what the budget (ADAPTYST_CUDA_BUDGET, a share of the time,
  * as the monitor's --budget; unset: all) bounds is the filing: as many records are
@@ -90,7 +90,7 @@ struct name {
 static struct name names[MAX_NAMES + 1];
 static int nnames = FIRST_KERNEL_ID;
 static int told = FIRST_KERNEL_ID;  /* the next long name to tell (under filing) */
-static unsigned short told_sem;
+static int64_t told_at;  /* when every long name was last told */
 static struct {
     const char *p;  /* CUPTI's name, shared by every record of one kernel */
     int id;
@@ -128,7 +128,7 @@ static void flush(int id) {
 
 static void flush_all(void) {
     TELL_NAMES(adaptyst_cuda, adaptyst_cuda_name_semaphore, names, FIRST_KERNEL_ID, nnames, told,
-               told_sem);
+               told_at);
     hand_over();
     for (int id = 0; id < nnames; id++) flush(id);
     flush(OTHER);

@@ -24,7 +24,7 @@ from adaptyst_top.collectors.probes import usdt_args
 from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_usdt
 from adaptyst_top.collectors.probes.bpf_program import WHOLE_LEN, Slot, SlotRole
 from adaptyst_top.collectors.probes.elf_info import ElfInfo, UsdtProbe
-from adaptyst_top.collectors.probes.keys import HASHED_PREFIX, KEY_BYTES, whole_text
+from adaptyst_top.collectors.probes.keys import HASHED_PREFIX, KEY_BYTES, cut_name, fnv1a
 from adaptyst_top.collectors.probes.kinds.base import Plan, PlanContext, ProbeKindDef
 from adaptyst_top.collectors.probes.kinds.usdt import site_attachments
 from adaptyst_top.collectors.probes.model import ProbeError
@@ -46,25 +46,20 @@ _MAPS_READ = 1 << 22  # a process's maps read up to 4 MiB: the library is among 
 
 
 def row_name(kernel: str) -> str:
-    """The name KERNEL's row has (as layer_common.h's key_text makes it): itself when it
-    fits the probes' key, else its first 22 bytes, '~' and 8 hex digits of its FNV-1a
-    hash, so that kernels alike in their first bytes stay apart."""
+    """The name KERNEL's row has in the kernel (as layer_common.h's key_text makes it):
+    itself when it fits the probes' key, else its first 22 bytes, '~' and 8 hex digits
+    of its FNV-1a hash, so that kernels alike in their first bytes stay apart."""
     raw = kernel.encode()
     if len(raw) <= KEY_BYTES:
         return kernel
-    h = 2166136261
-    for b in raw:
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    return f"{raw[:HASHED_PREFIX].decode(errors='replace')}~{h:08x}"
+    return f"{raw[:HASHED_PREFIX].decode(errors='replace')}~{fnv1a(raw):08x}"
 
 
 def shown_name(kernel: str) -> str:
     """The name KERNEL's row shows once its layer told it whole (its name site): itself,
     or, longer than the names map keeps, its first bytes and its key's hash."""
     raw = kernel.encode()
-    if len(raw) < WHOLE_LEN:
-        return kernel
-    return whole_text(row_name(kernel), raw[: WHOLE_LEN - 1])
+    return kernel if len(raw) < WHOLE_LEN else cut_name(raw, fnv1a(raw))
 
 
 def library_path(module: str) -> str | None:

@@ -65,14 +65,17 @@ static inline char *key_text(const char *text, char *out) {
 }
 
 /* The long names among NAMES[FIRST..N) (those with a `whole`), each through PROVIDER's
- * name(key, whole) site while a monitor is attached to it (SEM up): the ones not told
- * yet (TOLD: the next to tell), and all of them again when SEM moves (another monitor,
- * or the same one attached anew, which missed them). The caller holds the names' lock. */
-#define TELL_NAMES(provider, sem, names, first, n, told, told_sem)                      \
+ * name(key, whole) site while a monitor holds it (SEM up): a new one at once, and all of
+ * them again every TELL_AGAIN_NS (*TOLD_AT), so that a monitor attached later, or a row
+ * switched on later, has them too (a semaphore's count cannot tell a new monitor from an
+ * old one: 1, 0, 1). A few hundred names a second cost well under 1 ms. TOLD: the next
+ * new one. The caller holds the names' lock. */
+#define TELL_AGAIN_NS 1000000000ll
+#define TELL_NAMES(provider, sem, names, first, n, told, told_at)                       \
     do {                                                                               \
-        unsigned short now_sem = (sem);                                                \
-        if (!now_sem) break;                                                           \
-        if (now_sem != (told_sem)) (told) = (first), (told_sem) = now_sem;             \
+        if (!(sem)) break;                                                             \
+        int64_t tell_now = now_ns();                                                   \
+        if (tell_now - (told_at) >= TELL_AGAIN_NS) (told) = (first), (told_at) = tell_now; \
         for (; (told) < (n); (told)++)                                                 \
             if ((names)[told].whole)                                                   \
                 DTRACE_PROBE2(provider, name, (names)[told].text, (names)[told].whole); \

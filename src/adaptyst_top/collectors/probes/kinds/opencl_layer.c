@@ -13,7 +13,8 @@
  *   adaptyst_cl:timed(records, n)          n records {name, device_ns, on_cpu}
  *
  * A name longer than a key is a key of its first bytes and a hash (layer_common.h), and
- * its whole text goes to the monitor once, through a third site:
+ * its whole text goes to the monitor through a third site (at once, and every second
+ * while a monitor holds it):
  *
  *   adaptyst_cl:name(key, whole)
  *
@@ -79,7 +80,7 @@ struct name {
 static struct name names[MAX_NAMES + 1];  /* zeroed; the fixed ones named at init */
 static int nnames = FIRST_KERNEL_ID;
 static int told = FIRST_KERNEL_ID;  /* the next long name to tell (names_lock) */
-static unsigned short told_sem;
+static int64_t told_at;  /* when every long name was last told */
 static struct {
     cl_kernel k;
     int id;
@@ -118,7 +119,7 @@ static void flush_all(int64_t now) {
     atomic_store_explicit(&flushed_at, now, memory_order_relaxed);
     pthread_mutex_lock(&names_lock);
     TELL_NAMES(adaptyst_cl, adaptyst_cl_name_semaphore, names, FIRST_KERNEL_ID, nnames, told,
-               told_sem);
+               told_at);
     pthread_mutex_unlock(&names_lock);
     pthread_mutex_lock(&batch_lock);
     hand_over();

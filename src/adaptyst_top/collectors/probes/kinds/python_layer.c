@@ -14,7 +14,7 @@
  * adaptyst_py_probed() says whether a probe holds a site (its semaphore is up): the
  * hook stops timing while none does. A name longer than a key is told whole through a
  * third site, adaptyst_py:name(key, whole), while adaptyst_py_name_wanted() (its
- * semaphore) says a monitor holds it: again whenever that moves (layer_common.h). */
+ * semaphore) says a monitor holds it: at once and every second (layer_common.h). */
 #define _SDT_HAS_SEMAPHORES 1
 #include "adaptyst_sdt.h"
 #include "layer_common.h"

@@ -40,6 +40,7 @@ if MYPY:
     Probes = Sequence[tuple[str, str]]
 
 _FLUSH_S = 0.1  # the hand-over thread's period
+_TELL_AGAIN_S = 1.0  # long names told again this often (layer_common.h's TELL_AGAIN_NS)
 _HELD_MAX = 4096  # calls held between two: past this, the call that ends hands them over
 _KEY_LEN = 32
 _HASHED_PREFIX = 22
@@ -115,8 +116,8 @@ class Hook:
         self.lib.adaptyst_py_name_wanted.restype = ctypes.c_uint
         self.lib.adaptyst_py_name.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
         self.whole: dict[bytes, bytes] = {}  # a long name's key -> the name
-        self.told: set[bytes] = set()  # the keys told while the name site held told_sem
-        self.told_sem = 0
+        self.told: set[bytes] = set()  # the keys told since told_at
+        self.told_at = 0.0
         self.lock = threading.Lock()
         self.pending: list[tuple[bytes, int]] = []  # (key, ns), appended without a lock
         # code -> its key; None: not probed. Changed in place only (readers hold it).
@@ -228,13 +229,13 @@ class Hook:
             )
 
     def tell(self) -> None:
-        """Long names whole, to a monitor holding the name site: those not told yet, and
-        all again when its semaphore moves (layer_common.h's TELL_NAMES)."""
-        sem = self.lib.adaptyst_py_name_wanted()
-        if not sem:
+        """Long names whole, to a monitor holding the name site: a new one at once, and
+        all again every _TELL_AGAIN_S (layer_common.h's TELL_NAMES says why)."""
+        if not self.lib.adaptyst_py_name_wanted():
             return
-        if sem != self.told_sem:
-            self.told_sem, self.told = sem, set()
+        now = time.monotonic()
+        if now - self.told_at >= _TELL_AGAIN_S:
+            self.told_at, self.told = now, set()
         for key, whole in list(self.whole.items()):
             if key not in self.told:
                 self.lib.adaptyst_py_name(key, whole)
