@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from adaptyst_top.collectors.devices.gpu_energy import (
 )
 from adaptyst_top.collectors.devices.gpu_processes import split_for
 from adaptyst_top.collectors.devices.hwmon import hwmon_dirs, read_hwmon
-from adaptyst_top.collectors.devices.source import DeviceSource, SweepContext
+from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
 from adaptyst_top.snapshot import DeviceReading, EnergySource, SourceState
 from adaptyst_top.system.capability import Capability, Status
 from adaptyst_top.system.optional import import_optional
@@ -225,22 +224,18 @@ def check_amd_gpu(sysfs: Path = Path("/sys")) -> Capability:
     )
 
 
-class AmdGpuSource(DeviceSource):
+class AmdGpuSource(CollectorSource):
     """AMD GPUs through the amdgpu driver's sysfs (and amdsmi where installed)."""
 
     name = "amd-gpu"
     energy = ("amdsmi", "hwmon")
     checks = (("amd-gpu", check_amd_gpu),)
 
-    def __init__(self, collector: AmdGpuCollector) -> None:
-        self.collector = collector
+    collector: AmdGpuCollector
 
     @classmethod
     def build(cls, ctx: SweepContext) -> AmdGpuSource:
         return cls(AmdGpuCollector(ctx.sysfs))
-
-    def read(self, now: float, found: Sequence[DeviceReading]) -> list[DeviceReading]:
-        return self.collector.read(now)
 
     def state(self) -> SourceState:
         found = bool(self.collector.cards)

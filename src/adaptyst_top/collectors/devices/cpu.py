@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import psutil
 
 from adaptyst_top.collectors.devices.energy import EnergyAccount
 from adaptyst_top.collectors.devices.rapl import RaplReader, check_rapl
-from adaptyst_top.collectors.devices.source import DeviceSource, SweepContext
+from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
 from adaptyst_top.snapshot import DeviceReading, SourceState
 from adaptyst_top.system.capability import Capability
 from adaptyst_top.system.targets import process_cpu_ns
@@ -144,23 +143,19 @@ def check_cpu() -> Capability:
     )
 
 
-class CpuSource(DeviceSource):
+class CpuSource(CollectorSource):
     """The host's CPUs: utilisation by psutil, energy by RAPL (or the power model)."""
 
     name = "rapl"
     energy = ("rapl", "estimate")
     checks = (("cpu", check_cpu), ("rapl", check_rapl))
 
-    def __init__(self, collector: CpuCollector) -> None:
-        self.collector = collector
+    collector: CpuCollector
 
     @classmethod
     def build(cls, ctx: SweepContext) -> CpuSource:
         model = ctx.power_model if isinstance(ctx.power_model, PowerModel) else None
         return cls(CpuCollector(ctx.pid, model, ctx.sysfs))
-
-    def read(self, now: float, found: Sequence[DeviceReading]) -> list[DeviceReading]:
-        return self.collector.read(now)
 
     def state(self) -> SourceState:
         rapl = self.collector.rapl

@@ -10,7 +10,7 @@ import contextlib
 import importlib.util
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from adaptyst_top.collectors.devices.energy import EnergyAccount
 from adaptyst_top.collectors.devices.hwmon import hwmon_dirs, read_hwmon
 from adaptyst_top.collectors.devices.opencl_inventory import list_opencl_devices
-from adaptyst_top.collectors.devices.source import DeviceSource, SweepContext
+from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
 from adaptyst_top.snapshot import DeviceReading, SourceState
 from adaptyst_top.system.capability import Capability
 from adaptyst_top.system.optional import import_optional
@@ -160,22 +160,18 @@ def check_fpga(
     return Capability("fpga", "ok", "; ".join(found))
 
 
-class FpgaSource(DeviceSource):
+class FpgaSource(CollectorSource):
     """FPGA cards through XRT or the Intel DFL driver's sysfs."""
 
     name = "fpga"
     energy = ("xrt", "hwmon")
     checks = (("fpga", check_fpga),)
 
-    def __init__(self, collector: FpgaCollector) -> None:
-        self.collector = collector
+    collector: FpgaCollector
 
     @classmethod
     def build(cls, ctx: SweepContext) -> FpgaSource:
         return cls(FpgaCollector(ctx.sysfs))
-
-    def read(self, now: float, found: Sequence[DeviceReading]) -> list[DeviceReading]:
-        return self.collector.read(now)
 
     def state(self) -> SourceState:
         found = bool(self.collector.cards)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,7 +34,7 @@ from adaptyst_top.collectors.devices.gpu_energy import (
 )
 from adaptyst_top.collectors.devices.gpu_energy import METHOD as SPLIT_METHOD
 from adaptyst_top.collectors.devices.gpu_processes import split_for
-from adaptyst_top.collectors.devices.source import DeviceSource, SweepContext
+from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
 from adaptyst_top.snapshot import DeviceReading, SourceState, SourceStatus
 from adaptyst_top.system.capability import Capability
 from adaptyst_top.system.process_names import process_name
@@ -380,22 +380,18 @@ def check_nvml(module: Any | None = None) -> Capability:
     return Capability("nvml", "ok", f"driver {driver}, {count} GPU(s): {', '.join(names)}")
 
 
-class NvmlSource(DeviceSource):
+class NvmlSource(CollectorSource):
     """NVIDIA GPUs through NVML: utilisation, memory, power, energy, per process."""
 
     name = "nvml"
     energy = ("nvml",)
     checks = (("nvml", check_nvml),)
 
-    def __init__(self, collector: NvmlCollector) -> None:
-        self.collector = collector
+    collector: NvmlCollector
 
     @classmethod
     def build(cls, ctx: SweepContext) -> NvmlSource:
         return cls(NvmlCollector(ctx.nvml))
-
-    def read(self, now: float, found: Sequence[DeviceReading]) -> list[DeviceReading]:
-        return self.collector.read(now)
 
     def state(self) -> SourceState:
         c = self.collector

@@ -13,7 +13,7 @@ from adaptyst_top.collectors.devices.opencl_inventory import (
     list_opencl_devices,
     shared_listing,
 )
-from adaptyst_top.collectors.devices.source import DeviceSource, SweepContext
+from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
 from adaptyst_top.snapshot import DeviceReading, SourceState
 from adaptyst_top.system.capability import Capability
 
@@ -104,15 +104,14 @@ def check_opencl(lister: Callable[[], list[Any]] = list_opencl_devices) -> Capab
     return Capability("opencl", "ok", f"{len(devices)} device(s): {desc}")
 
 
-class OpenCLSource(DeviceSource):
+class OpenCLSource(CollectorSource):
     """OpenCL devices (PoCL's CPU device among them), each tied to the physical device
     it runs on: read after the physical sources, from what they found."""
 
     name = "opencl"
     checks = (("opencl", check_opencl),)
 
-    def __init__(self, collector: OpenCLCollector) -> None:
-        self.collector = collector
+    collector: OpenCLCollector
 
     @classmethod
     def build(cls, ctx: SweepContext) -> OpenCLSource:

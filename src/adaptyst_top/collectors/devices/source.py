@@ -52,3 +52,14 @@ class DeviceSource(ABC):
     def close(self) -> None:
         """What it holds (a library's session) let go; most hold nothing."""
         return None
+
+
+class CollectorSource(DeviceSource):
+    """A source around a collector that reads by the clock alone (most of them)."""
+
+    def __init__(self, collector: Any) -> None:
+        self.collector = collector
+
+    def read(self, now: float, found: Sequence[DeviceReading]) -> list[DeviceReading]:
+        readings: list[DeviceReading] = self.collector.read(now)
+        return readings
