@@ -10,8 +10,8 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from adaptyst_top.collectors.probe_energy import ProbeEnergy
-from adaptyst_top.collectors.scope_cpu import ScopeCpu
+from adaptyst_top.collectors.energy.probes import ProbeEnergy
+from adaptyst_top.collectors.energy.scope_cpu import ScopeCpu
 from adaptyst_top.snapshot import EnergySplit, Overhead, ProbeEntry, Snapshot
 
 if TYPE_CHECKING:  # what a launch needs is imported before its command runs, no more

@@ -1,5 +1,5 @@
 """A placed call's joules on its worker, by the monitor's own rule (collectors/
-probe_energy.py): the CPU's energy (RAPL where readable, else the power model the
+collectors/energy/probes.py): the CPU's energy (RAPL where readable, else the power model the
 DevicePlacement states, `estimate`) is split over the node's busy CPU time, so a call is
 charged its CPU time at the node's joules per busy CPU-second, measured over windows of
 at least WINDOW_S. A call on a GPU adds the GPU's energy counter over the call (the worker
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from adaptyst_top.collectors.devices.cpu import PowerModel
-from adaptyst_top.collectors.devices.energy import EnergyAccount
 from adaptyst_top.collectors.devices.rapl import RaplReader
-from adaptyst_top.collectors.probe_energy import MIN_SPLIT_NS
-from adaptyst_top.collectors.probes.overhead import system_busy_ns
+from adaptyst_top.collectors.energy.account import EnergyAccount
+from adaptyst_top.collectors.energy.busy import system_busy_ns
+from adaptyst_top.collectors.energy.probes import MIN_SPLIT_NS
 
 WINDOW_S = 1.0
 

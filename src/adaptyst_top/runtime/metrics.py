@@ -35,11 +35,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from adaptyst_top.collectors.energy.jobs import JobEnergy
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.placement.loop import TASK_PROBE_NAME, device_power
 from adaptyst_top.placement.task_keys import parse_key
 from adaptyst_top.runtime import metric_names as mn
-from adaptyst_top.runtime.job_energy import JobEnergy
 from adaptyst_top.runtime.remote.settings import AgentSettings
 from adaptyst_top.snapshot import DeviceReading, ProbeEntry
 from adaptyst_top.snapshot.histogram import bucket_bounds

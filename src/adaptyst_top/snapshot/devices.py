@@ -16,7 +16,7 @@ SourceStatus = Literal["ok", "missing", "denied", "degraded"]  # worst last
 
 @dataclass
 class EnergyReading:
-    """What an energy account gives for one interval (collectors/devices/energy.py)."""
+    """What an energy account gives for one interval (collectors/energy/account.py)."""
 
     energy_j: float | None
     power_w: float | None

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.devices.gpu_energy import METHOD
 from adaptyst_top.collectors.devices.nvml import PROCESS_EVERY_S, NvmlCollector
-from adaptyst_top.runtime.job_energy import IDLE, UNATTRIBUTED, JobEnergy
+from adaptyst_top.collectors.energy.gpu_split import METHOD
+from adaptyst_top.collectors.energy.jobs import IDLE, UNATTRIBUTED, JobEnergy
 from adaptyst_top.snapshot import DeviceReading
 from tests.support.fake_nvml import FakeGpu, FakeNvml
 from tests.support.marks import requires_root
@@ -66,9 +66,9 @@ def test_gpu_task_rows_get_their_process_s_gpu_joules_split_by_their_time() -> N
     import subprocess
     import sys
 
-    from adaptyst_top.collectors.probe_energy import ProbeEnergy
+    from adaptyst_top.collectors.energy.probes import ProbeEnergy
+    from adaptyst_top.collectors.energy.scope_cpu import ScopeCpu
     from adaptyst_top.collectors.probes.engine import ProbeEngine
-    from adaptyst_top.collectors.scope_cpu import ScopeCpu
     from adaptyst_top.placement.task_api import TASK_SPEC
 
     child = subprocess.Popen(
@@ -173,7 +173,7 @@ class FakeAmdSmi:
 @pytest.mark.system  # Slurm's cgroup layout made by hand needs root
 def test_amd_processes_get_the_cards_energy_by_their_gfx_engine_time(tmp_path: Path) -> None:
     from adaptyst_top.collectors.devices.amd_gpu import AmdGpuCollector
-    from adaptyst_top.collectors.devices.gpu_energy import AMD_METHOD
+    from adaptyst_top.collectors.energy.gpu_split import AMD_METHOD
     from tests.unit.collectors.test_device_collectors import amd_tree
 
     amd_tree(tmp_path / "sys")

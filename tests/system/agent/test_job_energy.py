@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.job_energy import UNATTRIBUTED, JobEnergy
+from adaptyst_top.collectors.energy.jobs import UNATTRIBUTED, JobEnergy
 from adaptyst_top.snapshot import DeviceReading
 
 TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")

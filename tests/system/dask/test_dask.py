@@ -409,7 +409,7 @@ def test_a_calls_joules_are_its_cpu_time_at_the_nodes_joules_per_busy_cpu_second
     has enough busy time (MIN_SPLIT_NS), as the probe rows' split."""
     from types import SimpleNamespace
 
-    from adaptyst_top.collectors.probe_energy import MIN_SPLIT_NS
+    from adaptyst_top.collectors.energy.probes import MIN_SPLIT_NS
     from adaptyst_top.dask import run_energy
     from adaptyst_top.snapshot import EnergyReading
 

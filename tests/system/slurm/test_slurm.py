@@ -296,8 +296,8 @@ def test_a_job_s_share_of_the_cpu_energy_is_its_cpu_time(
     """The agent's per-job energy on a real job: a task spinning for 2 s, slurmstepd's
     fork exec'd, read every 50 ms or so from before the job is submitted. The CPU's
     energy reads one joule per busy CPU second, so the job's joules are its CPU seconds."""
-    from adaptyst_top.collectors.probes.overhead import system_busy_ns
-    from adaptyst_top.runtime.job_energy import JobEnergy
+    from adaptyst_top.collectors.energy.busy import system_busy_ns
+    from adaptyst_top.collectors.energy.jobs import JobEnergy
     from adaptyst_top.snapshot import DeviceReading
     from tests.support.slurm import Slurm
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adaptyst_top.collectors.devices.energy import STALE_AFTER_S, EnergyAccount
+from adaptyst_top.collectors.energy.account import STALE_AFTER_S, EnergyAccount
 
 
 def test_counter_deltas_and_implied_power() -> None:

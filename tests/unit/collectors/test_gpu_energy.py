@@ -9,9 +9,9 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from adaptyst_top.collectors.devices.gpu_energy import METHOD
 from adaptyst_top.collectors.devices.nvml import PROCESS_EVERY_S, NvmlCollector
-from adaptyst_top.runtime.job_energy import IDLE, UNATTRIBUTED, JobEnergy
+from adaptyst_top.collectors.energy.gpu_split import METHOD
+from adaptyst_top.collectors.energy.jobs import IDLE, UNATTRIBUTED, JobEnergy
 from adaptyst_top.snapshot import DeviceReading
 from tests.support.fake_nvml import FakeGpu, FakeNvml
 

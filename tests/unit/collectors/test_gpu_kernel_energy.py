@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from adaptyst_top.collectors.devices.gpu_energy import METHOD
-from adaptyst_top.collectors.gpu_task_energy import GpuTaskEnergy
+from adaptyst_top.collectors.energy.gpu_split import METHOD
+from adaptyst_top.collectors.energy.gpu_tasks import GpuTaskEnergy
 from adaptyst_top.snapshot import DeviceReading, Latency, ProbeEntry
 
 MINE, OTHER = 100, 200

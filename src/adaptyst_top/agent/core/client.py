@@ -11,7 +11,7 @@ from typing import Any
 
 from adaptyst_top.agent.core.authorization import Peer
 from adaptyst_top.agent.core.own_energy import OwnEnergy
-from adaptyst_top.collectors.devices.gpu_processes import visible_to
+from adaptyst_top.collectors.energy.gpu_processes import visible_to
 from adaptyst_top.runtime.remote import protocol as proto
 from adaptyst_top.runtime.session import Session
 from adaptyst_top.runtime.sources import LiveSource

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.devices.energy import EnergyAccount
-from adaptyst_top.collectors.devices.gpu_energy import (
+from adaptyst_top.collectors.devices.hwmon import hwmon_dirs, read_hwmon
+from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
+from adaptyst_top.collectors.energy.account import EnergyAccount
+from adaptyst_top.collectors.energy.gpu_processes import split_for
+from adaptyst_top.collectors.energy.gpu_split import (
     AMD_METHOD,
     PROCESS_EVERY_S,
     ProcessEnergySplit,
 )
-from adaptyst_top.collectors.devices.gpu_processes import split_for
-from adaptyst_top.collectors.devices.hwmon import hwmon_dirs, read_hwmon
-from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
 from adaptyst_top.snapshot import DeviceReading, EnergySource, SourceState
 from adaptyst_top.system.capability import Capability, Status
 from adaptyst_top.system.optional import import_optional

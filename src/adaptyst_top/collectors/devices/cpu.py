@@ -10,9 +10,9 @@ from pathlib import Path
 
 import psutil
 
-from adaptyst_top.collectors.devices.energy import EnergyAccount
 from adaptyst_top.collectors.devices.rapl import RaplReader, check_rapl
 from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
+from adaptyst_top.collectors.energy.account import EnergyAccount
 from adaptyst_top.snapshot import DeviceReading, SourceState
 from adaptyst_top.system.capability import Capability
 from adaptyst_top.system.targets import process_cpu_ns

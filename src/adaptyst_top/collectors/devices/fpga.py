@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.devices.energy import EnergyAccount
 from adaptyst_top.collectors.devices.hwmon import hwmon_dirs, read_hwmon
 from adaptyst_top.collectors.devices.opencl_inventory import list_opencl_devices
 from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
+from adaptyst_top.collectors.energy.account import EnergyAccount
 from adaptyst_top.snapshot import DeviceReading, SourceState
 from adaptyst_top.system.capability import Capability
 from adaptyst_top.system.optional import import_optional

@@ -9,7 +9,7 @@ counter deltas, else from integrated power.
 Measured on an H200 (driver 580, experiments/gpu/gpu_check.py): every call answers in 2-16 us
 but the energy counter, ~3.2 ms of CPU, and the MIG mode, ~0.15 ms. The counter (like
 instant power) moves every 100 ms, so it is read every COUNTER_EVERY_S, with power
-integrated in between (collectors/devices/energy.py), and the MIG mode with the process list.
+integrated in between (collectors/energy/account.py), and the MIG mode with the process list.
 NVML lists every user's processes on a GPU to anyone: a user of the monitor is shown
 their own, and the others as a count and their memory together.
 
@@ -26,15 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from adaptyst_top.collectors.devices.energy import EnergyAccount
-from adaptyst_top.collectors.devices.gpu_energy import (
+from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
+from adaptyst_top.collectors.energy.account import EnergyAccount
+from adaptyst_top.collectors.energy.gpu_processes import split_for
+from adaptyst_top.collectors.energy.gpu_split import (
     GONE,
     PROCESS_EVERY_S,
     ProcessEnergySplit,
 )
-from adaptyst_top.collectors.devices.gpu_energy import METHOD as SPLIT_METHOD
-from adaptyst_top.collectors.devices.gpu_processes import split_for
-from adaptyst_top.collectors.devices.source import CollectorSource, SweepContext
+from adaptyst_top.collectors.energy.gpu_split import METHOD as SPLIT_METHOD
 from adaptyst_top.snapshot import DeviceReading, SourceState, SourceStatus
 from adaptyst_top.system.capability import Capability
 from adaptyst_top.system.process_names import process_name

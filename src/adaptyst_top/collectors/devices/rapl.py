@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from adaptyst_top.collectors.devices.energy import EnergyAccount
+from adaptyst_top.collectors.energy.account import EnergyAccount
 from adaptyst_top.snapshot import EnergyReading, SourceStatus
 from adaptyst_top.system.capability import Capability
 

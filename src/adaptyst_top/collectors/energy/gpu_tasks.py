@@ -1,5 +1,5 @@
 """GPU joules for the rows of work on a GPU: the GPU energy NVML's per-process
-utilisation gave the session's processes (devices/gpu_energy.py), split over
+utilisation gave the session's processes (collectors/energy/gpu_split.py), split over
 
 - their CUDA kernel rows (`cuda:`) first, by each kernel's device time (its timed
   launches' mean, times all its launches), as much of the joules as the kernels' time
@@ -12,7 +12,7 @@ utilisation gave the session's processes (devices/gpu_energy.py), split over
   time does. A joule goes to one row: a task's kernels' joules are the kernels'.
 
 Joules wait for rows with time, and time for the next per-process reading, as on the
-CPU (probe_energy.py). The GPU's whole energy over the same intervals is `measured`: the
+CPU (collectors/energy/probes.py). The GPU's whole energy over the same intervals is `measured`: the
 rest (other processes, idle draw, this session's work outside probed tasks) is shown
 apart, never charged to a row."""
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from adaptyst_top.collectors.devices.gpu_energy import METHOD, METHODS
+from adaptyst_top.collectors.energy.gpu_split import METHOD, METHODS
 from adaptyst_top.snapshot import DeviceReading, EnergySplit, ProbeEntry
 from adaptyst_top.snapshot.task_key import task_device
 

@@ -4,7 +4,7 @@ Between two readings, a CPU's energy is split by CPU time: a job gets the share 
 node's busy CPU time its processes used (method `cpu-time`); what no job used (the
 system, other users, processes that exited between readings) stays `unattributed`.
 An NVIDIA GPU's energy is split by its processes' SM utilisation
-(collectors/devices/gpu_energy.py, method `nvml-process-util`): a job gets what its
+(collectors/energy/gpu_split.py, method `nvml-process-util`): a job gets what its
 processes were charged, the device's idle draw goes to `idle`, never to a job, and
 processes of no job to `unattributed`. A device no method covers (a GPU under MIG,
 AMD, FPGA) is unattributed whole (method `none`). The shares never add up to more than
@@ -17,8 +17,8 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from adaptyst_top.collectors.devices.gpu_energy import METHODS as SPLIT_METHODS
-from adaptyst_top.collectors.probes.overhead import system_busy_ns
+from adaptyst_top.collectors.energy.busy import system_busy_ns
+from adaptyst_top.collectors.energy.gpu_split import METHODS as SPLIT_METHODS
 from adaptyst_top.snapshot import DeviceReading
 from adaptyst_top.system.slurm_jobs import job_of
 from adaptyst_top.system.targets import process_stat

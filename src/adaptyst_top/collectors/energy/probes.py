@@ -8,7 +8,7 @@ energy over an interval (RAPL where readable, else the stated power model, label
 add up to more than was measured. Nested probes (a function and one it calls) each count
 their calls' time; where they overlap they share the interval's energy rather than
 exceed it, and the rows together never get more than the session's own processes ran
-(scope_cpu.py), so sessions of different users never add up to more than the CPU's
+(collectors/energy/scope_cpu.py), so sessions of different users never add up to more than the CPU's
 energy either. What no row is charged is kept apart (`EnergySplit`), never spread over
 rows.
 
@@ -25,9 +25,9 @@ import dataclasses
 import os
 from collections.abc import Callable, Sequence
 
-from adaptyst_top.collectors.gpu_task_energy import GpuTaskEnergy
-from adaptyst_top.collectors.probes.overhead import system_busy_ns
-from adaptyst_top.collectors.scope_cpu import ScopeCpu
+from adaptyst_top.collectors.energy.busy import system_busy_ns
+from adaptyst_top.collectors.energy.gpu_tasks import GpuTaskEnergy
+from adaptyst_top.collectors.energy.scope_cpu import ScopeCpu
 from adaptyst_top.snapshot import DeviceReading, EnergySplit, ProbeEntry
 
 CPU_METHOD = "{source}-oncpu"  # the rows' energy_method: rapl-oncpu, estimate-oncpu, ...

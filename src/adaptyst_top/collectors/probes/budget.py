@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from adaptyst_top.collectors.energy.busy import system_busy_ns
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.collectors.probes.model import Row
 from adaptyst_top.system.targets import process_cpu_ns
@@ -51,7 +52,7 @@ class BudgetWatch:
 
     def _cpu(self) -> dict[int, int] | None:
         if self.pids is None:
-            return {-1: ov.system_busy_ns()}
+            return {-1: system_busy_ns()}
         out = {}
         for pid in self.pids():
             ns = process_cpu_ns(pid)
