@@ -17,7 +17,8 @@ import subprocess
 import time
 import urllib.request
 
-from adaptyst_top.runtime import metrics, metrics_export
+from adaptyst_top.agent.exporter import collector as metrics
+from adaptyst_top.agent.exporter import export as metrics_export
 from adaptyst_top.snapshot import Latency, ProbeEntry
 from adaptyst_top.snapshot.histogram import bucket_of
 from bench import common

@@ -118,7 +118,8 @@ def _export(agent: Agent, args: argparse.Namespace, settings: AgentSettings) -> 
     """--metrics and --textfile started; what stops them."""
     if not args.metrics and not args.textfile:
         return []
-    from adaptyst_top.runtime import metrics, metrics_export
+    from adaptyst_top.agent.exporter import collector as metrics
+    from adaptyst_top.agent.exporter import export as metrics_export
 
     collector = metrics.AgentCollector(
         metrics_export.node_devices(settings.power_model),

@@ -1,5 +1,5 @@
 """The cluster view's data: every node's figures, read back from Prometheus (its HTTP
-API, instant queries in PromQL) where the agents' metrics (runtime/metrics.py) went.
+API, instant queries in PromQL) where the agents' metrics (agent/exporter/collector.py) went.
 
 A few queries cover every node at once (each grouped `by (node)`), so a refresh costs
 the same for 2 nodes or 2,000. A node that stopped reporting keeps its row, marked

@@ -1,5 +1,5 @@
 """The cluster view against a real Prometheus (Debian's) holding 200 node targets, served
-by a test exporter that replays the agent's own metrics (runtime/metrics.py, this node's
+by a test exporter that replays the agent's own metrics (agent/exporter/collector.py, this node's
 real devices) under 200 node names: every node listed, a job's nodes alone with --job,
 the slowest probe by p99, a node that stopped reporting marked stale, not dropped; the
 view at 80x24."""
@@ -19,10 +19,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from prometheus_client import generate_latest
 
+from adaptyst_top.agent.exporter.collector import AgentCollector, ProbeSource
+from adaptyst_top.agent.exporter.export import registry_for
 from adaptyst_top.placement.loop import TASK_PROBE_NAME
 from adaptyst_top.runtime.cluster import Prometheus, read_cluster
-from adaptyst_top.runtime.metrics import AgentCollector, ProbeSource
-from adaptyst_top.runtime.metrics_export import registry_for
 from adaptyst_top.snapshot import DeviceReading, Latency, ProbeEntry
 from adaptyst_top.snapshot.histogram import bucket_of
 from adaptyst_top.tui.cluster_app import node_cells

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.runtime.metrics import LATENCY_BOUNDS_NS, cumulative_buckets
+from adaptyst_top.agent.exporter.collector import LATENCY_BOUNDS_NS, cumulative_buckets
 from adaptyst_top.runtime.remote.client import AgentConnection
 from adaptyst_top.snapshot.histogram import bucket_of
 from tests.support.marks import requires_root
@@ -374,7 +374,7 @@ def test_slow_and_silent_connections_take_no_thread_and_every_scrape_comes_back(
 
     from prometheus_client import CollectorRegistry
 
-    from adaptyst_top.runtime import metrics_export
+    from adaptyst_top.agent.exporter import export as metrics_export
 
     port = free_port()
     stop = metrics_export.serve(CollectorRegistry(), f"127.0.0.1:{port}")
@@ -403,7 +403,7 @@ def test_slow_and_silent_connections_take_no_thread_and_every_scrape_comes_back(
 def test_a_request_not_whole_in_time_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     from prometheus_client import CollectorRegistry
 
-    from adaptyst_top.runtime import metrics_http
+    from adaptyst_top.agent.exporter import http as metrics_http
 
     monkeypatch.setattr(metrics_http, "HEADER_TIMEOUT_S", 0.3)
     port = free_port()
@@ -428,7 +428,7 @@ def test_device_and_job_energy_are_published_at_most_once_a_period() -> None:
     hidden 10 W / 47 W pattern back second by second (a hostile review's fake RAPL)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from adaptyst_top.runtime.metrics import AgentCollector
+    from adaptyst_top.agent.exporter.collector import AgentCollector
     from adaptyst_top.snapshot import DeviceReading
 
     joules = [100.0]
@@ -459,7 +459,7 @@ def test_a_flood_of_scrapes_shares_one_render() -> None:
     from prometheus_client import CollectorRegistry
     from prometheus_client.core import GaugeMetricFamily
 
-    from adaptyst_top.runtime import metrics_http
+    from adaptyst_top.agent.exporter import http as metrics_http
 
     renders = []
 

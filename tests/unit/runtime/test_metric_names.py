@@ -8,7 +8,8 @@ import inspect
 import json
 import re
 
-from adaptyst_top.runtime import cluster, metric_names, metrics
+from adaptyst_top.agent.exporter import collector as metrics
+from adaptyst_top.runtime import cluster, metric_names
 from tests.support.paths import REPO
 
 NAME = re.compile(r"\badaptyst_[a-z_]+\b")

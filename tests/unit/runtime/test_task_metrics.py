@@ -9,9 +9,9 @@ import dataclasses
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from adaptyst_top.agent.exporter.collector import AgentCollector, ProbeSource
 from adaptyst_top.placement.loop import TASK_PROBE_NAME
 from adaptyst_top.placement.task_keys import parse_key, task_key
-from adaptyst_top.runtime.metrics import AgentCollector, ProbeSource
 from adaptyst_top.snapshot import DeviceReading, Latency, ProbeEntry
 
 CPU = DeviceReading("cpu", "cpu", "CPU", power_w=50.0)

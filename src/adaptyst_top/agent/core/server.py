@@ -59,11 +59,11 @@ from adaptyst_top.agent.core.lobby import (
 from adaptyst_top.agent.core.own_energy import OwnEnergy
 from adaptyst_top.agent.core.parser import reader_for
 from adaptyst_top.agent.core.warm import warm_workers
+from adaptyst_top.agent.exporter.collector import ProbeSource
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals
 from adaptyst_top.runtime.limits import BUDGET_RANGE, MAX_PROBES_RANGE
-from adaptyst_top.runtime.metrics import ProbeSource
 from adaptyst_top.runtime.remote import defaults as agent_defaults
 from adaptyst_top.runtime.remote import protocol as proto
 from adaptyst_top.runtime.remote.settings import AgentSettings

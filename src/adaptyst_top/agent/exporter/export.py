@@ -1,4 +1,4 @@
-"""Where the agent's metrics go: served on /metrics (runtime/metrics_http.py,
+"""Where the agent's metrics go: served on /metrics (agent/exporter/http.py,
 OpenMetrics when asked for) or written for node_exporter's textfile collector; the
 registry with the agent's own process figures beside ours."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, write_to_textfile
 
+from adaptyst_top.agent.exporter import http as metrics_http
+from adaptyst_top.agent.exporter.collector import AgentCollector
 from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
-from adaptyst_top.runtime import metrics_http
-from adaptyst_top.runtime.metrics import AgentCollector
 from adaptyst_top.snapshot import DeviceReading
 
 TEXTFILE_NAME = "adaptyst_top.prom"
@@ -41,7 +41,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def serve(registry: CollectorRegistry, listen: str) -> Callable[[], None]:
-    """Serve /metrics (runtime/metrics_http.py); returns what stops it."""
+    """Serve /metrics (agent/exporter/http.py); returns what stops it."""
     host, port = parse_listen(listen)
     return metrics_http.serve(registry, host, port)
 
