@@ -16,7 +16,7 @@ from adaptyst_top.snapshot import DeviceReading
 from tests.support.fake_nvml import FakeGpu, FakeNvml
 from tests.support.marks import requires_root
 from tests.system.agent.test_job_energy import process
-from tests.unit.collectors.test_gpu_energy import JOBS, _gpu, _per_process, _read
+from tests.unit.collectors.energy.test_gpu_energy import JOBS, _gpu, _per_process, _read
 
 
 @pytest.mark.system  # Slurm's cgroup layout made by hand needs root
@@ -174,7 +174,7 @@ class FakeAmdSmi:
 def test_amd_processes_get_the_cards_energy_by_their_gfx_engine_time(tmp_path: Path) -> None:
     from adaptyst_top.collectors.devices.amd_gpu import AmdGpuCollector
     from adaptyst_top.collectors.energy.gpu_split import AMD_METHOD
-    from tests.unit.collectors.test_device_collectors import amd_tree
+    from tests.unit.collectors.devices.test_device_collectors import amd_tree
 
     amd_tree(tmp_path / "sys")
     for pid, job in JOBS.items():

@@ -124,7 +124,7 @@ def test_two_probes_at_one_place_leave_nothing_behind(workload: Workload) -> Non
     IFUNCs pick one on many CPUs), keyed, one uprobe each: the second is refused in one
     line instead of hiding the first from detach; a USDT pair whose END is its BEGIN is
     refused. Nothing is left attached (the fixture checks)."""
-    from tests.unit.collectors.test_ifunc import LIBC
+    from tests.unit.collectors.probes.test_ifunc import LIBC
 
     b = workload.binary
     with ProbeEngine(pid=workload.pid, multi_links=False) as engine:

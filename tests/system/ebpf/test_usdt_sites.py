@@ -13,7 +13,7 @@ import pytest
 from adaptyst_top.collectors.probes import overhead as ov
 from adaptyst_top.placement.task_api import PROBE_BINARY, TASK_SPEC
 from tests.support.marks import requires_root
-from tests.unit.collectors.test_usdt_sites import sites
+from tests.unit.collectors.probes.test_usdt_sites import sites
 
 PAIRS = 5000
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.support.cuda_fake import header_dirs
 
 INJECT = (
-    Path(__file__).resolve().parents[3] / "src/adaptyst_top/collectors/probes/kinds/cuda_inject.c"
+    Path(__file__).resolve().parents[5] / "src/adaptyst_top/collectors/probes/kinds/cuda_inject.c"
 )
 # Each record kind read, its fields read, and the kind's name in CUPTI's enum.
 READ = {
