@@ -3,11 +3,12 @@
 #
 # As root, a clone under a folder others cannot pass (root's home is 0700) failed every
 # test that starts a user's process on the checkout's interpreter. Then COMMAND runs in
-# a private mount namespace where that folder is a fresh tmpfs others may pass (0711),
-# holding only the way down to the checkout, bound back at its own path: the same paths
-# (the venv's and the editable install's stay true), the rest of the folder hidden from
-# the run only. Nothing outside the namespace changes, and it ends with COMMAND however
-# it ends. Otherwise (reachable, or not root) COMMAND runs as it is.
+# a private mount namespace where that folder is a tmpfs others may pass (0711) with
+# each of its entries bound back in it: the same paths everywhere (the venv's and the
+# editable install's stay true), only the folder's own mode differs, for this run. A
+# folder below it that is 0700 too is not opened. Nothing outside the namespace changes,
+# and it ends with COMMAND however it ends. Otherwise (reachable, or not root) COMMAND
+# runs as it is.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd -P)
 
@@ -26,19 +27,27 @@ if [ -z "$blocked" ]; then
     exec "$@"
 fi
 
-echo "reachable.sh: $blocked is not o+x: the run sees it as a tmpfs holding this checkout" >&2
+echo "reachable.sh: $blocked is not o+x: the run sees it as a passable tmpfs with its entries bound back" >&2
 exec unshare --mount --propagation private -- bash -euo pipefail -c '
     here=$1 blocked=$2
     shift 2
-    keep=$(mktemp -d /run/adaptyst-top-checkout.XXXXXX)
-    mount --bind "$here" "$keep"
+    keep=$(mktemp -d /run/adaptyst-top-reach.XXXXXX)
+    mount --bind "$blocked" "$keep"
     mount -t tmpfs -o mode=0711 adaptyst-top-reach "$blocked"
-    mkdir -p "$here"
-    # Each folder between them: passable by others, as the tmpfs is.
-    dir=$here
-    while [ "$dir" != "$blocked" ]; do chmod 0711 "$dir"; dir=$(dirname "$dir"); done
-    mount --bind "$keep" "$here"
-    umount "$keep" && rmdir "$keep"  # the checkout stays bound at its own path
+    # Every entry of the folder as it was, bound back: only the folder itself is new
+    # (root'"'"'s Pythons under ~/.pyenv, its caches, the checkout all where they were).
+    for entry in "$keep"/* "$keep"/.[!.]* "$keep"/..?*; do
+        [ -e "$entry" ] || [ -L "$entry" ] || continue
+        name=${entry##*/}
+        if [ -L "$entry" ]; then
+            cp -P "$entry" "$blocked/$name"
+        elif [ -d "$entry" ]; then
+            mkdir "$blocked/$name" && mount --bind "$entry" "$blocked/$name"
+        else
+            touch "$blocked/$name" && mount --bind "$entry" "$blocked/$name"
+        fi
+    done
+    umount -l "$keep" && rmdir "$keep"
     cd "$here"
     exec "$@"
 ' reachable "$here" "$blocked" "$@"

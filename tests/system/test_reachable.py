@@ -31,10 +31,14 @@ def _check(base: Path) -> None:
     (checkout / "scripts").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "reachable.sh", checkout / "scripts")
     (checkout / "marker").write_text("ours\n")
+    (blocked / "me").chmod(0o755)
+    (blocked / ".tools").mkdir()  # what else lies there (root's ~/.pyenv) stays there
+    (blocked / ".tools" / "python").write_text("a tool\n")
     blocked.chmod(0o700)
     probe = (
         f"stat -c %a {blocked} {blocked / 'me'}; "
-        f"setpriv --reuid=65534 --regid=65534 --clear-groups cat {checkout / 'marker'}"
+        f"setpriv --reuid=65534 --regid=65534 --clear-groups cat {checkout / 'marker'}; "
+        f"head -c 1 {blocked / '.tools' / 'python'}"
     )
     inside = subprocess.run(
         [str(checkout / "scripts" / "reachable.sh"), "sh", "-c", probe],
@@ -43,7 +47,7 @@ def _check(base: Path) -> None:
         timeout=60,
     )
     assert inside.returncode == 0, inside.stderr
-    assert inside.stdout.split() == ["711", "711", "ours"]
+    assert inside.stdout.split() == ["711", "755", "ours", "a"]
     assert "is not o+x" in inside.stderr
     # Outside, nothing changed: the folder as it was, no mount left, no folder in /run.
     assert oct(blocked.stat().st_mode & 0o777) == "0o700"
