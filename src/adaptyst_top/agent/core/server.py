@@ -391,6 +391,8 @@ class Agent:
         if opts.target.pid is not None and (why := may_probe(client.peer, opts.target.pid)):
             session.close()
             raise SessionError(why)
+        # The exporter reads the last snapshot's histograms, whatever the client asks for.
+        session.keep_hist = self.settings.probe_metrics != "none"
         return session
 
     def _account(self, peer: Peer) -> AttachAccount:

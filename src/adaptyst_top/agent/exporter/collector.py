@@ -36,7 +36,6 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from adaptyst_top.collectors.energy.jobs import JobEnergy
-from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.placement.loop import TASK_PROBE_NAME, device_power
 from adaptyst_top.placement.task_keys import parse_key
 from adaptyst_top.runtime import metric_names as mn
@@ -79,16 +78,15 @@ class ProbeSource:
 
     @classmethod
     def of(cls, user: str, session: Session) -> ProbeSource | None:
-        """USER's SESSION's probes as last read (None before it has an engine)."""
-        engine = session.engine
-        if engine is None:
+        """USER's SESSION's probes as its last snapshot has them, joules included (None
+        before it has an engine or a snapshot): never read again from the engine."""
+        snap = session.last
+        if session.engine is None or snap is None:
             return None
         pid = session.pid
         job = session.options.target.job or (job_of(pid) if pid is not None else None)
-        rows = engine.snapshot_rows(with_hist=True)
-        if isinstance(session.hub, Hub):  # the joules charged at the session's last tick
-            rows = session.hub.energy.charged(rows)
-        return cls(user, job, rows, engine.overhead_share)
+        share = None if snap.overhead is None else snap.overhead.share
+        return cls(user, job, snap.probes, share)
 
 
 def node_name() -> str:

@@ -126,11 +126,6 @@ class ProbeEnergy:
             self._out.pop(ref, None)
             self._gone_j += self._joules.pop(ref, 0.0)
 
-    def charged(self, entries: Sequence[ProbeEntry]) -> list[ProbeEntry]:
-        """ENTRIES with the joules charged to them as of the last split (another
-        reader of the same rows, such as the agent's metrics, between two ticks)."""
-        return [self._with_energy(e, e.ref.text) for e in entries]
-
     def _cpu_energy(self, devices: Sequence[DeviceReading]) -> tuple[float | None, str | None]:
         """The CPU's energy since its last new reading (None: no new reading), and its
         source. A device whose reading has not moved on leaves the time pending."""
