@@ -17,8 +17,15 @@ MAY_IMPORT = {
     "snapshot": {"snapshot"},
     "system": {"system", "snapshot"},
     "collectors": {"collectors", "system", "snapshot"},
-    # collectors.devices.opencl_platforms: the one rule for which OpenCL devices are opencl:N.
-    "placement": {"placement", "system", "snapshot", "collectors.devices.opencl_platforms"},
+    # collectors.devices.opencl_platforms: the one rule for which OpenCL devices are opencl:N;
+    # collectors.energy.task_runs: a run's joules, computed where every joule is.
+    "placement": {
+        "placement",
+        "system",
+        "snapshot",
+        "collectors.devices.opencl_platforms",
+        "collectors.energy.task_runs",
+    },
     "runtime": {"runtime", "collectors", "placement", "system", "snapshot"},
     # Placement across nodes: the advisor inside Dask's scheduler, devices from collectors.
     "dask": {"dask", "placement", "collectors", "system", "snapshot"},

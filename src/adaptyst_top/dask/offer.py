@@ -3,7 +3,7 @@
 node (an OpenCL device through pyopencl, the platform rule the monitor uses; a CUDA
 device through cupy), declared for it, one of each, so that Dask's own resource
 accounting runs one placed call at a time on a device. It also measures each placed
-call's energy there (run_energy.py), by the power model the DevicePlacement states where
+call's energy there (collectors/energy/calls.py), by the power model the DevicePlacement states where
 the node has no RAPL."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.collectors.devices.opencl_platforms import platforms_in_use
-from adaptyst_top.dask.run_energy import RunEnergy, nvml_counter
+from adaptyst_top.collectors.energy.calls import RunEnergy, nvml_counter
 
 OFFER_NAME = "adaptyst-device-offer"
 

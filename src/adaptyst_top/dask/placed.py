@@ -1,7 +1,7 @@
 """A task's variants, one per device kind, as one callable that Dask runs where the
 scheduler's placement chose (plugin.py): the chosen variant runs inside the task API's
 USDT probes (the node's monitor and agent see the task), timed and its energy measured
-(run_energy.py). The measurement goes back to the scheduler in the worker's own
+(collectors/energy/calls.py). The measurement goes back to the scheduler in the worker's own
 task-finished message (the task's metadata), the only report it learns from; a copy is
 logged as a Dask event for people to read.
 
@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from typing import Any
 
+from adaptyst_top.collectors.energy.calls import Measured
 from adaptyst_top.dask.offer import OFFER_NAME
-from adaptyst_top.dask.run_energy import Measured
 from adaptyst_top.placement import task_api
 
 VERSION = 2  # the shape of the annotation, the key and the report: tasks and plugin agree

@@ -7,9 +7,10 @@ channel."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from adaptyst_top.collectors.energy.task_runs import run_joules
 from adaptyst_top.placement.advice import Advice
 from adaptyst_top.placement.control import ControlServer
 from adaptyst_top.placement.kernel_clock import KernelClock, device_ns, on_accelerator
@@ -18,7 +19,6 @@ from adaptyst_top.placement.placer import Placer
 from adaptyst_top.placement.task_keys import parse_key
 from adaptyst_top.snapshot import (
     AdvisorState,
-    DeviceReading,
     Move,
     PlacementPart,
     ProbeEntry,
@@ -68,15 +68,6 @@ def interval_median_ns(p: ProbeEntry, seen: _Seen) -> float | None:
         return p.p50_ns
     off = (p.raw.mean_ns or 0.0) - (p.mean_ns or 0.0) if p.raw is not None else 0.0
     return max(0.0, mid - off)
-
-
-def device_power(device: str, devices: Sequence[DeviceReading]) -> float | None:
-    """The power of the device a task ran on (an OpenCL device's: its physical device's)."""
-    by_id = {d.id: d for d in devices}
-    d = by_id.get(device)
-    if d is not None and d.kind == "opencl":
-        d = by_id.get(d.extra.get("maps_to", "")) or d
-    return None if d is None else d.power_w
 
 
 class PlacementLoop:
@@ -138,8 +129,7 @@ class PlacementLoop:
             self.device_clocked |= clocked
             ran: dict[str, dict[str, int]] = {}
             for r in runs:
-                power = device_power(r.device, snap.devices)
-                energy = None if power is None else power * r.mean_s
+                energy = run_joules(r.device, snap.devices, r.mean_s)
                 bucket = (r.sb, r.fb)
                 self.advisor.observe(r.task, r.device, bucket, r.mean_s, r.dn, energy, size=2**r.sb)
                 self.log.ran(r.task, r.device, bucket, r.mean_s, r.dn, energy)

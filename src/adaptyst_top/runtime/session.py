@@ -59,7 +59,7 @@ class Session:
     # The last snapshot taken (what its user saw last), for readers between ticks such as
     # the agent's exporter; with the histograms when keep_hist is set.
     last: Snapshot | None = None
-    keep_hist: bool = False
+    keep_hist: bool = False  # set by the agent when its exporter reads them
     devices_at_start: bool = False  # the device sweep starts once the command runs
     _exit_told: bool = False
     _log_told: bool = False

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.agent.core.own_energy import NODE_ENERGY_NOTE
+from adaptyst_top.collectors.energy.user_view import NODE_ENERGY_NOTE
 from adaptyst_top.runtime.remote.client import AgentConnection
 from tests.support.marks import requires_root
 from tests.system.agent import test_agent

@@ -20,11 +20,11 @@ distributed = pytest.importorskip("distributed")
 
 from distributed import Client, Nanny, Scheduler, SpecCluster  # noqa: E402
 
+from adaptyst_top.collectors.energy.calls import WINDOW_S  # noqa: E402
 from adaptyst_top.dask import DevicePlacement, PlacementError, placed, placement_report  # noqa: E402
 from adaptyst_top.dask import demo_kernels as dk  # noqa: E402
 from adaptyst_top.dask.offer import detect_kinds  # noqa: E402
 from adaptyst_top.dask.placed import TOPIC  # noqa: E402
-from adaptyst_top.dask.run_energy import WINDOW_S  # noqa: E402
 from adaptyst_top.placement.kernels import LOGISTIC_STEPS  # noqa: E402
 from adaptyst_top.placement.task_keys import size_bucket  # noqa: E402
 
@@ -361,7 +361,7 @@ def test_the_energy_objective_puts_a_call_where_it_costs_least_not_where_it_is_f
             Client(c) as client,
         ):
             client.register_plugin(DevicePlacement(objective, cpu_power_model="10:90"))
-            # Rounds over 3 windows of run_energy's at least: the first calls on each
+            # Rounds over 3 windows of calls.py's at least: the first calls on each
             # worker, before a window is complete, have no energy.
             start, rounds = time.monotonic(), 0
             while rounds < 30 or time.monotonic() - start < 3 * WINDOW_S:
@@ -409,8 +409,8 @@ def test_a_calls_joules_are_its_cpu_time_at_the_nodes_joules_per_busy_cpu_second
     has enough busy time (MIN_SPLIT_NS), as the probe rows' split."""
     from types import SimpleNamespace
 
+    from adaptyst_top.collectors.energy import calls as run_energy
     from adaptyst_top.collectors.energy.probes import MIN_SPLIT_NS
-    from adaptyst_top.dask import run_energy
     from adaptyst_top.snapshot import EnergyReading
 
     state = {"j": 0.0, "busy": 0}

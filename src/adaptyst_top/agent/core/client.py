@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adaptyst_top.agent.core.authorization import Peer
-from adaptyst_top.agent.core.own_energy import OwnEnergy
 from adaptyst_top.collectors.energy.gpu_processes import visible_to
+from adaptyst_top.collectors.energy.user_view import OwnEnergy
 from adaptyst_top.runtime.remote import protocol as proto
 from adaptyst_top.runtime.session import Session
 from adaptyst_top.runtime.sources import LiveSource

@@ -56,10 +56,10 @@ from adaptyst_top.agent.core.lobby import (
     hung_up,
     turn_away,
 )
-from adaptyst_top.agent.core.own_energy import OwnEnergy
 from adaptyst_top.agent.core.parser import reader_for
 from adaptyst_top.agent.core.warm import warm_workers
 from adaptyst_top.agent.exporter.collector import ProbeSource
+from adaptyst_top.collectors.energy.user_view import OwnEnergy
 from adaptyst_top.collectors.probes.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals
@@ -391,7 +391,6 @@ class Agent:
         if opts.target.pid is not None and (why := may_probe(client.peer, opts.target.pid)):
             session.close()
             raise SessionError(why)
-        # The exporter reads the last snapshot's histograms, whatever the client asks for.
         session.keep_hist = self.settings.probe_metrics != "none"
         return session
 

@@ -36,7 +36,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from adaptyst_top.collectors.energy.jobs import JobEnergy
-from adaptyst_top.placement.loop import TASK_PROBE_NAME, device_power
+from adaptyst_top.collectors.energy.task_runs import run_joules
+from adaptyst_top.placement.loop import TASK_PROBE_NAME
 from adaptyst_top.placement.task_keys import parse_key
 from adaptyst_top.runtime import metric_names as mn
 from adaptyst_top.runtime.remote.settings import AgentSettings
@@ -326,8 +327,8 @@ class AgentCollector(Collector):
             runs.add_metric(values, float(n))
             if n:
                 seconds.add_metric(values, ns / n / 1e9)
-                if (power := device_power(device, devices)) is not None:
-                    joules.add_metric(values, power * ns / n / 1e9)
+                if (run_j := run_joules(device, devices, ns / n / 1e9)) is not None:
+                    joules.add_metric(values, run_j)
         for (user, job, task), done in self._placements(totals).items():
             info.add_metric([self.node, user, job, task], {"current": done[0]})
             moves.add_metric([self.node, user, job, task], float(done[1]))

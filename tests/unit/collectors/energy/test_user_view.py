@@ -1,10 +1,10 @@
-"""A user's view of energy through the agent (agent/core/own_energy.py): no device power or
+"""A user's view of energy through the agent (collectors/energy/user_view.py): no device power or
 energy, no measured split, no idle joules; their own probes' and GPU processes' joules
 refreshed at most once per ENERGY_PERIOD_S of the snapshots' clock."""
 
 from __future__ import annotations
 
-from adaptyst_top.agent.core.own_energy import ENERGY_PERIOD_S, NODE_ENERGY_NOTE, OwnEnergy
+from adaptyst_top.collectors.energy.user_view import ENERGY_PERIOD_S, NODE_ENERGY_NOTE, OwnEnergy
 from adaptyst_top.snapshot import DeviceReading, ProbeEntry, Snapshot
 from adaptyst_top.snapshot.probes import EnergySplit
 

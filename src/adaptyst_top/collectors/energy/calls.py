@@ -1,5 +1,4 @@
-"""A placed call's joules on its worker, by the monitor's own rule (collectors/
-collectors/energy/probes.py): the CPU's energy (RAPL where readable, else the power model the
+"""A placed Dask call's joules on its worker, by the monitor's own rule (probes.py): the CPU's energy (RAPL where readable, else the power model the
 DevicePlacement states, `estimate`) is split over the node's busy CPU time, so a call is
 charged its CPU time at the node's joules per busy CPU-second, measured over windows of
 at least WINDOW_S. A call on a GPU adds the GPU's energy counter over the call (the worker
