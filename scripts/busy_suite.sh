@@ -1,30 +1,44 @@
 #!/bin/bash
-# The suite on a busy machine (issue #52): a fresh clone of this checkout in
-# /tmp/adt-busy (other users must reach it: see docs/development.md), one busy loop
-# per core beside it, and with --uprobe another tool's uprobe on libc's
-# clock_nanosleep (bpftrace), then `make test`. Prints make's status and wall time;
-# the log is /tmp/adt-busy.log. As root, as CI runs the suite.
-#   scripts/busy_suite.sh [--uprobe]
+# The suite on a busy machine (issues #52, #76): a fresh clone of this checkout in
+# /tmp/adt-busy (other users must reach it: see docs/development.md), busy loops beside
+# it (one per core unless --loops N), and with --uprobe another tool's uprobe program
+# on libc's clock_nanosleep (bpftrace), then `make test`, --runs N times in a row (a
+# fresh clone each). Prints each run's make status and wall time; the logs are
+# /tmp/adt-busy.N.log. Stops at the first failing run. As root, as CI runs the suite.
+#   scripts/busy_suite.sh [--uprobe] [--loops N] [--runs N]
 set -u
 src=$(git rev-parse --show-toplevel)
+loops=$(nproc) runs=1 uprobe=0
+while [ $# -gt 0 ]; do
+    case $1 in
+        --uprobe) uprobe=1 ;;
+        --loops) loops=$2; shift ;;
+        --runs) runs=$2; shift ;;
+        *) echo "usage: $0 [--uprobe] [--loops N] [--runs N]" >&2; exit 2 ;;
+    esac
+    shift
+done
 clone=/tmp/adt-busy
-log=/tmp/adt-busy.log
-rm -rf "$clone"
-git clone -q "$src" "$clone" && chmod 0755 "$clone" && cd "$clone" || exit 1
 pids=()
-for _ in $(seq "$(nproc)"); do
+trap 'kill -INT "${pids[@]}" 2>/dev/null; kill "${pids[@]}" 2>/dev/null' EXIT
+for _ in $(seq "$loops"); do
     sh -c 'while :; do :; done' &
     pids+=($!)
 done
-if [ "${1:-}" = --uprobe ]; then
+if [ "$uprobe" = 1 ]; then
     libc=$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ { print $NF; exit }')
     bpftrace -e "uprobe:$libc:clock_nanosleep { @n = count(); }" >/dev/null 2>&1 &
     pids+=($!)
     sleep 5  # attached before the suite starts
 fi
-trap 'kill -INT "${pids[@]}" 2>/dev/null; kill "${pids[@]}" 2>/dev/null' EXIT
-start=$(date +%s)
-make test >"$log" 2>&1
-status=$?
-echo "make test: status $status, $(( $(date +%s) - start )) s beside ${#pids[@]} busy process(es); log: $log"
-exit "$status"
+for run in $(seq "$runs"); do
+    log=/tmp/adt-busy.$run.log
+    rm -rf "$clone"
+    git clone -q "$src" "$clone" && chmod 0755 "$clone" || exit 1
+    start=$(date +%s)
+    (cd "$clone" && make test >"$log" 2>&1)
+    status=$?
+    echo "run $run at $(git -C "$clone" rev-parse --short HEAD): make test status $status," \
+        "$(( $(date +%s) - start )) s beside $loops busy loop(s), uprobe=$uprobe; log: $log"
+    [ "$status" = 0 ] || exit "$status"
+done
