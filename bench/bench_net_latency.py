@@ -18,9 +18,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
-from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.collectors.probes.overhead import CostTable
+from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
+from adaptyst_top.collectors.probes.cost.overhead import CostTable
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 from bench import common
 from bench.bench_probe_cost import Funclatency
 from tests.support.workload import Workload, build

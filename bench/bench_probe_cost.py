@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from adaptyst_top.collectors.probes.bpf_stats import enable_run_time_stats
-from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
-from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.collectors.probes.overhead import CostTable
+from adaptyst_top.collectors.probes.bpf.stats import enable_run_time_stats
+from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
+from adaptyst_top.collectors.probes.cost.overhead import CostTable
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 from bench import common
 from tests.support.bpf_objects import loaded_programs
 from tests.support.workload import Workload, build

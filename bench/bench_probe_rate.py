@@ -24,9 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.bpf_stats import enable_run_time_stats
-from adaptyst_top.collectors.probes.reading import bpf_run_ns
+from adaptyst_top.collectors.probes.bpf.stats import enable_run_time_stats
+from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.engine.reading import bpf_run_ns
 from bench import common
 from bench.bench_probe_cost import EmptyProgram, ours
 from tests.support.workload import Workload, build

@@ -19,7 +19,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from adaptyst_top.collectors.probes.elf_info import read_elf
+from adaptyst_top.collectors.probes.elf.elf_info import read_elf
 from adaptyst_top.collectors.profile.cfi import cfi_for
 from tests.support.cli import CLI
 

@@ -18,10 +18,10 @@ import json
 import statistics
 import sys
 
-from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.calibration import PLAN as CALIBRATION_PLAN
-from adaptyst_top.collectors.probes.calibration import build_calibrator, calibrate
-from adaptyst_top.collectors.probes.helper_build import HelperProcess
+from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.calibration import PLAN as CALIBRATION_PLAN
+from adaptyst_top.collectors.probes.cost.calibration import build_calibrator, calibrate
+from adaptyst_top.collectors.probes.helpers.build import HelperProcess
 from bench import common
 
 ENDBR, ENDBR_NOP5 = "endbr64 (single-stepped)", "endbr64; nop5 (probed on the nop)"

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.collectors.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI, MultiLinks
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine.uprobe_multi import BPF_TRACE_UPROBE_MULTI, MultiLinks
 from bench import common
 from tests.support.workload import Workload, build
 

@@ -172,7 +172,7 @@ def cupti_on_disk() -> list[str]:
 
 
 def cuda_kernels(out: Path, scratch: Path) -> dict[str, Any]:
-    from adaptyst_top.collectors.probes.ebpf_env import smoke_test
+    from adaptyst_top.collectors.probes.bpf.ebpf_env import smoke_test
     from adaptyst_top.collectors.probes.kinds.cuda import inject_path
 
     result: dict[str, Any] = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 
 
 def rows_and_output(argv: list[str], spec: str) -> tuple[list[dict[str, Any]], str]:

@@ -97,12 +97,12 @@ WORKER_MAY_IMPORT = {
     "parse_elf.py": (
         "orjson",
         "adaptyst_top.agent.worker.open_files",
-        "adaptyst_top.collectors.probes.demangle",
-        "adaptyst_top.collectors.probes.elf_info",
+        "adaptyst_top.collectors.probes.elf.demangle",
+        "adaptyst_top.collectors.probes.elf.elf_info",
         # A stripped file's debug file (build ID, debug link, debuginfod), as the user.
-        "adaptyst_top.collectors.probes.debug_names",
+        "adaptyst_top.collectors.probes.elf.debug_names",
         # What `list` shows of a user's file (names, globs, entry checks), as the user.
-        "adaptyst_top.collectors.probes.entry_safety",
+        "adaptyst_top.collectors.probes.safety.entry_safety",
         "adaptyst_top.runtime.listing",
     ),
     "unwind_stacks.py": (

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from adaptyst_top.cli.options import Parser, add_version, agent_socket
-from adaptyst_top.collectors.probes.elf_info import NotELFError
-from adaptyst_top.collectors.probes.overhead import UPROBE_OPTIMIZED
+from adaptyst_top.collectors.probes.cost.overhead import UPROBE_OPTIMIZED
+from adaptyst_top.collectors.probes.elf.elf_info import NotELFError
 from adaptyst_top.runtime.listing import entry_policy, list_objects
 from adaptyst_top.runtime.python_listing import python_object
 from adaptyst_top.runtime.remote.client import AgentRefused, AgentUnavailable

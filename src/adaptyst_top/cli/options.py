@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
+from adaptyst_top.collectors.probes.cost.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
 from adaptyst_top.collectors.profile import HZ_RANGE as PROFILE_HZ_RANGE
 from adaptyst_top.placement.objectives import OBJECTIVES

@@ -151,7 +151,9 @@ def kernel_refusals(session: Session) -> list[str]:
     a snapshot (an agent's session would lose its first one); through an agent, as its
     answer to the open said."""
     if session.engine is not None:
-        from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals as refused_rows
+        from adaptyst_top.collectors.probes.engine.uprobe_multi import (
+            kernel_refusals as refused_rows,
+        )
 
         return refused_rows(session.engine.rows.values())
     return list(session.remote.refused) if session.remote is not None else []

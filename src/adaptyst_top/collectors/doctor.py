@@ -16,9 +16,9 @@ from adaptyst_top.collectors.devices.fpga import check_fpga as check_fpga
 from adaptyst_top.collectors.devices.nvml import check_nvml as check_nvml
 from adaptyst_top.collectors.devices.opencl import check_opencl as check_opencl
 from adaptyst_top.collectors.devices.rapl import check_rapl as check_rapl
-from adaptyst_top.collectors.probes import debuginfod
-from adaptyst_top.collectors.probes.debug_files import DEBUG_ROOT
-from adaptyst_top.collectors.probes.ebpf_env import FIX_ROOT, check_ebpf
+from adaptyst_top.collectors.probes.bpf.ebpf_env import FIX_ROOT, check_ebpf
+from adaptyst_top.collectors.probes.elf import debuginfod
+from adaptyst_top.collectors.probes.elf.debug_files import DEBUG_ROOT
 from adaptyst_top.system.capability import Capability
 
 

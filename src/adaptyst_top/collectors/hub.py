@@ -16,7 +16,7 @@ from adaptyst_top.snapshot import EnergySplit, Overhead, ProbeEntry, Snapshot
 
 if TYPE_CHECKING:  # what a launch needs is imported before its command runs, no more
     from adaptyst_top.collectors.devices.sweep import DeviceSweep
-    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
     from adaptyst_top.collectors.profile.profiler import Profiler
 
 

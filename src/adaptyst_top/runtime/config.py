@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET
+from adaptyst_top.collectors.probes.cost.overhead import DEFAULT_BUDGET
 from adaptyst_top.runtime.limits import BUDGET_RANGE, DEFAULT_INTERVAL, INTERVAL_RANGE
 from adaptyst_top.runtime.settings_model import SettingsError, read_settings, setting
 from adaptyst_top.runtime.toml_file import read_toml

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 from adaptyst_top.collectors.profile.profiler import Profiler
 from adaptyst_top.system.slurm_jobs import JobScan
 

@@ -10,15 +10,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from adaptyst_top.collectors.probes.attach_plan import plan_function
-from adaptyst_top.collectors.probes.demangle import matches, name_of
-from adaptyst_top.collectors.probes.elf_info import ElfInfo, ElfReader, FunctionSymbol, read_elf
-from adaptyst_top.collectors.probes.entry_safety import (
+from adaptyst_top.collectors.probes.elf.demangle import matches, name_of
+from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo, ElfReader, FunctionSymbol, read_elf
+from adaptyst_top.collectors.probes.elf.ifunc import IfuncError
+from adaptyst_top.collectors.probes.engine.attach_plan import plan_function
+from adaptyst_top.collectors.probes.safety.entry_safety import (
     EntryPolicy,
     cached_policy,
     policy_for_this_boot,
 )
-from adaptyst_top.collectors.probes.ifunc import IfuncError
 from adaptyst_top.snapshot.inert import inert
 from adaptyst_top.system.targets import check_pid, mapped_files, mount_root, resolve_target
 

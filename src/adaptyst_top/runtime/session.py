@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     # Imported where used: a launch imports only what attaching its probes needs, and
     # the command runs before the rest (bench/bench_launch.py). The advisor's numpy
     # alone costs a launch 80 ms, the agent's client 60-90 ms.
-    from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
-    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
+    from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
     from adaptyst_top.collectors.probes.spec import ProbeSpec
     from adaptyst_top.collectors.profile.profiler import Profiler
     from adaptyst_top.placement.loop import PlacementLoop

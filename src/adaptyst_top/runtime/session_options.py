@@ -8,13 +8,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
+from adaptyst_top.collectors.probes.cost.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.placement.objectives import Objective
 from adaptyst_top.runtime.stop_flag import StopFlag
 
 if TYPE_CHECKING:  # types only: a launch imports the engine and devices when it uses them
     from adaptyst_top.collectors.devices.cpu import PowerModel
-    from adaptyst_top.collectors.probes.attach_account import AttachAccount
+    from adaptyst_top.collectors.probes.engine.attach_account import AttachAccount
     from adaptyst_top.collectors.profile.profiler import Counts
     from adaptyst_top.system.pinned_files import PinnedFiles
 

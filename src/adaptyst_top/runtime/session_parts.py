@@ -16,8 +16,8 @@ from adaptyst_top.snapshot import DeviceReading
 
 if TYPE_CHECKING:
     from adaptyst_top.collectors.devices.sweep import DeviceSweep
-    from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
-    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
+    from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
     from adaptyst_top.collectors.probes.spec import ProbeSpec
     from adaptyst_top.collectors.profile.profiler import Profiler
     from adaptyst_top.placement.loop import PlacementLoop
@@ -55,7 +55,7 @@ def parsed_specs(opts: SessionOptions) -> list[ProbeSpec]:
 
 def attach_specs(engine: ProbeEngine, specs: Sequence[ProbeSpec], opts: SessionOptions) -> None:
     """SPECS attached, or SessionError: the first reason of each kind, a timeout, or Ctrl-C."""
-    from adaptyst_top.collectors.probes.engine_state import ATTACH_S_PER_POINT
+    from adaptyst_top.collectors.probes.engine.state import ATTACH_S_PER_POINT
 
     groups = [engine.add(s) for s in specs]
     start = time.monotonic()
@@ -91,9 +91,9 @@ def new_engine(
     job_pids: Sequence[int] = (),
 ) -> tuple[ProbeEngine, BackgroundCalibration]:
     """The one place an engine is made: every option applies wherever it is started."""
-    from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
-    from adaptyst_top.collectors.probes.engine import ProbeEngine
-    from adaptyst_top.collectors.probes.overhead import CostTable
+    from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
+    from adaptyst_top.collectors.probes.cost.overhead import CostTable
+    from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 
     costs = CostTable()
     engine = ProbeEngine(
@@ -117,9 +117,9 @@ def new_engine(
 def new_profiler(opts: SessionOptions, pids: Sequence[int], hz: int, what: str) -> Profiler:
     """The one place a profiler is made: an agent's tenant's is confined to the user's own
     processes and unwound in a process of theirs."""
-    from adaptyst_top.collectors.probes.confinement import Confinement
-    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
     from adaptyst_top.collectors.probes.model import one_line
+    from adaptyst_top.collectors.probes.safety.confinement import Confinement
     from adaptyst_top.collectors.profile.profiler import LocalCounts, Profiler
 
     tenant = opts.tenant

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Protocol
 
-from adaptyst_top.collectors.probes.engine import ProbeEngine, ProbeError
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine, ProbeError
 from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
 from adaptyst_top.runtime import listing

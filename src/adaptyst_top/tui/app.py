@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from adaptyst_top.collectors.probes.budget import budget_text, share_text
+from adaptyst_top.collectors.probes.cost.budget import budget_text, share_text
 from adaptyst_top.runtime.config import Config
 from adaptyst_top.runtime.sources import ActionError, Source
 from adaptyst_top.snapshot import ProbeRef, Snapshot, TaskEntry

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from adaptyst_top.collectors.probes.budget import share_text
+from adaptyst_top.collectors.probes.cost.budget import share_text
 from adaptyst_top.snapshot import ProfileFunction, Snapshot
 from adaptyst_top.snapshot.profile import PYTHON
 

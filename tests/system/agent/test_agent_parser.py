@@ -20,8 +20,8 @@ from adaptyst_top.agent.core.authorization import Peer
 from adaptyst_top.agent.core.elf_check import checked, headers
 from adaptyst_top.agent.core.listing import list_for
 from adaptyst_top.agent.core.opener import open_as
-from adaptyst_top.collectors.probes import demangle
-from adaptyst_top.collectors.probes.elf_info import NotELFError, read_elf
+from adaptyst_top.collectors.probes.elf import demangle
+from adaptyst_top.collectors.probes.elf.elf_info import NotELFError, read_elf
 from adaptyst_top.runtime.remote.protocol import decode
 from tests.support.marks import requires_root
 from tests.system.agent import test_agent

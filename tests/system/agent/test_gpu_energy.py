@@ -68,7 +68,7 @@ def test_gpu_task_rows_get_their_process_s_gpu_joules_split_by_their_time() -> N
 
     from adaptyst_top.collectors.energy.probes import ProbeEnergy
     from adaptyst_top.collectors.energy.scope_cpu import ScopeCpu
-    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
     from adaptyst_top.placement.task_api import TASK_SPEC
 
     child = subprocess.Popen(

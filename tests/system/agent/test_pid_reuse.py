@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes.keys import UNREADABLE, KeyResolver
+from adaptyst_top.collectors.probes.bpf.keys import UNREADABLE, KeyResolver
 from adaptyst_top.system.held_processes import HeldProcesses
 from adaptyst_top.system.targets import process_start
 from tests.support.marks import requires_root

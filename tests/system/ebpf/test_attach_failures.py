@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from adaptyst_top.collectors.probes.bpf_program import Slot
-from adaptyst_top.collectors.probes.elf_info import read_elf
-from adaptyst_top.collectors.probes.module_object import load_module
+from adaptyst_top.collectors.probes.bpf.module_object import load_module
+from adaptyst_top.collectors.probes.bpf.program import Slot
+from adaptyst_top.collectors.probes.elf.elf_info import read_elf
 from adaptyst_top.system.targets import resolve_target
 from tests.support.bpf_objects import uprobe_event_lines
 from tests.support.marks import requires_root

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.calibration import build_calibrator, calibrate
+from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.calibration import build_calibrator, calibrate
 from tests.support.bpf_objects import none_left
 from tests.support.marks import requires_root
 

@@ -9,7 +9,7 @@ import sys
 import types
 from pathlib import Path
 
-from adaptyst_top.collectors.probes.entry_safety import EntryPolicy
+from adaptyst_top.collectors.probes.safety.entry_safety import EntryPolicy
 from adaptyst_top.runtime.listing import candidates
 from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.runtime.sources import LiveSource

@@ -197,9 +197,9 @@ def test_the_last_line_of_a_record_keeps_the_measured_overhead(workload_bin: Pat
 
 HOLDER = """
 import sys
-from adaptyst_top.collectors.probes.bpf_program import Slot
-from adaptyst_top.collectors.probes.elf_info import read_elf
-from adaptyst_top.collectors.probes.module_object import load_module
+from adaptyst_top.collectors.probes.bpf.program import Slot
+from adaptyst_top.collectors.probes.elf.elf_info import read_elf
+from adaptyst_top.collectors.probes.bpf.module_object import load_module
 
 path, name = sys.argv[1], sys.argv[2]
 offset = next(s.file_offset for s in read_elf(path).functions if s.name == name)

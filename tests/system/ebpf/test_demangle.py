@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 from tests.support.bpf_objects import none_left
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS

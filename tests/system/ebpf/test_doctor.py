@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adaptyst_top.collectors.probes.ebpf_env import (
+from adaptyst_top.collectors.probes.bpf.ebpf_env import (
     check_ebpf,
 )
 from tests.support.marks import IS_ROOT

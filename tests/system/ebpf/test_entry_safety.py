@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes import entry_check
-from adaptyst_top.collectors.probes import entry_safety as es
-from adaptyst_top.collectors.probes.attach_plan import plan_function
-from adaptyst_top.collectors.probes.elf_info import read_elf
-from adaptyst_top.collectors.probes.helper_build import build_helper
+from adaptyst_top.collectors.probes.elf.elf_info import read_elf
+from adaptyst_top.collectors.probes.engine.attach_plan import plan_function
+from adaptyst_top.collectors.probes.helpers.build import build_helper
+from adaptyst_top.collectors.probes.safety import entry_check
+from adaptyst_top.collectors.probes.safety import entry_safety as es
 from tests.support.bpf_objects import none_left
 from tests.support.cli import CLI
 from tests.support.marks import requires_root

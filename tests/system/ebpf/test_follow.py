@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.collectors.probes.process_follow import (
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine.process_follow import (
     POLL_MS,
     ProcessFollower,
     descendants,

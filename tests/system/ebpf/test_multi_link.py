@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from adaptyst_top.collectors.probes.elf_info import read_elf
-from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.collectors.probes.uprobe_multi import kernel_has_multi, link_split
+from adaptyst_top.collectors.probes.elf.elf_info import read_elf
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine.uprobe_multi import kernel_has_multi, link_split
 from adaptyst_top.system.targets import resolve_target
 from tests.support.bpf_objects import none_left, our_programs, uprobe_event_lines
 from tests.support.marks import requires_root
@@ -85,8 +85,8 @@ def test_links_swapped_under_a_running_target_count_each_call_once(workload: Wor
 def test_an_offset_the_kernel_refuses_does_not_take_the_others_down() -> None:
     """pthread_spin_lock starts with a LOCK-prefixed instruction, which the kernel's
     uprobe decoder rejects (planning refuses it first; the link is the last line)."""
-    from adaptyst_top.collectors.probes.bpf_program import MULTI_ENTRY, Slot
-    from adaptyst_top.collectors.probes.module_object import load_module
+    from adaptyst_top.collectors.probes.bpf.module_object import load_module
+    from adaptyst_top.collectors.probes.bpf.program import MULTI_ENTRY, Slot
 
     libc = resolve_target("c", os.getpid())
     elf = read_elf(libc)

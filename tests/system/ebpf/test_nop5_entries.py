@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.elf_info import read_elf
+from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.elf.elf_info import read_elf
 from tests.support.marks import requires_root
 from tests.support.workload import Workload
 from tests.system.ebpf.test_usdt_sites import in_memory
@@ -21,7 +21,7 @@ THREADS, CALLS = 2, 400_000
 @pytest.mark.ebpf
 @requires_root
 def test_threads_at_full_rate_count_exactly_through_the_call(workload_bin: Path) -> None:
-    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 
     optimizes = ov.kernel_optimizes_uprobes()
     w = Workload(workload_bin)

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from adaptyst_top.collectors.probes.bpf_program import Slot
-from adaptyst_top.collectors.probes.confinement import Confinement
-from adaptyst_top.collectors.probes.module_object import MAP_TYPES, core_plan, load_module
-from adaptyst_top.collectors.probes.oncpu import oncpu_offset
-from adaptyst_top.collectors.probes.usdt_args import parse_arg
+from adaptyst_top.collectors.probes.bpf.module_object import MAP_TYPES, core_plan, load_module
+from adaptyst_top.collectors.probes.bpf.program import Slot
+from adaptyst_top.collectors.probes.cost.oncpu import oncpu_offset
+from adaptyst_top.collectors.probes.elf.usdt_args import parse_arg
+from adaptyst_top.collectors.probes.safety.confinement import Confinement
 from tests.support.bpf_objects import none_left, our_programs
 from tests.support.marks import requires_root
 from tests.support.workload import Workload
@@ -73,7 +73,7 @@ def test_usdt_sites_read_their_arguments_where_the_note_says() -> None:
 
 _ENGINE = """
 import json, sys
-from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 from adaptyst_top.collectors.profile.sampler import Sampler
 with ProbeEngine(pid=int(sys.argv[1])) as engine:
     group = engine.add(sys.argv[2])
@@ -108,7 +108,7 @@ def test_a_thread_that_ends_mid_call_takes_its_open_frame_with_it() -> None:
     """A call that never returns (`_exit`) leaves its entry's frame in the thread's
     stack; the thread's number may next be another user's thread's, whose returns would
     pop it. The kernel drops a thread's stacks as it exits, not at the next reap."""
-    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
     from adaptyst_top.system.targets import resolve_target
 
     child = subprocess.Popen(
@@ -155,8 +155,8 @@ def test_more_sessions_than_a_perf_tracepoint_takes_all_attach() -> None:
     sched_switch, sched_process_fork or sched_process_exit, and under load the agent's
     65th got E2BIG ("cannot attach module_exit"). BTF and raw tracepoints have no such
     bound: 70 of each attach, and the last follower still hears a fork."""
-    from adaptyst_top.collectors.probes.module_object import EXIT
-    from adaptyst_top.collectors.probes.process_follow import ProcessEvent, ProcessFollower
+    from adaptyst_top.collectors.probes.bpf.module_object import EXIT
+    from adaptyst_top.collectors.probes.engine.process_follow import ProcessEvent, ProcessFollower
     from adaptyst_top.collectors.profile import sampler
 
     n = 70  # above the perf-event bound whatever other tools hold

@@ -16,7 +16,7 @@ import pytest
 from adaptyst_top.collectors.devices.cpu import PowerModel
 from adaptyst_top.collectors.devices.sweep import DeviceSweep
 from adaptyst_top.collectors.hub import Hub
-from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 from adaptyst_top.snapshot import Snapshot
 from tests.support.cli import CLI
 from tests.support.marks import requires_root

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.budget import share_text
-from adaptyst_top.collectors.probes.engine import ProbeEngine, ProbeError
+from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.budget import share_text
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine, ProbeError
 from tests.support.bpf_objects import none_left, our_programs, uprobe_event_lines
 from tests.support.marks import requires_root
 from tests.support.workload import Workload
@@ -93,7 +93,7 @@ def test_places_are_the_files_offsets_nothing_resolves_a_name(
     """One uprobe per function, a keyed one and a USDT site from the notes attach at the
     file offsets this process checked: libbpf is given an offset, never a name to resolve
     (which would read the file, as root, a user's for the agent), and counts are exact."""
-    from adaptyst_top.collectors.probes.libbpf import BpfObject
+    from adaptyst_top.collectors.probes.bpf.libbpf import BpfObject
 
     asked: list[int] = []
     real = BpfObject.attach_uprobe
@@ -124,7 +124,7 @@ def test_two_probes_at_one_place_leave_nothing_behind(workload: Workload) -> Non
     IFUNCs pick one on many CPUs), keyed, one uprobe each: the second is refused in one
     line instead of hiding the first from detach; a USDT pair whose END is its BEGIN is
     refused. Nothing is left attached (the fixture checks)."""
-    from tests.unit.collectors.probes.test_ifunc import LIBC
+    from tests.unit.collectors.probes.elf.test_ifunc import LIBC
 
     b = workload.binary
     with ProbeEngine(pid=workload.pid, multi_links=False) as engine:
@@ -422,7 +422,8 @@ def test_pid_gone_during_attach(workload_bin: Path) -> None:
 
 
 def test_not_root_or_no_libbpf_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from adaptyst_top.collectors.probes import ebpf_env, engine
+    from adaptyst_top.collectors.probes.bpf import ebpf_env
+    from adaptyst_top.collectors.probes.engine import probe_engine as engine
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setattr(ebpf_env, "effective_caps", lambda *a: 0)
@@ -485,7 +486,7 @@ def test_no_probe_left_after_signal(workload: Workload, sig: str) -> None:
 @pytest.fixture(scope="module")
 def calibrated() -> ov.CostTable:
     """This machine's figures for each class (cached for the boot once measured)."""
-    from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
+    from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
 
     costs = ov.CostTable()
     BackgroundCalibration(costs).wait(300)
@@ -529,9 +530,9 @@ def test_a_refused_second_probe_leaves_the_row_timed_from_its_entry(
     is then what it takes off."""
     import errno
 
-    from adaptyst_top.collectors.probes.libbpf import BpfObject, LibbpfError
-    from adaptyst_top.collectors.probes.module_object import AFTER
-    from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
+    from adaptyst_top.collectors.probes.bpf.libbpf import BpfObject, LibbpfError
+    from adaptyst_top.collectors.probes.bpf.module_object import AFTER
+    from adaptyst_top.collectors.probes.engine.uprobe_multi import MultiLinks
 
     def refused_links(self: MultiLinks, wanted: dict[int, int], pid: int) -> list[int]:
         self.after_refused |= set(wanted)
@@ -641,7 +642,7 @@ def test_keyed_histograms_read_by_lookup_are_the_walk_s(
     """A keyed module's histogram map has 131,072 buckets, and walking it took 0.37 ms a
     read for a dozen entries. While each key has the buckets it had (the kernel counts
     them), the reader looks those up instead. Either way, the same histograms."""
-    from adaptyst_top.collectors.probes import reading as probe_reading
+    from adaptyst_top.collectors.probes.engine import reading as probe_reading
 
     lookups: list[bool] = []
     look_up = probe_reading._look_up_known_buckets
@@ -685,10 +686,10 @@ def test_keyed_histograms_read_by_lookup_are_the_walk_s(
 def test_rates_of_a_row_through_hits_and_idle_intervals() -> None:
     """An idle row's rates are not worked out again (a wide glob's rows mostly sit idle),
     and read the same as if they were: zero after an interval without a hit."""
-    from adaptyst_top.collectors.probes import overhead as ov_
+    from adaptyst_top.collectors.probes.cost import overhead as ov_
+    from adaptyst_top.collectors.probes.engine.reading import update_rates
     from adaptyst_top.collectors.probes.kinds import parse_spec
     from adaptyst_top.collectors.probes.model import Row
-    from adaptyst_top.collectors.probes.reading import update_rates
 
     row = Row(0, parse_spec("uprobe:/bin/true:main"), "main", "/bin/true", ov_.EMULATED, 0)
     seen = []
@@ -734,8 +735,8 @@ def test_errors_the_programs_counted_are_told_once(workload: Workload) -> None:
     ERRORS_EVERY reads."""
     import ctypes as ct
 
-    from adaptyst_top.collectors.probes.bpf_program import KernelError
-    from adaptyst_top.collectors.probes.engine_state import ERRORS_EVERY
+    from adaptyst_top.collectors.probes.bpf.program import KernelError
+    from adaptyst_top.collectors.probes.engine.state import ERRORS_EVERY
 
     def reads() -> None:
         for _ in range(ERRORS_EVERY):
@@ -762,7 +763,7 @@ def test_an_engine_joins_its_users_account_only_once_whole(workload: Workload) -
     """Two sessions of one user opened together: the second's room check asked the
     account about the first engine while it was half made ('ProbeEngine' object has no
     attribute '_closed') and ended that session."""
-    from adaptyst_top.collectors.probes.attach_account import AttachAccount
+    from adaptyst_top.collectors.probes.engine.attach_account import AttachAccount
 
     asked: list[object] = []
 

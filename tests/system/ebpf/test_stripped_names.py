@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes.elf_info import read_elf
+from adaptyst_top.collectors.probes.elf.elf_info import read_elf
 from tests.support.bpf_objects import none_left
 from tests.support.cli import CLI
 from tests.support.marks import requires_root

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes.keys import UNREADABLE
+from adaptyst_top.collectors.probes.bpf.keys import UNREADABLE
 from tests.support.bpf_objects import none_left
 from tests.support.cli import CLI
 from tests.support.marks import requires_root

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes.engine import ProbeEngine
-from adaptyst_top.collectors.probes.helper_build import HelperProcess
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
+from adaptyst_top.collectors.probes.helpers.build import HelperProcess
 from tests.support.bpf_objects import none_left
 from tests.support.cli import CLI
 from tests.support.marks import requires_root

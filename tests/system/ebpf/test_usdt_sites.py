@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.placement.task_api import PROBE_BINARY, TASK_SPEC
 from tests.support.marks import requires_root
 from tests.unit.collectors.probes.test_usdt_sites import sites
@@ -48,7 +48,7 @@ def in_memory(pid: int, offset: int, path: Path = PROBE_BINARY) -> bytes:
 @pytest.mark.ebpf
 @requires_root
 def test_a_probe_on_them_becomes_a_call_counts_exactly_and_leaves_a_nop() -> None:
-    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 
     offsets = sites()
     optimizes = ov.kernel_optimizes_uprobes()

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.bpf_program import WHOLE_LEN
+from adaptyst_top.collectors.probes.bpf.program import WHOLE_LEN
+from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.collectors.probes.kinds.opencl import LAYERS_ENV, layer_path
 from tests.support.cli import CLI, record_last
 from tests.support.marks import requires_root

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.agent.core.authorization import Peer, pin_file
-from adaptyst_top.collectors.probes.engine import ProbeEngine
+from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 from adaptyst_top.runtime.listing import list_objects
 from adaptyst_top.snapshot import ProbeEntry
 from adaptyst_top.system.targets import TargetError, mount_root, resolve_target

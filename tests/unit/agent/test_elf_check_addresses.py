@@ -10,9 +10,9 @@ import secrets
 from pathlib import Path
 
 from adaptyst_top.agent.core.elf_check import checked
-from adaptyst_top.collectors.probes.debug_names import function_at_address
-from adaptyst_top.collectors.probes.elf_info import read_elf
-from adaptyst_top.collectors.probes.fde_starts import fde_starts, starts_function
+from adaptyst_top.collectors.probes.elf.debug_names import function_at_address
+from adaptyst_top.collectors.probes.elf.elf_info import read_elf
+from adaptyst_top.collectors.probes.elf.fde_starts import fde_starts, starts_function
 from tests.support.programs import build_stripped_lib
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from adaptyst_top.agent.core import parser
-from adaptyst_top.collectors.probes.elf_info import ElfInfo, FunctionSymbol
+from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo, FunctionSymbol
 
 
 @pytest.fixture

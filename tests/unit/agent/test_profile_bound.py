@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from adaptyst_top.agent.core.authorization import Peer
 from adaptyst_top.agent.core.bounds import MAX_PROFILES, profiles_running, room_refusal
-from adaptyst_top.collectors.probes.attach_account import AttachAccount
+from adaptyst_top.collectors.probes.engine.attach_account import AttachAccount
 from adaptyst_top.runtime.remote.settings import AgentSettings
 
 ALICE = Peer(pid=10, uid=1001, gid=1001, groups=frozenset({1001}), privileged=False)

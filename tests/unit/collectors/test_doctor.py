@@ -12,7 +12,7 @@ import pytest
 
 from adaptyst_top.collectors import doctor
 from adaptyst_top.collectors.devices.opencl_inventory import OpenCLDevice
-from adaptyst_top.collectors.probes.ebpf_env import (
+from adaptyst_top.collectors.probes.bpf.ebpf_env import (
     CAP_BPF,
     CAP_PERFMON,
     PACKAGE,

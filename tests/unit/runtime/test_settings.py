@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.cli.monitor import monitor_parser
-from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET
+from adaptyst_top.collectors.probes.cost.overhead import DEFAULT_BUDGET
 from adaptyst_top.runtime.config import load_config, merged_settings
 from tests.support.paths import DATA
 
@@ -44,8 +44,8 @@ def test_defaults_without_a_config(tmp_path: Path) -> None:
 def test_the_one_engine_factory_passes_every_option(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without root: the environment check and the calibration child are the only parts
     replaced; the engine is the real one, built by the factory every path uses."""
-    from adaptyst_top.collectors.probes import calibration
-    from adaptyst_top.collectors.probes.engine import ProbeEngine
+    from adaptyst_top.collectors.probes.cost import calibration
+    from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
     from adaptyst_top.runtime import session as session_mod
     from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import subprocess
 
-from adaptyst_top.collectors.probes import ifunc
-from adaptyst_top.collectors.probes.elf_info import read_elf
+from adaptyst_top.collectors.probes.elf import ifunc
+from adaptyst_top.collectors.probes.elf.elf_info import read_elf
 from adaptyst_top.system.proc_exec import read_proc
 from adaptyst_top.system.process_names import process_name
-from tests.unit.collectors.probes.test_ifunc import LIBC, refused_for_other_tunables
+from tests.unit.collectors.probes.elf.test_ifunc import LIBC, refused_for_other_tunables
 
 TRIES = 100  # the race was lost in ~1 of 5 reads: 100 tries lose it every time
 

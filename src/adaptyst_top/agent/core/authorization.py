@@ -24,7 +24,7 @@ from functools import partial
 
 from adaptyst_top.agent.core.opener import NotOpened, open_as
 from adaptyst_top.agent.core.unwinder import counts_for
-from adaptyst_top.collectors.probes.attach_account import AttachAccount
+from adaptyst_top.collectors.probes.engine.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
 from adaptyst_top.runtime.session_options import Tenant

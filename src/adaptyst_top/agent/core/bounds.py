@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from adaptyst_top.agent.core.authorization import Peer
-from adaptyst_top.collectors.probes.attach_account import AttachAccount
+from adaptyst_top.collectors.probes.engine.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.kinds import parse_spec
 from adaptyst_top.runtime.remote.settings import AgentSettings
 

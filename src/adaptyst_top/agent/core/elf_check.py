@@ -15,8 +15,13 @@ from typing import Any
 from elftools.elf.enums import ENUM_E_MACHINE
 
 from adaptyst_top.agent.worker.parse_elf import MAX_NAME, MAX_SOURCE
-from adaptyst_top.collectors.probes.elf_info import ElfInfo, FunctionSymbol, NotELFError, UsdtProbe
-from adaptyst_top.collectors.probes.fde_starts import fde_starts, starts_function
+from adaptyst_top.collectors.probes.elf.elf_info import (
+    ElfInfo,
+    FunctionSymbol,
+    NotELFError,
+    UsdtProbe,
+)
+from adaptyst_top.collectors.probes.elf.fde_starts import fde_starts, starts_function
 
 _HEADER = struct.Struct("<4sBBBBBxxxxxxxHHIQQQIHHHHHH")  # Elf64_Ehdr
 _PHDR = struct.Struct(

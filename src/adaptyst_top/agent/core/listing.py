@@ -12,7 +12,7 @@ from typing import Any
 
 from adaptyst_top.agent.core.authorization import Peer, may_probe, open_for, unreadable
 from adaptyst_top.agent.core.parser import listed_as, reader_for
-from adaptyst_top.collectors.probes.elf_info import NotELFError, read_elf
+from adaptyst_top.collectors.probes.elf.elf_info import NotELFError, read_elf
 from adaptyst_top.runtime.listing import Candidate, candidates, entry_policy, list_objects
 from adaptyst_top.runtime.remote import protocol as proto
 from adaptyst_top.runtime.session import SessionError

@@ -22,7 +22,7 @@ import orjson
 from adaptyst_top.agent.core.authorization import Peer
 from adaptyst_top.agent.core.elf_check import Lied, checked
 from adaptyst_top.agent.core.kept_workers import FRAME, KeptWorkers, Worker, WorkerFailed, end
-from adaptyst_top.collectors.probes.elf_info import ElfInfo, ElfReader, NotELFError
+from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo, ElfReader, NotELFError
 from adaptyst_top.system.readable import readable
 
 # A library of 200,000 symbols takes seconds on a busy node; a parser past this is killed.

@@ -13,7 +13,7 @@ import sys
 import threading
 
 from adaptyst_top.agent.core import kept_workers
-from adaptyst_top.collectors.probes.calibration import BackgroundCalibration
+from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
 
 
 class Preload:
@@ -33,8 +33,8 @@ class Preload:
 
     def _run(self) -> None:
         from adaptyst_top.collectors.devices.sweep import DeviceSweep
-        from adaptyst_top.collectors.probes.entry_safety import disassembler
-        from adaptyst_top.collectors.probes.overhead import CostTable
+        from adaptyst_top.collectors.probes.cost.overhead import CostTable
+        from adaptyst_top.collectors.probes.safety.entry_safety import disassembler
         from adaptyst_top.collectors.profile import profiler  # noqa: F401 - loaded, not used
 
         if self._spares:

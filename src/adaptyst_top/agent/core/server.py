@@ -60,9 +60,9 @@ from adaptyst_top.agent.core.parser import reader_for
 from adaptyst_top.agent.core.warm import warm_workers
 from adaptyst_top.agent.exporter.collector import ProbeSource
 from adaptyst_top.collectors.energy.user_view import OwnEnergy
-from adaptyst_top.collectors.probes.attach_account import AttachAccount
-from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
-from adaptyst_top.collectors.probes.uprobe_multi import kernel_refusals
+from adaptyst_top.collectors.probes.cost.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
+from adaptyst_top.collectors.probes.engine.attach_account import AttachAccount
+from adaptyst_top.collectors.probes.engine.uprobe_multi import kernel_refusals
 from adaptyst_top.runtime.limits import BUDGET_RANGE, MAX_PROBES_RANGE
 from adaptyst_top.runtime.remote import defaults as agent_defaults
 from adaptyst_top.runtime.remote import protocol as proto

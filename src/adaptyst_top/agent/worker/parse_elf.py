@@ -36,7 +36,7 @@ import orjson
 from adaptyst_top.agent.worker.open_files import IDLE_S, asked, become
 
 if TYPE_CHECKING:
-    from adaptyst_top.collectors.probes.elf_info import ElfInfo
+    from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo
 
 FRAME = struct.Struct(">I")
 MAX_REQUEST = 64 * 1024
@@ -80,8 +80,8 @@ def _parsed(fd: int, path: str) -> tuple[int, ElfInfo]:
     """The file FD (consumed) opened anew, and what it holds, with its debug file's names
     (found as the user). The descriptor handed over shares its offset with the agent's:
     reading through it would move theirs. NotELFError, OSError, MemoryError."""
-    from adaptyst_top.collectors.probes.debug_names import with_debug_names
-    from adaptyst_top.collectors.probes.elf_info import NotELFError, parse_elf
+    from adaptyst_top.collectors.probes.elf.debug_names import with_debug_names
+    from adaptyst_top.collectors.probes.elf.elf_info import NotELFError, parse_elf
 
     try:
         mine = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
@@ -116,8 +116,8 @@ def _failed(path: str, exc: BaseException) -> dict[str, object]:
 
 def listing(fd: int | None, path: str, asked: dict[str, object]) -> dict[str, object]:
     """What `list` shows of the file FD (ASKED: the listing's request)."""
-    from adaptyst_top.collectors.probes.elf_info import NotELFError
-    from adaptyst_top.collectors.probes.entry_safety import EntryPolicy, Verdict
+    from adaptyst_top.collectors.probes.elf.elf_info import NotELFError
+    from adaptyst_top.collectors.probes.safety.entry_safety import EntryPolicy, Verdict
     from adaptyst_top.runtime.listing import describe
 
     if fd is None:
@@ -153,8 +153,8 @@ def listing(fd: int | None, path: str, asked: dict[str, object]) -> dict[str, ob
 
 def answer(fd: int | None, path: str) -> dict[str, object]:
     # Imported after the ids are taken: the parsers run as the user only.
-    from adaptyst_top.collectors.probes.demangle import demangle
-    from adaptyst_top.collectors.probes.elf_info import NotELFError
+    from adaptyst_top.collectors.probes.elf.demangle import demangle
+    from adaptyst_top.collectors.probes.elf.elf_info import NotELFError
 
     if fd is None:
         return {"error": f"{path}: no file was handed over"}
@@ -204,10 +204,10 @@ def _import_parsers() -> None:
     """The parsers' and demangler's code loaded: a spare (agent/core/kept_workers.py) has
     it loaded before it is told whose it is, so her first request does not wait on it.
     Their modules' own code only: nothing of a user's is read before her ids are taken."""
-    import adaptyst_top.collectors.probes.debug_names
-    import adaptyst_top.collectors.probes.demangle
-    import adaptyst_top.collectors.probes.elf_info
-    import adaptyst_top.collectors.probes.entry_safety
+    import adaptyst_top.collectors.probes.elf.debug_names
+    import adaptyst_top.collectors.probes.elf.demangle
+    import adaptyst_top.collectors.probes.elf.elf_info
+    import adaptyst_top.collectors.probes.safety.entry_safety
     import adaptyst_top.runtime.listing  # noqa: F401
 
 

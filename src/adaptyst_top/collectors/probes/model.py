@@ -10,11 +10,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptyst_top.collectors.probes.bpf_maps import MapReader
-from adaptyst_top.collectors.probes.bpf_program import KernelError
-from adaptyst_top.collectors.probes.keys import KeyResolver, Stats, c_text, told_name
+from adaptyst_top.collectors.probes.bpf.keys import KeyResolver, Stats, c_text, told_name
+from adaptyst_top.collectors.probes.bpf.maps import MapReader
+from adaptyst_top.collectors.probes.bpf.program import KernelError
+from adaptyst_top.collectors.probes.engine.uprobe_multi import MultiLinks
 from adaptyst_top.collectors.probes.spec import ProbeSpec
-from adaptyst_top.collectors.probes.uprobe_multi import MultiLinks
 from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeState
 
 KERNEL_ERRORS = {

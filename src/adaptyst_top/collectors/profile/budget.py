@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adaptyst_top.collectors.probes.budget import budget_text, share_text
+from adaptyst_top.collectors.probes.cost.budget import budget_text, share_text
 
 MIN_HZ = 10  # the rate is never lowered below this: a profile still, if a coarse one
 MAX_TOOL_SHARE = 0.25  # of a core: what the tool's unwinding may take before it lowers

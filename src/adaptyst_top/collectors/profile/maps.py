@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from adaptyst_top.collectors.probes.debug_files import read_debug_names
-from adaptyst_top.collectors.probes.elf_info import ElfInfo, NotELFError, read_elf
+from adaptyst_top.collectors.probes.elf.debug_files import read_debug_names
+from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo, NotELFError, read_elf
 from adaptyst_top.collectors.profile.cfi import CfiTable, cfi_for
 from adaptyst_top.collectors.profile.vdso import vdso_path
 from adaptyst_top.snapshot.profile import DYNSYM, SYMTAB

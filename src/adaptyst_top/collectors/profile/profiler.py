@@ -10,8 +10,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from adaptyst_top.collectors.probes.confinement import Confinement
-from adaptyst_top.collectors.probes.overhead import DEFAULT_BUDGET, BpfStats
+from adaptyst_top.collectors.probes.cost.overhead import DEFAULT_BUDGET, BpfStats
+from adaptyst_top.collectors.probes.safety.confinement import Confinement
 from adaptyst_top.collectors.profile import DEFAULT_HZ
 from adaptyst_top.collectors.profile.budget import ProfileBudget, Reading
 from adaptyst_top.collectors.profile.sampler import (

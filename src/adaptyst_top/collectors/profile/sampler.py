@@ -18,9 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adaptyst_top.collectors.probes.confinement import ConfineConfig, Confinement, confine_config
-from adaptyst_top.collectors.probes.libbpf import BpfObject
-from adaptyst_top.collectors.probes.overhead import prog_run_stats
+from adaptyst_top.collectors.probes.bpf.libbpf import BpfObject
+from adaptyst_top.collectors.probes.cost.overhead import prog_run_stats
+from adaptyst_top.collectors.probes.safety.confinement import (
+    ConfineConfig,
+    Confinement,
+    confine_config,
+)
 from adaptyst_top.collectors.profile.python.detect import find_python
 from adaptyst_top.collectors.profile.python.sampler_py import MAP_TYPES as PY_MAP_TYPES
 from adaptyst_top.collectors.profile.python.sampler_py import (
@@ -157,7 +161,7 @@ def decode(data: bytes) -> Event | None:
 
 def _fsbase() -> int:
     """Where this kernel keeps a thread's fs base in its task_struct (its BTF), or -1."""
-    from adaptyst_top.collectors.probes.kernel_btf import BTFError, member_offset
+    from adaptyst_top.collectors.probes.bpf.kernel_btf import BTFError, member_offset
 
     try:
         return member_offset("task_struct", "thread") + member_offset("thread_struct", "fsbase")

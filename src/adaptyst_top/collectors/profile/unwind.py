@@ -8,8 +8,8 @@ import bisect
 import struct
 from dataclasses import dataclass
 
-from adaptyst_top.collectors.probes.demangle import name_of
-from adaptyst_top.collectors.probes.elf_info import ElfInfo
+from adaptyst_top.collectors.probes.elf.demangle import name_of
+from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo
 from adaptyst_top.collectors.profile.cfi import RSP, Rule
 from adaptyst_top.collectors.profile.maps import ProcessMaps
 from adaptyst_top.snapshot.inert import has_unsafe, inert

@@ -73,13 +73,13 @@ def test_uprobes_split_by_an_argument_or_the_return_value() -> None:
 def test_integer_keys_read_signed_as_bpftrace_does() -> None:
     from types import SimpleNamespace
 
-    from adaptyst_top.collectors.probes.bpf_program import KeyKind
-    from adaptyst_top.collectors.probes.keys import KeyResolver
+    from adaptyst_top.collectors.probes.bpf.keys import KeyResolver
+    from adaptyst_top.collectors.probes.bpf.program import KeyKind
 
     keys = KeyResolver({})
     assert keys.key_of(SimpleNamespace(kind=KeyKind.INT, num=(1 << 64) - 1)) == -1
     # A "pointer" no user space has (a -1 returned) is never read: no OverflowError.
-    from adaptyst_top.collectors.probes.keys import read_c_string
+    from adaptyst_top.collectors.probes.bpf.keys import read_c_string
 
     for address in ((1 << 64) - 1, 1 << 63, 0xFFFF800000000000, 1 << 47, 0):
         assert read_c_string(os.getpid(), address) is None

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.attach_plan import site_code
-from adaptyst_top.collectors.probes.elf_info import read_elf
+from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.elf.elf_info import read_elf
+from adaptyst_top.collectors.probes.engine.attach_plan import site_code
 from adaptyst_top.placement.task_api import PROBE_BINARY
 from tests.support.paths import TARGETS
 
@@ -51,7 +51,7 @@ def test_a_note_that_points_inside_an_instruction_is_refused(tmp_path: Path) -> 
     """A USDT note whose site is the middle of a movabs (0x11b3 in a hostile tester's
     binary): probed, the kernel's breakpoint byte lands inside the constant and the
     target computes another sum. Refused in one line; the real site beside it plans."""
-    from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_usdt
+    from adaptyst_top.collectors.probes.engine.attach_plan import PlanError, plan_usdt
     from adaptyst_top.collectors.probes.kinds import parse_spec
 
     binary = tmp_path / "bad_site"

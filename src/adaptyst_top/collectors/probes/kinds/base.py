@@ -8,11 +8,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from adaptyst_top.collectors.probes import entry_safety
-from adaptyst_top.collectors.probes.bpf_program import Slot
-from adaptyst_top.collectors.probes.confinement import Confinement
-from adaptyst_top.collectors.probes.elf_info import ElfInfo
+from adaptyst_top.collectors.probes.bpf.program import Slot
+from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo
 from adaptyst_top.collectors.probes.model import ProbeModule, Row
+from adaptyst_top.collectors.probes.safety import entry_safety
+from adaptyst_top.collectors.probes.safety.confinement import Confinement
 from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec
 from adaptyst_top.snapshot.probes import ProbeKey, ProbeKind
 

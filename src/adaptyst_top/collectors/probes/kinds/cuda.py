@@ -11,7 +11,7 @@ CUPTI dropped are counted as [dropped]. Names: device_layer.row_name."""
 
 from __future__ import annotations
 
-from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.collectors.probes.kinds.base import PlanContext
 from adaptyst_top.collectors.probes.kinds.device_layer import DeviceLayerKind, library_path
 from adaptyst_top.collectors.probes.model import ProbeError

@@ -20,11 +20,11 @@ import re
 from fnmatch import fnmatchcase
 from typing import ClassVar
 
-from adaptyst_top.collectors.probes import usdt_args
-from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_usdt
-from adaptyst_top.collectors.probes.bpf_program import WHOLE_LEN, Slot, SlotRole
-from adaptyst_top.collectors.probes.elf_info import ElfInfo, UsdtProbe
-from adaptyst_top.collectors.probes.keys import HASHED_PREFIX, KEY_BYTES, cut_name, fnv1a
+from adaptyst_top.collectors.probes.bpf.keys import HASHED_PREFIX, KEY_BYTES, cut_name, fnv1a
+from adaptyst_top.collectors.probes.bpf.program import WHOLE_LEN, Slot, SlotRole
+from adaptyst_top.collectors.probes.elf import usdt_args
+from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo, UsdtProbe
+from adaptyst_top.collectors.probes.engine.attach_plan import PlanError, plan_usdt
 from adaptyst_top.collectors.probes.kinds.base import Plan, PlanContext, ProbeKindDef
 from adaptyst_top.collectors.probes.kinds.usdt import site_attachments
 from adaptyst_top.collectors.probes.model import ProbeError

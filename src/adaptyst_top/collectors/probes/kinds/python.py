@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 
-from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.collectors.probes.kinds.base import PlanContext
 from adaptyst_top.collectors.probes.kinds.device_layer import TIMED, DeviceLayerKind
 from adaptyst_top.collectors.probes.model import ProbeError
@@ -44,7 +44,7 @@ class Python(DeviceLayerKind):
     noun = "Python layer"
     host_time = True
     # Every call is timed; a time the program handed over past a day is counted only
-    # (bpf_program's file_batch): the means are over the timed ones.
+    # (bpf/program.py's file_batch): the means are over the timed ones.
     sampled_latency = True
     missing = "this install has no Python layer (built with sys/sdt.h: make setup)"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.attach_plan import PlanError, plan_uprobes
-from adaptyst_top.collectors.probes.bpf_program import Slot
-from adaptyst_top.collectors.probes.elf_info import ElfInfo
+from adaptyst_top.collectors.probes.bpf.program import Slot
+from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo
+from adaptyst_top.collectors.probes.engine.attach_plan import PlanError, plan_uprobes
 from adaptyst_top.collectors.probes.kinds.base import (
     CalibrationCase,
     Plan,

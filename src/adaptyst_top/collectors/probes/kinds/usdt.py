@@ -3,10 +3,10 @@ BEGIN to the matching END per thread (nested pairs last-in, first-out)."""
 
 from __future__ import annotations
 
-from adaptyst_top.collectors.probes import overhead as ov
-from adaptyst_top.collectors.probes.attach_plan import PlanError, PlannedUsdt, plan_usdt
-from adaptyst_top.collectors.probes.binary_strings import binary_strings
-from adaptyst_top.collectors.probes.elf_info import ElfInfo
+from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.elf.binary_strings import binary_strings
+from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo
+from adaptyst_top.collectors.probes.engine.attach_plan import PlanError, PlannedUsdt, plan_usdt
 from adaptyst_top.collectors.probes.kinds.base import (
     CalibrationCase,
     Plan,

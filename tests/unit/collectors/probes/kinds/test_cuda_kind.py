@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.collectors.probes.kinds import KINDS, kind_of, parse_spec
 from adaptyst_top.collectors.probes.kinds.cuda import (
     BUDGET_ENV,
@@ -84,7 +84,7 @@ def test_a_launched_command_gets_the_library_in_place_of_anothers() -> None:
 
 
 def test_its_rows_are_priced_as_records_timed_and_counted() -> None:
-    from adaptyst_top.collectors.probes.budget import interval_cost_ns
+    from adaptyst_top.collectors.probes.cost.budget import interval_cost_ns
     from adaptyst_top.collectors.probes.model import Row
 
     row = Row(0, parse_spec("cuda:*"), "cuda:*", "/inject.so", ov.CUDA_RECORD, 0)
@@ -132,8 +132,8 @@ def test_a_process_started_with_the_library_or_a_launch_is_planned_as_it_is() ->
 
 
 def test_a_long_name_told_whole_is_shown_whole() -> None:
-    from adaptyst_top.collectors.probes.bpf_program import WHOLE_LEN
-    from adaptyst_top.collectors.probes.keys import hashed_name, told_name
+    from adaptyst_top.collectors.probes.bpf.keys import hashed_name, told_name
+    from adaptyst_top.collectors.probes.bpf.program import WHOLE_LEN
     from adaptyst_top.collectors.probes.kinds.device_layer import shown_name
 
     a = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE"
@@ -156,7 +156,7 @@ def test_a_long_name_told_whole_is_shown_whole() -> None:
 def test_a_told_name_that_is_not_its_keys_is_refused() -> None:
     """A process tells names through its own layer's site: one that does not start with
     the key's bytes and hash to the key's hash renames nothing."""
-    from adaptyst_top.collectors.probes.keys import told_name
+    from adaptyst_top.collectors.probes.bpf.keys import told_name
 
     a = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE"
     key = row_name(a).encode()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from adaptyst_top.collectors.probes.bpf_program import UNTIMED, Slot
+from adaptyst_top.collectors.probes.bpf.module_object import LOC_REG, core_plan
+from adaptyst_top.collectors.probes.bpf.program import UNTIMED, Slot
+from adaptyst_top.collectors.probes.elf.usdt_args import parse_arg
 from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
 from adaptyst_top.collectors.probes.kinds.opencl import BUDGET_ENV, LAYERS_ENV, SITE, layer_path
-from adaptyst_top.collectors.probes.module_object import LOC_REG, core_plan
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
-from adaptyst_top.collectors.probes.usdt_args import parse_arg
 
 
 def test_a_spec_names_the_layers_site_split_by_kernel_name() -> None:
@@ -79,8 +79,8 @@ def test_the_sites_programs_file_timed_and_counted_launches_under_one_row() -> N
 def test_a_sampled_rows_cost_is_its_timed_hits_and_its_counted_ones() -> None:
     """The budget prices a kernel row's launches as the layer spends on them: a timed
     one at the timed class's cost, a counted one at the count class's."""
-    from adaptyst_top.collectors.probes import overhead as ov
-    from adaptyst_top.collectors.probes.budget import interval_cost_ns
+    from adaptyst_top.collectors.probes.cost import overhead as ov
+    from adaptyst_top.collectors.probes.cost.budget import interval_cost_ns
     from adaptyst_top.collectors.probes.model import Row
 
     costs = ov.CostTable()

@@ -7,7 +7,7 @@ from typing import get_args
 
 import pytest
 
-from adaptyst_top.collectors.probes import overhead as ov
+from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.collectors.probes.kinds import (
     KINDS,
     KINDS_HELP,

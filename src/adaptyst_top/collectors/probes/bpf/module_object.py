@@ -1,0 +1,246 @@
+"""A probe module from a program compiled with the package (`kinds/<kind>.bpf.o`, C in
+`bpf/module.h` and the kind's `.bpf.c`): sized, told whose processes count and where the
+kernel keeps what it reads, loaded by libbpf. No compiler and no kernel headers: the
+offsets come from the running kernel's BTF (kernel_btf.py), set as read-only data before
+load, where the verifier sees them as constants.
+
+The layouts below mirror `bpf/module.h`; a map whose key or value size differs from
+them is refused at load (libbpf.Map), so the two cannot drift apart unseen.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adaptyst_top.collectors.probes.bpf.libbpf import BPF_TRACE_UPROBE_MULTI, BpfObject
+from adaptyst_top.collectors.probes.bpf.program import (
+    ARG_TYPES,
+    KEYLEN,
+    MAX_DEPTH,
+    MAX_THREADS,
+    MULTI_AFTER,
+    MULTI_ENTRY,
+    MULTI_RETURN,
+    WHOLE_LEN,
+    WHOLE_NAMES,
+    KernelError,
+    Slot,
+    map_sizes,
+)
+from adaptyst_top.collectors.probes.elf.usdt_args import UsdtArg
+from adaptyst_top.collectors.probes.safety.confinement import (
+    ConfineConfig,
+    Confinement,
+    confine_config,
+)
+
+KINDS = Path(__file__).resolve().parents[1] / "kinds"
+BPF_F_NO_PREALLOC = 1
+ENTRY, RETURN = "at_entry", "at_return"  # one program each, the cookie is the slot
+# Each object's programs; a USDT slot's role names its program.
+_ROLES = {
+    "usdt-count": "usdt_count",
+    "usdt-begin": "usdt_begin",
+    "usdt-end": "usdt_end",
+    "usdt-batch": "usdt_batch",
+    "usdt-add": "usdt_add",
+    "usdt-name": "usdt_name",
+}
+# Every object's: a thread's interval stacks go with the thread (module.h).
+EXIT = "module_exit"
+# An interval's start taken again past a single-stepped entry (kinds/uprobe.bpf.c).
+AFTER = "at_after"
+OBJECTS: dict[str, tuple[str, ...]] = {
+    "uprobe.bpf.o": (ENTRY, RETURN, AFTER, MULTI_ENTRY, MULTI_RETURN, MULTI_AFTER, EXIT),
+    "usdt.bpf.o": (*_ROLES.values(), EXIT),
+}
+NO_ARGS = 0xFFFFFFFF  # a USDT cookie's high half: the site reads no argument
+LOC_CONST, LOC_REG, LOC_MEM = 1, 2, 3
+# struct pt_regs (x86-64): where each register usdt_args names is kept.
+_PT_REGS = (
+    *("r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx"),
+    *("dx", "si", "di", "orig_ax", "ip", "cs", "flags", "sp", "ss"),
+)
+
+_u8, _u32, _u64 = ct.c_uint8, ct.c_uint32, ct.c_uint64
+
+
+class SKey(ct.Structure):
+    _fields_ = [("slot", _u32), ("kind", _u32), ("num", _u64), ("str", ct.c_char * KEYLEN)]
+
+
+class Stat(ct.Structure):
+    _fields_ = [(n, _u64) for n in ("count", "sum", "min", "max", "buckets", "oncpu")]
+
+
+class HKey(ct.Structure):
+    _fields_ = [("k", SKey), ("bucket", _u32), ("pad", _u32)]
+
+
+class TKey(ct.Structure):
+    _fields_ = [("tid", _u64), ("chain", _u32), ("pad", _u32)]
+
+
+class Frame(ct.Structure):
+    _fields_ = [
+        ("ts", _u64),
+        ("sp", _u64),
+        ("se", _u64 * 2),
+        ("cpu", _u32),
+        ("retimed", _u32),
+        ("k", SKey),
+    ]
+
+
+class Stack(ct.Structure):
+    _fields_ = [("depth", _u32), ("over", _u32), ("f", Frame * MAX_DEPTH)]
+
+
+class SlotCfg(ct.Structure):
+    _fields_ = [(n, _u32) for n in ("arg", "arg_type", "retval", "chain", "row", "pad")]
+
+
+class ArgLoc(ct.Structure):
+    """`struct arg_loc` of kinds/usdt.bpf.c: one USDT argument's place."""
+
+    _fields_ = [
+        ("kind", _u32),
+        ("size", _u32),
+        ("is_signed", _u32),
+        ("reg", ct.c_int32),
+        ("base", ct.c_int32),
+        ("index", ct.c_int32),
+        ("scale", _u32),
+        ("pad", _u32),
+        ("disp", ct.c_int64),
+        ("value", _u64),
+    ]
+
+
+def arg_loc(a: UsdtArg) -> ArgLoc:
+    def at(reg: str | None) -> int:
+        return -1 if reg is None else 8 * _PT_REGS.index(reg)
+
+    loc = ArgLoc(0, a.size, int(a.signed), -1, -1, -1, a.scale, 0, a.disp, 0)
+    if a.const is not None:
+        loc.kind, loc.value = LOC_CONST, a.const & ((1 << 64) - 1)
+    elif a.reg is not None:
+        loc.kind, loc.reg = LOC_REG, at(a.reg)
+    else:
+        loc.kind, loc.base, loc.index = LOC_MEM, at(a.base), at(a.index)
+    return loc
+
+
+@dataclass
+class CorePlan:
+    """What a module's slots become in a precompiled object: each program name of the
+    plan (bcc's, one per slot and reader) as (the object's program, its attach cookie),
+    and the USDT argument places the cookies point into."""
+
+    programs: dict[str, tuple[str, int]] = field(default_factory=dict)
+    locs: list[ArgLoc] = field(default_factory=list)
+    retimed: bool = False  # a slot's interval starts past its single-stepped entry
+
+
+def core_plan(slots: list[Slot]) -> CorePlan:
+    plan = CorePlan()
+    for s in slots:
+        if s.role == "uprobe-entry":
+            plan.programs[s.fn_name] = (ENTRY, s.index)
+            plan.programs[s.ret_fn_name] = (RETURN, s.index)
+            if s.retimed:
+                plan.programs[s.after_fn_name] = (AFTER, s.index)
+                plan.retimed = True
+            continue
+        program = _ROLES[s.role]
+        places = [s.args] if s.args else [(r,) for r in s.readers]
+        if not places:
+            plan.programs[s.fn_name] = (program, s.index | NO_ARGS << 32)
+        for j, locs in enumerate(places):
+            plan.programs[s.variant_name(j)] = (program, s.index | len(plan.locs) << 32)
+            plan.locs += [arg_loc(a) for a in locs]
+    return plan
+
+
+class ModuleConfig(ct.Structure):
+    _fields_ = [
+        ("confine", ConfineConfig),
+        ("oncpu", _u32),
+        ("oncpu_at", _u32),
+        ("keyed", _u32),
+        ("pad", _u32),
+    ]
+
+
+MAP_TYPES: dict[str, tuple[Any, Any]] = {
+    "stats": (SKey, Stat),
+    "hist": (HKey, _u64),
+    "stacks": (TKey, Stack),
+    "stack_init": (_u32, Stack),
+    "errors": (_u32, _u64),
+    "gate": (_u32, _u8),
+    "slots": (_u32, SlotCfg),
+    "args": (_u32, ArgLoc),
+    "names": (_u8 * KEYLEN, _u8 * WHOLE_LEN),
+}
+
+
+def config(confine: Confinement | None, oncpu_at: int | None, keyed: bool) -> ModuleConfig:
+    c = ModuleConfig(confine_config(confine))
+    if oncpu_at is not None:
+        c.oncpu, c.oncpu_at = 1, oncpu_at
+    c.keyed = int(keyed)
+    return c
+
+
+def load_module(
+    object_name: str,
+    slots: list[Slot],
+    multi: bool,
+    confine: Confinement | None,
+    oncpu_at: int | None,
+    plan: CorePlan | None = None,
+) -> BpfObject:
+    """The kind's object loaded for SLOTS (MULTI: its multi-link programs instead of the
+    single ones; PLAN: core_plan(SLOTS)). LibbpfError (an OSError) when libbpf or the
+    kernel refuses."""
+    plan = plan or core_plan(slots)
+    programs = OBJECTS[object_name]
+    obj = BpfObject(str(KINDS / object_name), programs, MAP_TYPES)
+    try:
+        keyed = any(s.keyed for s in slots)
+        per_slot = keyed or any(s.role != "uprobe-entry" for s in slots)
+        max_keys, hist_entries = map_sizes(slots)
+        flags = BPF_F_NO_PREALLOC if keyed else 0
+        obj.size_map("stats", max_keys, flags)
+        obj.size_map("hist", hist_entries, flags)
+        obj.size_map("stacks", MAX_THREADS)
+        obj.size_map("errors", len(KernelError))
+        obj.size_map("gate", len(slots))
+        obj.size_map("slots", len(slots))
+        if "args" in (names := obj.map_names()):
+            obj.size_map("args", len(plan.locs))
+        if "names" in names:
+            told = any(s.role == "usdt-name" for s in slots)
+            obj.size_map("names", WHOLE_NAMES if told else 1)
+        obj.set_rodata(bytes(config(confine, oncpu_at, per_slot)))
+        if multi:
+            multi_type = BPF_TRACE_UPROBE_MULTI
+            multis = (MULTI_ENTRY, MULTI_RETURN) + ((MULTI_AFTER,) if plan.retimed else ())
+            obj.select(dict.fromkeys(multis, multi_type) | {EXIT: None})
+        else:
+            obj.select(dict.fromkeys([*{p for p, _ in plan.programs.values()}, EXIT]))
+        obj.load()
+        for s in slots if per_slot else ():
+            row = s.index if s.files_as is None else s.files_as
+            cfg = SlotCfg(s.arg or 0, ARG_TYPES[s.arg_type], int(s.retval), s.chain, row, 0)
+            obj["slots"][_u32(s.index)] = cfg
+        for i, loc in enumerate(plan.locs if "args" in names else ()):
+            obj["args"][_u32(i)] = loc
+    except BaseException:
+        obj.cleanup()
+        raise
+    return obj

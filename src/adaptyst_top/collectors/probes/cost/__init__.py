@@ -1,0 +1,1 @@
+"""What probes cost: calibration, the budget, per-class costs, on-CPU time."""

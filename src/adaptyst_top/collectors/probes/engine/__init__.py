@@ -1,0 +1,1 @@
+"""The probe engine: building, attaching, reading and following processes."""

@@ -1,0 +1,1 @@
+"""The small C programs the tool builds and runs on itself (calibration, the entry check)."""

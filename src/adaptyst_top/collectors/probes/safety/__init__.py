@@ -1,0 +1,1 @@
+"""What keeps a probe from changing its target: entry classes, the entry check, confinement."""
