@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
-from adaptyst_top.collectors.probes.cost.overhead import CostTable
+from adaptyst_top.collectors.probes.cost.table import CostTable
 from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 from bench import common
 from bench.bench_probe_cost import Funclatency

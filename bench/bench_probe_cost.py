@@ -25,7 +25,7 @@ from pathlib import Path
 
 from adaptyst_top.collectors.probes.bpf.stats import enable_run_time_stats
 from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
-from adaptyst_top.collectors.probes.cost.overhead import CostTable
+from adaptyst_top.collectors.probes.cost.table import CostTable
 from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 from bench import common
 from tests.support.bpf_objects import loaded_programs

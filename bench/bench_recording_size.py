@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from adaptyst_top.collectors.probes.cost.overhead import CostTable
+from adaptyst_top.collectors.probes.cost.table import CostTable
 from adaptyst_top.collectors.probes.engine.output import latency_fields
 from adaptyst_top.runtime.record_file import open_output
 from adaptyst_top.runtime.record_format import CompactEncoder

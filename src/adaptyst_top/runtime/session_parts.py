@@ -92,7 +92,7 @@ def new_engine(
 ) -> tuple[ProbeEngine, BackgroundCalibration]:
     """The one place an engine is made: every option applies wherever it is started."""
     from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
-    from adaptyst_top.collectors.probes.cost.overhead import CostTable
+    from adaptyst_top.collectors.probes.cost.table import CostTable
     from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 
     costs = CostTable()

@@ -15,6 +15,7 @@ import pytest
 
 from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.collectors.probes.cost.budget import share_text
+from adaptyst_top.collectors.probes.cost.table import CostTable
 from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine, ProbeError
 from tests.support.bpf_objects import none_left, our_programs, uprobe_event_lines
 from tests.support.marks import requires_root
@@ -484,11 +485,11 @@ def test_no_probe_left_after_signal(workload: Workload, sig: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def calibrated() -> ov.CostTable:
+def calibrated() -> CostTable:
     """This machine's figures for each class (cached for the boot once measured)."""
     from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
 
-    costs = ov.CostTable()
+    costs = CostTable()
     BackgroundCalibration(costs).wait(300)
     return costs
 
@@ -497,7 +498,7 @@ def calibrated() -> ov.CostTable:
 @BOTH_WAYS
 @pytest.mark.parametrize("command", ["held", "heldss", "heldnop"])
 def test_net_latency_holds_for_every_entry_class(
-    workload: Workload, multi: bool, command: str, calibrated: ov.CostTable
+    workload: Workload, multi: bool, command: str, calibrated: CostTable
 ) -> None:
     """held_fn behind each kind of entry: emulated (push), single-stepped (lea: timed
     from the jump after it) and a 5-byte nop (a call where the kernel optimizes it, else

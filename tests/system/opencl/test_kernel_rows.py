@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from adaptyst_top.collectors.probes.bpf.program import WHOLE_LEN
-from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.table import DEFAULT_COSTS
 from adaptyst_top.collectors.probes.kinds.opencl import LAYERS_ENV, layer_path
 from tests.support.cli import CLI, record_last
 from tests.support.marks import requires_root
@@ -83,8 +83,8 @@ def test_under_a_small_budget_every_launch_is_counted_and_some_are_timed(tmp_pat
     assert 0 < tiny["p50_ns"] <= tiny["max_ns"]
     assert sum(c for _b, c in tiny["hist"]) == tiny["timed"]
     # A launch's cost, as the overhead pane shows it: mostly counted ones, cheap.
-    timed_ns = ov.DEFAULT_COSTS[ov.OPENCL_KERNEL].per_hit_ns
-    assert ov.DEFAULT_COSTS[ov.OPENCL_COUNT].per_hit_ns <= tiny["overhead_ns_per_hit"] < timed_ns
+    timed_ns = DEFAULT_COSTS["opencl-kernel"].per_hit_ns
+    assert DEFAULT_COSTS["opencl-count"].per_hit_ns <= tiny["overhead_ns_per_hit"] < timed_ns
 
 
 def test_without_a_probe_the_layer_forwards_and_times_nothing(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ class Preload:
 
     def _run(self) -> None:
         from adaptyst_top.collectors.devices.sweep import DeviceSweep
-        from adaptyst_top.collectors.probes.cost.overhead import CostTable
+        from adaptyst_top.collectors.probes.cost.table import CostTable
         from adaptyst_top.collectors.probes.safety.entry_safety import disassembler
         from adaptyst_top.collectors.profile import profiler  # noqa: F401 - loaded, not used
 

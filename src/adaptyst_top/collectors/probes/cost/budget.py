@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from adaptyst_top.collectors.energy.busy import system_busy_ns
-from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.table import CostTable
 from adaptyst_top.collectors.probes.model import Row
 from adaptyst_top.system.targets import process_cpu_ns
 
@@ -31,7 +31,7 @@ def budget_text(budget: float) -> str:
     return f"{budget * 100:g}%"
 
 
-def interval_cost_ns(row: Row, costs: ov.CostTable) -> float:
+def interval_cost_ns(row: Row, costs: CostTable) -> float:
     """What ROW's hits in the last interval cost the target: a sampled row's timed ones
     at its class's cost, the rest at its count class's."""
     per_hit = costs.get(row.cost_class).per_hit_ns
@@ -60,7 +60,7 @@ class BudgetWatch:
                 out[pid] = ns
         return out
 
-    def update(self, rows: Sequence[Row], costs: ov.CostTable, dt: float | None) -> Overhead:
+    def update(self, rows: Sequence[Row], costs: CostTable, dt: float | None) -> Overhead:
         cpu = self._cpu()
         last, self._last = self._last, cpu
         if cpu is None or last is None or dt is None:

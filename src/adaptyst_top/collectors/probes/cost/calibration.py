@@ -17,7 +17,9 @@ from pathlib import Path
 
 from adaptyst_top.collectors.probes.bpf.module_object import KINDS
 from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.class_cost import ClassCost
 from adaptyst_top.collectors.probes.cost.oncpu import oncpu_offset
+from adaptyst_top.collectors.probes.cost.table import CostTable
 from adaptyst_top.collectors.probes.helpers.build import (
     HelperBuildError,
     HelperProcess,
@@ -73,10 +75,10 @@ def _cache_key() -> str:
     return boot_key(programs, helper_source("calibrate"))
 
 
-def load_cached() -> ov.CostTable | None:
+def load_cached() -> CostTable | None:
     costs = load_result("calibration", _cache_key)
     try:
-        table = ov.CostTable({k: ov.ClassCost(**v) for k, v in costs.items()})
+        table = CostTable({k: ClassCost(**v) for k, v in costs.items()})
     except (TypeError, AttributeError):
         return None  # none, or of another shape: calibrate again
     for c in table.costs.values():
@@ -86,7 +88,7 @@ def load_cached() -> ov.CostTable | None:
     return table
 
 
-def save_cached(table: ov.CostTable) -> None:
+def save_cached(table: CostTable) -> None:
     costs = {k: vars(v) for k, v in table.costs.items() if v.source == "calibrated"}
     save_result("calibration", _cache_key(), costs)
 
@@ -94,13 +96,13 @@ def save_cached(table: ov.CostTable) -> None:
 Plan = tuple[tuple[str, str, str, int], ...]
 
 
-def calibrate(binary: Path | None = None, plan: Plan = PLAN) -> ov.CostTable:
+def calibrate(binary: Path | None = None, plan: Plan = PLAN) -> CostTable:
     """Measure every class of PLAN now (a few seconds: one BPF compile per class)."""
     from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 
     binary = binary or build_calibrator()
     target = HelperProcess(binary)
-    table = ov.CostTable()
+    table = CostTable()
     try:
         # Its own target, whose entries are known: no entry check needed.
         with ProbeEngine(pid=target.proc.pid, entry_policy=EntryPolicy.trusting()) as engine:
@@ -131,13 +133,13 @@ def calibrate(binary: Path | None = None, plan: Plan = PLAN) -> ov.CostTable:
                     if row.spec.measures_latency and (got := _latencies_since(row, before)):
                         inside.append(got[0])
                         least.append(got[1])
-                table.costs[cls] = ov.ClassCost(
+                table.costs[cls] = ClassCost(
                     per_hit_ns=round(max(0.0, min(probed_runs) - min(bases)), 1),
                     in_interval_ns=round(min(inside), 1) if inside else 0.0,
                     source="calibrated",
                     least_in_interval_ns=float(min(least)) if least else None,
                 )
-        table.costs[ov.UNKNOWN] = ov.ClassCost(**{**vars(table.costs[ov.SINGLESTEP])})
+        table.costs[ov.UNKNOWN] = ClassCost(**{**vars(table.costs[ov.SINGLESTEP])})
     finally:
         target.close()
     return table
@@ -165,7 +167,7 @@ class _Run:
     current: _Run | None = None
 
     def __init__(self) -> None:
-        self.tables: list[ov.CostTable] = []
+        self.tables: list[CostTable] = []
         self.proc: subprocess.Popen[str] | None = None
         self.done = threading.Event()
         self.killed = False  # every table left: a table that comes now starts another
@@ -173,14 +175,14 @@ class _Run:
         self.thread.start()
 
     @classmethod
-    def join(cls, table: ov.CostTable) -> _Run:
+    def join(cls, table: CostTable) -> _Run:
         with cls.lock:
             if cls.current is None or cls.current.killed:
                 cls.current = cls()
             cls.current.tables.append(table)
             return cls.current
 
-    def leave(self, table: ov.CostTable) -> None:
+    def leave(self, table: CostTable) -> None:
         """TABLE's session closed; the child is killed when no table waits on it."""
         with self.lock:
             # By identity: tables are dataclasses, and every fresh one equals the others.
@@ -192,7 +194,7 @@ class _Run:
     def _run(self) -> None:
         import sys
 
-        costs: dict[str, ov.ClassCost] = {}
+        costs: dict[str, ClassCost] = {}
         error = ""
         try:
             self.proc = subprocess.Popen(
@@ -205,7 +207,7 @@ class _Run:
                 self.proc.kill()
             out, err = self.proc.communicate(timeout=300)
             if self.proc.returncode == 0:
-                costs = {k: ov.ClassCost(**v) for k, v in json.loads(out).items()}
+                costs = {k: ClassCost(**v) for k, v in json.loads(out).items()}
             elif self.proc.returncode > 0:  # < 0: killed by leave(), nothing to say
                 error = ((err or out).strip().splitlines() or ["no output"])[-1]
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -229,7 +231,7 @@ class BackgroundCalibration:
     for all of this process's sessions while it runs, killed when the last closes).
     The shared table holds the default figures until the child answers."""
 
-    def __init__(self, table: ov.CostTable, use_cache: bool = True) -> None:
+    def __init__(self, table: CostTable, use_cache: bool = True) -> None:
         self.table = table
         cached = load_cached() if use_cache else None
         self.run: _Run | None = None

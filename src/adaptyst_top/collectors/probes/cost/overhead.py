@@ -12,7 +12,6 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from adaptyst_top.collectors.probes.bpf.stats import enable_run_time_stats
 
@@ -36,25 +35,6 @@ USDT_PAIR_OPTIMIZED = "usdt-pair-optimized"
 # A function entry on a 5-byte nop (gcc -pg -mfentry -mnop-mcount): the same fast path.
 UPROBE_OPTIMIZED = "uprobe-optimized"
 UNKNOWN = "uprobe-unknown"
-# An OpenCL launch timed through the tool's layer (the event's callback, a reference to
-# it and one USDT hit, none of it inside the device's own start-to-end), and one only
-# counted (an atomic add, a probe hit per batch): bench_opencl_kernels, this kind of
-# machine, what each adds to a launch.
-OPENCL_KERNEL = "opencl-kernel"
-OPENCL_COUNT = "opencl-count"
-OPENCL_KERNEL_NS = 470.0
-OPENCL_COUNT_NS = 110.0
-# A CUDA kernel's CUPTI record read by the injection library on CUPTI's thread, handed
-# over timed (its share of a batch's probe hit) or only counted: bench_cuda_records, on
-# CUPTI's fake (what CUPTI itself adds to a launch is the driver's, not measured here).
-# A Python call timed by the tool's hook (python_hook/sitecustomize.py) and handed over
-# in a batch: bench_python_calls, this kind of machine, what the hook adds to a call.
-PYTHON_CALL = "python-call"
-PYTHON_CALL_NS = 1600.0  # 3.12, sys.monitoring: 1,562 ns (before 3.12 the profile hook: see bench)
-CUDA_RECORD = "cuda-record"
-CUDA_COUNT = "cuda-count"
-CUDA_RECORD_NS = 300.0
-CUDA_COUNT_NS = 84.0
 NOP5 = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): what the kernel optimizes
 ENDBR64 = bytes.fromhex("f30f1efa")  # what -fcf-protection puts before it
 PAGE = 4096  # the kernel patches a site only when its 5 bytes lie in one page
@@ -120,58 +100,6 @@ def classify_entry(code: bytes, machine: str = "x86_64", offset: int | None = No
         return EMULATED
     # endbr64 (f3 0f 1e fa), lea, mov, sub, ...: single-stepped (measured here too).
     return SINGLESTEP
-
-
-LEAST_KEPT = 0.75
-
-
-@dataclass
-class ClassCost:
-    """Per-hit cost of one class with this tool's handlers, in ns."""
-
-    per_hit_ns: float  # added to the traced program per call (entry + return)
-    in_interval_ns: float  # of that, what falls inside a measured latency (the median)
-    source: str  # "calibrated" or "default"
-    # The least of it seen (None: unknown), on the calibration's function.
-    least_in_interval_ns: float | None = None
-
-    @property
-    def least_ns(self) -> float:
-        """What a row's minimum is net of: so that no net minimum reads below the fastest
-        call, three quarters of the least seen (another site's least, or the same one's
-        on a busy node, read up to 100 ns below the calibration's: bench_net_latency)."""
-        least = self.least_in_interval_ns
-        least = self.in_interval_ns if least is None else min(least, self.in_interval_ns)
-        return LEAST_KEPT * least
-
-
-# The figures measured on this kind of machine (docs/data-flow.md); used only until calibration answers
-# (or where it cannot run: no gcc, not x86-64), and labelled as such.
-DEFAULT_COSTS: dict[str, ClassCost] = {
-    USDT: ClassCost(850.0, 0.0, "default"),
-    USDT_PAIR: ClassCost(1700.0, 850.0, "default"),
-    USDT_OPTIMIZED: ClassCost(850.0, 0.0, "default"),
-    USDT_PAIR_OPTIMIZED: ClassCost(1700.0, 850.0, "default"),
-    UPROBE_OPTIMIZED: ClassCost(1500.0, 700.0, "default"),
-    EMULATED: ClassCost(1500.0, 700.0, "default"),
-    SINGLESTEP: ClassCost(14700.0, 13000.0, "default"),
-    SINGLESTEP_RETIMED: ClassCost(16200.0, 700.0, "default"),
-    UNKNOWN: ClassCost(14700.0, 13000.0, "default"),
-    OPENCL_KERNEL: ClassCost(OPENCL_KERNEL_NS, 0.0, "default"),
-    OPENCL_COUNT: ClassCost(OPENCL_COUNT_NS, 0.0, "default"),
-    CUDA_RECORD: ClassCost(CUDA_RECORD_NS, 0.0, "default"),
-    PYTHON_CALL: ClassCost(PYTHON_CALL_NS, 0.0, "default"),
-    CUDA_COUNT: ClassCost(CUDA_COUNT_NS, 0.0, "default"),
-}
-
-
-@dataclass
-class CostTable:
-    costs: dict[str, ClassCost] = field(default_factory=lambda: dict(DEFAULT_COSTS))
-    error: str = ""  # why calibration could not run, when it could not
-
-    def get(self, cls: str) -> ClassCost:
-        return self.costs.get(cls) or DEFAULT_COSTS[cls]
 
 
 class BpfStats:

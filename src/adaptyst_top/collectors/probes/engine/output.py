@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from adaptyst_top.collectors.probes.bpf.keys import NO_STATS
-from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.class_cost import ClassCost
 from adaptyst_top.collectors.probes.kinds import kind_of
 from adaptyst_top.collectors.probes.model import ProbeGroup, Row
 from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeKey
@@ -15,10 +15,10 @@ from adaptyst_top.snapshot.histogram import percentiles
 
 def row_entries(
     row: Row,
-    cost: ov.ClassCost,
+    cost: ClassCost,
     bpf_ns: float | None,
     with_hist: bool = True,
-    count_cost: ov.ClassCost | None = None,
+    count_cost: ClassCost | None = None,
 ) -> list[ProbeEntry]:
     """A row's snapshot entries: one per key its kind shows (one for an unsplit probe,
     and for one none of whose keys are shown yet)."""
@@ -96,7 +96,7 @@ def row_entries(
     return entries
 
 
-def _corrected(off: float | None, cost: ov.ClassCost) -> float | None:
+def _corrected(off: float | None, cost: ClassCost) -> float | None:
     """How much less than the class's cost was taken off (the raw minimum was below it),
     or None where all of it was."""
     if off is None or off >= cost.in_interval_ns:
@@ -105,7 +105,7 @@ def _corrected(off: float | None, cost: ov.ClassCost) -> float | None:
 
 
 def _cpu_ns(
-    host_time: bool, count: int, timed: int | None, oncpu: int, cost: ov.ClassCost
+    host_time: bool, count: int, timed: int | None, oncpu: int, cost: ClassCost
 ) -> int | None:
     """The hits' time on a CPU: a host thread's, net of the probe's own time in it; or a
     CPU device's (PoCL's) time of the timed launches, scaled to all of them (None: no
@@ -118,7 +118,7 @@ def _cpu_ns(
 
 
 def _per_hit_ns(
-    cost: ov.ClassCost, count_cost: ov.ClassCost | None, count: int, timed: int | None
+    cost: ClassCost, count_cost: ClassCost | None, count: int, timed: int | None
 ) -> float:
     """A hit's cost; a sampled row's, its timed and counted hits' together."""
     if count_cost is None or timed is None or count <= 0:
@@ -128,7 +128,7 @@ def _per_hit_ns(
 
 
 def latency_fields(
-    count: int, total: int, lo: int, hi: int, hist: dict[int, int], cost: ov.ClassCost
+    count: int, total: int, lo: int, hi: int, hist: dict[int, int], cost: ClassCost
 ) -> tuple[Latency, Latency, float | None]:
     """Latencies net of the probes' own cost inside the interval, the raw ones, and the
     ns taken off (None with no call)."""

@@ -28,6 +28,7 @@ from adaptyst_top.collectors.probes.bpf.kernel_btf import BTFError
 from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.collectors.probes.cost.budget import BudgetWatch, budget_text, share_text
 from adaptyst_top.collectors.probes.cost.oncpu import oncpu_offset
+from adaptyst_top.collectors.probes.cost.table import CostTable
 from adaptyst_top.collectors.probes.engine.attach import Attacher
 from adaptyst_top.collectors.probes.engine.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.engine.build import Builder
@@ -68,7 +69,7 @@ class ProbeEngine:
         pid: int | None = None,
         command_path: str | None = None,
         max_attach: int = DEFAULT_MAX_ATTACH,
-        costs: ov.CostTable | None = None,
+        costs: CostTable | None = None,
         budget: float = DEFAULT_BUDGET,
         enforce_budget: bool = False,
         check_environment: bool = True,
@@ -108,7 +109,7 @@ class ProbeEngine:
                 f"{exc}: without the kernel's BTF the agent cannot keep a user's probes "
                 "out of the setuid programs their processes run"
             ) from None
-        self.costs = costs or ov.CostTable()
+        self.costs = costs or CostTable()
         self.budget = budget
         self.enforce_budget = enforce_budget
         self.state = EngineState()

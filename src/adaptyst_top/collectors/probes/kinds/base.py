@@ -5,10 +5,13 @@ and the TUI ask the kind (kinds.KINDS) instead of testing a spec's kind themselv
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import ClassVar, Protocol
 
 from adaptyst_top.collectors.probes.bpf.program import Slot
+from adaptyst_top.collectors.probes.cost.class_cost import ClassCost
 from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo
 from adaptyst_top.collectors.probes.model import ProbeModule, Row
 from adaptyst_top.collectors.probes.safety import entry_safety
@@ -81,6 +84,10 @@ class ProbeKindDef(ABC):
     what: ClassVar[str]
     keys: ClassVar[KeyRules]
     calibration: ClassVar[tuple[CalibrationCase, ...]] = ()
+    # Each cost class its rows may be in, with the figures measured on this kind of
+    # machine (docs/data-flow.md, bench/), used until calibration answers (or where it
+    # cannot run: no gcc, not x86-64) and labelled "default".
+    cost_classes: ClassVar[Mapping[str, ClassCost]] = MappingProxyType({})
     # Its latencies are of some hits only (a budget samples them): the snapshot says how
     # many were timed, and a mean is over those.
     sampled_latency: ClassVar[bool] = False

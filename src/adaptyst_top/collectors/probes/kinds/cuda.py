@@ -11,7 +11,9 @@ CUPTI dropped are counted as [dropped]. Names: device_layer.row_name."""
 
 from __future__ import annotations
 
-from adaptyst_top.collectors.probes.cost import overhead as ov
+from types import MappingProxyType
+
+from adaptyst_top.collectors.probes.cost.class_cost import ClassCost
 from adaptyst_top.collectors.probes.kinds.base import PlanContext
 from adaptyst_top.collectors.probes.kinds.device_layer import DeviceLayerKind, library_path
 from adaptyst_top.collectors.probes.model import ProbeError
@@ -35,8 +37,17 @@ class Cuda(DeviceLayerKind):
     what = "device time of CUDA kernels (CUPTI), for a launched command"
     module = INJECT_MODULE
     provider = PROVIDER
-    timed_class = ov.CUDA_RECORD
-    counted_class = ov.CUDA_COUNT
+    # A kernel's CUPTI record read by the injection library on CUPTI's thread, handed
+    # over timed (its share of a batch's probe hit) or only counted: bench_cuda_records,
+    # on CUPTI's fake (what CUPTI itself adds to a launch is the driver's).
+    timed_class = "cuda-record"
+    counted_class = "cuda-count"
+    cost_classes = MappingProxyType(
+        {
+            timed_class: ClassCost(300.0, 0.0, "default"),
+            counted_class: ClassCost(84.0, 0.0, "default"),
+        }
+    )
     device = "CUDA device"
     exclusive_env = (INJECTION_ENV,)
     noun = "CUDA injection library"

@@ -11,7 +11,9 @@ its semaphores."""
 
 from __future__ import annotations
 
-from adaptyst_top.collectors.probes.cost import overhead as ov
+from types import MappingProxyType
+
+from adaptyst_top.collectors.probes.cost.class_cost import ClassCost
 from adaptyst_top.collectors.probes.kinds.base import PlanContext
 from adaptyst_top.collectors.probes.kinds.device_layer import (
     TIMED,
@@ -40,8 +42,17 @@ class OpenCL(DeviceLayerKind):
     what = "device time of OpenCL kernels, for a launched command"
     module = LAYER_MODULE
     provider = PROVIDER
-    timed_class = ov.OPENCL_KERNEL
-    counted_class = ov.OPENCL_COUNT
+    # A launch timed through the layer (the event's callback, a reference to it and one
+    # USDT hit, none of it inside the device's own start-to-end), and one only counted
+    # (an atomic add, a probe hit per batch): bench_opencl_kernels, what each adds.
+    timed_class = "opencl-kernel"
+    counted_class = "opencl-count"
+    cost_classes = MappingProxyType(
+        {
+            timed_class: ClassCost(470.0, 0.0, "default"),
+            counted_class: ClassCost(110.0, 0.0, "default"),
+        }
+    )
     device = "OpenCL device"
     noun = "OpenCL layer"
     missing = (

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 
 from adaptyst_top.collectors.probes.bpf.program import Slot
 from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.class_cost import ClassCost
 from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo
 from adaptyst_top.collectors.probes.engine.attach_plan import PlanError, plan_uprobes
 from adaptyst_top.collectors.probes.kinds.base import (
@@ -49,6 +51,15 @@ class Uprobe(ProbeKindDef):
         at_in_names=True,
     )
     bpf_object = "uprobe.bpf.o"
+    cost_classes = MappingProxyType(
+        {
+            ov.EMULATED: ClassCost(1500.0, 700.0, "default"),
+            ov.SINGLESTEP: ClassCost(14700.0, 13000.0, "default"),
+            ov.SINGLESTEP_RETIMED: ClassCost(16200.0, 700.0, "default"),
+            ov.UPROBE_OPTIMIZED: ClassCost(1500.0, 700.0, "default"),
+            ov.UNKNOWN: ClassCost(14700.0, 13000.0, "default"),
+        }
+    )
     calibration = (
         CalibrationCase(ov.EMULATED, "push", "uprobe:{bin}:cal_push", 40000),
         CalibrationCase(ov.SINGLESTEP, "lea", "uprobe:{bin}:cal_lea", 6000),

@@ -3,7 +3,10 @@ BEGIN to the matching END per thread (nested pairs last-in, first-out)."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.class_cost import ClassCost
 from adaptyst_top.collectors.probes.elf.binary_strings import binary_strings
 from adaptyst_top.collectors.probes.elf.elf_info import ElfInfo
 from adaptyst_top.collectors.probes.engine.attach_plan import PlanError, PlannedUsdt, plan_usdt
@@ -47,6 +50,14 @@ class Usdt(ProbeKindDef):
         why_most=f"USDT has arguments 1..{USDT_ARGS}",
         why_no_retval="a USDT probe has no @retval",
         at_in_names=False,
+    )
+    cost_classes = MappingProxyType(
+        {
+            ov.USDT: ClassCost(850.0, 0.0, "default"),
+            ov.USDT_PAIR: ClassCost(1700.0, 850.0, "default"),
+            ov.USDT_OPTIMIZED: ClassCost(850.0, 0.0, "default"),
+            ov.USDT_PAIR_OPTIMIZED: ClassCost(1700.0, 850.0, "default"),
+        }
     )
     calibration = (
         CalibrationCase(ov.USDT, "usdt", "usdt:{bin}:adaptyst_cal:hit", 40000),

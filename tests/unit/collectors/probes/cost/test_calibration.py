@@ -9,6 +9,7 @@ import pytest
 
 from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.collectors.probes.cost.calibration import build_calibrator
+from adaptyst_top.collectors.probes.cost.table import CostTable
 from adaptyst_top.collectors.probes.elf.elf_info import entry_bytes, read_elf
 from tests.support.waits import wait_until
 
@@ -76,7 +77,7 @@ def test_sessions_that_start_together_share_one_calibration_child(
 ) -> None:
     from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
 
-    tables = [ov.CostTable() for _ in range(3)]
+    tables = [CostTable() for _ in range(3)]
     runs = [BackgroundCalibration(t) for t in tables]
     wait_until(lambda: len(children) == 1)
     runs[0].close()  # one session gone: the others still wait on the child
@@ -91,13 +92,13 @@ def test_sessions_that_start_together_share_one_calibration_child(
 def test_the_child_is_killed_when_its_last_session_closes(children: list[FakeChild]) -> None:
     from adaptyst_top.collectors.probes.cost.calibration import BackgroundCalibration
 
-    first, second = BackgroundCalibration(ov.CostTable()), BackgroundCalibration(ov.CostTable())
+    first, second = BackgroundCalibration(CostTable()), BackgroundCalibration(CostTable())
     wait_until(lambda: len(children) == 1)
     first.close()
     second.close()
     assert children[0].returncode == -9
     second.wait(10)
-    third = BackgroundCalibration(ov.CostTable())  # after the kill: a child of its own
+    third = BackgroundCalibration(CostTable())  # after the kill: a child of its own
     wait_until(lambda: len(children) == 2)
     children[1].answer()
     third.wait(10)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.table import DEFAULT_COSTS, CostTable
 from adaptyst_top.collectors.probes.kinds import KINDS, kind_of, parse_spec
 from adaptyst_top.collectors.probes.kinds.cuda import (
     BUDGET_ENV,
@@ -87,12 +87,12 @@ def test_its_rows_are_priced_as_records_timed_and_counted() -> None:
     from adaptyst_top.collectors.probes.cost.budget import interval_cost_ns
     from adaptyst_top.collectors.probes.model import Row
 
-    row = Row(0, parse_spec("cuda:*"), "cuda:*", "/inject.so", ov.CUDA_RECORD, 0)
-    row.count_class = ov.CUDA_COUNT
+    row = Row(0, parse_spec("cuda:*"), "cuda:*", "/inject.so", "cuda-record", 0)
+    row.count_class = "cuda-count"
     row.interval_hits, row.interval_timed = 1000, 10
-    timed, counted = ov.DEFAULT_COSTS[ov.CUDA_RECORD], ov.DEFAULT_COSTS[ov.CUDA_COUNT]
+    timed, counted = DEFAULT_COSTS["cuda-record"], DEFAULT_COSTS["cuda-count"]
     assert 0 < counted.per_hit_ns < timed.per_hit_ns
-    assert interval_cost_ns(row, ov.CostTable()) == 10 * timed.per_hit_ns + 990 * counted.per_hit_ns
+    assert interval_cost_ns(row, CostTable()) == 10 * timed.per_hit_ns + 990 * counted.per_hit_ns
 
 
 class _Held:

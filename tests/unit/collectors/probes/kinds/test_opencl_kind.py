@@ -79,14 +79,14 @@ def test_the_sites_programs_file_timed_and_counted_launches_under_one_row() -> N
 def test_a_sampled_rows_cost_is_its_timed_hits_and_its_counted_ones() -> None:
     """The budget prices a kernel row's launches as the layer spends on them: a timed
     one at the timed class's cost, a counted one at the count class's."""
-    from adaptyst_top.collectors.probes.cost import overhead as ov
     from adaptyst_top.collectors.probes.cost.budget import interval_cost_ns
+    from adaptyst_top.collectors.probes.cost.table import DEFAULT_COSTS, CostTable
     from adaptyst_top.collectors.probes.model import Row
 
-    costs = ov.CostTable()
-    row = Row(0, parse_spec("opencl:*"), "opencl:*", "/layer.so", ov.OPENCL_KERNEL, 0)
+    costs = CostTable()
+    row = Row(0, parse_spec("opencl:*"), "opencl:*", "/layer.so", "opencl-kernel", 0)
     row.interval_hits, row.interval_timed = 1000, 10
-    timed, counted = ov.DEFAULT_COSTS[ov.OPENCL_KERNEL], ov.DEFAULT_COSTS[ov.OPENCL_COUNT]
+    timed, counted = DEFAULT_COSTS["opencl-kernel"], DEFAULT_COSTS["opencl-count"]
     assert interval_cost_ns(row, costs) == 1000 * timed.per_hit_ns  # no count class: all timed
-    row.count_class = ov.OPENCL_COUNT
+    row.count_class = "opencl-count"
     assert interval_cost_ns(row, costs) == 10 * timed.per_hit_ns + 990 * counted.per_hit_ns

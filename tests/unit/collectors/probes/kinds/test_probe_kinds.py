@@ -7,7 +7,7 @@ from typing import get_args
 
 import pytest
 
-from adaptyst_top.collectors.probes.cost import overhead as ov
+from adaptyst_top.collectors.probes.cost.table import DEFAULT_COSTS
 from adaptyst_top.collectors.probes.kinds import (
     KINDS,
     KINDS_HELP,
@@ -37,7 +37,7 @@ def test_each_kinds_calibration_parses_to_that_kind_and_a_known_class(kind: obje
     for case in kind.calibration:
         spec = parse_spec(case.spec.format(bin="/usr/bin/true"))
         assert kind_of(spec) is kind
-        assert case.cost_class in ov.DEFAULT_COSTS and case.calls > 0
+        assert case.cost_class in DEFAULT_COSTS and case.calls > 0
     assert {c.cost_class for c in calibration_cases()} >= {c.cost_class for c in kind.calibration}
 
 
@@ -73,3 +73,22 @@ def test_a_key_suffix_follows_its_kinds_rules() -> None:
     with pytest.raises(ProbeSpecError, match=r"1\.\.6"):
         parse_spec("uprobe:c:f@arg7")
     assert parse_spec("usdt:/x:p:n@arg12").arg == 12
+
+
+def test_each_cost_class_is_declared_by_one_kind_with_its_default() -> None:
+    """A kind's cost classes live on the kind: every class it calibrates or puts its rows
+    in is one it declares, with a default figure, and no two kinds declare the same."""
+    from adaptyst_top.collectors.probes.cost.table import DEFAULT_COSTS, CostTable
+    from adaptyst_top.collectors.probes.kinds import KINDS
+    from adaptyst_top.collectors.probes.kinds.device_layer import DeviceLayerKind
+
+    declared = [c for k in KINDS.values() for c in k.cost_classes]
+    assert len(declared) == len(set(declared)) == len(DEFAULT_COSTS)
+    for kind in KINDS.values():
+        assert kind.cost_classes, kind.name
+        assert {c.cost_class for c in kind.calibration} <= set(kind.cost_classes), kind.name
+        if isinstance(kind, DeviceLayerKind):
+            assert {kind.timed_class, kind.counted_class} <= set(kind.cost_classes)
+        for name, cost in kind.cost_classes.items():
+            assert cost.source == "default" and cost.per_hit_ns > 0 <= cost.in_interval_ns
+            assert CostTable().get(name) is cost
