@@ -147,7 +147,7 @@ def test_her_first_request_takes_the_spares_and_none_outlives_the_agent(
         assert wait_until(lambda: {"opener", "parser"} <= set(spares()), 10.0)
         left = set(spares().values())
         agent.stop(sig)
-        assert wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in left), 5.0)
+        assert wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in left), 15.0)
     finally:
         agent.stop()
 

@@ -20,6 +20,7 @@ import pytest
 from adaptyst_top.agent.exporter.collector import LATENCY_BOUNDS_NS, cumulative_buckets
 from adaptyst_top.runtime.remote.client import AgentConnection
 from adaptyst_top.snapshot.histogram import bucket_of
+from tests.support.kernel_tick import tick_ns
 from tests.support.marks import requires_root
 from tests.system.agent.test_agent import (  # noqa: F401 - fixtures
     Agent,
@@ -214,9 +215,10 @@ def test_a_real_prometheus_scrapes_probes_devices_and_the_agent(
         # Joules beside the latencies, by the agent's power model, as the user saw them.
         joules, method, cpu_ns = got["energy"]  # type: ignore[misc]
         # Its calls' on-CPU time is the thread's (less the little it does between them):
-        # under load a busy wait of 0.27 s runs less than that on a CPU.
+        # under load a busy wait of 0.27 s runs less than that on a CPU, and a call that
+        # moved CPUs is read off by up to a tick on each side (seen: +2%, one tick).
         assert method == "estimate-oncpu" and joules > 0, got
-        assert 0.9 * ran <= cpu_ns <= ran * 1.01, (cpu_ns, ran)
+        assert 0.9 * ran <= cpu_ns <= ran * 1.01 + 2 * tick_ns(), (cpu_ns, ran)
         prom.until(
             lambda: (
                 prom.value(
