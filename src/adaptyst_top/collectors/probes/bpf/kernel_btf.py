@@ -100,3 +100,27 @@ def _find(btf: int, type_id: int, member: str) -> int | None:
             if found is not None:
                 return int(bits + found)
     return None
+
+
+def struct_layout(path: str, struct_name: str) -> tuple[int, dict[str, int]]:
+    """`struct STRUCT_NAME` in PATH's BTF (a compiled object's, or the kernel's): its size
+    and each named member's byte offset, for checking a layout both sides declare."""
+    so = libbpf.lib()
+    btf = so.btf__parse(path.encode(), None)
+    if not btf:
+        raise BTFError(f"{path}: cannot be read as BTF")
+    try:
+        tid = so.btf__find_by_name_kind(btf, struct_name.encode(), _STRUCT)
+        t = so.btf__type_by_id(btf, tid) if tid > 0 else None
+        if not t:
+            raise BTFError(f"{path} has no struct {struct_name}")
+        info, size = ct.c_uint32.from_address(t + 4).value, ct.c_uint32.from_address(t + 8).value
+        bitfields = bool(info & 0x80000000)
+        members = {}
+        for i in range(info & 0xFFFF):
+            name_off, _, offset = _MEMBER.from_address(t + _TYPE_HEAD + 12 * i)
+            name = so.btf__name_by_offset(btf, name_off).decode()
+            members[name] = (offset & 0xFFFFFF if bitfields else offset) // 8
+        return size, members
+    finally:
+        so.btf__free(btf)

@@ -3,7 +3,8 @@
  * includes this and adds its entry points; the attach cookie tells which probe fired.
  * What varies per module (whose processes count, kernel offsets, map sizes) is set by
  * user space before load: `cfg` below and each map's max_entries and flags.
- * bpf_program.py keeps the same constants and layouts for the Python side. */
+ * bpf/program.py keeps the same constants for the Python side; the structs are
+ * generated from bpf/layouts.py (structs.h). */
 #ifndef ADAPTYST_MODULE_H
 #define ADAPTYST_MODULE_H
 
@@ -25,28 +26,11 @@ enum { ARG_AUTO = 0, ARG_INT = 1, ARG_STR = 2 };
 enum { ERR_MAP_FULL = 0, ERR_TOO_DEEP = 1, ERR_NO_ENTRY = 2, ERR_BAD_COUNT = 3, ERR_BAD_TIME = 4,
        NERRORS = 5 };
 
-/* Set before load (read-only data: the verifier prunes what a module does not use). */
-struct module_config {
-    struct confine_config confine;   /* whose processes count (theirs.h) */
-    u32 oncpu;          /* 1: measure each call's on-CPU time */
-    u32 oncpu_at;       /* task_struct: se.exec_start, se.sum_exec_runtime side by side */
-    u32 keyed;          /* 1: a slot's key comes from slot_cfg */
-    u32 pad;
-};
+#include "structs.h"  /* the structs user space reads too (layouts.py) */
+
 const volatile struct module_config cfg = {};
 
 static __always_inline int theirs(void) { return theirs_in(&cfg.confine); }
-
-struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
-struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; u64 oncpu; };
-struct hkey { struct skey k; u32 bucket; u32 pad; };
-struct tkey { u64 tid; u32 chain; u32 pad; };
-/* retimed: ts was taken again past a single-stepped entry (kinds/uprobe.bpf.c). */
-struct frame { u64 ts; u64 sp; u64 se[2]; u32 cpu; u32 retimed; struct skey k; };
-struct stack { u32 depth; u32 over; struct frame f[MAX_DEPTH]; };
-/* A slot: its @argN (0: none), how it is read, whether @retval; a USDT pair's chain,
- * and the slot whose row (keys, gate) its hits are filed under. */
-struct slot_cfg { u32 arg; u32 arg_type; u32 retval; u32 chain; u32 row; u32 pad; };
 
 /* max_entries and flags of each are set per module before load. */
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct skey); __type(value, struct stat);

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adaptyst_top.collectors.probes.bpf.layouts import ctype
 from adaptyst_top.collectors.probes.bpf.libbpf import BPF_TRACE_UPROBE_MULTI, BpfObject
 from adaptyst_top.collectors.probes.bpf.program import (
     ARG_TYPES,
     KEYLEN,
-    MAX_DEPTH,
     MAX_THREADS,
     MULTI_AFTER,
     MULTI_ENTRY,
@@ -32,7 +32,6 @@ from adaptyst_top.collectors.probes.bpf.program import (
 )
 from adaptyst_top.collectors.probes.elf.usdt_args import UsdtArg
 from adaptyst_top.collectors.probes.safety.confinement import (
-    ConfineConfig,
     Confinement,
     confine_config,
 )
@@ -68,59 +67,13 @@ _PT_REGS = (
 _u8, _u32, _u64 = ct.c_uint8, ct.c_uint32, ct.c_uint64
 
 
-class SKey(ct.Structure):
-    _fields_ = [("slot", _u32), ("kind", _u32), ("num", _u64), ("str", ct.c_char * KEYLEN)]
+# The structs both sides read, from their one declaration (layouts.py).
+SKey, Stat, HKey, TKey = ctype("skey"), ctype("stat"), ctype("hkey"), ctype("tkey")
+Frame, Stack, SlotCfg, ArgLoc = ctype("frame"), ctype("stack"), ctype("slot_cfg"), ctype("arg_loc")
+ModuleConfig = ctype("module_config")
 
 
-class Stat(ct.Structure):
-    _fields_ = [(n, _u64) for n in ("count", "sum", "min", "max", "buckets", "oncpu")]
-
-
-class HKey(ct.Structure):
-    _fields_ = [("k", SKey), ("bucket", _u32), ("pad", _u32)]
-
-
-class TKey(ct.Structure):
-    _fields_ = [("tid", _u64), ("chain", _u32), ("pad", _u32)]
-
-
-class Frame(ct.Structure):
-    _fields_ = [
-        ("ts", _u64),
-        ("sp", _u64),
-        ("se", _u64 * 2),
-        ("cpu", _u32),
-        ("retimed", _u32),
-        ("k", SKey),
-    ]
-
-
-class Stack(ct.Structure):
-    _fields_ = [("depth", _u32), ("over", _u32), ("f", Frame * MAX_DEPTH)]
-
-
-class SlotCfg(ct.Structure):
-    _fields_ = [(n, _u32) for n in ("arg", "arg_type", "retval", "chain", "row", "pad")]
-
-
-class ArgLoc(ct.Structure):
-    """`struct arg_loc` of kinds/usdt.bpf.c: one USDT argument's place."""
-
-    _fields_ = [
-        ("kind", _u32),
-        ("size", _u32),
-        ("is_signed", _u32),
-        ("reg", ct.c_int32),
-        ("base", ct.c_int32),
-        ("index", ct.c_int32),
-        ("scale", _u32),
-        ("pad", _u32),
-        ("disp", ct.c_int64),
-        ("value", _u64),
-    ]
-
-
-def arg_loc(a: UsdtArg) -> ArgLoc:
+def arg_loc(a: UsdtArg) -> ct.Structure:
     def at(reg: str | None) -> int:
         return -1 if reg is None else 8 * _PT_REGS.index(reg)
 
@@ -141,7 +94,7 @@ class CorePlan:
     and the USDT argument places the cookies point into."""
 
     programs: dict[str, tuple[str, int]] = field(default_factory=dict)
-    locs: list[ArgLoc] = field(default_factory=list)
+    locs: list[ct.Structure] = field(default_factory=list)
     retimed: bool = False  # a slot's interval starts past its single-stepped entry
 
 
@@ -165,16 +118,6 @@ def core_plan(slots: list[Slot]) -> CorePlan:
     return plan
 
 
-class ModuleConfig(ct.Structure):
-    _fields_ = [
-        ("confine", ConfineConfig),
-        ("oncpu", _u32),
-        ("oncpu_at", _u32),
-        ("keyed", _u32),
-        ("pad", _u32),
-    ]
-
-
 MAP_TYPES: dict[str, tuple[Any, Any]] = {
     "stats": (SKey, Stat),
     "hist": (HKey, _u64),
@@ -188,7 +131,7 @@ MAP_TYPES: dict[str, tuple[Any, Any]] = {
 }
 
 
-def config(confine: Confinement | None, oncpu_at: int | None, keyed: bool) -> ModuleConfig:
+def config(confine: Confinement | None, oncpu_at: int | None, keyed: bool) -> ct.Structure:
     c = ModuleConfig(confine_config(confine))
     if oncpu_at is not None:
         c.oncpu, c.oncpu_at = 1, oncpu_at

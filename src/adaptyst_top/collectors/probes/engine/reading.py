@@ -11,7 +11,7 @@ import struct
 from typing import Any
 
 from adaptyst_top.collectors.probes.bpf.keys import Stats, hashed_name, merge_stats
-from adaptyst_top.collectors.probes.bpf.program import KEYLEN
+from adaptyst_top.collectors.probes.bpf.layouts import struct_format
 from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.collectors.probes.model import (
     KERNEL_ERRORS,
@@ -20,9 +20,8 @@ from adaptyst_top.collectors.probes.model import (
     Row,
 )
 
-# struct hkey { struct skey k { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
-# u32 bucket; u32 pad; } and its u64 count, as bpf_program.PRELUDE lays them out.
-_HKEY = struct.Struct(f"<IIQ{KEYLEN}sII")
+# struct hkey (slot, kind, num, str; bucket, pad) and its u64 count, from bpf/layouts.py.
+_HKEY = struct.Struct(struct_format("hkey"))
 _COUNT = struct.Struct("<Q")
 _INDEX = struct.Struct("<I")  # an array map's key
 _BUCKET = struct.Struct("<II")  # an hkey's bucket and pad, after its skey

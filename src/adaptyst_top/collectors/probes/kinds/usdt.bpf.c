@@ -8,9 +8,6 @@
 #define NO_ARGS 0xffffffff
 enum { LOC_NONE = 0, LOC_CONST = 1, LOC_REG = 2, LOC_MEM = 3 };   /* module_object.LOC_* */
 
-/* reg, base, index: byte offsets into struct pt_regs (-1: none). */
-struct arg_loc { u32 kind; u32 size; u32 is_signed; s32 reg; s32 base; s32 index; u32 scale;
-                 u32 pad; s64 disp; u64 value; };
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, struct arg_loc);
          __uint(max_entries, 1); } args SEC(".maps");
 
