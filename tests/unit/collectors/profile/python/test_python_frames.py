@@ -21,7 +21,7 @@ from adaptyst_top.collectors.profile.python.names import CodeNames, qualname_at
 from adaptyst_top.collectors.profile.python.offsets import OFFSETS
 from adaptyst_top.collectors.profile.sampler import PY_FRAMES, Event, decode, encode
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 
 
 class Outer:
