@@ -25,6 +25,7 @@ from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
 from tests.support.shares import share_bound
+from tests.support.spin import BUSY_LOOP, guarded
 from tests.support.workload import build_c
 from tests.system.agent import test_agent
 from tests.system.agent.test_agent import (
@@ -211,7 +212,7 @@ def test_mutated_binaries_stop_neither_the_agent_nor_another_users_profile(
     agent: Agent, users: tuple[User, User], shared: Path, cases: Path
 ) -> None:
     alice, bob = users
-    bob_target = _as(bob, "/bin/sh", "-c", "while :; do :; done")
+    bob_target = _as(bob, *guarded(BUSY_LOOP))
     bob_folder = _folder_of(bob, shared)
     bob_rec = bob_folder / "rec.jsonl"
     runner = f'for f in {cases}/case*; do "$f"; done; echo ran'

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
@@ -11,6 +10,7 @@ from adaptyst_top.collectors.probes.cost import overhead as ov
 from adaptyst_top.collectors.probes.cost.calibration import build_calibrator, calibrate
 from tests.support.bpf_objects import none_left
 from tests.support.marks import requires_root
+from tests.support.spin import BUSY_LOOP, spin
 
 # serial: times each probe class
 pytestmark = pytest.mark.serial
@@ -42,7 +42,7 @@ def test_a_busy_node_does_not_inflate_what_a_probe_costs_inside_a_call(tmp_path)
     binary = build_calibrator(tmp_path)
     quiet = calibrate(binary).get(ov.SINGLESTEP).in_interval_ns
     cpus = len(os.sched_getaffinity(0))
-    loops = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(cpus)]
+    loops = [spin(BUSY_LOOP) for _ in range(cpus)]
     try:
         busy = calibrate(binary).get(ov.SINGLESTEP).in_interval_ns
     finally:

@@ -17,6 +17,7 @@ from tests.support.bpf_objects import none_left
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
+from tests.support.spin import BUSY_LOOP, spin
 from tests.support.workload import build_c
 from tests.system.ebpf.test_python_frames import INTERPRETERS, version_of
 
@@ -324,7 +325,7 @@ def test_time_waiting_for_a_busy_core_is_runnable_not_blocked(
     """The target and a busy loop share one core: the target's waits for it are
     preempted (runnable) time, and its sleeper's are blocked time as it summed them."""
     cpu = sorted(os.sched_getaffinity(0))[0]
-    hog = subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c", "while :; do :; done"])
+    hog = spin(["taskset", "-c", str(cpu), *BUSY_LOOP])
     rec = tmp_path / "rec.jsonl"
     try:
         proc = subprocess.run(
@@ -370,7 +371,7 @@ def test_blocked_time_is_charged_only_to_the_stack_that_blocked(tmp_path: Path) 
     not copied was charged to the last copy, wherever that was)."""
     target = build_c(TARGETS / "blocks_in_one.c", tmp_path, "-O2", "-fomit-frame-pointer")
     cpu = sorted(os.sched_getaffinity(0))[0]
-    hog = subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c", "while :; do :; done"])
+    hog = spin(["taskset", "-c", str(cpu), *BUSY_LOOP])
     rec = tmp_path / "rec.jsonl"
     try:
         proc = subprocess.run(

@@ -23,6 +23,7 @@ import pytest
 from tests.support.bpf_objects import none_left
 from tests.support.marks import requires_root
 from tests.support.paths import REPO
+from tests.support.spin import BUSY_LOOP, spin
 from tests.system.agent.test_agent import with_the_units_capabilities
 
 pytestmark = [pytest.mark.ebpf, requires_root]
@@ -198,7 +199,7 @@ def test_the_unit_probes_a_users_program_in_tmp(
         assert r[0] == [3000], r
         # Its exec, seen by the agent mid-way, once read as not dumpable and ended the
         # probes (13 of 20 runs beside a busy suite): every run counts every call.
-        hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
+        hogs = [spin(BUSY_LOOP) for _ in range(2)]
         try:
             runs = [
                 launch(cli, sock, user, "uprobe:c:getppid", [str(prog), "ppid", "30"])

@@ -13,6 +13,7 @@ import pytest
 
 from adaptyst_top.collectors.energy.probes import ProbeEnergy
 from adaptyst_top.snapshot import DeviceReading, ProbeEntry
+from tests.support.spin import spin
 
 # --- the split alone ---------------------------------------------------------------------
 
@@ -119,7 +120,7 @@ def test_two_users_nested_rows_never_claim_more_than_their_processes_ran() -> No
 def test_a_sessions_processes_cpu_time_is_what_they_ran_since_last_asked() -> None:
     from adaptyst_top.collectors.energy.scope_cpu import TICK_NS, ScopeCpu
 
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    spinner = spin([sys.executable, "-c", "while True: pass"])
     napper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         time.sleep(0.2)  # both started
