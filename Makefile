@@ -27,10 +27,16 @@ BARE := ./scripts/no_compiler.sh
 test: setup lint typecheck
 	./scripts/reachable.sh $(MAKE) --no-print-directory test-suite
 
+# Coverage (pyproject.toml's [tool.coverage]) is measured in the parallel and builds runs,
+# not in the serial one, whose tests measure time and CPU.
 test-suite:
-	$(BARE) $(PY) -m pytest $(PARALLEL) -m "not serial and not builds" --require-ebpf-if-root \
-		--durations=25
-	$(PY) -m pytest $(PARALLEL) -m "builds and not serial" --require-ebpf-if-root --durations=10
+	@cov=$$(mktemp -d /tmp/adt-coverage.XXXXXX) && trap 'rm -rf "$$cov"' EXIT && chmod 1777 $$cov \
+	&& export ADT_COVERAGE_DIR=$$cov \
+	&& set -x && $(BARE) $(PY) -m pytest $(PARALLEL) -m "not serial and not builds" \
+		--require-ebpf-if-root --durations=25 --cov --cov-report= \
+	&& $(PY) -m pytest $(PARALLEL) -m "builds and not serial" --require-ebpf-if-root \
+		--durations=10 --cov --cov-append --cov-report= \
+	&& $(PY) scripts/coverage_summary.py $$cov/.coverage
 	$(BARE) $(PY) -m pytest -m serial --durations=25
 	$(MAKE) --no-print-directory test-stock
 
