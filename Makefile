@@ -28,9 +28,12 @@ test: setup lint typecheck
 	./scripts/reachable.sh $(MAKE) --no-print-directory test-suite
 
 # Coverage (pyproject.toml's [tool.coverage]) is measured in the parallel and builds runs,
-# not in the serial one, whose tests measure time and CPU.
+# not in the serial one, whose tests measure time and CPU. Its data folder is one every
+# user may write in (tests run the CLI as users they make), under a random name in a
+# folder no one else may list.
 test-suite:
-	@cov=$$(mktemp -d /tmp/adt-coverage.XXXXXX) && trap 'rm -rf "$$cov"' EXIT && chmod 1777 $$cov \
+	@top=$$(mktemp -d /tmp/adt-coverage.XXXXXX) && trap 'rm -rf "$$top"' EXIT \
+	&& chmod 0711 $$top && cov=$$(mktemp -d $$top/XXXXXXXXXX) && chmod 1777 $$cov \
 	&& export ADT_COVERAGE_DIR=$$cov \
 	&& set -x && $(BARE) $(PY) -m pytest $(PARALLEL) -m "not serial and not builds" \
 		--require-ebpf-if-root --durations=25 --cov --cov-report= \

@@ -7,6 +7,7 @@ processes and the Python processes they started), and the modules under 50%.
 from __future__ import annotations
 
 import json
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -18,7 +19,14 @@ LOW = 50.0
 
 def main(data_file: str) -> int:
     cov = coverage.Coverage(data_file=data_file)
-    cov.combine(keep=False)  # what processes wrote after pytest-cov's own combine
+    # What processes wrote after pytest-cov's own combine: regular files only (the folder
+    # is writable by all; a FIFO there would hang the combine).
+    folder = Path(data_file).parent
+    late = [
+        str(p) for p in folder.glob(Path(data_file).name + ".*") if stat.S_ISREG(p.lstat().st_mode)
+    ]
+    if late:
+        cov.combine(data_paths=late, keep=False)
     cov.load()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "coverage.json"

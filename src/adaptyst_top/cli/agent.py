@@ -130,6 +130,7 @@ def _export(agent: Agent, args: argparse.Namespace, settings: AgentSettings) -> 
         energy_period_s=settings.metrics_energy_period_s,
     )
     registry = metrics_export.registry_for(collector)
+    agent.exports_probes = settings.probe_metrics != "none"
     stops = []
     if args.metrics:
         stops.append(metrics_export.serve(registry, args.metrics))

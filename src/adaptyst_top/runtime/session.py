@@ -56,10 +56,10 @@ class Session:
     profiler: Profiler | None = None  # the hub's, closed with it
     launch_notes: tuple[str, ...] = ()  # what launching the command said, not told yet
     python_control: PythonControl | None = None  # python: probes added while it runs
-    # The last snapshot taken (what its user saw last), for readers between ticks such as
-    # the agent's exporter; with the histograms when keep_hist is set.
+    # The last snapshot taken (before any view of it is filtered), histograms included,
+    # kept only for the agent's exporter (exported), which reads it between ticks.
     last: Snapshot | None = None
-    keep_hist: bool = False  # set by the agent when its exporter reads them
+    exported: bool = False
     devices_at_start: bool = False  # the device sweep starts once the command runs
     _exit_told: bool = False
     _log_told: bool = False
@@ -85,12 +85,13 @@ class Session:
         if self.profiler is not None and self.child is not None and self.child.poll() is not None:
             self.profiler.drain()  # the command's last events in its last snapshot
         # The advisor reads an interval's median from the histograms' growth.
-        snap = self.hub.snapshot(with_hist or self.placement is not None or self.keep_hist)
+        snap = self.hub.snapshot(with_hist or self.placement is not None or self.exported)
         if self.placement is not None:
             part = self.placement.update(snap)
             snap = replace(snap, tasks=part.tasks, advice=part.advice, advisor=part.advisor)
         snap = self._with_command(snap)
-        self.last = snap
+        if self.exported:
+            self.last = snap
         if not with_hist and any(p.hist is not None for p in snap.probes):
             # Asked for another reader's sake only (the advisor, the exporter).
             snap = replace(snap, probes=tuple(replace(p, hist=None) for p in snap.probes))

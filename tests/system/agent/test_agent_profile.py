@@ -25,7 +25,7 @@ from tests.support.cli import CLI
 from tests.support.marks import requires_root
 from tests.support.paths import TARGETS
 from tests.support.shares import share_bound
-from tests.support.spin import BUSY_LOOP, guarded
+from tests.support.spin import BUSY_LOOP, guarded, wait_exec
 from tests.support.workload import build_c
 from tests.system.agent import test_agent
 from tests.system.agent.test_agent import (
@@ -213,6 +213,7 @@ def test_mutated_binaries_stop_neither_the_agent_nor_another_users_profile(
 ) -> None:
     alice, bob = users
     bob_target = _as(bob, *guarded(BUSY_LOOP))
+    wait_exec(bob_target.pid)  # its PID is the loop's, not setpriv's
     bob_folder = _folder_of(bob, shared)
     bob_rec = bob_folder / "rec.jsonl"
     runner = f'for f in {cases}/case*; do "$f"; done; echo ran'

@@ -129,10 +129,11 @@ class Prometheus:
 @pytest.fixture
 def exporting_agent(shared: Path, tmp_path: Path) -> Iterator[tuple[Agent, str, Path]]:  # noqa: F811
     config = shared / "agent-metrics.toml"
-    # A user's own joules fresh here, to compare with the scrape's (by default they are
-    # released at minute boundaries: tests/system/agent/test_agent_energy_view.py).
+    # A user's own joules fresh here, and the exporter's, to compare the two (by default
+    # both are released at minute boundaries: tests/system/agent/test_agent_energy_view.py).
     config.write_text(
         'probe_metrics = "all"\ncpu_power_model = "10:90"\nuser_energy_period_s = 0.0\n'
+        "metrics_energy_period_s = 0.0\n"
     )
     listen = f"127.0.0.1:{free_port()}"
     textdir = tmp_path / "textfile"

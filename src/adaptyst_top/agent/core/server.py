@@ -99,6 +99,7 @@ class Agent:
         heap.bound_arenas()
         self.admin_gid = admin_gid
         self.settings = settings or AgentSettings()
+        self.exports_probes = False  # set when an exporter reads the sessions
         try:
             self.energy_gids = frozenset(
                 grp.getgrnam(g).gr_gid for g in self.settings.energy_groups
@@ -341,9 +342,8 @@ class Agent:
             pid = self._node_pid(peer, pid)
         if pid is not None and (why := hold_and_check(peer, client.target, pid)):
             raise SessionError(why)
-        pinned = (
-            None if peer.privileged else PinnedFiles(reader_for(peer))
-        )  # opened, parsed as them
+        # Their files opened and parsed as them.
+        pinned = None if peer.privileged else PinnedFiles(reader_for(peer))
         try:
             for spec in probes:
                 self._check_spec(peer, spec, pid, pinned)
@@ -391,7 +391,7 @@ class Agent:
         if opts.target.pid is not None and (why := may_probe(client.peer, opts.target.pid)):
             session.close()
             raise SessionError(why)
-        session.keep_hist = self.settings.probe_metrics != "none"
+        session.exported = self.exports_probes
         return session
 
     def _account(self, peer: Peer) -> AttachAccount:

@@ -147,6 +147,11 @@ class AgentCollector(Collector):
         self.energy_period_s = energy_period_s
         self._held: tuple[float, dict[str, tuple[float | None, float | None]], JobTotals] | None
         self._held = None
+        # A probe row's joules as published at the last period's start (by its label
+        # values): a row's share of the CPU's counter, with its own on-CPU time and
+        # /proc/stat, gives the counter, so it is held to the same period.
+        self._probe_j: dict[tuple[str, ...], tuple[float, str]] = {}
+        self._fresh = False
         self.probes = probes
         self.export = export
         self.max_series = max_series
@@ -201,6 +206,7 @@ class AgentCollector(Collector):
         if self._held is None or now - self._held[0] >= self.energy_period_s:
             figures = {d.id: (d.power_w, d.energy_j) for d in devices}
             self._held = (now, figures, dict(self.job_energy.totals))
+            self._fresh = True
         _, figures, jobs = self._held
         held = []
         for d in devices:
@@ -383,10 +389,17 @@ class AgentCollector(Collector):
         for src in sources:
             if src.overhead_share is not None:
                 overhead.add_metric([self.node, src.user, src.job or ""], src.overhead_share)
+        if self._fresh:
+            self._fresh = False
+            self._probe_j = {
+                tuple(values): (p.energy_j, p.energy_method)
+                for _, values, p in rows
+                if p.energy_j is not None and p.energy_method is not None
+            }
         for _rate, values, p in rows:
             calls.add_metric(values, float(p.count))
-            if p.energy_j is not None and p.energy_method is not None:
-                energy.add_metric([*values, p.energy_method], p.energy_j)
+            if (held := self._probe_j.get(tuple(values))) is not None:
+                energy.add_metric([*values, held[1]], held[0])
             if p.hist is not None and p.latency.mean_ns is not None:
                 off = 0.0
                 if p.raw is not None and p.raw.mean_ns is not None:

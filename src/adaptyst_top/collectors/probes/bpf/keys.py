@@ -89,7 +89,7 @@ UNREADABLE = "<unreadable>"
 Key = str | int | None
 
 
-# Where a user-space string can be: as bpf_program.PRELUDE's USER_PTR says.
+# Where a user-space string can be: as bpf/module.h's USER_PTR says.
 USER_SPACE = (0x10000, 1 << 47)
 
 

@@ -199,7 +199,9 @@ static __always_inline int push_frame(u32 chain, struct skey *k, u64 sp) {
 static __always_inline void no_entry(void) {
     if (theirs()) count_error(ERR_NO_ENTRY);
 }
-/* bpf_program.py's pop_frame_as says what each argument means. */
+/* Ends the call on top of CHAIN's stack and records its time: SLOT must be the frame's
+ * (NO_SLOT: any), RET_SP the stack pointer its return lands on (0: unchecked); with
+ * BY_RET the key is the return value RV read as TYPE (IP for a string's reader). */
 static __always_inline int pop_frame_as(u32 chain, u32 slot, u64 ret_sp, int by_ret, u64 rv,
                                         int type, u64 ip) {
     u64 now = bpf_ktime_get_ns();
@@ -240,7 +242,7 @@ static __always_inline void add_count(struct skey *k, u64 n) {
  * on a device's own clock (UNTIMED, or past a day: counted only, so that no sum of the
  * target's word wraps), filed under its name in SLOT's row. */
 #define BATCH_MAX 64
-#define UNTIMED 0xffffffffffffffffULL   /* bpf_program.UNTIMED */
+#define UNTIMED 0xffffffffffffffffULL   /* bpf/program.py's UNTIMED */
 #define MAX_TIMED_NS (1ULL << 46)
 struct timed_rec { u64 name; u64 device; u64 on_cpu; };
 static __always_inline int file_batch(struct pt_regs *ctx, u32 slot, u64 p, u64 n) {

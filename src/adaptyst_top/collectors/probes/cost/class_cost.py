@@ -8,7 +8,7 @@ from dataclasses import dataclass
 LEAST_KEPT = 0.75
 
 
-@dataclass
+@dataclass(frozen=True)  # shared: each kind's defaults, every table's entries
 class ClassCost:
     """Per-hit cost of one class with this tool's handlers, in ns."""
 

@@ -10,10 +10,10 @@
 #include <time.h>
 
 #define KEY_LEN 32       /* the probes' string key, its NUL included */
-#define BATCH 64         /* timed records handed over at once: bpf_program's BATCH_MAX */
+#define BATCH 64         /* timed records handed over at once: bpf/module.h's BATCH_MAX */
 #define UNTIMED UINT64_MAX /* a record's device_ns when it was counted, not timed */
 
-/* A timed launch as the probe's file_batch reads it (bpf_program's struct timed_rec):
+/* A timed launch as the probe's file_batch reads it (bpf/module.h's struct timed_rec):
  * three 64-bit words. on_cpu: 1 when the device is the host's CPU. */
 struct timed {
     const char *name;

@@ -49,7 +49,7 @@ class Python(DeviceLayerKind):
     noun = "Python layer"
     host_time = True
     # Every call is timed; a time the program handed over past a day is counted only
-    # (bpf/program.py's file_batch): the means are over the timed ones.
+    # (bpf/module.h's file_batch): the means are over the timed ones.
     sampled_latency = True
     missing = "this install has no Python layer (built with sys/sdt.h: make setup)"
 

@@ -106,7 +106,7 @@ SEC("uprobe") int usdt_add(struct pt_regs *ctx) {
 /* A device layer's name(key, whole) site: a name longer than a key (its first bytes and
  * a hash: layer_common.h's key_text), told whole once. Kept here, by its key, for user
  * space to show the whole name (so that a process gone meanwhile keeps it too). */
-#define WHOLE_LEN 256   /* bpf_program.WHOLE_LEN: a longer name is cut, never wrong */
+#define WHOLE_LEN 256   /* bpf/program.py's WHOLE_LEN: a longer name is cut, never wrong */
 struct whole { char s[WHOLE_LEN]; };
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, char[KEYLEN]); __type(value, struct whole);
          __uint(max_entries, 1); } names SEC(".maps");
