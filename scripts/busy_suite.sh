@@ -1,10 +1,11 @@
 #!/bin/bash
-# The suite on a busy machine (issues #52, #76): a fresh clone of this checkout in
-# /tmp/adt-busy (other users must reach it: see docs/development.md), busy loops beside
-# it (one per core unless --loops N), and with --uprobe another tool's uprobe program
-# on libc's clock_nanosleep (bpftrace), then `make test`, --runs N times in a row (a
-# fresh clone each). Prints each run's make status and wall time; the logs are
-# /tmp/adt-busy.N.log. Stops at the first failing run. As root, as CI runs the suite.
+# The suite on a busy machine (issues #52, #76): a fresh clone of this checkout in a new
+# folder under /tmp (mktemp: other users must reach it, see docs/development.md, and
+# none may have made it first), busy loops beside it (one per core unless --loops N),
+# and with --uprobe another tool's uprobe program on libc's clock_nanosleep (bpftrace),
+# then `make test`, --runs N times in a row (a fresh clone each). Prints each run's make
+# status and wall time, and where its log is. Stops at the first failing run. As root,
+# as CI runs the suite.
 #   scripts/busy_suite.sh [--uprobe] [--loops N] [--runs N]
 set -u
 src=$(git rev-parse --show-toplevel)
@@ -18,9 +19,10 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-clone=/tmp/adt-busy
+work=$(mktemp -d /tmp/adt-busy.XXXXXX) && chmod 0755 "$work" || exit 1
+clone=$work/clone
 pids=()
-trap 'kill -INT "${pids[@]}" 2>/dev/null; kill "${pids[@]}" 2>/dev/null' EXIT
+trap 'kill -INT "${pids[@]}" 2>/dev/null; kill "${pids[@]}" 2>/dev/null; rm -rf "$clone"' EXIT
 for _ in $(seq "$loops"); do
     sh -c 'while :; do :; done' &
     pids+=($!)
@@ -32,7 +34,7 @@ if [ "$uprobe" = 1 ]; then
     sleep 5  # attached before the suite starts
 fi
 for run in $(seq "$runs"); do
-    log=/tmp/adt-busy.$run.log
+    log=$work/$run.log
     rm -rf "$clone"
     git clone -q "$src" "$clone" && chmod 0755 "$clone" || exit 1
     start=$(date +%s)

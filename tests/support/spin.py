@@ -1,17 +1,25 @@
-"""Busy loops and other helpers a test starts that would otherwise run on after it:
-each dies with the process that started it (PR_SET_PDEATHSIG through util-linux's
-setpriv, kept across the exec), so a killed run (SIGKILL, a timeout) leaves none
-spinning on the node."""
+"""What a test's own helper processes need: busy loops and other helpers that would
+otherwise run on after it die with the process that started them (PR_SET_PDEATHSIG
+through util-linux's setpriv, kept across the exec), so a killed run (SIGKILL, a
+timeout) leaves none spinning on the node; and an environment without coverage's."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import time
+from collections.abc import Mapping
 from typing import Any
 
 BUSY_LOOP = ["sh", "-c", "while :; do :; done"]
 SETPRIV = "/usr/bin/setpriv"
+
+
+def without_coverage(env: Mapping[str, str]) -> dict[str, str]:
+    """ENV less what starts coverage in a Python process (make test's `patch =
+    subprocess`): for a target whose exact output a test checks and whose exit coverage
+    cannot follow (its working folder removed)."""
+    return {k: v for k, v in env.items() if not k.startswith("COVERAGE_")}
 
 
 def guarded(argv: list[str]) -> list[str]:
