@@ -45,9 +45,10 @@ test-suite:
 
 # The TUI's tests with tui/textual_private.py's switch on: what users get where a
 # Textual without the private names the fast paths read is installed. By folder: the
-# pilot's tests and the real terminal's.
+# pilot's tests, the widgets' (the fast table) and the real terminal's.
 test-stock: setup
 	ADAPTYST_TOP_STOCK_RENDERING=1 $(BARE) $(PY) -m pytest -q $(PARALLEL) tests/unit/tui/pilot \
+		tests/unit/tui/widgets \
 		tests/system/tmux
 
 # tests/unit/: no root, no services, nothing sleeping over a second, as any user; the
