@@ -5,21 +5,23 @@
 # and with --uprobe another tool's uprobe program on libc's clock_nanosleep (bpftrace),
 # then `make test`, --runs N times in a row (a fresh clone each). Prints each run's make
 # status and wall time, and where its log is. Stops at the first failing run. As root,
-# as CI runs the suite.
-#   scripts/busy_suite.sh [--uprobe] [--loops N] [--runs N]
+# as CI runs the suite. --in DIR: the clone's folder is made in DIR instead (root's
+# 0700 home: the suite must pass from a clone other users cannot reach).
+#   scripts/busy_suite.sh [--uprobe] [--loops N] [--runs N] [--in DIR]
 set -u
 src=$(git rev-parse --show-toplevel)
-loops=$(nproc) runs=1 uprobe=0
+loops=$(nproc) runs=1 uprobe=0 under=/tmp
 while [ $# -gt 0 ]; do
     case $1 in
         --uprobe) uprobe=1 ;;
         --loops) loops=$2; shift ;;
         --runs) runs=$2; shift ;;
-        *) echo "usage: $0 [--uprobe] [--loops N] [--runs N]" >&2; exit 2 ;;
+        --in) under=$2; shift ;;
+        *) echo "usage: $0 [--uprobe] [--loops N] [--runs N] [--in DIR]" >&2; exit 2 ;;
     esac
     shift
 done
-work=$(mktemp -d /tmp/adt-busy.XXXXXX) && chmod 0755 "$work" || exit 1
+work=$(mktemp -d "$under/adt-busy.XXXXXX") && chmod 0755 "$work" || exit 1
 clone=$work/clone
 pids=()
 trap 'kill -INT "${pids[@]}" 2>/dev/null; kill "${pids[@]}" 2>/dev/null; rm -rf "$clone"' EXIT
