@@ -121,9 +121,13 @@ def test_a_sessions_processes_cpu_time_is_what_they_ran_since_last_asked() -> No
     from adaptyst_top.collectors.energy.scope_cpu import TICK_NS, ScopeCpu
 
     spinner = spin([sys.executable, "-c", "while True: pass"])
-    napper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    napper = subprocess.Popen(
+        [sys.executable, "-c", "import time; print(flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+    )
     try:
-        time.sleep(0.2)  # both started
+        # The napper's start-up (imports, coverage's hook) is CPU time: wait it out.
+        assert napper.stdout is not None and napper.stdout.readline() == b"\n"
         by_pid = ScopeCpu(pids=lambda: [spinner.pid, 999_999_999])
         by_uid = ScopeCpu(uid=os.getuid())
         asleep = ScopeCpu(pids=lambda: [napper.pid])
@@ -141,3 +145,5 @@ def test_a_sessions_processes_cpu_time_is_what_they_ran_since_last_asked() -> No
         for p in (spinner, napper):
             p.kill()
             p.wait()
+        if napper.stdout is not None:
+            napper.stdout.close()
