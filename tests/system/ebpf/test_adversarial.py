@@ -15,6 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tests.support.cli import wait_started
 from tests.support.marks import IS_ROOT
 from tests.unit.cli.test_adversarial import (  # noqa: F401
     CLI,
@@ -88,11 +89,11 @@ def test_random_specs(spec: str) -> None:
 @pytest.mark.ebpf
 @pytest.mark.skipif(not IS_ROOT, reason="eBPF needs root")
 @settings(max_examples=6, deadline=None)
-# From a quarter second on: earlier, a SIGINT can land in the interpreter's own start-up
-# (importing `site`), which no program written in Python can catch; from the first line
-# of cli/start.py on it has its default effect, and later our handlers take it.
+# From the first line of cli/start.py on (wait_started): earlier, a SIGINT lands in the
+# interpreter's own start-up (importing `site`), which no program written in Python can
+# catch; from that line on it has its default effect, and later our handlers take it.
 @given(
-    delay=st.floats(0.25, 3.0), sig=st.sampled_from([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+    delay=st.floats(0.0, 2.75), sig=st.sampled_from([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 )
 def test_signals_at_random_points_during_attach(delay: float, sig: int) -> None:
     marker = uuid.uuid4().hex
@@ -114,6 +115,7 @@ def test_signals_at_random_points_during_attach(delay: float, sig: int) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
+    wait_started(proc.pid)
     time.sleep(delay)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
