@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from adaptyst_top.placement.class_looks import octave
 from adaptyst_top.placement.learner import Learner
 from adaptyst_top.placement.task_keys import size_bucket
 from experiments.placement.baseline.advisor import Advisor
@@ -204,21 +205,31 @@ class Static(Policy):
 class OracleLook(Policy):
     """The floor of any policy that learns: the oracle, after one look at each other
     device on the first calls (the issue's Dask goal counts from the same floor). A
-    policy may beat it by looking when a look is cheap; none is sure to."""
+    policy may beat it by looking when a look is cheap; none is sure to.
 
-    name = "oracle + one look"
+    WARM: a device's first call is its cold one, and a learner may not decide on it
+    (issue 75), so each device is looked at twice, cold then warm. PER_CLASS: one look
+    at each device for each input class (octave of size), as the issue's Dask goal
+    counts: a learner cannot know a device at a size 10 octaves from any it ran."""
 
-    def __init__(self, case: Case) -> None:
-        self.case, self.i = case, 0
-        self.seen: set[str] = set()
+    def __init__(self, case: Case, warm: bool = False, per_class: bool = False) -> None:
+        self.case, self.i, self.warm, self.per_class = case, 0, warm, per_class
+        self.name = (
+            "oracle + one look" + (" warm" if warm else "") + (" a class" if per_class else "")
+        )
+        self.runs: dict[str, int] = {}  # device -> its calls
+        self.known: set[tuple[str, int]] = set()  # (device, class) run (warm when WARM)
 
     def choose(self, n: int) -> str:
         i, self.i = self.i, self.i + 1
         costs = {d: self.case.cost(*self.case.expected(d, i), i) for d in self.case.devices}
         best = min(costs, key=lambda d: costs[d])
-        look = [d for d in self.case.devices if d != best and d not in self.seen]
+        cls = octave(n) if self.per_class else 0
+        look = [d for d in self.case.devices if d != best and (d, cls) not in self.known]
         chosen = look[0] if look else best
-        self.seen.add(chosen)
+        if not self.warm or self.runs.get(chosen, 0) > 0:
+            self.known.add((chosen, cls))
+        self.runs[chosen] = self.runs.get(chosen, 0) + 1
         return chosen
 
 
@@ -401,6 +412,8 @@ def policies(case: Case) -> list[Policy]:
         Static("cpu", "static CPU"),
         Static(best, "best static"),
         OracleLook(case),
+        OracleLook(case, warm=True),
+        OracleLook(case, warm=True, per_class=True),
         AdvisorPolicy(case),
         LearnerPolicy(case),
         ExploreThenCommit(names, rng),

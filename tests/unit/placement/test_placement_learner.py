@@ -145,6 +145,10 @@ def test_the_simulator_reports_every_policy_against_the_oracle() -> None:
     table = report["policies"]
     assert {"static CPU", "best static", "advisor", "learner", "UCB1", "Thompson"} <= set(table)
     assert table["oracle + one look"]["all"]["optimal"] >= 0.95  # the floor: looks, then best
+    # A floor that pays a warm look too, and one a class, is higher.
+    floors = ("oracle + one look", "oracle + one look warm", "oracle + one look warm a class")
+    regrets = [table[f]["all"]["regret"] for f in floors]
+    assert regrets == sorted(regrets), regrets
     for name, entry in table.items():
         for family, row in entry.items():
             assert row["regret"] >= 0, (name, family)  # nothing beats the oracle
