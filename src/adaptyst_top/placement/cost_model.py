@@ -30,6 +30,12 @@ PRIOR_SLOPE_MEAN = 0.5  # cost ~ size^0.5 before anything is known: latency to w
 # slope is this free, even after the first device's: accelerators are flatter (latency).
 # Seeds 0-199 and 1000-1999: 0.2 for devices after the first, 19.1% -> 18.9% regret but
 # settle p95 43 -> 58 calls.
+# The host's cores (the learner's first device) pay no launch: their cost grows with
+# the work from the least size up, and a task learnt there at one size only is carried
+# to others at this slope. At 0.5 a large class 10 octaves up read ~30x cheaper than it
+# was and took calls an accelerator won; an accelerator's own stays 0.5, since at 1.0 a
+# small warm run carried up kept its large calls off it (bench/README.md, the learner).
+PRIOR_SLOPE_HOST = 1.0
 PRIOR_SLOPE_SD = 0.7
 PRIOR_SHAPE_SD = 0.5  # how far the knee bends the line (log; 1.0: 27.8% against 26.3%)
 # Variance the weights gain each call of the task (ageing): a device left alone is
@@ -69,17 +75,19 @@ def _prior_cov() -> np.ndarray:
 PRIOR_COV = _prior_cov()
 
 
-def _prior_mean(level: float) -> np.ndarray:
+def _prior_mean(level: float, slope: float) -> np.ndarray:
     mean = np.zeros(2 + len(CENTERS))
-    mean[0], mean[1] = level, PRIOR_SLOPE_MEAN
+    mean[0], mean[1] = level, slope
     return mean
 
 
 class CostModel:
     """log cost ~ N(phi(size) . w, noise); w ~ N(mean, cov)."""
 
-    def __init__(self, level: float = 0.0, mean: np.ndarray | None = None) -> None:
-        self.mean = _prior_mean(level) if mean is None else mean.copy()
+    def __init__(
+        self, level: float = 0.0, mean: np.ndarray | None = None, slope: float = PRIOR_SLOPE_MEAN
+    ) -> None:
+        self.mean = _prior_mean(level, slope) if mean is None else mean.copy()
         self.cov = PRIOR_COV.copy()
         self.noise = NOISE_PRIOR
         self.noise_sum = NOISE_PRIOR * NOISE_PRIOR_CALLS

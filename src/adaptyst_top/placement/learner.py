@@ -20,11 +20,14 @@ import random
 from collections.abc import Collection
 from dataclasses import dataclass
 
+import numpy as np
+
 from adaptyst_top.placement.class_looks import octave, round_looks
 from adaptyst_top.placement.cost_model import (
     ENERGY,
     PRIOR_COV,
     PRIOR_LEVEL_SD,
+    PRIOR_SLOPE_HOST,
     PRIOR_SLOPE_MEAN,
     TIME,
     CostModel,
@@ -130,7 +133,19 @@ class Learner:
         if ref is None or self.ran_on(task, device):
             return None  # never learnt at all, or run without this quantity measured
         phi = features(size)
-        return float(phi @ ref.mean), float(phi @ (ref.cov + PRIOR_COV) @ phi)
+        mean = self._shape(task, device, ref.mean)
+        return float(phi @ mean), float(phi @ (ref.cov + PRIOR_COV) @ phi)
+
+    def _slope(self, device: str) -> float:
+        """The prior elasticity of DEVICE: the host's (the first device) the work's."""
+        return PRIOR_SLOPE_HOST if device == self.devices[0] else PRIOR_SLOPE_MEAN
+
+    def _shape(self, task: str, device: str, ref: np.ndarray) -> np.ndarray:
+        """REF, the weights learnt on the device TASK first ran on, as DEVICE starts from
+        them: what that device showed beyond its own prior slope, on DEVICE's prior."""
+        mean: np.ndarray = np.array(ref, dtype=float)
+        mean[1] += self._slope(device) - self._slope(self.first.get(task, device))
+        return mean
 
     def estimate(self, task: str, device: str, size: int) -> Estimate | None:
         """The predictions the advisor table and the reports show."""
@@ -164,12 +179,12 @@ class Learner:
                 mu, var = out[d][TIME]
                 raised = max(0.0, self.floors[d] - mu)
                 out[d][TIME] = (mu + raised, var)
-                if raised and ENERGY in out[d] and (task, d, ENERGY) not in self.models:
+                if ENERGY in out[d] and (task, d, ENERGY) not in self.models:
                     # Its joules known only from the first device's: at that power, a
                     # run at least as long as the floor, and no draw below it.
                     mu_e, var_e = out[d][ENERGY]
                     out[d][ENERGY] = (mu_e + raised, var_e)
-                    out[d][ENERGY_FLOOR] = (mu_e + raised, 0.0)
+                    out[d][ENERGY_FLOOR] = (mu_e + self.floors[d] - mu, 0.0)
             if TIME not in out[d]:
                 return None
         if ENERGY in self.quantities:
@@ -414,9 +429,10 @@ class Learner:
         if m is None:
             ref = self.models.get((task, self.first[task], q))
             if ref is None:
-                m = CostModel(level=y - features(size)[1] * PRIOR_SLOPE_MEAN)
+                slope = self._slope(device)
+                m = CostModel(level=y - features(size)[1] * slope, slope=slope)
             else:
-                m = CostModel(mean=ref.mean)
+                m = CostModel(mean=self._shape(task, device, ref.mean))
             self.models[(task, device, q)] = m
             m.aged = self.calls[task]
         m.age(self.calls[task])

@@ -12,14 +12,29 @@ from typing import Any
 
 import numpy as np
 
-from adaptyst_top.placement.cost_model import ENERGY, NOISE_FLOOR, PRIOR_COV, TIME, CostModel
+from adaptyst_top.placement.cost_model import (
+    ENERGY,
+    NOISE_FLOOR,
+    PRIOR_COV,
+    PRIOR_SLOPE_HOST,
+    PRIOR_SLOPE_MEAN,
+    TIME,
+    CostModel,
+    features,
+)
 from adaptyst_top.placement.learner import MAX_S, MIN_S, Learner
 
 VERSION = 1
 MAX_MODELS = 4096  # what a kept file may hold: a few hundred tasks on a few devices
 MAX_NAME = 256
 DIM = PRIOR_COV.shape[0]
-LEVEL_LO, LEVEL_HI = math.log(MIN_S) - 10.0, math.log(MAX_S) + 10.0
+# The level is the mid-size cost: from a call at the least or the greatest size, that
+# call's cost carried along the steeper prior slope (~34 in log from 2^64 items).
+_CARRIED = max(PRIOR_SLOPE_HOST, PRIOR_SLOPE_MEAN) * max(
+    abs(features(1)[1]), abs(features(2**64)[1])
+)
+LEVEL_LO = math.log(MIN_S) - 10.0 - _CARRIED
+LEVEL_HI = math.log(MAX_S) + 10.0 + _CARRIED
 MAX_WEIGHT = 50.0  # a slope or bump, in log cost per unit: 50 is e^50 over an octave
 MAX_VAR_OF_PRIOR = 10.0  # ageing adds 1e-5 a call: ~100,000 calls unseen at most
 MAX_NOISE = 9.0  # a run-to-run sigma of e^3 (20x)
@@ -94,7 +109,8 @@ def _model(e: object) -> CostModel | None:
     if not (np.isfinite(mean).all() and np.isfinite(cov).all()):
         return None
     # Within what the learner itself can reach: a level between MIN_S's and MAX_S's
-    # logs (and a margin), no weight or variance past a few of the prior's.
+    # logs carried to mid-size (and a margin), no weight or variance past a few of the
+    # prior's.
     if not LEVEL_LO <= mean[0] <= LEVEL_HI or np.abs(mean[1:]).max() > MAX_WEIGHT:
         return None
     if not np.allclose(cov, cov.T) or np.diag(cov).max() > MAX_VAR_OF_PRIOR * PRIOR_COV.max():

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from adaptyst_top.placement.cost_model import PRIOR_LEVEL_SD, CostModel
 from adaptyst_top.placement.learner import EXPLORE_FIRST, EXPLORE_SHARE, Learner
 from tests.support.paths import REPO
@@ -356,3 +358,22 @@ def test_kept_models_predict_what_they_did_and_damaged_ones_are_refused() -> Non
         fresh = Learner(["cpu", "gpu"])
         why = learner_from_json(bad, fresh)
         assert why is not None and "\n" not in why and fresh.models == {}, why
+
+
+def test_a_size_never_run_is_guessed_at_the_works_slope_on_the_host_alone() -> None:
+    """Learnt at one size only: on the host (the first device) a cost 10 octaves up is
+    guessed 2^10 times dearer (work); on an accelerator, 2^5 (a launch, then work)."""
+    for first, slope in (("cpu", 1.0), ("gpu", 0.5)):
+        learner = Learner(["cpu", "gpu"])
+        for _ in range(2):  # its cold call, then a warm one
+            learner.observe("t", first, 1 << 8, 1e-4)
+        small, large = (learner.predict("t", first, n) for n in (1 << 8, 1 << 18))
+        assert small is not None and large is not None
+        assert large[0] - small[0] == pytest.approx(slope * 10 * math.log(2), rel=0.05), first
+        # The other device starts from that shape, on its own kind's slope.
+        other = "gpu" if first == "cpu" else "cpu"
+        o_small, o_large = (learner.predict("t", other, n) for n in (1 << 8, 1 << 18))
+        assert o_small is not None and o_large is not None
+        assert o_large[0] - o_small[0] == pytest.approx(
+            (1.5 - slope) * 10 * math.log(2), rel=0.05
+        ), other
