@@ -217,7 +217,7 @@ class OracleLook(Policy):
         self.name = (
             "oracle + one look" + (" warm" if warm else "") + (" a class" if per_class else "")
         )
-        self.runs: dict[str, int] = {}  # device -> its calls
+        self.tried: set[str] = set()  # devices run at least once
         self.known: set[tuple[str, int]] = set()  # (device, class) run (warm when WARM)
 
     def choose(self, n: int) -> str:
@@ -227,9 +227,9 @@ class OracleLook(Policy):
         cls = octave(n) if self.per_class else 0
         look = [d for d in self.case.devices if d != best and (d, cls) not in self.known]
         chosen = look[0] if look else best
-        if not self.warm or self.runs.get(chosen, 0) > 0:
+        if not self.warm or chosen in self.tried:
             self.known.add((chosen, cls))
-        self.runs[chosen] = self.runs.get(chosen, 0) + 1
+        self.tried.add(chosen)
         return chosen
 
 

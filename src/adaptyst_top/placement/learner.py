@@ -20,8 +20,6 @@ import random
 from collections.abc import Collection
 from dataclasses import dataclass
 
-import numpy as np
-
 from adaptyst_top.placement.class_looks import octave, round_looks
 from adaptyst_top.placement.cost_model import (
     ENERGY,
@@ -133,19 +131,18 @@ class Learner:
         if ref is None or self.ran_on(task, device):
             return None  # never learnt at all, or run without this quantity measured
         phi = features(size)
-        mean = self._shape(task, device, ref.mean)
-        return float(phi @ mean), float(phi @ (ref.cov + PRIOR_COV) @ phi)
+        mean = float(phi @ ref.mean) + phi[1] * self._slope_shift(task, device)
+        return mean, float(phi @ (ref.cov + PRIOR_COV) @ phi)
 
     def _slope(self, device: str) -> float:
         """The prior elasticity of DEVICE: the host's (the first device) the work's."""
         return PRIOR_SLOPE_HOST if device == self.devices[0] else PRIOR_SLOPE_MEAN
 
-    def _shape(self, task: str, device: str, ref: np.ndarray) -> np.ndarray:
-        """REF, the weights learnt on the device TASK first ran on, as DEVICE starts from
-        them: what that device showed beyond its own prior slope, on DEVICE's prior."""
-        mean: np.ndarray = np.array(ref, dtype=float)
-        mean[1] += self._slope(device) - self._slope(self.first.get(task, device))
-        return mean
+    def _slope_shift(self, task: str, device: str) -> float:
+        """What DEVICE adds to the slope learnt on the device TASK first ran on, as it
+        starts from those weights: what that device showed beyond its own prior slope,
+        on DEVICE's prior."""
+        return self._slope(device) - self._slope(self.first.get(task, device))
 
     def estimate(self, task: str, device: str, size: int) -> Estimate | None:
         """The predictions the advisor table and the reports show."""
@@ -432,7 +429,8 @@ class Learner:
                 slope = self._slope(device)
                 m = CostModel(level=y - features(size)[1] * slope, slope=slope)
             else:
-                m = CostModel(mean=self._shape(task, device, ref.mean))
+                m = CostModel(mean=ref.mean)  # a copy of the first device's weights
+                m.mean[1] += self._slope_shift(task, device)
             self.models[(task, device, q)] = m
             m.aged = self.calls[task]
         m.age(self.calls[task])
