@@ -22,12 +22,14 @@ VENV=${VENV:-.venv}
 # opencl-c-headers: the OpenCL layer that times kernels (cl_layer.h) is built with them;
 # clpeak: an OpenCL program nobody here wrote, whose kernels the tests count.
 # debuginfod: elfutils' server, which the tests start to serve a debug file they made.
+# mpich, libmpich-dev: a real MPI job (srun with Slurm's PMI-2) whose ranks are counted
+# apart, and the mpi: probes on libmpich.
 # clang, libbpf-dev: the BPF programs are compiled once, when the package is built
 # (setup.py); the node then needs only libbpf1 and the kernel's BTF to load them.
 APT_PACKAGES=(clang libbpf-dev libbpf1 python3-bpfcc bpfcc-tools systemtap-sdt-dev opencl-c-headers clpeak tmux gcc g++ libc6-dev gfortran
     openssh-server openssh-client passwd slurmctld slurmd munge slurm-client prometheus
     htop podman runc rustc pocl-opencl-icd python3-venv bpftrace systemd util-linux
-    debuginfod iproute2 binutils)
+    debuginfod iproute2 binutils mpich libmpich-dev)
 # install_agent.sh asks for the agent's packages alone, and the system part only.
 [ -n "${SETUP_PACKAGES:-}" ] && read -r -a APT_PACKAGES <<< "$SETUP_PACKAGES"
 SYSTEM_ONLY=0

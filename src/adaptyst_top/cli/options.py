@@ -104,6 +104,12 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         help="every process of Slurm job ID on this node, present and future",
     )
     parser.add_argument(
+        "--ranks",
+        action="store_true",
+        help="count each process apart, named by its MPI rank: per-rank rows and each "
+        "row's imbalance (always with --job); mpi: probes the ranks' blocking MPI calls",
+    )
+    parser.add_argument(
         "--probe",
         action="append",
         default=[],
@@ -223,6 +229,7 @@ def session_options(
             max_probes=args.max_probes,
             power_model=args.cpu_power_model,
             profile_hz=args.profile_hz or (DEFAULT_PROFILE_HZ if args.profile else None),
+            by_process=args.ranks,
         ),
         advisor=so.AdvisorSettings(
             objective=args.advisor, auto=args.auto, kept_models=not args.fresh_models

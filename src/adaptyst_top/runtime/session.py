@@ -14,6 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
 from adaptyst_top.runtime.command_env import held_command
+from adaptyst_top.runtime.ranks import with_ranks
 from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.runtime.session_parts import (
     SessionError,
@@ -26,6 +27,7 @@ from adaptyst_top.runtime.session_parts import (
 )
 from adaptyst_top.snapshot import CommandState, Snapshot
 from adaptyst_top.system.launcher import HeldCommand, LaunchError
+from adaptyst_top.system.mpi_ranks import RankNames
 
 if TYPE_CHECKING:
     # Imported where used: a launch imports only what attaching its probes needs, and
@@ -61,6 +63,7 @@ class Session:
     last: Snapshot | None = None
     exported: bool = False
     devices_at_start: bool = False  # the device sweep starts once the command runs
+    rank_names: RankNames = field(default_factory=RankNames)  # the job's processes' ranks
     _exit_told: bool = False
     _log_told: bool = False
 
@@ -90,6 +93,8 @@ class Session:
             part = self.placement.update(snap)
             snap = replace(snap, tasks=part.tasks, advice=part.advice, advisor=part.advisor)
         snap = self._with_command(snap)
+        if self.options.tenant.names_ranks:
+            snap = with_ranks(snap, self.rank_names)
         if self.exported:
             self.last = snap
         if not with_hist and any(p.hist is not None for p in snap.probes):
@@ -293,6 +298,7 @@ def open_remote_session(opts: SessionOptions) -> Session:
             child.path if child else None,
             opts.target.job,
             opts.probing.profile_hz,
+            opts.probing.by_process,
         )
     except (AgentRefused, AgentInterrupted, OSError, ValueError) as exc:
         conn.close()

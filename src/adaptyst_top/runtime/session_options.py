@@ -47,6 +47,8 @@ class ProbeSettings:
     attach_timeout: float = 120.0
     power_model: PowerModel | None = None  # CPU power where RAPL is missing
     profile_hz: int | None = None  # sampled profiles at this rate (None: none)
+    # Each process's hits counted apart, their MPI ranks named (--ranks; a job's always).
+    by_process: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,9 @@ class Tenant:
     pinned: PinnedFiles | None = None  # the only files specs may name (the engine closes them)
     # Where a profile's stacks are unwound (None: here): the agent's, in the user's process.
     profile_counts: Callable[[], Counts] | None = None
+    # This process reads its processes' MPI ranks from their environment: the user's own
+    # monitor does; the agent's sessions never (root reads no user's environment).
+    names_ranks: bool = True
 
 
 @dataclass(frozen=True)

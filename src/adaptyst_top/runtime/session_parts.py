@@ -110,6 +110,7 @@ def new_engine(
         costs=costs,
         budget=opts.probing.budget,
         enforce_budget=opts.probing.enforce_budget,
+        by_process=opts.probing.by_process or opts.target.job is not None,
     )
     return engine, BackgroundCalibration(costs)
 

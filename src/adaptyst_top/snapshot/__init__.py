@@ -49,6 +49,7 @@ from adaptyst_top.snapshot.probes import (
     ProbeKind,
     ProbeRef,
     ProbeState,
+    ProcessPart,
 )
 from adaptyst_top.snapshot.profile import ProfileFunction, ProfilePart, ProfileStack
 from adaptyst_top.snapshot.tick import SCHEMA_VERSION, Snapshot
@@ -78,6 +79,7 @@ __all__ = [
     "ProbeRef",
     "ProbeState",
     "ProbeTarget",
+    "ProcessPart",
     "ProfileFunction",
     "ProfilePart",
     "ProfileStack",

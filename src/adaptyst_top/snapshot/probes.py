@@ -8,7 +8,7 @@ from typing import Literal
 from adaptyst_top.snapshot.codec import JsonPart, json_field
 
 ProbeKey = str | int | None  # an @argN value: a string, an integer, or None when unsplit
-ProbeKind = Literal["uprobe", "usdt", "opencl", "cuda", "python"]
+ProbeKind = Literal["uprobe", "usdt", "opencl", "cuda", "python", "mpi"]
 ProbeState = Literal["pending", "attached", "detached", "ended", "error"]
 
 
@@ -45,6 +45,29 @@ class Latency(JsonPart):
 
 NO_LATENCY = Latency()
 LATENCY_FIELDS = tuple(f.name for f in fields(Latency))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessPart(JsonPart):
+    """One process's share of a row whose hits are counted per process (a job's, whose
+    processes are its ranks): its hits, its time in the calls (net, as the row's
+    latencies; None for a count-only row) and its latencies. `rank` is the MPI rank its
+    own environment names (SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK),
+    read by the user's side, never by root's agent; None where none is named. `node`
+    is the node it runs on where a job's nodes are merged in one view."""
+
+    pid: int
+    rank: int | None = field(default=None, metadata=json_field(omit="none"))
+    node: str | None = field(default=None, metadata=json_field(omit="none"))
+    count: int = 0
+    rate_hz: float = 0.0
+    total_ns: float | None = field(default=None, metadata=json_field(omit="none"))
+    latency: Latency = field(default=NO_LATENCY, metadata=json_field(flatten=True))
+
+    @property
+    def weight(self) -> float:
+        """What the row's imbalance compares: the time in the calls, else the hits."""
+        return float(self.count if self.total_ns is None else self.total_ns)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +111,12 @@ class ProbeEntry(JsonPart):
     corrected_ns: float | None = field(default=None, metadata=json_field(omit="none"))
     hist: tuple[tuple[int, int], ...] | None = field(default=None, metadata=json_field(omit="none"))
     error: str | None = field(default=None, metadata=json_field(omit="empty"))  # with "error"
+    # Counted per process (a job's session): each process's share, the busiest first, and
+    # the imbalance over them: the most time (else hits) in the row over their mean, with
+    # the pid of the process that has it. None where fewer than two processes hit it.
+    parts: tuple[ProcessPart, ...] = field(default=(), metadata=json_field(omit="empty"))
+    imbalance: float | None = field(default=None, metadata=json_field(omit="none"))
+    imbalance_pid: int | None = field(default=None, metadata=json_field(omit="none"))
     # Schema 0 had no group: the spec text was the group's identity.
     group: int | str = field(metadata=json_field(missing_from="spec"))
 

@@ -26,6 +26,7 @@ from adaptyst_top.agent.core.opener import NotOpened, open_as
 from adaptyst_top.agent.core.unwinder import counts_for
 from adaptyst_top.collectors.probes.engine.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
+from adaptyst_top.collectors.probes.model import ProbeError
 from adaptyst_top.collectors.probes.spec import ProbeSpecError
 from adaptyst_top.runtime.session_options import Tenant
 from adaptyst_top.system.held_processes import HeldProcesses
@@ -248,7 +249,11 @@ def spec_refusal(
         return None
     if "/" in spec.target and not os.path.isabs(spec.target):
         return f"{text}: give the agent an absolute path"
-    if why := pin_file(peer, spec.target, pid, pinned):
+    try:
+        target = kind_of(spec).target_name(spec, pid)
+    except ProbeError as exc:
+        return str(exc)
+    if why := pin_file(peer, target, pid, pinned):
         return why
     for other in kind_of(spec).instead_targets(spec):  # where the target has one
         pin_file(peer, other, pid, pinned)
@@ -307,9 +312,9 @@ def job_refusal(peer: Peer, job: str) -> str | None:
 def tenant_of(peer: Peer, pinned: PinnedFiles | None, account: AttachAccount | None) -> Tenant:
     """A session's bounds for PEER: root's are a local session's, a user's are the rule."""
     if peer.privileged:
-        return Tenant(pinned=pinned)
+        return Tenant(pinned=pinned, names_ranks=False)
     # Each process that joins (a child, a job's new task) is asked again.
     admit = partial(may_probe, peer, settle_s=EXEC_SETTLE_S)
     # A user's binaries and stacks are unwound by a process of theirs, never here.
     counts = partial(counts_for, peer.uid, peer.gid, sorted(peer.groups))
-    return Tenant(admit, account, peer.uid, pinned, counts)
+    return Tenant(admit, account, peer.uid, pinned, counts, names_ranks=False)

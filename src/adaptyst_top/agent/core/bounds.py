@@ -47,9 +47,11 @@ def room_refusal(
     s: AgentSettings,
     profiles: int = 0,
     running: int = 0,
+    by_process: bool = False,
 ) -> str | None:
     """Why SPECS (and PROFILES samplers, a module each) would take the user past what
-    their sessions may hold together, or the node past MAX_PROFILES (RUNNING now)."""
+    their sessions may hold together, or the node past MAX_PROFILES (RUNNING now).
+    BY_PROCESS: the specs count each process apart, each as large as a keyed probe."""
     if not specs and not profiles:
         return None
     if profiles and running + profiles > MAX_PROFILES:
@@ -58,13 +60,17 @@ def room_refusal(
             f"({MAX_PROFILES}): try later"
         )
     modules, keyed = account.groups()
-    new_keyed = sum(1 for t in specs if parse_spec(t).keyed)  # checked by spec_refusal
+    # Parsed already by spec_refusal.
+    new_keyed = len(specs) if by_process else sum(1 for t in specs if parse_spec(t).keyed)
     if specs and account.room() < 1:
         bound = f"{account.limit} attach points (max_attach_per_user)"
     elif modules + len(specs) + profiles > s.modules_per_user:
         bound = f"{s.modules_per_user} probe modules (modules_per_user)"
     elif new_keyed and keyed + new_keyed > s.keyed_probes_per_user:
-        bound = f"{s.keyed_probes_per_user} keyed probes, @argN or @retval (keyed_probes_per_user)"
+        bound = (
+            f"{s.keyed_probes_per_user} keyed probes, @argN, @retval or a job's "
+            "(keyed_probes_per_user)"
+        )
     else:
         return None
     return (

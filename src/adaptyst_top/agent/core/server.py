@@ -281,8 +281,9 @@ class Agent:
                         raise ActionError(why)
                 if kind == "add":
                     s = client.session
-                    self._check_spec(client.peer, spec, s.pid, s.options.tenant.pinned)
-                    self._check_room(client.peer, [spec])
+                    if why := spec_refusal(client.peer, spec, s.pid, s.options.tenant.pinned):
+                        raise SessionError(why)
+                    self._check_room(client.peer, [spec], by_process=s.options.probing.by_process)
                     source.add(spec)
                     return proto.encode("ok")
                 if kind == "candidates":
@@ -318,6 +319,7 @@ class Agent:
     def _open(self, client: Client, msg: dict[str, Any]) -> bytes:
         pid = proto.field(msg, "pid", int, optional=True)
         job = proto.field(msg, "job", str, optional=True)
+        by_process = job is not None or proto.field(msg, "ranks", bool, optional=True) is True
         probes = proto.field(msg, "probes", list)
         if not all(isinstance(p, str) for p in probes):
             raise proto.ProtocolError("open: probes is not a list of strings")
@@ -346,8 +348,9 @@ class Agent:
         pinned = None if peer.privileged else PinnedFiles(reader_for(peer))
         try:
             for spec in probes:
-                self._check_spec(peer, spec, pid, pinned)
-            self._check_room(peer, probes, 1 if profile_hz is not None else 0)
+                if why := spec_refusal(peer, spec, pid, pinned):
+                    raise SessionError(why)
+            self._check_room(peer, probes, 1 if profile_hz is not None else 0, by_process)
             if command_path is not None and (why := pin_file(peer, command_path, None, pinned)):
                 raise SessionError(why)
             session = self._start(
@@ -361,6 +364,7 @@ class Agent:
                         max_probes,
                         power_model=self.settings.power_model,
                         profile_hz=profile_hz,
+                        by_process=by_process,
                     ),
                     tenant=tenant_of(
                         peer, pinned, None if peer.privileged else self._account(peer)
@@ -379,10 +383,9 @@ class Agent:
 
     def _start(self, client: Client, opts: SessionOptions) -> Session:
         done = threading.Event()
-        watcher = threading.Thread(
+        threading.Thread(
             target=watch_hangup, args=(client.conn, opts.cancel, done), daemon=True
-        )
-        watcher.start()
+        ).start()
         try:
             session = open_session(opts)
         finally:
@@ -400,17 +403,14 @@ class Agent:
                 peer.uid, AttachAccount(self.settings.max_attach_per_user)
             )
 
-    def _check_room(self, peer: Peer, specs: list[str], profiles: int = 0) -> None:
-        running = profiles_running([c.session for c in list(self.clients)]) if profiles else 0
-        if not peer.privileged and (
-            why := room_refusal(peer, self._account(peer), specs, self.settings, profiles, running)
-        ):
-            raise SessionError(why)
-
-    def _check_spec(
-        self, peer: Peer, text: str, pid: int | None, pinned: PinnedFiles | None
+    def _check_room(
+        self, peer: Peer, specs: list[str], profiles: int = 0, by_process: bool = False
     ) -> None:
-        if why := spec_refusal(peer, text, pid, pinned):
+        running = profiles_running([c.session for c in list(self.clients)]) if profiles else 0
+        account, room = self._account(peer), (profiles, running, by_process)
+        if not peer.privileged and (
+            why := room_refusal(peer, account, specs, self.settings, *room)
+        ):
             raise SessionError(why)
 
     def probe_sources(self) -> list[ProbeSource]:

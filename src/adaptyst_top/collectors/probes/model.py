@@ -101,6 +101,9 @@ class Row:
     interval_timed: int = 0
     last_timed: int = 0
     rates_version: int = -1  # the stats_version the rates were last worked out from
+    # Counted per process: (stats_version, rates_version, interval_hits) and its figures
+    # merged (engine/per_process.py's Merged), worked out again only when one moved.
+    merged: tuple[tuple[int, int, int], Any] | None = None
 
 
 @dataclass
@@ -124,10 +127,17 @@ class ProbeModule:
     """One loaded BPF object and the attach points it serves."""
 
     def __init__(
-        self, bpf: Any, rows: list[Row], multi: MultiLinks | None = None, oncpu: bool = False
+        self,
+        bpf: Any,
+        rows: list[Row],
+        multi: MultiLinks | None = None,
+        oncpu: bool = False,
+        by_process: bool = False,
     ) -> None:
         self.bpf = bpf
         self.measures_oncpu = oncpu  # its calls' on-CPU time is measured (oncpu.py)
+        # Each process's statistics apart: a row's stats are keyed (pid, key).
+        self.by_process = by_process
         self.multi = multi  # its functions' multi-uprobe links (None: one uprobe each)
         self.rows = rows
         self.by_slot = {r.slot: r for r in rows}

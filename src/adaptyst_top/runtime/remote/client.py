@@ -195,6 +195,7 @@ class AgentConnection:
         command_path: str | None = None,
         job: str | None = None,
         profile_hz: int | None = None,
+        ranks: bool = False,
     ) -> None:
         self._open = {
             "pid": pid,
@@ -207,6 +208,8 @@ class AgentConnection:
             "command_path": command_path,
             "profile_hz": profile_hz,
         }
+        if ranks:  # only where asked: an agent from before it knows no such field
+            self._open["ranks"] = True
         self._note_refused(self._ask("open", **self._open))
 
     def _note_refused(self, answer: dict[str, Any]) -> None:

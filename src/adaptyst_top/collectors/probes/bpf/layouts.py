@@ -42,18 +42,27 @@ STRUCTS: dict[str, tuple[str, tuple[Member, ...]]] = {
     "module_config": (
         "Set before load (read-only data: the verifier prunes what a module does not use). "
         "oncpu: 1 to measure each call's on-CPU time; oncpu_at: task_struct's se.exec_start, "
-        "se.sum_exec_runtime side by side; keyed: 1 when a slot's key comes from slot_cfg.",
+        "se.sum_exec_runtime side by side; keyed: 1 when a slot's key comes from slot_cfg; "
+        "by_process: 1 to keep each process's statistics apart (an MPI job's ranks).",
         (
             ("confine", "struct confine_config"),
             ("oncpu", "u32"),
             ("oncpu_at", "u32"),
             ("keyed", "u32"),
-            ("pad", "u32"),
+            ("by_process", "u32"),
         ),
     ),
     "skey": (
-        "A statistics key: its slot, what it holds (KEY_*), a number or a string.",
-        (("slot", "u32"), ("kind", "u32"), ("num", "u64"), ("str", "char[KEYLEN]")),
+        "A statistics key: its slot, what it holds (KEY_*), a number or a string; the "
+        "process it counts (0: every process, unless cfg.by_process).",
+        (
+            ("slot", "u32"),
+            ("kind", "u32"),
+            ("num", "u64"),
+            ("str", "char[KEYLEN]"),
+            ("pid", "u32"),
+            ("pad", "u32"),
+        ),
     ),
     "stat": (
         "A key's statistics: calls, their total, least and most ns, on-CPU ns.",

@@ -101,8 +101,14 @@ static __always_inline struct stat *stat_of(struct skey *k) {
     return bpf_map_lookup_elem(&stats, k);
 }
 
+/* K filed under the process that hit it, where each process is counted apart. */
+static __always_inline void by_process(struct skey *k) {
+    if (cfg.by_process) k->pid = bpf_get_current_pid_tgid() >> 32;
+}
+
 /* The count goes last: a reader that sees a hit counted sees its time and bucket too. */
 static __always_inline void record(struct skey *k, u64 delta, u64 oncpu, int latency) {
+    by_process(k);
     struct stat *s = stat_of(k);
     if (!s) { count_error(ERR_MAP_FULL); return; }
     if (latency) {
@@ -233,6 +239,7 @@ static __always_inline int pop_frame_as(u32 chain, u32 slot, u64 ret_sp, int by_
 #define MAX_ADD 65536
 static __always_inline void add_count(struct skey *k, u64 n) {
     if (n > MAX_ADD) { count_error(ERR_BAD_COUNT); return; }
+    by_process(k);
     struct stat *s = stat_of(k);
     if (!s) { count_error(ERR_MAP_FULL); return; }
     __sync_fetch_and_add(&s->count, n);

@@ -131,11 +131,14 @@ MAP_TYPES: dict[str, tuple[Any, Any]] = {
 }
 
 
-def config(confine: Confinement | None, oncpu_at: int | None, keyed: bool) -> ct.Structure:
+def config(
+    confine: Confinement | None, oncpu_at: int | None, keyed: bool, by_process: bool = False
+) -> ct.Structure:
     c = ModuleConfig(confine_config(confine))
     if oncpu_at is not None:
         c.oncpu, c.oncpu_at = 1, oncpu_at
     c.keyed = int(keyed)
+    c.by_process = int(by_process)
     return c
 
 
@@ -146,18 +149,19 @@ def load_module(
     confine: Confinement | None,
     oncpu_at: int | None,
     plan: CorePlan | None = None,
+    by_process: bool = False,
 ) -> BpfObject:
     """The kind's object loaded for SLOTS (MULTI: its multi-link programs instead of the
-    single ones; PLAN: core_plan(SLOTS)). LibbpfError (an OSError) when libbpf or the
-    kernel refuses."""
+    single ones; PLAN: core_plan(SLOTS); BY_PROCESS: each process's statistics apart).
+    LibbpfError (an OSError) when libbpf or the kernel refuses."""
     plan = plan or core_plan(slots)
     programs = OBJECTS[object_name]
     obj = BpfObject(str(KINDS / object_name), programs, MAP_TYPES)
     try:
         keyed = any(s.keyed for s in slots)
         per_slot = keyed or any(s.role != "uprobe-entry" for s in slots)
-        max_keys, hist_entries = map_sizes(slots)
-        flags = BPF_F_NO_PREALLOC if keyed else 0
+        max_keys, hist_entries = map_sizes(slots, by_process)
+        flags = BPF_F_NO_PREALLOC if keyed or by_process else 0
         obj.size_map("stats", max_keys, flags)
         obj.size_map("hist", hist_entries, flags)
         obj.size_map("stacks", MAX_THREADS)
@@ -169,7 +173,7 @@ def load_module(
         if "names" in names:
             told = any(s.role == "usdt-name" for s in slots)
             obj.size_map("names", WHOLE_NAMES if told else 1)
-        obj.set_rodata(bytes(config(confine, oncpu_at, per_slot)))
+        obj.set_rodata(bytes(config(confine, oncpu_at, per_slot, by_process)))
         if multi:
             multi_type = BPF_TRACE_UPROBE_MULTI
             multis = (MULTI_ENTRY, MULTI_RETURN) + ((MULTI_AFTER,) if plan.retimed else ())

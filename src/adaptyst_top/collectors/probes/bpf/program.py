@@ -114,11 +114,12 @@ ARG_TYPES = {"auto": ArgType.AUTO, "int": ArgType.INT, "str": ArgType.STR}  # a 
 UNTIMED = (1 << 64) - 1  # a batch record's device time for "counted, not timed" (module.h's)
 
 
-def map_sizes(slots: list[Slot]) -> tuple[int, int]:
-    """Entries of the statistics and histogram maps. Without an @argN a slot has one key,
-    so the maps hold exactly what they can need: reading a hash map walks every bucket
-    it has (0.3 ms for an empty one of 131,072 here, every interval, per module)."""
-    if any(s.keyed for s in slots):
+def map_sizes(slots: list[Slot], by_process: bool = False) -> tuple[int, int]:
+    """Entries of the statistics and histogram maps. Without an @argN, and with every
+    process's hits together, a slot has one key, so the maps hold exactly what they can
+    need: reading a hash map walks every bucket it has (0.3 ms for an empty one of
+    131,072 here, every interval, per module)."""
+    if by_process or any(s.keyed for s in slots):
         return MAX_KEYS, HIST_ENTRIES
     keys = max(1, len(slots))
     return keys, min(HIST_ENTRIES, keys * HIST_PER_KEY)

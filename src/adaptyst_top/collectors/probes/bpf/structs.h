@@ -6,16 +6,18 @@
 
 /* Set before load (read-only data: the verifier prunes what a module does not use). oncpu: 1
  * to measure each call's on-CPU time; oncpu_at: task_struct's se.exec_start,
- * se.sum_exec_runtime side by side; keyed: 1 when a slot's key comes from slot_cfg. */
+ * se.sum_exec_runtime side by side; keyed: 1 when a slot's key comes from slot_cfg;
+ * by_process: 1 to keep each process's statistics apart (an MPI job's ranks). */
 struct module_config {
     struct confine_config confine;
     u32 oncpu;
     u32 oncpu_at;
     u32 keyed;
-    u32 pad;
+    u32 by_process;
 };
-/* A statistics key: its slot, what it holds (KEY_*), a number or a string. */
-struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; };
+/* A statistics key: its slot, what it holds (KEY_*), a number or a string; the process it
+ * counts (0: every process, unless cfg.by_process). */
+struct skey { u32 slot; u32 kind; u64 num; char str[KEYLEN]; u32 pid; u32 pad; };
 /* A key's statistics: calls, their total, least and most ns, on-CPU ns. */
 struct stat { u64 count; u64 sum; u64 min; u64 max; u64 buckets; u64 oncpu; };
 /* A histogram bucket's key. */

@@ -11,6 +11,7 @@ own, and is never probed as one.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -113,11 +114,24 @@ def _source(base: str) -> str:
 
 def matches(name: Name, glob: str) -> bool:
     """A spec's glob against every spelling: the symbol, the source name with and
-    without its parameters, and the shown one."""
+    without its parameters, and the shown one. `{a,b}` in it is either (one level)."""
     return any(
-        fnmatch.fnmatchcase(text, glob)
+        fnmatch.fnmatchcase(text, one)
+        for one in alternatives(glob)
         for text in dict.fromkeys((name.raw, name.source, name.bare, name.display))
     )
+
+
+@functools.lru_cache(maxsize=256)
+def alternatives(glob: str) -> tuple[str, ...]:
+    """GLOB's first `{a,b,...}` spelled out, as a shell does: `MPI_{Wait*,Barrier}` is
+    `MPI_Wait*` or `MPI_Barrier`; a glob without a closed brace is itself."""
+    start = glob.find("{")
+    end = glob.find("}", start + 1)
+    if start < 0 or end < 0:
+        return (glob,)
+    head, tail = glob[:start], glob[end + 1 :]
+    return tuple(head + part + tail for part in glob[start + 1 : end].split(","))
 
 
 __all__ = ["Name", "demangle", "matches"]

@@ -47,6 +47,7 @@ class Builder:
         confine: Confinement | None,
         oncpu: int | None,
         pinned: PinnedFiles | None,
+        by_process: bool = False,
     ) -> None:
         self.state = state
         self.scope = scope
@@ -61,6 +62,7 @@ class Builder:
         self.confine = confine
         self.oncpu = oncpu  # where task_struct keeps run time; None: no on-CPU time (no BTF)
         self.pinned = pinned
+        self.by_process = by_process  # each process's statistics apart (a job's ranks)
         self._thread = threading.Thread(target=self._work, name="probe-compiler", daemon=True)
         self._thread.start()
 
@@ -106,7 +108,7 @@ class Builder:
 
     def _resolve(self, spec: ProbeSpec) -> tuple[str, str, ElfInfo]:
         """(the file's path, the path its bytes are read from, its ELF)."""
-        target = spec.target
+        target = kind_of(spec).target_name(spec, self.scope.reference_pid())
         if self.command_path and target in (
             self.command_path,
             self.command_path.rsplit("/", 1)[-1],
@@ -143,7 +145,9 @@ class Builder:
             raise ProbeError(f"{spec.text}: {unplaced[0]} is not in the file's loaded code")
         plan_c = core_plan(slots)
         try:
-            bpf = load_module(kind.bpf_object, slots, multi, self.confine, self.oncpu, plan_c)
+            bpf = load_module(
+                kind.bpf_object, slots, multi, self.confine, self.oncpu, plan_c, self.by_process
+            )
         except OSError as exc:
             raise ProbeError(f"loading probes for {spec.text} failed: {one_line(exc)}") from None
         try:
@@ -162,7 +166,7 @@ class Builder:
             bpf.cleanup()
             raise
         group.timings["compile_s"] = (compiled_at := time.monotonic()) - planned_at
-        module = ProbeModule(bpf, rows, links, self.oncpu is not None)
+        module = ProbeModule(bpf, rows, links, self.oncpu is not None, self.by_process)
         if self.scope.starts is not None:  # a key's string is read from the process checked
             module.keys.open_mem = partial(self.scope.held.opened, name="mem")
         for row in rows:

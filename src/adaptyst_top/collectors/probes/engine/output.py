@@ -3,10 +3,12 @@ the probe's own cost (raw figures kept alongside), histograms as non-empty bucke
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from adaptyst_top.collectors.probes.bpf.keys import NO_STATS
 from adaptyst_top.collectors.probes.cost.class_cost import ClassCost
+from adaptyst_top.collectors.probes.engine.per_process import Merged, merge, parts_of
 from adaptyst_top.collectors.probes.kinds import kind_of
 from adaptyst_top.collectors.probes.model import ProbeGroup, Row
 from adaptyst_top.snapshot import Latency, ProbeEntry, ProbeKey
@@ -23,15 +25,21 @@ def row_entries(
     """A row's snapshot entries: one per key its kind shows (one for an unsplit probe,
     and for one none of whose keys are shown yet)."""
     kind = kind_of(row.spec)
-    named = [(k, kind.entry_name(row.spec, row.name, k)) for k in row.stats]
+    split = _merged(row)
+    stats, hists, rates = (
+        (row.stats, row.hist, row.rates)
+        if split is None
+        else (split.stats, split.hist, split.rates)
+    )
+    named = [(k, kind.entry_name(row.spec, row.name, k)) for k in stats]
     shown: Iterable[tuple[ProbeKey, str | None]] = [(k, n) for k, n in named if n] or [
         (None, row.name)
     ]
     measures_oncpu = row.module is not None and row.module.measures_oncpu
     entries = []
     for key, name in shown:
-        count, total, lo, hi, oncpu = row.stats.get(key, NO_STATS)
-        rate = round(row.rates.get(key, 0.0), 3)
+        count, total, lo, hi, oncpu = stats.get(key, NO_STATS)
+        rate = round(rates.get(key, 0.0), 3)
         # Most rows of a wide glob are idle: their entry is the last one, as it was.
         # The total too: a hit's count and its time reach the kernel's map one after
         # the other, and a read between them must not stand for the finished figures.
@@ -43,7 +51,7 @@ def row_entries(
             continue
         net, raw, hist, timed, off = Latency(), None, None, None, None
         if row.spec.measures_latency:
-            buckets = row.hist.get(key, {})
+            buckets = hists.get(key, {})
             # Sampled: each timed hit is in the histogram once (read after the counts: a
             # launch timed in between is in the buckets, not yet in the count).
             timed = min(count, sum(buckets.values())) if kind.sampled_latency else None
@@ -91,9 +99,28 @@ def row_entries(
             hist=hist,
             error=row.error or None,
         )
+        if split is not None and key in split.by_pid:
+
+            def part_net(n: int, t: int, lo: int, hi: int, b: dict[int, int]) -> Latency:
+                return latency_fields(n, t, lo, hi, b, cost)[0]
+
+            parts, ratio, top = parts_of(split.by_pid[key], row.spec.measures_latency, part_net)
+            entry = dataclasses.replace(entry, parts=parts, imbalance=ratio, imbalance_pid=top)
         row.entry_cache[key] = (sig, entry)
         entries.append(entry)
     return entries
+
+
+def _merged(row: Row) -> Merged | None:
+    """The row's figures merged over its processes, where its module counts them apart."""
+    if row.module is None or not row.module.by_process:
+        return None
+    # Rates fall to 0 with no new figures once an interval has no hit: interval_hits says.
+    version = (row.stats_version, row.rates_version, row.interval_hits)
+    if row.merged is None or row.merged[0] != version:
+        row.merged = (version, merge(row.stats, row.hist, row.rates))
+    merged: Merged = row.merged[1]
+    return merged
 
 
 def _corrected(off: float | None, cost: ClassCost) -> float | None:

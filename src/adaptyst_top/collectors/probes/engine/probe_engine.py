@@ -82,6 +82,7 @@ class ProbeEngine:
         account: AttachAccount | None = None,
         confine_uid: int | None = None,
         pinned: PinnedFiles | None = None,
+        by_process: bool = False,
     ) -> None:
         """pid: the target process (its exit ends the probes); scope: other processes to
         probe from the start (a Slurm job's); follow: the processes these start join;
@@ -92,7 +93,8 @@ class ProbeEngine:
         points a user's engines share (the agent's, per user); confine_uid: hits
         count only in that user's processes while they are theirs (the agent's users);
         pinned: the files specs may name, opened when checked (the agent's users: a spec
-        naming any other is refused); the engine closes them."""
+        naming any other is refused); the engine closes them; by_process: each process's
+        hits counted apart (a job's ranks), each row's entries then carrying them."""
         if check_environment:
             self.require_ebpf()
         if pid is not None:
@@ -112,7 +114,7 @@ class ProbeEngine:
         self.costs = costs or CostTable()
         self.budget = budget
         self.enforce_budget = enforce_budget
-        self.state = EngineState()
+        self.state = EngineState(by_process)
         self.processes = Scope(self.state, pid, scope, admit, scope_name)
         self.attacher = Attacher(self.state, self.processes)
         self.watch = ScopeWatch(self.state, self.processes, self.attacher, command_path)
@@ -135,6 +137,7 @@ class ProbeEngine:
             confine=confine,
             oncpu=oncpu_offset(),
             pinned=pinned,
+            by_process=by_process,
         )
         if follow and starts is not None:
             # First on the compiler thread: followed before any probe attaches.

@@ -42,9 +42,11 @@ def read_module(module: ProbeModule) -> None:
     for k, v in module.reader("stats").items():
         slot = int(k.slot)
         per_slot = stats.setdefault(slot, {})
-        key = key_of(k)
+        key: Any = key_of(k)
         if hashed_name(key):  # a device layer's long name: whole where it was told
             key = module.whole_name(key)
+        if module.by_process:
+            key = (int(k.pid), key)
         new = (int(v.count), int(v.sum), int(v.min), int(v.max), int(v.oncpu))
         # Two kernel keys can be one user key (a string read here and in the kernel).
         per_slot[key] = merge_stats(per_slot[key], new) if key in per_slot else new
@@ -109,7 +111,7 @@ def _walk_histograms(module: ProbeModule, changed: set[int]) -> None:
         )
     walked: dict[bytes, dict[int, int]] = {}
     # Parsed in bulk: an object per entry cost more than the rest of a read together.
-    for i, ((slot, _kind, _num, _s, bucket, _pad), (count,)) in enumerate(
+    for i, ((slot, _kind, _num, _s, _pid, _kpad, bucket, _pad), (count,)) in enumerate(
         zip(_HKEY.iter_unpack(keys), _COUNT.iter_unpack(values), strict=True)
     ):
         if slot in changed:

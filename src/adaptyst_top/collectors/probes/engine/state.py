@@ -38,8 +38,10 @@ class EngineState:
     attached, detached, ended, error) shared by the caller's, the compiler's and the
     reader's threads under `lock`."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_process: bool = False) -> None:
         self.lock = threading.RLock()
+        # Each process's hits apart: every module's maps are as large as a keyed one's.
+        self.by_process = by_process
         self.groups: list[ProbeGroup] = []
         self.rows: dict[int, Row] = {}
         self.modules: list[ProbeModule] = []
@@ -85,4 +87,5 @@ class EngineState:
         """(modules, keyed modules) held or being built."""
         with self.lock:
             live = [g for g in self.groups if g.state != "error"]
-            return len(live), sum(1 for g in live if g.spec is not None and g.spec.keyed)
+            keyed = [g for g in live if self.by_process or (g.spec is not None and g.spec.keyed)]
+            return len(live), len(keyed)

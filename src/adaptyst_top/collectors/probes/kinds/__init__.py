@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from adaptyst_top.collectors.probes.kinds.base import CalibrationCase, ProbeKindDef
 from adaptyst_top.collectors.probes.kinds.cuda import Cuda
+from adaptyst_top.collectors.probes.kinds.mpi import Mpi
 from adaptyst_top.collectors.probes.kinds.opencl import OpenCL
 from adaptyst_top.collectors.probes.kinds.python import Python
 from adaptyst_top.collectors.probes.kinds.uprobe import Uprobe
 from adaptyst_top.collectors.probes.kinds.usdt import Usdt
 from adaptyst_top.collectors.probes.spec import ProbeSpec, ProbeSpecError, split_key
 
-KINDS: dict[str, ProbeKindDef] = {k.name: k for k in (Uprobe(), Usdt(), OpenCL(), Cuda(), Python())}
+KINDS: dict[str, ProbeKindDef] = {
+    k.name: k for k in (Uprobe(), Usdt(), OpenCL(), Cuda(), Python(), Mpi())
+}
 # The words a spec may start with: each kind's name and its aliases.
 _BY_WORD: dict[str, ProbeKindDef] = {w: k for k in KINDS.values() for w in (k.name, *k.aliases)}
 SPEC_PREFIXES = tuple(f"{w}:" for w in _BY_WORD)

@@ -117,6 +117,11 @@ class ProbeKindDef(ABC):
         line that says so), or None."""
         return None
 
+    def target_name(self, spec: ProbeSpec, pid: int | None) -> str:
+        """The file SPEC names, as a path or a library name (targets.py) for PID's view;
+        a kind whose specs name none itself (mpi:) finds it. ProbeError when none."""
+        return spec.target
+
     def instead_targets(self, spec: ProbeSpec) -> tuple[str, ...]:
         """The files a spec built instead (`instead`) may name: the agent opens them as
         the user beside SPEC's own, so that the spec instead can be built there too."""

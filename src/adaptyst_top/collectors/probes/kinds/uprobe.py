@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from types import MappingProxyType
+from typing import ClassVar
 
 from adaptyst_top.collectors.probes.bpf.program import Slot
 from adaptyst_top.collectors.probes.cost import overhead as ov
@@ -18,11 +19,12 @@ from adaptyst_top.collectors.probes.kinds.base import (
 )
 from adaptyst_top.collectors.probes.model import Attachment, ProbeError, Row
 from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec, ProbeSpecError
+from adaptyst_top.snapshot.probes import ProbeKind
 
 UPROBE_ARGS = 6  # x86-64's integer argument registers: what a uprobe's entry can read
 # A symbol or a demangled name (C++ `ns::Class::method`, templates, destructors); with
 # spaces or parentheses it is quoted.
-_GLOB = re.compile(r"^[A-Za-z0-9_.$*?\[\]!@:<>~,&+-]+$")
+_GLOB = re.compile(r"^[A-Za-z0-9_.$*?\[\]!@:<>~,&+{}-]+$")
 _SINGLE_COLON = re.compile(r"(?<!:):(?!:)")
 
 
@@ -39,8 +41,8 @@ def _split_function(rest: str) -> tuple[str, str, str]:
 
 
 class Uprobe(ProbeKindDef):
-    name = "uprobe"
-    aliases = ("u",)
+    name: ClassVar[ProbeKind] = "uprobe"
+    aliases: ClassVar[tuple[str, ...]] = ("u",)
     shape = "uprobe:TARGET:FUNC"
     syntax = "uprobe:TARGET:FUNC[@argN|@retval]"
     what = "a function's entry and return"
@@ -60,7 +62,7 @@ class Uprobe(ProbeKindDef):
             ov.UNKNOWN: ClassCost(14700.0, 13000.0, "default"),
         }
     )
-    calibration = (
+    calibration: ClassVar[tuple[CalibrationCase, ...]] = (
         CalibrationCase(ov.EMULATED, "push", "uprobe:{bin}:cal_push", 40000),
         CalibrationCase(ov.SINGLESTEP, "lea", "uprobe:{bin}:cal_lea", 6000),
         CalibrationCase(ov.SINGLESTEP_RETIMED, "lea_nop", "uprobe:{bin}:cal_lea_nop", 6000),

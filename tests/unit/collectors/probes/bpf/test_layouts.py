@@ -42,6 +42,16 @@ def test_each_struct_is_laid_out_as_the_compiled_objects_say(name: str) -> None:
 
 def test_the_bulk_format_reads_what_ctypes_writes() -> None:
     key = layouts.ctype("hkey")()
-    key.k.slot, key.k.kind, key.k.num, key.k.str, key.bucket = 3, 2, 7, b"gemm", 41
-    slot, kind, num, text, bucket, pad = struct.unpack(layouts.struct_format("hkey"), bytes(key))
-    assert (slot, kind, num, text.rstrip(b"\0"), bucket, pad) == (3, 2, 7, b"gemm", 41, 0)
+    key.k.slot, key.k.kind, key.k.num, key.k.str, key.k.pid, key.bucket = 3, 2, 7, b"gemm", 9, 41
+    fmt = layouts.struct_format("hkey")
+    slot, kind, num, text, pid, kpad, bucket, pad = struct.unpack(fmt, bytes(key))
+    assert (slot, kind, num, text.rstrip(b"\0"), pid, kpad, bucket, pad) == (
+        3,
+        2,
+        7,
+        b"gemm",
+        9,
+        0,
+        41,
+        0,
+    )

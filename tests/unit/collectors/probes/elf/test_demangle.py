@@ -41,6 +41,14 @@ def test_specs_and_globs_on_demangled_names() -> None:
     assert not matches(name, "solver::step")
 
 
+def test_braces_name_several_globs_at_once() -> None:
+    assert parse_spec("uprobe:c:{malloc,free}").func == "{malloc,free}"
+    for sym in ("MPI_Wait", "MPI_Waitall", "MPI_Barrier"):
+        assert matches(demangle(sym), "MPI_{Wait*,Barrier}"), sym
+    assert not matches(demangle("MPI_Bcast"), "MPI_{Wait*,Barrier}")
+    assert matches(demangle("a{b"), "a{b")  # an unclosed brace is itself
+
+
 def test_a_long_qualified_name_keeps_its_end() -> None:
     cut = _fit("solver::detail::Kernel<double>::step(int)", 16, False)
     assert len(cut) == 16 and cut.startswith("…") and cut.endswith("::step(int)")

@@ -51,6 +51,9 @@ class FakeKind:
     def instead(self, ctx: Any, spec: Any) -> None:
         return None
 
+    def target_name(self, spec: Any, pid: int | None) -> str:
+        return str(spec.target)
+
     def plan(self, ctx: Builder, spec: Any, path: str, source: str, elf: Any) -> Plan:
         if self.fail_plan is not None:
             raise self.fail_plan
