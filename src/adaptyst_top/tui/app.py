@@ -28,6 +28,7 @@ from adaptyst_top.tui.power_history import PowerHistory
 from adaptyst_top.tui.profile_keys import DetailAfter, open_processes, open_profile
 from adaptyst_top.tui.profile_view import ProfileView
 from adaptyst_top.tui.quit_signals import quit_on_signals
+from adaptyst_top.tui.rank_view import VIEWS
 from adaptyst_top.tui.rows import SORTABLE, app_name
 from adaptyst_top.tui.screens.detail import DetailScreen
 from adaptyst_top.tui.screens.help import HelpScreen
@@ -178,7 +179,7 @@ class MonitorApp(App[None]):
         self.profile_view.add(snap)
         with one_write(self):  # the panes' direct paints: one hand-off to the writer
             self.query_one(DevicesPane).show(snap.devices)
-            self.probes.show(snap.probes, self.source.read_only, app_name(snap.command))
+            self.probes.show(snap.probes, self.source.read_only, app_name(snap.command), snap.host)
             self.advisor.show(snap)
             self._show_header(snap)
             if snap.warnings:
@@ -360,6 +361,18 @@ class MonitorApp(App[None]):
         column = SORTABLE[self.sort_index]
         table.set_sort(column, reverse=column != "name")
         self.set_status(f"sorted by {column}")
+
+    def action_rank_view(self) -> None:
+        pane = self.probes
+        pane.view = VIEWS[(VIEWS.index(pane.view) + 1) % len(VIEWS)]
+        if (snap := self.snap) is not None:
+            with one_write(self):
+                pane.show(snap.probes, self.source.read_only, app_name(snap.command), snap.host)
+        has_ranks = any(p.parts for p in pane.entries.values())
+        self.set_status(
+            f"probe rows: {pane.view if pane.view == 'merged' else 'per ' + pane.view}"
+            + ("" if has_ranks else " (for a job's rows, or --ranks)")
+        )
 
     def action_sort_reverse(self) -> None:
         table = self.probes

@@ -59,6 +59,11 @@ KEYS: tuple[Key, ...] = (
         "sort by the next column / reverse the order",
         (_b("s", "sort", "Sort"), _b("S", "sort_reverse", "Reverse", show=False)),
     ),
+    Key(
+        "R",
+        "a job's probe rows (--job, --ranks): merged with their imbalance / per rank / per node",
+        (_b("R", "rank_view", "Ranks", show=False),),
+    ),
     Key("p", "pause / resume the display", (_b("p", "pause", "Pause"),)),
     Key(
         "+ / -",

@@ -24,6 +24,7 @@ from adaptyst_top.tui.format import (
     fmt_rate,
 )
 from adaptyst_top.tui.glyphs import bar, sparkline
+from adaptyst_top.tui.rank_view import imbalance_cell
 
 PROBE_COLUMNS = (
     Column(
@@ -127,9 +128,19 @@ PROBE_COLUMNS = (
         priority=2,
         help="joules per call: the energy attributed to its calls (docs/probes.md)",
     ),
+    Column(
+        "imbalance",
+        "Imbal",
+        8,
+        right=True,
+        priority=5,
+        help="a job's (or --ranks') rows: the most time (count-only: calls) one rank spent in "
+        "it over the ranks' mean, and that rank (r3); per rank or node (R), each one's over "
+        "the mean",
+    ),
 )
 # The first is the default: the row whose calls took most time in all, on top.
-SORTABLE = ("total", "count", "rate", "mean", "p99", "cost", "energy", "name")
+SORTABLE = ("total", "count", "rate", "mean", "p99", "cost", "energy", "imbalance", "name")
 
 DEVICE_COLUMNS = (
     Column(
@@ -299,6 +310,7 @@ def probe_row(
         "max": fmt_latency(p.max_ns),
         "cost": fmt_ns(p.overhead_ns_per_hit) + ("*" if p.corrected_ns is not None else ""),
         "energy": "-" if (per_call := joules_per_call(p)) is None else fmt_energy(per_call),
+        "imbalance": imbalance_cell(p),
     }
     sort = {
         # calls x mean: where the time went; then calls (sub-resolution ones, count-only)
@@ -309,6 +321,7 @@ def probe_row(
         "p99": p.p99_ns or 0.0,
         "cost": (p.overhead_ns_per_hit or 0.0) * p.rate_hz,
         "energy": per_call or 0.0,
+        "imbalance": p.imbalance or 0.0,
         "name": name.lower(),
     }
     style = ""

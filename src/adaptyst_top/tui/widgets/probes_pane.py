@@ -7,19 +7,26 @@ from collections import deque
 from collections.abc import Sequence
 
 from adaptyst_top.snapshot import ProbeEntry
+from adaptyst_top.tui.columns import Column
+from adaptyst_top.tui.rank_view import View, rows_of
 from adaptyst_top.tui.rows import PROBE_COLUMNS, SORTABLE, probe_row
 from adaptyst_top.tui.widgets.devices_pane import HISTORY
 from adaptyst_top.tui.widgets.fast_table import FastTable
 
-# J/call only once some row has joules: a recording of before, or a node with no CPU
-# energy, keeps its room for the latencies.
-_WITHOUT_ENERGY = tuple(c for c in PROBE_COLUMNS if c.key != "energy")
+
+def columns(with_energy: bool, with_ranks: bool) -> tuple[Column, ...]:
+    """J/call only once some row has joules (a recording of before, or a node with no CPU
+    energy, keeps its room for the latencies); Imbal only for rows counted per rank."""
+    hidden = {"energy"} if not with_energy else set()
+    hidden |= {"imbalance"} if not with_ranks else set()
+    return tuple(c for c in PROBE_COLUMNS if c.key not in hidden)
 
 
 class ProbesPane(FastTable):
     def __init__(self, p99_warn_ns: float) -> None:
-        super().__init__(_WITHOUT_ENERGY, id="probes")
-        self._with_energy = False
+        super().__init__(columns(False, False), id="probes")
+        self._shown_columns = (False, False)  # (with energy, with ranks)
+        self.view: View = "merged"  # a job's rows: merged, per rank or per node (R)
         self.border_title = "Probes"
         self.p99_warn_ns = p99_warn_ns
         # The hot row first: most time in all (calls x mean); `s` goes on from here.
@@ -27,25 +34,38 @@ class ProbesPane(FastTable):
         self.entries: dict[str, ProbeEntry] = {}
         self.rate_history: dict[str, deque[float | None]] = {}
         self.p99_history: dict[str, deque[float | None]] = {}
-        self._cells_for: tuple[float, str | None] | None = None  # what probe_row depends on
+        self._cells_for: tuple[float, str | None, View] | None = None  # what rows depend on
         self._key_of: dict[int, tuple[ProbeEntry, str]] = {}  # id(entry): it, its row key
         self._read_only = False
 
-    def show(self, probes: Sequence[ProbeEntry], read_only: bool, app: str | None = None) -> None:
-        """APP: the launched application's name (task probes show it as their target)."""
-        with_energy = False
+    def show(
+        self,
+        probes: Sequence[ProbeEntry],
+        read_only: bool,
+        app: str | None = None,
+        host: str = "",
+    ) -> None:
+        """APP: the launched application's name (task probes show it as their target);
+        HOST: the node whose rows name no node (per node, R)."""
+        with_energy = with_ranks = False
         entries = {}
         # The engine hands back the same entry for a row that did not change (most rows
         # of a wide glob sit idle): its cells are the ones shown.
-        same_context = self._cells_for == (self.p99_warn_ns, app)
-        self._cells_for = (self.p99_warn_ns, app)
+        same_context = self._cells_for == (self.p99_warn_ns, app, self.view)
+        self._cells_for = (self.p99_warn_ns, app, self.view)
         # An entry handed back unchanged keeps its key: no ProbeRef and string per row
         # per tick. Each is held with its entry, so an id is never another entry's.
         known, self._key_of = self._key_of, {}
+        shown: list[tuple[str | None, ProbeEntry]]
+        if any(p.parts for p in probes):
+            with_ranks = True
+            shown = list(rows_of(probes, self.view, host))
+        else:
+            shown = [(None, p) for p in probes]
         with self.sorted_once():
-            for p in probes:
+            for given, p in shown:
                 last = known.get(id(p))
-                key = last[1] if last is not None and last[0] is p else p.ref.text
+                key = given or (last[1] if last is not None and last[0] is p else p.ref.text)
                 self._key_of[id(p)] = (p, key)
                 entries[key] = p
                 with_energy = with_energy or p.energy_j is not None
@@ -55,9 +75,9 @@ class ProbesPane(FastTable):
                     continue
                 cells, sort, style = probe_row(p, self.p99_warn_ns, app)
                 self.upsert(key, cells, sort, style)
-        if with_energy != self._with_energy:
-            self._with_energy = with_energy
-            self.set_columns(PROBE_COLUMNS if with_energy else _WITHOUT_ENERGY)
+        if (with_energy, with_ranks) != self._shown_columns:
+            self._shown_columns = (with_energy, with_ranks)
+            self.set_columns(columns(with_energy, with_ranks))
         self.retain(set(entries))
         for history in (self.rate_history, self.p99_history):
             for gone in set(history) - set(entries):

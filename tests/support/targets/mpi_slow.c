@@ -1,0 +1,58 @@
+/* An MPI program whose last rank computes twice as long as the others at each step, after
+ * which every rank meets the others in MPI_Allreduce: the others wait there for it. Rank 0
+ * writes what the program measured of itself to OUT, as JSON: the imbalance of the time in
+ * compute() (the most over the ranks' mean) and the rank that had the most.
+ * usage: mpi_slow GO OUT STEPS   (the ranks start once the file GO exists) */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+__attribute__((noinline)) double compute(long n) {
+    volatile double x = 0;
+    for (long i = 0; i < n; i++) x += i * 0.5;
+    return x;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc != 4 || size > 64) MPI_Abort(MPI_COMM_WORLD, 2);
+    struct stat st;
+    while (stat(argv[1], &st) != 0) usleep(10000);
+    int steps = atoi(argv[3]);
+    double mine = 0, one = 1, sum;
+    for (int i = 0; i < steps; i++) {
+        double t = now();
+        compute(rank == size - 1 ? 4000000 : 2000000);
+        mine += now() - t;
+        MPI_Allreduce(&one, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
+    double all[64];
+    MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        double most = 0, total = 0;
+        int at = 0;
+        for (int i = 0; i < size; i++) {
+            total += all[i];
+            if (all[i] > most) { most = all[i]; at = i; }
+        }
+        FILE *f = fopen(argv[2], "w");
+        if (f) {
+            fprintf(f, "{\"imbalance\": %.4f, \"rank\": %d}\n", most / (total / size), at);
+            fclose(f);
+        }
+    }
+    MPI_Finalize();
+    return 0;
+}

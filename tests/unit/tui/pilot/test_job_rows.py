@@ -1,0 +1,53 @@
+"""A job's rows in the monitor: the Imbal column, and R from merged to per rank to per
+node and back, on a real recording of an MPI run."""
+
+from __future__ import annotations
+
+from adaptyst_top.runtime.sources import ReplaySource
+from adaptyst_top.tui.app import MonitorApp
+from adaptyst_top.tui.widgets.fast_table import FastTable
+from tests.support.paths import DATA
+
+RECORDING = DATA / "mpi-ranks-recording.jsonl"
+
+
+async def test_r_switches_merged_per_rank_per_node() -> None:
+    app = MonitorApp(ReplaySource(RECORDING), interval=1.0, autoplay=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        for _ in range(6):
+            app.step()
+        await pilot.pause()
+        table = app.query_one("#probes", FastTable)
+
+        def names() -> list[str]:
+            return sorted(table.rows[k].cells["name"] for k in table.order)
+
+        assert names() == ["MPI_Allreduce", "compute"]
+        assert "imbalance" in [c.key for c in table.columns]
+        imbal = {table.rows[k].cells["name"]: table.rows[k].cells["imbalance"] for k in table.order}
+        assert imbal["compute"].endswith(" r1") and imbal["MPI_Allreduce"].endswith(" r0")
+        await pilot.press("R")
+        await pilot.pause()
+        assert names() == [
+            "MPI_Allreduce · rank 0",
+            "MPI_Allreduce · rank 1",
+            "compute · rank 0",
+            "compute · rank 1",
+        ]
+        assert "per rank" in app.query_one("#status").text
+        await pilot.press("R")
+        await pilot.pause()
+        assert all("(2 ranks)" in n for n in names()) and len(names()) == 2
+        await pilot.press("R")
+        await pilot.pause()
+        assert names() == ["MPI_Allreduce", "compute"]
+
+
+async def test_rows_of_a_single_process_have_no_imbal_column() -> None:
+    app = MonitorApp(ReplaySource(DATA / "recording.jsonl"), interval=1.0, autoplay=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        for _ in range(3):
+            app.step()
+        await pilot.pause()
+        table = app.query_one("#probes", FastTable)
+        assert "imbalance" not in [c.key for c in table.columns]
