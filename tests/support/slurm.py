@@ -1,7 +1,9 @@
-"""A real one-node Slurm for the tests, from Debian's packages (slurmctld, slurmd, munge,
+"""A real Slurm for the tests, from Debian's packages (slurmctld, slurmd, munge,
 slurm-client): its own munge key and socket, its own config, state and ports, every
 daemon in the foreground as a child of the test, stopped at the end. Nothing under
-/etc is used or changed: the commands find it through $SLURM_CONF."""
+/etc is used or changed: the commands find it through $SLURM_CONF. One node (this
+machine), or several (tests/support/nodes.py: each a namespace with its own hostname,
+address and slurmd)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 START_TIMEOUT_S = 60.0
@@ -32,8 +36,19 @@ def _memory_mb() -> int:
     return max(1, total_kb // 1024 - 256)
 
 
+@dataclass(frozen=True)
+class SlurmNode:
+    """A node of its own on this machine: its name and loopback address, and the command
+    prefix that runs a program inside it (nsenter into its namespaces)."""
+
+    name: str
+    addr: str
+    enter: tuple[str, ...]
+
+
 class Slurm:
-    def __init__(self) -> None:
+    def __init__(self, nodes: Sequence[SlurmNode] = ()) -> None:
+        self.nodes = list(nodes)
         self.base = Path(tempfile.mkdtemp(prefix="adt-slurm-"))
         self.base.chmod(0o755)  # users' commands read the config and munge's socket
         self.conf = self.base / "slurm.conf"
@@ -45,7 +60,10 @@ class Slurm:
             self._munge()
             self._config()
             self._daemon(["slurmctld", "-D", "-i"], "slurmctld")
-            self._daemon(["slurmd", "-D"], "slurmd")
+            if not self.nodes:
+                self._daemon(["slurmd", "-D"], "slurmd")
+            for node in self.nodes:  # its hostname (its namespace's) names it to slurmd
+                self._daemon([*node.enter, "slurmd", "-D"], f"slurmd-{node.name}")
             self._wait_idle()
         except BaseException:
             self.stop()
@@ -82,11 +100,34 @@ class Slurm:
         host = socket.gethostname().split(".")[0]
         for d in ("state", "spool"):
             (self.base / d).mkdir()
+        for node in self.nodes:
+            (self.base / "spool" / node.name).mkdir()
+        if self.nodes:
+            # Two CPUs a node whatever this machine has (a node may not claim more than it
+            # finds), and room for two ranks each.
+            lines = [
+                f"NodeName={n.name} NodeAddr={n.addr} Port={_free_port()} CPUs=2 "
+                "RealMemory=512 State=UNKNOWN"
+                for n in self.nodes
+            ]
+            names = ",".join(n.name for n in self.nodes)
+            spool, pid_file = self.base / "spool" / "%n", self.base / "slurmd-%n.pid"
+            controller = f"{host}(127.0.0.1)"
+        else:
+            # Its memory declared (Slurm's default is 1 MB, which it gives jobs as their
+            # RSS limit: Dask's workers then stop at once).
+            lines = [
+                f"NodeName={host} CPUs={os.cpu_count() or 1} RealMemory={_memory_mb()} "
+                "State=UNKNOWN"
+            ]
+            names = host
+            spool, pid_file = self.base / "spool", self.base / "slurmd.pid"
+            controller = host
         self.conf.write_text(
             "\n".join(
                 [
                     "ClusterName=adtest",
-                    f"SlurmctldHost={host}",
+                    f"SlurmctldHost={controller}",
                     f"SlurmctldPort={_free_port()}",
                     f"SlurmdPort={_free_port()}",
                     "AuthType=auth/munge",
@@ -95,9 +136,9 @@ class Slurm:
                     "SlurmUser=root",
                     "SlurmdUser=root",
                     f"StateSaveLocation={self.base / 'state'}",
-                    f"SlurmdSpoolDir={self.base / 'spool'}",
+                    f"SlurmdSpoolDir={spool}",
                     f"SlurmctldPidFile={self.base / 'slurmctld.pid'}",
-                    f"SlurmdPidFile={self.base / 'slurmd.pid'}",
+                    f"SlurmdPidFile={pid_file}",
                     "ProctrackType=proctrack/linuxproc",
                     "TaskPlugin=task/none",
                     "JobAcctGatherType=jobacct_gather/none",
@@ -105,12 +146,9 @@ class Slurm:
                     "MpiDefault=none",
                     "ReturnToService=2",
                     f"SlurmctldLogFile={self.log / 'slurmctld.log'}",
-                    f"SlurmdLogFile={self.log / 'slurmd.log'}",
-                    # Its memory declared (Slurm's default is 1 MB, which it gives jobs
-                    # as their RSS limit: Dask's workers then stop at once).
-                    f"NodeName={host} CPUs={os.cpu_count() or 1} RealMemory={_memory_mb()} "
-                    "State=UNKNOWN",
-                    f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
+                    f"SlurmdLogFile={self.log / 'slurmd-%n.log'}",
+                    *lines,
+                    f"PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP",
                     "",
                 ]
             )

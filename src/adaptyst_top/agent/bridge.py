@@ -9,6 +9,7 @@ import selectors
 import socket
 
 CHUNK = 1 << 16
+MAX_PIDS = 4096  # a node's ranks asked at once: more than any node runs
 
 
 def bridge(path: str, stdin: int = 0, stdout: int = 1) -> int:
@@ -44,3 +45,20 @@ def bridge(path: str, stdin: int = 0, stdout: int = 1) -> int:
     finally:
         sel.close()
         sock.close()
+
+
+def print_ranks(pids_text: str, out: int = 1) -> int:
+    """The rank each of this user's processes PIDS_TEXT (`1,2,3`) names, as one JSON
+    object on OUT (`{"1": 0, "2": null}`): read here, by the user's own process on the
+    node, from each one's environment (system/mpi_ranks.py). 2 for a malformed list."""
+    import json
+
+    from adaptyst_top.system.mpi_ranks import RankNames
+
+    words = pids_text.split(",")
+    if len(words) > MAX_PIDS or not all(w.isdigit() and 0 < int(w) < 1 << 22 for w in words):
+        os.write(2, b"adaptyst-top bridge: --ranks takes process IDs: 1,2,3\n")
+        return 2
+    names = RankNames()
+    os.write(out, (json.dumps({w: names.rank_of(int(w)) for w in words}) + "\n").encode())
+    return 0

@@ -151,12 +151,20 @@ def bridge_parser() -> argparse.ArgumentParser:
     )
     add_version(p)
     p.add_argument("--agent", metavar="PATH", help="the agent's socket (the default one)")
+    p.add_argument(
+        "--ranks",
+        metavar="PID,...",
+        help="print the MPI rank each of your processes PID names (JSON) and exit: what a "
+        "job's view on a login node asks of each node",
+    )
     return p
 
 
 def cmd_bridge(argv: Sequence[str]) -> int:
-    from adaptyst_top.agent.bridge import bridge
+    from adaptyst_top.agent.bridge import bridge, print_ranks
     from adaptyst_top.runtime.remote.defaults import AGENT_ENV, DEFAULT_SOCKET
 
     args = bridge_parser().parse_args(argv)
+    if args.ranks is not None:
+        return print_ranks(args.ranks)
     return bridge(args.agent or os.environ.get(AGENT_ENV) or str(DEFAULT_SOCKET))

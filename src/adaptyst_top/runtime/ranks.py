@@ -22,8 +22,11 @@ def with_ranks(snap: Snapshot, names: RankNames) -> Snapshot:
 def _named(entry: ProbeEntry, names: RankNames) -> ProbeEntry:
     if not entry.parts:
         return entry
+    # A part of another node's (a job's view from a login node) is named there.
     parts = tuple(
-        part if part.rank is not None else replace(part, rank=names.rank_of(part.pid))
+        part
+        if part.rank is not None or part.node is not None
+        else replace(part, rank=names.rank_of(part.pid))
         for part in entry.parts
     )
     return replace(entry, parts=parts)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from adaptyst_top.collectors.probes.spec import ProbeSpec
     from adaptyst_top.collectors.profile.profiler import Profiler
     from adaptyst_top.placement.loop import PlacementLoop
+    from adaptyst_top.runtime.job_fanout import JobFanout
     from adaptyst_top.runtime.job_watch import JobWatch
     from adaptyst_top.runtime.python_control import PythonControl
     from adaptyst_top.runtime.remote.client import AgentConnection, AgentHub
@@ -46,9 +47,10 @@ if TYPE_CHECKING:
 
 @dataclass
 class Session:
-    hub: Hub | AgentHub
+    hub: Hub | AgentHub | JobFanout
     engine: ProbeEngine | None = None
-    remote: AgentConnection | None = None  # the agent's, when the probes are there
+    # The agent's, when the probes are there; a job's nodes', each its own agent's.
+    remote: AgentConnection | JobFanout | None = None
     child: HeldCommand | None = None
     pid: int | None = None
     calibration: BackgroundCalibration | None = None
@@ -93,7 +95,7 @@ class Session:
             part = self.placement.update(snap)
             snap = replace(snap, tasks=part.tasks, advice=part.advice, advisor=part.advisor)
         snap = self._with_command(snap)
-        if self.options.tenant.names_ranks:
+        if self.options.tenant.users_own:
             snap = with_ranks(snap, self.rank_names)
         if self.exported:
             self.last = snap
@@ -198,6 +200,9 @@ class Session:
 def open_session(opts: SessionOptions) -> Session:
     """Everything attached and the command (if any) still held; call start() to release it.
     With an agent, the probes attach there (and the devices are read there)."""
+    job = opts.target.job is not None and opts.host is None and opts.tenant.users_own
+    if job and (nodes := job_elsewhere(opts)):
+        return open_job_session(opts, nodes)
     if opts.agent is not None or opts.host is not None:
         return open_remote_session(opts)
     specs = parsed_specs(opts)
@@ -323,6 +328,41 @@ def open_remote_session(opts: SessionOptions) -> Session:
         options=opts,
         placement=placement,
     )
+
+
+def job_elsewhere(opts: SessionOptions) -> list[str]:
+    """The nodes of the job, where it runs on any but this one alone (this is a login
+    node, or one of several): each is then asked through SSH. [] for a job here alone,
+    or where Slurm cannot say where it runs."""
+    import socket
+
+    from adaptyst_top.system.slurm_jobs import JobError, job_info, job_nodes
+
+    assert opts.target.job is not None
+    try:
+        nodes = job_nodes(job_info(opts.target.job))
+    except JobError as exc:
+        raise SessionError(str(exc)) from None
+    return nodes if nodes and nodes != [socket.gethostname().split(".")[0]] else []
+
+
+def open_job_session(opts: SessionOptions, nodes: Sequence[str]) -> Session:
+    """A job's session over its NODES, each through `ssh NODE adaptyst-top bridge`."""
+    from adaptyst_top.runtime.job_fanout import JobFanout, JobRefused
+
+    specs = parsed_specs(opts)  # a bad spec is said here, before any node is asked
+    if opts.target.command or opts.target.pid is not None:
+        raise SessionError("--job watches a job's processes: no --pid or -- CMD with it")
+    assert opts.target.job is not None
+    try:
+        fanout = JobFanout(
+            opts.target.job,
+            nodes,
+            replace(opts, probing=replace(opts.probing, specs=[s.text for s in specs])),
+        )
+    except JobRefused as exc:
+        raise SessionError(str(exc)) from None
+    return Session(hub=fanout, remote=fanout, options=opts)
 
 
 def _profiler(opts: SessionOptions, pid: int | None, job_pids: Sequence[int]) -> Profiler | None:

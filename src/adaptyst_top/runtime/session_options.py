@@ -71,9 +71,10 @@ class Tenant:
     pinned: PinnedFiles | None = None  # the only files specs may name (the engine closes them)
     # Where a profile's stacks are unwound (None: here): the agent's, in the user's process.
     profile_counts: Callable[[], Counts] | None = None
-    # This process reads its processes' MPI ranks from their environment: the user's own
-    # monitor does; the agent's sessions never (root reads no user's environment).
-    names_ranks: bool = True
+    # This session runs in the user's own process (the monitor), not in the agent: it reads
+    # its processes' MPI ranks from their environment (root reads no user's), and reaches a
+    # job's other nodes through SSH (the agent watches its own node alone).
+    users_own: bool = True
 
 
 @dataclass(frozen=True)

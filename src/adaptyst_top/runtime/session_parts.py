@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from adaptyst_top.collectors.probes.spec import ProbeSpec
     from adaptyst_top.collectors.profile.profiler import Profiler
     from adaptyst_top.placement.loop import PlacementLoop
+    from adaptyst_top.runtime.job_fanout import JobFanout
     from adaptyst_top.runtime.remote.client import AgentHub
     from adaptyst_top.system.launcher import HeldCommand
 
@@ -73,7 +74,9 @@ def attach_specs(engine: ProbeEngine, specs: Sequence[ProbeSpec], opts: SessionO
         raise SessionError("; ".join(errors))
 
 
-def watch_devices(hub: Hub | AgentHub, pid: int | None, opts: SessionOptions) -> DeviceSweep:
+def watch_devices(
+    hub: Hub | AgentHub | JobFanout, pid: int | None, opts: SessionOptions
+) -> DeviceSweep:
     """The node's devices, read by HUB from now on. A held command is released first:
     their collectors' imports and start would cost its launch 30-40 ms."""
     from adaptyst_top.collectors.devices.sweep import DeviceSweep

@@ -38,7 +38,7 @@ from adaptyst_top.snapshot.devices import (
     SourceState,
     SourceStatus,
 )
-from adaptyst_top.snapshot.parts import CommandState, Overhead, ProbeTarget
+from adaptyst_top.snapshot.parts import CommandState, NodeState, Overhead, ProbeTarget
 from adaptyst_top.snapshot.probes import (
     LATENCY_FIELDS,
     NO_LATENCY,
@@ -71,6 +71,7 @@ __all__ = [
     "EnergySplit",
     "Latency",
     "Move",
+    "NodeState",
     "Overhead",
     "PlacementPart",
     "ProbeEntry",

@@ -1,8 +1,10 @@
-"""The session's parts of a snapshot: the probes' cost, their target, the launched command."""
+"""The session's parts of a snapshot: the probes' cost, their target, the launched command,
+and a job's nodes where one view merges them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from adaptyst_top.snapshot.codec import JsonPart, json_field
 
@@ -36,3 +38,18 @@ class CommandState(JsonPart):
     pid: int | None
     status: int | None  # as a shell reports it; None while it runs
     output: str | None  # the monitor's private log of its output
+
+
+NodeStatus = Literal["ok", "connecting", "lost", "unreachable", "refused", "ended"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState(JsonPart):
+    """One node of a job whose nodes one view merges (`--job` from a login node): whether
+    its agent answers through SSH, and why not; `age_s` how old its figures in this
+    snapshot are (None: it never gave any)."""
+
+    name: str
+    state: NodeStatus
+    reason: str | None = field(default=None, metadata=json_field(omit="none"))
+    age_s: float | None = field(default=None, metadata=json_field(omit="none"))

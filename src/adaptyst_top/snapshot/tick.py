@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from adaptyst_top.snapshot.advice import AdviceEntry, AdvisorState, TaskEntry
 from adaptyst_top.snapshot.codec import JsonPart, json_field
 from adaptyst_top.snapshot.devices import DeviceReading, SourceState
-from adaptyst_top.snapshot.parts import CommandState, Overhead, ProbeTarget
+from adaptyst_top.snapshot.parts import CommandState, NodeState, Overhead, ProbeTarget
 from adaptyst_top.snapshot.probes import EnergySplit, ProbeEntry
 from adaptyst_top.snapshot.profile import ProfilePart
 
@@ -39,5 +39,7 @@ class Snapshot(JsonPart):
     # What happened since the last snapshot, a line each.
     warnings: tuple[str, ...] = field(default=(), metadata=_SET)
     final: bool = field(default=False, metadata=_SET)  # the last snapshot of a run
+    # A job's nodes, where one view merges them (its rows' parts say each one's node).
+    nodes: tuple[NodeState, ...] = field(default=(), metadata=_SET)
     # A recording made before the field existed is of version 0.
     schema_version: int = field(default=SCHEMA_VERSION, metadata=json_field(missing=0))

@@ -40,6 +40,7 @@ class JobInfo:
     owner_uid: int | None  # None: Slurm's commands are not here to say
     owner: str | None
     state: str | None  # RUNNING, COMPLETED...
+    node_list: str | None = None  # Slurm's hostlist of its nodes ("node[1-3]"), once placed
 
 
 def check_job_id(text: str) -> str:
@@ -79,7 +80,34 @@ def parse_scontrol(job_id: str, text: str) -> JobInfo:
     owner = uid = None
     if m := re.fullmatch(r"(.*)\((\d+)\)", fields.get("UserId", "")):
         owner, uid = m.group(1), int(m.group(2))
-    return JobInfo(job_id, uid, owner, fields.get("JobState"))
+    nodes = fields.get("NodeList")
+    placed = nodes if nodes and nodes != "(null)" else None
+    return JobInfo(job_id, uid, owner, fields.get("JobState"), placed)
+
+
+_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+MAX_NODES = 100_000
+
+
+def job_nodes(info: JobInfo) -> list[str]:
+    """The names of the nodes the job runs on (`scontrol show hostnames`); [] where
+    Slurm has not placed it or cannot say. JobError when scontrol answers nonsense."""
+    scontrol = shutil.which("scontrol")
+    if info.node_list is None or scontrol is None:
+        return []
+    try:
+        done = subprocess.run(
+            [scontrol, "show", "hostnames", info.node_list],
+            capture_output=True,
+            text=True,
+            timeout=SCONTROL_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise JobError(f"job {info.job_id}: scontrol did not answer ({exc})") from None
+    names = done.stdout.split() if done.returncode == 0 else []
+    if len(names) > MAX_NODES or not all(_NODE_NAME.match(n) for n in names):
+        raise JobError(f"job {info.job_id}: scontrol named its nodes oddly: {info.node_list!r}")
+    return names
 
 
 _SLURM_CGROUP = re.compile(
@@ -120,9 +148,24 @@ def _cgroup_job(pid: int, proc: Path) -> str | None:
     return m.group(1) if m else None
 
 
+def _uts(name: str, proc: Path) -> int | None:
+    try:
+        return (proc / name / "ns" / "uts").stat().st_ino
+    except OSError:
+        return None
+
+
+def _this_nodes(stepd: int, proc: Path) -> bool:
+    """Whether the step daemon STEPD is this node's: in this process's UTS namespace, as
+    its slurmd is (where a machine holds several nodes, each its own namespace, as the
+    tests' do). Unknown (not ours to look at): taken as this node's."""
+    theirs, ours = _uts(str(stepd), proc), _uts("self", proc)
+    return theirs is None or ours is None or theirs == ours
+
+
 def _stepd_job(pid: int, proc: Path) -> str | None:
     """The job of the step daemon above PID (root's, naming its job in its title), when
-    PID runs as the user of the task that daemon started."""
+    PID runs as the user of the task that daemon started and the daemon is this node's."""
     below = pid
     here = _parent(pid, proc)
     for _ in range(MAX_ANCESTORS):
@@ -134,7 +177,7 @@ def _stepd_job(pid: int, proc: Path) -> str | None:
             except OSError:
                 return None
             same_user = _owner(pid, proc) == _owner(below, proc)
-            return m.group(1).decode() if m and same_user else None
+            return m.group(1).decode() if m and same_user and _this_nodes(here, proc) else None
         below, here = here, _parent(here, proc)
     return None
 
@@ -174,6 +217,7 @@ __all__ = [
     "JobScan",
     "check_job_id",
     "job_info",
+    "job_nodes",
     "job_of",
     "parse_scontrol",
 ]

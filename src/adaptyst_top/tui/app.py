@@ -178,7 +178,7 @@ class MonitorApp(App[None]):
         self.power_history.add(snap.t, snap.devices)
         self.profile_view.add(snap)
         with one_write(self):  # the panes' direct paints: one hand-off to the writer
-            self.query_one(DevicesPane).show(snap.devices)
+            self.query_one(DevicesPane).show(snap.devices, snap.nodes)
             self.probes.show(snap.probes, self.source.read_only, app_name(snap.command), snap.host)
             self.advisor.show(snap)
             self._show_header(snap)

@@ -312,9 +312,9 @@ def job_refusal(peer: Peer, job: str) -> str | None:
 def tenant_of(peer: Peer, pinned: PinnedFiles | None, account: AttachAccount | None) -> Tenant:
     """A session's bounds for PEER: root's are a local session's, a user's are the rule."""
     if peer.privileged:
-        return Tenant(pinned=pinned, names_ranks=False)
+        return Tenant(pinned=pinned, users_own=False)
     # Each process that joins (a child, a job's new task) is asked again.
     admit = partial(may_probe, peer, settle_s=EXEC_SETTLE_S)
     # A user's binaries and stacks are unwound by a process of theirs, never here.
     counts = partial(counts_for, peer.uid, peer.gid, sorted(peer.groups))
-    return Tenant(admit, account, peer.uid, pinned, counts, names_ranks=False)
+    return Tenant(admit, account, peer.uid, pinned, counts, users_own=False)

@@ -101,6 +101,7 @@ class AgentConnection:
         self._added: list[str] = []
         self._told: list[str] = []
         self.carry = Continuity()
+        self.lost: str | None = None  # why the last snapshot is a held one (the agent is lost)
         self._connect()
 
     def _connect(self) -> None:
@@ -227,33 +228,38 @@ class AgentConnection:
         try:
             return self._fetch(with_hist)
         except AgentInterrupted as exc:
-            return self.carry.held(str(exc))
+            return self._held(str(exc))
         except AgentRefused as exc:  # the agent ended this session (the guard)
-            return self.carry.held(f"agent: {exc}", ended=True)
+            return self._held(f"agent: {exc}", ended=True)
         except (OSError, proto.ProtocolError, SnapshotError) as exc:
             lost = exc
         if self.stop is not None and self.stop.is_set():
             # The run is ending: its last line says so, no session is opened for it.
-            return self.carry.held(f"lost the agent at {self.where} ({lost})")
+            return self._held(f"lost the agent at {self.where} ({lost})")
         if time.monotonic() < self._retry_at:
-            return self.carry.held(f"lost the agent at {self.where} ({lost}); retrying")
+            return self._held(f"lost the agent at {self.where} ({lost}); retrying")
         try:
             self._reopen(lost)
             snap = self._fetch(with_hist)
         except AgentInterrupted as exc:
-            return self.carry.held(str(exc))
+            return self._held(str(exc))
         except (OSError, proto.ProtocolError, SnapshotError, AgentRefused) as exc:
             self.link.close()
             # Tried again after a pause that grows: an agent that is down for a while is
             # not asked to attach everything every tick.
             self._retry_at = time.monotonic() + self._backoff
             self._backoff = min(RETRY_MAX_S, self._backoff * 2)
-            return self.carry.held(f"lost the agent at {self.where} ({lost}); retrying: {exc}")
+            return self._held(f"lost the agent at {self.where} ({lost}); retrying: {exc}")
         self._backoff = RETRY_FIRST_S
         return snap
 
+    def _held(self, why: str, ended: bool = False) -> Snapshot:
+        self.lost = why
+        return self.carry.held(why, ended)
+
     def _fetch(self, with_hist: bool) -> Snapshot:
         answer = self._ask("snapshot", with_hist=with_hist)
+        self.lost = None
         try:
             with reusing():  # the answer is fresh and dropped after
                 snap = self.carry.carry(Snapshot.from_json(answer.get("snapshot")))

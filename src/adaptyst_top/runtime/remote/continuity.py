@@ -110,31 +110,37 @@ class Continuity:
 
     def _probe(self, new: ProbeEntry) -> ProbeEntry:
         old = self._probes.get(identity(new))
-        if old is None or old.count < 0 or new.count < 0:
-            return new
-        count = old.count + new.count
-        merged: tuple[tuple[int, int], ...] | None = None
-        if _sane(old.hist) and _sane(new.hist):
-            assert old.hist is not None and new.hist is not None
-            buckets = dict(old.hist)
-            for bucket, n in new.hist:
-                buckets[bucket] = buckets.get(bucket, 0) + n
-            merged = tuple(sorted(buckets.items()))
-        # A sampled row's means are over its timed hits: weighed by those.
-        timed = None if old.timed is None or new.timed is None else old.timed + new.timed
-        n_old, n_new = (old.count, new.count) if timed is None else (old.timed, new.timed)
-        raw = _merged(old.raw, new.raw, n_old or 0, n_new or 0, merged)
-        net = _merged(old.latency, new.latency, n_old or 0, n_new or 0, None) or new.latency
-        if merged is not None and raw is not None and new.raw is not None:
-            # The merged histogram's percentiles are raw ones: net of the same cost.
-            off = (new.raw.mean_ns or 0.0) - (new.latency.mean_ns or 0.0)
-            p50, p95, p99 = (
-                None if v is None else round(max(0.0, v - off), 1)
-                for v in (raw.p50_ns, raw.p95_ns, raw.p99_ns)
-            )
-            net = replace(net, p50_ns=p50, p95_ns=p95, p99_ns=p99)
-        hist = merged if merged is not None else new.hist
-        return replace(new, count=count, timed=timed, hist=hist, raw=raw, latency=net)
+        return new if old is None else combined(old, new)
+
+
+def combined(old: ProbeEntry, new: ProbeEntry) -> ProbeEntry:
+    """One row's figures of two sessions (or two nodes) as one: counts summed,
+    histograms merged, means weighed by count, the extremes of both; NEW's other fields."""
+    if old.count < 0 or new.count < 0:
+        return new
+    count = old.count + new.count
+    merged: tuple[tuple[int, int], ...] | None = None
+    if _sane(old.hist) and _sane(new.hist):
+        assert old.hist is not None and new.hist is not None
+        buckets = dict(old.hist)
+        for bucket, n in new.hist:
+            buckets[bucket] = buckets.get(bucket, 0) + n
+        merged = tuple(sorted(buckets.items()))
+    # A sampled row's means are over its timed hits: weighed by those.
+    timed = None if old.timed is None or new.timed is None else old.timed + new.timed
+    n_old, n_new = (old.count, new.count) if timed is None else (old.timed, new.timed)
+    raw = _merged(old.raw, new.raw, n_old or 0, n_new or 0, merged)
+    net = _merged(old.latency, new.latency, n_old or 0, n_new or 0, None) or new.latency
+    if merged is not None and raw is not None and new.raw is not None:
+        # The merged histogram's percentiles are raw ones: net of the same cost.
+        off = (new.raw.mean_ns or 0.0) - (new.latency.mean_ns or 0.0)
+        p50, p95, p99 = (
+            None if v is None else round(max(0.0, v - off), 1)
+            for v in (raw.p50_ns, raw.p95_ns, raw.p99_ns)
+        )
+        net = replace(net, p50_ns=p50, p95_ns=p95, p99_ns=p99)
+    hist = merged if merged is not None else new.hist
+    return replace(new, count=count, timed=timed, hist=hist, raw=raw, latency=net)
 
 
 def _merged(

@@ -110,20 +110,25 @@ class SocketTransport(Transport):
         self.sock.close()
 
 
+def ssh_argv(host: str, *args: str) -> list[str]:
+    """`ssh HOST adaptyst-top ARGS` as this user's ssh runs it ($ADAPTYST_TOP_SSH,
+    $ADAPTYST_TOP_REMOTE); BatchMode: a password prompt would hang under the screen."""
+    ssh = shlex.split(os.environ.get(SSH_ENV, "ssh"))
+    remote = os.environ.get(REMOTE_ENV, "adaptyst-top")
+    return [*ssh, "-o", "BatchMode=yes", "--", host, remote, *args]
+
+
 class SshTransport(Transport):
     """`ssh HOST adaptyst-top bridge`: its standard input and output are the socket's."""
 
     def __init__(self, host: str) -> None:
-        ssh = shlex.split(os.environ.get(SSH_ENV, "ssh"))
-        remote = os.environ.get(REMOTE_ENV, "adaptyst-top")
-        # BatchMode: a password prompt would hang under the monitor's screen.
-        argv = [*ssh, "-o", "BatchMode=yes", "--", host, remote, "bridge"]
+        argv = ssh_argv(host, "bridge")
         try:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
         except OSError as exc:
-            raise AgentUnavailable(f"cannot run {ssh[0]}: {exc.strerror or exc}") from None
+            raise AgentUnavailable(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
         self.host = host
         self.closed = False
         assert self.proc.stdin is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from adaptyst_top.snapshot import DeviceReading
+from adaptyst_top.snapshot import DeviceReading, NodeState
 from adaptyst_top.tui.rows import DEVICE_COLUMNS, device_row, gpu_process_rows
 from adaptyst_top.tui.widgets.fast_table import FastTable
 
@@ -27,7 +27,9 @@ class DevicesPane(FastTable):
         self.history: dict[str, deque[float | None]] = {}
         self._height = 0
 
-    def show(self, devices: Sequence[DeviceReading]) -> None:
+    def show(self, devices: Sequence[DeviceReading], nodes: Sequence[NodeState] = ()) -> None:
+        """NODES: a job's nodes (merged in one view): a node that does not answer is a
+        row saying why, first; those that do show their devices under their names."""
         ids = {d.id for d in devices}
         views: dict[str, list[str]] = {}  # physical device -> the OpenCL names it runs
         for d in devices:
@@ -35,6 +37,15 @@ class DevicesPane(FastTable):
             if on in ids:
                 views.setdefault(str(on), []).append(d.name)
         seen, shown = set(), set()
+        for i, n in enumerate(x for x in nodes if x.state != "ok"):
+            key = f"node\x1f{n.name}"
+            self.upsert(
+                key,
+                {"name": f"{n.name}: {n.state}: {n.reason or ''}"},
+                {"at": (-1, i)},
+                style="warn",
+            )
+            shown.add(key)
         for i, d in enumerate(devices):
             if d.kind == "opencl" and d.extra.get("maps_to") in ids:
                 continue

@@ -1,0 +1,283 @@
+"""`--job ID` from a login node: one `ssh NODE adaptyst-top bridge` per node of the job (as
+`--host` opens one, with the user's own SSH config, agent and keys), each asking that
+node's agent for the job's processes there with the same probes, and one view of them all
+(job_merge.py). Nothing listens on the network: each node's agent is reached as the user,
+and decides as for a local client.
+
+Each node has a thread of its own that connects, opens and asks for a snapshot when the
+view asks for one; the view waits for the answers FRESH_WAIT_S at most, so a slow or lost
+node never holds the others: it merges each node's latest, says how old it is, and a node
+that cannot be reached is a row that says why, tried again with a growing pause (its
+connection's own, once it had one)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from adaptyst_top.runtime.job_merge import merge_nodes, row_identity
+from adaptyst_top.runtime.listing import Candidate
+from adaptyst_top.runtime.remote.client import (
+    AgentConnection,
+    AgentInterrupted,
+    AgentRefused,
+    AgentUnavailable,
+)
+from adaptyst_top.runtime.remote.defaults import DEFAULT_SOCKET
+from adaptyst_top.runtime.remote.transport import ssh_argv
+from adaptyst_top.runtime.session_options import SessionOptions
+from adaptyst_top.runtime.stop_flag import StopFlag
+from adaptyst_top.snapshot import NodeState, ProbeRef, Snapshot
+from adaptyst_top.snapshot.inert import inert
+from adaptyst_top.snapshot.parts import NodeStatus
+from adaptyst_top.system.mpi_ranks import MAX_RANK
+
+# Nodes opened at once (each an ssh process and a thread while it connects).
+OPEN_AT_ONCE = 32
+RETRY_FIRST_S, RETRY_MAX_S = 2.0, 30.0  # a node never reached: asked again after these
+CLOSE_WAIT_S = 5.0  # a node's thread, told to stop, ends within this
+FRESH_WAIT_S = 1.0  # the view waits this long for the nodes' answers, then shows the latest
+LATE_S = 3.0  # a node whose latest answer is older than this is shown lost
+RANKS_TIMEOUT_S = 20.0  # ssh's handshake and the ranks' reading on a node
+
+
+class JobRefused(RuntimeError):
+    """No node of the job would take the session (another user's job), in one line."""
+
+
+@dataclass
+class NodeLink:
+    """One node's connection and its latest snapshot."""
+
+    name: str
+    conn: AgentConnection | None = None
+    last: Snapshot | None = None
+    last_at: float | None = None  # time.monotonic() of `last`
+    state: NodeStatus = "connecting"
+    reason: str | None = None
+    refused: bool = False  # its agent refused the session: not asked again
+    retry_at: float = 0.0
+    backoff: float = RETRY_FIRST_S
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    want: threading.Event = field(default_factory=threading.Event)  # the view asks
+    fresh: bool = False  # it answered since the view last asked
+    ranks: dict[int, int | None] = field(default_factory=dict)  # its processes' (asked there)
+
+
+class JobFanout:
+    """The job's nodes (NODES), each opened with OPTS' probes; a hub (snapshot, close)
+    and the actions a live source asks of its remote (add, toggle, remove)."""
+
+    def __init__(self, job: str, nodes: Sequence[str], opts: SessionOptions) -> None:
+        self.job = job
+        self.opts = opts
+        self.host = socket.gethostname().split(".")[0]
+        self.links = [NodeLink(n) for n in nodes]
+        self.stop = StopFlag()
+        self._started = time.monotonic()
+        self._added: list[str] = []
+        self._answered = threading.Condition()
+        self.refused: list[str] = []  # what each node's kernel refused at the open
+        with ThreadPoolExecutor(min(OPEN_AT_ONCE, len(self.links)) or 1) as pool:
+            list(pool.map(self._open, self.links))
+        if all(link.refused for link in self.links):
+            reasons = sorted({link.reason or "" for link in self.links})
+            self.close()
+            raise JobRefused(reasons[0] if len(reasons) == 1 else "; ".join(reasons))
+        self._threads = [
+            threading.Thread(
+                target=self._follow, args=(link,), name=f"node-{link.name}", daemon=True
+            )
+            for link in self.links
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _open(self, link: NodeLink) -> None:
+        """LINK's connection and session, or its state saying why not."""
+        p = self.opts.probing
+        try:
+            conn = AgentConnection(str(DEFAULT_SOCKET), link.name, self.stop, None)
+        except (AgentUnavailable, AgentInterrupted, OSError) as exc:
+            self._failed(link, "unreachable", str(exc))
+            return
+        try:
+            conn.open(
+                None,
+                list(p.specs) + self._added,
+                p.budget,
+                p.enforce_budget,
+                p.max_probes,
+                None,
+                self.job,
+                p.profile_hz,
+                True,
+            )
+        except AgentRefused as exc:
+            conn.close()
+            link.refused = True
+            self._failed(link, "refused", str(exc))
+            return
+        except (AgentInterrupted, OSError, ValueError) as exc:
+            conn.close()
+            self._failed(link, "unreachable", str(exc))
+            return
+        with link.lock:
+            link.conn, link.state, link.reason, link.backoff = conn, "ok", None, RETRY_FIRST_S
+            self.refused += [f"{link.name}: {r}" for r in conn.refused]
+
+    def _failed(self, link: NodeLink, state: NodeStatus, why: str) -> None:
+        with link.lock:
+            link.state, link.reason = state, inert(" ".join(why.split()))[:300]
+            link.retry_at = time.monotonic() + link.backoff
+            link.backoff = min(RETRY_MAX_S, link.backoff * 2)
+
+    def _follow(self, link: NodeLink) -> None:
+        """LINK's snapshot each time the view asks, until it closes."""
+        while True:
+            link.want.wait()
+            link.want.clear()
+            if self.stop.is_set():
+                return
+            if link.conn is None and not link.refused and time.monotonic() >= link.retry_at:
+                self._open(link)
+            if (conn := link.conn) is not None:
+                snap = conn.snapshot(with_hist=True)
+                with link.lock:
+                    link.last, link.last_at = snap, time.monotonic()
+                    lost = conn.lost
+                    link.state = (
+                        "ok" if lost is None else "ended" if lost.startswith("agent:") else "lost"
+                    )
+                    link.reason = None if lost is None else inert(lost)[:300]
+                unnamed = {q.pid for p in snap.probes for q in p.parts} - set(link.ranks)
+                if unnamed and lost is None:
+                    link.ranks.update(remote_ranks(link.name, sorted(unnamed)))
+            with self._answered:
+                link.fresh = True
+                self._answered.notify_all()
+
+    def snapshot(self, with_hist: bool = True) -> Snapshot:
+        """Every node's latest (asked now, FRESH_WAIT_S given), merged at the run's clock."""
+        with self._answered:
+            for link in self.links:
+                link.fresh = False
+                link.want.set()
+            self._answered.wait_for(lambda: all(x.fresh for x in self.links), FRESH_WAIT_S)
+        now = time.monotonic()
+        snaps, states, ranks = {}, [], {}
+        for link in self.links:
+            with link.lock:
+                age = None if link.last_at is None else round(now - link.last_at, 3)
+                if link.last is not None:
+                    snaps[link.name] = link.last
+                ranks[link.name] = dict(link.ranks)
+                state, reason = link.state, link.reason
+                if state == "ok" and (age is None or age > LATE_S):
+                    state, reason = "lost", f"no answer for {age or 0:.0f} s"
+                states.append(NodeState(link.name, state, reason, age))
+        snap = merge_nodes(round(now - self._started, 3), self.host, self.job, snaps, states, ranks)
+        if not with_hist:
+            snap = replace(snap, probes=tuple(replace(p, hist=None) for p in snap.probes))
+        return snap
+
+    # What a live source asks of its remote: each node's own session does it.
+    def add(self, spec: str) -> None:
+        self._added.append(spec)
+        self._each(lambda conn: conn.add(spec))
+
+    def toggle(self, ref: ProbeRef) -> bool:
+        """The row REF names, on every node (each numbers its rows its own way)."""
+        on = [False]
+
+        def one(conn: AgentConnection, ref_there: ProbeRef) -> None:
+            on[0] = conn.toggle(ref_there) or on[0]
+
+        self._each_row(ref, one)
+        return on[0]
+
+    def remove(self, ref: ProbeRef) -> str:
+        spec = [""]
+
+        def one(conn: AgentConnection, ref_there: ProbeRef) -> None:
+            spec[0] = conn.remove(ref_there)
+
+        self._each_row(ref, one)
+        if spec[0] in self._added:
+            self._added.remove(spec[0])
+        return spec[0]
+
+    def candidates(self) -> list[Candidate]:
+        return []  # the picker lists one process's functions: type a spec instead
+
+    def profile(self, pid: int, hz: int) -> None:
+        raise AgentRefused("a job's nodes are profiled with --profile when it opens")
+
+    @property
+    def give_up_at(self) -> float | None:
+        return None
+
+    @give_up_at.setter
+    def give_up_at(self, when: float | None) -> None:
+        """No node's answer is waited for past WHEN (record's --duration)."""
+        for link in self.links:
+            if link.conn is not None:
+                link.conn.give_up_at = when
+
+    def _each(self, fn: Callable[[AgentConnection], object]) -> None:
+        for link in self.links:
+            if (conn := link.conn) is not None:
+                fn(conn)
+
+    def _each_row(self, ref: ProbeRef, fn: Callable[[AgentConnection, ProbeRef], None]) -> None:
+        """FN(conn, the row's ref there) on each node that has the row REF names here."""
+        shown = self.snapshot(with_hist=False)
+        row = next((p for p in shown.probes if p.ref == ref), None)
+        if row is None:
+            return
+        for link in self.links:
+            with link.lock:
+                conn, last = link.conn, link.last
+            if conn is None or last is None:
+                continue
+            there = next((p for p in last.probes if row_identity(p) == row_identity(row)), None)
+            if there is not None:
+                fn(conn, there.ref)
+
+    def close(self) -> None:
+        self.stop.set()  # every wait of every node's ends now
+        for link in self.links:
+            link.want.set()
+        for t in getattr(self, "_threads", ()):
+            t.join(CLOSE_WAIT_S)
+        for link in self.links:
+            if link.conn is not None:
+                link.conn.close()
+
+
+def remote_ranks(node: str, pids: Sequence[int]) -> dict[int, int | None]:
+    """The ranks PIDS name on NODE, read there by the user's own process (`ssh NODE
+    adaptyst-top bridge --ranks`); None for each that it could not tell."""
+    unknown: dict[int, int | None] = dict.fromkeys(pids)
+    try:
+        done = subprocess.run(
+            ssh_argv(node, "bridge", "--ranks", ",".join(map(str, pids))),
+            capture_output=True,
+            timeout=RANKS_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+        told = json.loads(done.stdout) if done.returncode == 0 else {}
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return unknown
+    if not isinstance(told, dict):
+        return unknown
+    for pid in pids:
+        rank = told.get(str(pid))
+        unknown[pid] = rank if type(rank) is int and 0 <= rank < MAX_RANK else None
+    return unknown
