@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from adaptyst_top.runtime.model_store import DIR_ENV
@@ -76,6 +77,61 @@ def record_demo(directory: Path) -> Path:
     )
 
 
+def record_job(out: Path) -> Path:
+    """A job's view from a login node, recorded as the job's user: an MPI job (MPICH) of
+    4 nodes x 2 ranks, each node a namespace with its own sshd, agent and slurmd
+    (tests/support/nodes.py), its last rank computing twice as long."""
+    import uuid
+
+    from adaptyst_top.cli.main import main as cli_main
+    from tests.support.agent_unit import useradd, with_the_units_capabilities
+    from tests.support.as_user import become
+    from tests.support.nodes import Nodes
+    from tests.support.paths import TARGETS
+
+    user = useradd(f"adt-s-{uuid.uuid4().hex[:6]}", "/bin/sh")
+    subprocess.run(["usermod", "-p", "*", user.name], check=True)
+    nodes = Nodes(4, [user], with_the_units_capabilities())
+    try:
+        assert nodes.slurm is not None
+        binary = nodes.base / "mpi_slow"
+        subprocess.run(
+            ["mpicc", "-O1", "-g", "-o", str(binary), str(TARGETS / "mpi_slow.c")], check=True
+        )
+        binary.chmod(0o755)
+        theirs = nodes.base / "job"
+        theirs.mkdir()
+        os.chown(theirs, user.uid, user.gid)
+        script = theirs / "job.sh"
+        script.write_text(
+            f"#!/bin/sh\nsrun --mpi=pmi2 {binary} {theirs / 'go'} {theirs / 'own.json'} 150\n"
+        )
+        script.chmod(0o755)
+        job = nodes.slurm.sbatch(user.uid, user.gid, script, "-N4", "-n8", "--ntasks-per-node=2")
+        while nodes.slurm.state(job) != "RUNNING":
+            time.sleep(0.2)
+        time.sleep(2.0)  # its ranks started on every node
+        (theirs / "go").touch()
+        view = theirs / "view.jsonl"
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                become(user.uid, user.gid)
+                os.environ.update(nodes.login_env(user))
+                args = ["record", "--job", job, "--interval", "0.5", "--out", str(view)]
+                args += ["--probe", f"uprobe:{binary}:compute", "--probe", "mpi:Allreduce"]
+                code = cli_main(args)
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
+        out.write_bytes(view.read_bytes())
+    finally:
+        nodes.stop()
+        subprocess.run(["userdel", user.name], check=False)
+    return out
+
+
 def record_to(out: Path, options: list[str], command: list[str]) -> Path:
     """`adaptyst-top record OPTIONS -- COMMAND` into a file (CPU energy from a power model:
     there is no RAPL on the machines this runs on)."""
@@ -137,6 +193,10 @@ async def main() -> None:
         await shoot(rec, "help", (100, 30), ["question_mark"])
         await shoot(rec, "sorted-by-p99", (110, 32), ["s", "s", "s", "s"])
         await shoot(rec, "power", (110, 32), ["e"], steps=20)
+        job = record_job(Path(tmp) / "job.jsonl")
+        await shoot(job, "job-80x24", (80, 24), [], steps=10)
+        await shoot(job, "job-130x36", (130, 36), [], steps=10)
+        await shoot(job, "job-ranks-130x36", (130, 36), ["R"], steps=10)
         demo = record_demo(Path(tmp))
         await shoot(demo, "demo", (120, 36), [], steps=18)
         await shoot(demo, "task-plots", (120, 40), ["enter"], steps=18, on_tasks=True)

@@ -163,7 +163,7 @@ class Slurm:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not ok():  # type: ignore[operator]
             for p in self.procs:
-                assert p.poll() is None, f"{p.args[0]} exited: {why}\n{self.logs()}"
+                assert p.poll() is None, f"{p.args!r} exited: {why}\n{self.logs()}"
             assert time.monotonic() < deadline, f"{why}\n{self.logs()}"
             time.sleep(0.1)
 

@@ -48,7 +48,7 @@ COMMANDS = (
         "bridge",
         "agent",
         "cmd_bridge",
-        "this node's agent on standard input and output (what --host runs over ssh)",
+        "this node's agent on standard input and output (what --host and a job's view run over ssh)",
     ),
     Command(
         "cluster",

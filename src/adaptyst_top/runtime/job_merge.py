@@ -11,6 +11,7 @@ from dataclasses import replace
 from adaptyst_top.collectors.probes.engine.per_process import imbalance
 from adaptyst_top.runtime.remote.continuity import combined
 from adaptyst_top.snapshot import (
+    DeviceReading,
     NodeState,
     ProbeEntry,
     ProbeKey,
@@ -64,7 +65,7 @@ def merge_nodes(
                     group=before.group,
                     id=before.id,
                 )
-        devices += [replace(d, id=f"{node}/{d.id}", name=f"{node}: {d.name}") for d in snap.devices]
+        devices += [_named_device(d, node) for d in snap.devices]
         warnings += [f"{node}: {w}" for w in snap.warnings]
         if snap.target is not None:
             pids += snap.target.pids
@@ -120,3 +121,11 @@ def _profiles(parts: Sequence[ProfilePart]) -> ProfilePart | None:
         functions=tuple(hottest[: max(len(p.functions) for p in parts)]),
         stacks=(),
     )
+
+
+def _named_device(d: DeviceReading, node: str) -> DeviceReading:
+    """D under its node's name; the device an OpenCL view runs on (maps_to) too."""
+    extra = dict(d.extra)
+    if isinstance(extra.get("maps_to"), str):
+        extra["maps_to"] = f"{node}/{extra['maps_to']}"
+    return replace(d, id=f"{node}/{d.id}", name=f"{node}: {d.name}", extra=extra)

@@ -340,9 +340,12 @@ def job_elsewhere(opts: SessionOptions) -> list[str]:
 
     assert opts.target.job is not None
     try:
-        nodes = job_nodes(job_info(opts.target.job))
+        info = job_info(opts.target.job)
+        nodes = job_nodes(info)
     except JobError as exc:
         raise SessionError(str(exc)) from None
+    if not nodes and info.state == "PENDING":
+        raise SessionError(f"job {info.job_id} is pending: it runs on no node yet")
     return nodes if nodes and nodes != [socket.gethostname().split(".")[0]] else []
 
 

@@ -16,8 +16,10 @@ VIEWS: tuple[View, ...] = ("merged", "rank", "node")
 
 
 def who(part: ProcessPart) -> str:
-    """A part as its row names it: its rank, else its process."""
-    return f"rank {part.rank}" if part.rank is not None else f"pid {part.pid}"
+    """A part as its row names it, short (the name column is the first to be cut): its
+    rank, else its process; and its node where a job's nodes are merged."""
+    name = f"r{part.rank}" if part.rank is not None else f"pid {part.pid}"
+    return name + (f"@{part.node}" if part.node else "")
 
 
 def rows_of(entries: Sequence[ProbeEntry], view: View, host: str) -> list[tuple[str, ProbeEntry]]:
@@ -45,7 +47,7 @@ def _per_rank(entry: ProbeEntry) -> list[tuple[str, ProbeEntry]]:
         ratio = round(part.weight / mean, 4) if mean > 0 else None
         shown = replace(
             entry,
-            name=f"{entry.name} · {who(part)}" + (f" @{part.node}" if part.node else ""),
+            name=f"{entry.name} · {who(part)}",
             count=part.count,
             rate_hz=part.rate_hz,
             latency=part.latency,

@@ -133,7 +133,7 @@ PROBE_COLUMNS = (
         "Imbal",
         8,
         right=True,
-        priority=5,
+        priority=7,
         help="a job's (or --ranks') rows: the most time (count-only: calls) one rank spent in "
         "it over the ranks' mean, and that rank (r3); per rank or node (R), each one's over "
         "the mean",

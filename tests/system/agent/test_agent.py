@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -21,7 +20,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,46 +30,20 @@ from adaptyst_top.runtime.remote import protocol as proto
 from adaptyst_top.runtime.remote.client import AgentConnection, AgentRefused, SocketTransport
 from adaptyst_top.runtime.remote.settings import AgentSettings
 from adaptyst_top.system.version import package_version
+from tests.support.agent_unit import User, useradd, with_the_units_capabilities
 from tests.support.as_user import become
 from tests.support.bpf_objects import none_left, our_programs, uprobe_event_lines
 from tests.support.cli import CLI
 from tests.support.marks import requires_root
-from tests.support.paths import REPO
 from tests.support.proc_tree import parents_and_uids
 
 pytestmark = [pytest.mark.ebpf, requires_root]
-
-UNIT_FILE = REPO / "systemd" / "adaptyst-top-agent.service"
-
-
-def with_the_units_capabilities() -> list[str]:
-    """A command prefix that leaves root the capabilities the unit leaves the agent
-    (CapabilityBoundingSet=), no others, and no_new_privs: every agent test checks
-    that they are enough."""
-    (caps,) = [
-        line.split("=", 1)[1].split()
-        for line in UNIT_FILE.read_text().splitlines()
-        if line.startswith("CapabilityBoundingSet=")
-    ]
-    keep = ",".join(["-all", *(f"+{c.removeprefix('CAP_').lower()}" for c in caps)])
-    return ["setpriv", f"--bounding-set={keep}", "--inh-caps=-all", "--no-new-privs", "--"]
-
 
 package_version()  # what the children's parsers print is looked up now
 record_parser()
 
 
-@dataclass(frozen=True)
-class User:
-    name: str
-    uid: int
-    gid: int
-
-
-def _useradd(name: str, shell: str = "/usr/sbin/nologin") -> User:
-    subprocess.run(["useradd", "-M", "-s", shell, name], check=True)
-    pw = pwd.getpwnam(name)
-    return User(name, pw.pw_uid, pw.pw_gid)
+_useradd = useradd
 
 
 @pytest.fixture(scope="module")

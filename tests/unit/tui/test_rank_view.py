@@ -38,7 +38,7 @@ def test_per_rank_rows_share_the_entry_and_read_against_the_mean() -> None:
     assert sum(e.count for e in by_rank.values()) == compute.count
     assert by_rank[1].imbalance == compute.imbalance
     assert by_rank[0].imbalance is not None and by_rank[0].imbalance < 1
-    assert by_rank[1].name == "compute · rank 1" and by_rank[1].ref == compute.ref
+    assert by_rank[1].name == "compute · r1" and by_rank[1].ref == compute.ref
 
 
 def test_per_node_rows_sum_their_ranks() -> None:
@@ -55,7 +55,8 @@ def test_per_node_rows_sum_their_ranks() -> None:
 
 
 def test_a_part_without_a_rank_is_its_process() -> None:
-    assert who(ProcessPart(pid=7)) == "pid 7" and who(ProcessPart(pid=7, rank=3)) == "rank 3"
+    assert who(ProcessPart(pid=7)) == "pid 7" and who(ProcessPart(pid=7, rank=3)) == "r3"
+    assert who(ProcessPart(pid=7, rank=3, node="n2")) == "r3@n2"
     plain = ProbeEntry(group=0, id=0, spec="s", name="f", kind="uprobe")
     assert imbalance_cell(plain) == "-"
     assert rows_of([plain], "rank", "h") == [(plain.ref.text, plain)]

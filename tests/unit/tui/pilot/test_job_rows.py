@@ -29,10 +29,10 @@ async def test_r_switches_merged_per_rank_per_node() -> None:
         await pilot.press("R")
         await pilot.pause()
         assert names() == [
-            "MPI_Allreduce · rank 0",
-            "MPI_Allreduce · rank 1",
-            "compute · rank 0",
-            "compute · rank 1",
+            "MPI_Allreduce · r0",
+            "MPI_Allreduce · r1",
+            "compute · r0",
+            "compute · r1",
         ]
         assert "per rank" in app.query_one("#status").text
         await pilot.press("R")

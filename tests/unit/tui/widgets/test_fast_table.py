@@ -21,6 +21,7 @@ CELLS = {
     "p99": "1.58 ms",
     "max": "12.3 ms",
     "cost": "1.5 µs",
+    "imbalance": "1.31 r3",
 }
 
 
