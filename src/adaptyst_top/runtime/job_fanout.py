@@ -12,7 +12,9 @@ connection's own, once it had one)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import subprocess
 import threading
@@ -37,9 +39,14 @@ from adaptyst_top.snapshot import NodeState, ProbeRef, Snapshot
 from adaptyst_top.snapshot.inert import inert
 from adaptyst_top.snapshot.parts import NodeStatus
 from adaptyst_top.system.mpi_ranks import MAX_RANK
+from adaptyst_top.system.readable import readable
 
-# Nodes opened at once (each an ssh process and a thread while it connects).
+# Nodes opened at once, first or again (each an ssh process while it connects).
 OPEN_AT_ONCE = 32
+MAX_NODES = 512  # one view's: past it, a tree of bridges or the cluster view (docs/mpi.md)
+MAX_RANKS_KEPT = 65536  # a node's processes' ranks kept (a node that makes pids up)
+RANKS_AT_ONCE = 4096  # pids asked in one `bridge --ranks` (what it takes)
+MAX_RANKS_ANSWER = 1 << 20  # bytes of its answer
 RETRY_FIRST_S, RETRY_MAX_S = 2.0, 30.0  # a node never reached: asked again after these
 CLOSE_WAIT_S = 5.0  # a node's thread, told to stop, ends within this
 FRESH_WAIT_S = 1.0  # the view waits this long for the nodes' answers, then shows the latest
@@ -75,6 +82,11 @@ class JobFanout:
     and the actions a live source asks of its remote (add, toggle, remove)."""
 
     def __init__(self, job: str, nodes: Sequence[str], opts: SessionOptions) -> None:
+        if len(nodes) > MAX_NODES:
+            raise JobRefused(
+                f"job {job} runs on {len(nodes)} nodes; one view merges at most {MAX_NODES}: "
+                "watch a few with --host NODE, or all with the cluster view (docs/mpi.md)"
+            )
         self.job = job
         self.opts = opts
         self.host = socket.gethostname().split(".")[0]
@@ -84,8 +96,13 @@ class JobFanout:
         self._added: list[str] = []
         self._answered = threading.Condition()
         self.refused: list[str] = []  # what each node's kernel refused at the open
-        with ThreadPoolExecutor(min(OPEN_AT_ONCE, len(self.links)) or 1) as pool:
-            list(pool.map(self._open, self.links))
+        self._opening = threading.BoundedSemaphore(OPEN_AT_ONCE)
+        try:
+            with ThreadPoolExecutor(min(OPEN_AT_ONCE, len(self.links)) or 1) as pool:
+                list(pool.map(self._open, self.links))
+        except BaseException:  # a signal while opening: no bridge is left behind
+            self.close()
+            raise
         if all(link.refused for link in self.links):
             reasons = sorted({link.reason or "" for link in self.links})
             self.close()
@@ -101,6 +118,11 @@ class JobFanout:
 
     def _open(self, link: NodeLink) -> None:
         """LINK's connection and session, or its state saying why not."""
+        with self._opening:
+            if not self.stop.is_set():
+                self._open_now(link)
+
+    def _open_now(self, link: NodeLink) -> None:
         p = self.opts.probing
         try:
             conn = AgentConnection(str(DEFAULT_SOCKET), link.name, self.stop, None)
@@ -110,7 +132,7 @@ class JobFanout:
         try:
             conn.open(
                 None,
-                list(p.specs) + self._added,
+                list(p.specs),
                 p.budget,
                 p.enforce_budget,
                 p.max_probes,
@@ -128,6 +150,9 @@ class JobFanout:
             conn.close()
             self._failed(link, "unreachable", str(exc))
             return
+        for spec in list(self._added):  # added since: each on its own (one refused, others on)
+            with contextlib.suppress(AgentRefused, AgentInterrupted, OSError, ValueError):
+                conn.add(spec)
         with link.lock:
             link.conn, link.state, link.reason, link.backoff = conn, "ok", None, RETRY_FIRST_S
             self.refused += [f"{link.name}: {r}" for r in conn.refused]
@@ -145,23 +170,33 @@ class JobFanout:
             link.want.clear()
             if self.stop.is_set():
                 return
-            if link.conn is None and not link.refused and time.monotonic() >= link.retry_at:
-                self._open(link)
-            if (conn := link.conn) is not None:
-                snap = conn.snapshot(with_hist=True)
-                with link.lock:
-                    link.last, link.last_at = snap, time.monotonic()
-                    lost = conn.lost
-                    link.state = (
-                        "ok" if lost is None else "ended" if lost.startswith("agent:") else "lost"
-                    )
-                    link.reason = None if lost is None else inert(lost)[:300]
-                unnamed = {q.pid for p in snap.probes for q in p.parts} - set(link.ranks)
-                if unnamed and lost is None:
-                    link.ranks.update(remote_ranks(link.name, sorted(unnamed)))
-            with self._answered:
-                link.fresh = True
-                self._answered.notify_all()
+            try:
+                self._ask(link)
+            except Exception as exc:  # what a node sent that nothing foresaw: it, not the view
+                self._failed(link, "lost", f"{type(exc).__name__}: {exc}")
+            finally:
+                with self._answered:
+                    link.fresh = True
+                    self._answered.notify_all()
+
+    def _ask(self, link: NodeLink) -> None:
+        if link.conn is None and not link.refused and time.monotonic() >= link.retry_at:
+            self._open(link)
+        if (conn := link.conn) is None:
+            return
+        snap = conn.snapshot(with_hist=True)
+        with link.lock:
+            link.last, link.last_at = snap, time.monotonic()
+            lost = conn.lost
+            link.state = "ok" if lost is None else "ended" if lost.startswith("agent:") else "lost"
+            link.reason = None if lost is None else inert(lost)[:300]
+        unnamed = {q.pid for p in snap.probes for q in p.parts} - set(link.ranks)
+        if unnamed and lost is None:
+            if len(link.ranks) + len(unnamed) > MAX_RANKS_KEPT:
+                link.ranks.clear()
+            told = remote_ranks(link.name, sorted(unnamed)[:RANKS_AT_ONCE], self.stop)
+            with link.lock:
+                link.ranks.update(told)
 
     def snapshot(self, with_hist: bool = True) -> Snapshot:
         """Every node's latest (asked now, FRESH_WAIT_S given), merged at the run's clock."""
@@ -189,8 +224,22 @@ class JobFanout:
 
     # What a live source asks of its remote: each node's own session does it.
     def add(self, spec: str) -> None:
-        self._added.append(spec)
-        self._each(lambda conn: conn.add(spec))
+        """SPEC on every node that answers; kept (for nodes that come back) where one took
+        it; AgentRefused with the first node's reason where none did."""
+        why: list[str] = []
+        took = False
+        for link in self.links:
+            if (conn := link.conn) is None:
+                continue
+            try:
+                conn.add(spec)
+                took = True
+            except AgentRefused as exc:
+                why.append(f"{link.name}: {exc}")
+        if took:
+            self._added.append(spec)
+        elif why:
+            raise AgentRefused(why[0])
 
     def toggle(self, ref: ProbeRef) -> bool:
         """The row REF names, on every node (each numbers its rows its own way)."""
@@ -230,11 +279,6 @@ class JobFanout:
             if link.conn is not None:
                 link.conn.give_up_at = when
 
-    def _each(self, fn: Callable[[AgentConnection], object]) -> None:
-        for link in self.links:
-            if (conn := link.conn) is not None:
-                fn(conn)
-
     def _each_row(self, ref: ProbeRef, fn: Callable[[AgentConnection, ProbeRef], None]) -> None:
         """FN(conn, the row's ref there) on each node that has the row REF names here."""
         shown = self.snapshot(with_hist=False)
@@ -254,27 +298,57 @@ class JobFanout:
         self.stop.set()  # every wait of every node's ends now
         for link in self.links:
             link.want.set()
+        deadline = time.monotonic() + CLOSE_WAIT_S
         for t in getattr(self, "_threads", ()):
-            t.join(CLOSE_WAIT_S)
-        for link in self.links:
-            if link.conn is not None:
-                link.conn.close()
+            t.join(max(0.0, deadline - time.monotonic()))
+        conns = [link.conn for link in self.links if link.conn is not None]
+        if conns:  # each ends its ssh (a TERM, then a KILL after 2 s): side by side
+            with ThreadPoolExecutor(min(OPEN_AT_ONCE, len(conns))) as pool:
+                list(pool.map(lambda c: c.close(), conns))
 
 
-def remote_ranks(node: str, pids: Sequence[int]) -> dict[int, int | None]:
+def remote_ranks(
+    node: str, pids: Sequence[int], stop: StopFlag | None = None
+) -> dict[int, int | None]:
     """The ranks PIDS name on NODE, read there by the user's own process (`ssh NODE
-    adaptyst-top bridge --ranks`); None for each that it could not tell."""
+    adaptyst-top bridge --ranks`); None for each that it could not tell. Its ssh ends
+    at STOP, or after RANKS_TIMEOUT_S; an answer past MAX_RANKS_ANSWER is none."""
     unknown: dict[int, int | None] = dict.fromkeys(pids)
-    try:
-        done = subprocess.run(
-            ssh_argv(node, "bridge", "--ranks", ",".join(map(str, pids))),
-            capture_output=True,
-            timeout=RANKS_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-        told = json.loads(done.stdout) if done.returncode == 0 else {}
-    except (OSError, subprocess.SubprocessError, ValueError):
+    if not pids:
         return unknown
+    try:
+        proc = subprocess.Popen(
+            ssh_argv(node, "bridge", "--ranks", ",".join(map(str, pids))),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return unknown
+    deadline = time.monotonic() + RANKS_TIMEOUT_S
+    assert proc.stdout is not None
+    fd, out = proc.stdout.fileno(), b""
+    try:
+        while True:  # read to its end, bounded in bytes and time
+            if (stop is not None and stop.is_set()) or time.monotonic() > deadline:
+                return unknown
+            if readable([fd], 0.2):
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > MAX_RANKS_ANSWER:
+                    return unknown
+        if proc.wait(max(0.1, deadline - time.monotonic())) != 0:
+            return unknown
+        told = json.loads(out)
+    except (ValueError, RecursionError, subprocess.TimeoutExpired):
+        return unknown
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
     if not isinstance(told, dict):
         return unknown
     for pid in pids:

@@ -95,7 +95,7 @@ class Session:
             part = self.placement.update(snap)
             snap = replace(snap, tasks=part.tasks, advice=part.advice, advisor=part.advisor)
         snap = self._with_command(snap)
-        if self.options.tenant.users_own:
+        if self.options.tenant.users_own and self.options.host is None:  # its processes are here
             snap = with_ranks(snap, self.rank_names)
         if self.exported:
             self.last = snap
@@ -346,6 +346,12 @@ def job_elsewhere(opts: SessionOptions) -> list[str]:
         raise SessionError(str(exc)) from None
     if not nodes and info.state == "PENDING":
         raise SessionError(f"job {info.job_id} is pending: it runs on no node yet")
+    if nodes and info.owner_uid is not None and os.getuid() not in (0, info.owner_uid):
+        # Each node's agent would say the same (and a node whose sshd lets only the job's
+        # user in, pam_slurm_adopt, would say nothing): said once, here.
+        raise SessionError(
+            f"job {info.job_id} belongs to user {info.owner}; you may target your own jobs"
+        )
     return nodes if nodes and nodes != [socket.gethostname().split(".")[0]] else []
 
 

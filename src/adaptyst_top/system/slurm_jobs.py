@@ -156,11 +156,15 @@ def _uts(name: str, proc: Path) -> int | None:
 
 
 def _this_nodes(stepd: int, proc: Path) -> bool:
-    """Whether the step daemon STEPD is this node's: in this process's UTS namespace, as
-    its slurmd is (where a machine holds several nodes, each its own namespace, as the
-    tests' do). Unknown (not ours to look at): taken as this node's."""
-    theirs, ours = _uts(str(stepd), proc), _uts("self", proc)
-    return theirs is None or ours is None or theirs == ours
+    """Whether the step daemon STEPD is this node's: in this process's UTS namespace or
+    the machine's (init's: the agent's unit gives the agent one of its own,
+    ProtectHostname=), as its slurmd is; not where a machine holds several nodes, each a
+    namespace of its own (the tests'). Unknown (not ours to look at): this node's."""
+    theirs = _uts(str(stepd), proc)
+    if theirs is None:
+        return True
+    ours = {_uts("self", proc), _uts("1", proc)} - {None}
+    return not ours or theirs in ours
 
 
 def _stepd_job(pid: int, proc: Path) -> str | None:

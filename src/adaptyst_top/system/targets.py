@@ -212,6 +212,14 @@ def _resolve_inside(target: str, pid: int, root: str) -> str:
     raise TargetError(f"{target}: no such library mapped by PID {pid} (in a container)")
 
 
+def mapped_library(target: str, pid: int) -> str | None:
+    """The library TARGET names that PID maps, or None (the system's are not asked)."""
+    try:
+        return _mapped_library(target, pid)
+    except (OSError, ValueError):
+        return None
+
+
 def _mapped_library(target: str, pid: int) -> str | None:
     """The file PID maps whose name is TARGET's library name (libTARGET.so.N), else
     TARGET itself, else a looser library name; as without --pid, where the library

@@ -97,8 +97,7 @@ def imbalance_cell(entry: ProbeEntry) -> str:
     if entry.imbalance is None:
         return "-"
     text = f"{entry.imbalance:.2f}"
-    if len(entry.parts) > 1 and entry.imbalance_pid is not None:
-        top = next((p for p in entry.parts if p.pid == entry.imbalance_pid), None)
-        if top is not None:
-            text += f" r{top.rank}" if top.rank is not None else f" p{top.pid}"
+    if len(entry.parts) > 1:  # the busiest first (a pid alone names no one process where
+        top = entry.parts[0]  # a job's nodes are merged)
+        text += f" r{top.rank}" if top.rank is not None else f" p{top.pid}"
     return text

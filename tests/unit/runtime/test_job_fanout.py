@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -62,3 +63,78 @@ def test_an_ssh_that_fails_names_no_rank(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv(SSH_ENV, str(tmp_path / "missing"))
     assert remote_ranks("node1", [5]) == {5: None}
     assert json.dumps(remote_ranks("n", [])) == "{}"
+
+
+class FakeConnection:
+    """A node's agent as AgentConnection speaks to it: opens, snapshots, refusals."""
+
+    refuse: ClassVar[dict[str, str]] = {}
+    broken: ClassVar[set[str]] = set()
+
+    def __init__(self, path: str, host: str, stop: object, give_up_at: object) -> None:
+        self.host, self.lost, self.refused, self.closed = host, None, [], False
+
+    def open(self, *args: object) -> None:
+        if self.host in self.refuse:
+            from adaptyst_top.runtime.remote.client import AgentRefused
+
+            raise AgentRefused(self.refuse[self.host])
+
+    def snapshot(self, with_hist: bool) -> object:
+        if self.host in self.broken:
+            raise KeyError("a field nobody foresaw")
+        from adaptyst_top.snapshot import ProbeTarget, Snapshot
+
+        return Snapshot(t=1.0, host=self.host, target=ProbeTarget("job 7", (1,)))
+
+    def add(self, spec: str) -> None: ...
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _opts() -> object:
+    from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
+
+    return SessionOptions(Target(job="7"), ProbeSettings(specs=["mpi:"]))
+
+
+def test_a_job_every_node_refuses_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from adaptyst_top.runtime import job_fanout
+
+    monkeypatch.setattr(job_fanout, "AgentConnection", FakeConnection)
+    why = "job 7 belongs to user alice; you may target your own jobs"
+    monkeypatch.setattr(FakeConnection, "refuse", {"n1": why, "n2": why})
+    before = threading.active_count()
+    with pytest.raises(job_fanout.JobRefused) as refused:
+        job_fanout.JobFanout("7", ["n1", "n2"], _opts())  # type: ignore[arg-type]
+    assert str(refused.value) == why
+    assert threading.active_count() == before
+
+
+def test_a_node_that_breaks_is_lost_and_the_others_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adaptyst_top.runtime import job_fanout
+
+    monkeypatch.setattr(job_fanout, "AgentConnection", FakeConnection)
+    monkeypatch.setattr(FakeConnection, "broken", {"n2"})
+    view = job_fanout.JobFanout("7", ["n1", "n2", "n3"], _opts())  # type: ignore[arg-type]
+    try:
+        snap = view.snapshot()
+        states = {n.name: (n.state, n.reason) for n in snap.nodes}
+        assert states["n1"] == ("ok", None) and states["n3"] == ("ok", None)
+        assert states["n2"][0] == "lost" and "KeyError" in str(states["n2"][1])
+        assert snap.target is not None and snap.target.name == "job 7 on 3 nodes"
+    finally:
+        view.close()
+    assert all(not t.is_alive() for t in view._threads)
+    assert all(link.conn is None or link.conn.closed for link in view.links)  # type: ignore[attr-defined]
+
+
+def test_a_job_on_too_many_nodes_for_one_view_says_so() -> None:
+    from adaptyst_top.runtime import job_fanout
+
+    nodes = [f"n{i}" for i in range(job_fanout.MAX_NODES + 1)]
+    with pytest.raises(job_fanout.JobRefused, match="cluster view"):
+        job_fanout.JobFanout("7", nodes, _opts())  # type: ignore[arg-type]

@@ -114,24 +114,41 @@ def _source(base: str) -> str:
 
 def matches(name: Name, glob: str) -> bool:
     """A spec's glob against every spelling: the symbol, the source name with and
-    without its parameters, and the shown one. `{a,b}` in it is either (one level)."""
+    without its parameters, and the shown one. `{a,b}` in it is either (alternatives)."""
+    pattern = compiled(glob)
     return any(
-        fnmatch.fnmatchcase(text, one)
-        for one in alternatives(glob)
+        pattern.match(text) is not None
         for text in dict.fromkeys((name.raw, name.source, name.bare, name.display))
     )
 
 
+MAX_ALTERNATIVES = 64
+# What a brace's alternatives may hold: a symbol's characters and wildcards. A C++
+# name's own braces (`f()::{lambda(int)#1}`) are part of the name, never alternatives.
+_ALTERNATIVE = re.compile(r"^[A-Za-z0-9_.$*?]*$")
+_BRACES = re.compile(r"\{([^{}]*)\}")
+
+
 @functools.lru_cache(maxsize=256)
-def alternatives(glob: str) -> tuple[str, ...]:
-    """GLOB's first `{a,b,...}` spelled out, as a shell does: `MPI_{Wait*,Barrier}` is
-    `MPI_Wait*` or `MPI_Barrier`; a glob without a closed brace is itself."""
-    start = glob.find("{")
-    end = glob.find("}", start + 1)
-    if start < 0 or end < 0:
-        return (glob,)
-    head, tail = glob[:start], glob[end + 1 :]
-    return tuple(head + part + tail for part in glob[start + 1 : end].split(","))
+def compiled(glob: str) -> re.Pattern[str]:
+    """GLOB as one pattern: fnmatch's, where one `{a,b,...}` of plain alternatives (at
+    most MAX_ALTERNATIVES) is either, as a shell spells it out: `MPI_{Wait*,Barrier}` is
+    `MPI_Wait*` or `MPI_Barrier`. Anything else in braces is the name's own."""
+    m = _BRACES.search(glob)
+    parts = m.group(1).split(",") if m else []
+    if m is None or len(parts) > MAX_ALTERNATIVES or not all(_ALTERNATIVE.match(p) for p in parts):
+        return re.compile(fnmatch.translate(glob))
+    head, tail = glob[: m.start()], glob[m.end() :]
+    either = "|".join(_inner(p) for p in parts)
+    return re.compile(f"(?s:{_inner(head)}(?:{either}){_inner(tail)})\\Z")
+
+
+def _inner(glob: str) -> str:
+    """fnmatch's pattern for GLOB without its `(?s:` ... `)\\Z` wrapping."""
+    whole = fnmatch.translate(glob)
+    if whole.startswith("(?s:") and whole.endswith(")\\Z"):
+        return whole[4:-3]
+    return re.escape(glob)  # an fnmatch of another shape: the glob taken literally
 
 
 __all__ = ["Name", "demangle", "matches"]

@@ -104,7 +104,9 @@ def row_entries(
             def part_net(n: int, t: int, lo: int, hi: int, b: dict[int, int]) -> Latency:
                 return latency_fields(n, t, lo, hi, b, cost)[0]
 
-            parts, ratio, top = parts_of(split.by_pid[key], row.spec.measures_latency, part_net)
+            parts, ratio, top = parts_of(
+                split.by_pid[key], row.spec.measures_latency, part_net, kind.sampled_latency
+            )
             entry = dataclasses.replace(entry, parts=parts, imbalance=ratio, imbalance_pid=top)
         row.entry_cache[key] = (sig, entry)
         entries.append(entry)

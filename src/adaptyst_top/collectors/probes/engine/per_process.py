@@ -53,12 +53,15 @@ def parts_of(
     per_pid: dict[int, tuple[Stats, dict[int, int], float]],
     latency: bool,
     net: NetLatency,
+    sampled: bool = False,
 ) -> tuple[tuple[ProcessPart, ...], float | None, int | None]:
     """Each process's share of one key (the busiest first), the imbalance over them (the
-    most time, else hits, over their mean; None under two processes) and its pid."""
+    most time, else hits, over their mean; None under two processes) and its pid.
+    SAMPLED: a kind whose latencies are of its timed hits (those in the histogram)."""
     parts = []
     for pid, ((count, _total, lo, hi, _oncpu), buckets, rate) in per_pid.items():
-        lat = net(count, _total, lo, hi, buckets) if latency else Latency()
+        timed = min(count, sum(buckets.values())) if sampled else count
+        lat = net(timed, _total, lo, hi, buckets) if latency else Latency()
         total = None
         if latency:
             total = round(count * lat.mean_ns, 1) if lat.mean_ns is not None else 0.0
@@ -72,13 +75,14 @@ def parts_of(
 def imbalance(
     parts: list[ProcessPart] | tuple[ProcessPart, ...],
 ) -> tuple[float | None, int | None]:
-    """Max over mean of PARTS' weights, and the pid with the max; (None, None) under two
-    parts or with nothing in them."""
+    """Max over mean of PARTS' weights, and the pid of the first part with the max (PARTS
+    come the busiest first: it is the first); (None, None) under two parts or with
+    nothing in them."""
     if len(parts) < 2:
         return None, None
     weights = [p.weight for p in parts]
     mean = sum(weights) / len(weights)
     if mean <= 0:
         return None, None
-    top = max(parts, key=lambda p: (p.weight, -p.pid))
+    top = max(parts, key=lambda p: p.weight)
     return round(top.weight / mean, 4), top.pid

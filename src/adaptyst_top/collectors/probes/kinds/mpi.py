@@ -13,7 +13,7 @@ from types import MappingProxyType
 from adaptyst_top.collectors.probes.kinds.uprobe import Uprobe
 from adaptyst_top.collectors.probes.model import ProbeError
 from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec, ProbeSpecError
-from adaptyst_top.system.targets import TargetError, resolve_target
+from adaptyst_top.system.targets import TargetError, mapped_library, resolve_target
 
 # Library short names (system/targets.py), in the order asked: a process maps one.
 LIBRARIES = ("mpich", "mpi")
@@ -82,6 +82,10 @@ class Mpi(Uprobe):
 
     def target_name(self, spec: ProbeSpec, pid: int | None) -> str:
         """The MPI library PID maps (else this node's): its short name."""
+        if pid is not None:  # what the process maps comes first, either library
+            for library in LIBRARIES:
+                if mapped_library(library, pid) is not None:
+                    return library
         for library in LIBRARIES:
             try:
                 resolve_target(library, pid)

@@ -22,6 +22,7 @@ from adaptyst_top.collectors.probes.spec import Key, KeyRules, ProbeSpec, ProbeS
 from adaptyst_top.snapshot.probes import ProbeKind
 
 UPROBE_ARGS = 6  # x86-64's integer argument registers: what a uprobe's entry can read
+MAX_GLOB = 4096  # a function glob's characters (the longest C++ names are a few hundred)
 # A symbol or a demangled name (C++ `ns::Class::method`, templates, destructors); with
 # spaces or parentheses it is quoted.
 _GLOB = re.compile(r"^[A-Za-z0-9_.$*?\[\]!@:<>~,&+{}-]+$")
@@ -75,7 +76,7 @@ class Uprobe(ProbeKindDef):
             raise ProbeSpecError(spec, body_start, len(rest), f"expected {self.shape}")
         if len(func) > 2 and func[0] == func[-1] == '"' and '"' not in func[1:-1]:
             func = func[1:-1]  # quoted: a demangled name with spaces, "ns::f(int, char)"
-        elif not func or not _GLOB.match(func):
+        elif not func or len(func) > MAX_GLOB or not _GLOB.match(func):
             raise ProbeSpecError(
                 spec, body_start + len(target) + 1, len(func) or 1, "bad function glob"
             )

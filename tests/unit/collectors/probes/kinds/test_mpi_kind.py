@@ -43,9 +43,17 @@ def test_the_library_a_process_maps_comes_first(monkeypatch: pytest.MonkeyPatch)
         return "/usr/lib/libmpi.so.40"
 
     monkeypatch.setattr(mpi_kind, "resolve_target", resolve)
+    monkeypatch.setattr(mpi_kind, "mapped_library", lambda name, pid: None)
     spec = parse_spec("mpi:Barrier")
     assert kind_of(spec).target_name(spec, 42) == "mpi"
     assert asked == [("mpich", 42), ("mpi", 42)]
+    # Open MPI mapped by the process, MPICH only installed: the process's wins.
+    monkeypatch.setattr(
+        mpi_kind, "mapped_library", lambda name, pid: "/x/libmpi.so.40" if name == "mpi" else None
+    )
+    monkeypatch.setattr(mpi_kind, "resolve_target", lambda name, pid: f"/x/lib{name}.so")
+    assert kind_of(spec).target_name(spec, 42) == "mpi"
+    assert kind_of(spec).target_name(spec, None) == "mpich"
     monkeypatch.setattr(
         mpi_kind, "resolve_target", lambda n, p: (_ for _ in ()).throw(TargetError(n))
     )
