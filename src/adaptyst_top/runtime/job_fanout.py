@@ -75,6 +75,7 @@ class NodeLink:
     want: threading.Event = field(default_factory=threading.Event)  # the view asks
     fresh: bool = False  # it answered since the view last asked
     ranks: dict[int, int | None] = field(default_factory=dict)  # its processes' (asked there)
+    merged: Snapshot | None = None  # its snapshot the view merged last
 
 
 class JobFanout:
@@ -206,9 +207,12 @@ class JobFanout:
                 link.want.set()
             self._answered.wait_for(lambda: all(x.fresh for x in self.links), FRESH_WAIT_S)
         now = time.monotonic()
-        snaps, states, ranks = {}, [], {}
+        snaps, states, ranks, fresh = {}, [], {}, set()
         for link in self.links:
             with link.lock:
+                if link.last is not None and link.last is not link.merged:
+                    fresh.add(link.name)  # its interval not in a merge before
+                    link.merged = link.last
                 age = None if link.last_at is None else round(now - link.last_at, 3)
                 if link.last is not None:
                     snaps[link.name] = link.last
@@ -217,7 +221,8 @@ class JobFanout:
                 if state == "ok" and (age is None or age > LATE_S):
                     state, reason = "lost", f"no answer for {age or 0:.0f} s"
                 states.append(NodeState(link.name, state, reason, age))
-        snap = merge_nodes(round(now - self._started, 3), self.host, self.job, snaps, states, ranks)
+        t = round(now - self._started, 3)
+        snap = merge_nodes(t, self.host, self.job, snaps, states, ranks, fresh)
         if not with_hist:
             snap = replace(snap, probes=tuple(replace(p, hist=None) for p in snap.probes))
         return snap

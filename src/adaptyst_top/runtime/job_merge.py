@@ -5,7 +5,7 @@ and a state per node. Pure: the nodes' latest snapshots in, one snapshot out."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from adaptyst_top.collectors.probes.engine.per_process import imbalance
@@ -35,9 +35,12 @@ def merge_nodes(
     snaps: Mapping[str, Snapshot],
     states: Sequence[NodeState],
     ranks: Mapping[str, Mapping[int, int | None]] | None = None,
+    fresh: Collection[str] | None = None,
 ) -> Snapshot:
     """One snapshot at T (the run's clock) of SNAPS (node -> its latest), seen from HOST;
-    RANKS: each node's processes' ranks, as each node told them."""
+    RANKS: each node's processes' ranks, as each node told them; FRESH: the nodes whose
+    latest came since the last merge (None: all), whose profile stacks (an interval's)
+    are this one's."""
     rows: dict[RowIdentity, ProbeEntry] = {}
     devices = []
     warnings: list[str] = []
@@ -87,17 +90,36 @@ def merge_nodes(
             key=lambda o: o.share or 0.0,
             default=next((s.overhead for s in snaps.values() if s.overhead), None),
         ),
-        profile=_profiles([s.profile for s in snaps.values() if s.profile is not None]),
+        profile=_profiles(
+            [(n, s.profile) for n, s in sorted(snaps.items()) if s.profile is not None],
+            ranks or {},
+            snaps.keys() if fresh is None else fresh,
+        ),
         warnings=tuple(warnings),
         nodes=tuple(states),
     )
 
 
-def _profiles(parts: Sequence[ProfilePart]) -> ProfilePart | None:
-    """The nodes' profiles as one: each function's samples and off-CPU time summed (the
-    stacks of an interval stay each node's: not merged)."""
-    if not parts:
+def _profiles(
+    by_node: Sequence[tuple[str, ProfilePart]],
+    ranks: Mapping[str, Mapping[int, int | None]],
+    fresh: Collection[str],
+) -> ProfilePart | None:
+    """The nodes' profiles as one: each function's samples and off-CPU time summed; the
+    stacks of the nodes' fresh intervals, each under its node and rank (`node2;rank 3;
+    main;...`: export's folded stacks keep them)."""
+    if not by_node:
         return None
+    parts = [p for _, p in by_node]
+    stacks = []
+    for node, part in by_node:
+        if node not in fresh:
+            continue  # its interval's stacks were in an earlier merge
+        told = ranks.get(node, {})
+        for s in part.stacks:
+            rank = told.get(s.pid)
+            head = (node,) if rank is None else (node, f"rank {rank}")
+            stacks.append(replace(s, frames=head + tuple(s.frames)))
     functions: dict[tuple[str, str | None], ProfileFunction] = {}
     for part in parts:
         for f in part.functions:
@@ -119,7 +141,7 @@ def _profiles(parts: Sequence[ProfilePart]) -> ProfilePart | None:
         first,
         samples=sum(p.samples for p in parts),
         functions=tuple(hottest[: max(len(p.functions) for p in parts)]),
-        stacks=(),
+        stacks=tuple(stacks),
     )
 
 

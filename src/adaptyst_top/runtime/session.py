@@ -346,13 +346,15 @@ def job_elsewhere(opts: SessionOptions) -> list[str]:
         raise SessionError(str(exc)) from None
     if not nodes and info.state == "PENDING":
         raise SessionError(f"job {info.job_id} is pending: it runs on no node yet")
-    if nodes and info.owner_uid is not None and os.getuid() not in (0, info.owner_uid):
+    if not nodes or nodes == [socket.gethostname().split(".")[0]]:
+        return []  # here alone: this node's agent decides
+    if info.owner_uid is not None and os.getuid() not in (0, info.owner_uid):
         # Each node's agent would say the same (and a node whose sshd lets only the job's
         # user in, pam_slurm_adopt, would say nothing): said once, here.
         raise SessionError(
             f"job {info.job_id} belongs to user {info.owner}; you may target your own jobs"
         )
-    return nodes if nodes and nodes != [socket.gethostname().split(".")[0]] else []
+    return nodes
 
 
 def open_job_session(opts: SessionOptions, nodes: Sequence[str]) -> Session:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from adaptyst_top.cli.main import main as cli_main
+from tests.support.cli import CLI
 from tests.support.marks import IS_ROOT
 from tests.support.paths import TARGETS
 from tests.system.agent.test_agent import (
@@ -111,7 +112,7 @@ def test_a_jobs_ranks_on_every_node_in_one_view(cluster: tuple[Any, User, User, 
         def client(up: int, _down: int) -> None:
             os.environ.update(nodes.login_env(alice))
             os.chdir(go.parent)
-            args = ["record", "--job", job, "--interval", "0.5", "--out", str(out)]
+            args = ["record", "--job", job, "--interval", "0.5", "--out", str(out), "--profile"]
             args += ["--probe", f"uprobe:{binary}:compute", "--probe", "mpi:Allreduce"]
             say(up, code=cli_main(args))
 
@@ -142,6 +143,18 @@ def test_a_jobs_ranks_on_every_node_in_one_view(cluster: tuple[Any, User, User, 
             x.get("nodes") for x in lines
         ]
         assert {d["id"].split("/")[0] for d in last["devices"]} == {n.name for n in nodes.nodes}
+        # --profile went to every node: their stacks, each under its node and rank, are
+        # what export folds.
+        folded = subprocess.run(
+            [*CLI, "export", str(out), "--folded", "--out", "-"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.splitlines()
+        heads = {tuple(line.split(";")[:2]) for line in folded if ";compute " in line + " "}
+        assert {h[0] for h in heads} == {n.name for n in nodes.nodes}, folded[:5]
+        assert {h[1] for h in heads} <= {f"rank {r}" for r in range(RANKS)}, heads
     finally:
         go.touch()
         until(lambda: nodes.slurm.state(job) not in ("RUNNING", "PENDING"), "job end", 60)

@@ -98,3 +98,29 @@ def test_a_rank_told_on_the_node_is_kept() -> None:
     a = _entry(0, ProcessPart(pid=1, rank=5, count=1, total_ns=1.0))
     snap = merge_nodes(1.0, "l", "7", {"n1": _node("n1", a)}, [], {"n1": {1: 9}})
     assert snap.probes[0].parts[0].rank == 5
+
+
+def test_profiles_sum_and_each_fresh_stack_keeps_its_node_and_rank() -> None:
+    from dataclasses import replace
+
+    from adaptyst_top.snapshot import ProfileFunction, ProfilePart, ProfileStack
+
+    def profiled(node: str) -> Snapshot:
+        part = ProfilePart(
+            hz=99,
+            samples=10,
+            functions=(ProfileFunction("compute", "/x/app", self_samples=8, total=10),),
+            stacks=(ProfileStack(pid=100, tid=100, frames=("main", "compute"), samples=10),),
+        )
+        return replace(
+            _node(node, _entry(0, ProcessPart(pid=100, count=1, total_ns=1.0))), profile=part
+        )
+
+    snaps = {"n1": profiled("n1"), "n2": profiled("n2")}
+    snap = merge_nodes(1.0, "l", "7", snaps, [], {"n1": {100: 0}}, fresh={"n1"})
+    assert snap.profile is not None
+    assert snap.profile.samples == 20 and snap.profile.functions[0].total == 20
+    # n2's latest was merged before: its interval's stacks are not counted twice.
+    assert [s.frames for s in snap.profile.stacks] == [("n1", "rank 0", "main", "compute")]
+    both = merge_nodes(1.0, "l", "7", snaps, [], {})
+    assert [s.frames[0] for s in both.profile.stacks] == ["n1", "n2"]  # type: ignore[union-attr]
