@@ -191,7 +191,9 @@ class JobFanout:
             lost = conn.lost
             link.state = "ok" if lost is None else "ended" if lost.startswith("agent:") else "lost"
             link.reason = None if lost is None else inert(lost)[:300]
-        unnamed = {q.pid for p in snap.probes for q in p.parts} - set(link.ranks)
+        # Each process as it comes (its rank known before its first stack or hit shows).
+        seen = set(snap.target.pids) if snap.target is not None else set()
+        unnamed = (seen | {q.pid for p in snap.probes for q in p.parts}) - set(link.ranks)
         if unnamed and lost is None:
             if len(link.ranks) + len(unnamed) > MAX_RANKS_KEPT:
                 link.ranks.clear()

@@ -107,7 +107,8 @@ def _profiles(
 ) -> ProfilePart | None:
     """The nodes' profiles as one: each function's samples and off-CPU time summed; the
     stacks of the nodes' fresh intervals, each under its node and rank (`node2;rank 3;
-    main;...`: export's folded stacks keep them)."""
+    main;...`, `node2;pid 42;...` for a process that names none: export's folded stacks
+    keep them)."""
     if not by_node:
         return None
     parts = [p for _, p in by_node]
@@ -118,7 +119,7 @@ def _profiles(
         told = ranks.get(node, {})
         for s in part.stacks:
             rank = told.get(s.pid)
-            head = (node,) if rank is None else (node, f"rank {rank}")
+            head = (node, f"pid {s.pid}" if rank is None else f"rank {rank}")
             stacks.append(replace(s, frames=head + tuple(s.frames)))
     functions: dict[tuple[str, str | None], ProfileFunction] = {}
     for part in parts:

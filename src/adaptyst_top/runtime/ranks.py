@@ -13,7 +13,12 @@ from adaptyst_top.system.mpi_ranks import RankNames
 
 
 def with_ranks(snap: Snapshot, names: RankNames) -> Snapshot:
-    """SNAP with each process's share of a row named by its rank, where it has one."""
+    """SNAP with each process's share of a row named by its rank, where it has one. The
+    processes probed are read as they come (once each): a rank that ends before its
+    first hit is shown keeps the name it had."""
+    if snap.target is not None:
+        for pid in snap.target.pids:
+            names.rank_of(pid)
     if not any(p.parts for p in snap.probes):
         return snap
     return replace(snap, probes=tuple(_named(p, names) for p in snap.probes))

@@ -154,7 +154,7 @@ def test_a_jobs_ranks_on_every_node_in_one_view(cluster: tuple[Any, User, User, 
         ).stdout.splitlines()
         heads = {tuple(line.split(";")[:2]) for line in folded if ";compute " in line + " "}
         assert {h[0] for h in heads} == {n.name for n in nodes.nodes}, folded[:5]
-        assert {h[1] for h in heads} <= {f"rank {r}" for r in range(RANKS)}, heads
+        assert {h[1] for h in heads} == {f"rank {r}" for r in range(RANKS)}, heads
     finally:
         go.touch()
         until(lambda: nodes.slurm.state(job) not in ("RUNNING", "PENDING"), "job end", 60)

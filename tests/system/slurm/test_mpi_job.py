@@ -143,6 +143,8 @@ def test_ranks_of_a_command_launched_under_record(mpi_slow: Path, tmp_path: Path
             "adaptyst_top.cli.start",
             "record",
             "--ranks",
+            "--interval",
+            "0.2",
             "--probe",
             f"uprobe:{mpi_slow}:compute",
             "--probe",
