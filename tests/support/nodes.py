@@ -64,7 +64,6 @@ class Nodes:
         self.base.chmod(0o755)
         self.nodes: list[Node] = []
         self.slurm: Slurm | None = None
-        self._made_run = not Path("/run/sshd").exists()
         try:
             self._files()
             for i in range(1, count + 1):
@@ -117,7 +116,9 @@ class Nodes:
                 os.chown(f, user.uid, user.gid)
             shutil.copy(key.with_suffix(".pub"), keys / user.name)
             (keys / user.name).chmod(0o644)
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation
+        # sshd's privilege separation: made as Debian's ssh service makes it, and left
+        # (another test's sshd may run beside these).
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         host = socket.gethostname().split(".")[0]
         self.hosts = d / "hosts"
         lines = ["127.0.0.1 localhost", f"127.0.0.1 {host}"]
@@ -247,8 +248,6 @@ class Nodes:
         for user in self.users:
             with contextlib.suppress(OSError):
                 subprocess.run(["pkill", "-u", user.name], check=False)
-        if self._made_run:
-            shutil.rmtree("/run/sshd", ignore_errors=True)
         shutil.rmtree(self.base, ignore_errors=True)
 
 

@@ -42,8 +42,9 @@ def node(workload_bin: Path) -> Iterator[tuple[Path, User, dict[str, str]]]:
     user = _useradd(f"adt-s-{os.urandom(3).hex()}", shell="/bin/sh")
     # No password, but not locked: sshd (without PAM) refuses a locked account's keys.
     subprocess.run(["usermod", "-p", "*", user.name], check=True)
-    made_run = not Path("/run/sshd").exists()
-    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation
+    # sshd's privilege separation: made as Debian's ssh service makes it, and left (another
+    # module's sshd, the job view's nodes, may run beside this one).
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     proc = None
     try:
         # This checkout's package, readable by every user, run by Debian's python3.
@@ -108,8 +109,6 @@ def node(workload_bin: Path) -> Iterator[tuple[Path, User, dict[str, str]]]:
         subprocess.run(["pkill", "-u", user.name], check=False)
         time.sleep(0.2)
         subprocess.run(["userdel", user.name], check=False)
-        if made_run:
-            shutil.rmtree("/run/sshd", ignore_errors=True)
         shutil.rmtree(d, ignore_errors=True)
 
 
