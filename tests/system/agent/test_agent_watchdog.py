@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.agent_unit import UNIT_FILE, with_the_units_capabilities
 from tests.support.marks import requires_root
-from tests.system.agent.test_agent import CLI, UNIT_FILE, with_the_units_capabilities
+from tests.system.agent.test_agent import CLI
 
 pytestmark = [pytest.mark.ebpf, requires_root]
 PERIOD_S = 1.0
