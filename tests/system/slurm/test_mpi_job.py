@@ -42,6 +42,21 @@ def mpi_slow(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def probed_ranks(out: Path) -> set[int]:
+    """The mpi_slow processes the probes were on in the last line written to OUT."""
+    try:
+        lines = out.read_text().splitlines()
+        pids = json.loads(lines[-1])["target"]["pids"] if lines else []
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+    found = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "mpi_slow":
+                found.add(pid)
+    return found
+
+
 def ranks_of(job: str) -> list[int]:
     found = []
     for p in JobScan(job).new_processes():
@@ -67,18 +82,29 @@ def check_ranks(last: dict[str, Any], measured: dict[str, Any], ranks: int) -> N
         assert r["count"] == ranks * STEPS, r
         assert sorted(p["rank"] for p in r["parts"]) == list(range(ranks)), r["parts"]
         assert all(p["count"] == STEPS for p in r["parts"]), r["parts"]
-    by_rank = {p["rank"]: p for p in compute["parts"]}
+    check_slowest(compute, allreduce, measured)
+
+
+def check_slowest(
+    compute: dict[str, Any], allreduce: dict[str, Any], measured: dict[str, Any]
+) -> None:
+    """The rank the program measured slowest (wall time in compute(): the slow one by
+    construction on a quiet node; beside other work, whichever the scheduler made so) is
+    compute's imbalance maximum, with the program's own ratio within 10%; and the fastest
+    rank waits in MPI_Allreduce at least half of what the slowest computed longer (each
+    step it waits for the last to arrive)."""
+    seen = [(p.get("node"), p["pid"], p["rank"], p["total_ns"]) for p in compute["parts"]]
     top = next(p for p in compute["parts"] if p["pid"] == compute["imbalance_pid"])
-    assert top["rank"] == measured["rank"] == ranks - 1
+    assert top["rank"] == measured["rank"], (measured, seen)
     assert abs(compute["imbalance"] / measured["imbalance"] - 1) <= RATIO_TOLERANCE, (
         compute["imbalance"],
         measured,
     )
-    # The fast ranks wait in the collective for the time the slow one computes longer.
-    slower_by = by_rank[ranks - 1]["total_ns"] - by_rank[0]["total_ns"]
+    totals = {p["rank"]: p["total_ns"] for p in compute["parts"]}
+    fastest = min(totals, key=lambda r: totals[r])
+    slower_by = totals[measured["rank"]] - totals[fastest]
     waited = {p["rank"]: p["total_ns"] for p in allreduce["parts"]}
-    assert waited[0] >= 0.5 * slower_by, (waited, slower_by)
-    assert waited[0] > waited[ranks - 1], waited
+    assert waited[fastest] >= 0.5 * slower_by, (waited, slower_by, seen)
 
 
 @pytest.mark.ebpf
@@ -135,8 +161,7 @@ def test_a_users_mpi_job_by_rank_through_the_agent(
 @pytest.mark.skipif(not IS_ROOT, reason="eBPF needs root")
 def test_ranks_of_a_command_launched_under_record(mpi_slow: Path, tmp_path: Path) -> None:
     go, measured, out = tmp_path / "go", tmp_path / "measured.json", tmp_path / "rec.jsonl"
-    go.touch()  # the probes attach before the command starts
-    rec = subprocess.run(
+    rec = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -160,11 +185,21 @@ def test_ranks_of_a_command_launched_under_record(mpi_slow: Path, tmp_path: Path
             str(measured),
             str(STEPS),
         ],
-        capture_output=True,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
     )
-    assert rec.returncode == 0, rec.stderr
+    try:
+        # The ranks start once every one is probed: mpiexec starts them, and each is
+        # followed as it comes (the probes were on before mpiexec started).
+        until(lambda: len(probed_ranks(out)) == 2, "both ranks probed", 60)
+        go.touch()
+        _, err = rec.communicate(timeout=120)
+    finally:
+        go.touch()
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+    assert rec.returncode == 0, err
     last = json.loads(out.read_text().splitlines()[-1])
     check_ranks(last, json.loads(measured.read_text()), 2)
     # Every blocking call is a row; those the program never made stay at 0.
