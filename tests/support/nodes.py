@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.cli import CLI
-from tests.support.paths import REPO
+from tests.support.installed import end, install_checkout
 from tests.support.slurm import Slurm, SlurmNode
 
 SSHD = Path("/usr/sbin/sshd")
@@ -81,24 +81,9 @@ class Nodes:
 
     def _files(self) -> None:
         d = self.base
-        pkg = d / "pkg" / "adaptyst_top"
-        shutil.copytree(
-            REPO / "src" / "adaptyst_top", pkg, ignore=shutil.ignore_patterns("__pycache__")
-        )
-        (d / "agents").mkdir()
-        self.launcher = d / "adaptyst-top"
+        (d / "agents").mkdir(mode=0o755)
         # The node's own agent: its socket is under its hostname (its namespace's).
-        self.launcher.write_text(
-            "#!/bin/sh\n"
-            f"export PYTHONPATH={d / 'pkg'} ADAPTYST_TOP_AGENT={d / 'agents'}/$(hostname)/agent.sock\n"
-            'exec /usr/bin/python3 -m adaptyst_top.cli.start "$@"\n'
-        )
-        for folder, dirs, files in os.walk(d):  # readable by every user, as installed
-            for name in dirs:
-                os.chmod(os.path.join(folder, name), 0o755)
-            for name in files:
-                os.chmod(os.path.join(folder, name), 0o644)
-        self.launcher.chmod(0o755)
+        self.launcher = install_checkout(d, f"{d / 'agents'}/$(hostname)/agent.sock")
         subprocess.run(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True
         )
@@ -179,10 +164,8 @@ class Nodes:
 
     def stop_sshd(self, node: Node) -> None:
         """The node's sshd gone, its sessions too: the node unreachable until started again."""
-        if node.sshd is not None:
-            node.sshd.terminate()
-            node.sshd.wait(10)
-            node.sshd = None
+        end(node.sshd, 10)
+        node.sshd = None
         # sshd's per-connection children (the bridges' sessions) outlive a TERM'd listener:
         # those of this node's address alone.
         for user in self.users:
@@ -235,14 +218,8 @@ class Nodes:
         if self.slurm is not None:
             self.slurm.stop()
         for node in self.nodes:
-            for p in (node.sshd, node.agent):
-                if p is not None and p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-                    try:
-                        p.wait(15)
-                    except subprocess.TimeoutExpired:
-                        p.kill()
-                        p.wait()
+            end(node.sshd)
+            end(node.agent)
             node.holder.kill()
             node.holder.wait()
         for user in self.users:

@@ -12,7 +12,6 @@ import os
 import pwd
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -20,6 +19,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.installed import end
 
 START_TIMEOUT_S = 60.0
 
@@ -207,11 +208,5 @@ class Slurm:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run(["scancel", "--full", "--state=RUNNING"], env=self.env, timeout=10)
         for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            end(p)
         shutil.rmtree(self.base, ignore_errors=True)

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 from adaptyst_top.collectors.hub import Hub
 from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
 from adaptyst_top.runtime.command_env import held_command
-from adaptyst_top.runtime.ranks import with_ranks
+from adaptyst_top.runtime.ranks import Named, with_ranks
 from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.runtime.session_parts import (
     SessionError,
@@ -66,6 +66,7 @@ class Session:
     exported: bool = False
     devices_at_start: bool = False  # the device sweep starts once the command runs
     rank_names: RankNames = field(default_factory=RankNames)  # the job's processes' ranks
+    named: Named = field(default_factory=dict)  # the last snapshot's entries, named
     _exit_told: bool = False
     _log_told: bool = False
 
@@ -96,7 +97,7 @@ class Session:
             snap = replace(snap, tasks=part.tasks, advice=part.advice, advisor=part.advisor)
         snap = self._with_command(snap)
         if self.options.tenant.users_own and self.options.host is None:  # its processes are here
-            snap = with_ranks(snap, self.rank_names)
+            snap = with_ranks(snap, self.rank_names, self.named)
         if self.exported:
             self.last = snap
         if not with_hist and any(p.hist is not None for p in snap.probes):

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from adaptyst_top.runtime.remote.client import REMOTE_ENV, SSH_ENV, AgentConnection
+from tests.support.installed import install_checkout
 from tests.support.marks import requires_root
-from tests.support.paths import REPO
 from tests.system.agent.test_agent import CLI, Agent, User, _useradd, nothing_left, workload_as
 
 pytestmark = [pytest.mark.ebpf, requires_root]
@@ -47,25 +47,7 @@ def node(workload_bin: Path) -> Iterator[tuple[Path, User, dict[str, str]]]:
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     proc = None
     try:
-        # This checkout's package, readable by every user, run by Debian's python3.
-        pkg = d / "pkg" / "adaptyst_top"
-        shutil.copytree(
-            REPO / "src" / "adaptyst_top",
-            pkg,
-            ignore=shutil.ignore_patterns("*.so", "__pycache__"),
-        )
-        launcher = d / "adaptyst-top"
-        launcher.write_text(
-            "#!/bin/sh\n"
-            f"export PYTHONPATH={d / 'pkg'} ADAPTYST_TOP_AGENT={d / 'agent.sock'}\n"
-            'exec /usr/bin/python3 -m adaptyst_top.cli.start "$@"\n'
-        )
-        for folder, dirs, files in os.walk(d):  # readable by every user, as installed
-            for name in dirs:
-                os.chmod(os.path.join(folder, name), 0o755)
-            for name in files:
-                os.chmod(os.path.join(folder, name), 0o644)
-        launcher.chmod(0o755)
+        launcher = install_checkout(d, str(d / "agent.sock"))
         shutil.copy(workload_bin, d / "workload")
         (d / "workload").chmod(0o755)
         for key in ("host_key", "user_key"):

@@ -54,3 +54,12 @@ def test_parts_survive_the_snapshots_json() -> None:
     line = snap.to_json()
     assert "parts" not in line["probes"][1] and "imbalance" not in line["probes"][1]
     assert Snapshot.from_json(line) == snap
+
+
+def test_an_entry_handed_back_unchanged_is_named_once() -> None:
+    split = _entry(ProcessPart(pid=10, count=3))
+    names = Names({10: 0})
+    named: dict[int, tuple[ProbeEntry, ProbeEntry]] = {}
+    first = with_ranks(Snapshot(t=1.0, host="n1", probes=(split,)), names, named)
+    again = with_ranks(Snapshot(t=2.0, host="n1", probes=(split,)), names, named)
+    assert again.probes[0] is first.probes[0] and names.asked == [10]
