@@ -60,6 +60,12 @@ class Workload:
         assert said == "cpu" and self.proc.stdout.readline().strip() == "ok"
         return int(ns)
 
+    def waited_ns(self) -> int:
+        """Time the target has spent runnable but off the CPU (schedstat's run_delay):
+        what a busy node adds to a probe's window beyond the target's own clock."""
+        with open(f"/proc/{self.pid}/schedstat") as f:
+            return int(f.read().split()[1])
+
     def took(self) -> Took:
         """held_fn's own median, least and mean duration (ns) since the last ask: what a
         probe's figures are held to (a nominal one fails on a loaded node, where a call

@@ -40,14 +40,19 @@ def test_a_busy_node_does_not_inflate_what_a_probe_costs_inside_a_call(tmp_path)
     20 us function's net latency read half the truth (issue 74). The median of calls
     is what the machine answers, busy or not."""
     binary = build_calibrator(tmp_path)
-    quiet = calibrate(binary).get(ov.SINGLESTEP).in_interval_ns
     cpus = len(os.sched_getaffinity(0))
-    loops = [spin(BUSY_LOOP) for _ in range(cpus)]
-    try:
-        busy = calibrate(binary).get(ov.SINGLESTEP).in_interval_ns
-    finally:
-        for p in loops:
-            p.kill()
-            p.wait()
-    assert 0 < busy <= 1.15 * quiet, (quiet, busy)
+    quiet, busy = [], []
+    # Interleaved, the least of two each: a quiet calibration itself read 11.9 us
+    # against 9.1 us a moment before and after (the VM's host, not the probe), while
+    # the fault this guards against inflates every busy one.
+    for _ in range(2):
+        quiet.append(calibrate(binary).get(ov.SINGLESTEP).in_interval_ns)
+        loops = [spin(BUSY_LOOP) for _ in range(cpus)]
+        try:
+            busy.append(calibrate(binary).get(ov.SINGLESTEP).in_interval_ns)
+        finally:
+            for p in loops:
+                p.kill()
+                p.wait()
+    assert 0 < min(busy) <= 1.15 * min(quiet), (quiet, busy)
     assert none_left()

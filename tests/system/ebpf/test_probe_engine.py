@@ -510,15 +510,20 @@ def test_net_latency_holds_for_every_entry_class(
     with ProbeEngine(pid=workload.pid, multi_links=multi, costs=calibrated) as engine:
         attached(engine, f"uprobe:{workload.binary}:{fn}")
         workload.took()
+        waited = workload.waited_ns()
         workload.run(f"{command} 400 20")
         truth = workload.took()
+        waited = workload.waited_ns() - waited
         r = rows(engine)[(fn, None)]
     assert (r["class"], r["count"]) == (cls, 400)
     assert within(r["p50_ns"], truth.p50), (r, truth)
-    if truth.mean <= 1.1 * truth.p50:
-        assert within(r["mean_ns"], truth.mean), (r, truth)
-    else:  # a busy node: the mean also carries preemptions in the probe's own window
-        assert r["mean_ns"] >= 0.95 * truth.mean, (r, truth)
+    # A preemption inside the probe's window but outside held_fn's own clock lengthens
+    # the probe's mean and not the truth's: at most by the time the target waited.
+    assert 0.95 * truth.mean <= r["mean_ns"] <= 1.05 * truth.mean + waited / 400, (
+        r,
+        truth,
+        waited,
+    )
     assert truth.least <= r["min_ns"] <= r["p50_ns"], (r, truth)
 
 
