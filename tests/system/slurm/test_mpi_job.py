@@ -88,9 +88,9 @@ def check_ranks(last: dict[str, Any], measured: dict[str, Any], ranks: int) -> N
 def check_slowest(
     compute: dict[str, Any], allreduce: dict[str, Any], measured: dict[str, Any]
 ) -> None:
-    """The rank the program measured slowest (wall time in compute(): the slow one by
-    construction on a quiet node; beside other work, whichever the scheduler made so) is
-    compute's imbalance maximum, with the program's own ratio within 10%; and the fastest
+    """The rank the program measured slowest (wall time inside compute()'s body, within
+    the probe's window: the slow one by construction on a quiet node; beside other work,
+    whichever the scheduler made so) is compute's imbalance maximum, with the program's own ratio within 10%; and the fastest
     rank waits in MPI_Allreduce at least half of what the slowest computed longer (each
     step it waits for the last to arrive)."""
     seen = [(p.get("node"), p["pid"], p["rank"], p["total_ns"]) for p in compute["parts"]]
