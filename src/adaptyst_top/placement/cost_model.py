@@ -95,6 +95,12 @@ class CostModel:
         self.n = 0
         self.aged = 0  # the task's call count when the model last aged
         self._ph_up = self._ph_down = 0.0
+        # The weights as a rise of cost began (the Page-Hinkley sum left 0), and those
+        # kept from before the last rise it confirmed: another job took the device, and
+        # when it leaves, what was known before holds again (spell_looks.py).
+        self._rise: tuple[np.ndarray, np.ndarray] | None = None
+        self.calm: tuple[np.ndarray, np.ndarray] | None = None
+        self.calm_since = 0  # the task's call count (aged) when the rise was confirmed
 
     def predict(self, size: int) -> tuple[float, float]:
         """Mean and variance of log cost at SIZE (the weights' uncertainty, noise aside)."""
@@ -111,12 +117,19 @@ class CostModel:
         moved = False
         if self.n >= 3:
             zc = min(Z_CLIP, z)  # one slow outlier alone does not say it moved
+            if self._ph_up == 0.0 and zc > PH_DELTA:
+                self._rise = (self.mean, self.cov)  # replaced, never changed in place
             self._ph_up = max(0.0, self._ph_up + zc - PH_DELTA)
             self._ph_down = max(0.0, self._ph_down - zc - PH_DELTA)
             if max(self._ph_up, self._ph_down) > PH_LAMBDA:
+                if self._ph_up > PH_LAMBDA:
+                    if self.calm is None:  # the first rise's weights are the calm ones
+                        self.calm, self.calm_since = self._rise, self.aged
+                else:
+                    self.calm = None  # seen to get faster: nothing to go back to
                 # What was learned before the move counts for less: part of the prior's
                 # uncertainty comes back, and the next calls place the new cost.
-                self.cov += RESET_SHARE * PRIOR_COV
+                self.cov = self.cov + RESET_SHARE * PRIOR_COV  # calm's stays as it was
                 self._ph_up = self._ph_down = 0.0
                 c_phi = self.cov @ phi
                 var = float(phi @ c_phi)
@@ -136,8 +149,19 @@ class CostModel:
         self.n += 1
         return moved
 
+    def predict_calm(self, size: int) -> float | None:
+        """The mean log cost at SIZE before the cost rose; None when it did not."""
+        return None if self.calm is None else float(features(size) @ self.calm[0])
+
+    def restore_calm(self) -> None:
+        """The rise is over: back to the weights from before it."""
+        if self.calm is not None:
+            self.mean, self.cov = self.calm
+            self.calm = None
+            self._ph_up = self._ph_down = 0.0
+
     def age(self, calls: int) -> None:
         """The task's calls since the model last aged: the weights drift DRIFT_VAR each."""
         if calls > self.aged:
-            self.cov.flat[:: self.cov.shape[0] + 1] += (calls - self.aged) * DRIFT_VAR
+            self.cov = self.cov + np.eye(len(self.cov)) * ((calls - self.aged) * DRIFT_VAR)
             self.aged = calls

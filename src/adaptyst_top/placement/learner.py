@@ -3,14 +3,14 @@ chooses by Thompson sampling (experiments/placement/placement_sim.py measures it
 the advisor and the classic policies on generated cases it was not tuned on).
 
 Per task and device, a cost model (cost_model.py) of the call's time, and of its energy
-when the objective counts energy (or the monitor shows it); the objective is computed from them, so a weighted mix
-is scored against the first device's predicted time and energy, as the advisor scores it
-against the CPU's. A device not run yet starts from the shape the task showed on the
-device it first ran on, at an unknown level (work grows with size the same way
-everywhere; latency and throughput differ), and gets one look right after the task's
-first call. Then each call goes to the device whose draw from the posterior is least: a
-look happens only while a device might be the best, and is charged what it is predicted
-to cost more.
+when the objective counts energy (or the monitor shows it); the objective is computed
+from them, a weighted mix against the first device's time and energy. A device not run
+yet starts from the shape the task showed on the device it first ran on, at an unknown
+level (work grows with size the same way everywhere; latency and throughput differ),
+and gets one look right after the task's first call; a device whose cost rose is looked
+at again (spell_looks.py). Then each call goes to the device whose draw from the
+posterior is least: a look happens only while a device might be the best, and is
+charged what it is predicted to cost more.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from adaptyst_top.placement.cost_model import (
     features,
 )
 from adaptyst_top.placement.objectives import Objective
+from adaptyst_top.placement.spell_looks import SpellLooks
 
 # A look at a device predicted dearer than the best is charged what it is predicted
 # to cost more, in calls of the best; looks stop while their charge is over this share
@@ -96,6 +97,7 @@ class Learner:
         # (task, device) -> (its runs without joules, the task's calls at the last one)
         self.unmeasured: dict[tuple[str, str], tuple[int, int]] = {}
         self.spent: dict[str, float] = {}  # task -> its looks' predicted extra cost, in calls
+        self.spells = SpellLooks()  # devices whose cost rose: looked at again
 
     def failed(self, task: str, device: str) -> None:
         """A call of TASK raised on DEVICE: nothing to learn, and no more than one look
@@ -105,10 +107,8 @@ class Learner:
 
     def back(self, task: str, device: str) -> None:
         """A call placed on DEVICE is back, or will never be (cancelled)."""
-        if (n := self.looking.get((task, device), 0)) > 1:
+        if (n := self.looking.pop((task, device), 0)) > 1:
             self.looking[(task, device)] = n - 1
-        else:
-            self.looking.pop((task, device), None)
 
     def _look(self, task: str, device: str) -> str:
         self.looking[(task, device)] = self.looking.get((task, device), 0) + 1
@@ -266,6 +266,8 @@ class Learner:
         pool = self._pool(among)
         if (d := self._first_look(task, size, pool)) is not None:
             return self._look(task, d)
+        if (d := self.spells.due(self, task, size, pool)) is not None:
+            return self._look(task, d)
         drawn = self.sample(task, size, pool)
         if drawn is None:
             return pool[0]  # nothing known: the first (the CPU) sets the level
@@ -276,6 +278,10 @@ class Learner:
         """The device a look must go to before any draw (_first_look), if any; a look
         sent is told with look_sent."""
         return self._first_look(task, size, self._pool(among))
+
+    def spell_look(self, task: str, size: int, among: Collection[str] | None = None) -> str | None:
+        """A device whose cost rose, due a look back (spell_looks); told with look_sent."""
+        return self.spells.due(self, task, size, self._pool(among))
 
     def look_sent(self, task: str, device: str) -> None:
         self._look(task, device)
@@ -344,8 +350,13 @@ class Learner:
         pool = self._pool(among)
         ready = {d: (ready_s or {}).get(d, 0.0) for d in pool}
         looked = round_looks(self, task, sizes, pool)
+        for d in looked.values():
+            self._look(task, d)
+        for i in sorted(range(len(sizes)), key=lambda i: sizes[i]):
+            if i not in looked and (back := self.spells.due(self, task, sizes[i], pool)):
+                looked[i] = self._look(task, back)  # a device another job slowed, again
         for i, d in looked.items():
-            placed[i] = self._look(task, d)
+            placed[i] = d
             ready[d] += self._time(task, d, sizes[i])
         order = sorted((i for i in range(len(sizes)) if i not in looked), key=lambda i: sizes[i])
         # A device not run yet gets its looks, never more calls on its prior alone.
@@ -411,6 +422,7 @@ class Learner:
             if count == 1:
                 return False
         self.octaves.setdefault((task, device), set()).add(octave(size))
+        self.spells.seen(self, task, device, size, math.log(time_s))
         moved = self._learn(task, device, TIME, size, time_s)
         measured = energy_j is not None and 1e-12 <= energy_j <= 1e12
         if ENERGY in self.quantities and not measured:
