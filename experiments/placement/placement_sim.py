@@ -12,7 +12,7 @@ the oracle takes the device whose expected cost (noise aside, spells in) is leas
 regret is the expected cost of what a policy chose over the oracle's, learning
 included; a device's first call costs more (a cold start, paid by the policies, not the
 oracle); one call in a hundred is measured 2-20x what it cost. A shift is settled when a policy's next 10 calls all cost within 2% of the
-oracle's.
+oracle's (settle95), or within what 10 calls can tell apart in the case's noise (r).
 
 Tune only on seeds below TUNE_SEEDS; report on seeds from REPORT_SEED up.
 
@@ -359,12 +359,22 @@ class Outcome:
     optimal: float  # share of calls within NEAR of the oracle's
     settle: list[int]  # calls to settle after each shift
     seconds: float = 0.0
+    settle_resolvable: list[int] = field(default_factory=list)  # at resolvable(case)
+
+
+def resolvable(case: Case) -> float:
+    """The least ratio to the oracle's cost that SETTLE_RUN calls can tell at 95% in
+    CASE's noise, half on each of two devices (1.96 sigma sqrt(2 / 5)): near ties
+    closer than this no learner settles on within SETTLE_RUN calls."""
+    return max(NEAR, math.exp(1.96 * case.noise * math.sqrt(2 / (SETTLE_RUN / 2))))
 
 
 def run(case: Case, policy: Policy) -> Outcome:
     r = random.Random(case.seed * 7919 + 1)
     total = oracle = 0.0
     good: list[bool] = []
+    near_enough: list[bool] = []
+    tolerance = resolvable(case)
     ran: set[str] = set()
     hiccups = random.Random(case.seed * 131 + 5)  # apart, so the noise is what it was
     started = time.perf_counter()
@@ -379,6 +389,7 @@ def run(case: Case, policy: Policy) -> Outcome:
         total += chosen
         oracle += best
         good.append(chosen <= NEAR * best)
+        near_enough.append(chosen <= tolerance * best)
         noise = math.exp(r.gauss(0.0, case.noise))
         if hiccups.random() < HICCUP_SHARE:  # what a policy sees, not what it pays
             noise *= hiccups.uniform(2.0, 20.0)
@@ -386,8 +397,11 @@ def run(case: Case, policy: Policy) -> Outcome:
         policy.ran(device, n, seen_t, seen_e, case.cost(seen_t, seen_e, i))
     seconds = time.perf_counter() - started
     ends = [*case.shifts[1:], len(case.sizes)]
-    settle = [_settled(good, s, end) for s, end in zip(case.shifts, ends, strict=True)]
-    return Outcome(total, oracle, sum(good) / len(good), settle, seconds)
+    phases = list(zip(case.shifts, ends, strict=True))
+    settle = [_settled(good, s, end) for s, end in phases]
+    out = Outcome(total, oracle, sum(good) / len(good), settle, seconds)
+    out.settle_resolvable = [_settled(near_enough, s, end) for s, end in phases]
+    return out
 
 
 def _settled(good: list[bool], start: int, end: int) -> int:
@@ -461,6 +475,7 @@ def report(seeds: range, progress: Callable[[int], None] | None = None) -> dict[
                 "regret": round(geomean([o.cost / o.oracle for o in outs]) - 1, 4),
                 "optimal": round(statistics.fmean(o.optimal for o in outs), 4),
                 "settle_p95": p95([s for o in outs for s in o.settle]),
+                "settle_p95_resolvable": p95([s for o in outs for s in o.settle_resolvable]),
                 "cases": len(outs),
             }
         table[name] = entry
@@ -489,11 +504,12 @@ def main() -> int:
           f"the advisor's code at {out['advisor_calls_per_s']:,} calls/s, "
           f"the learner's at {out['learner_calls_per_s']:,}")  # fmt: skip
     families = [*FAMILIES, "all"]
-    print(f"{'policy':26}" + "".join(f"{f:>28}" for f in families))
-    print(f"{'':26}" + "".join(f"{'regret  optimal  settle95':>28}" for _ in families))
+    print(f"{'policy':26}" + "".join(f"{f:>32}" for f in families))
+    print(f"{'':26}" + "".join(f"{'regret  optimal  settle95  r':>32}" for _ in families))
     for name, entry in out["policies"].items():  # type: ignore[attr-defined]
         cells = "".join(
             f"{entry[f]['regret']:>11.1%}{entry[f]['optimal']:>9.1%}{entry[f]['settle_p95']:>8.0f}"
+            f"{entry[f]['settle_p95_resolvable']:>4.0f}"
             for f in families
         )
         print(f"{name:26}{cells}")
