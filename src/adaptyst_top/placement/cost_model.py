@@ -14,6 +14,7 @@ A size never seen is predicted from its neighbours, with an honest variance.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -81,6 +82,17 @@ def _prior_mean(level: float, slope: float) -> np.ndarray:
     return mean
 
 
+@dataclass(frozen=True)
+class Calm:
+    """A model's state from before its cost rose (its arrays are never changed)."""
+
+    mean: np.ndarray
+    cov: np.ndarray
+    noise_sum: float
+    noise_n: float
+    aged: int
+
+
 class CostModel:
     """log cost ~ N(phi(size) . w, noise); w ~ N(mean, cov)."""
 
@@ -95,11 +107,11 @@ class CostModel:
         self.n = 0
         self.aged = 0  # the task's call count when the model last aged
         self._ph_up = self._ph_down = 0.0
-        # The weights as a rise of cost began (the Page-Hinkley sum left 0), and those
-        # kept from before the last rise it confirmed: another job took the device, and
+        # The state as a rise of cost began (the Page-Hinkley sum left 0), and the one
+        # kept from before the first rise it confirmed: another job took the device, and
         # when it leaves, what was known before holds again (spell_looks.py).
-        self._rise: tuple[np.ndarray, np.ndarray] | None = None
-        self.calm: tuple[np.ndarray, np.ndarray] | None = None
+        self._rise: Calm | None = None
+        self.calm: Calm | None = None
         self.calm_since = 0  # the task's call count (aged) when the rise was confirmed
 
     def predict(self, size: int) -> tuple[float, float]:
@@ -117,8 +129,8 @@ class CostModel:
         moved = False
         if self.n >= 3:
             zc = min(Z_CLIP, z)  # one slow outlier alone does not say it moved
-            if self._ph_up == 0.0 and zc > PH_DELTA:
-                self._rise = (self.mean, self.cov)  # replaced, never changed in place
+            if self._ph_up == 0.0 and zc > PH_DELTA:  # arrays replaced, never changed
+                self._rise = Calm(self.mean, self.cov, self.noise_sum, self.noise_n, self.aged)
             self._ph_up = max(0.0, self._ph_up + zc - PH_DELTA)
             self._ph_down = max(0.0, self._ph_down - zc - PH_DELTA)
             if max(self._ph_up, self._ph_down) > PH_LAMBDA:
@@ -151,12 +163,14 @@ class CostModel:
 
     def predict_calm(self, size: int) -> float | None:
         """The mean log cost at SIZE before the cost rose; None when it did not."""
-        return None if self.calm is None else float(features(size) @ self.calm[0])
+        return None if self.calm is None else float(features(size) @ self.calm.mean)
 
     def restore_calm(self) -> None:
-        """The rise is over: back to the weights from before it."""
-        if self.calm is not None:
-            self.mean, self.cov = self.calm
+        """The rise is over: back to the weights and noise from before it, aged since."""
+        if (c := self.calm) is not None:
+            self.mean, self.noise_sum, self.noise_n = c.mean, c.noise_sum, c.noise_n
+            self.noise = self.noise_sum / self.noise_n
+            self.cov = c.cov + np.eye(len(c.cov)) * (max(0, self.aged - c.aged) * DRIFT_VAR)
             self.calm = None
             self._ph_up = self._ph_down = 0.0
 

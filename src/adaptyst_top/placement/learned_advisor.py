@@ -153,8 +153,8 @@ class LearnedAdvisor:
         first = self.learner.first_look(st.key, st.size, others) if others else None
         if first is not None and first != st.current:
             return self._look(st, task, first, "not run warm here yet")
-        back = self.learner.spell_look(st.key, st.size, self.devices)
-        if back is not None and back != st.current:
+        back = self.learner.spell_look(st.key, st.size, others)
+        if back is not None:
             return self._look(st, task, back, "slower for a while: looked at again")
         known = [d for d in self.devices if self.learner.ran_on(st.key, d)]
         preds = self.predictions(task)

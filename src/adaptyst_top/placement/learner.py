@@ -112,6 +112,7 @@ class Learner:
 
     def _look(self, task: str, device: str) -> str:
         self.looking[(task, device)] = self.looking.get((task, device), 0) + 1
+        self.spells.sent(self, task, device)
         return device
 
     def ran_on(self, task: str, device: str) -> bool:
@@ -279,9 +280,9 @@ class Learner:
         sent is told with look_sent."""
         return self._first_look(task, size, self._pool(among))
 
-    def spell_look(self, task: str, size: int, among: Collection[str] | None = None) -> str | None:
-        """A device whose cost rose, due a look back (spell_looks); told with look_sent."""
-        return self.spells.due(self, task, size, self._pool(among))
+    def spell_look(self, task: str, size: int, others: list[str]) -> str | None:
+        """One of OTHERS whose cost rose, due a look back (spell_looks); look_sent."""
+        return self.spells.due(self, task, size, self.devices, others)
 
     def look_sent(self, task: str, device: str) -> None:
         self._look(task, device)
@@ -352,9 +353,8 @@ class Learner:
         looked = round_looks(self, task, sizes, pool)
         for d in looked.values():
             self._look(task, d)
-        for i in sorted(range(len(sizes)), key=lambda i: sizes[i]):
-            if i not in looked and (back := self.spells.due(self, task, sizes[i], pool)):
-                looked[i] = self._look(task, back)  # a device another job slowed, again
+        for i, d in self.spells.in_round(self, task, sizes, pool, set(looked)).items():
+            looked[i] = self._look(task, d)  # a device another job slowed, again
         for i, d in looked.items():
             placed[i] = d
             ready[d] += self._time(task, d, sizes[i])

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from adaptyst_top.placement.cost_model import TIME, CostModel
+from adaptyst_top.placement.cost_model import DRIFT_VAR, TIME, CostModel
 from adaptyst_top.placement.learned_advisor import LOOK_RUNS, LearnedAdvisor
 from adaptyst_top.placement.learner import Learner
 from adaptyst_top.placement.spell_looks import RELOOK_FIRST, SpellLooks
@@ -49,23 +49,31 @@ def test_after_a_spell_the_task_goes_back_and_without_looks_it_would_not(
     assert back_after(Learner(["cpu", "gpu"], seed=1), spell) is None
 
 
-def test_the_calm_weights_are_kept_through_the_rise_and_put_back() -> None:
+def test_the_calm_state_is_kept_through_the_rise_and_put_back_aged() -> None:
     m = CostModel(level=math.log(FAST))
     rng = random.Random(2)
     for _ in range(30):
         m.observe(SIZE, math.log(FAST * math.exp(rng.gauss(0, 0.05))))
-    calm = m.predict(SIZE)[0]
+    calm, noise = m.predict(SIZE)[0], m.noise
     assert m.calm is None and m.predict_calm(SIZE) is None
+    aged = 30
     while not m.observe(SIZE, math.log(SPELL * FAST)):
-        pass
-    assert m.predict_calm(SIZE) == pytest.approx(calm, abs=0.05)
-    for k in range(20):  # what it learns of the spell, and its ageing, leave them alone
+        aged += 1
+        m.age(aged)
+    assert m.calm is not None and m.predict_calm(SIZE) == pytest.approx(calm, abs=0.05)
+    kept = (m.calm.mean.copy(), m.calm.cov.copy(), m.calm.aged)
+    for _ in range(20):  # what it learns of the spell, and its ageing, leave it alone
+        aged += 1
+        m.age(aged)
         m.observe(SIZE, math.log(SPELL * FAST))
-        m.age(100 + k)
     assert m.predict(SIZE)[0] == pytest.approx(math.log(SPELL * FAST), abs=0.1)
-    assert m.predict_calm(SIZE) == pytest.approx(calm, abs=0.05)
+    assert (m.calm.mean == kept[0]).all() and (m.calm.cov == kept[1]).all()
+    assert m.noise > 2 * noise  # the rise's runs before it was confirmed
     m.restore_calm()
     assert m.calm is None and m.predict(SIZE)[0] == pytest.approx(calm, abs=0.05)
+    assert m.noise == pytest.approx(noise, rel=0.3)
+    # The calls since the rise began aged it, as they would have without the spell.
+    assert (m.cov.diagonal() - kept[1].diagonal()) == pytest.approx((aged - kept[2]) * DRIFT_VAR)
 
 
 def test_a_cost_seen_to_fall_leaves_nothing_to_go_back_to() -> None:
@@ -97,7 +105,10 @@ def test_a_round_gives_the_slowed_device_one_call_back() -> None:
     looks: list[bool] = []
     placed = learner.place_round("t", [SIZE] * 8, looks=looks)
     assert [d for d, look in zip(placed, looks, strict=True) if look] == ["gpu"], placed
-    learner.observe("t", "gpu", SIZE, FAST)  # the other job has gone
+    learner.observe("t", "gpu", SIZE, FAST)  # the other job has gone: looked at again
+    assert learner.models[("t", "gpu", TIME)].calm is not None
+    assert learner.choose("t", SIZE) == "gpu"
+    learner.observe("t", "gpu", SIZE, FAST)
     assert learner.models[("t", "gpu", TIME)].calm is None
     assert learner.place_round("t", [SIZE] * 8).count("gpu") >= 4
 
@@ -105,14 +116,38 @@ def test_a_round_gives_the_slowed_device_one_call_back() -> None:
 def test_a_look_back_that_finds_it_still_slow_waits_twice_as_long() -> None:
     learner = Learner(["cpu", "gpu"], seed=4)
     slowed(learner)
+    pool = ["cpu", "gpu"]
+    assert learner.spells.due(learner, "t", SIZE, pool) == "gpu"
+    assert learner.spells.due(learner, "t", SIZE, pool) == "gpu"  # asking sends nothing
     assert learner.choose("t", SIZE) == "gpu"
     learner.observe("t", "gpu", SIZE, SPELL * FAST)  # still taken
-    waits = []
-    for _ in range(4 * RELOOK_FIRST):
-        d = learner.choose("t", SIZE)
-        learner.observe("t", d, SIZE, SPELL * FAST if d == "gpu" else OTHER)
-        waits.append(d == "gpu")
-    assert waits.index(True) + 1 >= 2 * RELOOK_FIRST - 1, waits
+    for _ in range(2 * RELOOK_FIRST - 1):
+        assert learner.spells.due(learner, "t", SIZE, pool) is None
+        learner.observe("t", "cpu", SIZE, OTHER)
+    assert learner.spells.due(learner, "t", SIZE, pool) == "gpu"
+
+
+def test_a_new_rise_starts_its_own_backoff() -> None:
+    learner, pool, cpu = Learner(["cpu", "gpu"], seed=6), ["cpu", "gpu"], 3 * FAST
+    learner.observe("t", "cpu", SIZE, cpu)
+    for t in [FAST] * 20 + [4 * FAST] * 12:  # another job on the gpu: the task leaves
+        learner.observe("t", "gpu", SIZE, t)
+    m = learner.models[("t", "gpu", TIME)]
+    assert m.calm is not None
+    for _ in range(3):  # three looks back, each finding it slow: a long wait now
+        while learner.spells.due(learner, "t", SIZE, pool) is None:
+            learner.observe("t", "cpu", SIZE, cpu)
+        learner.look_sent("t", "gpu")
+        learner.observe("t", "gpu", SIZE, 4 * FAST)
+    while m.calm is not None:  # the job eases, no calm run seen: the rise is over
+        learner.observe("t", "gpu", SIZE, 2.5 * FAST)
+    for _ in range(10):
+        learner.observe("t", "gpu", SIZE, 2.5 * FAST)
+    while not learner.observe("t", "gpu", SIZE, 10 * FAST):  # another job, later
+        pass
+    for _ in range(RELOOK_FIRST):
+        learner.observe("t", "cpu", SIZE, cpu)
+    assert learner.spells.due(learner, "t", SIZE, pool) == "gpu"
 
 
 def test_the_monitor_is_told_to_look_back_and_why() -> None:
@@ -131,3 +166,5 @@ def test_the_monitor_is_told_to_look_back_and_why() -> None:
             break
     assert advice is not None and advice.explore and advice.suggested == "opencl:0"
     assert "again" in advice.why and advice.runs == LOOK_RUNS
+    again = adv.decide("spmv")  # not taken: still offered, nothing spent on it
+    assert again is not None and again.suggested == "opencl:0" and "again" in again.why
