@@ -24,6 +24,11 @@ from adaptyst_top.placement.objectives import Objective
 Posteriors = dict[str, dict[str, tuple[float, float]]]
 
 
+def means_of(post: Posteriors) -> dict[str, dict[str, float]]:
+    """Each device's posterior mean of each quantity (the log)."""
+    return {d: {q: p[0] for q, p in qs.items()} for d, qs in post.items()}
+
+
 class Learner(Protocol):
     """What of placement/learner.Learner the looks read (it imports this module)."""
 
@@ -61,7 +66,7 @@ def p_wins(learner: Learner, task: str, device: str, size: int, pool: list[str])
     post = learner._posteriors(task, size, pool)
     if not post or device not in post or len(post) < 2:
         return None
-    means = learner._scores({d: {q: p[0] for q, p in qs.items()} for d, qs in post.items()})
+    means = learner._scores(means_of(post))
     variances = learner._scores({d: {q: p[1] for q, p in qs.items()} for d, qs in post.items()})
     best = min((d for d in post if d != device), key=lambda d: means[d])
     # The scores are sums of logs (time, energy, their product): so are the variances,

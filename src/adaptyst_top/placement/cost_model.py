@@ -177,5 +177,7 @@ class CostModel:
     def age(self, calls: int) -> None:
         """The task's calls since the model last aged: the weights drift DRIFT_VAR each."""
         if calls > self.aged:
-            self.cov = self.cov + np.eye(len(self.cov)) * ((calls - self.aged) * DRIFT_VAR)
+            cov = self.cov.copy()  # a new array: a kept Calm shares the old one
+            cov.flat[:: len(cov) + 1] += (calls - self.aged) * DRIFT_VAR
+            self.cov = cov
             self.aged = calls

@@ -20,7 +20,7 @@ import random
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from adaptyst_top.placement.class_looks import octave, round_looks
+from adaptyst_top.placement.class_looks import means_of, octave, round_looks
 from adaptyst_top.placement.cost_model import (
     ENERGY,
     PRIOR_COV,
@@ -295,7 +295,7 @@ class Learner:
         if not post:
             return None
         scores = self._scores(self._draw(post))
-        mean_scores = self._scores({d: {q: p[0] for q, p in qs.items()} for d, qs in post.items()})
+        mean_scores = self._scores(means_of(post))
         pick = min(scores, key=lambda d: scores[d])
         greedy = min(mean_scores, key=lambda d: mean_scores[d])
         return pick, greedy, math.expm1(min(50.0, mean_scores[pick] - mean_scores[greedy]))
@@ -328,7 +328,7 @@ class Learner:
         post = self._posteriors(task, size, self._pool(among))
         if post is None:
             return None
-        means = self._scores({d: {q: p[0] for q, p in qs.items()} for d, qs in post.items()})
+        means = self._scores(means_of(post))
         return min(means, key=lambda d: means[d])
 
     def place_round(

@@ -18,10 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from adaptyst_top.placement.class_looks import octave
+from adaptyst_top.placement.class_looks import Posteriors, means_of, octave
 from adaptyst_top.placement.cost_model import TIME, CostModel
-
-Posteriors = dict[str, dict[str, tuple[float, float]]]
 
 RELOOK_FIRST = 4  # the task's calls after the rise was confirmed to the first look back
 
@@ -89,12 +87,17 @@ class SpellLooks:
     ) -> dict[int, str]:
         """Calls of a round (by index, none of TAKEN) that look back: each device due one
         at most once, at the least call of a class (octave) where it would win."""
+        slowed = [
+            d for d in pool if (m := learner.models.get((task, d, TIME))) and m.calm is not None
+        ]
+        if not slowed:
+            return {}  # most rounds: no device's cost rose
         firsts: dict[int, int] = {}
         for i in sorted(range(len(sizes)), key=sizes.__getitem__):
             firsts.setdefault(octave(sizes[i]), i)
         out: dict[int, str] = {}
         for i in firsts.values():
-            left = [d for d in pool if d not in out.values()]
+            left = [d for d in slowed if d not in out.values()]
             if i not in taken and (d := self.due(learner, task, sizes[i], pool, left)):
                 out[i] = d
         return out
@@ -120,7 +123,7 @@ class SpellLooks:
         calm_t = m.predict_calm(size) if m is not None else None
         if not post or device not in post or len(post) < 2 or calm_t is None:
             return False
-        means = {d: {q: p[0] for q, p in qs.items()} for d, qs in post.items()}
+        means = means_of(post)
         own = means[device]
         fall = max(calm_t, learner.floors.get(device, -math.inf)) - own[TIME]
         for q in own:
