@@ -13,9 +13,9 @@ from pathlib import Path
 from tests.support.paths import REPO
 
 
-def install_checkout(d: Path, agent_socket: str) -> Path:
-    """The package under D/pkg and its launcher D/adaptyst-top, whose agent is at
-    AGENT_SOCKET (a shell word: `$(hostname)` is the node's); the launcher."""
+def install_checkout(d: Path, agent_socket: str, python: str = "/usr/bin/python3") -> Path:
+    """The package under D/pkg and its launcher D/adaptyst-top, run by PYTHON, whose agent
+    is at AGENT_SOCKET (a shell word: `$(hostname)` is the node's); the launcher."""
     shutil.copytree(
         REPO / "src" / "adaptyst_top",
         d / "pkg" / "adaptyst_top",
@@ -25,7 +25,10 @@ def install_checkout(d: Path, agent_socket: str) -> Path:
     launcher.write_text(
         "#!/bin/sh\n"
         f"export PYTHONPATH={d / 'pkg'} ADAPTYST_TOP_AGENT={agent_socket}\n"
-        'exec /usr/bin/python3 -m adaptyst_top.cli.start "$@"\n'
+        # Where a node's own adaptyst-top (a job's relay) finds it on the others: a
+        # site's is on PATH.
+        f'export ADAPTYST_TOP_REMOTE="${{ADAPTYST_TOP_REMOTE:-{launcher}}}"\n'
+        f'exec {python} -m adaptyst_top.cli.start "$@"\n'
     )
     for folder, dirs, files in os.walk(d):  # readable by every user, as installed
         for name in dirs:

@@ -3,8 +3,9 @@ process). Each node is a UTS and mount namespace: its own hostname, its own /etc
 (every node at its own loopback address, 127.0.0.N: all of 127.0.0.0/8 is this machine's
 loopback), its own sshd bound to that address, its own agent socket and its own slurmd,
 under one slurmctld (tests/support/slurm.py). The agent and adaptyst-top on a node are
-this checkout's package run by Debian's python3, as a site installs them; the SSH user
-logs in with a key of its own, through an ssh config that names the nodes."""
+this checkout's package, as a site installs them; the SSH user logs in with a key of its
+own, through an ssh config that names the nodes (theirs on every node, as a shared home
+has it)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -83,7 +85,11 @@ class Nodes:
         d = self.base
         (d / "agents").mkdir(mode=0o755)
         # The node's own agent: its socket is under its hostname (its namespace's).
-        self.launcher = install_checkout(d, f"{d / 'agents'}/$(hostname)/agent.sock")
+        # Run by this interpreter, whose libraries a site's install has: a job's relay
+        # on a node merges as the login node does (the bridge alone needs none).
+        self.launcher = install_checkout(
+            d, f"{d / 'agents'}/$(hostname)/agent.sock", sys.executable
+        )
         subprocess.run(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True
         )
@@ -178,6 +184,9 @@ class Nodes:
         return self.base / f"home-{user.name}"
 
     def _client_config(self) -> None:
+        """Each user's ssh config naming the nodes: on the login node (ADAPTYST_TOP_SSH's
+        -F), and as ~/.ssh/config, the home every node shares, where a relay's ssh on a
+        node finds it."""
         for user in self.users:
             config = self.home(user) / "ssh_config"
             config.write_text(
@@ -189,6 +198,13 @@ class Nodes:
                 "  LogLevel ERROR\n  ConnectTimeout 5\n"
             )
             os.chown(config, user.uid, user.gid)
+            dot = self.home(user) / ".ssh"
+            dot.mkdir(mode=0o700)
+            shutil.copy(config, dot / "config")
+            (dot / "config").chmod(0o600)
+            for f in (dot, dot / "config"):
+                os.chown(f, user.uid, user.gid)
+            subprocess.run(["usermod", "-d", str(self.home(user)), user.name], check=True)
 
     def login_env(self, user: Any) -> dict[str, str]:
         """USER's environment on the login node: ssh's config naming the nodes,

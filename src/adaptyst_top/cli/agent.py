@@ -157,6 +157,14 @@ def bridge_parser() -> argparse.ArgumentParser:
         help="print the MPI rank each of your processes PID names (JSON) and exit: what a "
         "job's view on a login node asks of each node",
     )
+    p.add_argument(
+        "--job",
+        metavar="ID",
+        help="with --nodes: relay job ID's view of those nodes (each through `ssh NODE "
+        "adaptyst-top bridge`), merged: what a view of a job on many nodes runs on the "
+        "first of each group",
+    )
+    p.add_argument("--nodes", metavar="NODE,...", help="the nodes a relay reaches (with --job)")
     return p
 
 
@@ -164,7 +172,26 @@ def cmd_bridge(argv: Sequence[str]) -> int:
     from adaptyst_top.agent.bridge import bridge, print_ranks
     from adaptyst_top.runtime.remote.defaults import AGENT_ENV, DEFAULT_SOCKET
 
-    args = bridge_parser().parse_args(argv)
+    parser = bridge_parser()
+    args = parser.parse_args(argv)
     if args.ranks is not None:
         return print_ranks(args.ranks)
+    if args.job is not None or args.nodes is not None:
+        return relay_job(parser, args.job, args.nodes)
     return bridge(args.agent or os.environ.get(AGENT_ENV) or str(DEFAULT_SOCKET))
+
+
+def relay_job(parser: argparse.ArgumentParser, job: str | None, nodes: str | None) -> int:
+    """`bridge --job ID --nodes A,B`: a relay of the job's view of those nodes, until
+    standard input ends, a TERM or a HUP (its nodes' links closed on every way out)."""
+    from adaptyst_top.runtime.job_relay import Relay, RelayError, relay_args, serve
+
+    if job is None or nodes is None:
+        parser.error("--job and --nodes go together")
+    try:
+        relay = Relay(*relay_args(job, nodes))
+    except RelayError as exc:
+        parser.error(str(exc))
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: sys.exit(0))
+    return serve(relay)

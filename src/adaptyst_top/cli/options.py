@@ -11,6 +11,7 @@ from adaptyst_top.collectors.probes.cost.overhead import DEFAULT_BUDGET, DEFAULT
 from adaptyst_top.collectors.profile import DEFAULT_HZ as DEFAULT_PROFILE_HZ
 from adaptyst_top.collectors.profile import HZ_RANGE as PROFILE_HZ_RANGE
 from adaptyst_top.placement.objectives import OBJECTIVES
+from adaptyst_top.runtime.job_tree import DEFAULT_FANOUT, FANOUT_RANGE
 from adaptyst_top.runtime.limits import (
     BUDGET_RANGE,
     DEFAULT_INTERVAL,
@@ -101,7 +102,17 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--job",
         metavar="ID",
-        help="every process of Slurm job ID on this node, present and future",
+        help="every process of Slurm job ID on this node, present and future; from a "
+        "login node, on every node of the job, in one view (docs/mpi.md)",
+    )
+    parser.add_argument(
+        "--fanout",
+        type=bounded_int(*FANOUT_RANGE),
+        default=DEFAULT_FANOUT,
+        metavar="N",
+        help="with --job from a login node: the most ssh links one process holds; a job "
+        "on more nodes is reached through relays on its nodes, N nodes each, "
+        "{}..{} ({})".format(*FANOUT_RANGE, DEFAULT_FANOUT),
     )
     parser.add_argument(
         "--ranks",
@@ -218,6 +229,7 @@ def session_options(
         target=so.Target(
             pid=args.pid,
             job=args.job,
+            job_fanout=args.fanout,
             command=command,
             keep_command=args.keep_command,
             child_stdout=child_stdout,

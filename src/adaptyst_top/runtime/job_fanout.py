@@ -1,8 +1,9 @@
 """`--job ID` from a login node: one `ssh NODE adaptyst-top bridge` per node of the job (as
 `--host` opens one, with the user's own SSH config, agent and keys), each asking that
 node's agent for the job's processes there with the same probes, and one view of them all
-(job_merge.py). Nothing listens on the network: each node's agent is reached as the user,
-and decides as for a local client.
+(job_merge.py). Past the fan-out, a link reaches a relay on a group's first node, which
+does the same for its group (job_tree.py, job_relay.py). Nothing listens on the network:
+each node's agent is reached as the user, and decides as for a local client.
 
 Each node has a thread of its own that connects, opens and asks for a snapshot when the
 view asks for one; the view waits for the answers FRESH_WAIT_S at most, so a slow or lost
@@ -24,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from adaptyst_top.runtime.job_merge import merge_nodes, row_identity
+from adaptyst_top.runtime.job_tree import TreeError, plan
 from adaptyst_top.runtime.listing import Candidate
 from adaptyst_top.runtime.remote.client import (
     AgentConnection,
@@ -43,7 +45,6 @@ from adaptyst_top.system.readable import readable
 
 # Nodes opened at once, first or again (each an ssh process while it connects).
 OPEN_AT_ONCE = 32
-MAX_NODES = 512  # one view's: past it, a tree of bridges or the cluster view (docs/mpi.md)
 MAX_RANKS_KEPT = 65536  # a node's processes' ranks kept (a node that makes pids up)
 RANKS_AT_ONCE = 4096  # pids asked in one `bridge --ranks` (what it takes)
 MAX_RANKS_ANSWER = 1 << 20  # bytes of its answer
@@ -63,6 +64,7 @@ class NodeLink:
     """One node's connection and its latest snapshot."""
 
     name: str
+    members: tuple[str, ...] = ()  # a relay's group, on NAME (empty: NAME's agent itself)
     conn: AgentConnection | None = None
     last: Snapshot | None = None
     last_at: float | None = None  # time.monotonic() of `last`
@@ -79,19 +81,26 @@ class NodeLink:
 
 
 class JobFanout:
-    """The job's nodes (NODES), each opened with OPTS' probes; a hub (snapshot, close)
-    and the actions a live source asks of its remote (add, toggle, remove)."""
+    """The job's nodes (NODES), each opened with OPTS' probes, reached as OPTS'
+    `job_fanout` says; a hub (snapshot, close) and the actions a live source asks of its
+    remote (add, toggle, remove). FRESH_WAIT: how long a snapshot waits for the nodes."""
 
-    def __init__(self, job: str, nodes: Sequence[str], opts: SessionOptions) -> None:
-        if len(nodes) > MAX_NODES:
-            raise JobRefused(
-                f"job {job} runs on {len(nodes)} nodes; one view merges at most {MAX_NODES}: "
-                "watch a few with --host NODE, or all with the cluster view (docs/mpi.md)"
-            )
+    def __init__(
+        self,
+        job: str,
+        nodes: Sequence[str],
+        opts: SessionOptions,
+        fresh_wait: float = FRESH_WAIT_S,
+    ) -> None:
+        try:
+            reach = plan(nodes, opts.target.job_fanout)
+        except TreeError as exc:
+            raise JobRefused(f"job {job}: {exc}") from None
         self.job = job
         self.opts = opts
+        self.fresh_wait = fresh_wait
         self.host = socket.gethostname().split(".")[0]
-        self.links = [NodeLink(n) for n in nodes]
+        self.links = [NodeLink(r.head, r.members) for r in reach]
         self.stop = StopFlag()
         self._started = time.monotonic()
         self._added: list[str] = []
@@ -125,8 +134,9 @@ class JobFanout:
 
     def _open_now(self, link: NodeLink) -> None:
         p = self.opts.probing
+        relay = ("--job", self.job, "--nodes", ",".join(link.members)) if link.members else ()
         try:
-            conn = AgentConnection(str(DEFAULT_SOCKET), link.name, self.stop, None)
+            conn = AgentConnection(str(DEFAULT_SOCKET), link.name, self.stop, None, relay)
         except (AgentUnavailable, AgentInterrupted, OSError) as exc:
             self._failed(link, "unreachable", str(exc))
             return
@@ -156,7 +166,8 @@ class JobFanout:
                 conn.add(spec)
         with link.lock:
             link.conn, link.state, link.reason, link.backoff = conn, "ok", None, RETRY_FIRST_S
-            self.refused += [f"{link.name}: {r}" for r in conn.refused]
+            # A relay's are named by its nodes already.
+            self.refused += [r if link.members else f"{link.name}: {r}" for r in conn.refused]
 
     def _failed(self, link: NodeLink, state: NodeStatus, why: str) -> None:
         with link.lock:
@@ -191,6 +202,8 @@ class JobFanout:
             lost = conn.lost
             link.state = "ok" if lost is None else "ended" if lost.startswith("agent:") else "lost"
             link.reason = None if lost is None else inert(lost)[:300]
+        if link.members:
+            return  # a relay names its nodes' ranks
         # Each process as it comes (its rank known before its first stack or hit shows).
         seen = set(snap.target.pids) if snap.target is not None else set()
         unnamed = (seen | {q.pid for p in snap.probes for q in p.parts}) - set(link.ranks)
@@ -207,7 +220,7 @@ class JobFanout:
             for link in self.links:
                 link.fresh = False
                 link.want.set()
-            self._answered.wait_for(lambda: all(x.fresh for x in self.links), FRESH_WAIT_S)
+            self._answered.wait_for(lambda: all(x.fresh for x in self.links), self.fresh_wait)
         now = time.monotonic()
         snaps, states, ranks, fresh = {}, [], {}, set()
         for link in self.links:
@@ -222,9 +235,13 @@ class JobFanout:
                 state, reason = link.state, link.reason
                 if state == "ok" and (age is None or age > LATE_S):
                     state, reason = "lost", f"no answer for {age or 0:.0f} s"
-                states.append(NodeState(link.name, state, reason, age))
+                if link.members:
+                    states += relayed_states(link, state, reason, age)
+                else:
+                    states.append(NodeState(link.name, state, reason, age))
         t = round(now - self._started, 3)
-        snap = merge_nodes(t, self.host, self.job, snaps, states, ranks, fresh)
+        relayed = {link.name for link in self.links if link.members}
+        snap = merge_nodes(t, self.host, self.job, snaps, states, ranks, fresh, relayed)
         if not with_hist:
             snap = replace(snap, probes=tuple(replace(p, hist=None) for p in snap.probes))
         return snap
@@ -312,6 +329,24 @@ class JobFanout:
         if conns:  # each ends its ssh (a TERM, then a KILL after 2 s): side by side
             with ThreadPoolExecutor(min(OPEN_AT_ONCE, len(conns))) as pool:
                 list(pool.map(lambda c: c.close(), conns))
+
+
+def relayed_states(
+    link: NodeLink, state: NodeStatus, reason: str | None, age: float | None
+) -> list[NodeState]:
+    """The states of the nodes a relay LINK reaches: as its latest answer says them,
+    their ages counted to here, while the link itself is well; else the link's, each."""
+    told = {n.name: n for n in link.last.nodes} if link.last is not None and state == "ok" else {}
+    out = []
+    for name in link.members:
+        n = told.get(name)
+        if n is None:
+            why = f"through {link.name}: {reason}" if reason else None
+            out.append(NodeState(name, state if state != "ok" else "connecting", why, age))
+        else:
+            later = None if n.age_s is None else round(n.age_s + (age or 0.0), 3)
+            out.append(NodeState(name, n.state, inert(n.reason)[:300] if n.reason else None, later))
+    return out
 
 
 def remote_ranks(

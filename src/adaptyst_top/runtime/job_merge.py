@@ -20,6 +20,7 @@ from adaptyst_top.snapshot import (
     ProfilePart,
     Snapshot,
 )
+from adaptyst_top.snapshot.profile import ProfileStack
 
 RowIdentity = tuple[str, str, ProbeKey]  # spec, name, key: one row on every node
 
@@ -36,13 +37,15 @@ def merge_nodes(
     states: Sequence[NodeState],
     ranks: Mapping[str, Mapping[int, int | None]] | None = None,
     fresh: Collection[str] | None = None,
+    relayed: Collection[str] = (),
 ) -> Snapshot:
     """One snapshot at T (the run's clock) of SNAPS (node -> its latest), seen from HOST;
     RANKS: each node's processes' ranks, as each node told them; FRESH: the nodes whose
     latest came since the last merge (None: all), whose profile stacks (an interval's)
-    are this one's."""
+    are this one's; RELAYED: those of SNAPS that are a relay's merge of its group's
+    (their shares, devices, warnings and stacks already named by node, kept so)."""
     rows: dict[RowIdentity, ProbeEntry] = {}
-    devices = []
+    devices: list[DeviceReading] = []
     warnings: list[str] = []
     pids: list[int] = []
     for node, snap in sorted(snaps.items()):
@@ -51,7 +54,11 @@ def merge_nodes(
             named = replace(
                 p,
                 parts=tuple(
-                    replace(q, node=node, rank=q.rank if q.rank is not None else told.get(q.pid))
+                    replace(
+                        q,
+                        node=q.node if node in relayed else node,
+                        rank=q.rank if q.rank is not None else told.get(q.pid),
+                    )
                     for q in p.parts
                 ),
             )
@@ -68,8 +75,12 @@ def merge_nodes(
                     group=before.group,
                     id=before.id,
                 )
-        devices += [_named_device(d, node) for d in snap.devices]
-        warnings += [f"{node}: {w}" for w in snap.warnings]
+        if node in relayed:
+            devices += snap.devices
+            warnings += snap.warnings
+        else:
+            devices += [_named_device(d, node) for d in snap.devices]
+            warnings += [f"{node}: {w}" for w in snap.warnings]
         if snap.target is not None:
             pids += snap.target.pids
     probes = []
@@ -94,6 +105,7 @@ def merge_nodes(
             [(n, s.profile) for n, s in sorted(snaps.items()) if s.profile is not None],
             ranks or {},
             snaps.keys() if fresh is None else fresh,
+            relayed,
         ),
         warnings=tuple(warnings),
         nodes=tuple(states),
@@ -104,6 +116,7 @@ def _profiles(
     by_node: Sequence[tuple[str, ProfilePart]],
     ranks: Mapping[str, Mapping[int, int | None]],
     fresh: Collection[str],
+    relayed: Collection[str] = (),
 ) -> ProfilePart | None:
     """The nodes' profiles as one: each function's samples and off-CPU time summed; the
     stacks of the nodes' fresh intervals, each under its node and rank (`node2;rank 3;
@@ -112,10 +125,13 @@ def _profiles(
     if not by_node:
         return None
     parts = [p for _, p in by_node]
-    stacks = []
+    stacks: list[ProfileStack] = []
     for node, part in by_node:
         if node not in fresh:
             continue  # its interval's stacks were in an earlier merge
+        if node in relayed:
+            stacks += part.stacks  # each under its node and rank already
+            continue
         told = ranks.get(node, {})
         for s in part.stacks:
             rank = told.get(s.pid)

@@ -10,6 +10,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from adaptyst_top.collectors.probes.cost.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.placement.objectives import Objective
+from adaptyst_top.runtime.job_tree import DEFAULT_FANOUT
 from adaptyst_top.runtime.stop_flag import StopFlag
 
 if TYPE_CHECKING:  # types only: a launch imports the engine and devices when it uses them
@@ -26,6 +27,7 @@ class Target:
 
     pid: int | None = None
     job: str | None = None  # a Slurm job: its processes on this node, present and future
+    job_fanout: int = DEFAULT_FANOUT  # a job's nodes one process reaches (job_tree.py)
     follow: bool = True  # the processes a probed process starts are probed too
     command: Sequence[str] = ()
     # The program of a command held at the door elsewhere (a client of the agent).

@@ -89,6 +89,11 @@ _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 MAX_NODES = 100_000
 
 
+def is_node_name(text: str) -> bool:
+    """TEXT names a node as Slurm spells one (and as ssh cannot take for an option)."""
+    return _NODE_NAME.fullmatch(text) is not None
+
+
 def job_nodes(info: JobInfo) -> list[str]:
     """The names of the nodes the job runs on (`scontrol show hostnames`); [] where
     Slurm has not placed it or cannot say. JobError when scontrol answers nonsense."""
@@ -105,7 +110,7 @@ def job_nodes(info: JobInfo) -> list[str]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise JobError(f"job {info.job_id}: scontrol did not answer ({exc})") from None
     names = done.stdout.split() if done.returncode == 0 else []
-    if len(names) > MAX_NODES or not all(_NODE_NAME.match(n) for n in names):
+    if len(names) > MAX_NODES or not all(map(is_node_name, names)):
         raise JobError(f"job {info.job_id}: scontrol named its nodes oddly: {info.node_list!r}")
     return names
 

@@ -102,7 +102,29 @@ def ranks_running(user: User, job: str) -> list[int]:
     return found
 
 
-def test_a_jobs_ranks_on_every_node_in_one_view(cluster: tuple[Any, User, User, Path]) -> None:
+def relays_of(user: User) -> dict[int, list[bytes]]:
+    """USER's relays running (`bridge --job ID --nodes ...`): pid -> its command line."""
+    found = {}
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and d.stat().st_uid == user.uid:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+                # adaptyst-top itself (not the login node's ssh that started it)
+                if b"adaptyst_top.cli.start" in argv and b"--nodes" in argv:
+                    found[int(d.name)] = argv
+        except OSError:
+            continue
+    return found
+
+
+# A fan-out of 2 on 3 nodes: a relay on node1 for node1 and node2, node3 directly.
+FANOUTS = pytest.mark.parametrize("fanout", [None, 2], ids=["direct", "relayed"])
+
+
+@FANOUTS
+def test_a_jobs_ranks_on_every_node_in_one_view(
+    cluster: tuple[Any, User, User, Path], fanout: int | None
+) -> None:
     nodes, alice, _bob, binary = cluster
     job, go, measured = submit(nodes, alice, binary, STEPS)
     out = go.parent / "view.jsonl"
@@ -113,10 +135,19 @@ def test_a_jobs_ranks_on_every_node_in_one_view(cluster: tuple[Any, User, User, 
             os.chdir(go.parent)
             args = ["record", "--job", job, "--interval", "0.5", "--out", str(out), "--profile"]
             args += ["--probe", f"uprobe:{binary}:compute", "--probe", "mpi:Allreduce"]
+            args += [] if fanout is None else ["--fanout", str(fanout)]
             say(up, code=cli_main(args))
 
         c = AsUser(alice, client)
         until(lambda: out.exists() and out.read_text().count("\n") >= 1, f"no view: {nodes.logs()}")
+        relays = relays_of(alice)
+        if fanout is not None:  # one relay, on node1, in node1's namespace
+            (argv,) = relays.values()
+            assert argv[argv.index(b"--nodes") + 1] == b"node1,node2", argv
+            uts = os.readlink(f"/proc/{nodes.nodes[0].holder.pid}/ns/uts")
+            assert os.readlink(f"/proc/{next(iter(relays))}/ns/uts") == uts
+        else:
+            assert not relays, relays
         go.touch()
         assert c.read() == {"code": 0}
         assert c.wait() == 0
@@ -147,14 +178,17 @@ def test_a_jobs_ranks_on_every_node_in_one_view(cluster: tuple[Any, User, User, 
         heads = {tuple(line.split(";")[:2]) for line in folded if ";compute " in line + " "}
         assert {h[0] for h in heads} == {n.name for n in nodes.nodes}, folded[:5]
         assert {h[1] for h in heads} == {f"rank {r}" for r in range(RANKS)}, heads
+        until(lambda: not relays_of(alice), "the relay outlived the view", 15)
     finally:
         go.touch()
         until(lambda: nodes.slurm.state(job) not in ("RUNNING", "PENDING"), "job end", 60)
 
 
+@FANOUTS
 def test_a_node_lost_is_a_row_that_says_why_and_comes_back(
-    cluster: tuple[Any, User, User, Path],
+    cluster: tuple[Any, User, User, Path], fanout: int | None
 ) -> None:
+    from adaptyst_top.runtime.job_tree import DEFAULT_FANOUT
     from adaptyst_top.runtime.session import open_session
     from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
 
@@ -167,7 +201,8 @@ def test_a_node_lost_is_a_row_that_says_why_and_comes_back(
         def client(up: int, down: int) -> None:
             os.environ.update(nodes.login_env(alice))
             spec = f"uprobe:{binary}:compute"
-            opts = SessionOptions(Target(job=job), ProbeSettings(specs=[spec]))
+            target = Target(job=job, job_fanout=fanout or DEFAULT_FANOUT)
+            opts = SessionOptions(target, ProbeSettings(specs=[spec]))
             session = open_session(opts)
 
             def state_of(name: str) -> tuple[str, str | None, int]:
@@ -210,6 +245,7 @@ def test_a_node_lost_is_a_row_that_says_why_and_comes_back(
         c.tell()
         assert c.read() == {"back": True}
         assert c.wait() == 0
+        until(lambda: not relays_of(alice), "the relay outlived the view", 15)
     finally:
         subprocess.run(["scancel", job], env=nodes.slurm.env, check=False)
         go.touch()

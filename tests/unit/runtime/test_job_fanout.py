@@ -71,8 +71,13 @@ class FakeConnection:
     refuse: ClassVar[dict[str, str]] = {}
     broken: ClassVar[set[str]] = set()
 
-    def __init__(self, path: str, host: str, stop: object, give_up_at: object) -> None:
+    relayed: ClassVar[dict[str, object]] = {}  # a relay's answer, by its head
+
+    def __init__(
+        self, path: str, host: str, stop: object, give_up_at: object, bridge_args: object = ()
+    ) -> None:
         self.host, self.lost, self.refused, self.closed = host, None, [], False
+        self.bridge_args = bridge_args
 
     def open(self, *args: object) -> None:
         if self.host in self.refuse:
@@ -83,6 +88,8 @@ class FakeConnection:
     def snapshot(self, with_hist: bool) -> object:
         if self.host in self.broken:
             raise KeyError("a field nobody foresaw")
+        if self.bridge_args:
+            return self.relayed[self.host]
         from adaptyst_top.snapshot import ProbeTarget, Snapshot
 
         return Snapshot(t=1.0, host=self.host, target=ProbeTarget("job 7", (1,)))
@@ -93,10 +100,11 @@ class FakeConnection:
         self.closed = True
 
 
-def _opts() -> object:
+def _opts(fanout: int | None = None) -> object:
     from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
 
-    return SessionOptions(Target(job="7"), ProbeSettings(specs=["mpi:"]))
+    target = Target(job="7") if fanout is None else Target(job="7", job_fanout=fanout)
+    return SessionOptions(target, ProbeSettings(specs=["mpi:"]))
 
 
 def test_a_job_every_node_refuses_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,6 +143,36 @@ def test_a_node_that_breaks_is_lost_and_the_others_go_on(monkeypatch: pytest.Mon
 def test_a_job_on_too_many_nodes_for_one_view_says_so() -> None:
     from adaptyst_top.runtime import job_fanout
 
-    nodes = [f"n{i}" for i in range(job_fanout.MAX_NODES + 1)]
     with pytest.raises(job_fanout.JobRefused, match="cluster view"):
-        job_fanout.JobFanout("7", nodes, _opts())  # type: ignore[arg-type]
+        job_fanout.JobFanout("7", [f"n{i}" for i in range(5)], _opts(fanout=2))  # type: ignore[arg-type]
+
+
+def test_past_its_fanout_a_job_is_reached_through_relays_on_its_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adaptyst_top.runtime import job_fanout
+    from adaptyst_top.snapshot import NodeState, ProbeTarget, Snapshot
+
+    monkeypatch.setattr(job_fanout, "AgentConnection", FakeConnection)
+    told = (NodeState("n1", "ok", None, 0.25), NodeState("n2", "unreachable", "ssh: no route"))
+    relay = Snapshot(t=1.0, host="n1", target=ProbeTarget("job 7", (1, 2)), nodes=told)
+    monkeypatch.setattr(FakeConnection, "relayed", {"n1": relay})
+    monkeypatch.setattr(FakeConnection, "broken", {"n3"})  # the second relay breaks
+    nodes = ["n1", "n2", "n3", "n4", "n5"]
+    view = job_fanout.JobFanout("7", nodes, _opts(fanout=3))  # type: ignore[arg-type]
+    try:
+        args = [link.conn.bridge_args for link in view.links]  # type: ignore[union-attr]
+        assert args == [("--job", "7", "--nodes", "n1,n2,n3"), ("--job", "7", "--nodes", "n4,n5")]
+        assert [link.name for link in view.links] == ["n1", "n4"]
+        snap = view.snapshot()
+        got = {n.name: (n.state, n.reason) for n in snap.nodes}
+        assert got["n1"] == ("ok", None) and got["n2"] == ("unreachable", "ssh: no route")
+        # What the relay did not name is not yet known; a broken relay's nodes say through whom.
+        assert got["n3"] == ("connecting", None)
+        assert got["n4"][0] == got["n5"][0] == "lost"
+        assert str(got["n5"][1]).startswith("through n4: KeyError")
+        assert snap.target is not None and snap.target.name == "job 7 on 5 nodes"
+        n1 = next(n for n in snap.nodes if n.name == "n1")
+        assert n1.age_s is not None and n1.age_s >= 0.25  # the relay's age, and the link's
+    finally:
+        view.close()

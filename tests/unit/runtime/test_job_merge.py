@@ -125,3 +125,38 @@ def test_profiles_sum_and_each_fresh_stack_keeps_its_node_and_rank() -> None:
     both = merge_nodes(1.0, "l", "7", snaps, [], {})
     heads = [s.frames[:2] for s in both.profile.stacks]  # type: ignore[union-attr]
     assert heads == [("n1", "pid 100"), ("n2", "pid 100")]
+
+
+def test_a_relays_merge_merged_again_is_the_same_view_as_every_node_at_once() -> None:
+    from dataclasses import replace
+
+    from adaptyst_top.snapshot import ProfileFunction, ProfilePart, ProfileStack
+
+    def node(name: str, pid: int, ns: float) -> Snapshot:
+        part = ProfilePart(
+            hz=99,
+            samples=4,
+            functions=(ProfileFunction("compute", "/x/app", self_samples=4, total=4),),
+            stacks=(ProfileStack(pid=pid, tid=pid, frames=("main", "compute"), samples=4),),
+        )
+        entry = _entry(0, ProcessPart(pid=pid, count=10, total_ns=ns), hist=((5, 10),))
+        return replace(_node(name, entry), profile=part)
+
+    snaps = {"n1": node("n1", 100, 100.0), "n2": node("n2", 100, 300.0), "n3": node("n3", 7, 200.0)}
+    ranks = {"n1": {100: 0}, "n2": {100: 1}, "n3": {7: 2}}
+    states = [NodeState(n, "ok", None, 0.1) for n in snaps]
+    direct = merge_nodes(2.0, "login", "7", snaps, states, ranks)
+    relay = merge_nodes(1.0, "n1", "7", {k: snaps[k] for k in ("n1", "n2")}, states[:2], ranks)
+    relay = Snapshot.from_json(relay.to_json())  # as the relay's answer carries it
+    tree = merge_nodes(
+        2.0, "login", "7", {"n1": relay, "n3": snaps["n3"]}, states, ranks, relayed={"n1"}
+    )
+    (a,), (b,) = direct.probes, tree.probes
+    assert (a.count, a.hist, a.mean_ns) == (b.count, b.hist, b.mean_ns) == (30, ((5, 30),), 20.0)
+    assert {(p.node, p.pid, p.rank) for p in a.parts} == {(p.node, p.pid, p.rank) for p in b.parts}
+    assert (a.imbalance, a.imbalance_pid) == (b.imbalance, b.imbalance_pid) == (1.5, 100)
+    assert [d.name for d in tree.devices] == [d.name for d in direct.devices]
+    assert tree.warnings == direct.warnings == ("n1: a word", "n2: a word", "n3: a word")
+    stacks = [s.frames for s in tree.profile.stacks]  # type: ignore[union-attr]
+    assert sorted(stacks) == sorted(s.frames for s in direct.profile.stacks)  # type: ignore[union-attr]
+    assert ("n2", "rank 1", "main", "compute") in stacks

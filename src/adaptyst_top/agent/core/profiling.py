@@ -14,7 +14,7 @@ from adaptyst_top.agent.core.authorization import (
     still_theirs,
 )
 from adaptyst_top.agent.core.client import Client
-from adaptyst_top.collectors.profile import DEFAULT_HZ, HZ_RANGE
+from adaptyst_top.collectors.profile import DEFAULT_HZ
 from adaptyst_top.runtime.remote import protocol as proto
 from adaptyst_top.runtime.sources import ActionError
 
@@ -22,15 +22,6 @@ NODE_WIDE = (
     "node-wide probes are for root and the agent's admin group; you may probe "
     "your own processes: give --pid PID, --job ID or -- CMD"
 )
-
-
-def profile_rate(msg: dict[str, Any]) -> int | None:
-    """A request's profile rate (`open`'s profile_hz, `profile`'s hz): absent, or whole
-    samples a second in HZ_RANGE; else ProtocolError."""
-    name = "profile_hz" if msg["type"] == "open" else "hz"
-    if msg.get(name) is None:
-        return None
-    return int(proto.bounded(msg, name, DEFAULT_HZ, *HZ_RANGE, whole=True))
 
 
 def node_wide_refusal(client: Client) -> str | None:
@@ -51,7 +42,7 @@ def profile_request(
     CHECK_ROOM: SessionError when the user holds all the modules they may). An
     untargeted session takes it as its target: what it adds later is scoped to it, and
     guarded."""
-    hz = profile_rate(msg) or DEFAULT_HZ
+    hz = proto.profile_rate(msg) or DEFAULT_HZ
     pid = node_pid(client.peer, proto.field(msg, "pid", int))
     with client.lock:
         session = client.session

@@ -60,10 +60,8 @@ from adaptyst_top.agent.core.parser import reader_for
 from adaptyst_top.agent.core.warm import warm_workers
 from adaptyst_top.agent.exporter.collector import ProbeSource
 from adaptyst_top.collectors.energy.user_view import OwnEnergy
-from adaptyst_top.collectors.probes.cost.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
 from adaptyst_top.collectors.probes.engine.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.engine.uprobe_multi import kernel_refusals
-from adaptyst_top.runtime.limits import BUDGET_RANGE, MAX_PROBES_RANGE
 from adaptyst_top.runtime.remote import defaults as agent_defaults
 from adaptyst_top.runtime.remote import protocol as proto
 from adaptyst_top.runtime.remote.settings import AgentSettings
@@ -317,21 +315,10 @@ class Agent:
             raise SessionError(str(exc)) from None
 
     def _open(self, client: Client, msg: dict[str, Any]) -> bytes:
-        pid = proto.field(msg, "pid", int, optional=True)
-        job = proto.field(msg, "job", str, optional=True)
-        by_process = job is not None or proto.field(msg, "ranks", bool, optional=True) is True
-        probes = proto.field(msg, "probes", list)
-        if not all(isinstance(p, str) for p in probes):
-            raise proto.ProtocolError("open: probes is not a list of strings")
-        command_path = proto.field(msg, "command_path", str, optional=True)
-        profile_hz = profiling.profile_rate(msg)
-        # A fraction on the wire; the command line's percent range.
-        budget = proto.bounded(
-            msg, "budget", DEFAULT_BUDGET, BUDGET_RANGE[0], BUDGET_RANGE[1] / 100
-        )
-        max_probes = int(
-            proto.bounded(msg, "max_probes", DEFAULT_MAX_ATTACH, *MAX_PROBES_RANGE, whole=True)
-        )
+        asked = proto.open_request(msg)
+        pid, job, probes, profile_hz = asked.pid, asked.job, asked.probes, asked.profile_hz
+        command_path = asked.command_path
+        by_process = job is not None or asked.ranks
         peer = client.peer
         if client.session is not None or client.revoked:  # a revoked one opens none again
             raise SessionError(client.revoked or "a session is open already on this connection")
@@ -359,9 +346,9 @@ class Agent:
                     Target(pid=pid, job=job, command_path=command_path),
                     ProbeSettings(
                         probes,
-                        budget,
-                        bool(msg.get("enforce_budget")),
-                        max_probes,
+                        asked.budget,
+                        asked.enforce_budget,
+                        asked.max_probes,
                         power_model=self.settings.power_model,
                         profile_hz=profile_hz,
                         by_process=by_process,

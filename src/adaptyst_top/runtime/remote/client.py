@@ -84,10 +84,12 @@ class AgentConnection:
         host: str | None = None,
         stop: StopFlag | None = None,
         give_up_at: float | None = None,
+        bridge_args: Sequence[str] = (),
     ) -> None:
         self.path = path
         self.host = host
-        self.where = f"{host} (ssh)" if host else path
+        self.bridge_args = tuple(bridge_args)  # a relay's (runtime/job_relay.py)
+        self.where = f"{host} (ssh{', relay' if bridge_args else ''})" if host else path
         self.stop = stop
         self.give_up_at = give_up_at
         # Held by each exchange, and by a reconnect throughout: another thread's request
@@ -105,7 +107,9 @@ class AgentConnection:
         self._connect()
 
     def _connect(self) -> None:
-        self.link: Transport = SshTransport(self.host) if self.host else SocketTransport(self.path)
+        self.link: Transport = (
+            SshTransport(self.host, self.bridge_args) if self.host else SocketTransport(self.path)
+        )
         self.reader = proto.LineReader(self.link, proto.MAX_SNAPSHOT_LINE)
         unsent: OSError | None = None
         capped = self._arm(SSH_HELLO_TIMEOUT_S if self.host else CONNECT_TIMEOUT_S)

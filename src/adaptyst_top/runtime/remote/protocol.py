@@ -26,9 +26,12 @@ error answer and the connection is closed; the agent goes on.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from adaptyst_top.runtime.limits import check_range
+from adaptyst_top.collectors.probes.cost.overhead import DEFAULT_BUDGET, DEFAULT_MAX_ATTACH
+from adaptyst_top.collectors.profile import DEFAULT_HZ, HZ_RANGE
+from adaptyst_top.runtime.limits import BUDGET_RANGE, MAX_PROBES_RANGE, check_range
 from adaptyst_top.system import line_socket
 from adaptyst_top.system.line_socket import LineReader, ProtocolError, decode
 
@@ -92,3 +95,48 @@ def ref_field(msg: dict[str, Any]) -> tuple[int | str, int | None, int | str | N
     ):
         raise ProtocolError(f"{msg['type']}: ref is not [group, row, key]")
     return ref[0], ref[1], ref[2]
+
+
+def profile_rate(msg: dict[str, Any]) -> int | None:
+    """A request's profile rate (`open`'s profile_hz, `profile`'s hz): absent, or whole
+    samples a second in HZ_RANGE; else ProtocolError."""
+    name = "profile_hz" if msg["type"] == "open" else "hz"
+    if msg.get(name) is None:
+        return None
+    return int(bounded(msg, name, DEFAULT_HZ, *HZ_RANGE, whole=True))
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """An `open`'s fields, each checked (what the agent and a job's relay both take)."""
+
+    pid: int | None
+    job: str | None
+    ranks: bool
+    probes: list[str]
+    command_path: str | None
+    profile_hz: int | None
+    budget: float
+    enforce_budget: bool
+    max_probes: int
+
+
+def open_request(msg: dict[str, Any]) -> OpenRequest:
+    """MSG's fields as an open asks them; ProtocolError for one of the wrong type or range."""
+    probes = field(msg, "probes", list)
+    if not all(isinstance(p, str) for p in probes):
+        raise ProtocolError("open: probes is not a list of strings")
+    return OpenRequest(
+        pid=field(msg, "pid", int, optional=True),
+        job=field(msg, "job", str, optional=True),
+        ranks=field(msg, "ranks", bool, optional=True) is True,
+        probes=probes,
+        command_path=field(msg, "command_path", str, optional=True),
+        profile_hz=profile_rate(msg),
+        # A fraction on the wire; the command line's percent range.
+        budget=bounded(msg, "budget", DEFAULT_BUDGET, BUDGET_RANGE[0], BUDGET_RANGE[1] / 100),
+        enforce_budget=bool(msg.get("enforce_budget")),
+        max_probes=int(
+            bounded(msg, "max_probes", DEFAULT_MAX_ATTACH, *MAX_PROBES_RANGE, whole=True)
+        ),
+    )

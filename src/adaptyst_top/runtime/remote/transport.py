@@ -12,6 +12,7 @@ import socket
 import subprocess
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
 from adaptyst_top.runtime.stop_flag import StopFlag
 from adaptyst_top.snapshot.inert import inert
@@ -119,10 +120,11 @@ def ssh_argv(host: str, *args: str) -> list[str]:
 
 
 class SshTransport(Transport):
-    """`ssh HOST adaptyst-top bridge`: its standard input and output are the socket's."""
+    """`ssh HOST adaptyst-top bridge [ARGS]`: its standard input and output are the
+    socket's (ARGS: a relay's, runtime/job_tree.py)."""
 
-    def __init__(self, host: str) -> None:
-        argv = ssh_argv(host, "bridge")
+    def __init__(self, host: str, args: Sequence[str] = ()) -> None:
+        argv = ssh_argv(host, "bridge", *args)
         try:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
