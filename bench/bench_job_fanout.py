@@ -1,7 +1,9 @@
 """What a job's view from a login node costs there, per node: the login node's CPU per node
 per second (the monitor and its ssh processes together) and the bytes each node's link
 carries per interval, at 1, 2 and 4 nodes; against `record --host NODE` (one node's agent
-through one ssh, today's way) in the same run.
+through one ssh, today's way) in the same run. At 4 nodes, also through relays
+(`--fanout 2`: two relays of two nodes): the login node's CPU and bytes then, and what
+each relay (and its ssh children) costs the node it runs on.
 
 Nodes are namespaces on this machine (tests/support/nodes.py): each its own sshd, agent
 and slurmd. A job of one task per node runs the test workload (fast_fn about 100,000 times
@@ -49,9 +51,28 @@ def _ssh_bytes(record_pid: int) -> dict[int, int]:
     return found
 
 
+def _relay_cpu(user: User) -> dict[int, float]:
+    """CPU seconds so far of USER's relays (`bridge --job ID --nodes`) and of their ssh
+    children, by pid."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs: dict[int, tuple[int, bool, float]] = {}
+    for d in Path("/proc").iterdir():
+        try:
+            if not d.name.isdigit() or d.stat().st_uid != user.uid:
+                continue
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            relay = b"adaptyst_top.cli.start" in argv and b"--nodes" in argv
+            procs[int(d.name)] = (int(fields[1]), relay, (int(fields[11]) + int(fields[12])) / tick)
+        except (OSError, ValueError, IndexError):
+            continue
+    relays = {pid for pid, (_, relay, _) in procs.items() if relay}
+    return {pid: cpu for pid, (ppid, _, cpu) in procs.items() if pid in relays or ppid in relays}
+
+
 def measure(nodes: Nodes, user: User, args: list[str], seconds: float) -> dict[str, float]:
     """`record ARGS` as USER from the login node for SECONDS: its CPU (its ssh children's
-    with it) and what its ssh links read."""
+    with it), what its ssh links read, and what relays on the nodes spent."""
     env = nodes.login_env(user)
     pid = os.fork()
     if pid == 0:
@@ -77,12 +98,14 @@ def measure(nodes: Nodes, user: User, args: list[str], seconds: float) -> dict[s
         finally:
             os._exit(code)
     seen: dict[int, int] = {}
+    relays: dict[int, float] = {}
     started = time.monotonic()
     while True:
         done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
             break
         seen.update(_ssh_bytes(pid))
+        relays.update(_relay_cpu(user))
         time.sleep(0.2)
     wall = time.monotonic() - started
     assert os.waitstatus_to_exitcode(status) == 0, f"record {args} failed"
@@ -91,6 +114,7 @@ def measure(nodes: Nodes, user: User, args: list[str], seconds: float) -> dict[s
         "wall_s": wall,
         "bytes": float(sum(seen.values())),
         "links": float(len(seen)),
+        "relay_cpu_s": sum(relays.values()),  # to its last reading: a second's missed at most
     }
 
 
@@ -126,6 +150,9 @@ def main() -> None:
                 results["host_1"] = peer
             got = measure(nodes, user, ["--job", job, "--probe", spec], args.seconds)
             results[f"fanout_{n}"] = got
+            if n == max(SIZES):
+                relayed = ["--job", job, "--fanout", "2", "--probe", spec]
+                results[f"relayed_{n}"] = measure(nodes, user, relayed, args.seconds)
             subprocess.run(["scancel", job], env=nodes.slurm.env, check=False)
             while nodes.slurm.state(job) in ("RUNNING", "PENDING", "COMPLETING"):
                 time.sleep(0.2)
@@ -142,6 +169,15 @@ def main() -> None:
             "vs_host_one_node": round(per_node_s / peer_per_s, 2) if peer_per_s else None,
             "bytes_per_node_per_interval": round(r["bytes"] / n / (r["wall_s"] / INTERVAL_S)),
         }
+    n = max(SIZES)
+    r = results[f"relayed_{n}"]
+    summary[f"relayed_{n}"] = {
+        "login_cpu_pct_per_node": round(100 * r["cpu_s"] / r["wall_s"] / n, 2),
+        "links": r["links"],
+        "bytes_per_link_per_interval": round(r["bytes"] / r["links"] / (r["wall_s"] / INTERVAL_S)),
+        # Each relay, with its ssh links, on the node it runs on, per node it reaches.
+        "relay_cpu_pct_per_node": round(100 * r["relay_cpu_s"] / r["wall_s"] / n, 2),
+    }
     results["summary"] = summary
     results["host_1_cpu_pct"] = round(100 * peer_per_s, 2)
     if args.json:
