@@ -228,7 +228,7 @@ def session_options(
     return so.SessionOptions(
         target=so.Target(
             pid=args.pid,
-            job=args.job,
+            job=None if args.job is None else args.job.strip(),  # as a node's relay reads it
             job_fanout=args.fanout,
             command=command,
             keep_command=args.keep_command,

@@ -83,7 +83,8 @@ class NodeLink:
 class JobFanout:
     """The job's nodes (NODES), each opened with OPTS' probes, reached as OPTS'
     `job_fanout` says; a hub (snapshot, close) and the actions a live source asks of its
-    remote (add, toggle, remove). FRESH_WAIT: how long a snapshot waits for the nodes."""
+    remote (add, toggle, remove). FRESH_WAIT: how long a snapshot waits for the nodes;
+    OPEN_WITHIN: seconds the first opens may take in all (a node later is unreachable)."""
 
     def __init__(
         self,
@@ -91,6 +92,7 @@ class JobFanout:
         nodes: Sequence[str],
         opts: SessionOptions,
         fresh_wait: float = FRESH_WAIT_S,
+        open_within: float | None = None,
     ) -> None:
         try:
             reach = plan(nodes, opts.target.job_fanout)
@@ -107,12 +109,20 @@ class JobFanout:
         self._answered = threading.Condition()
         self.refused: list[str] = []  # what each node's kernel refused at the open
         self._opening = threading.BoundedSemaphore(OPEN_AT_ONCE)
+        self._open_by = None if open_within is None else time.monotonic() + open_within
+        pool = ThreadPoolExecutor(min(OPEN_AT_ONCE, len(self.links)) or 1)
         try:
-            with ThreadPoolExecutor(min(OPEN_AT_ONCE, len(self.links)) or 1) as pool:
-                list(pool.map(self._open, self.links))
+            list(pool.map(self._open, self.links))
         except BaseException:  # a signal while opening: no bridge is left behind
+            self.stop.set()  # the opens under way end now, those queued never start
+            pool.shutdown(wait=False, cancel_futures=True)
             self.close()
             raise
+        pool.shutdown()
+        self._open_by = None  # the first opens' deadline, not the session's
+        for link in self.links:
+            if link.conn is not None:
+                link.conn.give_up_at = None
         if all(link.refused for link in self.links):
             reasons = sorted({link.reason or "" for link in self.links})
             self.close()
@@ -136,7 +146,7 @@ class JobFanout:
         p = self.opts.probing
         relay = ("--job", self.job, "--nodes", ",".join(link.members)) if link.members else ()
         try:
-            conn = AgentConnection(str(DEFAULT_SOCKET), link.name, self.stop, None, relay)
+            conn = AgentConnection(str(DEFAULT_SOCKET), link.name, self.stop, self._open_by, relay)
         except (AgentUnavailable, AgentInterrupted, OSError) as exc:
             self._failed(link, "unreachable", str(exc))
             return
@@ -221,13 +231,22 @@ class JobFanout:
                 link.fresh = False
                 link.want.set()
             self._answered.wait_for(lambda: all(x.fresh for x in self.links), self.fresh_wait)
+        snap = self._merge(True)
+        if not with_hist:
+            snap = replace(snap, probes=tuple(replace(p, hist=None) for p in snap.probes))
+        return snap
+
+    def _merge(self, mark: bool) -> Snapshot:
+        """The nodes' latest merged; MARK: their profile stacks counted as shown (a merge
+        that is only looked at leaves them to the next snapshot)."""
         now = time.monotonic()
         snaps, states, ranks, fresh = {}, [], {}, set()
         for link in self.links:
             with link.lock:
                 if link.last is not None and link.last is not link.merged:
                     fresh.add(link.name)  # its interval not in a merge before
-                    link.merged = link.last
+                    if mark:
+                        link.merged = link.last
                 age = None if link.last_at is None else round(now - link.last_at, 3)
                 if link.last is not None:
                     snaps[link.name] = link.last
@@ -241,15 +260,12 @@ class JobFanout:
                     states.append(NodeState(link.name, state, reason, age))
         t = round(now - self._started, 3)
         relayed = {link.name for link in self.links if link.members}
-        snap = merge_nodes(t, self.host, self.job, snaps, states, ranks, fresh, relayed)
-        if not with_hist:
-            snap = replace(snap, probes=tuple(replace(p, hist=None) for p in snap.probes))
-        return snap
+        return merge_nodes(t, self.host, self.job, snaps, states, ranks, fresh, relayed)
 
     # What a live source asks of its remote: each node's own session does it.
     def add(self, spec: str) -> None:
-        """SPEC on every node that answers; kept (for nodes that come back) where one took
-        it; AgentRefused with the first node's reason where none did."""
+        """SPEC on every node that answers; kept (for nodes that come back) unless every
+        node that answered refused it: AgentRefused then, with the first one's reason."""
         why: list[str] = []
         took = False
         for link in self.links:
@@ -260,9 +276,11 @@ class JobFanout:
                 took = True
             except AgentRefused as exc:
                 why.append(f"{link.name}: {exc}")
-        if took:
+            except Exception as exc:  # that node's link, not the others': it is lost
+                self._failed(link, "lost", f"{type(exc).__name__}: {exc}")
+        if took or not why:
             self._added.append(spec)
-        elif why:
+        else:
             raise AgentRefused(why[0])
 
     def toggle(self, ref: ProbeRef) -> bool:
@@ -304,19 +322,30 @@ class JobFanout:
                 link.conn.give_up_at = when
 
     def _each_row(self, ref: ProbeRef, fn: Callable[[AgentConnection, ProbeRef], None]) -> None:
-        """FN(conn, the row's ref there) on each node that has the row REF names here."""
-        shown = self.snapshot(with_hist=False)
-        row = next((p for p in shown.probes if p.ref == ref), None)
+        """FN(conn, the row's ref there) on each node that has the row REF names here;
+        AgentRefused with the first refusal where no node did it."""
+        row = next((p for p in self._merge(False).probes if p.ref == ref), None)
         if row is None:
             return
+        refused: list[AgentRefused] = []
+        done = False
         for link in self.links:
             with link.lock:
                 conn, last = link.conn, link.last
             if conn is None or last is None:
                 continue
             there = next((p for p in last.probes if row_identity(p) == row_identity(row)), None)
-            if there is not None:
+            if there is None:
+                continue
+            try:
                 fn(conn, there.ref)
+                done = True
+            except AgentRefused as exc:  # that node keeps its row as it was
+                refused.append(exc)
+            except Exception as exc:  # that node's link, not the others': it is lost
+                self._failed(link, "lost", f"{type(exc).__name__}: {exc}")
+        if refused and not done:
+            raise refused[0]
 
     def close(self) -> None:
         self.stop.set()  # every wait of every node's ends now
@@ -343,9 +372,12 @@ def relayed_states(
         if n is None:
             why = f"through {link.name}: {reason}" if reason else None
             out.append(NodeState(name, state if state != "ok" else "connecting", why, age))
-        else:
-            later = None if n.age_s is None else round(n.age_s + (age or 0.0), 3)
-            out.append(NodeState(name, n.state, inert(n.reason)[:300] if n.reason else None, later))
+            continue
+        later = None if n.age_s is None else round(max(0.0, n.age_s) + (age or 0.0), 3)
+        state_there, why = n.state, inert(n.reason)[:300] if n.reason else None
+        if state_there == "ok" and later is not None and later > LATE_S:
+            state_there, why = "lost", f"no answer for {later:.0f} s"  # as if direct
+        out.append(NodeState(name, state_there, why, later))
     return out
 
 

@@ -49,7 +49,7 @@ def merge_nodes(
     warnings: list[str] = []
     pids: list[int] = []
     for node, snap in sorted(snaps.items()):
-        told = (ranks or {}).get(node, {})
+        told = {} if node in relayed else (ranks or {}).get(node, {})
         for p in snap.probes:
             named = replace(
                 p,

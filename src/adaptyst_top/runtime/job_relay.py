@@ -15,6 +15,7 @@ from typing import Any
 from adaptyst_top.runtime.job_fanout import FRESH_WAIT_S, JobFanout, JobRefused
 from adaptyst_top.runtime.job_tree import DEFAULT_FANOUT, FANOUT_RANGE, TreeError, node_name
 from adaptyst_top.runtime.remote import protocol as proto
+from adaptyst_top.runtime.remote.client import ANSWER_TIMEOUT_S
 from adaptyst_top.runtime.remote.transport import AgentInterrupted, AgentRefused
 from adaptyst_top.runtime.session_options import ProbeSettings, SessionOptions, Target
 from adaptyst_top.snapshot import ProbeRef, reusing
@@ -23,6 +24,9 @@ from adaptyst_top.system.slurm_jobs import JobError, check_job_id
 # Its group's answers are waited for this long, so that its merge reaches the login
 # node within the wait there (FRESH_WAIT_S) when every node answers at once.
 RELAY_WAIT_S = FRESH_WAIT_S / 2
+# Its group opened within this, so that its answer to the open comes within the login
+# node's wait for it (a node later is unreachable, and tried again).
+OPEN_WITHIN_S = ANSWER_TIMEOUT_S * 0.8
 
 Fanout = Callable[[str, Sequence[str], SessionOptions], JobFanout]
 
@@ -59,7 +63,9 @@ class Relay:
     def __init__(self, job: str, nodes: Sequence[str], make: Fanout | None = None) -> None:
         self.job = job
         self.nodes = list(nodes)
-        self.make: Fanout = make or (lambda j, n, o: JobFanout(j, n, o, RELAY_WAIT_S))
+        self.make: Fanout = make or (
+            lambda j, n, o: JobFanout(j, n, o, RELAY_WAIT_S, OPEN_WITHIN_S)
+        )
         self.fanout: JobFanout | None = None
 
     def answer(self, msg: dict[str, Any]) -> bytes:
@@ -132,7 +138,13 @@ def serve(relay: Relay, stdin: int = 0, stdout: int = 1) -> int:
         proto.check_version(hello, "client")
         send(proto.encode("hello", uid=os.getuid()))
         while (msg := reader.read()) is not None:
-            send(relay.answer(msg))
+            try:
+                answer = relay.answer(msg)
+            except proto.ProtocolError:
+                raise
+            except Exception as exc:  # what nothing foresaw: one line, and the relay goes on
+                answer = proto.encode("error", message=f"relay: {type(exc).__name__}: {exc}")
+            send(answer)
         return 0
     except proto.ProtocolError as exc:
         with contextlib.suppress(OSError):

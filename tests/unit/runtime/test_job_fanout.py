@@ -127,7 +127,7 @@ def test_a_node_that_breaks_is_lost_and_the_others_go_on(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(job_fanout, "AgentConnection", FakeConnection)
     monkeypatch.setattr(FakeConnection, "broken", {"n2"})
-    view = job_fanout.JobFanout("7", ["n1", "n2", "n3"], _opts())  # type: ignore[arg-type]
+    view = job_fanout.JobFanout("7", ["n1", "n2", "n3"], _opts(), fresh_wait=30)  # type: ignore[arg-type]
     try:
         snap = view.snapshot()
         states = {n.name: (n.state, n.reason) for n in snap.nodes}
@@ -159,7 +159,8 @@ def test_past_its_fanout_a_job_is_reached_through_relays_on_its_nodes(
     monkeypatch.setattr(FakeConnection, "relayed", {"n1": relay})
     monkeypatch.setattr(FakeConnection, "broken", {"n3"})  # the second relay breaks
     nodes = ["n1", "n2", "n3", "n4", "n5"]
-    view = job_fanout.JobFanout("7", nodes, _opts(fanout=3))  # type: ignore[arg-type]
+    # Waited for as long as they take (a loaded machine's threads answer late).
+    view = job_fanout.JobFanout("7", nodes, _opts(fanout=3), fresh_wait=30)  # type: ignore[arg-type]
     try:
         args = [link.conn.bridge_args for link in view.links]  # type: ignore[union-attr]
         assert args == [("--job", "7", "--nodes", "n1,n2,n3"), ("--job", "7", "--nodes", "n4,n5")]
@@ -174,5 +175,85 @@ def test_past_its_fanout_a_job_is_reached_through_relays_on_its_nodes(
         assert snap.target is not None and snap.target.name == "job 7 on 5 nodes"
         n1 = next(n for n in snap.nodes if n.name == "n1")
         assert n1.age_s is not None and n1.age_s >= 0.25  # the relay's age, and the link's
+    finally:
+        view.close()
+
+
+def test_a_relays_node_too_old_is_lost_as_one_direct_would_be() -> None:
+    from adaptyst_top.runtime.job_fanout import LATE_S, NodeLink, relayed_states
+    from adaptyst_top.snapshot import NodeState, Snapshot
+
+    told = (
+        NodeState("n1", "ok", None, LATE_S - 0.5),
+        NodeState("n2", "ok", None, -50.0),  # a relay's clock is no reason to go back
+        NodeState("elsewhere", "ok", None, 0.1),  # not of its group: not shown
+    )
+    link = NodeLink("n1", ("n1", "n2"), last=Snapshot(t=1.0, host="n1", nodes=told))
+    got = relayed_states(link, "ok", None, 1.0)
+    assert [(n.name, n.state) for n in got] == [("n1", "lost"), ("n2", "ok")]
+    assert got[0].reason == f"no answer for {LATE_S + 0.5:.0f} s" and got[1].age_s == 1.0
+
+
+class BrokenAdds(FakeConnection):
+    """n2's link breaks on an add; n3's agent refuses it."""
+
+    def add(self, spec: str) -> None:
+        from adaptyst_top.runtime.remote.client import AgentRefused
+
+        if self.host == "n2":
+            raise ConnectionResetError("the agent closed the connection")
+        if self.host == "n3":
+            raise AgentRefused("no such function")
+
+
+def test_an_add_that_breaks_one_nodes_link_loses_that_node_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adaptyst_top.runtime import job_fanout
+
+    monkeypatch.setattr(job_fanout, "AgentConnection", BrokenAdds)
+    view = job_fanout.JobFanout("7", ["n1", "n2", "n3"], _opts(), fresh_wait=30)  # type: ignore[arg-type]
+    try:
+        view.add("uprobe:/x/app:solve")
+        states = {link.name: (link.state, link.reason) for link in view.links}
+        assert states["n1"] == ("ok", None) and states["n3"] == ("ok", None)
+        assert states["n2"][0] == "lost" and "ConnectionResetError" in str(states["n2"][1])
+        assert view._added == ["uprobe:/x/app:solve"]  # n2 takes it when it is back
+    finally:
+        view.close()
+
+
+def test_an_add_no_node_answered_is_kept_for_when_they_come_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adaptyst_top.runtime import job_fanout
+
+    monkeypatch.setattr(job_fanout, "AgentConnection", FakeConnection)
+    view = job_fanout.JobFanout("7", ["n1"], _opts(), fresh_wait=30)  # type: ignore[arg-type]
+    try:
+        view.links[0].conn = None  # its link gone, not yet back
+        view.add("mpi:")
+        assert view._added == ["mpi:"]
+    finally:
+        view.close()
+
+
+def test_a_toggle_leaves_the_nodes_latest_stacks_to_the_next_snapshot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from adaptyst_top.runtime import job_fanout
+    from adaptyst_top.snapshot import ProbeRef, ProfilePart, ProfileStack, Snapshot
+
+    monkeypatch.setattr(job_fanout, "AgentConnection", FakeConnection)
+    view = job_fanout.JobFanout("7", ["n1"], _opts(), fresh_wait=30)  # type: ignore[arg-type]
+    try:
+        stack = ProfileStack(pid=1, tid=1, frames=("main",), samples=3)
+        last = Snapshot(t=1.0, host="n1", profile=ProfilePart(hz=99, samples=3, stacks=(stack,)))
+        link = view.links[0]
+        link.last, link.last_at = last, time.monotonic()  # an interval no view showed yet
+        view.toggle(ProbeRef(0, None, None))
+        assert link.merged is None  # looked at, not shown: its stacks are still to come
     finally:
         view.close()

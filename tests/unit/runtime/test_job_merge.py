@@ -148,8 +148,10 @@ def test_a_relays_merge_merged_again_is_the_same_view_as_every_node_at_once() ->
     direct = merge_nodes(2.0, "login", "7", snaps, states, ranks)
     relay = merge_nodes(1.0, "n1", "7", {k: snaps[k] for k in ("n1", "n2")}, states[:2], ranks)
     relay = Snapshot.from_json(relay.to_json())  # as the relay's answer carries it
+    # The login node asks ranks of the nodes it reaches directly alone (a relay names its).
+    told = {"n3": ranks["n3"], "n1": {100: 99}}
     tree = merge_nodes(
-        2.0, "login", "7", {"n1": relay, "n3": snaps["n3"]}, states, ranks, relayed={"n1"}
+        2.0, "login", "7", {"n1": relay, "n3": snaps["n3"]}, states, told, relayed={"n1"}
     )
     (a,), (b,) = direct.probes, tree.probes
     assert (a.count, a.hist, a.mean_ns) == (b.count, b.hist, b.mean_ns) == (30, ((5, 30),), 20.0)

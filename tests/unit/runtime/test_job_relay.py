@@ -38,6 +38,8 @@ class FakeFanout:
     def add(self, spec: str) -> None:
         if spec == "bad":
             raise AgentRefused("n1: no such function")
+        if spec == "odd":
+            raise KeyError("what nothing foresaw")
         self.asked.append(("add", spec))
 
     def toggle(self, ref: ProbeRef) -> bool:
@@ -91,6 +93,7 @@ def test_a_relay_opens_its_group_and_answers_as_an_agent(
         {"type": "snapshot", "with_hist": False},
         {"type": "add", "spec": "uprobe:/x/app:solve"},
         {"type": "add", "spec": "bad"},
+        {"type": "add", "spec": "odd"},
         {"type": "toggle", "ref": [0, 1, None]},
         {"type": "remove", "ref": [0, None, None]},
         {"type": "candidates"},
@@ -103,9 +106,11 @@ def test_a_relay_opens_its_group_and_answers_as_an_agent(
     assert [n.name for n in snap.nodes] == ["n1", "n2"]
     assert answers[3]["type"] == "ok"
     assert answers[4] == {"v": 1, "type": "error", "message": "n1: no such function"}
-    assert answers[5]["on"] is True and answers[6]["spec"] == "mpi:"
-    assert answers[7]["candidates"] == []
-    assert answers[8]["type"] == "error" and "--host" in answers[8]["message"]
+    # What nothing foresaw is one line, and the relay goes on.
+    assert answers[5]["message"] == "relay: KeyError: 'what nothing foresaw'"
+    assert answers[6]["on"] is True and answers[7]["spec"] == "mpi:"
+    assert answers[8]["candidates"] == []
+    assert answers[9]["type"] == "error" and "--host" in answers[9]["message"]
     (fanout,) = made
     assert fanout.nodes == ["n1", "n2"] and fanout.job == "7"
     assert list(fanout.opts.probing.specs) == ["mpi:"] and fanout.opts.probing.profile_hz == 49
