@@ -149,6 +149,10 @@ class ProbeModule:
         self.last_stats: dict[int, dict[Any, Stats]] | None = None
         # Each kernel key's histogram as last read (its skey's bytes: bucket -> count).
         self.buckets: dict[bytes, dict[int, int]] = {}
+        # Exited processes' statistics and histograms, out of the maps (engine/exited.py):
+        # (slot, (pid, key)) -> as the kernel last had them.
+        self.exited: dict[tuple[int, Any], Stats] = {}
+        self.exited_hist: dict[tuple[int, Any], dict[int, int]] = {}
         self._readers: dict[str, MapReader] = {}
         self.keys = KeyResolver(
             {r.slot: r.spec.arg_type for r in rows if r.spec.keyed and r.slot >= 0}

@@ -15,6 +15,10 @@ from typing import Any
 from adaptyst_top.collectors.probes.bpf.keys import Stats, merge_stats
 from adaptyst_top.snapshot import Latency, ProbeKey, ProcessPart
 
+# Exited processes' shares folded together past what a module keeps (engine/exited.py):
+# in a row's figures, no process's share (pid 0 is never a user process).
+FOLDED_PID = 0
+
 # Net latency figures of one process's calls: (count, total, lo, hi, buckets) -> Latency.
 NetLatency = Callable[[int, int, int, int, dict[int, int]], Latency]
 
@@ -60,6 +64,8 @@ def parts_of(
     SAMPLED: a kind whose latencies are of its timed hits (those in the histogram)."""
     parts = []
     for pid, ((count, _total, lo, hi, _oncpu), buckets, rate) in per_pid.items():
+        if pid == FOLDED_PID:
+            continue
         timed = min(count, sum(buckets.values())) if sampled else count
         lat = net(timed, _total, lo, hi, buckets) if latency else Latency()
         total = None

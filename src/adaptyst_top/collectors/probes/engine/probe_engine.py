@@ -32,6 +32,7 @@ from adaptyst_top.collectors.probes.cost.table import CostTable
 from adaptyst_top.collectors.probes.engine.attach import Attacher
 from adaptyst_top.collectors.probes.engine.attach_account import AttachAccount
 from adaptyst_top.collectors.probes.engine.build import Builder
+from adaptyst_top.collectors.probes.engine.exited import retire_exited
 from adaptyst_top.collectors.probes.engine.output import group_entry, row_entries
 from adaptyst_top.collectors.probes.engine.reading import (
     bpf_run_ns,
@@ -266,6 +267,8 @@ class ProbeEngine:
             for module in list(self.modules):
                 if module.closed:
                     continue
+                if self._reads % REAP_EVERY == 0:
+                    retire_exited(module)  # before the read: what they counted stays in
                 read_module(module)
                 if self._reads % ERRORS_EVERY == 1:
                     self.warnings.extend(new_kernel_errors(module))

@@ -8,6 +8,7 @@ import contextlib
 import ctypes as ct
 import os
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 from adaptyst_top.collectors.probes.bpf.keys import Stats, hashed_name, merge_stats
@@ -30,27 +31,34 @@ _BUCKET = struct.Struct("<II")  # an hkey's bucket and pad, after its skey
 # A walk of the histogram map visits ~2,000 empty buckets in the time one lookup takes
 # here (131,072 buckets: 0.37 ms; a lookup from Python: ~5 us).
 _BUCKETS_PER_LOOKUP = 2048
-_SKEY_SIZE = _HKEY.size - 8  # struct skey: an hkey less its bucket and pad
+SKEY_SIZE = _HKEY.size - 8  # struct skey: an hkey less its bucket and pad
+
+
+def user_key(module: ProbeModule, k: Any) -> Any:
+    """A stats map key K as a row knows it: (pid, key) where its module counts processes
+    apart."""
+    key: Any = module.keys.key_of(k)
+    if hashed_name(key):  # a device layer's long name: whole where it was told
+        key = module.whole_name(key)
+    return (int(k.pid), key) if module.by_process else key
 
 
 def read_module(module: ProbeModule) -> None:
     """Each row's cumulative statistics and histogram, per key."""
     stats: dict[int, dict[Any, Stats]] = {}
-    key_of = module.keys.key_of
     # Per kernel key: its skey, its user key, its slot and how many buckets it has.
     kernel_keys: list[tuple[bytes, Any, int, int]] = []
     for k, v in module.reader("stats").items():
         slot = int(k.slot)
         per_slot = stats.setdefault(slot, {})
-        key: Any = key_of(k)
-        if hashed_name(key):  # a device layer's long name: whole where it was told
-            key = module.whole_name(key)
-        if module.by_process:
-            key = (int(k.pid), key)
+        key = user_key(module, k)
         new = (int(v.count), int(v.sum), int(v.min), int(v.max), int(v.oncpu))
         # Two kernel keys can be one user key (a string read here and in the kernel).
         per_slot[key] = merge_stats(per_slot[key], new) if key in per_slot else new
         kernel_keys.append((bytes(k), key, slot, int(v.buckets)))
+    for (slot, key), s in module.exited.items():  # what exited processes counted (exited.py)
+        per_slot = stats.setdefault(slot, {})
+        per_slot[key] = merge_stats(per_slot[key], s) if key in per_slot else s
     if stats == module.last_stats:
         return  # no hit since the last read: the histograms cannot have changed either
     module.last_stats = stats
@@ -67,6 +75,11 @@ def read_module(module: ProbeModule) -> None:
         per_key = hists.setdefault(slot, {}).setdefault(key, {})
         for bucket, count in module.buckets.get(raw, {}).items():
             per_key[bucket] = per_key.get(bucket, 0) + count
+    for (slot, key), buckets in module.exited_hist.items():
+        if slot in changed:
+            per_key = hists.setdefault(slot, {}).setdefault(key, {})
+            for bucket, count in buckets.items():
+                per_key[bucket] = per_key.get(bucket, 0) + count
     for slot in changed:
         row = module.by_slot[slot]
         row.stats = stats[slot]
@@ -101,22 +114,28 @@ def _look_up_known_buckets(module: ProbeModule, hit: list[tuple[bytes, Any, int,
     return True
 
 
-def _walk_histograms(module: ProbeModule, changed: set[int]) -> None:
-    """Every histogram entry of the slots CHANGED, from one walk of the map."""
+def hist_entries(module: ProbeModule) -> Iterator[tuple[bytes, int, int, int]]:
+    """Every entry of the histogram map, from one walk: its key's bytes, slot, bucket
+    and count."""
     reader = module.reader("hist")
     keys, values, _n = reader.raw()
     if ct.sizeof(reader.table.Key) != _HKEY.size:
         raise RuntimeError(
             f"hist key of {ct.sizeof(reader.table.Key)} bytes, {_HKEY.size} expected"
         )
-    walked: dict[bytes, dict[int, int]] = {}
     # Parsed in bulk: an object per entry cost more than the rest of a read together.
     for i, ((slot, _kind, _num, _s, _pid, _kpad, bucket, _pad), (count,)) in enumerate(
         zip(_HKEY.iter_unpack(keys), _COUNT.iter_unpack(values), strict=True)
     ):
+        yield keys[i * _HKEY.size : (i + 1) * _HKEY.size], slot, bucket, count
+
+
+def _walk_histograms(module: ProbeModule, changed: set[int]) -> None:
+    """Every histogram entry of the slots CHANGED, from one walk of the map."""
+    walked: dict[bytes, dict[int, int]] = {}
+    for raw, slot, bucket, count in hist_entries(module):
         if slot in changed:
-            raw = keys[i * _HKEY.size : i * _HKEY.size + _SKEY_SIZE]
-            walked.setdefault(raw, {})[bucket] = count
+            walked.setdefault(raw[:SKEY_SIZE], {})[bucket] = count
     for raw in [r for r in module.buckets if int.from_bytes(r[:4], "little") in changed]:
         del module.buckets[raw]  # keys of these slots the walk no longer shows
     module.buckets.update(walked)
