@@ -1,7 +1,9 @@
 /* An MPI program whose last rank computes twice as long as the others at each step, after
  * which every rank meets the others in MPI_Allreduce: the others wait there for it. Rank 0
  * writes what the program measured of itself to OUT, as JSON: the imbalance of the time in
- * compute() (the most over the ranks' mean) and the rank that had the most.
+ * compute() (the most over the ranks' mean) and the rank that had the most. Each step
+ * ends with a large-count call (MPI-4's MPI_Bcast_c, as mpi4py 4 makes them) where the
+ * library has it: `large_count` in OUT says whether it did.
  * usage: mpi_slow GO OUT STEPS   (the ranks start once the file GO exists) */
 #include <mpi.h>
 #include <stdio.h>
@@ -40,6 +42,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < steps; i++) {
         compute(rank == size - 1 ? 4000000 : 2000000, &mine);
         MPI_Allreduce(&one, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#if MPI_VERSION >= 4
+        MPI_Bcast_c(&sum, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+#endif
     }
     double all[64];
     MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -52,7 +57,8 @@ int main(int argc, char **argv) {
         }
         FILE *f = fopen(argv[2], "w");
         if (f) {
-            fprintf(f, "{\"imbalance\": %.4f, \"rank\": %d}\n", most / (total / size), at);
+            fprintf(f, "{\"imbalance\": %.4f, \"rank\": %d, \"large_count\": %d}\n",
+                    most / (total / size), at, MPI_VERSION >= 4);
             fclose(f);
         }
     }

@@ -2,7 +2,8 @@
 blocking receives), as uprobes on the MPI library the target maps: MPICH's libmpich, Open
 MPI's or Intel MPI's libmpi. Whether a rank sleeps there or spins in the progress engine,
 entry to return is the time it waited. CALL, a glob without `MPI_`, narrows the set
-(`mpi:Allreduce`, `mpi:Wait*`); without it, every call in BLOCKING."""
+(`mpi:Allreduce`, `mpi:Wait*`); without it, every call in BLOCKING. A call named takes
+its MPI-4 large-count form (`MPI_Allreduce_c`) with it, where the library has one."""
 
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ BLOCKING = (
     "Alltoallv",
     "Alltoallw",
 )
+# MPI-4's large-count forms (`MPI_Bcast_c`), which mpi4py 4 and other bindings call where
+# the library has them: a call named takes its form with it, a row each.
+LARGE_COUNT = tuple(
+    c for c in BLOCKING if not c.startswith("Wait") and c not in ("Probe", "Barrier")
+)
+NAMES = BLOCKING + tuple(f"{c}_c" for c in LARGE_COUNT)
 ANY_MPI = "|".join(LIBRARIES)  # the spec's target until the engine finds which
 _CALL = re.compile(r"^[A-Za-z_*?]*$")
 
@@ -69,14 +76,17 @@ class Mpi(Uprobe):
         glob = rest.strip().removeprefix("MPI_") or "*"
         if not _CALL.match(glob):
             raise ProbeSpecError(spec, body_start, len(rest), "expected an MPI call's name")
-        calls = [c for c in BLOCKING if fnmatch.fnmatchcase(c, glob)]
-        if not calls:
+        named = [c for c in NAMES if fnmatch.fnmatchcase(c, glob)]
+        if not named:
             raise ProbeSpecError(
                 spec,
                 body_start,
                 len(rest) or 1,
-                f"no blocking MPI call matches {glob!r} (of {', '.join(BLOCKING)})",
+                f"no blocking MPI call matches {glob!r} (of {', '.join(BLOCKING)}, and "
+                "their large-count forms, NAME_c)",
             )
+        forms = [f"{c}_c" for c in named if c in LARGE_COUNT]
+        calls = list(dict.fromkeys(named + forms))
         func = f"MPI_{calls[0]}" if len(calls) == 1 else "MPI_{" + ",".join(calls) + "}"
         return ProbeSpec(spec, "mpi", ANY_MPI, func=func, label=func, measures_latency=True)
 

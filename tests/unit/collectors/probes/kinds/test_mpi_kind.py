@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from adaptyst_top.collectors.probes.elf.demangle import MAX_ALTERNATIVES
 from adaptyst_top.collectors.probes.kinds import kind_of, parse_spec
 from adaptyst_top.collectors.probes.kinds import mpi as mpi_kind
 from adaptyst_top.collectors.probes.model import ProbeError
@@ -14,9 +15,13 @@ from adaptyst_top.system.targets import TargetError
 def test_the_whole_set_and_a_narrowed_one() -> None:
     spec = parse_spec("mpi:")
     assert spec.kind == "mpi" and spec.measures_latency
-    assert spec.func == "MPI_{" + ",".join(mpi_kind.BLOCKING) + "}"
-    assert parse_spec("mpi:Allreduce").func == "MPI_Allreduce"
+    assert spec.func == "MPI_{" + ",".join(mpi_kind.NAMES) + "}"
+    # A call takes its large-count form (MPI-4's, what mpi4py 4 calls) with it.
+    assert parse_spec("mpi:Allreduce").func == "MPI_{Allreduce,Allreduce_c}"
+    assert parse_spec("mpi:Allreduce_c").func == "MPI_Allreduce_c"
+    assert parse_spec("mpi:Barrier").func == "MPI_Barrier"  # it has none
     assert parse_spec("mpi:MPI_Wait*").func == "MPI_{Wait,Waitall,Waitany,Waitsome}"
+    assert len(mpi_kind.NAMES) <= MAX_ALTERNATIVES  # what one brace of a glob takes
 
 
 @pytest.mark.parametrize(
