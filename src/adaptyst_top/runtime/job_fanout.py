@@ -207,22 +207,28 @@ class JobFanout:
         if (conn := link.conn) is None:
             return
         snap = conn.snapshot(with_hist=True)
-        with link.lock:
+        lost = conn.lost
+        if not link.members and lost is None:  # a relay names its nodes' ranks
+            self._name_ranks(link, snap)
+        with link.lock:  # the snapshot shown once its processes' ranks are known
             link.last, link.last_at = snap, time.monotonic()
-            lost = conn.lost
             link.state = "ok" if lost is None else "ended" if lost.startswith("agent:") else "lost"
             link.reason = None if lost is None else inert(lost)[:300]
-        if link.members:
-            return  # a relay names its nodes' ranks
-        # Each process as it comes (its rank known before its first stack or hit shows).
+
+    def _name_ranks(self, link: NodeLink, snap: Snapshot) -> None:
+        """The ranks of SNAP's processes LINK does not know yet, asked on its node: each
+        process's before its first share or stack shows (export folds them by rank)."""
         seen = set(snap.target.pids) if snap.target is not None else set()
-        unnamed = (seen | {q.pid for p in snap.probes for q in p.parts}) - set(link.ranks)
-        if unnamed and lost is None:
-            if len(link.ranks) + len(unnamed) > MAX_RANKS_KEPT:
-                link.ranks.clear()
-            told = remote_ranks(link.name, sorted(unnamed)[:RANKS_AT_ONCE], self.stop)
-            with link.lock:
-                link.ranks.update(told)
+        seen |= {q.pid for p in snap.probes for q in p.parts}
+        seen |= {s.pid for s in snap.profile.stacks} if snap.profile is not None else set()
+        unnamed = seen - set(link.ranks)
+        if not unnamed:
+            return
+        if len(link.ranks) + len(unnamed) > MAX_RANKS_KEPT:
+            link.ranks.clear()
+        told = remote_ranks(link.name, sorted(unnamed)[:RANKS_AT_ONCE], self.stop)
+        with link.lock:
+            link.ranks.update(told)
 
     def snapshot(self, with_hist: bool = True) -> Snapshot:
         """Every node's latest (asked now, FRESH_WAIT_S given), merged at the run's clock."""
@@ -252,8 +258,10 @@ class JobFanout:
                     snaps[link.name] = link.last
                 ranks[link.name] = dict(link.ranks)
                 state, reason = link.state, link.reason
-                if state == "ok" and (age is None or age > LATE_S):
-                    state, reason = "lost", f"no answer for {age or 0:.0f} s"
+                if state == "ok" and age is None:
+                    state = "connecting"  # open, its first answer on the way
+                elif state == "ok" and age is not None and age > LATE_S:
+                    state, reason = "lost", f"no answer for {age:.0f} s"
                 if link.members:
                     states += relayed_states(link, state, reason, age)
                 else:

@@ -127,6 +127,7 @@ def test_a_jobs_ranks_on_every_node_in_one_view(
 ) -> None:
     nodes, alice, _bob, binary = cluster
     job, go, measured = submit(nodes, alice, binary, STEPS)
+    rank_pids = ranks_running(alice, job)
     out = go.parent / "view.jsonl"
     try:
 
@@ -178,6 +179,17 @@ def test_a_jobs_ranks_on_every_node_in_one_view(
         heads = {tuple(line.split(";")[:2]) for line in folded if ";compute " in line + " "}
         assert {h[0] for h in heads} == {n.name for n in nodes.nodes}, folded[:5]
         assert {h[1] for h in heads} == {f"rank {r}" for r in range(RANKS)}, heads
+        # From the first snapshot on (the ranks asleep, waiting for GO, off the CPU),
+        # no rank's stack is named by its pid: each rank is one flame, not two.
+        off = subprocess.run(
+            [*CLI, "export", str(out), "--folded", "--off", "--out", "-"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.splitlines()
+        by_pid = {int(h[4:]) for h in (x.split(";")[1] for x in off) if h.startswith("pid ")}
+        assert not by_pid & set(rank_pids), (by_pid, rank_pids)
         until(lambda: not relays_of(alice), "the relay outlived the view", 15)
     finally:
         go.touch()

@@ -257,3 +257,41 @@ def test_a_toggle_leaves_the_nodes_latest_stacks_to_the_next_snapshot(
         assert link.merged is None  # looked at, not shown: its stacks are still to come
     finally:
         view.close()
+
+
+class Profiled(FakeConnection):
+    """A node whose processes 5 and 6 sleep: an off-CPU stack each in every snapshot."""
+
+    def snapshot(self, with_hist: bool) -> object:
+        from adaptyst_top.snapshot import ProbeTarget, ProfilePart, ProfileStack, Snapshot
+
+        stacks = tuple(ProfileStack(pid=p, tid=p, frames=("main",), off_ns=1000) for p in (5, 6))
+        part = ProfilePart(hz=99, samples=0, stacks=stacks)
+        return Snapshot(t=1.0, host=self.host, target=ProbeTarget("job 7", (5, 6)), profile=part)
+
+
+def test_no_stack_shows_before_its_processs_rank_is_known(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from adaptyst_top.runtime import job_fanout
+
+    def slow_ranks(node: str, pids: object, stop: object = None) -> dict[int, int | None]:
+        time.sleep(0.5)  # ssh's handshake on a busy node, past the view's wait
+        return {5: 0, 6: 1}
+
+    monkeypatch.setattr(job_fanout, "AgentConnection", Profiled)
+    monkeypatch.setattr(job_fanout, "remote_ranks", slow_ranks)
+    view = job_fanout.JobFanout("7", ["n1"], _opts(), fresh_wait=0.1)  # type: ignore[arg-type]
+    try:
+        heads = []
+        deadline = time.monotonic() + 10
+        while not heads and time.monotonic() < deadline:
+            snap = view.snapshot()
+            heads = [s.frames[:2] for s in snap.profile.stacks] if snap.profile else []
+            if not heads:
+                assert snap.nodes[0].state == "connecting", snap.nodes  # on its way
+        assert sorted(heads) == [("n1", "rank 0"), ("n1", "rank 1")]
+    finally:
+        view.close()
