@@ -4,7 +4,9 @@ Every MPI launcher tells each rank its number in its environment before the prog
 starts: Open MPI's `OMPI_COMM_WORLD_RANK`, MPICH's and Intel MPI's `PMI_RANK`, PMIx's
 `PMIX_RANK`, and Slurm's `SLURM_PROCID` for a task srun starts. A launcher's own number
 comes first: inside a batch job, `mpiexec` starts its ranks from the batch step, whose
-`SLURM_PROCID` (0) every rank inherits.
+`SLURM_PROCID` (0) every rank inherits. And `SLURM_PROCID` is a rank only in a step's
+task (`SLURM_STEP_ID` beside it): the batch step's script, and the `srun` it runs, carry
+a `SLURM_PROCID` of 0 too, and are no rank.
 
 The environment is read by the user's own process (the kernel lets a user read only their
 own processes' environments), never by root's agent: what a job's processes carry there
@@ -20,16 +22,22 @@ from adaptyst_top.system.proc_exec import read_proc
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 MAX_RANK = 1 << 24  # no MPI job is larger; past it, the value is not a rank
 _WANTED = tuple(name.encode() + b"=" for name in RANK_VARIABLES)
+_SLURM_PROCID = b"SLURM_PROCID="
+_IN_A_STEP = (b"SLURM_STEP_ID=", b"SLURM_STEPID=")  # what srun tells a step's tasks
 
 
 def rank_in(environ: bytes) -> int | None:
     """The rank ENVIRON (NUL-separated NAME=VALUE) names, by RANK_VARIABLES' order; None
     where none names a whole number in 0..MAX_RANK."""
     found: dict[bytes, bytes] = {}
+    in_a_step = False
     for entry in environ.split(b"\0"):
+        in_a_step = in_a_step or entry.startswith(_IN_A_STEP)
         for prefix in _WANTED:
             if entry.startswith(prefix):
                 found.setdefault(prefix, entry[len(prefix) :])
+    if not in_a_step:
+        found.pop(_SLURM_PROCID, None)  # the batch step's, or srun's own: no rank
     for prefix in _WANTED:
         value = found.get(prefix, b"")
         if value.isdigit() and len(value) <= 8 and int(value) < MAX_RANK:

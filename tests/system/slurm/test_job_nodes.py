@@ -190,6 +190,9 @@ def test_a_jobs_ranks_on_every_node_in_one_view(
         ).stdout.splitlines()
         by_pid = {int(h[4:]) for h in (x.split(";")[1] for x in off) if h.startswith("pid ")}
         assert not by_pid & set(rank_pids), (by_pid, rank_pids)
+        # The batch step's srun (SLURM_PROCID=0 too, no step ID) is no rank.
+        ranked = [x for x in off if x.split(";")[1].startswith("rank ")]
+        assert not [x for x in ranked if "slurm" in x.lower()], ranked[:3]
         until(lambda: not relays_of(alice), "the relay outlived the view", 15)
     finally:
         go.touch()
