@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adaptyst_top.cli.commands import summaries, usage
-from adaptyst_top.cli.options import Parser, add_session_options, add_version, session_options
+from adaptyst_top.cli.options import (
+    Parser,
+    add_session_options,
+    add_version,
+    check_session_args,
+    session_options,
+)
 from adaptyst_top.runtime.run_lifecycle import RunLifecycle, once
 from adaptyst_top.system.private_files import private_log
 
@@ -192,5 +198,7 @@ def _tell_and_remove(log_path: Path, command: Sequence[str], lines: int = 20) ->
 
 
 def cmd_monitor(argv: Sequence[str], command: Sequence[str]) -> int:
-    args = monitor_parser().parse_args(argv)
+    parser = monitor_parser()
+    args = parser.parse_args(argv)
+    check_session_args(parser, args)
     return run_monitor(session_options(args, command), view_options(args))

@@ -108,7 +108,6 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fanout",
         type=bounded_int(*FANOUT_RANGE),
-        default=DEFAULT_FANOUT,
         metavar="N",
         help="with --job from a login node: the most ssh links one process holds; a job "
         "on more nodes is reached through relays on its nodes, N nodes each, "
@@ -216,6 +215,12 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_session_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What the common options cannot mean together: a usage error, in one line."""
+    if args.fanout is not None and (args.job is None or args.host is not None):
+        parser.error("--fanout goes with --job from a login node (not with --host)")
+
+
 def session_options(
     args: argparse.Namespace,
     command: Sequence[str],
@@ -229,7 +234,7 @@ def session_options(
         target=so.Target(
             pid=args.pid,
             job=None if args.job is None else args.job.strip(),  # as a node's relay reads it
-            job_fanout=args.fanout,
+            job_fanout=DEFAULT_FANOUT if args.fanout is None else args.fanout,
             command=command,
             keep_command=args.keep_command,
             child_stdout=child_stdout,

@@ -18,6 +18,7 @@ from adaptyst_top.cli.options import (
     add_session_options,
     add_version,
     bounded_float,
+    check_session_args,
     session_options,
 )
 from adaptyst_top.runtime.limits import DEFAULT_INTERVAL, DURATION_RANGE
@@ -68,7 +69,9 @@ def record_parser() -> argparse.ArgumentParser:
 
 
 def cmd_record(argv: Sequence[str], command: Sequence[str]) -> int:
-    args = record_parser().parse_args(argv)
+    parser = record_parser()
+    args = parser.parse_args(argv)
+    check_session_args(parser, args)
     to_stdout = args.out == "-"
     try:
         out: IO[str] = sys.stdout if to_stdout else open_output(args.out)

@@ -91,3 +91,18 @@ def test_the_gpu_check_fails_when_a_part_failed(tmp_path: Path) -> None:
     assert (r.returncode != 0) == bool(failed), (r.returncode, failed)
     if failed:
         assert f"part(s) failed: {', '.join(failed)}" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["record", "--fanout", "2", "--out", "/dev/null", "--", "true"],
+        ["record", "--host", "n1", "--job", "7", "--fanout", "2", "--out", "/dev/null"],
+        ["--fanout", "2", "--pid", "1"],
+    ],
+)
+def test_a_fanout_without_a_jobs_nodes_is_one_line(args: list[str]) -> None:
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "--fanout goes with --job from a login node" in line
