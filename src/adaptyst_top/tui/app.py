@@ -214,7 +214,7 @@ class MonitorApp(App[None]):
         if self.source.read_only:
             parts.append(f"t={snap.t:.0f}s x{self.speed:g}")
         over = snap.overhead
-        n = len(self.probes.entries)
+        n = len(snap.probes)  # the rows probed, whichever view (R) the pane shows
         if over is not None:
             text = "?" if over.share is None else share_text(over.share)
             flag = " OVER" if over.share is not None and over.share > over.budget else ""

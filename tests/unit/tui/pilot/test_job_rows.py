@@ -43,6 +43,20 @@ async def test_r_switches_merged_per_rank_per_node() -> None:
         assert names() == ["MPI_Allreduce", "compute"]
 
 
+async def test_the_header_counts_probes_whichever_view_splits_them() -> None:
+    app = MonitorApp(ReplaySource(RECORDING), interval=1.0, autoplay=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        for _ in range(2):
+            app.step()
+        await pilot.pause()
+        await pilot.press("R")  # per rank: 4 rows of 2 probes
+        await pilot.pause()
+        app.step()
+        await pilot.pause()
+        header = app.query_one("#header").text
+        assert "t=2s" in header and "2 probes cost" in header, header
+
+
 async def test_rows_of_a_single_process_have_no_imbal_column() -> None:
     app = MonitorApp(ReplaySource(DATA / "recording.jsonl"), interval=1.0, autoplay=False)
     async with app.run_test(size=(120, 30)) as pilot:
