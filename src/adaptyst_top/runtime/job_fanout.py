@@ -14,10 +14,7 @@ connection's own, once it had one)."""
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from adaptyst_top.runtime.job_merge import merge_nodes, row_identity
 from adaptyst_top.runtime.job_tree import TreeError, plan
 from adaptyst_top.runtime.listing import Candidate
+from adaptyst_top.runtime.node_ranks import ask_ranks
 from adaptyst_top.runtime.remote.client import (
     AgentConnection,
     AgentInterrupted,
@@ -34,25 +32,23 @@ from adaptyst_top.runtime.remote.client import (
     AgentUnavailable,
 )
 from adaptyst_top.runtime.remote.defaults import DEFAULT_SOCKET
-from adaptyst_top.runtime.remote.transport import ssh_argv
 from adaptyst_top.runtime.session_options import SessionOptions
 from adaptyst_top.runtime.stop_flag import StopFlag
 from adaptyst_top.snapshot import NodeState, ProbeRef, Snapshot
 from adaptyst_top.snapshot.inert import inert
 from adaptyst_top.snapshot.parts import NodeStatus
-from adaptyst_top.system.mpi_ranks import MAX_RANK
-from adaptyst_top.system.readable import readable
 
 # Nodes opened at once, first or again (each an ssh process while it connects).
 OPEN_AT_ONCE = 32
 MAX_RANKS_KEPT = 65536  # a node's processes' ranks kept (a node that makes pids up)
 RANKS_AT_ONCE = 4096  # pids asked in one `bridge --ranks` (what it takes)
-MAX_RANKS_ANSWER = 1 << 20  # bytes of its answer
 RETRY_FIRST_S, RETRY_MAX_S = 2.0, 30.0  # a node never reached: asked again after these
 CLOSE_WAIT_S = 5.0  # a node's thread, told to stop, ends within this
 FRESH_WAIT_S = 1.0  # the view waits this long for the nodes' answers, then shows the latest
 LATE_S = 3.0  # a node whose latest answer is older than this is shown lost
-RANKS_TIMEOUT_S = 20.0  # ssh's handshake and the ranks' reading on a node
+# A node's snapshot waits this long for its new processes' ranks (within LATE_S); one
+# unanswered shows them by pid, and they are asked again, RANKS_TRIES times in all.
+RANKS_HOLD_S, RANKS_TRIES = 2.5, 3
 
 
 class JobRefused(RuntimeError):
@@ -77,6 +73,8 @@ class NodeLink:
     want: threading.Event = field(default_factory=threading.Event)  # the view asks
     fresh: bool = False  # it answered since the view last asked
     ranks: dict[int, int | None] = field(default_factory=dict)  # its processes' (asked there)
+    rank_tries: int = 0  # asks in a row with no answer
+    opened_at: float = 0.0  # time.monotonic() of its session's open
     merged: Snapshot | None = None  # its snapshot the view merged last
 
 
@@ -176,6 +174,7 @@ class JobFanout:
                 conn.add(spec)
         with link.lock:
             link.conn, link.state, link.reason, link.backoff = conn, "ok", None, RETRY_FIRST_S
+            link.opened_at = time.monotonic()
             # A relay's are named by its nodes already.
             self.refused += [r if link.members else f"{link.name}: {r}" for r in conn.refused]
 
@@ -207,11 +206,11 @@ class JobFanout:
         if (conn := link.conn) is None:
             return
         snap = conn.snapshot(with_hist=True)
-        lost = conn.lost
+        at, lost = time.monotonic(), conn.lost
         if not link.members and lost is None:  # a relay names its nodes' ranks
             self._name_ranks(link, snap)
         with link.lock:  # the snapshot shown once its processes' ranks are known
-            link.last, link.last_at = snap, time.monotonic()
+            link.last, link.last_at = snap, at
             link.state = "ok" if lost is None else "ended" if lost.startswith("agent:") else "lost"
             link.reason = None if lost is None else inert(lost)[:300]
 
@@ -226,7 +225,14 @@ class JobFanout:
             return
         if len(link.ranks) + len(unnamed) > MAX_RANKS_KEPT:
             link.ranks.clear()
-        told = remote_ranks(link.name, sorted(unnamed)[:RANKS_AT_ONCE], self.stop)
+        asked = sorted(unnamed)[:RANKS_AT_ONCE]
+        told = ask_ranks(link.name, asked, self.stop, RANKS_HOLD_S)
+        if told is None:
+            link.rank_tries += 1
+            if link.rank_tries < RANKS_TRIES:
+                return  # asked again with the next snapshot
+            told = dict.fromkeys(asked)  # given up: by pid
+        link.rank_tries = 0
         with link.lock:
             link.ranks.update(told)
 
@@ -258,10 +264,12 @@ class JobFanout:
                     snaps[link.name] = link.last
                 ranks[link.name] = dict(link.ranks)
                 state, reason = link.state, link.reason
-                if state == "ok" and age is None:
-                    state = "connecting"  # open, its first answer on the way
-                elif state == "ok" and age is not None and age > LATE_S:
-                    state, reason = "lost", f"no answer for {age:.0f} s"
+                # Open, its first answer on the way (its ranks asked first) for a while.
+                age_or_open = age if age is not None else now - link.opened_at
+                if state == "ok" and age_or_open > LATE_S + RANKS_HOLD_S:
+                    state, reason = "lost", f"no answer for {age_or_open:.0f} s"
+                elif state == "ok" and age is None:
+                    state = "connecting"
                 if link.members:
                     states += relayed_states(link, state, reason, age)
                 else:
@@ -387,53 +395,3 @@ def relayed_states(
             state_there, why = "lost", f"no answer for {later:.0f} s"  # as if direct
         out.append(NodeState(name, state_there, why, later))
     return out
-
-
-def remote_ranks(
-    node: str, pids: Sequence[int], stop: StopFlag | None = None
-) -> dict[int, int | None]:
-    """The ranks PIDS name on NODE, read there by the user's own process (`ssh NODE
-    adaptyst-top bridge --ranks`); None for each that it could not tell. Its ssh ends
-    at STOP, or after RANKS_TIMEOUT_S; an answer past MAX_RANKS_ANSWER is none."""
-    unknown: dict[int, int | None] = dict.fromkeys(pids)
-    if not pids:
-        return unknown
-    try:
-        proc = subprocess.Popen(
-            ssh_argv(node, "bridge", "--ranks", ",".join(map(str, pids))),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-    except OSError:
-        return unknown
-    deadline = time.monotonic() + RANKS_TIMEOUT_S
-    assert proc.stdout is not None
-    fd, out = proc.stdout.fileno(), b""
-    try:
-        while True:  # read to its end, bounded in bytes and time
-            if (stop is not None and stop.is_set()) or time.monotonic() > deadline:
-                return unknown
-            if readable([fd], 0.2):
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    break
-                out += chunk
-                if len(out) > MAX_RANKS_ANSWER:
-                    return unknown
-        if proc.wait(max(0.1, deadline - time.monotonic())) != 0:
-            return unknown
-        told = json.loads(out)
-    except (ValueError, RecursionError, subprocess.TimeoutExpired):
-        return unknown
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-    if not isinstance(told, dict):
-        return unknown
-    for pid in pids:
-        rank = told.get(str(pid))
-        unknown[pid] = rank if type(rank) is int and 0 <= rank < MAX_RANK else None
-    return unknown

@@ -63,13 +63,23 @@ def test_exited_processes_leave_the_maps_and_keep_their_shares(
         assert fast_row(engine).count == 315
 
         # Past what a module keeps, the oldest fold into one share, no process's.
-        monkeypatch.setattr(exited, "MAX_KEPT", 2)
-        workload.run("spawn 2 1000 7")
+        monkeypatch.setattr(exited, "MAX_SHARES", 3)
+        workload.run("spawn 2 1000 7")  # 14 calls, more than 1 s after the last read
         assert exited.retire_exited(module) == 2
         folded = fast_row(engine)
         assert folded.count == 315 + 14 and sum(c for _, c in folded.hist or ()) == 329
-        assert len(module.exited) <= 2 + 1  # two kept apart and the folded share
+        # Three shares: the folded one (three children's 300 calls) and the two newest.
+        assert len(module.exited) == 3 and len(module.exited_order) == 2
         shown = {p.pid: p.count for p in folded.parts}
         assert exited.FOLDED_PID not in shown and shown[workload.pid] == 15
-        assert sum(shown.values()) < folded.count  # the folded ones: in the row alone
-        assert folded.rate_hz is not None and folded.rate_hz < 1e4  # no jump from folding
+        assert sorted(c for p, c in shown.items() if p != workload.pid) == [7, 7]
+        # The interval's 14 calls, not the folded 300 again: at most 14 a second.
+        assert folded.rate_hz is not None and 0 < folded.rate_hz <= 14, folded.rate_hz
+        assert module.exited_buckets == sum(map(len, module.exited_hist.values()))
+
+        # No room even folded (every share folded, the next would not fit): the keys
+        # stay in the kernel's maps, the row whole.
+        monkeypatch.setattr(exited, "MAX_SHARES", 1)
+        workload.run("spawn 1 1000 3")
+        assert exited.retire_exited(module) == 0
+        assert fast_row(engine).count == 332

@@ -1,68 +1,11 @@
-"""Each node's ranks asked on that node, as the user, through their own ssh: here an
-ssh that runs the command in place (ADAPTYST_TOP_SSH), and one that answers nonsense."""
+"""A job's view over its nodes (JobFanout), each node's agent faked as AgentConnection
+speaks to it: refusals, lost links, relays, ranks asked before a snapshot shows."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
-
-from adaptyst_top.runtime.job_fanout import remote_ranks
-from adaptyst_top.runtime.remote.transport import REMOTE_ENV, SSH_ENV
-
-
-def _fake_ssh(tmp_path: Path, body: str) -> Path:
-    ssh = tmp_path / "ssh"
-    ssh.write_text("#!/bin/sh\n" + body)
-    ssh.chmod(0o755)
-    return ssh
-
-
-def test_ranks_are_read_by_the_users_process_on_the_node(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # ssh -o BatchMode=yes -- NODE REMOTE ARGS...: the command run here, as the node would.
-    ssh = _fake_ssh(tmp_path, 'shift 4; exec "$@"\n')
-    remote = tmp_path / "adaptyst-top"
-    remote.write_text(f'#!/bin/sh\nexec {sys.executable} -m adaptyst_top.cli.start "$@"\n')
-    remote.chmod(0o755)
-    monkeypatch.setenv(SSH_ENV, str(ssh))
-    monkeypatch.setenv(REMOTE_ENV, str(remote))
-    rank = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.stdin.read()"],
-        stdin=subprocess.PIPE,
-        env={**os.environ, "PMI_RANK": "4"},
-    )
-    try:
-        told = remote_ranks("node1", [rank.pid, os.getpid()])
-    finally:
-        rank.communicate(b"")
-    assert told[rank.pid] == 4
-    assert told[os.getpid()] == (int(os.environ["PMI_RANK"]) if "PMI_RANK" in os.environ else None)
-
-
-@pytest.mark.parametrize(
-    "answer",
-    ['{"5": -1, "6": "2", "7": 1e30}', "[1, 2]", "not json", '{"5": 99999999999}'],
-)
-def test_what_a_node_says_is_believed_only_as_a_rank(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str
-) -> None:
-    monkeypatch.setenv(SSH_ENV, str(_fake_ssh(tmp_path, f"echo '{answer}'\n")))
-    assert remote_ranks("node1", [5, 6, 7]) == {5: None, 6: None, 7: None}
-
-
-def test_an_ssh_that_fails_names_no_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(SSH_ENV, str(_fake_ssh(tmp_path, "echo refused >&2; exit 255\n")))
-    assert remote_ranks("node1", [5]) == {5: None}
-    monkeypatch.setenv(SSH_ENV, str(tmp_path / "missing"))
-    assert remote_ranks("node1", [5]) == {5: None}
-    assert json.dumps(remote_ranks("n", [])) == "{}"
 
 
 class FakeConnection:
@@ -277,12 +220,14 @@ def test_no_stack_shows_before_its_processs_rank_is_known(
 
     from adaptyst_top.runtime import job_fanout
 
-    def slow_ranks(node: str, pids: object, stop: object = None) -> dict[int, int | None]:
+    def slow_ranks(
+        node: str, pids: object, stop: object = None, timeout: float = 0
+    ) -> dict[int, int | None]:
         time.sleep(0.5)  # ssh's handshake on a busy node, past the view's wait
         return {5: 0, 6: 1}
 
     monkeypatch.setattr(job_fanout, "AgentConnection", Profiled)
-    monkeypatch.setattr(job_fanout, "remote_ranks", slow_ranks)
+    monkeypatch.setattr(job_fanout, "ask_ranks", slow_ranks)
     view = job_fanout.JobFanout("7", ["n1"], _opts(), fresh_wait=0.1)  # type: ignore[arg-type]
     try:
         heads = []
@@ -293,5 +238,28 @@ def test_no_stack_shows_before_its_processs_rank_is_known(
             if not heads:
                 assert snap.nodes[0].state == "connecting", snap.nodes  # on its way
         assert sorted(heads) == [("n1", "rank 0"), ("n1", "rank 1")]
+    finally:
+        view.close()
+
+
+def test_ranks_a_node_never_answers_are_given_up_after_a_few_tries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adaptyst_top.runtime import job_fanout
+
+    asked: list[object] = []
+
+    def no_answer(node: str, pids: object, stop: object = None, timeout: float = 0) -> None:
+        asked.append(pids)
+
+    monkeypatch.setattr(job_fanout, "AgentConnection", Profiled)
+    monkeypatch.setattr(job_fanout, "ask_ranks", no_answer)
+    view = job_fanout.JobFanout("7", ["n1"], _opts(), fresh_wait=30)  # type: ignore[arg-type]
+    try:
+        for _ in range(job_fanout.RANKS_TRIES + 2):
+            snap = view.snapshot()  # shown meanwhile, its processes by pid
+            assert snap.profile is not None
+            assert sorted(s.frames[1] for s in snap.profile.stacks) == ["pid 5", "pid 6"]
+        assert len(asked) == job_fanout.RANKS_TRIES  # not asked again once given up
     finally:
         view.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,6 +154,8 @@ class ProbeModule:
         # (slot, (pid, key)) -> as the kernel last had them.
         self.exited: dict[tuple[int, Any], Stats] = {}
         self.exited_hist: dict[tuple[int, Any], dict[int, int]] = {}
+        self.exited_buckets = 0  # the buckets in exited_hist
+        self.exited_order: OrderedDict[tuple[int, Any], None] = OrderedDict()  # not folded
         self._readers: dict[str, MapReader] = {}
         self.keys = KeyResolver(
             {r.slot: r.spec.arg_type for r in rows if r.spec.keyed and r.slot >= 0}

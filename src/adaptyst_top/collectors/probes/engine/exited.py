@@ -4,8 +4,11 @@ session, and a long job of many steps would fill the maps (16,384 keys a module)
 the hits of processes that come later. What they counted is kept here, as it was, and
 read_module adds it back: a row's figures and each process's share read the same.
 
-Past MAX_KEPT shares, the oldest are folded into one share of pid 0 per row key: the
-row's figures stay whole, and pid 0 (never a user process's) is no process's share."""
+What is kept is bounded (this runs in the agent, for every user's sessions): past
+MAX_SHARES shares or MAX_BUCKETS histogram buckets a module, the oldest fold into one
+share of pid 0 per row key (the row's figures whole; pid 0, never a user process's, is
+no process's share); where even folding leaves no room (a keyed row's many keys), the
+keys stay in the kernel's maps, whose full counter then says so."""
 
 from __future__ import annotations
 
@@ -18,7 +21,10 @@ from adaptyst_top.collectors.probes.engine.per_process import FOLDED_PID
 from adaptyst_top.collectors.probes.engine.reading import SKEY_SIZE, hist_entries, user_key
 from adaptyst_top.collectors.probes.model import ProbeModule
 
-MAX_KEPT = 16384  # exited processes' (slot, (pid, key)) shares a module keeps apart
+MAX_SHARES = 4096  # exited shares a module keeps, folded ones with them
+MAX_BUCKETS = 32768  # and their histograms' buckets: a few MB a module, at most
+
+Share = tuple[int, Any]  # (slot, (pid, key))
 
 
 def _gone(pid: int) -> bool:
@@ -38,48 +44,70 @@ def retire_exited(module: ProbeModule) -> int:
         return 0
     # Read again now that they have exited: no hit of theirs can come after this.
     stats = [(k, v) for k, v in reader.items() if int(k.pid) in gone]
-    named: dict[bytes, tuple[int, Any]] = {}
-    for k, v in stats:
-        slot, key = int(k.slot), user_key(module, k)
-        named[bytes(k)] = (slot, key)
-        s: Stats = (int(v.count), int(v.sum), int(v.min), int(v.max), int(v.oncpu))
-        had = module.exited.get((slot, key))
-        module.exited[(slot, key)] = merge_stats(had, s) if had is not None else s
-    hist_table = module.reader("hist").table
+    raws = {bytes(k) for k, _ in stats}
+    hist: dict[bytes, list[tuple[bytes, int, int]]] = {}
     for raw, _slot, bucket, count in hist_entries(module):
-        where = named.get(raw[:SKEY_SIZE])
-        if where is None:
-            continue
-        into = module.exited_hist.setdefault(where, {})
-        into[bucket] = into.get(bucket, 0) + count
-        with contextlib.suppress(KeyError):
-            del hist_table[hist_table.Key.from_buffer_copy(raw)]
-    for k, _ in stats:
-        with contextlib.suppress(KeyError):
+        if raw[:SKEY_SIZE] in raws:
+            hist.setdefault(raw[:SKEY_SIZE], []).append((raw, bucket, count))
+    buckets = sum(map(len, hist.values()))
+    if not _room(module, len(stats), buckets):
+        return 0  # none: the keys stay where they are
+    hist_table = module.reader("hist").table
+    freed = 0
+    for k, v in stats:
+        try:
             del reader.table[k]
+        except KeyError:
+            continue  # still there (or gone already): not kept twice
+        freed += 1
+        share = (int(k.slot), user_key(module, k))
+        s: Stats = (int(v.count), int(v.sum), int(v.min), int(v.max), int(v.oncpu))
+        _keep(module, share, s, {b: c for _raw, b, c in hist.get(bytes(k), [])})
+        module.exited_order[share] = None
+        for raw, _bucket, _count in hist.get(bytes(k), []):
+            with contextlib.suppress(KeyError):  # an orphan bucket is never read
+                del hist_table[hist_table.Key.from_buffer_copy(raw)]
         module.buckets.pop(bytes(k), None)
-    _fold_oldest(module)
     module.last_stats = None  # read in full again: the keys moved
-    return len(stats)
+    return freed
 
 
-def _fold_oldest(module: ProbeModule) -> None:
-    """The oldest shares past MAX_KEPT into each row key's FOLDED_PID share (its count
-    taken as already seen, so that no rate jumps)."""
-    while len(module.exited) > MAX_KEPT:
-        oldest = next((w for w in module.exited if w[1][0] != FOLDED_PID), None)
-        if oldest is None:
-            return  # all folded already: one share per row key, bounded by the rows
-        slot, (pid, key) = oldest
-        s = module.exited.pop(oldest)
-        buckets = module.exited_hist.pop((slot, (pid, key)), {})
-        folded = (slot, (FOLDED_PID, key))
-        had = module.exited.pop(folded, None)  # re-inserted last: it is never the oldest
-        module.exited[folded] = merge_stats(had, s) if had is not None else s
-        into = module.exited_hist.setdefault(folded, {})
-        for b, c in buckets.items():
-            into[b] = into.get(b, 0) + c
-        row = module.by_slot.get(slot)
-        if row is not None:
-            seen = row.last_counts.pop((pid, key), 0)
-            row.last_counts[(FOLDED_PID, key)] = row.last_counts.get((FOLDED_PID, key), 0) + seen
+def _keep(module: ProbeModule, share: Share, s: Stats, buckets: dict[int, int]) -> None:
+    """S and BUCKETS added to SHARE's, the buckets kept counted."""
+    had = module.exited.get(share)
+    module.exited[share] = merge_stats(had, s) if had is not None else s
+    into = module.exited_hist.setdefault(share, {})
+    before = len(into)
+    for b, c in buckets.items():
+        into[b] = into.get(b, 0) + c
+    module.exited_buckets += len(into) - before
+
+
+def _room(module: ProbeModule, shares: int, buckets: int) -> bool:
+    """Room for SHARES more shares and BUCKETS more buckets, the oldest folded to make it."""
+
+    def full() -> bool:
+        return (
+            len(module.exited) + shares > MAX_SHARES
+            or module.exited_buckets + buckets > MAX_BUCKETS
+        )
+
+    while full() and module.exited_order:
+        share, _ = module.exited_order.popitem(last=False)  # the oldest, at once
+        _fold(module, share)
+    return not full()
+
+
+def _fold(module: ProbeModule, share: Share) -> None:
+    """SHARE into its row key's FOLDED_PID share, its count taken as already seen (no
+    rate jumps) and its own figures dropped."""
+    slot, (pid, key) = share
+    s = module.exited.pop(share)
+    buckets = module.exited_hist.pop(share, {})
+    module.exited_buckets -= len(buckets)
+    _keep(module, (slot, (FOLDED_PID, key)), s, buckets)
+    row = module.by_slot.get(slot)
+    if row is not None:
+        seen = row.last_counts.pop((pid, key), 0)
+        row.last_counts[(FOLDED_PID, key)] = row.last_counts.get((FOLDED_PID, key), 0) + seen
+        row.rates.pop((pid, key), None)
