@@ -5,25 +5,16 @@ oldest fold into one share that is no process's, the row's figures whole. Real e
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from adaptyst_top.collectors.probes.engine import exited
 from adaptyst_top.collectors.probes.engine.probe_engine import ProbeEngine
 from adaptyst_top.snapshot import ProbeEntry
-from tests.support.bpf_objects import none_left, our_programs, uprobe_event_lines
 from tests.support.marks import requires_root
 from tests.support.workload import Workload
+from tests.system.ebpf.test_follow import nothing_left_behind  # noqa: F401 - autouse
 
 pytestmark = [pytest.mark.ebpf, requires_root]
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind() -> Iterator[None]:
-    yield
-    assert none_left(), our_programs()
-    assert not uprobe_event_lines()
 
 
 def fast_row(engine: ProbeEngine) -> ProbeEntry:
