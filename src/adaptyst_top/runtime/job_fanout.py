@@ -45,10 +45,12 @@ RANKS_AT_ONCE = 4096  # pids asked in one `bridge --ranks` (what it takes)
 RETRY_FIRST_S, RETRY_MAX_S = 2.0, 30.0  # a node never reached: asked again after these
 CLOSE_WAIT_S = 5.0  # a node's thread, told to stop, ends within this
 FRESH_WAIT_S = 1.0  # the view waits this long for the nodes' answers, then shows the latest
-LATE_S = 3.0  # a node whose latest answer is older than this is shown lost
-# A node's snapshot waits this long for its new processes' ranks (within LATE_S); one
-# unanswered shows them by pid, and they are asked again, RANKS_TRIES times in all.
+# A node's snapshot waits this long for its new processes' ranks; one unanswered shows
+# them by pid, and they are asked again, RANKS_TRIES times in all.
 RANKS_HOLD_S, RANKS_TRIES = 2.5, 3
+# A node whose latest answer is older than this is shown lost: 3 s, and its ranks' wait
+# (its age counts from its answer's arrival), directly or through a relay alike.
+LATE_S = 3.0 + RANKS_HOLD_S
 
 
 class JobRefused(RuntimeError):
@@ -266,7 +268,7 @@ class JobFanout:
                 state, reason = link.state, link.reason
                 # Open, its first answer on the way (its ranks asked first) for a while.
                 age_or_open = age if age is not None else now - link.opened_at
-                if state == "ok" and age_or_open > LATE_S + RANKS_HOLD_S:
+                if state == "ok" and age_or_open > LATE_S:
                     state, reason = "lost", f"no answer for {age_or_open:.0f} s"
                 elif state == "ok" and age is None:
                     state = "connecting"
