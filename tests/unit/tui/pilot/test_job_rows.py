@@ -3,6 +3,11 @@ node and back, on a real recording of an MPI run."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
 from adaptyst_top.runtime.sources import ReplaySource
 from adaptyst_top.tui.app import MonitorApp
 from adaptyst_top.tui.widgets.fast_table import FastTable
@@ -11,12 +16,19 @@ from tests.support.paths import DATA
 RECORDING = DATA / "mpi-ranks-recording.jsonl"
 
 
-async def test_r_switches_merged_per_rank_per_node() -> None:
-    app = MonitorApp(ReplaySource(RECORDING), interval=1.0, autoplay=False)
+@contextlib.asynccontextmanager
+async def replayed(path: Path, steps: int) -> AsyncIterator[tuple[MonitorApp, Any]]:
+    """The monitor on PATH's recording, STEPS snapshots in: (the app, its pilot)."""
+    app = MonitorApp(ReplaySource(path), interval=1.0, autoplay=False)
     async with app.run_test(size=(120, 30)) as pilot:
-        for _ in range(6):
+        for _ in range(steps):
             app.step()
         await pilot.pause()
+        yield app, pilot
+
+
+async def test_r_switches_merged_per_rank_per_node() -> None:
+    async with replayed(RECORDING, 6) as (app, pilot):
         table = app.query_one("#probes", FastTable)
 
         def names() -> list[str]:
@@ -44,11 +56,7 @@ async def test_r_switches_merged_per_rank_per_node() -> None:
 
 
 async def test_the_header_counts_probes_whichever_view_splits_them() -> None:
-    app = MonitorApp(ReplaySource(RECORDING), interval=1.0, autoplay=False)
-    async with app.run_test(size=(120, 30)) as pilot:
-        for _ in range(2):
-            app.step()
-        await pilot.pause()
+    async with replayed(RECORDING, 2) as (app, pilot):
         await pilot.press("R")  # per rank: 4 rows of 2 probes
         await pilot.pause()
         app.step()
@@ -58,10 +66,6 @@ async def test_the_header_counts_probes_whichever_view_splits_them() -> None:
 
 
 async def test_rows_of_a_single_process_have_no_imbal_column() -> None:
-    app = MonitorApp(ReplaySource(DATA / "recording.jsonl"), interval=1.0, autoplay=False)
-    async with app.run_test(size=(120, 30)) as pilot:
-        for _ in range(3):
-            app.step()
-        await pilot.pause()
+    async with replayed(DATA / "recording.jsonl", 3) as (app, _pilot):
         table = app.query_one("#probes", FastTable)
         assert "imbalance" not in [c.key for c in table.columns]
